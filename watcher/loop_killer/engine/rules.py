@@ -1,0 +1,98 @@
+"""The product's rules, in one place.
+
+A *re-prompt* is a user message whose text begins (after leading whitespace, in any
+case) with ``Stop hook feedback:``, ``Stop hook`` (optionally preceded by ``[``) or
+``Hook re-prompted``: Claude Code wrote it because a Stop hook (``/goal`` or any
+command hook) refused to let the turn end.
+
+The *run* of a session is the trailing sequence of (re-prompt, answer) pairs since the
+last pair that was not a re-prompt and its answer, or whose answer used a tool.
+
+After each complete answer the run is checked, SAME_REPLY_TURNS first:
+
+* SAME_REPLY_TURNS: the last ``SAME_REPLY_TURNS`` (or more) answers form a chain in
+  which every consecutive pair is similar. Two answers are similar when the words they
+  share are at least ``SIMILAR`` of all distinct words in the two (word-set Jaccard).
+  Words are lowercase runs of three or more letters or digits, in any script. Two
+  answers without words are similar only when their texts are identical; an empty one
+  and a non-empty one are not.
+* IDLE_TURNS: the run holds ``IDLE_TURNS`` (or more) answers, whatever they say.
+
+When a rule fires, the run starts afresh after the answer that fired it, so a loop that
+keeps going fires again at the next threshold and no answer ever fires twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from fractions import Fraction
+
+__all__ = [
+    "IDLE_TURNS",
+    "REPROMPT_PREFIXES",
+    "SAME_REPLY_TURNS",
+    "SIMILAR",
+    "is_reprompt",
+    "similar",
+    "similarity",
+    "text_digest",
+    "words",
+]
+
+SAME_REPLY_TURNS = 3
+"""Fire when this many consecutive answers to re-prompts are pairwise similar."""
+
+IDLE_TURNS = 6
+"""Fire when the run holds this many answers to re-prompts, none with tool work."""
+
+SIMILAR = 0.6
+"""Word-set Jaccard at or above which two answers count as similar."""
+
+REPROMPT_PREFIXES = ("stop hook feedback:", "stop hook", "[stop hook", "hook re-prompted")
+"""Lower-cased prefixes of a re-prompt's text (checked after leading whitespace)."""
+
+RULE_SAME = "SAME_REPLY_TURNS"
+RULE_IDLE = "IDLE_TURNS"
+
+_LEADING_SPACE = re.compile(r"\s*")
+# Letters and digits of any script, no underscore: \w minus "_".
+_WORD = re.compile(r"[^\W_]{3,}")
+# Compare Jaccard exactly, in integers, so that exactly 0.6 counts as similar.
+_SIMILAR_FRACTION = Fraction(SIMILAR).limit_denominator(1000)
+
+
+def is_reprompt(text: str) -> bool:
+    """True when a user message with this text is a Stop-hook re-prompt."""
+    start = _LEADING_SPACE.match(text).end()
+    return text[start : start + 24].lower().startswith(REPROMPT_PREFIXES)
+
+
+def words(text: str) -> frozenset[str]:
+    """The distinct lowercase words (3+ letters or digits, any script) of ``text``."""
+    return frozenset(_WORD.findall(text.lower()))
+
+
+def similarity(a: frozenset[str], b: frozenset[str]) -> float:
+    """Word-set Jaccard of two word sets (1.0 for two empty sets)."""
+    union = len(a | b)
+    return len(a & b) / union if union else 1.0
+
+
+def similar(text_a: str, words_a: frozenset[str], text_b: str, words_b: frozenset[str]) -> bool:
+    """Whether two answers are similar, given their texts and word sets."""
+    if not words_a and not words_b:
+        return text_a == text_b
+    union = len(words_a | words_b)
+    shared = len(words_a & words_b)
+    return shared * _SIMILAR_FRACTION.denominator >= _SIMILAR_FRACTION.numerator * union
+
+
+def text_digest(text: str) -> str:
+    """A short digest of an answer's text, insensitive to whitespace layout.
+
+    The watcher publishes it and the Stop hook compares it with
+    ``last_assistant_message`` to know whether the watcher has seen that reply.
+    """
+    normalized = " ".join(text.split())
+    return hashlib.sha256(normalized.encode("utf-8", "surrogatepass")).hexdigest()[:16]
