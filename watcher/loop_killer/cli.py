@@ -1,0 +1,59 @@
+"""``loop-killer``: the command line (status, clear, install, doctor, hook).
+
+Each subcommand lives with the part of the product it belongs to and is imported only
+when used, so a call stays quick and never imports watchdog needlessly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# subcommand -> (module, function, one-line help). Each module also provides
+# ``add_arguments_<function>(parser)`` when the subcommand takes options.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "status": ("loop_killer.watch.commands", "status", "show the watcher and every live run"),
+    "clear": ("loop_killer.watch.commands", "clear", "ask a session's Stop hook to end its loop"),
+    "install": ("loop_killer.hook.setup", "install", "register the plugin with the claude CLI"),
+    "doctor": ("loop_killer.hook.setup", "doctor", "check that everything is in place"),
+    "hook": ("loop_killer.hook.stop_hook", "cli_main", "run the Stop hook (reads stdin)"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="loop-killer",
+        description="End Claude Code sessions stuck in a Stop-hook re-prompt loop.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, function, help_text) in COMMANDS.items():
+        sub = subparsers.add_parser(name, help=help_text, description=help_text)
+        sub.set_defaults(_target=(module_name, function))
+        if "--help" in sys.argv or "-h" in sys.argv or _wanted(name):
+            module = importlib.import_module(module_name)
+            add_arguments = getattr(module, f"add_arguments_{function}", None)
+            if add_arguments is not None:
+                add_arguments(sub)
+    return parser
+
+
+def _wanted(name: str) -> bool:
+    return len(sys.argv) > 1 and sys.argv[1] == name
+
+
+def main(argv: list[str] | None = None) -> int:
+    if argv is not None:
+        sys.argv = [sys.argv[0], *argv]
+    parser = build_parser()
+    args = parser.parse_args(sys.argv[1:])
+    if not getattr(args, "_target", None):
+        parser.print_help()
+        return 2
+    module_name, function = args._target
+    handler = getattr(importlib.import_module(module_name), function)
+    return int(handler(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

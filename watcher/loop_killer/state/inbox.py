@@ -1,0 +1,257 @@
+"""Clear requests: one small JSON file per session that asks its Stop hook to end the loop.
+
+Written by the watcher (or ``loop-killer clear``) atomically (temp file + rename) into
+``<state>/requests/<session>.json``; taken by the session's Stop hook exactly once by
+renaming it into ``<state>/claimed/`` (a rename succeeds for one claimer only); read
+only after the claim, never following a symlink, and validated before it is acted on.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .paths import ensure_private_dir, is_plain_id
+
+__all__ = [
+    "MAX_REQUEST_AGE",
+    "MAX_REQUEST_BYTES",
+    "REQUEST_VERSION",
+    "ClearRequest",
+    "InvalidRequest",
+    "claim_request",
+    "discard_request",
+    "parse_request",
+    "peek_request",
+    "request_path",
+    "write_private_file",
+    "write_request",
+]
+
+log = logging.getLogger(__name__)
+
+REQUEST_VERSION = 1
+MAX_REQUEST_BYTES = 64 * 1024
+MAX_REQUEST_AGE = 30 * 60.0
+"""Seconds after which a request is stale (the loop it was about is long gone)."""
+
+
+class InvalidRequest(ValueError):
+    """A request file that must not be acted on; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClearRequest:
+    """Ask the Stop hook of ``session_id`` to end the looping turn and clear the goal."""
+
+    session_id: str
+    rule: str  # SAME_REPLY_TURNS | IDLE_TURNS | MANUAL
+    count: int  # answers involved
+    run_length: int
+    answer_uuid: str  # the answer that fired ("" for a manual request)
+    answer_digest: str
+    transcript_path: str
+    created_at: float  # seconds since the epoch
+    source: str  # "watcher" | "manual" | "hook"
+    version: int = REQUEST_VERSION
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(asdict(self))
+
+    def is_stale(self, now: float, *, last_prompt_at: float | None = None) -> str | None:
+        """Why the request must not be acted on any more, or None if it is fresh."""
+        if now - self.created_at > MAX_REQUEST_AGE:
+            return f"older than {MAX_REQUEST_AGE:.0f} s"
+        if self.created_at - now > 60:
+            return "created in the future"
+        if last_prompt_at is not None and last_prompt_at > self.created_at:
+            return "superseded by a newer prompt in the session"
+        return None
+
+
+def request_path(state: Path, session_id: str) -> Path:
+    if not is_plain_id(session_id):
+        raise InvalidRequest(f"not a plain session id: {session_id!r}")
+    return state / "requests" / f"{session_id}.json"
+
+
+def write_private_file(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temp file + rename), mode 0600."""
+    ensure_private_dir(path.parent)
+    temp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(temp, path)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise
+
+
+def write_request(state: Path, request: ClearRequest) -> Path:
+    """Publish a request for its session (replacing an older one); return its path."""
+    path = request_path(state, request.session_id)
+    ensure_private_dir(state)
+    write_private_file(path, request.to_json())
+    return path
+
+
+def parse_request(data: bytes, *, expected_session: str) -> ClearRequest:
+    """Validate a request file's bytes; raise InvalidRequest with the reason."""
+    if len(data) > MAX_REQUEST_BYTES:
+        raise InvalidRequest(f"oversized ({len(data)} bytes)")
+    try:
+        raw: Any = orjson.loads(data)
+    except orjson.JSONDecodeError as error:
+        raise InvalidRequest(f"bad JSON ({error})") from None
+    if not isinstance(raw, dict):
+        raise InvalidRequest("not a JSON object")
+    if raw.get("version") != REQUEST_VERSION:
+        raise InvalidRequest(f"unknown version {raw.get('version')!r}")
+    session_id = raw.get("session_id")
+    if not is_plain_id(session_id):
+        raise InvalidRequest(f"not a plain session id: {session_id!r}")
+    if session_id != expected_session:
+        raise InvalidRequest(f"for session {session_id!r}, not {expected_session!r}")
+    try:
+        request = ClearRequest(
+            session_id=session_id,
+            rule=_field(raw, "rule", str),
+            count=_field(raw, "count", int),
+            run_length=_field(raw, "run_length", int),
+            answer_uuid=_field(raw, "answer_uuid", str),
+            answer_digest=_field(raw, "answer_digest", str),
+            transcript_path=_field(raw, "transcript_path", str),
+            created_at=float(_field(raw, "created_at", (int, float))),
+            source=_field(raw, "source", str),
+        )
+    except (TypeError, ValueError) as error:
+        raise InvalidRequest(str(error)) from None
+    if len(request.rule) > 64 or not request.rule.replace("_", "").isalnum():
+        raise InvalidRequest(f"bad rule {request.rule[:64]!r}")
+    return request
+
+
+def _field(raw: dict, name: str, kind: type | tuple[type, ...]) -> Any:
+    value = raw.get(name)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise InvalidRequest(f"field {name!r} missing or of the wrong type")
+    return value
+
+
+def _read_no_follow(path: Path) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        info = os.fstat(fd)
+        if not _is_regular(info.st_mode):
+            raise InvalidRequest("not a regular file")
+        if info.st_size > MAX_REQUEST_BYTES:
+            raise InvalidRequest(f"oversized ({info.st_size} bytes)")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(MAX_REQUEST_BYTES + 1)
+    finally:
+        os.close(fd)
+
+
+def _is_regular(mode: int) -> bool:
+    return stat.S_ISREG(mode)
+
+
+def peek_request(state: Path, session_id: str) -> ClearRequest | None:
+    """The pending request for a session, validated, without taking it (None if none).
+
+    Invalid request files are logged and left alone (``claim_request`` removes them).
+    """
+    try:
+        path = request_path(state, session_id)
+        return parse_request(_read_no_follow(path), expected_session=session_id)
+    except FileNotFoundError:
+        return None
+    except (InvalidRequest, OSError) as error:
+        log.warning("ignoring clear request for %s: %s", session_id, _reason(error))
+        return None
+
+
+def claim_request(
+    state: Path, session_id: str, *, now: float | None = None, last_prompt_at: float | None = None
+) -> ClearRequest | None:
+    """Take the session's pending request, exactly once across concurrent claimers.
+
+    Returns the request if it is valid and fresh. A hostile, broken or stale request is
+    taken out of the inbox too (so it cannot fire later), logged, and None is returned.
+    """
+    try:
+        source = request_path(state, session_id)
+    except InvalidRequest as error:
+        log.warning("not claiming: %s", error)
+        return None
+    claimed_dir = state / "claimed"
+    target = claimed_dir / f"{session_id}.{os.getpid()}.{time.time_ns()}.json"
+    try:
+        ensure_private_dir(claimed_dir)
+        os.rename(source, target)  # atomic: exactly one claimer wins
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        log.warning("cannot claim clear request for %s: %s", session_id, error)
+        return None
+    try:
+        request = parse_request(_read_no_follow(target), expected_session=session_id)
+    except (InvalidRequest, OSError) as error:
+        log.warning("rejected clear request for %s: %s", session_id, _reason(error))
+        _unlink_quietly(target)
+        return None
+    stale = request.is_stale(time.time() if now is None else now, last_prompt_at=last_prompt_at)
+    if stale:
+        log.info("dropped stale clear request for %s: %s", session_id, stale)
+        _unlink_quietly(target)
+        return None
+    _prune_claimed(claimed_dir)
+    return request
+
+
+def discard_request(state: Path, session_id: str, why: str) -> bool:
+    """Remove a session's pending request (superseded, say); True if one was there."""
+    try:
+        os.unlink(request_path(state, session_id))
+    except (FileNotFoundError, InvalidRequest):
+        return False
+    except OSError as error:
+        log.warning("cannot remove clear request for %s: %s", session_id, error)
+        return False
+    log.info("removed clear request for %s: %s", session_id, why)
+    return True
+
+
+def _reason(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.errno == getattr(os, "ELOOP", 40):
+        return "a symlink"
+    return str(error) or type(error).__name__
+
+
+def _unlink_quietly(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _prune_claimed(claimed_dir: Path, keep: int = 200) -> None:
+    """Claimed requests are kept as a trail, but only the newest ``keep`` of them."""
+    try:
+        entries = sorted(claimed_dir.iterdir(), key=lambda p: p.stat().st_mtime)
+    except OSError:
+        return
+    for stale in entries[:-keep]:
+        _unlink_quietly(stale)

@@ -1,0 +1,78 @@
+"""Where Claude Code keeps transcripts and where loop-killer keeps its state."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+__all__ = [
+    "config_dir",
+    "ensure_private_dir",
+    "is_plain_id",
+    "projects_dir",
+    "session_id_of",
+    "state_dir",
+]
+
+# A session id as Claude Code makes them (a UUID), or any plain name: never a path.
+_PLAIN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def config_dir(env: Mapping[str, str] | None = None) -> Path:
+    """``$CLAUDE_CONFIG_DIR``, else ``~/.claude``."""
+    env = os.environ if env is None else env
+    configured = env.get("CLAUDE_CONFIG_DIR")
+    if configured:
+        return Path(configured).expanduser()
+    home = env.get("HOME")
+    return (Path(home) if home else Path.home()) / ".claude"
+
+
+def projects_dir(env: Mapping[str, str] | None = None) -> Path:
+    """The folder whose project folders hold the session transcripts."""
+    return config_dir(env) / "projects"
+
+
+def state_dir(env: Mapping[str, str] | None = None) -> Path:
+    """loop-killer's own folder (``$LOOP_KILLER_STATE_DIR`` overrides it, for tests)."""
+    env = os.environ if env is None else env
+    configured = env.get("LOOP_KILLER_STATE_DIR")
+    if configured:
+        return Path(configured).expanduser()
+    return config_dir(env) / "loop-killer"
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """Create ``path`` (and parents) readable by this user only; return it."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        if path.stat().st_mode & 0o077:
+            path.chmod(0o700)
+    except OSError:
+        pass  # not ours to fix (a shared mount): the files inside are still 0600
+    return path
+
+
+def is_plain_id(value: object) -> bool:
+    """True for a session id that is safe as a file name (no ``/``, ``..`` or NUL)."""
+    return (
+        isinstance(value, str)
+        and _PLAIN_ID.fullmatch(value) is not None
+        and ".." not in value
+    )
+
+
+def session_id_of(transcript: Path) -> str | None:
+    """The session id of a main transcript path, or None for anything else.
+
+    Subagent transcripts (``agent-*.jsonl`` beside the session, or under
+    ``<session>/subagents/``) are not sessions.
+    """
+    if transcript.suffix != ".jsonl" or transcript.name.startswith("agent-"):
+        return None
+    if transcript.parent.name == "subagents":
+        return None
+    stem = transcript.stem
+    return stem if is_plain_id(stem) else None

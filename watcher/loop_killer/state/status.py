@@ -1,0 +1,146 @@
+"""What the watcher publishes for the Stop hook and ``loop-killer status``.
+
+* ``<state>/watcher.json``: the heartbeat (pid, start time, last beat, root watched).
+* ``<state>/status/<session>.json``: per session, how far the watcher has read and the
+  current run (length, similar-chain length, last answer's uuid and text digest).
+Both are small and written atomically; readers tolerate them missing or broken.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .inbox import write_private_file
+from .paths import is_plain_id
+
+__all__ = [
+    "HEARTBEAT_INTERVAL",
+    "HEARTBEAT_STALE",
+    "SessionStatus",
+    "WatcherHeartbeat",
+    "read_heartbeat",
+    "read_session_status",
+    "session_status_path",
+    "watcher_alive",
+    "write_heartbeat",
+    "write_session_status",
+]
+
+HEARTBEAT_INTERVAL = 2.0
+HEARTBEAT_STALE = 10.0
+"""A heartbeat older than this many seconds means no live watcher."""
+
+STATUS_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class WatcherHeartbeat:
+    pid: int
+    started_at: float
+    beat_at: float
+    root: str
+    sessions: int = 0
+    polling: bool = False
+    version: int = STATUS_VERSION
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStatus:
+    session_id: str
+    transcript_path: str
+    project: str
+    offset: int  # bytes of the transcript read (whole lines only)
+    run_length: int
+    chain_length: int
+    awaiting: str | None  # "reprompt" when a re-prompt's answer is pending
+    last_answer_uuid: str
+    last_answer_digest: str
+    last_activity: float  # when the transcript last grew
+    updated_at: float
+    goal: dict[str, Any] | None = None
+    pending_request: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+    version: int = STATUS_VERSION
+
+
+def _read_json(path: Path, limit: int = 256 * 1024) -> dict[str, Any] | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError:
+        return None
+    if len(data) > limit:
+        return None
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def heartbeat_path(state: Path) -> Path:
+    return state / "watcher.json"
+
+
+def write_heartbeat(state: Path, beat: WatcherHeartbeat) -> None:
+    write_private_file(heartbeat_path(state), orjson.dumps(asdict(beat)))
+
+
+def read_heartbeat(state: Path) -> WatcherHeartbeat | None:
+    raw = _read_json(heartbeat_path(state))
+    if raw is None or raw.get("version") != STATUS_VERSION:
+        return None
+    try:
+        return WatcherHeartbeat(**raw)
+    except TypeError:
+        return None
+
+
+def watcher_alive(state: Path, *, now: float | None = None) -> WatcherHeartbeat | None:
+    """The heartbeat of a live watcher, or None when none is running."""
+    beat = read_heartbeat(state)
+    if beat is None:
+        return None
+    now = time.time() if now is None else now
+    if now - beat.beat_at > HEARTBEAT_STALE:
+        return None
+    try:
+        os.kill(beat.pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass  # alive, someone else's
+    return beat
+
+
+def session_status_path(state: Path, session_id: str) -> Path:
+    if not is_plain_id(session_id):
+        raise ValueError(f"not a plain session id: {session_id!r}")
+    return state / "status" / f"{session_id}.json"
+
+
+def write_session_status(state: Path, status: SessionStatus) -> None:
+    write_private_file(session_status_path(state, status.session_id), orjson.dumps(asdict(status)))
+
+
+def read_session_status(state: Path, session_id: str) -> SessionStatus | None:
+    try:
+        raw = _read_json(session_status_path(state, session_id))
+    except ValueError:
+        return None
+    if raw is None or raw.get("version") != STATUS_VERSION:
+        return None
+    try:
+        return SessionStatus(**raw)
+    except TypeError:
+        return None
