@@ -1,0 +1,26 @@
+"""Suite-wide safety net: no test ever sees the real ~/.claude or the real terminal.
+
+Every test runs with its own temporary HOME and CLAUDE_CONFIG_DIR, and without the
+multiplexer variables of whoever runs the suite (so no hook under test types into the
+developer's own tmux pane).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+_OUTER_VARIABLES = (
+    "TMUX", "TMUX_PANE", "STY", "WINDOW", "LOOP_KILLER_STATE_DIR",
+    "CLAUDE_PROJECT_DIR", "CLAUDE_CODE_SESSION_ID", "CLAUDE_PID",
+    "CLAUDE_PLUGIN_ROOT", "CLAUDE_PLUGIN_DATA",
+)
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(home / ".claude"))
+    for name in _OUTER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    return home
