@@ -310,15 +310,17 @@ class RunDetector:
 
     def feed(self, event: Event) -> list[Detection]:
         """Feed one transcript event; return the detections it causes."""
-        if isinstance(event, TurnStart):
-            self._reset()  # a person's prompt ends the run at once
-        elif isinstance(event, GoalStatus):
+        if isinstance(event, GoalStatus):
             self.goal = event
         detections = []
+        # The event may first complete the answer in progress (stop_reason is null on
+        # every line in some versions): count that answer in the run it belongs to...
         for answer in self._assembler.feed(event):
             detection = self.add_answer(answer)
             if detection:
                 detections.append(detection)
+        if isinstance(event, TurnStart):
+            self._reset()  # ...then a person's prompt ends the run at once
         return detections
 
     def finish(self) -> list[Detection]:
