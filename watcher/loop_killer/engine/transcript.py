@@ -151,52 +151,42 @@ class LineBuffer:
     """Cuts a byte stream into whole lines; keeps the partial last line for later.
 
     Linear in the bytes fed, however a long line is split across chunks: a chunk is
-    scanned once for newlines and a partial line is joined only once it is complete.
+    scanned once for newlines, and a partial line grows in one amortised buffer.
     """
 
-    __slots__ = ("_parts", "_pending")
+    __slots__ = ("_partial",)
 
     def __init__(self) -> None:
-        self._parts: list[bytes] = []
-        self._pending = 0
+        self._partial = bytearray()
 
     @property
     def pending_bytes(self) -> int:
         """Bytes of an unfinished last line held back."""
-        return self._pending
+        return len(self._partial)
 
     def feed(self, chunk: bytes) -> list[bytes]:
         """Return the lines completed by ``chunk`` (without their newlines)."""
         newline = chunk.find(b"\n")
         if newline < 0:
-            if chunk:
-                self._parts.append(chunk)
-                self._pending += len(chunk)
+            self._partial += chunk
             return []
-        if self._parts:
-            self._parts.append(chunk[:newline])
-            first = b"".join(self._parts)
-            self._parts = []
+        if self._partial:
+            self._partial += chunk[:newline]
+            first = bytes(self._partial)
+            self._partial = bytearray()
         else:
             first = chunk[:newline]
         lines = [first]
         start = newline + 1
-        while True:
-            newline = chunk.find(b"\n", start)
-            if newline < 0:
-                break
+        while (newline := chunk.find(b"\n", start)) >= 0:
             lines.append(chunk[start:newline])
             start = newline + 1
-        tail = chunk[start:]
-        self._pending = len(tail)
-        if tail:
-            self._parts.append(tail)
+        self._partial += chunk[start:]
         return lines
 
     def reset(self) -> None:
         """Forget a partial line (after a truncation, say)."""
-        self._parts = []
-        self._pending = 0
+        self._partial = bytearray()
 
 
 def _load(line: bytes) -> Any:
