@@ -85,8 +85,15 @@ class AnswerAssembler:
     """
 
     __slots__ = (
-        "_prompt", "_prompt_uuid", "_reply", "_texts", "_used_tool", "_started",
-        "_last_uuid", "_last_timestamp", "_last_id",
+        "_last_id",
+        "_last_timestamp",
+        "_last_uuid",
+        "_prompt",
+        "_prompt_uuid",
+        "_reply",
+        "_started",
+        "_texts",
+        "_used_tool",
     )
 
     def __init__(self) -> None:
@@ -263,8 +270,16 @@ class RunDetector:
     """
 
     __slots__ = (
-        "session_id", "live", "_fired", "_assembler", "_run", "_run_length", "_chain",
-        "last_answer", "goal", "answers_seen",
+        "_assembler",
+        "_chain",
+        "_fired",
+        "_run",
+        "_run_length",
+        "answers_seen",
+        "goal",
+        "last_answer",
+        "live",
+        "session_id",
     )
 
     def __init__(
@@ -390,7 +405,7 @@ class RunDetector:
 class SessionReader:
     """Bytes of one session transcript in, detections out (any chunking)."""
 
-    __slots__ = ("detector", "stats", "_lines")
+    __slots__ = ("_lines", "detector", "stats")
 
     def __init__(self, detector: RunDetector) -> None:
         self.detector = detector

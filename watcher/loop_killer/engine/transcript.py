@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import orjson
 
@@ -123,7 +123,7 @@ class SystemEntry:
     subtype: str
 
 
-Event = Union[Reprompt, TurnStart, ToolResults, AssistantPart, Discard, GoalStatus, SystemEntry]
+Event = Reprompt | TurnStart | ToolResults | AssistantPart | Discard | GoalStatus | SystemEntry
 
 
 @dataclass(slots=True)

@@ -18,7 +18,7 @@ import orjson
 
 from .paths import ensure_private_dir
 
-__all__ = ["JOURNAL_NAME", "append", "journal_path", "read_recent", "fired_answers"]
+__all__ = ["JOURNAL_NAME", "append", "fired_answers", "journal_path", "read_recent"]
 
 log = logging.getLogger(__name__)
 
