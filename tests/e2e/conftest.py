@@ -1,0 +1,94 @@
+"""Fixtures for the end-to-end tests against the real Claude Code binary.
+
+A missing binary or tmux skips the test locally (with the command that fixes it), but FAILS it
+under CI=true: in CI the e2e tests must really run, never silently skip.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .harness import INSTALL_HINT, Sandbox, TuiSession, binary_env_var, claude_binary
+from .mock_api import MockAnthropic
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+def _unavailable(reason: str) -> None:
+    """Skip locally, fail in CI."""
+    if in_ci():
+        pytest.fail(f"{reason} (CI=true: e2e tests must not be skipped)", pytrace=False)
+    pytest.skip(reason)
+
+
+def require_claude(version: str) -> Path:
+    path = claude_binary(version)
+    if path is None:
+        _unavailable(
+            f"Claude Code {version} binary not found: {INSTALL_HINT} {version} "
+            f"(or set {binary_env_var(version)} to the binary)"
+        )
+        raise AssertionError("unreachable")  # pytest.skip/fail raise
+    return path
+
+
+@pytest.fixture
+def claude_328() -> Path:
+    """The 2.1.328 binary (loads plugin mods)."""
+    return require_claude("2.1.328")
+
+
+@pytest.fixture
+def claude_250() -> Path:
+    """The 2.1.250 binary (before mods existed)."""
+    return require_claude("2.1.250")
+
+
+@pytest.fixture
+def tmux() -> str:
+    path = shutil.which("tmux")
+    if path is None:
+        _unavailable("tmux is not installed (apt-get install tmux)")
+        raise AssertionError("unreachable")
+    return path
+
+
+@pytest.fixture
+def mock_api(tmp_path: Path) -> Iterator[MockAnthropic]:
+    """A started mock API (default script: every main reply "OK.", evaluator never met).
+    Re-script it with mock_api.configure(...). Requests are also logged to
+    tmp_path/mock_requests.jsonl for post-mortems."""
+    with MockAnthropic(log_path=tmp_path / "mock_requests.jsonl") as mock:
+        yield mock
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path, mock_api: MockAnthropic) -> Sandbox:
+    """Own HOME, own git project with test/auth/login.test.js, wired to `mock_api`."""
+    return Sandbox.create(tmp_path / "sb", mock_api)
+
+
+@pytest.fixture
+def tui(tmux: str, sandbox: Sandbox) -> Iterator[Callable[..., TuiSession]]:
+    """Factory: tui(version=claude_328, **TuiSession kwargs) -> a started TuiSession in the
+    sandbox. Every session it made is killed at teardown, pass or fail."""
+    sessions: list[TuiSession] = []
+
+    def start(**kwargs: Any) -> TuiSession:
+        session = TuiSession(sandbox, **kwargs)
+        sessions.append(session)  # registered before start: a failed start is cleaned too
+        return session.start()
+
+    try:
+        yield start
+    finally:
+        for session in sessions:
+            session.close()
