@@ -1,0 +1,230 @@
+// loop-killer's mod: the hands, never the brain.
+//
+// Claude Code (2.1.287 and later) loads this ES module in-process because
+// hooks/hooks.json names it under "modules"; that path is relative to
+// hooks.json, so this file must sit in hooks/. Builds that load no mod (2.1.250
+// keeps them behind a rollout flag that is off offline, and knows no
+// `classic.Stop`) still run the Python command Stop hook (hooks/stop_hook.py),
+// which is the brain:
+// it decides whether a Stop-hook re-prompt loop must end and writes every word
+// the person sees. This module holds no policy. It
+//   1. tells the brain, in the Stop hook's stdin, that it is loaded and will
+//      act on this very Stop (`loop_killer_mod: {version: 1}`);
+//   2. takes the brain's plan back out of the hooks' combined outcome (see
+//      takePlan), so that none of it reaches the engine or the model;
+//   3. when that turn ends: records "queued", queues `/goal clear` if the plan
+//      asks for it, shows the plan's toast and its notice under the answer;
+//   4. once the command has run, finds out what happened with the markers
+//      the plan gave, shows the plan's words for that outcome and records it
+//      in the JSON file the plan named (held open at session end for `-p`).
+//
+// Why the plan does not ride in `stopReason`: all Stop hooks (ours and the
+// /goal evaluator) run in parallel, and the outcome `next()` resolves to folds
+// their results "last write wins"; the evaluator always sets stopReason and
+// usually finishes last, so ours is lost there (measured on 2.1.328).
+// `additionalContext` entries are concatenated, one per hook, so an entry of
+// ours always survives the fold. Left in, it would be recorded as a
+// hook_additional_context attachment, so this module takes it out. Nothing
+// else of the outcome is touched: the engine shows the brain's own
+// stopReason when the outcome is handed on as it came, and shows "Stop hook
+// prevented continuation" once a module rewrites stopReason (also measured).
+//
+// Why the outcome is read from the transcript: in the terminal UI
+// `$.command.run` resolves to `{}` (no text), and the command's output exists
+// only as transcript rows. In `-p` it resolves to `{ text }` as well.
+//
+// Plain JavaScript, no imports, no dependencies. `claude plugin validate`
+// insists that `$` be spelled `$.noun.call(...)` or passed to a top-level
+// function, hence the flat helpers below.
+
+// The brain's entry in `additionalContext` is this marker followed by JSON.
+const MARK = 'loop-killer: '
+// Bumped when the stdin flag or the plan change shape.
+const PROTOCOL = 1
+// How much of the transcript, past the end of the stopped turn, is searched.
+const EVIDENCE_BYTES = 1 << 20
+// How often the transcript is read again while waiting for the outcome.
+const POLL_MS = 100
+// How long to wait for the outcome's rows when the plan names no `wait_ms`:
+// the transcript lags, and in the terminal UI the command's rows are often
+// not on disk yet when `$.command.run` resolves (measured on 2.1.328).
+const DEFAULT_WAIT_MS = 3000
+
+// The plan of a loop-killer stop, from its Stop to the end of its turn
+// (milliseconds apart). Module state is lost on a hot reload; losing it in
+// that window only means no clear runs, which the brain sees as an outcome
+// record that never appears.
+let pending
+// The settling of the last queued clear, awaited when the session ends so
+// that a `-p` run does not exit before the outcome is recorded.
+let settling
+
+// Returns `value` when it is a plain object, else an empty one.
+function objectOr(value) {
+  return value !== null && typeof value === 'object' && !Array.isArray(value) ? value : {}
+}
+
+// Returns `text` when it is a non-empty string, else undefined.
+function textOr(text) {
+  return typeof text === 'string' && text !== '' ? text : undefined
+}
+
+// Splits the combined Stop outcome into the brain's plan (the last
+// well-formed entry of ours in additionalContext) and the outcome to hand on,
+// which keeps every other hook's entries and none of ours.
+function takePlan(result) {
+  let plan
+  const others = []
+  const entries = Array.isArray(result.additionalContext) ? result.additionalContext : []
+  for (const entry of entries) {
+    if (typeof entry === 'string' && entry.startsWith(MARK)) {
+      try {
+        const parsed = JSON.parse(entry.slice(MARK.length))
+        if (objectOr(parsed).v === PROTOCOL) plan = parsed
+      } catch {
+        // A garbled entry of ours: leave it out all the same.
+      }
+      continue
+    }
+    others.push(entry)
+  }
+  const { additionalContext, ...rest } = result
+  const answer = others.length > 0 ? { ...rest, additionalContext: others } : rest
+  return { plan, answer }
+}
+
+// The first status (in the plan's order) one of whose markers is in the
+// evidence, or undefined. A line holding the plan's id is an echo of the
+// plan itself (the transcript keeps each hook's stdout), whose markers prove
+// nothing, so it is left out.
+function classify(evidence, plan) {
+  const id = textOr(plan.id)
+  const lines = evidence.split('\n').filter((line) => id === undefined || !line.includes(id))
+  for (const [status, markers] of Object.entries(objectOr(plan.match))) {
+    for (const marker of [].concat(markers)) {
+      if (textOr(marker) !== undefined && lines.some((line) => line.includes(marker))) return status
+    }
+  }
+  return undefined
+}
+
+// The transcript's size now, or 0 when it cannot be read.
+async function sizeOf($, path) {
+  if (textOr(path) === undefined) return 0
+  const stat = await $.fs.stat(path).catch(() => undefined)
+  return stat?.size ?? 0
+}
+
+// What the transcript gained since `offset`, or "" when it cannot be read.
+async function transcriptSince($, path, offset) {
+  const size = await sizeOf($, path)
+  if (size <= offset) return ''
+  const length = Math.min(size - offset, EVIDENCE_BYTES)
+  return $.fs.read(path, { offset, length }).catch(() => '')
+}
+
+// Writes the outcome record where the plan asked, when it asked. A write
+// that fails is told to the debug log and stops nothing else.
+async function record($, plan, fields) {
+  const path = textOr(plan.outcome_path)
+  if (path === undefined) return
+  const row = {
+    v: PROTOCOL,
+    id: plan.id ?? null,
+    session_id: plan.session_id ?? null,
+    ...fields,
+    at: await $.clock.now(),
+  }
+  await $.fs.write(path, JSON.stringify(row) + '\n').catch((err) => {
+    $.ui.log(`outcome record not written to ${path}: ${err}`, { to: 'debug' })
+  })
+}
+
+// Once `/goal clear` has run: which of the plan's outcomes it was, read from
+// the command's own text and the transcript rows written since the turn
+// ended, waiting up to `wait_ms` (default DEFAULT_WAIT_MS) for them;
+// `unknown` when none showed.
+async function outcomeOf($, plan, output) {
+  const wait = Number.isFinite(plan.wait_ms) ? Math.max(0, plan.wait_ms) : DEFAULT_WAIT_MS
+  const deadline = (await $.clock.now()) + wait
+  for (;;) {
+    const evidence = `${output}\n${await transcriptSince($, plan.transcript_path, plan.offset)}`
+    const status = classify(evidence, plan)
+    if (status !== undefined) return status
+    if ((await $.clock.now()) >= deadline) return 'unknown'
+    await $.clock.sleep(POLL_MS)
+  }
+}
+
+// After the command settled (ran, or was refused with `error`): the plan's
+// words for the outcome as a toast and a transcript row, and the record.
+async function settle($, plan, ran, error) {
+  const output = textOr(ran?.text) ?? ''
+  const status = error === undefined ? await outcomeOf($, plan, output) : 'failed'
+  // `{output}` is the command's text: empty in the terminal UI, where the
+  // command shows it itself; a line left empty is not shown.
+  const template = textOr(objectOr(plan.outcome)[status]) ?? ''
+  const line = template.replaceAll('{output}', error ?? output).trim()
+  if (line !== '') {
+    $.ui.toast(line)
+    $.ui.log(line)
+  }
+  await record($, plan, { status, output: textOr(output) ?? null, error: error ?? null })
+}
+
+// Stop: flag the event for the brain, run everything beneath (the Python
+// hook, the /goal evaluator, other settings hooks), keep the plan.
+async function onStop($, e, next) {
+  const result = await next({ ...e, loop_killer_mod: { version: PROTOCOL } })
+  const { plan, answer } = takePlan(result)
+  // Held only when the turn really ends here.
+  if (plan !== undefined && result.preventContinuation === true) {
+    pending = { ...plan, session_id: e.session_id, transcript_path: e.transcript_path }
+  }
+  return answer
+}
+
+// If onStop fails after the hooks beneath ran, hand on their outcome without
+// our entry, so the brain's plan never reaches the engine or the model.
+async function onStopFailed($, e, next) {
+  return next.called ? takePlan(await next(e)).answer : undefined
+}
+
+// Turn end: act on a plan the Stop left, once, on the main loop only.
+async function onTurnComplete($, e, next) {
+  if (e.agentId !== undefined) return next(e)
+  const held = pending
+  pending = undefined
+  if (held === undefined) return next(e)
+  const plan = { ...held, offset: await sizeOf($, held.transcript_path) }
+  if (plan.clear_goal === true) {
+    // Recorded first, so a quick settle is never overwritten by 'queued'.
+    await record($, plan, { status: 'queued', output: null, error: null })
+    // Queued, not awaited (awaiting here would wait on this very turn): it
+    // runs once the session is idle.
+    settling = $.command.run({ command: 'goal', args: 'clear' })
+      .then(
+        (ran) => settle($, plan, ran, undefined),
+        (err) => settle($, plan, undefined, String(err?.message ?? err)),
+      )
+      .catch((err) => $.ui.log(`outcome not recorded: ${err}`, { to: 'debug' }))
+  }
+  const toast = textOr(plan.toast)
+  if (toast !== undefined) $.ui.toast(toast)
+  const ended = await next(e)
+  const notice = textOr(plan.notice)
+  return notice === undefined ? ended : { ...ended, text: notice }
+}
+
+// Session end (exit, /clear, a `-p` run done): let a settle in flight finish
+// its record, within the short bound the engine gives this event.
+async function onSessionEnd($, e, next) {
+  if (settling !== undefined) await settling
+  return next(e)
+}
+
+export function register(on) {
+  on('classic.Stop', onStop).catch(onStopFailed)
+  on('turn.complete', onTurnComplete)
+  on('session.end', onSessionEnd)
+}
