@@ -1,0 +1,102 @@
+"""A stand-in for Claude Code's TUI prompt, to run in a tmux or screen pane in tests.
+
+It draws what the real 2.1.328 TUI draws at the bottom of the screen (a rule, the input
+line ``❯`` + no-break space + the text being typed, a rule, a status line), reads keys in
+raw mode, and on Enter "runs" the line: for ``/goal clear`` it appends the ``goal_status``
+met:true sentinel line to the transcript (as Claude Code does) and shows
+``Goal cleared: <condition>``. Every submitted line is logged to ``--log``.
+
+    python fake_prompt.py --transcript T --log L [--draft TEXT] [--no-proof] [--screen-only]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import termios
+import time
+import tty
+import uuid
+
+CONDITION = "all tests in test/auth pass"
+RULE = "\u2500" * 70
+
+
+def draw(history: list[str], buffer: str, placeholder: str) -> None:
+    out = ["\x1b[2J\x1b[H"]
+    out.extend(line + "\r\n" for line in history[-12:])
+    out.append("\r\n")
+    out.append(f"\x1b[38;5;244m{RULE}\x1b[39m\r\n")
+    if buffer:
+        out.append(f"\u276f\u00a0{buffer}\x1b[7m \x1b[0m\r\n")
+    elif placeholder:
+        out.append(f"\u276f\u00a0\x1b[2m{placeholder}\x1b[22m\r\n")
+    else:
+        out.append("\u276f\u00a0\x1b[7m \x1b[0m\r\n")
+    out.append(f"\x1b[38;5;244m{RULE}\x1b[39m\r\n")
+    out.append("  \u23f5\u23f5 auto mode on (shift+tab to cycle)")
+    sys.stdout.write("".join(out))
+    sys.stdout.flush()
+
+
+def proof_line(session: str) -> bytes:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
+    return json.dumps({
+        "parentUuid": None, "isSidechain": False,
+        "attachment": {"type": "goal_status", "met": True, "sentinel": True,
+                       "condition": CONDITION},
+        "type": "attachment", "uuid": str(uuid.uuid4()), "timestamp": stamp,
+        "sessionId": session,
+    }, separators=(",", ":")).encode() + b"\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--transcript", required=True)
+    parser.add_argument("--log", required=True)
+    parser.add_argument("--draft", default="")
+    parser.add_argument("--placeholder", default="")
+    parser.add_argument("--no-proof", action="store_true")
+    parser.add_argument("--screen-only", action="store_true")
+    args = parser.parse_args()
+    history = ["\u25cf I am still working on getting the auth tests to pass.",
+               "\u25ef Goal not yet met\u2026 continuing"]
+    buffer = args.draft
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd)
+    tty.setraw(fd)
+    try:
+        draw(history, buffer, args.placeholder)
+        while True:
+            data = os.read(fd, 1024).decode("utf-8", "replace")
+            if not data:
+                return 0
+            for char in data:
+                if char in "\r\n":
+                    with open(args.log, "a", encoding="utf-8") as log:
+                        log.write(buffer + "\n")
+                    if buffer.strip() == "/goal clear" and not args.no_proof:
+                        if not args.screen_only:
+                            with open(args.transcript, "ab") as handle:
+                                handle.write(proof_line(os.path.basename(
+                                    args.transcript).removesuffix(".jsonl")))
+                        history.append("\u276f /goal clear")
+                        history.append(f"  \u23bf  Goal cleared: {CONDITION}")
+                    elif buffer:
+                        history.append(f"\u276f {buffer}")
+                    buffer = ""
+                elif char in ("\x7f", "\x08"):
+                    buffer = buffer[:-1]
+                elif char == "\x03":
+                    return 0
+                elif char.isprintable():
+                    buffer += char
+            draw(history, buffer, args.placeholder)
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

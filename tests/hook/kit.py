@@ -1,0 +1,174 @@
+"""Helpers for the hook tests: the real fixture transcripts, cut where a Stop would see them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures" / "claude-code-2.1.328"
+LAUNCHER = ROOT / "plugin" / "hooks" / "stop_hook.py"
+SAME_TEXT = "I am still working on getting the auth tests to pass."
+
+
+def fixture_transcript(scenario: str) -> Path:
+    """The (single) main transcript of a fixture scenario."""
+    found = sorted((FIXTURES / scenario / "transcripts").glob("*/*.jsonl"))
+    assert found, f"no transcript for {scenario}"
+    return found[0]
+
+
+def lines_of(path: Path) -> list[bytes]:
+    return path.read_bytes().splitlines(keepends=True)
+
+
+def entry(line: bytes) -> dict[str, Any]:
+    return json.loads(line)
+
+
+def is_reprompt(line: bytes) -> bool:
+    value = entry(line)
+    content = (value.get("message") or {}).get("content")
+    return value.get("type") == "user" and isinstance(content, str) and content.startswith(
+        "Stop hook feedback:")
+
+
+def is_assistant(line: bytes) -> bool:
+    return entry(line).get("type") == "assistant"
+
+
+def is_summary(line: bytes) -> bool:
+    value = entry(line)
+    return value.get("type") == "system" and value.get("subtype") == "stop_hook_summary"
+
+
+def assistant_text(line: bytes) -> str:
+    content = entry(line)["message"]["content"]
+    return "\n".join(block["text"] for block in content if block.get("type") == "text")
+
+
+@dataclass(frozen=True)
+class Stop:
+    """One Stop of a recorded loop: the answer it ends, and where that answer sits."""
+
+    number: int  # answers to re-prompts so far, this one included (0: not a re-prompt's)
+    first: int  # line index of the reply's first assistant line
+    index: int  # line index of the reply's last assistant line
+    text: str  # the reply's text blocks, joined (what last_assistant_message holds)
+    timestamp: str
+    uuid: str  # of the reply's last line
+    reprompted: bool  # stop_hook_active
+
+
+def _message_id(line: bytes) -> str:
+    return str(entry(line)["message"].get("id") or entry(line)["uuid"])
+
+
+def stops(lines: list[bytes]) -> list[Stop]:
+    """Every Stop of a transcript, in order: one per final reply (no tool use pending)."""
+    result = []
+    reprompts_seen = 0
+    answering_reprompt = False
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        if is_reprompt(line):
+            answering_reprompt = True
+        elif entry(line).get("type") == "user" and not is_tool_result(line):
+            answering_reprompt = False
+        if not is_assistant(line):
+            index += 1
+            continue
+        first, message_id = index, _message_id(line)
+        while index + 1 < len(lines) and is_assistant(lines[index + 1]) and _message_id(
+                lines[index + 1]) == message_id:
+            index += 1
+        last = entry(lines[index])
+        if last["message"].get("stop_reason") in ("end_turn", "stop_sequence") and not last.get(
+                "isApiErrorMessage"):
+            if answering_reprompt:
+                reprompts_seen += 1
+            text = "\n".join(assistant_text(lines[i]) for i in range(first, index + 1)
+                             if assistant_text(lines[i]))
+            result.append(Stop(reprompts_seen if answering_reprompt else 0, first, index, text,
+                               last["timestamp"], last["uuid"], answering_reprompt))
+        index += 1
+    return result
+
+
+def answer(lines: list[bytes], number: int) -> Stop:
+    """The Stop of the ``number``-th answer to a re-prompt (1-based)."""
+    return next(stop for stop in stops(lines) if stop.number == number)
+
+
+def is_tool_result(line: bytes) -> bool:
+    content = (entry(line).get("message") or {}).get("content")
+    return isinstance(content, list) and any(
+        isinstance(block, dict) and block.get("type") == "tool_result" for block in content)
+
+
+def write(path: Path, lines: list[bytes]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"".join(lines))
+    return path
+
+
+def stop_input(transcript: Path | str, *, session_id: str = "", message: str | None = SAME_TEXT,
+               active: bool = True, mod: bool = False, **extra: Any) -> dict[str, Any]:
+    """A Stop hook input like Claude Code 2.1.328 sends."""
+    transcript = str(transcript)
+    data: dict[str, Any] = {
+        "session_id": session_id or Path(transcript).stem,
+        "transcript_path": transcript,
+        "cwd": "/home/dev/proj",
+        "prompt_id": "182dc0eb-5aaa-4580-9bd2-a2b300a8e060",
+        "permission_mode": "default",
+        "effort": {"level": "medium"},
+        "hook_event_name": "Stop",
+        "stop_hook_active": active,
+        "background_tasks": [],
+        "session_crons": [],
+    }
+    if message is not None:
+        data["last_assistant_message"] = message
+    if mod:
+        data["loop_killer_mod"] = {"version": 1}
+    data.update(extra)
+    return data
+
+
+def raw(data: dict[str, Any] | bytes | str) -> bytes:
+    if isinstance(data, bytes):
+        return data
+    if isinstance(data, str):
+        return data.encode()
+    return json.dumps(data).encode()
+
+
+def hook_env(**extra: str) -> dict[str, str]:
+    """The test's environment (own HOME, no multiplexer) plus ``extra``."""
+    env = dict(os.environ)
+    env.update(extra)
+    return env
+
+
+def run_hook_process(data: dict[str, Any] | bytes | str, *, env: dict[str, str] | None = None,
+                     argv: list[str] | None = None, timeout: float = 30,
+                     ) -> subprocess.CompletedProcess[bytes]:
+    """Run the hook as Claude Code does: a process, the input on stdin."""
+    return subprocess.run(
+        argv or [sys.executable, "-m", "loop_killer.hook"], input=raw(data),
+        capture_output=True, env=env or hook_env(), timeout=timeout, check=False,
+    )
+
+
+def journal(state: Path) -> list[dict[str, Any]]:
+    path = state / "detections.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

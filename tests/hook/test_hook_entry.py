@@ -1,0 +1,121 @@
+"""The hook as Claude Code runs it: a process reading stdin; whatever it gets, it exits 0,
+prints nothing that could re-prompt the model, and writes nothing to stderr."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from loop_killer.hook import decide
+from loop_killer.hook.stop_hook import run, state_dir
+from loop_killer.state.paths import is_plain_id
+from loop_killer.state.paths import state_dir as paths_state_dir
+
+from .kit import answer, fixture_transcript, lines_of, run_hook_process, stop_input, stops, write
+
+
+def _assert_harmless(done) -> dict | None:
+    assert done.returncode == 0
+    assert done.stderr == b""
+    text = done.stdout.decode()
+    if not text.strip():
+        return None
+    output = json.loads(text)
+    assert "decision" not in output
+    return output
+
+
+@pytest.mark.parametrize("stdin", [
+    b"", b"   \n", b"not json", b"\xff\xfe\x00garbage", b"[1, 2, 3]", b"null", b'"Stop"',
+    b'{"hook_event_name": "Stop"}',
+    b'{"hook_event_name": "SubagentStop", "session_id": "s", "transcript_path": "/x"}',
+    b"{" * 100000,
+])
+def test_garbage_or_empty_stdin_exits_0_and_blocks_nothing(stdin: bytes) -> None:
+    assert _assert_harmless(run_hook_process(stdin)) is None
+
+
+def test_a_missing_transcript_blocks_nothing(tmp_path: Path) -> None:
+    data = stop_input(tmp_path / "nowhere" / "gone.jsonl")
+    output = _assert_harmless(run_hook_process(data))
+    assert output is not None and "continue" not in output
+    assert "cannot read this session's transcript" in output["systemMessage"]
+    # Said once per session, not at every turn.
+    assert _assert_harmless(run_hook_process(data)) is None
+
+
+def test_a_normal_turn_prints_nothing(tmp_path: Path) -> None:
+    lines = lines_of(fixture_transcript("goal-same"))
+    first = stops(lines)[0]
+    path = write(tmp_path / "s.jsonl", lines[: first.index + 1])
+    assert _assert_harmless(run_hook_process(stop_input(path, active=False))) is None
+
+
+def test_a_looping_reply_is_stopped_through_the_process(tmp_path: Path) -> None:
+    lines = lines_of(fixture_transcript("goal-same"))
+    third = answer(lines, 3)
+    path = write(tmp_path / "s.jsonl", lines[: third.first])
+    output = _assert_harmless(run_hook_process(stop_input(path)))
+    assert output is not None and output["continue"] is False
+
+
+def test_a_subagent_stop_is_ignored(tmp_path: Path) -> None:
+    lines = lines_of(fixture_transcript("goal-same"))
+    third = answer(lines, 3)
+    path = write(tmp_path / "s.jsonl", lines[: third.first])
+    for extra in ({"hook_event_name": "SubagentStop"}, {"agent_id": "agent-1"}):
+        assert _assert_harmless(run_hook_process(stop_input(path, **extra))) is None
+
+
+def test_an_unexpected_failure_exits_0_with_a_short_note(tmp_path: Path) -> None:
+    """A state folder that is a file breaks every write: the hook still exits 0."""
+    lines = lines_of(fixture_transcript("goal-same"))
+    third = answer(lines, 3)
+    path = write(tmp_path / "s.jsonl", lines[: third.first])
+    blocker = tmp_path / "state-is-a-file"
+    blocker.write_text("x")
+    env = {**os.environ, "LOOP_KILLER_STATE_DIR": str(blocker / "sub")}
+    output = _assert_harmless(run_hook_process(stop_input(path), env=env))
+    # Either the loop is still stopped (journal errors are logged and skipped) or a note
+    # says the hook failed; never a block, never a crash.
+    assert output is not None
+    assert output.get("continue") is False or "loop-killer" in output.get("systemMessage", "")
+
+
+def test_the_hook_state_folder_matches_the_packages() -> None:
+    for env in ({"HOME": "/h"}, {"HOME": "/h", "CLAUDE_CONFIG_DIR": "/c"},
+                {"HOME": "/h", "CLAUDE_CONFIG_DIR": "~/c"},
+                {"HOME": "/h", "LOOP_KILLER_STATE_DIR": "/s", "CLAUDE_CONFIG_DIR": "/c"}):
+        assert Path(state_dir(env)) == paths_state_dir(env)
+
+
+def test_the_hooks_session_id_check_matches_the_packages() -> None:
+    samples = ["a26ba613-efc5-4fa5-919a-77fca5250a20", "x", "", "..", "a..b", "a/b", "-a",
+               "a" * 128, "a" * 129, ".hidden", "a b", "é", "A_b.c-d", None, 3]
+    for sample in samples:
+        assert decide.is_plain_id(sample) == is_plain_id(sample), sample
+
+
+def test_parse_input_reads_the_mod_flag_and_the_reply() -> None:
+    data = stop_input("/t/s.jsonl", mod=True)
+    parsed = decide.parse_input(data)
+    assert parsed is not None and parsed.mod_active and parsed.stop_hook_active
+    assert parsed.last_assistant_message == "I am still working on getting the auth tests to pass."
+    assert decide.parse_input({**data, "loop_killer_mod": {"version": 2}}).mod_active is False
+    assert decide.parse_input({**data, "loop_killer_mod": True}).mod_active is False
+    assert decide.parse_input({**data, "stop_hook_active": "yes"}).stop_hook_active is False
+    assert decide.parse_input({**data, "transcript_path": 5}) is None
+
+
+def test_the_hook_runs_as_a_module_and_through_the_cli(tmp_path: Path) -> None:
+    data = stop_input(tmp_path / "missing.jsonl", active=False)
+    for argv in ([sys.executable, "-m", "loop_killer.hook"],
+                 [sys.executable, "-m", "loop_killer.cli", "hook"]):
+        assert _assert_harmless(run_hook_process(data, argv=argv)) is None
+
+
+def test_run_ignores_an_oversized_input() -> None:
+    assert run(b"{" + b" " * (33 * 1024 * 1024) + b"}", env={"HOME": "/nonexistent"}) is None

@@ -1,0 +1,337 @@
+"""Who runs /goal clear: the mod when it is active, else typing into the session's own tmux
+(or screen) pane, and only when that is safe; a real tmux server on a private socket runs a
+fake Claude-like prompt in these tests."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from loop_killer.hook.actuator import find_proof, hardcopy_text, read_prompt_input
+from loop_killer.hook.stop_hook import run
+
+from .kit import answer, fixture_transcript, journal, lines_of, raw, stop_input, write
+
+FAKE = Path(__file__).with_name("fake_prompt.py")
+SESSION = "a26ba613-efc5-4fa5-919a-77fca5250a20"
+CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def _need(tool: str) -> str:
+    path = shutil.which(tool)
+    if path is None:
+        if CI:
+            pytest.fail(f"{tool} is not installed (CI must run these tests)")
+        pytest.skip(f"{tool} is not installed")
+    return path
+
+
+class Pane:
+    """A fake Claude prompt in a pane of a private tmux server."""
+
+    def __init__(self, root: Path, transcript: Path, *fake_args: str) -> None:
+        self.socket = f"lk-hook-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.log = root / "submitted.log"
+        self.log.touch()
+        self.transcript = transcript
+        command = [sys.executable, str(FAKE), "--transcript", str(transcript), "--log",
+                   str(self.log), *fake_args]
+        self.tmux("-f", "/dev/null", "new-session", "-d", "-s", "t", "-x", "120", "-y", "30",
+                  "--", *command)
+        self.pane = self.tmux("display-message", "-p", "-t", "t", "#{pane_id}").strip()
+        self.socket_path = self.tmux("display-message", "-p", "-t", "t",
+                                     "#{socket_path}").strip()
+        server_pid = self.tmux("display-message", "-p", "-t", "t", "#{pid}").strip()
+        self.env = {"TMUX": f"{self.socket_path},{server_pid},0", "TMUX_PANE": self.pane}
+        self.wait_for("\u276f")
+
+    def tmux(self, *args: str) -> str:
+        done = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True,
+                              text=True, timeout=10, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(done.stderr)
+        return done.stdout
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-p", "-t", self.pane)
+
+    def wait_for(self, text: str, timeout: float = 5.0) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = self.screen()
+            if text in screen:
+                return screen
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{text!r} not on screen:\n{screen}")
+            time.sleep(0.02)
+
+    def submitted(self) -> list[str]:
+        return self.log.read_text().splitlines()
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True,
+                       timeout=10, check=False)
+        Path(self.socket_path).unlink(missing_ok=True)
+
+
+@pytest.fixture
+def tmux_pane(tmp_path: Path) -> Iterator:
+    _need("tmux")
+    panes: list[Pane] = []
+
+    def start(transcript: Path, *fake_args: str) -> Pane:
+        pane = Pane(tmp_path, transcript, *fake_args)
+        panes.append(pane)
+        return pane
+
+    yield start
+    for pane in panes:
+        pane.close()
+
+
+def _env(state: Path, **extra: str) -> dict[str, str]:
+    return {"HOME": str(state.parent.parent), "CLAUDE_CONFIG_DIR": str(state.parent),
+            "PATH": os.environ["PATH"], **extra}
+
+
+def _cut(tmp_path: Path, scenario: str, number: int = 3) -> Path:
+    """The scenario's transcript as the hook for its Nth answer to a re-prompt finds it."""
+    lines = lines_of(fixture_transcript(scenario))
+    stop = answer(lines, number)
+    return write(tmp_path / "proj" / f"{SESSION}.jsonl", lines[: stop.first])
+
+
+def test_inside_tmux_the_hook_types_goal_clear_and_confirms_it(
+    tmp_path: Path, state: Path, tmux_pane
+) -> None:
+    transcript = _cut(tmp_path, "goal-same")
+    pane = tmux_pane(transcript)
+    output = run(raw(stop_input(transcript)), env=_env(state, **pane.env))
+    assert pane.submitted() == ["/goal clear"]
+    assert find_proof(transcript.read_bytes()) == "all tests in test/auth pass"
+    assert output is not None and output["continue"] is False
+    assert output["systemMessage"] == (
+        "loop-killer: stopped a Stop-hook loop (SAME_REPLY_TURNS: 3 similar replies in a row) "
+        "and cleared the goal (/goal clear confirmed).")
+    assert output["terminalSequence"] == (
+        "\x1b]9;loop-killer: loop stopped (SAME_REPLY_TURNS), goal cleared\x07")
+    outcome = next(r for r in journal(state) if r["event"] == "outcome")
+    assert (outcome["outcome"], outcome["hands"], outcome["evidence"]) == (
+        "cleared", "tmux", "proof line")
+
+
+def test_a_draft_in_the_prompt_box_is_never_typed_into(
+    tmp_path: Path, state: Path, tmux_pane
+) -> None:
+    transcript = _cut(tmp_path, "goal-same")
+    pane = tmux_pane(transcript, "--draft", "please also check the lin")
+    before = pane.screen()
+    output = run(raw(stop_input(transcript)), env=_env(state, **pane.env))
+    assert output is not None and output["continue"] is False  # the loop is still stopped
+    assert "the goal is only paused: type /goal clear" in output["systemMessage"]
+    assert "you have text in the prompt" in output["systemMessage"]
+    assert pane.submitted() == []
+    assert pane.screen() == before
+    assert find_proof(transcript.read_bytes()) is None
+    outcome = next(r for r in journal(state) if r["event"] == "outcome")
+    assert (outcome["outcome"], outcome["hands"]) == ("not_possible", "tmux")
+
+
+def test_dim_placeholder_text_is_not_a_draft(tmp_path: Path, state: Path, tmux_pane) -> None:
+    transcript = _cut(tmp_path, "goal-same")
+    pane = tmux_pane(transcript, "--placeholder", 'Try "fix lint errors"')
+    output = run(raw(stop_input(transcript)), env=_env(state, **pane.env))
+    assert pane.submitted() == ["/goal clear"]
+    assert output is not None and "cleared the goal" in output["systemMessage"]
+
+
+def test_with_the_mod_active_nothing_is_typed(tmp_path: Path, state: Path, tmux_pane) -> None:
+    transcript = _cut(tmp_path, "goal-same")
+    pane = tmux_pane(transcript)
+    output = run(raw(stop_input(transcript, mod=True)), env=_env(state, **pane.env))
+    time.sleep(0.2)
+    assert pane.submitted() == []
+    assert output is not None and output["continue"] is False
+    assert "systemMessage" not in output and "terminalSequence" not in output
+    context = output["hookSpecificOutput"]["additionalContext"]
+    assert output["hookSpecificOutput"]["hookEventName"] == "Stop"
+    assert context.startswith("loop-killer: {")
+    outcome = next(r for r in journal(state) if r["event"] == "outcome")
+    assert (outcome["outcome"], outcome["hands"]) == ("clear_queued", "mod")
+
+
+def test_without_a_goal_nothing_is_typed(tmp_path: Path, state: Path, tmux_pane) -> None:
+    transcript = _cut(tmp_path, "command-hook-loop")
+    pane = tmux_pane(transcript)
+    output = run(raw(stop_input(transcript, message="I looked at the auth tests again and they "
+                                "still fail; I will keep working.")),
+                 env=_env(state, **pane.env))
+    assert pane.submitted() == []
+    assert output is not None and output["systemMessage"] == (
+        "loop-killer: stopped a Stop-hook loop (SAME_REPLY_TURNS: 3 similar replies in a row).")
+    outcome = next(r for r in journal(state) if r["event"] == "outcome")
+    assert (outcome["outcome"], outcome["hands"]) == ("stopped_no_goal", "none")
+
+
+def test_no_proof_means_sent_but_not_confirmed(tmp_path: Path, state: Path, tmux_pane) -> None:
+    transcript = _cut(tmp_path, "goal-same")
+    pane = tmux_pane(transcript, "--no-proof")
+    started = time.monotonic()
+    output = run(raw(stop_input(transcript)), env=_env(state, **pane.env))
+    took = time.monotonic() - started
+    assert pane.submitted() == ["/goal clear"]
+    assert 1.4 <= took < 3.0  # the bounded wait for the proof
+    assert output is not None
+    assert "/goal clear was typed but not confirmed" in output["systemMessage"]
+
+
+def test_the_commands_own_result_on_screen_confirms_too(
+    tmp_path: Path, state: Path, tmux_pane
+) -> None:
+    transcript = _cut(tmp_path, "goal-same")
+    pane = tmux_pane(transcript, "--screen-only")
+    output = run(raw(stop_input(transcript)), env=_env(state, **pane.env))
+    assert pane.submitted() == ["/goal clear"]
+    assert output is not None and "cleared the goal" in output["systemMessage"]
+    outcome = next(r for r in journal(state) if r["event"] == "outcome")
+    assert outcome["evidence"] == "screen"
+
+
+def test_a_pane_in_copy_mode_is_not_typed_into(tmp_path: Path, state: Path, tmux_pane) -> None:
+    transcript = _cut(tmp_path, "goal-same")
+    pane = tmux_pane(transcript)
+    pane.tmux("copy-mode", "-t", pane.pane)
+    output = run(raw(stop_input(transcript)), env=_env(state, **pane.env))
+    assert pane.submitted() == []
+    assert output is not None and "copy mode" in output["systemMessage"]
+
+
+def test_a_missing_tmux_blocks_nothing_more_than_the_loop(tmp_path: Path, state: Path) -> None:
+    transcript = _cut(tmp_path, "goal-same")
+    env = _env(state, TMUX="/nonexistent,1,0", TMUX_PANE="%0")
+    env["PATH"] = str(tmp_path / "empty-bin")
+    output = run(raw(stop_input(transcript)), env=env)
+    assert output is not None and output["continue"] is False
+    assert "tmux is not installed here" in output["systemMessage"]
+
+
+def test_outside_any_multiplexer_the_notice_says_what_to_do(tmp_path: Path, state: Path) -> None:
+    transcript = _cut(tmp_path, "goal-same")
+    output = run(raw(stop_input(transcript)), env=_env(state))
+    assert output is not None and output["systemMessage"] == (
+        "loop-killer: stopped a Stop-hook loop (SAME_REPLY_TURNS: 3 similar replies in a row); "
+        "the goal is only paused: type /goal clear to clear it (no loop-killer mod in this "
+        "Claude Code, and not in tmux or screen).")
+
+
+# -- GNU screen ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def screen_window(tmp_path: Path) -> Iterator:
+    _need("screen")
+    names: list[str] = []
+    folder = tmp_path / "screen-sockets"
+    folder.mkdir(mode=0o700)
+    env = {**os.environ, "SCREENDIR": str(folder), "TERM": "xterm-256color",
+           "LANG": "C.UTF-8"}
+
+    def start(transcript: Path, *fake_args: str) -> tuple[dict[str, str], Path]:
+        name = f"lk{uuid.uuid4().hex[:8]}"
+        log = tmp_path / "submitted.log"
+        log.touch()
+        subprocess.run(["screen", "-U", "-dmS", name, "-c", "/dev/null", sys.executable, str(FAKE),
+                        "--transcript", str(transcript), "--log", str(log), *fake_args],
+                       env=env, check=True, timeout=10)
+        names.append(name)
+        deadline = time.monotonic() + 5
+        sty = ""
+        while time.monotonic() < deadline and not sty:
+            sty = next((p.name for p in folder.iterdir() if p.name.endswith("." + name)), "")
+            time.sleep(0.05)
+        assert sty, "screen did not start"
+        time.sleep(0.5)  # let the fake draw its prompt
+        return {"STY": sty, "WINDOW": "0", "SCREENDIR": str(folder)}, log
+
+    yield start
+    for name in names:
+        subprocess.run(["screen", "-S", name, "-X", "quit"], env=env, capture_output=True,
+                       timeout=10, check=False)
+
+
+def test_inside_screen_the_hook_types_after_reading_the_hardcopy(
+    tmp_path: Path, state: Path, screen_window
+) -> None:
+    transcript = _cut(tmp_path, "goal-same")
+    env, log = screen_window(transcript)
+    output = run(raw(stop_input(transcript)), env=_env(state, **env))
+    assert log.read_text().splitlines() == ["/goal clear"]
+    assert output is not None and "cleared the goal" in output["systemMessage"]
+
+
+def test_inside_screen_a_draft_is_left_alone(tmp_path: Path, state: Path, screen_window) -> None:
+    transcript = _cut(tmp_path, "goal-same")
+    env, log = screen_window(transcript, "--draft", "half a thought")
+    output = run(raw(stop_input(transcript)), env=_env(state, **env))
+    assert log.read_text() == ""
+    assert output is not None and "you have text in the prompt" in output["systemMessage"]
+
+
+# -- reading the prompt box (pure) -----------------------------------------------------------
+
+
+SCREENS = Path(__file__).with_name("screens")
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("screen-0-start.txt", ""),
+    ("screen-1-typed.txt", "/goal all tests in test/auth pass"),
+    ("screen-2-after-3-replies.txt", ""),
+    ("screen-3-just-after-clear.txt", ""),
+    ("screen-4-final.txt", ""),
+    ("screen-5-after-exit.txt", None),
+    ("real-2.1.250-empty.ansi", ""),
+    ("real-2.1.250-draft.ansi", "please also fix the lin"),
+    ("real-2.1.250-multiline.ansi", "please also fix the lin\nand the second line"),
+    ("real-2.1.328-empty.ansi", ""),
+    ("real-2.1.328-draft.ansi", "please also fix the lin"),
+    ("real-2.1.328-multiline.ansi", "please also fix the lin\nand the second line"),
+])
+def test_the_prompt_box_of_real_claude_code_screens_is_read(name: str, expected) -> None:
+    screen = (SCREENS / name).read_text(encoding="utf-8")
+    assert read_prompt_input(screen) == expected
+
+
+def test_a_screen_4_hardcopy_keeps_only_low_bytes_and_is_still_read() -> None:
+    rule = b"\x00" * 70
+    empty = b"history\n\n" + rule + b"\no\xa0\n" + rule + b"\n  \xf5\xf5 auto mode on\n"
+    assert read_prompt_input(hardcopy_text(empty)) == ""
+    draft = b"\n" + rule + b"\no\xa0half a thought\n" + rule + b"\n"
+    assert read_prompt_input(hardcopy_text(draft)) == "half a thought"
+    cjk = b"\n" + rule + b"\no\xa0\x2d\n" + rule + b"\n"  # U+4E2D keeps its low byte 0x2D
+    assert read_prompt_input(hardcopy_text(cjk)) == "-"
+
+
+def test_the_prompt_box_reading_handles_colours_multiline_and_old_borders() -> None:
+    rule = "\x1b[38;5;244m" + "\u2500" * 60 + "\x1b[39m"
+    empty = (f"history\n\u276f earlier prompt\n{rule}\n\x1b[39m\u276f\u00a0\x1b[7m\n"
+             f"\x1b[0m{rule}\n  status")
+    assert read_prompt_input(empty) == ""
+    draft = f"{rule}\n\u276f\u00a0hello draft\n  second line\n{rule}\n"
+    assert read_prompt_input(draft) == "hello draft\n  second line".replace("  ", "")
+    dim = f"{rule}\n\u276f\u00a0\x1b[2mTry \"something\"\x1b[22m\n{rule}\n"
+    assert read_prompt_input(dim) == ""
+    ghost = f"{rule}\n\u276f\u00a0/go\x1b[2mal\x1b[0m\n{rule}\n"
+    assert read_prompt_input(ghost) == "/go"
+    line = "\u2500" * 40
+    boxed = f"\u256d{line}\u256e\n\u2502 > \u00a0 \u2502\n\u2570{line}\u256f"
+    assert read_prompt_input(boxed) == ""
+    assert read_prompt_input("no box here\n$ ") is None
+    assert read_prompt_input(f"{rule}\n\u276f\u00a0runs off the screen") is None

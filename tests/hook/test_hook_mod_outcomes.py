@@ -1,0 +1,89 @@
+"""What the mod did after the turn: its outcome files become detection-log lines, once."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from loop_killer.hook.actuator import outcome_paths, sweep_mod_outcomes, write_mod_plan_record
+from loop_killer.hook.stop_hook import run
+
+from .kit import journal, raw, stop_input
+
+PROOF = (b'{"type":"attachment","attachment":{"type":"goal_status","met":true,"sentinel":true,'
+         b'"condition":"tests pass"},"uuid":"u","timestamp":"2026-11-30T00:00:00.000Z"}\n')
+
+
+def _plan(state: Path, key: str, transcript: Path, **extra) -> str:
+    return write_mod_plan_record(str(state), key, {
+        "id": key, "session_id": "s", "answer_uuid": "a1", "rule": "SAME_REPLY_TURNS",
+        "project": "proj", "transcript_path": str(transcript),
+        "offset": transcript.stat().st_size, **extra})
+
+
+def _report(path: str, status: str, output: str | None = None) -> None:
+    Path(path).write_text(json.dumps({"v": 1, "id": "x", "status": status, "output": output,
+                                      "error": None, "at": 1}) + "\n")
+
+
+def test_a_settled_plan_is_logged_once_and_removed(tmp_path: Path, state: Path) -> None:
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_bytes(b"")
+    outcome_path = _plan(state, "s.1", transcript)
+    _report(outcome_path, "cleared", "Goal cleared: tests pass")
+    records: list[dict] = []
+    assert sweep_mod_outcomes(str(state), records.append) == 1
+    assert records[0]["outcome"] == "cleared" and records[0]["hands"] == "mod"
+    assert records[0]["detail"] == "/goal clear: Goal cleared: tests pass"
+    assert records[0]["answer_uuid"] == "a1" and records[0]["source"] == "hook"
+    assert not any(Path(p).exists() for p in outcome_paths(str(state), "s.1"))
+    assert sweep_mod_outcomes(str(state), records.append) == 0
+
+
+def test_a_queued_plan_waits_then_is_logged_as_unconfirmed(tmp_path: Path, state: Path) -> None:
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_bytes(b"")
+    outcome_path = _plan(state, "s.2", transcript)
+    _report(outcome_path, "queued")
+    records: list[dict] = []
+    assert sweep_mod_outcomes(str(state), records.append) == 0
+    assert sweep_mod_outcomes(str(state), records.append, now=time.time() + 600) == 1
+    assert records[0]["outcome"] == "sent_unconfirmed"
+    assert records[0]["detail"] == "the mod never reported what /goal clear did"
+
+
+def test_the_proof_line_outranks_what_the_mod_reported(tmp_path: Path, state: Path) -> None:
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_bytes(b'{"type":"x"}\n')
+    outcome_path = _plan(state, "s.3", transcript)
+    _report(outcome_path, "failed", "")
+    with open(transcript, "ab") as handle:
+        handle.write(PROOF)
+    records: list[dict] = []
+    sweep_mod_outcomes(str(state), records.append)
+    assert (records[0]["outcome"], records[0]["evidence"]) == ("cleared", "proof line")
+
+
+def test_a_no_goal_report_and_broken_files(tmp_path: Path, state: Path) -> None:
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_bytes(b"")
+    _report(_plan(state, "s.4", transcript), "no_goal", "No goal set")
+    plan_path, outcome_path = outcome_paths(str(state), "s.5")
+    Path(plan_path).write_text("not json")
+    Path(outcome_path).write_text("{}")
+    os.symlink("/etc/passwd", outcome_paths(str(state), "s.6")[0])
+    records: list[dict] = []
+    assert sweep_mod_outcomes(str(state), records.append) == 1
+    assert records[0]["outcome"] == "stopped_no_goal"
+    assert sorted(os.listdir(state / "outcomes")) == []
+
+
+def test_the_next_stop_hook_logs_what_the_mod_did(tmp_path: Path, state: Path) -> None:
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_bytes(b"")
+    _report(_plan(state, "s.7", transcript), "cleared", "Goal cleared: tests pass")
+    env = {"HOME": str(state.parent.parent), "CLAUDE_CONFIG_DIR": str(state.parent)}
+    assert run(raw(stop_input(transcript, active=False)), env=env) is None
+    assert [r["outcome"] for r in journal(state)] == ["cleared"]

@@ -1,0 +1,196 @@
+"""``loop-killer install`` and ``loop-killer doctor``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from loop_killer.hook import setup
+from loop_killer.state.status import WatcherHeartbeat, write_heartbeat
+
+
+def _real_claude() -> Path | None:
+    explicit = os.environ.get("LOOP_KILLER_CLAUDE_2_1_328")
+    cache = Path(os.environ.get("LOOP_KILLER_CLAUDE_CACHE", "/root/.cache/loop-killer/claude-code"))
+    for path in (Path(explicit) if explicit else None,
+                 cache / "2.1.328" / "node_modules" / "@anthropic-ai" / "claude-code-linux-x64"
+                 / "claude"):
+        if path is not None and path.is_file() and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def _fake_claude(folder: Path, *, version: str = "2.1.328 (Claude Code)",
+                 plugins: list | None = None) -> Path:
+    """A ``claude`` that logs its argv and answers the few commands setup uses."""
+    folder.mkdir(parents=True, exist_ok=True)
+    log = folder / "claude.log"
+    script = folder / "claude"
+    script.write_text(f"""#!{sys.executable}
+import json, sys
+with open({str(log)!r}, "a") as handle:
+    handle.write(json.dumps(sys.argv[1:]) + "\\n")
+args = sys.argv[1:]
+if args == ["--version"]:
+    print({version!r})
+elif args[:3] == ["plugin", "list", "--json"]:
+    print(json.dumps({plugins if plugins is not None else []!r}))
+else:
+    print("ok: " + " ".join(args))
+""")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return script
+
+
+def _calls(folder: Path) -> list[list[str]]:
+    log = folder / "claude.log"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def _args(**values) -> argparse.Namespace:
+    return argparse.Namespace(**{"print_only": False, "claude": None, **values})
+
+
+def test_install_records_the_interpreter_and_registers_the_plugin(
+    tmp_path: Path, own_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    claude = _fake_claude(tmp_path / "bin")
+    env = {**os.environ, "PATH": f"{claude.parent}{os.pathsep}{os.environ['PATH']}"}
+    assert setup.install(_args(), env=env) == 0
+    recorded = own_home / ".claude" / "loop-killer" / "python"
+    assert recorded.read_text().strip() == sys.executable
+    root = setup.find_marketplace()
+    assert root is not None and (root / "plugin" / "hooks" / "hooks.json").is_file()
+    assert _calls(claude.parent) == [
+        ["plugin", "marketplace", "add", str(root)],
+        ["plugin", "install", "loop-killer@loop-killer"],
+    ]
+    assert "the plugin is installed" in capsys.readouterr().out
+
+
+def test_install_without_claude_prints_the_exact_commands(
+    tmp_path: Path, own_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = {**os.environ, "PATH": str(tmp_path / "empty")}
+    assert setup.install(_args(), env=env) == 0
+    out = capsys.readouterr().out
+    root = setup.find_marketplace()
+    assert f"claude plugin marketplace add {root}" in out
+    assert "claude plugin install loop-killer@loop-killer" in out
+    assert (own_home / ".claude" / "loop-killer" / "python").exists()
+
+
+def test_install_reports_a_failing_claude(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                          ) -> None:
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    claude = folder / "claude"
+    claude.write_text("#!/bin/sh\necho 'marketplace refused' >&2\nexit 3\n")
+    claude.chmod(0o755)
+    assert setup.install(_args(claude=str(claude)), env=dict(os.environ)) == 1
+    assert "marketplace refused" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(_real_claude() is None, reason="Claude Code 2.1.328 is not installed")
+def test_install_with_the_real_claude_cli_is_idempotent(
+    tmp_path: Path, own_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    claude = str(_real_claude())
+    env = {**os.environ, "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1",
+           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+    for _ in range(2):
+        assert setup.install(_args(claude=claude), env=env) == 0
+    listed = subprocess.run([claude, "plugin", "list", "--json"], capture_output=True,
+                            text=True, env=env, timeout=120, check=True)
+    plugins = json.loads(listed.stdout)
+    assert [p["id"] for p in plugins] == ["loop-killer@loop-killer"]
+    assert plugins[0]["enabled"] is True
+    checks = {c.what: c for c in setup.run_checks(claude=claude, run=_run_with(env), env=env)}
+    assert checks["plugin"].level == "ok"
+    assert checks["claude version"].level == "ok"
+
+
+def _run_with(env):
+    def run(argv):
+        return subprocess.run(list(argv), capture_output=True, text=True, env=env, timeout=120,
+                              check=False)
+    return run
+
+
+def test_doctor_reports_each_check(tmp_path: Path, own_home: Path) -> None:
+    claude = _fake_claude(tmp_path / "bin", version="2.1.250 (Claude Code)", plugins=[
+        {"id": "loop-killer@loop-killer", "version": "0.1.0", "enabled": True,
+         "readFromFolder": "/x/plugin"}])
+    state = own_home / ".claude" / "loop-killer"
+    env = {**os.environ, "PATH": f"{claude.parent}{os.pathsep}{os.environ['PATH']}",
+           "TMUX": "/tmp/tmux-0/default,1,0", "TMUX_PANE": "%3"}
+    checks = {c.what: c for c in setup.run_checks(claude=None, run=_run_with(env), env=env)}
+    assert checks["hook python"].level == "ok"
+    assert checks["plugin"].level == "ok" and "/x/plugin" in checks["plugin"].detail
+    assert checks["claude version"].level == "warn"
+    assert "older than 2.1.287" in checks["claude version"].detail
+    assert checks["watcher"].level == "warn"
+    assert checks["state folder"].level == "ok"
+    assert "inside tmux" in checks["terminal"].detail
+    import time
+
+    write_heartbeat(state, WatcherHeartbeat(pid=os.getpid(), started_at=time.time(),
+                                            beat_at=time.time(), root="/r", sessions=2))
+    checks = {c.what: c for c in setup.run_checks(claude=None, run=_run_with(env), env=env)}
+    assert checks["watcher"].level == "ok"
+
+
+def test_doctor_fails_when_the_plugin_is_missing_or_the_state_is_not_writable(
+    tmp_path: Path
+) -> None:
+    claude = _fake_claude(tmp_path / "bin", plugins=[])
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    env = {**os.environ, "PATH": f"{claude.parent}{os.pathsep}{os.environ['PATH']}",
+           "LOOP_KILLER_STATE_DIR": str(blocker / "state")}
+    checks = {c.what: c for c in setup.run_checks(claude=None, run=_run_with(env), env=env)}
+    assert checks["plugin"].level == "fail"
+    assert checks["state folder"].level == "fail"
+    assert checks["claude version"].level == "ok"
+    assert "not inside tmux or screen" in checks["terminal"].detail
+    assert setup.doctor(argparse.Namespace(claude=None), run=_run_with(env), env=env) == 1
+
+
+def test_doctor_knows_when_the_hooks_python3_lacks_the_package(tmp_path: Path) -> None:
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    python3 = folder / "python3"
+    python3.write_text("#!/bin/sh\nexit 1\n")
+    python3.chmod(0o755)
+    env = {**os.environ, "PATH": str(folder)}
+    checks = {c.what: c for c in setup.run_checks(claude=None, run=_run_with(env), env=env)}
+    assert checks["hook python"].level == "fail"
+    assert "no interpreter recorded" in checks["hook python"].detail
+    setup.record_interpreter(setup.state_dir(env))
+    checks = {c.what: c for c in setup.run_checks(claude=None, run=_run_with(env), env=env)}
+    assert checks["hook python"].level == "ok"
+    assert "recorded" in checks["hook python"].detail
+
+
+def test_the_cli_dispatches_install_and_doctor(tmp_path: Path) -> None:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{tmp_path}"}
+    done = subprocess.run([sys.executable, "-m", "loop_killer.cli", "install", "--print-only"],
+                          capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "claude plugin install loop-killer@loop-killer" in done.stdout
+    done = subprocess.run([sys.executable, "-m", "loop_killer.cli", "doctor"],
+                          capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert "hook python" in done.stdout and "terminal" in done.stdout
+
+
+def test_versions_are_parsed() -> None:
+    assert setup.parse_version("2.1.328 (Claude Code)") == (2, 1, 328)
+    assert setup.parse_version("garbage") is None
+    assert setup.multiplexer({"STY": "123.pts-0.host"}) == "screen"
+    assert setup.multiplexer({}) is None

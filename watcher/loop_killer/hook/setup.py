@@ -1,0 +1,310 @@
+"""``loop-killer install`` and ``loop-killer doctor``: put the plugin in place, check it.
+
+``install`` records this interpreter (the plugin's launcher uses it when the ``python3``
+on PATH lacks the package), then registers the plugin with the local ``claude`` CLI
+(``claude plugin marketplace add`` + ``claude plugin install``, both idempotent), or prints
+those commands when no ``claude`` is on PATH.
+
+The plugin is found as a marketplace folder (``.claude-plugin/marketplace.json`` beside a
+``plugin/`` folder): the source checkout the package runs from, or the copy a wheel ships
+inside the package (``loop_killer/_plugin``, see pyproject.toml).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..state.paths import config_dir, state_dir
+
+__all__ = [
+    "MOD_MIN_VERSION",
+    "PLUGIN_NAME",
+    "Check",
+    "add_arguments_doctor",
+    "add_arguments_install",
+    "doctor",
+    "find_marketplace",
+    "install",
+    "multiplexer",
+    "parse_version",
+    "record_interpreter",
+]
+
+PLUGIN_NAME = "loop-killer"
+MOD_MIN_VERSION = (2, 1, 287)
+"""The first Claude Code that loads a plugin's mod (``modules`` in hooks.json)."""
+
+INTERPRETER_FILE = "python"
+_CLI_TIMEOUT = 120.0
+
+Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
+
+
+def _runner(env: Mapping[str, str]) -> Runner:
+    full = dict(env)
+
+    def run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(list(argv), capture_output=True, text=True, check=False, env=full,
+                              timeout=_CLI_TIMEOUT, stdin=subprocess.DEVNULL, errors="replace")
+
+    return run
+
+
+# -- finding the plugin ----------------------------------------------------------------------
+
+
+def find_marketplace() -> Path | None:
+    """The marketplace folder holding this package's plugin, or None if there is none."""
+    package = Path(__file__).resolve().parents[1]  # .../loop_killer
+    for root in (package / "_plugin", package.parents[1]):
+        if (root / ".claude-plugin" / "marketplace.json").is_file() and (
+            root / "plugin" / "hooks" / "stop_hook.py"
+        ).is_file():
+            return root
+    return None
+
+
+def marketplace_name(root: Path) -> str:
+    try:
+        data = json.loads((root / ".claude-plugin" / "marketplace.json").read_text("utf-8"))
+        name = data.get("name")
+        if isinstance(name, str) and name:
+            return name
+    except (OSError, ValueError, AttributeError):
+        pass
+    return PLUGIN_NAME
+
+
+# -- install ---------------------------------------------------------------------------------
+
+
+def add_arguments_install(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--print-only", action="store_true",
+                        help="print the claude commands instead of running them")
+    parser.add_argument("--claude", metavar="PATH", default=None,
+                        help="the claude executable to use (default: the one on PATH)")
+
+
+def record_interpreter(state: Path, python: str | None = None) -> Path:
+    """Write this interpreter's path where the plugin's launcher looks for it."""
+    state.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = state / INTERPRETER_FILE
+    temp = path.with_name(f".{INTERPRETER_FILE}.{os.getpid()}.tmp")
+    temp.write_text((python or sys.executable) + "\n", encoding="utf-8")
+    os.replace(temp, path)
+    return path
+
+
+def install(args: argparse.Namespace, *, run: Runner | None = None,
+            env: Mapping[str, str] | None = None) -> int:
+    """Record the interpreter, register the plugin; 0 when done (or printed), 1 on failure."""
+    env = os.environ if env is None else env
+    run = run or _runner(env)
+    state = state_dir(env)
+    recorded = record_interpreter(state)
+    print(f"recorded this Python for the plugin's Stop hook: {sys.executable} ({recorded})")
+    root = find_marketplace()
+    if root is None:
+        print("loop-killer install: the plugin folder is not part of this installation "
+              "(no .claude-plugin/marketplace.json beside plugin/)", file=sys.stderr)
+        return 1
+    name = marketplace_name(root)
+    commands = [
+        ["claude", "plugin", "marketplace", "add", str(root)],
+        ["claude", "plugin", "install", f"{PLUGIN_NAME}@{name}"],
+    ]
+    claude = getattr(args, "claude", None) or shutil.which("claude", path=env.get("PATH"))
+    if getattr(args, "print_only", False) or not claude:
+        if not claude:
+            print("no claude command on PATH; register the plugin with:")
+        for argv in commands:
+            print("  " + shlex.join(argv))
+        return 0
+    for argv in commands:
+        done = run([claude, *argv[1:]])
+        output = (done.stdout + done.stderr).strip()
+        if done.returncode != 0:
+            print(f"loop-killer install: {shlex.join(argv)} failed ({done.returncode}):\n"
+                  f"{output}", file=sys.stderr)
+            return 1
+        last = output.splitlines()[-1] if output else "done"
+        print(f"{shlex.join(argv)}: {_strip_ansi(last)}")
+    print("the plugin is installed; it takes effect in sessions started from now on")
+    return 0
+
+
+# -- doctor ----------------------------------------------------------------------------------
+
+
+def add_arguments_doctor(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--claude", metavar="PATH", default=None,
+                        help="the claude executable to check (default: the one on PATH)")
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One line of ``loop-killer doctor``."""
+
+    level: str  # ok | warn | fail
+    what: str
+    detail: str
+
+
+def parse_version(text: str) -> tuple[int, int, int] | None:
+    """``(2, 1, 328)`` from ``2.1.328 (Claude Code)``."""
+    match = re.search(r"(\d+)\.(\d+)\.(\d+)", text)
+    return (int(match[1]), int(match[2]), int(match[3])) if match else None
+
+
+def multiplexer(env: Mapping[str, str]) -> str | None:
+    """The terminal multiplexer this shell runs in (what the hook could type into)."""
+    if env.get("TMUX_PANE") or env.get("TMUX"):
+        return "tmux"
+    if env.get("STY"):
+        return "screen"
+    return None
+
+
+def doctor(args: argparse.Namespace, *, run: Runner | None = None,
+           env: Mapping[str, str] | None = None) -> int:
+    """Print one line per check; 0 when nothing failed, 1 otherwise."""
+    env = os.environ if env is None else env
+    run = run or _runner(env)
+    checks = run_checks(claude=getattr(args, "claude", None), run=run, env=env)
+    for check in checks:
+        print(f"{check.level.upper():<5} {check.what}: {check.detail}")
+    return 1 if any(check.level == "fail" for check in checks) else 0
+
+
+def run_checks(*, claude: str | None, run: Runner, env: Mapping[str, str]) -> list[Check]:
+    checks = [_check_hook_python(run, env)]
+    claude = claude or shutil.which("claude", path=env.get("PATH"))
+    if claude is None:
+        checks.append(Check("warn", "claude", "no claude command on PATH: cannot check the "
+                                             "plugin or the Claude Code version"))
+    else:
+        checks.append(_check_plugin(claude, run))
+        checks.append(_check_version(claude, run))
+    checks.append(_check_watcher(env))
+    checks.append(_check_state(env))
+    found = multiplexer(env)
+    checks.append(Check(
+        "ok", "terminal",
+        f"inside {found}: where the mod cannot act, the hook types /goal clear into its pane"
+        if found else "not inside tmux or screen: where the mod cannot act, a stopped loop "
+                      "leaves the goal paused and the notice says to type /goal clear"))
+    return checks
+
+
+def _check_hook_python(run: Runner, env: Mapping[str, str]) -> Check:
+    probe = "import orjson, loop_killer.hook.stop_hook, sys; print(sys.executable)"
+    python3 = shutil.which("python3", path=env.get("PATH"))
+    results = []
+    if python3:
+        done = run([python3, "-c", probe])
+        if done.returncode == 0:
+            return Check("ok", "hook python", f"python3 on PATH ({done.stdout.strip()}) "
+                                              "imports loop_killer and orjson")
+        results.append(f"python3 on PATH ({python3}) cannot import loop_killer/orjson")
+    else:
+        results.append("no python3 on PATH (the plugin's hook runs python3)")
+    recorded = _recorded(env)
+    if recorded and os.access(recorded, os.X_OK):
+        done = run([recorded, "-c", probe])
+        if done.returncode == 0:
+            return Check("ok", "hook python", "; ".join(results) + f"; the launcher uses the "
+                                                               f"recorded {recorded}")
+        results.append(f"the recorded {recorded} cannot either")
+    else:
+        results.append("no interpreter recorded (run loop-killer install)")
+    return Check("fail", "hook python", "; ".join(results))
+
+
+def _recorded(env: Mapping[str, str]) -> str | None:
+    for folder in (state_dir(env), config_dir(env) / "loop-killer"):
+        try:
+            text = (folder / INTERPRETER_FILE).read_text("utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if text:
+            return text.splitlines()[0]
+    return None
+
+
+def _check_plugin(claude: str, run: Runner) -> Check:
+    try:
+        done = run([claude, "plugin", "list", "--json"])
+    except (OSError, subprocess.SubprocessError) as error:
+        return Check("fail", "plugin", f"claude plugin list failed: {error}")
+    try:
+        plugins = json.loads(done.stdout)
+    except ValueError:
+        plugins = None
+    if not isinstance(plugins, list):
+        return Check("warn", "plugin", "could not read claude plugin list --json")
+    for plugin in plugins:
+        if isinstance(plugin, dict) and str(plugin.get("id", "")).split("@")[0] == PLUGIN_NAME:
+            if plugin.get("enabled") is False:
+                return Check("fail", "plugin", f"{plugin.get('id')} is installed but disabled "
+                                               f"(claude plugin enable {plugin.get('id')})")
+            where = plugin.get("readFromFolder") or plugin.get("installPath") or "?"
+            return Check("ok", "plugin", f"{plugin.get('id')} {plugin.get('version', '')} "
+                                         f"enabled, from {where}")
+    return Check("fail", "plugin", "not installed (run loop-killer install)")
+
+
+def _check_version(claude: str, run: Runner) -> Check:
+    try:
+        done = run([claude, "--version"])
+    except (OSError, subprocess.SubprocessError) as error:
+        return Check("warn", "claude version", f"claude --version failed: {error}")
+    version = parse_version(done.stdout)
+    if version is None:
+        return Check("warn", "claude version", f"unreadable: {done.stdout.strip()[:80]!r}")
+    shown = ".".join(map(str, version))
+    minimum = ".".join(map(str, MOD_MIN_VERSION))
+    if version >= MOD_MIN_VERSION:
+        return Check("ok", "claude version", f"{shown}: loads the plugin's mod, which runs "
+                                             "/goal clear after a stopped loop")
+    return Check("warn", "claude version", f"{shown} is older than {minimum}: no mod; the Stop "
+                                           "hook still stops loops, and clears the goal only "
+                                           "inside tmux or screen")
+
+
+def _check_watcher(env: Mapping[str, str]) -> Check:
+    from ..state.status import watcher_alive
+
+    beat = watcher_alive(state_dir(env))
+    if beat is None:
+        return Check("warn", "watcher", "not running: the Stop hook detects on its own "
+                                        "(start loop-killer-watch for the log and status)")
+    return Check("ok", "watcher", f"alive (pid {beat.pid}, {beat.sessions} sessions)")
+
+
+def _check_state(env: Mapping[str, str]) -> Check:
+    state = state_dir(env)
+    try:
+        state.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=state, prefix=".doctor-"):
+            pass
+    except OSError as error:
+        return Check("fail", "state folder", f"{state} is not writable: {error}")
+    return Check("ok", "state folder", f"{state} is writable")
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def _strip_ansi(text: str) -> str:
+    return _ANSI.sub("", text)

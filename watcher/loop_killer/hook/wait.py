@@ -1,0 +1,58 @@
+"""Bounded waiting: poll a condition every few milliseconds until it holds or time is up.
+
+The Stop hook waits only when this reply fires (for a live watcher's request, at most
+``decide.WAIT_FOR_WATCHER``) or after typing ``/goal clear`` (for the proof line, at most
+``actuator.CONFIRM_TIMEOUT``); a normal turn never calls anything here.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+__all__ = ["poll", "read_new_bytes"]
+
+T = TypeVar("T")
+
+
+def poll(
+    check: Callable[[], T | None],
+    *,
+    timeout: float,
+    interval: float,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T | None:
+    """Call ``check`` until it returns something other than None, or ``timeout`` passes.
+
+    ``check`` runs at least once (also with a zero timeout) and once more at the deadline,
+    so a result that arrives during the last sleep is not missed.
+    """
+    deadline = clock() + max(0.0, timeout)
+    while True:
+        result = check()
+        if result is not None:
+            return result
+        remaining = deadline - clock()
+        if remaining <= 0:
+            return None
+        sleep(min(interval, remaining))
+
+
+def read_new_bytes(path: str, offset: int, *, limit: int = 4 * 1024 * 1024) -> bytes:
+    """The bytes of ``path`` from ``offset`` (at most ``limit``); b"" when none or unreadable."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return b""
+    try:
+        size = os.fstat(fd).st_size
+        if size <= offset:
+            return b""
+        return os.pread(fd, min(size - offset, limit), offset)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
