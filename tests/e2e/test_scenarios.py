@@ -229,6 +229,7 @@ def test_replies_with_tool_work_are_never_stopped(
     rc, output, stderr = run_headless(sandbox, GOAL, version=claude_328, plugin_dir=PLUGIN,
                                       extra_args=["--allowedTools", "Bash"])
     assert rc == 0, stderr
+    assert output is not None and output.get("terminal_reason") != "stop_hook_prevented"
     assert settled_main_count(mock_api) == 8  # 4 rounds of tool call + closing text
     entries = sandbox.read_transcript()
     final = goal_statuses(entries)[-1]
@@ -245,6 +246,7 @@ def test_a_plain_blocking_stop_hook_is_stopped_without_claiming_a_goal(
     rc, output, stderr = run_headless(sandbox, "Fix the failing tests in test/auth.",
                                       version=claude_328, plugin_dir=PLUGIN)
     assert rc == 0, stderr
+    assert output is not None and "Goal cleared" not in output.get("result", "")
     assert settled_main_count(mock_api) == 4
     entries = sandbox.read_transcript()
     assert len(stop_hook_feedback(entries)) >= 3
@@ -273,6 +275,8 @@ def test_two_sessions_under_one_watcher_are_stopped_each_on_its_own_threshold(
                             cwd=other_project, env=argv_env)
             (rc_a, out_a, err_a), (rc_b, out_b, err_b) = a.result(), b.result()
         assert rc_a == 0 and rc_b == 0, (err_a, err_b)
+        assert out_a["result"].startswith("Goal cleared")
+        assert out_b["result"].startswith("Goal cleared")
         assert settled_main_count(mock_api) == 4
         assert settled_main_count(other_mock) == 7
     entries_a = sandbox.read_transcript()
