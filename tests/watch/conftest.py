@@ -1,0 +1,166 @@
+"""Fixtures for the watcher tests: a real watchdog observer over a temporary tree.
+
+Every test has its own HOME and CLAUDE_CONFIG_DIR (tests/conftest.py); the watcher runs
+in-process in a thread (``start_watcher``) or as the real ``loop-killer-watch`` program
+(``spawn_watcher``). Waits are bounded polls, never fixed sleeps.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from loop_killer.state import journal
+from loop_killer.state.inbox import request_path
+from loop_killer.state.status import read_heartbeat, read_session_status
+from loop_killer.watch.watcher import Watcher
+
+from .helpers import wait_for
+
+
+@dataclass
+class Env:
+    home: Path
+    root: Path
+    state: Path
+
+    def request(self, session_id: str) -> Path:
+        return request_path(self.state, session_id)
+
+    def has_request(self, session_id: str) -> bool:
+        return self.request(session_id).exists()
+
+    def records(self, event: str | None = None, **match: Any) -> list[dict[str, Any]]:
+        return [r for r in journal.read_recent(self.state)
+                if (event is None or r.get("event") == event)
+                and all(r.get(k) == v for k, v in match.items())]
+
+    def detections(self, session_id: str | None = None) -> list[dict[str, Any]]:
+        match = {} if session_id is None else {"session_id": session_id}
+        return self.records("detection", **match)
+
+    def logged(self, count: int, session_id: str | None = None) -> list[dict[str, Any]]:
+        """The detections logged, once there are ``count`` (the log line comes just after
+        the request file)."""
+        return wait_for(lambda: len(found := self.detections(session_id)) >= count and found,
+                        what=f"{count} detection(s) in the log")
+
+    def status(self, session_id: str):
+        return read_session_status(self.state, session_id)
+
+
+@pytest.fixture
+def env(isolated_home: Path) -> Env:
+    config = Path(os.environ["CLAUDE_CONFIG_DIR"])
+    return Env(isolated_home, config / "projects", config / "loop-killer")
+
+
+class Running:
+    """A watcher running in a thread of this process."""
+
+    def __init__(self, watcher: Watcher) -> None:
+        self.watcher = watcher
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="watcher", daemon=True)
+        self.thread.start()
+        assert watcher.ready.wait(10), "the watcher did not finish its catch-up"
+
+    def _run(self) -> None:
+        try:
+            self.watcher.run()
+        except BaseException as error:  # noqa: BLE001 (raised again by stop())
+            self.error = error
+
+    def stop(self) -> None:
+        self.watcher.stop()
+        self.thread.join(10)
+        assert not self.thread.is_alive(), "the watcher did not stop"
+        if self.error is not None:
+            raise self.error
+
+
+@pytest.fixture
+def start_watcher(env: Env) -> Iterator[Callable[..., Running]]:
+    running: list[Running] = []
+
+    def start(**options: Any) -> Running:
+        options.setdefault("root", env.root)
+        options.setdefault("state", env.state)
+        options.setdefault("home", str(env.home))
+        runner = Running(Watcher(**options))
+        running.append(runner)
+        return runner
+
+    yield start
+    for runner in running:
+        if runner.thread.is_alive():
+            runner.stop()
+
+
+def watch_command() -> list[str]:
+    found = shutil.which("loop-killer-watch")
+    return [found] if found else [sys.executable, "-m", "loop_killer.watch.main"]
+
+
+class Spawned:
+    """The real ``loop-killer-watch`` program."""
+
+    def __init__(self, env: Env, *args: str) -> None:
+        self.env = env
+        self.out = env.home / f"watch-{time.monotonic_ns()}.out"
+        self.err = self.out.with_suffix(".err")
+        with open(self.out, "wb") as out, open(self.err, "wb") as err:
+            self.proc = subprocess.Popen(
+                [*watch_command(), "--reconcile-interval", "1", *args],
+                stdout=out, stderr=err, env=os.environ.copy(), start_new_session=True)
+
+    def wait_ready(self, timeout: float = 15.0) -> None:
+        def ready() -> bool:
+            assert self.proc.poll() is None, f"watcher exited early: {self.stderr()}"
+            beat = read_heartbeat(self.env.state)
+            return beat is not None and beat.pid == self.proc.pid
+        wait_for(ready, timeout, "the watcher's first heartbeat")
+
+    def stdout(self) -> str:
+        return self.out.read_text(errors="replace")
+
+    def stderr(self) -> str:
+        return self.err.read_text(errors="replace")
+
+    def signal(self, signum: int) -> None:
+        os.kill(self.proc.pid, signum)
+
+    def wait(self, timeout: float = 10.0) -> int:
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def spawn_watcher(env: Env) -> Iterator[Callable[..., Spawned]]:
+    spawned: list[Spawned] = []
+
+    def spawn(*args: str, ready: bool = True) -> Spawned:
+        process = Spawned(env, *args)
+        spawned.append(process)
+        if ready:
+            process.wait_ready()
+        return process
+
+    yield spawn
+    for process in spawned:
+        process.kill()
+

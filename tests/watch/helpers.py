@@ -1,0 +1,29 @@
+"""Bounded waits for the watcher tests (poll with a timeout; never a fixed long sleep)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def wait_for(predicate: Callable[[], T], timeout: float = 5.0, what: str = "condition") -> T:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.1f} s waiting for {what}")
+        time.sleep(0.005)
+
+
+def stays(predicate: Callable[[], Any], duration: float, what: str = "condition") -> None:
+    """Assert ``predicate`` stays false for ``duration`` seconds."""
+    deadline = time.monotonic() + duration
+    while time.monotonic() < deadline:
+        assert not predicate(), f"unexpectedly: {what}"
+        time.sleep(0.01)

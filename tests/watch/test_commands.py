@@ -1,0 +1,108 @@
+"""``loop-killer status`` and ``loop-killer clear``, through the CLI dispatcher."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from loop_killer import cli
+from loop_killer.state.inbox import peek_request
+
+from .helpers import wait_for
+from .lines import Lines, append
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_status_shows_the_watcher_and_every_live_run(env, start_watcher, capsys):
+    busy = Lines(cwd="/home/dev/busy")
+    append(busy.path_in(env.root), busy.goal_loop(2))
+    looping = Lines(cwd="/home/dev/looping")
+    append(looping.path_in(env.root), looping.goal_loop(3))
+    quiet = Lines()
+    append(quiet.path_in(env.root), quiet.prompt() + quiet.answer("Done.", tool=True))
+    start_watcher(heartbeat_interval=0.1)
+    append(looping.path_in(env.root), looping.loop(1))  # fires, and run restarts
+    append(looping.path_in(env.root), looping.loop(1))
+    wait_for(lambda: (st := env.status(looping.session_id)) and st.run_length == 1, what="run")
+
+    code, out, _ = run(capsys, "status", "--json")
+    assert code == 0
+    data = orjson.loads(out)
+    assert data["watcher"]["alive"] and data["watcher"]["root"] == str(env.root)
+    by_id = {s["session_id"]: s for s in data["sessions"]}
+    assert set(by_id) == {busy.session_id, looping.session_id}
+    assert by_id[busy.session_id]["run_length"] == 2
+    assert by_id[busy.session_id]["pending_request"] is None
+    assert by_id[looping.session_id]["pending_request"]["rule"] == "SAME_REPLY_TURNS"
+    assert by_id[looping.session_id]["project"] == looping.project
+
+    code, out, _ = run(capsys, "status")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("watcher: running")
+    assert lines[1].split() == ["PROJECT", "SESSION", "RUN", "SIMILAR", "LAST", "ACTIVITY",
+                                "CLEAR", "REQUEST"]
+    row = next(line for line in lines if looping.session_id[:8] in line)
+    assert "looping" in row and "pending (SAME_REPLY_TURNS" in row
+    assert quiet.session_id[:8] not in out
+
+
+def test_status_without_a_watcher(env, capsys):
+    code, out, _ = run(capsys, "status")
+    assert code == 1
+    assert "not running" in out and "no session" in out
+    code, out, _ = run(capsys, "status", "--json")
+    assert code == 1 and orjson.loads(out)["watcher"] is None
+
+
+def test_clear_writes_a_manual_request_for_a_unique_prefix(env, capsys):
+    s = Lines(session_id="a26ba613-efc5-4fa5-919a-77fca5250a20")
+    path = s.path_in(env.root)
+    append(path, s.goal_loop(2))
+    other = Lines(session_id="b4119b1c-7ad2-403b-a747-e084284a2887")
+    append(other.path_in(env.root), other.prompt())
+    code, out, err = run(capsys, "clear", "a26b")
+    assert code == 0, err
+    assert s.session_id in out
+    request = peek_request(env.state, s.session_id)
+    assert request is not None
+    assert (request.rule, request.source, request.answer_uuid) == ("MANUAL", "manual", "")
+    assert request.transcript_path == str(path)
+    assert peek_request(env.state, other.session_id) is None
+    (record,) = env.detections(s.session_id)
+    assert record["rule"] == "MANUAL" and record["source"] == "manual"
+
+
+def test_clear_refuses_what_names_no_single_session(env, capsys):
+    for session_id in ("a26ba613-efc5-4fa5-919a-77fca5250a20", "a26bffff-0000-4000-8000-0"):
+        s = Lines(session_id=session_id)
+        append(s.path_in(env.root), s.prompt())
+    code, _, err = run(capsys, "clear", "a26b")
+    assert code == 1 and "2 sessions" in err
+    code, _, err = run(capsys, "clear", "ffff")
+    assert code == 1 and "no session" in err
+    assert not (env.state / "requests").exists() or not list((env.state / "requests").iterdir())
+
+
+@pytest.mark.parametrize("bad", ["../etc/passwd", "a/b", "..", "-rf", "x" * 200, ""])
+def test_clear_rejects_what_is_not_a_session_id(env, capsys, bad):
+    code, _, err = run(capsys, "clear", "--", bad)
+    assert code == 2 and "not a session id" in err
+
+
+def test_a_manual_request_shows_in_the_watchers_terminal(env, start_watcher, capsys, caplog):
+    import logging
+
+    caplog.set_level(logging.INFO, logger="loop_killer")
+    s = Lines()
+    append(s.path_in(env.root), s.goal_loop(1))
+    start_watcher()
+    code, _, _ = run(capsys, "clear", s.session_id)
+    assert code == 0
+    line = wait_for(lambda: [r.getMessage() for r in caplog.records
+                             if "MANUAL" in r.getMessage()], what="the manual request shown")
+    assert s.session_id[:8] in line[0] and "(manual)" in line[0]

@@ -1,0 +1,164 @@
+"""Start-up catch-up: existing transcripts brought up to date from their tails only."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import orjson
+from loop_killer.state import journal
+from loop_killer.state.inbox import ClearRequest, peek_request, write_request
+
+from .helpers import stays, wait_for
+from .lines import Lines, append, data, fixture_lines, fixture_session
+
+
+def test_a_loop_already_finished_before_start_up_does_not_fire(env, start_watcher):
+    s = Lines()
+    path = s.path_in(env.root)
+    append(path, s.goal_loop(5) + s.prompt("ok, stop that") + s.answer("Done.", tool=True))
+    project, fixture_id = fixture_session("goal-same")  # ended by Claude Code's own cap
+    fixture_path = env.root / project / f"{fixture_id}.jsonl"
+    append(fixture_path, fixture_lines("goal-same"))
+    start_watcher()
+    assert not env.has_request(s.session_id) and not env.has_request(fixture_id)
+    t = Lines(fixture_id)
+    append(fixture_path, t.prompt("Let's do something else.") + t.answer("Sure.", tool=True))
+    append(path, s.prompt("and now?") + s.answer("Fine."))
+    for session_id, p in ((s.session_id, path), (fixture_id, fixture_path)):
+        wait_for(lambda p=p, sid=session_id: (st := env.status(sid))
+                 and st.offset == p.stat().st_size, what="the appended lines read")
+    assert not env.has_request(s.session_id) and not env.has_request(fixture_id)
+    assert env.detections() == []
+
+
+def test_a_loop_in_progress_at_start_up_fires_on_its_next_reply(env, start_watcher):
+    s = Lines()
+    path = s.path_in(env.root)
+    append(path, s.goal_loop(4))  # already past SAME_REPLY_TURNS
+    runner = start_watcher()
+    assert runner.watcher.sessions.catch_up_stats.runs == 1
+    status = wait_for(lambda: env.status(s.session_id), what="the start-up status")
+    assert status.run_length == 4 and status.chain_length == 4
+    stays(lambda: env.has_request(s.session_id), 0.2, "a request during catch-up")
+    append(path, s.reprompt())
+    stays(lambda: env.has_request(s.session_id), 0.1, "a request before the reply")
+    append(path, s.answer())
+    request = wait_for(lambda: peek_request(env.state, s.session_id), what="the request")
+    assert request.answer_uuid == s.answer_uuids[-1]
+    assert request.rule == "SAME_REPLY_TURNS"
+
+
+def test_a_restart_never_repeats_a_request(env, start_watcher):
+    s = Lines()
+    path = s.path_in(env.root)
+    append(path, s.goal_loop(2))
+    first = start_watcher()
+    append(path, s.loop(1))
+    wait_for(lambda: env.has_request(s.session_id), what="the first request")
+    first.stop()
+    env.request(s.session_id).unlink()  # the Stop hook took it
+    start_watcher()
+    append(path, s.loop(1))
+    wait_for(lambda: (st := env.status(s.session_id)) and st.offset == path.stat().st_size,
+             what="the reply read")
+    assert not env.has_request(s.session_id), "counting did not restart after the fired answer"
+    assert env.status(s.session_id).run_length == 1
+    append(path, s.loop(2))
+    request = wait_for(lambda: peek_request(env.state, s.session_id), what="a new request")
+    assert request.answer_uuid == s.answer_uuids[-1]
+    assert [r["answer_uuid"] for r in env.logged(2, s.session_id)] == [
+        s.answer_uuids[-4], s.answer_uuids[-1]]
+
+
+def test_catch_up_reads_only_the_trailing_run(env, start_watcher):
+    s = Lines()
+    path = s.path_in(env.root)
+    big = "x" * 100_000
+    history = []
+    for _ in range(60):  # 12 MB of tool output (twice 100 kB per answer) before the run
+        history += s.prompt() + s.answer("Looking.", tool=True, output=big)
+    append(path, history + s.goal() + s.answer("Starting.") + s.loop(2))
+    assert path.stat().st_size > 10_000_000
+    runner = start_watcher()
+    stats = runner.watcher.sessions.catch_up_stats
+    assert stats.sessions == 1 and stats.runs == 1
+    assert stats.bytes_read < 100_000
+    assert env.status(s.session_id).run_length == 2
+    append(path, s.loop(1))
+    wait_for(lambda: env.has_request(s.session_id), what="the request")
+
+
+def test_a_request_superseded_while_no_watcher_ran_is_withdrawn(env, start_watcher, caplog):
+    caplog.set_level(logging.INFO, logger="loop_killer")
+    s = Lines()
+    path = s.path_in(env.root)
+    append(path, s.goal_loop(3))
+    write_request(env.state, ClearRequest(
+        session_id=s.session_id, rule="SAME_REPLY_TURNS", count=3, run_length=3,
+        answer_uuid=s.answer_uuids[-1], answer_digest="", transcript_path=str(path),
+        created_at=time.time() - 5, source="watcher"))
+    other = Lines()
+    other_path = other.path_in(env.root)
+    append(other_path, other.goal_loop(3))
+    write_request(env.state, ClearRequest(
+        session_id=other.session_id, rule="MANUAL", count=0, run_length=0, answer_uuid="",
+        answer_digest="", transcript_path=str(other_path), created_at=time.time() - 5,
+        source="manual"))
+    append(path, s.prompt("Stop, do this instead."))  # after the request
+    start_watcher()
+    assert not env.has_request(s.session_id)
+    assert env.has_request(other.session_id)  # no prompt since: still pending
+
+
+def test_start_up_publishes_status_only_for_sessions_in_a_run(env, start_watcher):
+    quiet = Lines()
+    append(quiet.path_in(env.root), quiet.prompt() + quiet.answer("Done.", tool=True))
+    busy = Lines()
+    append(busy.path_in(env.root), busy.goal_loop(2))
+    start_watcher()
+    assert env.status(busy.session_id).run_length == 2
+    assert env.status(quiet.session_id) is None
+
+
+def test_a_partial_last_line_at_start_up_is_completed_live(env, start_watcher):
+    s = Lines()
+    path = s.path_in(env.root)
+    append(path, s.goal_loop(2))
+    last = data(s.loop(1))
+    append(path, last[:-25])
+    start_watcher()
+    assert env.status(s.session_id).run_length == 2
+    append(path, last[-25:])
+    wait_for(lambda: env.has_request(s.session_id), what="the request")
+    assert env.status(s.session_id).extra["broken_lines"] == 0
+
+
+def test_hook_detections_in_the_log_count_as_fired(env, start_watcher, caplog):
+    caplog.set_level(logging.INFO, logger="loop_killer")
+    s = Lines()
+    path = s.path_in(env.root)
+    append(path, s.goal_loop(2))
+    start_watcher()
+    upcoming = s.loop(1)
+    uuid = orjson.loads(upcoming[-1])["uuid"]
+    journal.append(env.state, {"event": "detection", "session_id": s.session_id,
+                               "answer_uuid": uuid, "rule": "SAME_REPLY_TURNS", "count": 3,
+                               "source": "hook"})
+    wait_for(lambda: any("(hook)" in r.getMessage() for r in caplog.records),
+             what="the hook's detection shown")
+    append(path, upcoming)
+    wait_for(lambda: (st := env.status(s.session_id)) and st.offset == path.stat().st_size,
+             what="the reply read")
+    assert not env.has_request(s.session_id)
+    assert [r["source"] for r in env.detections(s.session_id)] == ["hook"]
+
+
+def test_a_restart_leaves_unchanged_statuses_alone(env, start_watcher):
+    s = Lines()
+    append(s.path_in(env.root), s.goal_loop(2))
+    first = start_watcher()
+    written = env.status(s.session_id)
+    first.stop()
+    start_watcher()
+    assert env.status(s.session_id).updated_at == written.updated_at

@@ -1,0 +1,214 @@
+"""``loop-killer status`` and ``loop-killer clear``: read and write the watcher's state.
+
+``status`` shows whether a watcher is alive and every session in a re-prompt run (or
+with a pending clear request); ``--json`` gives the same to scripts. Exit status 0 when a
+watcher is alive, 1 when none is.
+
+``clear SESSION`` writes a manual clear request (rule MANUAL, source manual) for one
+session, named by its id or a unique prefix of it; the session's next Stop hook takes it
+like any other. Exit status 0 when written, 1 when no single session matches, 2 for
+something that is not a session id.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..state import journal
+from ..state.inbox import ClearRequest, InvalidRequest, peek_request, write_request
+from ..state.paths import is_plain_id, projects_dir, session_id_of, state_dir
+from ..state.status import SessionStatus, read_session_status, watcher_alive
+from . import report
+from .observer import list_transcripts
+
+__all__ = ["add_arguments_clear", "add_arguments_status", "clear", "status"]
+
+
+def _state_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--state-dir", type=Path, default=None,
+                        help="loop-killer's state folder (default: $LOOP_KILLER_STATE_DIR or "
+                             "$CLAUDE_CONFIG_DIR/loop-killer)")
+
+
+def add_arguments_status(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="one JSON object, for scripts")
+    _state_option(parser)
+
+
+def add_arguments_clear(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("session", metavar="SESSION",
+                        help="the session id, or a prefix of it that names one session")
+    parser.add_argument("--root", type=Path, default=None,
+                        help="folder of project folders (default: $CLAUDE_CONFIG_DIR/projects)")
+    _state_option(parser)
+
+
+def _dirs(args: argparse.Namespace) -> tuple[Path, Path]:
+    root = getattr(args, "root", None) or projects_dir()
+    state = getattr(args, "state_dir", None) or state_dir()
+    return Path(root).expanduser(), Path(state).expanduser()
+
+
+def _ids_in(folder: Path) -> list[str]:
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return [name[:-5] for name in names if name.endswith(".json") and is_plain_id(name[:-5])]
+
+
+# -- status -----------------------------------------------------------------------------
+
+
+def collect(state: Path, *, now: float | None = None) -> dict[str, Any]:
+    """What ``status`` shows, as plain data."""
+    now = time.time() if now is None else now
+    beat = watcher_alive(state, now=now)
+    session_ids = set(_ids_in(state / "status")) | set(_ids_in(state / "requests"))
+    sessions = []
+    for session_id in sorted(session_ids):
+        found: SessionStatus | None = read_session_status(state, session_id)
+        request = peek_request(state, session_id)
+        if found is not None and not os.path.exists(found.transcript_path):
+            found = None  # a transcript gone since
+        if request is None and (found is None or not found.run_length):
+            continue
+        sessions.append({
+            "session_id": session_id,
+            "project": found.project if found else _project_of(request),
+            "transcript_path": found.transcript_path if found else (
+                request.transcript_path if request else ""),
+            "run_length": found.run_length if found else 0,
+            "chain_length": found.chain_length if found else 0,
+            "awaiting": found.awaiting if found else None,
+            "last_activity": found.last_activity if found else None,
+            "last_answer_uuid": found.last_answer_uuid if found else "",
+            "status_updated_at": found.updated_at if found else None,
+            "pending_request": None if request is None else {
+                "rule": request.rule, "source": request.source, "count": request.count,
+                "answer_uuid": request.answer_uuid, "created_at": request.created_at,
+            },
+        })
+    sessions.sort(key=lambda s: -(s["last_activity"] or 0))
+    return {
+        "watcher": None if beat is None else {
+            "alive": True, "pid": beat.pid, "started_at": beat.started_at,
+            "beat_at": beat.beat_at, "root": beat.root, "sessions": beat.sessions,
+            "polling": beat.polling,
+        },
+        "state_dir": str(state),
+        "sessions": sessions,
+    }
+
+
+def _project_of(request: ClearRequest | None) -> str:
+    return Path(request.transcript_path).parent.name if request else ""
+
+
+def status(args: argparse.Namespace) -> int:
+    _, state = _dirs(args)
+    now = time.time()
+    data = collect(state, now=now)
+    if getattr(args, "json", False):
+        sys.stdout.buffer.write(orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
+        sys.stdout.flush()
+        return 0 if data["watcher"] else 1
+    home = os.environ.get("HOME")
+    beat = data["watcher"]
+    if beat:
+        how = "polling" if beat["polling"] else "watching"
+        print(f"watcher: running (pid {beat['pid']}, {how} {beat['root']}, "
+              f"{beat['sessions']} sessions, started {report.ago(now - beat['started_at'])})")
+    else:
+        print("watcher: not running (start it with: loop-killer-watch)")
+    if not data["sessions"]:
+        print("no session is in a re-prompt run")
+        return 0 if beat else 1
+    if not beat:
+        print("(figures below are from when a watcher last ran)")
+    rows = []
+    for s in data["sessions"]:
+        request = s["pending_request"]
+        rows.append([
+            report.project_label(s["project"], home),
+            report.short_id(s["session_id"]),
+            str(s["run_length"]),
+            str(s["chain_length"]),
+            report.ago(now - s["last_activity"]) if s["last_activity"] else "?",
+            f"pending ({request['rule']}, {report.ago(now - request['created_at'])})"
+            if request else "-",
+        ])
+    for line in report.table(
+            ["PROJECT", "SESSION", "RUN", "SIMILAR", "LAST ACTIVITY", "CLEAR REQUEST"], rows):
+        print(line)
+    return 0 if beat else 1
+
+
+# -- clear ------------------------------------------------------------------------------
+
+
+def find_sessions(root: Path, state: Path, prefix: str) -> dict[str, str]:
+    """Session ids (exactly ``prefix``, else starting with it) -> transcript path."""
+    known: dict[str, str] = {}
+    for path, _entry in list_transcripts(str(root)):
+        session_id = session_id_of(Path(path))
+        if session_id is not None and session_id.startswith(prefix):
+            known.setdefault(session_id, path)
+    for session_id in _ids_in(state / "status"):
+        if session_id.startswith(prefix) and session_id not in known:
+            found = read_session_status(state, session_id)
+            if found is not None and os.path.exists(found.transcript_path):
+                known[session_id] = found.transcript_path
+    if prefix in known:
+        return {prefix: known[prefix]}
+    return known
+
+
+def clear(args: argparse.Namespace) -> int:
+    root, state = _dirs(args)
+    wanted = args.session.strip()
+    if not is_plain_id(wanted):
+        print(f"loop-killer clear: {wanted!r} is not a session id", file=sys.stderr)
+        return 2
+    matches = find_sessions(root, state, wanted)
+    if not matches:
+        print(f"loop-killer clear: no session {wanted!r} under {root}", file=sys.stderr)
+        return 1
+    if len(matches) > 1:
+        print(f"loop-killer clear: {wanted!r} names {len(matches)} sessions; give more of "
+              "the id:", file=sys.stderr)
+        for session_id, path in sorted(matches.items()):
+            print(f"  {session_id}  {Path(path).parent.name}", file=sys.stderr)
+        return 1
+    (session_id, transcript), = matches.items()
+    found = read_session_status(state, session_id)
+    run_length = found.run_length if found else 0
+    request = ClearRequest(
+        session_id=session_id, rule="MANUAL", count=run_length, run_length=run_length,
+        answer_uuid="", answer_digest="", transcript_path=transcript,
+        created_at=time.time(), source="manual",
+    )
+    replaced = peek_request(state, session_id)
+    try:
+        write_request(state, request)
+    except (OSError, InvalidRequest) as error:
+        print(f"loop-killer clear: cannot write the request: {error}", file=sys.stderr)
+        return 1
+    project = Path(transcript).parent.name
+    journal.append(state, {
+        "event": "detection", "session_id": session_id, "answer_uuid": "", "rule": "MANUAL",
+        "count": run_length, "project": project, "transcript_path": transcript,
+        "snippet": "", "source": "manual",
+    })
+    label = report.project_label(project, os.environ.get("HOME"))
+    note = f" (it replaces a pending {replaced.rule} request)" if replaced else ""
+    print(f"clear request written for {label} {session_id}{note}: its next Stop hook will "
+          "end the turn and clear the goal")
+    return 0

@@ -1,0 +1,167 @@
+"""Follow one transcript file: how far it has been read, and what a change to it means.
+
+``classify`` is the pure decision (known identity and offset + what a stat says ->
+what happened to the file). ``Follower`` is the thin I/O part: it reads only the bytes
+appended since the last read, and notices a file truncated, replaced or rewritten in
+place under it. Nothing here ever writes to a transcript.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "CHECK_BYTES", "Change", "FileKey", "Follower", "Seen", "classify", "holds",
+    "open_for_reading", "seen_of",
+]
+
+FileKey = tuple[int, int]
+"""(st_dev, st_ino): a file's identity, whatever its name."""
+
+CHECK_BYTES = 512
+"""How many bytes before the read offset are re-read and compared on every read, to
+notice a file rewritten in place to at least its old size between two looks."""
+
+
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC  # a FIFO must not block us
+_NOATIME = getattr(os, "O_NOATIME", 0)
+
+
+def open_for_reading(path: str | Path) -> int:
+    """Open a transcript to read it, without touching its access time where allowed.
+
+    Reading a freshly written file would otherwise update its atime, which the watcher's
+    own observer reports as a change (and, at start-up over thousands of files, floods
+    it). O_NOATIME is refused (EPERM) for files of other users: then open plainly.
+    """
+    if _NOATIME:
+        try:
+            return os.open(path, _READ_FLAGS | _NOATIME)
+        except PermissionError:
+            pass
+    return os.open(path, _READ_FLAGS)
+
+
+def holds(path: str | Path, offset: int, check: bytes) -> bool:
+    """Whether the file at ``path`` has ``check`` just before ``offset``: the bytes a
+    follower read are still there (a renamed file, not a new one reusing the inode)."""
+    try:
+        fd = open_for_reading(path)
+    except OSError:
+        return False
+    try:
+        if os.fstat(fd).st_size < offset:
+            return False
+        return os.pread(fd, len(check), offset - len(check)) == check
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+class Change(enum.Enum):
+    """What happened to a file since it was last read."""
+
+    UNCHANGED = "unchanged"
+    GROWN = "grown"  # bytes were appended: read them
+    NEW = "new"  # not followed yet
+    REPLACED = "replaced"  # another file now has this name (new inode)
+    TRUNCATED = "truncated"  # shorter than what was read, or rewritten in place
+    GONE = "gone"  # deleted or renamed away
+    NOT_A_FILE = "not a regular file"
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """What one ``stat`` said about a path."""
+
+    key: FileKey
+    size: int
+    regular: bool
+    mtime: float
+
+
+def seen_of(info: os.stat_result) -> Seen:
+    return Seen((info.st_dev, info.st_ino), info.st_size, stat.S_ISREG(info.st_mode),
+                info.st_mtime)
+
+
+def classify(known: FileKey | None, offset: int, seen: Seen | None) -> Change:
+    """What to do for a path, given what is known of it and what a stat says now.
+
+    ``known`` is the identity of the file being followed under this path (None if none)
+    and ``offset`` how many of its bytes were read; ``seen`` is None when the path no
+    longer exists.
+    """
+    if seen is None:
+        return Change.GONE
+    if not seen.regular:
+        return Change.NOT_A_FILE
+    if known is None:
+        return Change.NEW
+    if seen.key != known:
+        return Change.REPLACED
+    if seen.size < offset:
+        return Change.TRUNCATED
+    if seen.size > offset:
+        return Change.GROWN
+    return Change.UNCHANGED
+
+
+class Follower:
+    """Reads the bytes appended to one file since the last read (I/O, one file)."""
+
+    __slots__ = ("_check", "key", "offset", "path")
+
+    def __init__(self, path: Path, key: FileKey, offset: int = 0, check: bytes = b"") -> None:
+        self.path = path
+        self.key = key
+        self.offset = offset  # bytes read so far (a partial last line included)
+        self._check = check[-CHECK_BYTES:] if offset else b""
+
+    @property
+    def check(self) -> bytes:
+        """The last bytes read (up to CHECK_BYTES), which end at ``offset``."""
+        return self._check
+
+    def remember(self, data: bytes) -> None:
+        """Record ``data`` as the bytes just read up to ``offset``."""
+        if len(data) >= CHECK_BYTES:
+            self._check = data[-CHECK_BYTES:]
+        else:
+            self._check = (self._check + data)[-CHECK_BYTES:]
+
+    def read_new(self, *, limit: int) -> tuple[Change, bytes]:
+        """Read up to ``limit`` new bytes. Returns what happened and the bytes read.
+
+        ``GROWN`` comes with the bytes (the offset is advanced); ``UNCHANGED`` with none;
+        any other change means the caller must drop or restart this follower. OSError
+        (a permission error, say) is raised to the caller.
+        """
+        try:
+            fd = open_for_reading(self.path)
+        except (FileNotFoundError, NotADirectoryError):
+            return Change.GONE, b""
+        try:
+            info = os.fstat(fd)
+            change = classify(self.key, self.offset, seen_of(info))
+            if change is not Change.GROWN:
+                return change, b""
+            size = info.st_size
+            back = len(self._check)
+            want = min(size - self.offset, limit)
+            data = os.pread(fd, back + want, self.offset - back)
+        finally:
+            os.close(fd)
+        if back and data[:back] != self._check:
+            return Change.TRUNCATED, b""  # rewritten in place under us
+        data = data[back:]
+        if not data:
+            return Change.UNCHANGED, b""
+        self.offset += len(data)
+        self.remember(data)
+        return Change.GROWN, data

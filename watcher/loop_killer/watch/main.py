@@ -1,0 +1,141 @@
+"""``loop-killer-watch``: the long-running watcher (CLI entry, lock, logging, signals).
+
+Exit status: 0 after Ctrl-C / SIGTERM / SIGHUP, 2 when another watcher already holds
+the state directory (or on bad options), 1 on an unexpected error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+
+from ..state.paths import ensure_private_dir, projects_dir, state_dir
+from .watcher import POLL_INTERVAL, RECONCILE_INTERVAL, Watcher
+
+__all__ = ["AlreadyRunning", "acquire_lock", "build_parser", "configure_logging", "main"]
+
+log = logging.getLogger("loop_killer.watch")
+
+LOCK_NAME = "watcher.lock"
+
+
+class AlreadyRunning(RuntimeError):
+    """Another watcher holds the state directory's lock; the message says who."""
+
+
+def acquire_lock(state: Path) -> int:
+    """Take ``<state>/watcher.lock`` (``flock``, held until the process ends) and write
+    our pid in it. Returns the file descriptor to keep open; raises AlreadyRunning."""
+    ensure_private_dir(state)
+    path = state / LOCK_NAME
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
+        os.close(fd)
+        raise AlreadyRunning(
+            f"another loop-killer-watch (pid {holder}) is already watching for {state}"
+        ) from None
+    except OSError:
+        os.close(fd)
+        raise
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def configure_logging(*, verbose: bool) -> None:
+    """Events (detections, outcomes, the start-up summary) on stdout, always; problems on
+    stderr; everything else only with ``--verbose``. One short line each."""
+    logging.raiseExceptions = False  # a closed pipe must not print tracebacks
+    events = logging.getLogger("loop_killer.watch.events")
+    out = logging.StreamHandler(sys.stdout)
+    out.setFormatter(logging.Formatter("%(asctime)s  %(message)s", "%H:%M:%S"))
+    events.handlers[:] = [out]
+    events.setLevel(logging.INFO)
+    events.propagate = False
+    err = logging.StreamHandler(sys.stderr)
+    err.setFormatter(logging.Formatter("%(asctime)s  %(levelname)s  %(message)s", "%H:%M:%S"))
+    package = logging.getLogger("loop_killer")
+    package.handlers[:] = [err]
+    package.setLevel(logging.DEBUG if verbose else logging.WARNING)
+    package.propagate = False
+    watchdog_log = logging.getLogger("watchdog")
+    watchdog_log.handlers[:] = [err]
+    watchdog_log.setLevel(logging.INFO if verbose else logging.WARNING)
+    watchdog_log.propagate = False
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError("must be more than 0")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="loop-killer-watch",
+        description="Follow every Claude Code session live; when one is stuck in a "
+                    "Stop-hook re-prompt loop, ask its Stop hook to end it.",
+    )
+    parser.add_argument("--root", type=Path, default=None,
+                        help="folder of project folders to watch "
+                             "(default: $CLAUDE_CONFIG_DIR/projects or ~/.claude/projects)")
+    parser.add_argument("--state-dir", type=Path, default=None,
+                        help="loop-killer's state folder (default: $LOOP_KILLER_STATE_DIR "
+                             "or $CLAUDE_CONFIG_DIR/loop-killer)")
+    parser.add_argument("--verbose", "-v", action="store_true",
+                        help="say what is being followed, and why")
+    parser.add_argument("--poll", action="store_true",
+                        help="poll instead of using file-system events")
+    parser.add_argument("--reconcile-interval", type=_positive, default=None, metavar="SECONDS",
+                        help=f"seconds between two passes that stat every transcript "
+                             f"(default {RECONCILE_INTERVAL:g}, or {POLL_INTERVAL:g} when "
+                             f"polling)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    configure_logging(verbose=args.verbose)
+    root = (args.root or projects_dir()).expanduser().absolute()
+    state = (args.state_dir or state_dir()).expanduser().absolute()
+    try:
+        lock = acquire_lock(state)
+    except AlreadyRunning as error:
+        log.error("%s", error)
+        return 2
+    except OSError as error:
+        log.error("cannot take the lock in %s: %s", state, error)
+        return 1
+    watcher = Watcher(root=root, state=state, poll=args.poll,
+                      reconcile_interval=args.reconcile_interval)
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        watcher.stop()
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, on_signal)
+    try:
+        watcher.run()
+    except KeyboardInterrupt:  # before the handler was in place, or a second Ctrl-C
+        pass
+    except Exception:
+        log.exception("loop-killer-watch stopped on an unexpected error")
+        return 1
+    finally:
+        os.close(lock)
+    logging.getLogger("loop_killer.watch.events").info("loop-killer-watch stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""What became of a detection: pure decisions over what the transcript showed after it.
+
+After a rule fires, the watcher keeps reading the session and reports, once, the first
+of: the goal was cleared (the ``goal_status`` met:true sentinel), the turn was stopped
+(a ``stop_hook_summary`` with ``preventedContinuation: true``), a person's prompt came
+first (the request is withdrawn), or, when the timeout passes, whether the loop went on.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+__all__ = [
+    "HISTORY_AGE",
+    "OUTCOME_TIMEOUT",
+    "Outcome",
+    "PendingOutcome",
+    "at_deadline",
+    "is_historic",
+    "parse_timestamp",
+    "prevented_continuation",
+]
+
+OUTCOME_TIMEOUT = 60.0
+"""Seconds after a detection at which the watcher says what became of it."""
+
+HISTORY_AGE = 600.0
+"""A loop found in bytes that were already in a file when the watcher first saw it (a
+copied or forked history, say) fires only if its last answer is younger than this."""
+
+_PREVENTED = re.compile(rb'"preventedContinuation"\s*:\s*true')
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    kind: str  # cleared | stopped | continued | superseded | none
+    detail: str
+
+
+@dataclass(slots=True)
+class PendingOutcome:
+    """A detection whose outcome is being followed."""
+
+    answer_uuid: str
+    rule: str
+    detected_at: float  # seconds since the epoch
+    deadline: float  # monotonic seconds
+    stopped: bool = False  # "stopped" was reported; still waiting for a clear
+
+
+def prevented_continuation(line: bytes) -> bool:
+    """Whether a ``stop_hook_summary`` line says a Stop hook ended the turn."""
+    return _PREVENTED.search(line) is not None
+
+
+def at_deadline(pending: PendingOutcome, *, more_answers: int, request_pending: bool,
+                timeout: float) -> Outcome | None:
+    """The outcome to report when the timeout passes (None if already reported)."""
+    if pending.stopped:
+        return None
+    if more_answers:
+        plural = "s" if more_answers != 1 else ""
+        return Outcome("continued", f"the loop went on: {more_answers} more re-prompt "
+                                    f"answer{plural} since the request")
+    if not request_pending:
+        return Outcome("stopped", "the request was taken and no re-prompt followed")
+    return Outcome("none", f"nothing happened within {timeout:.0f} s; the request is "
+                           "still pending")
+
+
+def parse_timestamp(value: str) -> float | None:
+    """Seconds since the epoch of a transcript timestamp (ISO 8601), None if unreadable."""
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00", 1))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
+
+
+def is_historic(timestamp: str, now: float, *, max_age: float = HISTORY_AGE) -> bool:
+    """Whether an answer written at ``timestamp`` is too old to act on (unknown: no)."""
+    moment = parse_timestamp(timestamp)
+    return moment is not None and now - moment > max_age

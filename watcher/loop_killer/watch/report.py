@@ -1,0 +1,158 @@
+"""The lines a person reads in the watcher's terminal (pure: values in, text out).
+
+The time of day is added by the logging formatter; everything else is here, so the
+wording of every line the watcher prints lives in one place.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "OUTCOME_LABELS",
+    "ago",
+    "detection_line",
+    "journal_line",
+    "outcome_line",
+    "project_label",
+    "rule_phrase",
+    "short_id",
+    "snippet",
+    "startup_line",
+    "table",
+]
+
+_SPACES = re.compile(r"\s+")
+_NOT_ALNUM = re.compile(r"[^A-Za-z0-9]")
+
+OUTCOME_LABELS = {
+    "cleared": "CLEARED",  # the goal_status met:true sentinel: /goal clear ran
+    "stopped": "STOPPED",  # the turn was ended (preventedContinuation), loop over
+    "continued": "GOING ON",  # more re-prompt answers after the request
+    "superseded": "WITHDRAWN",  # a person's prompt came first: request removed
+    "none": "NOTHING",  # nothing happened within the timeout
+    # What the Stop hook reports (its own words for outcomes, shown as they come).
+    "sent_unconfirmed": "SENT",  # /goal clear typed, no proof seen yet
+    "clear_queued": "QUEUED",  # the mod runs /goal clear once the turn has ended
+    "stopped_no_goal": "STOPPED",  # no goal to clear: stopping the turn was all
+    "not_possible": "NO CLEAR",  # a goal is set, but nothing here can clear it
+}
+
+
+def snippet(text: str, width: int = 80) -> str:
+    """``text`` on one line, cut to ``width`` characters."""
+    flat = _SPACES.sub(" ", text).strip()
+    return flat if len(flat) <= width else flat[: width - 1].rstrip() + "…"
+
+
+def short_id(session_id: str) -> str:
+    return session_id[:8]
+
+
+def project_label(folder: str, home: str | None = None) -> str:
+    """A project folder name made readable: the mangled home directory is left out.
+
+    ``-home-dev-goal-same-proj`` with home ``/home/dev`` reads ``goal-same-proj``.
+    """
+    if home:
+        prefix = _NOT_ALNUM.sub("-", home.rstrip("/")) + "-"
+        if folder.startswith(prefix) and len(folder) > len(prefix):
+            return folder[len(prefix):]
+    return folder.lstrip("-") or folder
+
+
+def rule_phrase(rule: str, count: int) -> str:
+    if rule == "SAME_REPLY_TURNS":
+        return f"{count} similar replies in a row"
+    if rule == "IDLE_TURNS":
+        return f"{count} replies to re-prompts without any tool use"
+    if rule == "MANUAL":
+        return "clear asked by hand"
+    return f"{rule} ({count} replies)"
+
+
+def detection_line(*, project: str, session_id: str, rule: str, count: int, text: str) -> str:
+    """The line printed when a rule fires and a clear request is written."""
+    return (
+        f"LOOP      {project}  {short_id(session_id)}  {rule}: {rule_phrase(rule, count)}"
+        f"  \"{snippet(text, 72)}\"  -> clear requested"
+    )
+
+
+def outcome_line(*, project: str, session_id: str, outcome: str, detail: str,
+                 source: str = "watcher") -> str:
+    """The line printed when what became of a detection is known."""
+    label = OUTCOME_LABELS.get(outcome) or outcome.replace("_", " ").upper()
+    by = "" if source == "watcher" else f" ({source})"
+    return f"{label:<9} {project}  {short_id(session_id)}  {detail}{by}"
+
+
+def startup_line(*, root: str, sessions: int, projects: int, runs: int, seconds: float,
+                 bytes_read: int, polling: bool, waiting: bool) -> str:
+    if waiting:
+        return f"waiting for {root} to appear (nothing to watch yet)"
+    how = "polling" if polling else "watching"
+    runs_text = f", {runs} in a re-prompt run" if runs else ""
+    return (
+        f"{how} {root}: {sessions} session{'s' if sessions != 1 else ''} in {projects} "
+        f"project{'s' if projects != 1 else ''}{runs_text}; caught up in "
+        f"{seconds * 1000:.0f} ms ({bytes_read / 1e6:.1f} MB read)"
+    )
+
+
+def _text(record: Mapping[str, Any], *names: str) -> str:
+    for name in names:
+        value = record.get(name)
+        if isinstance(value, str) and value:
+            return value
+        if isinstance(value, bool):
+            return str(value).lower()
+    return ""
+
+
+def journal_line(record: Mapping[str, Any], home: str | None = None) -> str | None:
+    """A line for a detection-log record written by someone else (the Stop hook, a
+    ``loop-killer clear``); None for records not worth a line."""
+    event = record.get("event")
+    session_id = _text(record, "session_id") or "?"
+    project = project_label(_text(record, "project"), home) if record.get("project") else "?"
+    source = _text(record, "source") or "?"
+    if event == "outcome":
+        outcome = _text(record, "outcome", "result", "status", "action") or "?"
+        detail = _text(record, "detail", "message", "reason", "note") or outcome
+        return outcome_line(project=project, session_id=session_id, outcome=outcome,
+                            detail=detail, source=source)
+    if event == "detection" and record.get("rule") == "MANUAL":
+        return f"ASKED     {project}  {short_id(session_id)}  MANUAL: clear asked by hand ({source})"
+    if event == "detection":
+        rule = _text(record, "rule") or "?"
+        count = record.get("count")
+        count = count if isinstance(count, int) and not isinstance(count, bool) else 0
+        text = _text(record, "snippet")
+        return (
+            f"LOOP      {project}  {short_id(session_id)}  {rule}: {rule_phrase(rule, count)}"
+            + (f"  \"{snippet(text, 72)}\"" if text else "") + f" ({source})"
+        )
+    return None
+
+
+def ago(seconds: float) -> str:
+    """``12 s ago``, ``3 min ago``, ``2 h ago``, ``4 d ago`` (``just now`` under a second)."""
+    if seconds < 1:
+        return "just now"
+    if seconds < 90:
+        return f"{seconds:.0f} s ago"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min ago"
+    if seconds < 36 * 3600:
+        return f"{seconds / 3600:.0f} h ago"
+    return f"{seconds / 86400:.0f} d ago"
+
+
+def table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """Left-aligned columns, two spaces apart."""
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
+            for row in [header, *rows]]
