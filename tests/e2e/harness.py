@@ -71,9 +71,19 @@ _PASSTHROUGH = (
     "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS",
 )
 
+def _account_home() -> str | None:
+    """The account's own home (from the password database), whatever HOME says now."""
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_dir or None
+    except (ImportError, KeyError):
+        return None
+
+
 # Captured at import, before any fixture swaps HOME for a temp dir (the suite's conftest does):
 # the binaries cache and pyenv live in the real home.
-_REAL_HOME = Path(os.environ.get("HOME") or Path.home())
+_REAL_HOME = Path(_account_home() or os.environ.get("HOME") or Path.home())
 
 LOGIN_TEST_JS = """\
 const assert = require('assert');

@@ -16,14 +16,10 @@ from loop_killer.state.status import WatcherHeartbeat, write_heartbeat
 
 
 def _real_claude() -> Path | None:
-    explicit = os.environ.get("LOOP_KILLER_CLAUDE_2_1_328")
-    cache = Path(os.environ.get("LOOP_KILLER_CLAUDE_CACHE", "/root/.cache/loop-killer/claude-code"))
-    for path in (Path(explicit) if explicit else None,
-                 cache / "2.1.328" / "node_modules" / "@anthropic-ai" / "claude-code-linux-x64"
-                 / "claude"):
-        if path is not None and path.is_file() and os.access(path, os.X_OK):
-            return path
-    return None
+    # The e2e harness knows where scripts/install-claude-code puts the binaries.
+    from e2e.harness import claude_binary
+
+    return claude_binary("2.1.328")
 
 
 def _fake_claude(folder: Path, *, version: str = "2.1.328 (Claude Code)",

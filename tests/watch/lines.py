@@ -24,8 +24,6 @@ CONDITION = "all tests in test/auth pass"
 NOT_MET = "The condition is not met yet."
 SAME = "I am still working on getting the auth tests to pass."
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "claude-code-2.1.328"
-if not FIXTURES.is_dir():
-    FIXTURES = Path("/work/shared/fixtures/claude-code-2.1.328")
 
 
 def now_stamp(offset: float = 0.0) -> str:
