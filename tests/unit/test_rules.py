@@ -225,3 +225,11 @@ def test_text_digest_never_fails_on_odd_text():
     assert text_digest("") == text_digest("   \n")
     assert len(text_digest("\ud83d lone surrogate")) == 16
     assert len(text_digest("日本語 " * 100_000)) == 16
+
+
+def test_rule_phrase_words_each_rule_for_the_hook_and_the_watcher_alike():
+    from loop_killer.engine import rule_phrase
+
+    assert rule_phrase("SAME_REPLY_TURNS", 3) == "3 similar replies in a row"
+    assert rule_phrase("IDLE_TURNS", 6) == "6 replies to re-prompts without any tool use"
+    assert "loop-killer clear" in rule_phrase("MANUAL", 0)

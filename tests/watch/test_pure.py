@@ -7,6 +7,7 @@ import os
 import time
 
 import pytest
+from loop_killer.engine import parse_timestamp
 from loop_killer.watch import report
 from loop_killer.watch.follower import Change, Seen, classify
 from loop_killer.watch.observer import DIR, FILE, ROOT, relevance
@@ -14,7 +15,6 @@ from loop_killer.watch.outcomes import (
     PendingOutcome,
     at_deadline,
     is_historic,
-    parse_timestamp,
     prevented_continuation,
 )
 

@@ -16,6 +16,7 @@ from .rules import (
     SAME_REPLY_TURNS,
     SIMILAR,
     is_reprompt,
+    rule_phrase,
     similar,
     similarity,
     text_digest,
@@ -34,6 +35,7 @@ from .transcript import (
     TurnStart,
     is_run_boundary,
     parse_line,
+    parse_timestamp,
 )
 
 __all__ = [
@@ -41,6 +43,6 @@ __all__ = [
     "Answer", "AnswerAssembler", "AssistantPart", "Detection", "Discard", "Event",
     "GoalStatus", "LineBuffer", "ParseStats", "Reprompt", "RunAnswer", "RunDetector",
     "SessionReader", "SystemEntry", "ToolResults", "TurnStart", "detect_transcript",
-    "is_reprompt", "is_run_boundary", "parse_line", "similar", "similarity", "text_digest",
+    "is_reprompt", "is_run_boundary", "parse_line", "parse_timestamp", "rule_phrase", "similar", "similarity", "text_digest",
     "words",
 ]

@@ -34,6 +34,7 @@ __all__ = [
     "SAME_REPLY_TURNS",
     "SIMILAR",
     "is_reprompt",
+    "rule_phrase",
     "similar",
     "similarity",
     "text_digest",
@@ -54,6 +55,7 @@ REPROMPT_PREFIXES = ("stop hook feedback:", "stop hook", "[stop hook", "hook re-
 
 RULE_SAME = "SAME_REPLY_TURNS"
 RULE_IDLE = "IDLE_TURNS"
+RULE_MANUAL = "MANUAL"  # a clear asked for by hand, not a rule of the detector
 
 _LEADING_SPACE = re.compile(r"\s*")
 # Letters and digits of any script, no underscore: \w minus "_".
@@ -86,6 +88,17 @@ def similar(text_a: str, words_a: frozenset[str], text_b: str, words_b: frozense
     union = len(words_a | words_b)
     shared = len(words_a & words_b)
     return shared * _SIMILAR_FRACTION.denominator >= _SIMILAR_FRACTION.numerator * union
+
+
+def rule_phrase(rule: str, count: int) -> str:
+    """What a rule saw, in words, for every line a person reads (hook notice, watcher)."""
+    if rule == RULE_SAME:
+        return f"{count} similar replies in a row"
+    if rule == RULE_IDLE:
+        return f"{count} replies to re-prompts without any tool use"
+    if rule == RULE_MANUAL:
+        return "asked by hand with loop-killer clear"
+    return f"{count} replies"
 
 
 def text_digest(text: str) -> str:

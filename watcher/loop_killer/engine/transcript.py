@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 import orjson
@@ -31,6 +32,7 @@ __all__ = [
     "TurnStart",
     "is_run_boundary",
     "parse_line",
+    "parse_timestamp",
 ]
 
 # stop_reason values that mean "the model will not say more in this reply".
@@ -321,6 +323,19 @@ def _user(entry: dict, content: Any, uuid: str, timestamp: str) -> tuple[Event |
     else:
         kind = "prompt"
     return TurnStart(uuid, timestamp, kind, text), ""
+
+
+def parse_timestamp(value: str) -> float | None:
+    """Seconds since the epoch of a transcript timestamp (ISO 8601), None if unreadable."""
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00", 1))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
 
 
 def is_run_boundary(event: Event | None) -> bool:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 
 from ..engine import (
     Answer,
@@ -44,6 +43,7 @@ from ..engine import (
     ToolResults,
     TurnStart,
     parse_line,
+    parse_timestamp,
     text_digest,
 )
 from ..engine.detector import PROMPT_NONE, PROMPT_REPROMPT, PROMPT_TURN
@@ -58,7 +58,6 @@ __all__ = [
     "judge",
     "last_goal_status",
     "last_prompt_time",
-    "parse_timestamp",
     "read_tail",
     "tail_from_bytes",
 ]
@@ -178,19 +177,6 @@ def last_goal_status(path: str, *, limit: int = 8 * 1024 * 1024) -> GoalStatus |
             if isinstance(event, GoalStatus):
                 return event
     return None
-
-
-def parse_timestamp(value: str) -> float | None:
-    """Seconds since the epoch of a transcript timestamp (ISO 8601), None if unreadable."""
-    if not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00", 1))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.timestamp()
 
 
 # -- judging (pure) ------------------------------------------------------------------------

@@ -24,6 +24,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..engine.rules import rule_phrase
+
 __all__ = [
     "MARK",
     "MOD_PROTOCOL",
@@ -75,17 +77,6 @@ class Firing:
     count: int  # answers involved
     run_length: int = 0
     source: str = "hook"  # who detected it: hook | watcher | manual
-
-
-def rule_phrase(rule: str, count: int) -> str:
-    """What the rule saw, in words (the watcher's report says the same)."""
-    if rule == "SAME_REPLY_TURNS":
-        return f"{count} similar replies in a row"
-    if rule == "IDLE_TURNS":
-        return f"{count} replies to re-prompts without any tool use"
-    if rule == "MANUAL":
-        return "asked by hand with loop-killer clear"
-    return f"{count} replies"
 
 
 def rule_label(firing: Firing) -> str:

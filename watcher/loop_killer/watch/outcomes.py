@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+
+from ..engine import parse_timestamp
 
 __all__ = [
     "HISTORY_AGE",
@@ -19,7 +20,6 @@ __all__ = [
     "PendingOutcome",
     "at_deadline",
     "is_historic",
-    "parse_timestamp",
     "prevented_continuation",
 ]
 
@@ -68,19 +68,6 @@ def at_deadline(pending: PendingOutcome, *, more_answers: int, request_pending: 
         return Outcome("stopped", "the request was taken and no re-prompt followed")
     return Outcome("none", f"nothing happened within {timeout:.0f} s; the request is "
                            "still pending")
-
-
-def parse_timestamp(value: str) -> float | None:
-    """Seconds since the epoch of a transcript timestamp (ISO 8601), None if unreadable."""
-    if not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00", 1))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.timestamp()
 
 
 def is_historic(timestamp: str, now: float, *, max_age: float = HISTORY_AGE) -> bool:

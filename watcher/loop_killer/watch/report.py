@@ -10,6 +10,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ..engine.rules import rule_phrase
+
 __all__ = [
     "OUTCOME_LABELS",
     "ago",
@@ -61,16 +63,6 @@ def project_label(folder: str, home: str | None = None) -> str:
         if folder.startswith(prefix) and len(folder) > len(prefix):
             return folder[len(prefix):]
     return folder.lstrip("-") or folder
-
-
-def rule_phrase(rule: str, count: int) -> str:
-    if rule == "SAME_REPLY_TURNS":
-        return f"{count} similar replies in a row"
-    if rule == "IDLE_TURNS":
-        return f"{count} replies to re-prompts without any tool use"
-    if rule == "MANUAL":
-        return "clear asked by hand"
-    return f"{rule} ({count} replies)"
 
 
 def detection_line(*, project: str, session_id: str, rule: str, count: int, text: str) -> str:

@@ -35,6 +35,7 @@ from ..engine import (
     SystemEntry,
     TurnStart,
     parse_line,
+    parse_timestamp,
     text_digest,
 )
 from ..state import journal
@@ -72,7 +73,6 @@ from .outcomes import (
     PendingOutcome,
     at_deadline,
     is_historic,
-    parse_timestamp,
     prevented_continuation,
 )
 
