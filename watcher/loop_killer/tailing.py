@@ -55,6 +55,8 @@ def iter_lines_backwards(
             cut = newline
             if read > limit:
                 return
+        if read > limit:
+            return  # a line longer than the limit: its start is never reached
         parts.append(chunk[:cut])
     line = b"".join(reversed(parts))
     if not partial and line.strip():

@@ -265,8 +265,9 @@ class RunDetector:
 
     ``live=False`` builds the state without checking the rules (start-up catch-up): a
     run already past a threshold then fires on the next answer fed after ``go_live()``.
-    ``already_fired`` holds uuids of answers that fired before (from the detection
-    log): counting restarts after them, so nothing fires twice across restarts.
+    ``already_fired`` holds uuids of answers that fired before, or of the re-prompts
+    they answered (from the detection log): counting restarts after them, so nothing
+    fires twice across restarts.
     """
 
     __slots__ = (
@@ -366,8 +367,10 @@ class RunDetector:
                       answer_words, score)
         )
         self._run_length += 1
-        if answer.uuid and answer.uuid in self._fired:
-            self._reset()
+        if (answer.uuid and answer.uuid in self._fired) or (
+            answer.prompt_uuid and answer.prompt_uuid in self._fired
+        ):
+            self._reset()  # it fired before (the hook may know it by its re-prompt only)
             return None
         if not self.live:
             return None

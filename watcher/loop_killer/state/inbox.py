@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-import stat
+import re
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from .files import NotAFile, read_small_file
 from .paths import ensure_private_dir, is_plain_id
 
 __all__ = [
@@ -151,21 +152,10 @@ def _field(raw: dict, name: str, kind: type | tuple[type, ...]) -> Any:
 
 
 def _read_no_follow(path: Path) -> bytes:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     try:
-        info = os.fstat(fd)
-        if not _is_regular(info.st_mode):
-            raise InvalidRequest("not a regular file")
-        if info.st_size > MAX_REQUEST_BYTES:
-            raise InvalidRequest(f"oversized ({info.st_size} bytes)")
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            return handle.read(MAX_REQUEST_BYTES + 1)
-    finally:
-        os.close(fd)
-
-
-def _is_regular(mode: int) -> bool:
-    return stat.S_ISREG(mode)
+        return read_small_file(path, MAX_REQUEST_BYTES)
+    except NotAFile as error:
+        raise InvalidRequest(str(error).split(": ", 1)[-1]) from None
 
 
 def peek_request(state: Path, session_id: str) -> ClearRequest | None:
@@ -199,6 +189,8 @@ def claim_request(
     claimed_dir = state / "claimed"
     target = claimed_dir / f"{session_id}.{os.getpid()}.{time.time_ns()}.json"
     try:
+        if claimed_dir.is_symlink():  # never chmod, fill or prune someone else's folder
+            raise OSError(f"{claimed_dir} is a symlink")
         ensure_private_dir(claimed_dir)
         os.rename(source, target)  # atomic: exactly one claimer wins
     except FileNotFoundError:
@@ -247,11 +239,17 @@ def _unlink_quietly(path: Path) -> None:
         pass
 
 
+_CLAIMED_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.[0-9]+\.[0-9]+\.json")
+
+
 def _prune_claimed(claimed_dir: Path, keep: int = 200) -> None:
     """Claimed requests are kept as a trail, but only the newest ``keep`` of them."""
     try:
-        entries = sorted(claimed_dir.iterdir(), key=lambda p: p.stat().st_mtime)
-    except OSError:
+        entries = sorted(
+            (p for p in claimed_dir.iterdir() if _CLAIMED_NAME.fullmatch(p.name)),
+            key=lambda p: int(p.name.rsplit(".", 2)[-2]),
+        )
+    except (OSError, ValueError):
         return
     for stale in entries[:-keep]:
         _unlink_quietly(stale)

@@ -9,16 +9,27 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from .files import append_line
 from .paths import ensure_private_dir
 
-__all__ = ["JOURNAL_NAME", "append", "fired_answers", "journal_path", "read_recent"]
+__all__ = [
+    "JOURNAL_NAME",
+    "Fired",
+    "append",
+    "fired",
+    "fired_answers",
+    "journal_path",
+    "read_recent",
+]
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +54,7 @@ def append(state: Path, record: dict[str, Any]) -> None:
     try:
         ensure_private_dir(state)
         _rotate_if_large(path)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        try:
-            os.write(fd, line)
-        finally:
-            os.close(fd)
+        append_line(path, line)
     except OSError as error:
         log.error("cannot write the detection log %s: %s", path, error)
 
@@ -60,25 +67,38 @@ def _rotate_if_large(path: Path) -> None:
         pass
 
 
-def read_recent(state: Path, *, max_bytes: int = _TAIL_BYTES) -> Iterator[dict[str, Any]]:
-    """Records from the last ``max_bytes`` of the log, oldest first; broken lines skipped."""
+def read_recent(
+    state: Path, *, max_bytes: int = _TAIL_BYTES, containing: bytes = b""
+) -> Iterator[dict[str, Any]]:
+    """Records from the last ``max_bytes`` of the log, oldest first; broken lines skipped.
+
+    With ``containing``, only lines holding those bytes are parsed (a cheap filter).
+    """
     path = journal_path(state)
     try:
-        with open(path, "rb") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            start = max(0, size - max_bytes)
-            handle.seek(start)
-            data = handle.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
         return
     except OSError as error:
         log.warning("cannot read the detection log %s: %s", path, error)
         return
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            log.warning("the detection log %s is not a regular file", path)
+            return
+        start = max(0, info.st_size - max_bytes)
+        data = os.pread(fd, info.st_size - start, start)
+    except OSError as error:
+        log.warning("cannot read the detection log %s: %s", path, error)
+        return
+    finally:
+        os.close(fd)
     lines = data.split(b"\n")
     if start > 0:
         lines = lines[1:]  # the first one is cut
     for line in lines:
-        if not line.strip():
+        if not line.strip() or (containing and containing not in line):
             continue
         try:
             record = orjson.loads(line)
@@ -88,13 +108,39 @@ def read_recent(state: Path, *, max_bytes: int = _TAIL_BYTES) -> Iterator[dict[s
             yield record
 
 
-def fired_answers(state: Path) -> dict[str, set[str]]:
-    """Per session, the uuids of answers that already fired (so they never fire again)."""
-    fired: dict[str, set[str]] = {}
-    for record in read_recent(state):
-        if record.get("event") != DETECTION:
+@dataclass(slots=True)
+class Fired:
+    """What already fired in one session: never fire on these again."""
+
+    answers: set[str] = field(default_factory=set)  # uuids of answers that fired
+    prompts: set[str] = field(default_factory=set)  # uuids of the re-prompts they answered
+
+    def __contains__(self, uuid: object) -> bool:
+        return uuid in self.answers or uuid in self.prompts
+
+
+def fired(state: Path, session_id: str | None = None) -> dict[str, Fired]:
+    """Per session, the answers (and re-prompts answered) that already fired.
+
+    The Stop hook may fire on a reply before it is on disk: it then logs the re-prompt
+    the reply answered (``prompt_uuid``) instead of, or besides, the answer's uuid.
+    """
+    found: dict[str, Fired] = {}
+    key = session_id.encode() if session_id else b'"detection"'
+    for record in read_recent(state, containing=key):
+        session = record.get("session_id")
+        if record.get("event") != DETECTION or not isinstance(session, str):
             continue
-        session, uuid = record.get("session_id"), record.get("answer_uuid")
-        if isinstance(session, str) and isinstance(uuid, str) and uuid:
-            fired.setdefault(session, set()).add(uuid)
-    return fired
+        if session_id is not None and session != session_id:
+            continue
+        entry = found.setdefault(session, Fired())
+        for name, bucket in (("answer_uuid", entry.answers), ("prompt_uuid", entry.prompts)):
+            value = record.get(name)
+            if isinstance(value, str) and value:
+                bucket.add(value)
+    return found
+
+
+def fired_answers(state: Path) -> dict[str, set[str]]:
+    """Per session, the uuids of answers that already fired (see ``fired``)."""
+    return {session: entry.answers for session, entry in fired(state).items()}

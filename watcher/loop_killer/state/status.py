@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from .files import read_json_object
 from .inbox import write_private_file
 from .paths import is_plain_id
 
@@ -69,23 +70,38 @@ class SessionStatus:
     version: int = STATUS_VERSION
 
 
-def _read_json(path: Path, limit: int = 256 * 1024) -> dict[str, Any] | None:
+def _build(kind: type, raw: dict[str, Any] | None) -> Any:
+    """``kind(**raw)`` when every field has the declared type, else None.
+
+    A status file is written by our own watcher, but a broken or hostile one must not
+    make the hook fail at every turn: a field of the wrong type makes it unreadable.
+    """
+    if raw is None or raw.get("version") != STATUS_VERSION:
+        return None
+    hints = {f.name: f for f in fields(kind)}
+    raw = {name: value for name, value in raw.items() if name in hints}  # newer fields
+    for name, value in raw.items():
+        expected = _TYPES.get(hints[name].type)
+        if expected is None:
+            continue
+        if not isinstance(value, expected) or (isinstance(value, bool) and bool not in expected):
+            return None
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
+        return kind(**raw)
+    except TypeError:
         return None
-    try:
-        with os.fdopen(fd, "rb") as handle:
-            data = handle.read(limit + 1)
-    except OSError:
-        return None
-    if len(data) > limit:
-        return None
-    try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None
-    return value if isinstance(value, dict) else None
+
+
+# The annotations of the two records (strings, under postponed evaluation) -> types.
+_TYPES: dict[str, tuple[type, ...]] = {
+    "int": (int,),
+    "float": (int, float),
+    "str": (str,),
+    "bool": (bool,),
+    "str | None": (str, type(None)),
+    "dict[str, Any] | None": (dict, type(None)),
+    "dict[str, Any]": (dict,),
+}
 
 
 def heartbeat_path(state: Path) -> Path:
@@ -97,13 +113,7 @@ def write_heartbeat(state: Path, beat: WatcherHeartbeat) -> None:
 
 
 def read_heartbeat(state: Path) -> WatcherHeartbeat | None:
-    raw = _read_json(heartbeat_path(state))
-    if raw is None or raw.get("version") != STATUS_VERSION:
-        return None
-    try:
-        return WatcherHeartbeat(**raw)
-    except TypeError:
-        return None
+    return _build(WatcherHeartbeat, read_json_object(heartbeat_path(state)))
 
 
 def watcher_alive(state: Path, *, now: float | None = None) -> WatcherHeartbeat | None:
@@ -135,12 +145,7 @@ def write_session_status(state: Path, status: SessionStatus) -> None:
 
 def read_session_status(state: Path, session_id: str) -> SessionStatus | None:
     try:
-        raw = _read_json(session_status_path(state, session_id))
+        path = session_status_path(state, session_id)
     except ValueError:
         return None
-    if raw is None or raw.get("version") != STATUS_VERSION:
-        return None
-    try:
-        return SessionStatus(**raw)
-    except TypeError:
-        return None
+    return _build(SessionStatus, read_json_object(path))
