@@ -62,7 +62,7 @@ def _feed_all(detector: RunDetector, t: Transcript) -> list[Detection]:
         event = parse_line(raw)
         if event is not None:
             detections += detector.feed(event)
-    return detections
+    return detections + detector.flush()  # the reader has caught up with the file
 
 
 # -- answers ------------------------------------------------------------------------------
@@ -75,7 +75,7 @@ def _answers(t: Transcript) -> list[Answer]:
         event = parse_line(raw)
         if event is not None:
             answers += assembler.feed(event)
-    return answers
+    return answers + assembler.flush()  # the reader has caught up with the file
 
 
 def test_reply_lines_are_grouped_by_message_id_and_tool_use_joins_the_answer():
@@ -103,14 +103,29 @@ def test_thinking_is_left_out_of_the_text():
     assert answer.digest == text_digest("Still working on the auth tests.")
 
 
-def test_answer_completes_on_the_line_with_the_final_stop_reason():
+def test_answer_with_a_final_stop_reason_completes_once_the_reader_has_caught_up():
     t = Transcript()
     t.reprompt()
     t.reply("Still working.", thinking="hmm")  # thinking line (end_turn), then text line
     assembler = AnswerAssembler()
-    completed_at = [i for i, raw in enumerate(t.lines)
-                    if (event := parse_line(raw)) is not None and assembler.feed(event)]
-    assert completed_at == [len(t.lines) - 1]
+    completed_at = []
+    for i, raw in enumerate(t.lines):
+        assembler.feed(parse_line(raw))
+        if assembler.flush():  # what a reader does at the end of each batch it reads
+            completed_at.append(i)
+    assert completed_at == [len(t.lines) - 1]  # not at the thinking line
+
+
+def test_every_text_block_of_a_reply_counts_though_each_line_says_end_turn():
+    # 2.1.x writes the final stop_reason on every line of a reply; the lines of one
+    # reply arrive together, so a reply closed at its first line would lose the rest.
+    t = Transcript()
+    t.reprompt()
+    t.assistant_line([{"type": "text", "text": "Same opening sentence."}], "msg_two", "end_turn")
+    t.assistant_line([{"type": "text", "text": "A different second block."}], "msg_two",
+                     "end_turn")
+    (answer,) = _answers(t)
+    assert answer.text == "Same opening sentence.\nA different second block."
 
 
 def test_with_null_stop_reasons_the_answer_completes_at_the_next_user_or_system_line():

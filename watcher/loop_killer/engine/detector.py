@@ -73,12 +73,14 @@ class _Reply:
     used_tool: bool = False
     uuid: str = ""
     timestamp: str = ""
+    final: bool = False  # a line said the model stopped: complete once caught up
 
 
 class AnswerAssembler:
     """Groups assistant lines into replies (by ``message.id``) and replies into answers.
 
-    A reply is complete when a line carries a final ``stop_reason`` or when the next
+    A reply is complete when a line carries a final ``stop_reason`` and the reader has
+    caught up with the file (``flush``), or when the next
     user or system entry arrives (``stop_reason`` is null on every line in some
     versions). An answer is complete when a reply without tool use completes, or when
     the next prompt arrives. Interrupted and API-error answers are dropped whole.
@@ -159,11 +161,18 @@ class AnswerAssembler:
             reply.texts.append(part.text)
         reply.used_tool = reply.used_tool or part.used_tool
         reply.uuid, reply.timestamp = part.uuid, part.timestamp
-        if part.final:
-            answer = self._close_reply()
-            if answer:
-                done.append(answer)
+        # A final stop_reason may sit on every line of a reply (2.1.x writes one line per
+        # block, all at once, when the reply is done): the reply is complete once the
+        # reader has caught up with what is written (``flush``), not at its first line.
+        reply.final = reply.final or part.final
         return done
+
+    def flush(self) -> list[Answer]:
+        """The reader has caught up with the file: complete a reply marked final."""
+        if self._reply is not None and self._reply.final:
+            answer = self._close_reply()
+            return [answer] if answer else []
+        return []
 
     def _close_reply(self) -> Answer | None:
         reply = self._reply
@@ -339,6 +348,11 @@ class RunDetector:
             self._reset()  # ...then a person's prompt ends the run at once
         return detections
 
+    def flush(self) -> list[Detection]:
+        """The reader has caught up with the file: count a reply marked final."""
+        detections = [self.add_answer(answer) for answer in self._assembler.flush()]
+        return [d for d in detections if d]
+
     def finish(self) -> list[Detection]:
         """The transcript is over: count the answer in progress, if any."""
         detections = [self.add_answer(answer) for answer in self._assembler.finish()]
@@ -423,6 +437,7 @@ class SessionReader:
         detections: list[Detection] = []
         for line in self._lines.feed(chunk):
             detections.extend(self.feed_line(line))
+        detections.extend(self.detector.flush())
         return detections
 
     def feed_line(self, line: bytes) -> list[Detection]:

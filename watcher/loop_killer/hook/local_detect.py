@@ -377,3 +377,4 @@ def _last_goal(events: tuple[TailEvent, ...]) -> GoalStatus | None:
 def _feed(detector: RunDetector, events: Iterable[Event]) -> None:
     for event in events:
         detector.feed(event)
+    detector.flush()  # everything before reply N is complete

@@ -389,6 +389,9 @@ class Sessions:
                 self._notice(tracked, event, line, live=live)
             for detection in detector.feed(event):
                 self._on_detection(tracked, detection, position, now)
+        # Caught up with what is written: a reply whose lines said it is final is whole.
+        for detection in detector.flush():
+            self._on_detection(tracked, detection, position, now)
         tracked.consumed = position
 
     def _notice(self, tracked: Tracked, event: TurnStart | GoalStatus | SystemEntry,
