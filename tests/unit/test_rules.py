@@ -233,3 +233,12 @@ def test_rule_phrase_words_each_rule_for_the_hook_and_the_watcher_alike():
     assert rule_phrase("SAME_REPLY_TURNS", 3) == "3 similar replies in a row"
     assert rule_phrase("IDLE_TURNS", 6) == "6 replies to re-prompts without any tool use"
     assert "loop-killer clear" in rule_phrase("MANUAL", 0)
+
+
+def test_combining_vowel_signs_stay_inside_their_words():
+    from loop_killer.engine import words
+
+    # Devanagari and Thai write vowels as combining marks: they must not cut words.
+    assert words("मैंने परीक्षण फिर चलाए") == {"मैंने", "परीक्षण", "फिर", "चलाए"}
+    assert words("ทดสอบยังล้มเหลว") == {"ทดสอบยังล้มเหลว"}
+    assert words("é́tude ab") == {"é́tude"}

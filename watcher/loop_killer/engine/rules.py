@@ -60,6 +60,7 @@ RULE_MANUAL = "MANUAL"  # a clear asked for by hand, not a rule of the detector
 _LEADING_SPACE = re.compile(r"\s*")
 # Letters and digits of any script, no underscore: \w minus "_".
 _WORD = re.compile(r"[^\W_]{3,}")
+_any_script_word: re.Pattern[str] | None = None
 # Compare Jaccard exactly, in integers, so that exactly 0.6 counts as similar.
 _SIMILAR_FRACTION = Fraction(SIMILAR).limit_denominator(1000)
 
@@ -71,8 +72,33 @@ def is_reprompt(text: str) -> bool:
 
 
 def words(text: str) -> frozenset[str]:
-    """The distinct lowercase words (3+ letters or digits, any script) of ``text``."""
-    return frozenset(_WORD.findall(text.lower()))
+    """The distinct lowercase words (3+ letters or digits, any script) of ``text``.
+
+    Combining vowel signs and other marks (Devanagari, Thai, ...) belong to the letters
+    they sit on, so they do not cut a word in two.
+    """
+    lowered = text.lower()
+    if lowered.isascii():
+        return frozenset(_WORD.findall(lowered))
+    return frozenset(_word_pattern().findall(lowered))
+
+
+def _word_pattern() -> re.Pattern[str]:
+    """Letters, digits and combining marks (categories Mn, Mc) of the BMP, built once."""
+    global _any_script_word
+    if _any_script_word is None:
+        import unicodedata
+
+        marks, start = [], None
+        for code in range(0x10000):
+            is_mark = unicodedata.category(chr(code)) in ("Mn", "Mc")
+            if is_mark and start is None:
+                start = code
+            elif not is_mark and start is not None:
+                marks.append(f"\\u{start:04x}-\\u{code - 1:04x}")
+                start = None
+        _any_script_word = re.compile(rf"(?:[^\W_]|[{''.join(marks)}]){{3,}}")
+    return _any_script_word
 
 
 def similarity(a: frozenset[str], b: frozenset[str]) -> float:
