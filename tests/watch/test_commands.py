@@ -106,3 +106,29 @@ def test_a_manual_request_shows_in_the_watchers_terminal(env, start_watcher, cap
     line = wait_for(lambda: [r.getMessage() for r in caplog.records
                              if "MANUAL" in r.getMessage()], what="the manual request shown")
     assert s.session_id[:8] in line[0] and "(manual)" in line[0]
+
+
+def test_status_shows_a_stale_request_as_stale_not_pending(env, capsys):
+    import time
+
+    from loop_killer.state.inbox import MAX_REQUEST_AGE, ClearRequest, write_request
+
+    stale, fresh = Lines(cwd="/home/dev/stale"), Lines(cwd="/home/dev/fresh")
+    for s, age in ((stale, MAX_REQUEST_AGE + 300), (fresh, 60)):
+        append(s.path_in(env.root), s.goal_loop(3))
+        write_request(env.state, ClearRequest(
+            session_id=s.session_id, rule="SAME_REPLY_TURNS", count=3, run_length=3,
+            answer_uuid="", answer_digest="", transcript_path=str(s.path_in(env.root)),
+            created_at=time.time() - age, source="watcher"))
+    _, out, _ = run(capsys, "status", "--json")
+    by_id = {s["session_id"]: s for s in orjson.loads(out)["sessions"]}
+    assert by_id[stale.session_id]["pending_request"] is None
+    assert by_id[stale.session_id]["stale_request"]["rule"] == "SAME_REPLY_TURNS"
+    assert "older than" in by_id[stale.session_id]["stale_request"]["stale"]
+    assert by_id[fresh.session_id]["pending_request"]["rule"] == "SAME_REPLY_TURNS"
+    assert by_id[fresh.session_id]["stale_request"] is None
+    _, out, _ = run(capsys, "status")
+    row = next(line for line in out.splitlines() if stale.session_id[:8] in line)
+    assert "stale (SAME_REPLY_TURNS, 35 min ago)" in row and "pending" not in row
+    row = next(line for line in out.splitlines() if fresh.session_id[:8] in line)
+    assert "pending (SAME_REPLY_TURNS, 60 s ago)" in row

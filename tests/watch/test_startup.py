@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 
 import orjson
@@ -162,3 +163,50 @@ def test_a_restart_leaves_unchanged_statuses_alone(env, start_watcher):
     first.stop()
     start_watcher()
     assert env.status(s.session_id).updated_at == written.updated_at
+
+
+def _hook_cut_record(session_id: str, prompt_line: bytes) -> dict:
+    """What the Stop hook logs when it fires on a reply not yet on disk: it knows only
+    the re-prompt that reply answered."""
+    return {"event": "detection", "session_id": session_id, "answer_uuid": "",
+            "prompt_uuid": orjson.loads(prompt_line)["uuid"], "rule": "SAME_REPLY_TURNS",
+            "count": 3, "source": "hook"}
+
+
+def test_a_reply_the_hook_cut_before_it_was_written_is_not_requested_after_a_restart(
+        env, start_watcher):
+    s = Lines()
+    path = s.path_in(env.root)
+    append(path, s.goal_loop(2))
+    first = start_watcher()
+    reprompt = s.reprompt()
+    append(path, reprompt)
+    wait_for(lambda: (st := env.status(s.session_id)) and st.offset == path.stat().st_size,
+             what="the re-prompt read")
+    first.stop()
+    journal.append(env.state, _hook_cut_record(s.session_id, reprompt[0]))
+    start_watcher()
+    append(path, s.answer())  # the reply the hook acted on reaches the file
+    wait_for(lambda: (st := env.status(s.session_id)) and st.offset == path.stat().st_size,
+             what="the reply read")
+    assert not env.has_request(s.session_id), "the restart requested it again"
+    assert [r["source"] for r in env.detections(s.session_id)] == ["hook"]
+    assert env.status(s.session_id).run_length == 0  # counting restarts after it
+
+
+def test_a_reply_the_hook_cut_is_not_requested_after_a_rename(env, start_watcher):
+    s = Lines()
+    path = s.path_in(env.root)
+    reprompt = s.reprompt()
+    append(path, s.goal_loop(2) + reprompt)
+    journal.append(env.state, _hook_cut_record(s.session_id, reprompt[0]))
+    runner = start_watcher()
+    new_id = "0123abcd-0000-4000-8000-00000000beef"
+    target = path.with_name(f"{new_id}.jsonl")
+    os.rename(path, target)
+    wait_for(lambda: str(target) in runner.watcher.sessions.tracked, what="the new name")
+    append(target, s.answer())
+    wait_for(lambda: (st := env.status(new_id)) and st.offset == target.stat().st_size,
+             what="the reply read under the new name")
+    assert not env.has_request(new_id) and not env.has_request(s.session_id)
+    assert [r["source"] for r in env.detections()] == ["hook"]

@@ -1,8 +1,9 @@
 """``loop-killer status`` and ``loop-killer clear``: read and write the watcher's state.
 
 ``status`` shows whether a watcher is alive and every session in a re-prompt run (or
-with a pending clear request); ``--json`` gives the same to scripts. Exit status 0 when a
-watcher is alive, 1 when none is.
+with a clear request: pending, or stale when no Stop hook would act on it any more; the
+watcher removes those); ``--json`` gives the same to scripts (``pending_request`` or
+``stale_request``). Exit status 0 when a watcher is alive, 1 when none is.
 
 ``clear SESSION`` writes a manual clear request (rule MANUAL, source manual) for one
 session, named by its id or a unique prefix of it; the session's next Stop hook takes it
@@ -80,6 +81,11 @@ def collect(state: Path, *, now: float | None = None) -> dict[str, Any]:
             found = None  # a transcript gone since
         if request is None and (found is None or not found.run_length):
             continue
+        stale = request.is_stale(now) if request is not None else None
+        shown = None if request is None else {
+            "rule": request.rule, "source": request.source, "count": request.count,
+            "answer_uuid": request.answer_uuid, "created_at": request.created_at,
+        }
         sessions.append({
             "session_id": session_id,
             "project": found.project if found else _project_of(request),
@@ -91,10 +97,8 @@ def collect(state: Path, *, now: float | None = None) -> dict[str, Any]:
             "last_activity": found.last_activity if found else None,
             "last_answer_uuid": found.last_answer_uuid if found else "",
             "status_updated_at": found.updated_at if found else None,
-            "pending_request": None if request is None else {
-                "rule": request.rule, "source": request.source, "count": request.count,
-                "answer_uuid": request.answer_uuid, "created_at": request.created_at,
-            },
+            "pending_request": None if stale else shown,
+            "stale_request": {**shown, "stale": stale} if shown and stale else None,
         })
     sessions.sort(key=lambda s: -(s["last_activity"] or 0))
     return {
@@ -135,15 +139,15 @@ def status(args: argparse.Namespace) -> int:
         print("(figures below are from when a watcher last ran)")
     rows = []
     for s in data["sessions"]:
-        request = s["pending_request"]
+        request = s["pending_request"] or s["stale_request"]
         rows.append([
             report.project_label(s["project"], home),
             report.short_id(s["session_id"]),
             str(s["run_length"]),
             str(s["chain_length"]),
             report.ago(now - s["last_activity"]) if s["last_activity"] else "?",
-            f"pending ({request['rule']}, {report.ago(now - request['created_at'])})"
-            if request else "-",
+            f"{'pending' if s['pending_request'] else 'stale'} ({request['rule']}, "
+            f"{report.ago(now - request['created_at'])})" if request else "-",
         ])
     for line in report.table(
             ["PROJECT", "SESSION", "RUN", "SIMILAR", "LAST ACTIVITY", "CLEAR REQUEST"], rows):

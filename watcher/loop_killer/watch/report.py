@@ -16,6 +16,7 @@ __all__ = [
     "OUTCOME_LABELS",
     "ago",
     "detection_line",
+    "expired_line",
     "journal_line",
     "outcome_line",
     "project_label",
@@ -79,6 +80,12 @@ def outcome_line(*, project: str, session_id: str, outcome: str, detail: str,
     label = OUTCOME_LABELS.get(outcome) or outcome.replace("_", " ").upper()
     by = "" if source == "watcher" else f" ({source})"
     return f"{label:<9} {project}  {short_id(session_id)}  {detail}{by}"
+
+
+def expired_line(*, project: str, session_id: str, rule: str, age: float, why: str) -> str:
+    """The line printed when a clear request no Stop hook took is removed."""
+    return (f"{'EXPIRED':<9} {project}  {short_id(session_id)}  {rule} request made "
+            f"{ago(age)} was never taken ({why}): removed")
 
 
 def startup_line(*, root: str, sessions: int, projects: int, runs: int, seconds: float,

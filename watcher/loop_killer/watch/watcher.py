@@ -4,8 +4,9 @@
 transcript up from its tail, then loops: take the queued hints, bring those files up to
 date, and on timers write the heartbeat, reconcile (list and stat the tree, so nothing
 depends on an event arriving), tail the detection log for what the Stop hook reports,
-and report the outcomes whose time has come. ``stop()`` may be called from any thread
-(or a signal handler).
+and report the outcomes whose time has come. Every ``housekeeping_interval`` the
+reconcile pass also keeps the state folder and memory from growing
+(``Sessions.housekeep``). ``stop()`` may be called from any thread (or a signal handler).
 """
 
 from __future__ import annotations
@@ -44,9 +45,9 @@ from .observer import (
     stop_observer,
 )
 from .outcomes import OUTCOME_TIMEOUT
-from .sessions import Sessions
+from .sessions import IDLE_AFTER, Sessions
 
-__all__ = ["POLL_INTERVAL", "RECONCILE_INTERVAL", "Watcher"]
+__all__ = ["HOUSEKEEPING_INTERVAL", "POLL_INTERVAL", "RECONCILE_INTERVAL", "Watcher"]
 
 log = logging.getLogger("loop_killer.watch")
 events = logging.getLogger("loop_killer.watch.events")
@@ -56,6 +57,9 @@ RECONCILE_INTERVAL = 3.0
 
 POLL_INTERVAL = 1.0
 """Seconds between two passes when polling is all there is."""
+
+HOUSEKEEPING_INTERVAL = 30.0
+"""Seconds between two housekeeping rounds (stale requests, statuses, idle sessions)."""
 
 JOURNAL_TAIL_INTERVAL = 0.5
 ROOT_CHECK_INTERVAL = 1.0
@@ -75,6 +79,8 @@ class Watcher:
         heartbeat_interval: float = HEARTBEAT_INTERVAL,
         home: str | None = None,
         observer_factory: Callable[[], Any] | None = None,
+        housekeeping_interval: float = HOUSEKEEPING_INTERVAL,
+        idle_after: float = IDLE_AFTER,
     ) -> None:
         self.root = Path(root)
         self.state = Path(state)
@@ -83,7 +89,9 @@ class Watcher:
         self._reconcile_every = reconcile_interval
         self.heartbeat_interval = heartbeat_interval
         self.home = home if home is not None else os.environ.get("HOME")
-        self.sessions = Sessions(self.state, home=self.home, outcome_timeout=outcome_timeout)
+        self.housekeeping_interval = housekeeping_interval
+        self.sessions = Sessions(self.state, home=self.home, outcome_timeout=outcome_timeout,
+                                 idle_after=idle_after)
         self.sessions.refresh = self._tail_journal
         self.hints = EventQueue()
         self.ready = threading.Event()  # set once catch-up is done
@@ -95,6 +103,7 @@ class Watcher:
         self._root_key: tuple[int, int] | None = None
         self._journal = _LogTail(journal.journal_path(self.state))
         self._again: list[str] = []
+        self._next_housekeeping = 0.0
 
     @property
     def reconcile_interval(self) -> float:
@@ -122,22 +131,31 @@ class Watcher:
     def _start(self) -> None:
         started = time.perf_counter()
         self._journal.skip_to_end()
-        self.sessions.load_fired()
+        try:  # their statuses, left saying a request is pending, are written anew below
+            expired = self.sessions.expire_requests(time.time())
+        except Exception:
+            log.exception("unexpected error while expiring old clear requests")
+            expired = set()
         waiting = not self._root_present()
         if not waiting:
             self._watch_root()
-            pending = _pending_requests(self.state)
-            for path, entry in list_transcripts(str(self.root)):
-                if self._stopping.is_set():
-                    return
-                try:
-                    seen = seen_of(entry.stat())
-                except OSError:
-                    seen = None
-                try:
-                    self.sessions.catch_up(path, seen, pending_requests=pending)
-                except Exception:  # one odd file must not keep the others unwatched
-                    log.exception("unexpected error while catching up %s", path)
+            pending = _pending_requests(self.state) | expired
+            self.sessions.load_fired()
+            try:
+                for path, entry in list_transcripts(str(self.root)):
+                    if self._stopping.is_set():
+                        return
+                    try:
+                        seen = seen_of(entry.stat())
+                    except OSError:
+                        seen = None
+                    try:
+                        self.sessions.catch_up(path, seen, pending_requests=pending)
+                    except Exception:  # one odd file must not keep the others unwatched
+                        log.exception("unexpected error while catching up %s", path)
+            finally:
+                self.sessions.end_start_up()
+        self._housekeep()
         self.catch_up_seconds = time.perf_counter() - started
         stats = self.sessions.catch_up_stats
         events.info(report.startup_line(
@@ -176,10 +194,10 @@ class Watcher:
                 next_beat = now + self.heartbeat_interval
 
     @staticmethod
-    def _guarded(action: Callable[..., None], *args: Any) -> None:
+    def _guarded(action: Callable[..., Any], *args: Any, **options: Any) -> None:
         """Run one timer's work; a bug in it is logged, and the watcher carries on."""
         try:
-            action(*args)
+            action(*args, **options)
         except Exception:
             log.exception("unexpected error in %s", getattr(action, "__name__", action))
 
@@ -261,6 +279,7 @@ class Watcher:
                 self._unwatch()
             for path in list(self.sessions.tracked):
                 self._sync(path)
+            self._housekeep(due=True)
             return
         if before != self._root_key:
             if before is not None:
@@ -288,6 +307,17 @@ class Watcher:
                 self._sync(path)
         for path in [p for p in tracked if p not in listed]:
             self._sync(path)
+        self._housekeep(due=True)
+
+    def _housekeep(self, *, due: bool = False) -> None:
+        """``Sessions.housekeep``, now or (``due``) when its interval has passed. The
+        statuses of transcripts that seem gone are left alone while the root is missing."""
+        now = time.monotonic()
+        if due and now < self._next_housekeeping:
+            return
+        self._next_housekeeping = now + self.housekeeping_interval
+        self._guarded(self.sessions.housekeep, time.time(),
+                      statuses=self._root_key is not None)
 
     # -- heartbeat, detection log -----------------------------------------------------
 
