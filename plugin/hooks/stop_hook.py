@@ -19,10 +19,13 @@ Standard library only, any Python 3; it never needs the executable bit; it alway
 """
 
 import os
+import stat
 import sys
 
 TRIED_FLAG = "--loop-killer-tried"
 MARKER_NAME = "missing-package-notice"
+SMALL_FILE = 4096
+"""The most this launcher ever reads of one of its own small files."""
 
 
 def _run_here():
@@ -53,13 +56,33 @@ def _state_dir():
     return os.path.join(_config_dir(), "loop-killer")
 
 
+def _read_small(path):
+    """The text of a small regular file; None when it is missing, a link, a FIFO or a
+    device (opened without following links and without blocking), or unreadable."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, SMALL_FILE)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 def _recorded_python():
     for folder in (_state_dir(), os.path.join(_config_dir(), "loop-killer")):
-        try:
-            with open(os.path.join(folder, "python"), encoding="utf-8") as handle:
-                path = handle.read(4096).strip().splitlines()[0].strip()
-        except (OSError, IndexError, UnicodeDecodeError):
-            continue
+        text = _read_small(os.path.join(folder, "python"))
+        lines = text.strip().splitlines() if text else []
+        path = lines[0].strip() if lines else ""
         if path:
             return path
     return None
@@ -119,16 +142,18 @@ def _note_missing(tried):
     )
     data_dir = os.environ.get("CLAUDE_PLUGIN_DATA") or _state_dir()
     marker = os.path.join(data_dir, MARKER_NAME)
-    try:
-        with open(marker, encoding="utf-8") as handle:
-            if handle.read() == pythons:
-                return None
-    except (OSError, UnicodeDecodeError):
-        pass
+    if _read_small(marker) == pythons:
+        return None
     try:
         os.makedirs(data_dir, exist_ok=True)
-        with open(marker, "w", encoding="utf-8") as handle:
-            handle.write(pythons)
+        flags = (os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+                 | getattr(os, "O_NONBLOCK", 0))
+        fd = os.open(marker, flags, 0o600)
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                os.write(fd, pythons.encode("utf-8"))
+        finally:
+            os.close(fd)
     except OSError:
         pass
     return {"systemMessage": text}

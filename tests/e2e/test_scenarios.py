@@ -361,7 +361,9 @@ def test_tui_without_watcher_stops_through_the_hooks_own_detection(
     assert settled_main_count(mock_api) == 4
     assert "SAME_REPLY_TURNS" in session.capture()
     assert cleared(sandbox.read_transcript())
-    assert [d["source"] for d in journal_events(sandbox, "detection")] == ["hook"]
+    detections = journal_events(sandbox, "detection")
+    assert [d["source"] for d in detections] == ["hook"]
+    assert [d["located_by"] for d in detections] == ["anchor"]  # placed, not guessed
 
 
 # -- 2.1.250: no mods ------------------------------------------------------------------------
@@ -413,6 +415,10 @@ def test_old_version_headless_stops_the_turn_with_an_honest_notice(
     entries = sandbox.read_transcript()
     assert not cleared(entries)
     assert outcomes(sandbox)[-1] == "not_possible", outcomes(sandbox)
+    # No stop_hook_summary lines here: reply 3 was placed by the anchor its predecessors
+    # left, not by comparing clocks (which fired a reply late on a loaded machine).
+    detections = journal_events(sandbox, "detection")
+    assert [(d["located_by"], d["count"]) for d in detections] == [("anchor", 3)]
     shown = " ".join(notices(entries)) + json.dumps(output) + stderr
     assert "/goal clear" in shown
     assert entry_text(stop_hook_feedback(entries)[0]).startswith("Stop hook feedback:")

@@ -7,6 +7,10 @@ met:true sentinel line to the transcript (as Claude Code does) and shows
 ``Goal cleared: <condition>``. Every submitted line is logged to ``--log``.
 
     python fake_prompt.py --transcript T --log L [--draft TEXT] [--no-proof] [--screen-only]
+                          [--interject TEXT --interject-at before|after]
+
+Left and right arrows move the cursor, backspace deletes before it. ``--interject`` plays a
+person who types TEXT just before (or just after) a ``/goal clear`` arrives from tmux.
 """
 
 from __future__ import annotations
@@ -60,10 +64,14 @@ def main() -> int:
     parser.add_argument("--placeholder", default="")
     parser.add_argument("--no-proof", action="store_true")
     parser.add_argument("--screen-only", action="store_true")
+    parser.add_argument("--interject", default="")
+    parser.add_argument("--interject-at", choices=("before", "after"), default="before")
     args = parser.parse_args()
     history = ["\u25cf I am still working on getting the auth tests to pass.",
                "\u25ef Goal not yet met\u2026 continuing"]
     buffer = args.draft
+    cursor = len(buffer)
+    interject = args.interject
     fd = sys.stdin.fileno()
     saved = termios.tcgetattr(fd)
     tty.setraw(fd)
@@ -73,7 +81,21 @@ def main() -> int:
             data = os.read(fd, 1024).decode("utf-8", "replace")
             if not data:
                 return 0
-            for char in data:
+            if interject and "/goal clear" in data:
+                if args.interject_at == "before":
+                    data = data.replace("/goal clear", interject + "/goal clear", 1)
+                else:
+                    data = data.replace("/goal clear", "/goal clear" + interject, 1)
+                interject = ""
+            index = 0
+            while index < len(data):
+                char = data[index]
+                index += 1
+                if char == "\x1b" and data[index: index + 2] in ("[D", "[C"):
+                    step = -1 if data[index + 1] == "D" else 1
+                    cursor = min(len(buffer), max(0, cursor + step))
+                    index += 2
+                    continue
                 if char in "\r\n":
                     with open(args.log, "a", encoding="utf-8") as log:
                         log.write(buffer + "\n")
@@ -87,12 +109,16 @@ def main() -> int:
                     elif buffer:
                         history.append(f"\u276f {buffer}")
                     buffer = ""
+                    cursor = 0
                 elif char in ("\x7f", "\x08"):
-                    buffer = buffer[:-1]
+                    if cursor > 0:
+                        buffer = buffer[: cursor - 1] + buffer[cursor:]
+                        cursor -= 1
                 elif char == "\x03":
                     return 0
                 elif char.isprintable():
-                    buffer += char
+                    buffer = buffer[:cursor] + char + buffer[cursor:]
+                    cursor += 1
             draw(history, buffer, args.placeholder)
     finally:
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)

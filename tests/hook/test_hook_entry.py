@@ -119,3 +119,60 @@ def test_the_hook_runs_as_a_module_and_through_the_cli(tmp_path: Path) -> None:
 
 def test_run_ignores_an_oversized_input() -> None:
     assert run(b"{" + b" " * (33 * 1024 * 1024) + b"}", env={"HOME": "/nonexistent"}) is None
+
+
+def test_the_output_is_ascii_so_an_odd_stdout_encoding_never_swallows_a_stop(
+    tmp_path: Path
+) -> None:
+    """The mod's plan names a state folder with non-ASCII letters; stdout is ASCII only."""
+    lines = lines_of(fixture_transcript("goal-same"))
+    third = answer(lines, 3)
+    path = write(tmp_path / "s.jsonl", lines[: third.first])
+    env = {**os.environ, "LOOP_KILLER_STATE_DIR": str(tmp_path / "état-ü"),
+           "PYTHONIOENCODING": "ascii"}
+    done = run_hook_process(stop_input(path, mod=True), env=env)
+    output = _assert_harmless(done)
+    assert output is not None and output["continue"] is False
+    assert done.stdout.isascii()
+    assert "état-ü" in output["hookSpecificOutput"]["additionalContext"]
+
+
+def _garbage_request(state: Path, session: str) -> None:
+    """A broken request file: taking it logs a warning, which goes to the hook's log."""
+    (state / "requests").mkdir(parents=True, exist_ok=True)
+    (state / "requests" / f"{session}.json").write_text("{not json")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+def test_the_error_log_never_blocks_on_a_fifo_nor_follows_a_link(
+    tmp_path: Path, kind: str
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    path = write(tmp_path / "s.jsonl", [b'{"type":"x"}\n'])
+    _garbage_request(state, "s")
+    log = state / "hook-errors.log"
+    target = tmp_path / "elsewhere.txt"
+    if kind == "fifo":
+        os.mkfifo(log)
+    else:
+        target.write_text("")
+        log.symlink_to(target)
+    env = {**os.environ, "LOOP_KILLER_STATE_DIR": str(state)}
+    done = run_hook_process(stop_input(path, active=False), env=env, timeout=20)
+    _assert_harmless(done)
+    if kind == "symlink":
+        assert target.read_text() == ""
+
+
+def test_the_error_log_is_rotated_once_large(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    path = write(tmp_path / "s.jsonl", [b'{"type":"x"}\n'])
+    _garbage_request(state, "s")
+    log = state / "hook-errors.log"
+    log.write_bytes(b"x" * (1024 * 1024 + 10))
+    env = {**os.environ, "LOOP_KILLER_STATE_DIR": str(state)}
+    _assert_harmless(run_hook_process(stop_input(path, active=False), env=env))
+    assert (state / "hook-errors.log.1").stat().st_size > 1024 * 1024
+    assert "clear request" in log.read_text()

@@ -148,3 +148,28 @@ def test_in_a_source_checkout_the_launcher_finds_the_package_beside_it(
     assert done.returncode == 0, done.stderr
     output = json.loads(done.stdout)
     assert output["continue"] is False
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink", "folder"])
+def test_a_recorded_python_file_that_is_not_a_plain_file_is_never_read(
+    tmp_path: Path, plugin_copy: Path, looping: dict, bare_python: str, own_home: Path,
+    kind: str,
+) -> None:
+    """A FIFO would block the hook (and the turn) forever; a link may point anywhere."""
+    state = own_home / ".claude" / "loop-killer"
+    state.mkdir(parents=True)
+    recorded = state / "python"
+    if kind == "fifo":
+        os.mkfifo(recorded)
+    elif kind == "symlink":
+        target = tmp_path / "elsewhere"
+        target.write_text(sys.executable + "\n")
+        recorded.symlink_to(target)
+    else:
+        recorded.mkdir()
+    marker = plugin_copy.parent / "plugin-data" / "missing-package-notice"
+    marker.parent.mkdir()
+    os.mkfifo(marker)  # the notice marker too
+    output = _launch(bare_python, plugin_copy, looping, PATH=str(tmp_path / "no-bin"))
+    assert output is not None and "cannot find the loop-killer Python package" in output[
+        "systemMessage"]

@@ -87,3 +87,45 @@ def test_the_next_stop_hook_logs_what_the_mod_did(tmp_path: Path, state: Path) -
     env = {"HOME": str(state.parent.parent), "CLAUDE_CONFIG_DIR": str(state.parent)}
     assert run(raw(stop_input(transcript, active=False)), env=env) is None
     assert [r["outcome"] for r in journal(state)] == ["cleared"]
+
+
+def test_with_the_mod_and_no_goal_no_plan_is_recorded(tmp_path: Path, state: Path) -> None:
+    """Without a goal the mod runs nothing and reports nothing: a plan record would turn
+    into a false "sent_unconfirmed" line two minutes later."""
+    from .kit import answer, fixture_transcript, lines_of, write
+
+    lines = lines_of(fixture_transcript("command-hook-loop"))
+    third = answer(lines, 3)
+    path = write(tmp_path / "proj" / "s.jsonl", lines[: third.first])
+    output = run(raw(stop_input(path, message=third.text, mod=True)),
+                 env={"HOME": str(state.parent.parent), "CLAUDE_CONFIG_DIR": str(state.parent)})
+    assert output is not None and output["continue"] is False
+    plan = json.loads(output["hookSpecificOutput"]["additionalContext"].removeprefix(
+        "loop-killer: "))
+    assert plan["clear_goal"] is False and plan["outcome_path"] == ""
+    assert not (state / "outcomes").exists() or not any((state / "outcomes").iterdir())
+    records: list[dict] = []
+    assert sweep_mod_outcomes(str(state), records.append, now=time.time() + 600) == 0
+    assert [r["outcome"] for r in journal(state) if r["event"] == "outcome"] == [
+        "stopped_no_goal"]
+
+
+def test_a_normal_turn_does_not_import_the_outcome_sweep(tmp_path: Path, state: Path) -> None:
+    """The outcomes folder stays once the mod has acted: a normal turn still only lists it."""
+    import subprocess
+    import sys
+
+    (state / "outcomes").mkdir(parents=True)
+    (state / "outcomes" / "leftover.json").write_text("{}")
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_bytes(b"")
+    code = ("import sys; from loop_killer.hook.stop_hook import run; "
+            f"run({raw(stop_input(transcript, active=False))!r}, env={{'HOME': "
+            f"{str(state.parent.parent)!r}, 'CLAUDE_CONFIG_DIR': {str(state.parent)!r}}}); "
+            "import json; print(json.dumps(sorted(m for m in sys.modules "
+            "if m.startswith('loop_killer'))))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    modules = json.loads(done.stdout)
+    assert modules == ["loop_killer", "loop_killer.hook", "loop_killer.hook.decide",
+                       "loop_killer.hook.stop_hook"]

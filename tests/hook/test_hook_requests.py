@@ -150,7 +150,7 @@ def test_a_hostile_request_file_blocks_nothing(
     _hostile(state, kind, tmp_path, transcript)
     started = time.monotonic()
     output = run(raw(stop_input(transcript, active=False)), env=_env(state))
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 10  # a blocking read would never return
     assert output is None
     assert journal(state) == []
 

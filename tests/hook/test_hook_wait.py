@@ -1,15 +1,20 @@
 """The watcher path: trust a live watcher's status, wait for it briefly only when this
-reply fires, and never wait on a normal turn."""
+reply fires, and never wait on a normal turn.
+
+Waiting is measured on a fake clock (the hook's ``poll`` sleeps on it), so the tests hold
+on a loaded machine: "did not wait" is no sleep at all, "waited until the watcher
+answered" is the fake time at which it did.
+"""
 
 from __future__ import annotations
 
 import os
-import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from loop_killer.hook import local_detect
+from loop_killer.hook import decide, local_detect, wait
 from loop_killer.hook.stop_hook import run
 from loop_killer.hook.wait import poll
 from loop_killer.state import journal as journal_module
@@ -55,14 +60,36 @@ def _watcher_request(state: Path, transcript: Path, answer_uuid: str) -> None:
                                   "source": "watcher"})
 
 
-def _later(delay: float, action) -> threading.Thread:
-    def go() -> None:
-        time.sleep(delay)
-        action()
+class FakeClock:
+    """The hook's clock while it polls: sleeping advances it and runs what is due."""
 
-    thread = threading.Thread(target=go, daemon=True)
-    thread.start()
-    return thread
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps = 0
+        self.due: list[tuple[float, Callable[[], None]]] = []
+
+    def at(self, when: float, action: Callable[[], None]) -> None:
+        self.due.append((when, action))
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps += 1
+        self.now += seconds
+        for item in [item for item in self.due if item[0] <= self.now]:
+            self.due.remove(item)
+            item[1]()
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    fake = FakeClock()
+    real = wait.poll
+
+    def fake_poll(check, *, timeout: float, interval: float, **_: object):
+        return real(check, timeout=timeout, interval=interval, clock=lambda: fake.now,
+                    sleep=fake.sleep)
+
+    monkeypatch.setattr(wait, "poll", fake_poll)
+    return fake
 
 
 @pytest.fixture
@@ -72,22 +99,20 @@ def goal_same(tmp_path: Path):
     return tmp_path / "proj" / f"{SESSION}.jsonl", lines, by_number
 
 
-def _timed(data: dict, state: Path):
-    started = time.monotonic()
-    output = run(raw(data), env=_env(state))
-    return output, time.monotonic() - started
+def _run(data: dict, state: Path):
+    return run(raw(data), env=_env(state))
 
 
 def test_a_normal_turn_never_waits_nor_reads_the_transcript(
-    goal_same, state: Path, monkeypatch: pytest.MonkeyPatch
+    goal_same, state: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock
 ) -> None:
     path, lines, by_number = goal_same
     write(path, lines[: by_number[3].first])
     _beat(state)
     _status(state, path, offset=0, run_length=2, chain=2)  # behind, and at a threshold's edge
     monkeypatch.setattr(local_detect, "read_tail", _must_not_be_called)
-    output, took = _timed(stop_input(path, active=False), state)
-    assert output is None and took < 0.1
+    assert _run(stop_input(path, active=False), state) is None
+    assert clock.sleeps == 0
 
 
 def _must_not_be_called(*args, **kwargs):
@@ -95,30 +120,30 @@ def _must_not_be_called(*args, **kwargs):
 
 
 def test_a_live_watcher_that_has_read_everything_and_is_far_from_a_threshold_is_trusted(
-    goal_same, state: Path, monkeypatch: pytest.MonkeyPatch
+    goal_same, state: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock
 ) -> None:
     path, lines, by_number = goal_same
     write(path, lines[: by_number[2].first])  # the hook for the 2nd answer to a re-prompt
     _beat(state)
     _status(state, path, offset=path.stat().st_size, run_length=1, chain=1)
     monkeypatch.setattr(local_detect, "read_tail", _must_not_be_called)
-    output, took = _timed(stop_input(path), state)
-    assert output is None and took < 0.1
+    assert _run(stop_input(path), state) is None
+    assert clock.sleeps == 0
 
 
 def test_watcher_behind_catches_up_within_the_wait_and_its_request_is_taken(
-    goal_same, state: Path
+    goal_same, state: Path, clock: FakeClock
 ) -> None:
     path, lines, by_number = goal_same
     third = by_number[3]
     write(path, lines[: third.first])  # reply N not written yet (case A)
     _beat(state)
     _status(state, path, offset=path.stat().st_size - 400, run_length=2, chain=2)
-    thread = _later(0.15, lambda: _watcher_request(state, path, third.uuid))
-    output, took = _timed(stop_input(path), state)
-    thread.join()
+    clock.at(0.15, lambda: _watcher_request(state, path, third.uuid))
+    output = _run(stop_input(path), state)
     assert output is not None and output["continue"] is False
-    assert 0.14 <= took < 0.45
+    # Waited for the watcher, and no longer than until its request came.
+    assert 0.15 <= clock.now < 0.15 + 2 * decide.POLL_INTERVAL
     records = journal(state)
     assert [r["source"] for r in records if r["event"] == "detection"] == ["watcher"]
     outcome = [r for r in records if r["event"] == "outcome"]
@@ -127,7 +152,7 @@ def test_watcher_behind_catches_up_within_the_wait_and_its_request_is_taken(
 
 
 def test_watcher_that_has_read_this_reply_without_firing_ends_the_wait_early(
-    goal_same, state: Path
+    goal_same, state: Path, clock: FakeClock
 ) -> None:
     path, lines, by_number = goal_same
     third = by_number[3]
@@ -135,49 +160,66 @@ def test_watcher_that_has_read_this_reply_without_firing_ends_the_wait_early(
     _beat(state)
     _status(state, path, offset=0, run_length=2, chain=2)
     size = path.stat().st_size
-    thread = _later(0.1, lambda: _status(state, path, offset=size, run_length=3, chain=3))
-    output, took = _timed(stop_input(path), state)
-    thread.join()
+    clock.at(0.1, lambda: _status(state, path, offset=size, run_length=3, chain=3))
+    output = _run(stop_input(path), state)
     assert output is not None and output["continue"] is False
-    assert 0.09 <= took < 0.4
+    assert 0.1 <= clock.now < 0.1 + 2 * decide.POLL_INTERVAL
     detections = [r for r in journal(state) if r["event"] == "detection"]
     assert [d["source"] for d in detections] == ["hook"]
     assert detections[0]["answer_uuid"] == third.uuid
 
 
-def test_a_dead_watcher_is_not_waited_for(goal_same, state: Path) -> None:
+def test_a_dead_watcher_is_not_waited_for(goal_same, state: Path, clock: FakeClock) -> None:
     path, lines, by_number = goal_same
     write(path, lines[: by_number[3].first])
     _beat(state, age=3600)  # a heartbeat from an hour ago
     _status(state, path, offset=0, run_length=0, chain=0)
-    output, took = _timed(stop_input(path), state)
+    output = _run(stop_input(path), state)
     assert output is not None and output["continue"] is False
-    assert took < 0.3
+    assert clock.sleeps == 0
     assert [r["source"] for r in journal(state) if r["event"] == "detection"] == ["hook"]
 
 
-def test_no_status_for_the_session_means_detecting_locally(goal_same, state: Path) -> None:
+def test_no_status_for_the_session_means_detecting_locally(
+    goal_same, state: Path, clock: FakeClock
+) -> None:
     path, lines, by_number = goal_same
     write(path, lines[: by_number[3].first])
     _beat(state)  # alive, but it has not found this session yet
-    output, took = _timed(stop_input(path), state)
+    output = _run(stop_input(path), state)
     assert output is not None and output["continue"] is False
     # A watcher that does not follow this session will not fire on it: no wait.
-    assert took < 0.3
+    assert clock.sleeps == 0
 
 
-def test_a_silent_watcher_costs_at_most_the_bounded_wait(goal_same, state: Path) -> None:
+def test_a_silent_watcher_costs_at_most_the_bounded_wait(
+    goal_same, state: Path, clock: FakeClock
+) -> None:
     path, lines, by_number = goal_same
     write(path, lines[: by_number[3].first])
     _beat(state)
     _status(state, path, offset=path.stat().st_size - 400, run_length=2, chain=2)
-    output, took = _timed(stop_input(path), state)
+    output = _run(stop_input(path), state)
     assert output is not None and output["continue"] is False
-    assert 0.45 <= took < 0.5 + 0.3
+    assert clock.now == pytest.approx(decide.WAIT_FOR_WATCHER)
+
+
+def test_the_real_wait_is_bounded_in_wall_time_too(goal_same, state: Path) -> None:
+    """Without the fake clock: a silent watcher holds the hook about WAIT_FOR_WATCHER, and
+    never for long (a generous bound, for a loaded machine)."""
+    path, lines, by_number = goal_same
+    write(path, lines[: by_number[3].first])
+    _beat(state)
+    _status(state, path, offset=path.stat().st_size - 400, run_length=2, chain=2)
+    started = time.monotonic()
+    output = _run(stop_input(path), state)
+    took = time.monotonic() - started
+    assert output is not None and output["continue"] is False
+    assert decide.WAIT_FOR_WATCHER <= took < decide.WAIT_FOR_WATCHER + 5
 
 
 def test_a_request_written_while_the_status_was_read_is_not_missed(
-    goal_same, state: Path
+    goal_same, state: Path, clock: FakeClock
 ) -> None:
     """The watcher writes its request, then the status that covers (and resets) the run."""
     path, lines, by_number = goal_same
@@ -186,8 +228,9 @@ def test_a_request_written_while_the_status_was_read_is_not_missed(
     _beat(state)
     _status(state, path, offset=path.stat().st_size, run_length=0, chain=0)
     _watcher_request(state, path, third.uuid)
-    output, took = _timed(stop_input(path), state)
-    assert output is not None and took < 0.1
+    output = _run(stop_input(path), state)
+    assert output is not None and output["continue"] is False
+    assert clock.sleeps == 0
 
 
 def test_poll_checks_once_more_at_the_deadline() -> None:

@@ -16,6 +16,7 @@ from .rules import (
     RULE_IDLE,
     RULE_SAME,
     SAME_REPLY_TURNS,
+    could_fire,
     similar,
     similarity,
     text_digest,
@@ -405,7 +406,7 @@ class RunDetector:
 
     def would_fire_with_one_more(self) -> bool:
         """Whether one more answer could reach a threshold (the hook waits only then)."""
-        return self._chain + 1 >= SAME_REPLY_TURNS or self._run_length + 1 >= IDLE_TURNS
+        return could_fire(self._run_length, self._chain)
 
     def _detection(self, rule: str, involved: tuple[RunAnswer, ...]) -> Detection:
         scores = tuple(

@@ -33,6 +33,7 @@ __all__ = [
     "REPROMPT_PREFIXES",
     "SAME_REPLY_TURNS",
     "SIMILAR",
+    "could_fire",
     "is_reprompt",
     "rule_phrase",
     "similar",
@@ -69,6 +70,12 @@ def is_reprompt(text: str) -> bool:
     """True when a user message with this text is a Stop-hook re-prompt."""
     start = _LEADING_SPACE.match(text).end()
     return text[start : start + 24].lower().startswith(REPROMPT_PREFIXES)
+
+
+def could_fire(run_length: int, chain_length: int) -> bool:
+    """Whether one more answer to a re-prompt could make a rule fire, given the run so far
+    (its length, and the length of its trailing chain of similar answers)."""
+    return chain_length + 1 >= SAME_REPLY_TURNS or run_length + 1 >= IDLE_TURNS
 
 
 def words(text: str) -> frozenset[str]:

@@ -8,8 +8,9 @@ decides on its own whether this reply crossed a threshold, and if so ends the tu
 loaded, else by typing into its own tmux or screen pane.
 
 One module per concern: ``decide`` (pure decisions), ``local_detect`` (the transcript
-tail, read and judged), ``wait`` (bounded polling), ``actuator`` (terminal typing, mod
-outcome files), ``notice`` (every word the person sees), ``stop_hook`` (the thin shell),
+tail, read and judged), ``anchor`` (which re-prompt the last reply answered, kept between
+two Stops), ``wait`` (bounded polling), ``actuator`` (terminal typing, mod outcome
+files), ``notice`` (every word the person sees), ``stop_hook`` (the thin shell),
 ``setup`` (``loop-killer install`` / ``doctor``). Nothing is imported here: the hook
 runs at every turn end and imports only what the turn needs.
 """

@@ -4,10 +4,12 @@ Used only where the mod is not active for this Stop (Claude Code before 2.1.287,
 disabled) and the transcript shows a goal that is set. Inside tmux (``TMUX_PANE``) the
 hook reads the pane first (``capture-pane``) and types only when Claude Code's prompt box
 is on screen and empty: never into a prompt the person is writing. GNU screen is read
-with ``hardcopy`` the same way; when its screen cannot be read, nothing is typed. After
-typing, the hook waits briefly for the proof: the ``goal_status`` met:true sentinel line
-appended to the transcript (only bytes written after typing are read), or ``Goal cleared:``
-appearing on screen.
+with ``hardcopy`` the same way; when its screen cannot be read, nothing is typed. Enter is
+pressed only once the box holds exactly ``/goal clear``; if the person started typing in
+the meantime, what was typed is taken back out of their prompt (cursor to just after it,
+one backspace per character). After Enter, the hook waits briefly for the proof: the
+``goal_status`` met:true sentinel line appended to the transcript (only bytes written
+after typing are read), or ``Goal cleared:`` appearing on screen.
 
 Also here: the mod's outcome files (the mod's hands report back through them), turned into
 detection-log lines.
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .notice import OUTCOME_CLEARED, OUTCOME_NO_GOAL, OUTCOME_NOT_POSSIBLE, OUTCOME_SENT
-from .wait import poll, read_new_bytes
+from .wait import file_size, poll, read_new_bytes
 
 __all__ = [
     "COMMAND",
@@ -208,6 +210,11 @@ class _Terminal:
     def press_enter(self) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
 
+    def erase(self, count: int, after: int) -> None:  # pragma: no cover - overridden
+        """Delete ``count`` characters that end ``after`` characters before the end of the
+        input (cursor left ``after`` times, ``count`` backspaces, cursor back)."""
+        raise NotImplementedError
+
 
 class _Tmux(_Terminal):
     name = "tmux"
@@ -239,6 +246,10 @@ class _Tmux(_Terminal):
 
     def press_enter(self) -> None:
         self._tmux("send-keys", "-t", self.pane, "Enter")
+
+    def erase(self, count: int, after: int) -> None:
+        keys = ["Left"] * after + ["BSpace"] * count + ["Right"] * after
+        self._tmux("send-keys", "-t", self.pane, *keys)
 
 
 class _Screen(_Terminal):
@@ -275,6 +286,9 @@ class _Screen(_Terminal):
 
     def press_enter(self) -> None:
         self._screen("stuff", "\r")
+
+    def erase(self, count: int, after: int) -> None:
+        self._screen("stuff", "\x1b[D" * after + "\x7f" * count + "\x1b[C" * after)
 
 
 def _read_small(path: str) -> bytes | None:
@@ -336,26 +350,58 @@ def _type_and_confirm(terminal: _Terminal, transcript_path: str, timeout: float)
         return TypingResult(OUTCOME_NOT_POSSIBLE, "you have text in the prompt; not typing into it")
     assert before is not None
     cleared_before = _count_cleared(_visible_screen(before))
-    start = _size(transcript_path)
+    start = file_size(transcript_path)
     terminal.type_text(COMMAND)
-    shown = poll(lambda: _shows(terminal, COMMAND), timeout=ECHO_TIMEOUT, interval=_POLL)
-    if shown is None:
-        return TypingResult(OUTCOME_SENT, f"typed {COMMAND} but it did not show in the prompt; "
-                                          "Enter was not pressed")
+    last: list[str | None] = [None]
+    shown = poll(lambda: _shows(terminal, COMMAND, last), timeout=ECHO_TIMEOUT,
+                 interval=_POLL)
     if shown is not True:
-        return TypingResult(OUTCOME_SENT, shown)
+        # Not exactly our command in the box (the person started typing, or it never
+        # showed): Enter is not pressed, and what we typed is taken back out.
+        seen = shown if isinstance(shown, str) else last[0]
+        if _take_back(terminal, seen):
+            why = ("you started typing in the prompt; Enter was not pressed and "
+                   f"{COMMAND} was taken back out of it" if seen else
+                   f"{COMMAND} did not show in the prompt; Enter was not pressed and it "
+                   "was taken back out")
+            return TypingResult(OUTCOME_NOT_POSSIBLE, why)
+        return TypingResult(OUTCOME_SENT, f"the prompt shows {(seen or '')[:40]!r} after "
+                                          f"typing {COMMAND}; Enter was not pressed: "
+                                          "check your prompt")
     terminal.press_enter()
     return _confirm(terminal, transcript_path, start, cleared_before, timeout)
 
 
-def _shows(terminal: _Terminal, text: str) -> bool | str | None:
+def _shows(terminal: _Terminal, text: str, last: list[str | None]) -> bool | str | None:
+    """True when the box holds exactly ``text``; the box's text once it holds ``text``
+    among other text (the person typed too); None until then (``last``: what it held)."""
     screen = terminal.screen()
     current = read_prompt_input(screen) if screen is not None else None
+    last[0] = current
     if current == text:
         return True
-    if current and current != text and not text.startswith(current):
-        return f"the prompt shows {current[:40]!r} after typing; Enter was not pressed"
+    if current and text in current.replace("\n", ""):
+        return current
     return None
+
+
+def _take_back(terminal: _Terminal, seen: str | None) -> bool:
+    """Remove exactly the ``COMMAND`` we typed from the prompt box; False when that cannot
+    be done safely (then nothing is touched).
+
+    While the box shows nothing, or only the beginning of our command, our keys are the
+    last ones in the pane's input: backspaces remove them. Once the box shows our command
+    among the person's text, the cursor is moved to just after it first, then back.
+    """
+    if not seen or COMMAND.startswith(seen):
+        terminal.erase(len(COMMAND), 0)
+        return True
+    flat = seen.replace("\n", "")  # the lines of a wrapped box, joined
+    at = flat.rfind(COMMAND)
+    if at < 0:
+        return False  # mixed in some other way: leave the person's text alone
+    terminal.erase(len(COMMAND), len(flat) - at - len(COMMAND))
+    return True
 
 
 def _confirm(terminal: _Terminal, transcript_path: str, start: int | None, cleared_before: int,
@@ -387,13 +433,6 @@ def _confirm(terminal: _Terminal, transcript_path: str, start: int | None, clear
 
 def _visible_screen(screen: str) -> str:
     return "\n".join(_visible(line) for line in screen.splitlines())
-
-
-def _size(path: str) -> int | None:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return None
 
 
 # -- the mod's outcome files -----------------------------------------------------------------
@@ -478,28 +517,10 @@ def sweep_mod_outcomes(
 
 
 def _read_record(path: str) -> dict[str, Any] | None:
-    """The last JSON line of a small regular file (not following a symlink), else None."""
-    import orjson
+    """A small JSON object file (never following a link nor blocking on a FIFO), else None."""
+    from ..state.files import read_json_object
 
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > 64 * 1024:
-            return None
-        data = os.read(fd, 64 * 1024 + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    lines = [line for line in data.splitlines() if line.strip()]
-    try:
-        record = orjson.loads(lines[-1]) if lines else None
-    except orjson.JSONDecodeError:
-        return None
-    return record if isinstance(record, dict) else None
+    return read_json_object(path, 64 * 1024)
 
 
 def _outcome_line(plan: dict[str, Any], reported: dict[str, Any], *, age: float

@@ -36,7 +36,6 @@ __all__ = [
     "WAIT_FOR_WATCHER",
     "HookInput",
     "choose_hands",
-    "could_fire",
     "is_plain_id",
     "needs_local_check",
     "outcome_without_typing",
@@ -71,7 +70,6 @@ class HookInput:
     """
 
     __slots__ = (
-        "cwd",
         "last_assistant_message",
         "mod_version",
         "prompt_id",
@@ -83,15 +81,13 @@ class HookInput:
     def __init__(
         self, *, session_id: str, transcript_path: str, stop_hook_active: bool,
         last_assistant_message: str | None, mod_version: int | None, prompt_id: str = "",
-        cwd: str = "",
     ) -> None:
         self.session_id = session_id
         self.transcript_path = transcript_path
         self.stop_hook_active = stop_hook_active  # this reply answers a Stop hook's re-prompt
         self.last_assistant_message = last_assistant_message  # this reply's text
         self.mod_version = mod_version  # ``loop_killer_mod.version``, set by the mod
-        self.prompt_id = prompt_id
-        self.cwd = cwd
+        self.prompt_id = prompt_id  # the same for every Stop of one turn (2.1.250, 2.1.328)
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
@@ -122,21 +118,13 @@ def parse_input(raw: Any) -> HookInput | None:
         stop_hook_active=raw.get("stop_hook_active") is True,
         last_assistant_message=message if isinstance(message, str) else None,
         mod_version=version if isinstance(version, int) and not isinstance(version, bool) else None,
-        prompt_id=_text(raw.get("prompt_id")),
-        cwd=_text(raw.get("cwd")),
+        prompt_id=_text(raw.get("prompt_id"))[:200],
     )
 
 
 def is_plain_id(value: object) -> bool:
     """A session id that is safe as a file name (as ``state.paths.is_plain_id``)."""
     return isinstance(value, str) and _PLAIN_ID.fullmatch(value) is not None and ".." not in value
-
-
-def could_fire(run_length: int, chain_length: int) -> bool:
-    """Whether one more answer to a re-prompt could reach a threshold."""
-    from ..engine.rules import IDLE_TURNS, SAME_REPLY_TURNS
-
-    return chain_length + 1 >= SAME_REPLY_TURNS or run_length + 1 >= IDLE_TURNS
 
 
 def needs_local_check(
@@ -153,6 +141,8 @@ def needs_local_check(
         return True
     if status_offset < transcript_size:
         return True
+    from ..engine.rules import could_fire
+
     return could_fire(run_length, chain_length)
 
 

@@ -2,8 +2,14 @@
 
 Run at the end of every main-session turn (``python -m loop_killer.hook``, started by the
 plugin's ``hooks/stop_hook.py``). A normal turn costs the interpreter's start, one JSON
-parse and two ``stat`` calls: nothing heavy is imported unless a request is pending or
-this reply answers a re-prompt, and nothing ever waits unless this reply fires.
+parse, a ``scandir``, an ``lstat`` and two small reads of ``/proc``: nothing heavy is
+imported unless a request is pending or this reply answers a re-prompt, and nothing ever
+waits unless this reply fires.
+
+Every run for a reply that answers a re-prompt leaves the session's anchor (``anchor``):
+the re-prompt that reply answered, as judged from the transcript, or one more than the
+last anchor when the transcript was not read (a watcher covered it, a request was taken,
+the run failed). So the next reply's hook knows which re-prompt it answers.
 
 Whatever happens, the hook exits 0 and never prints ``decision: block`` (which would
 re-prompt the model) nor writes to stderr: at worst it blocks nothing and says so in a
@@ -42,12 +48,13 @@ def main() -> int:
     # Nothing reaches stderr (warnings, log records): it goes to the hook's own log.
     sys.stderr = _StderrToLog(os.path.join(state_dir(env), "hook-errors.log"))
     try:
-        output = run(raw, env=env)
+        output = run(raw, env=env, spawn_time=process_start_time())
     except BaseException as error:  # noqa: BLE001 - a hook must never fail the turn
         output = _crash_note(error, env)
     if output:
         try:
-            sys.stdout.write(json.dumps(output, ensure_ascii=False) + "\n")
+            # ASCII only: an odd stdout encoding must never swallow a stop.
+            sys.stdout.write(json.dumps(output, ensure_ascii=True) + "\n")
             sys.stdout.flush()
         except (OSError, ValueError):
             pass
@@ -67,8 +74,8 @@ def run(
 ) -> dict[str, Any] | None:
     """The whole decision for one Stop; returns the hook's output JSON, or None for none.
 
-    ``spawn_time`` (when this hook's process started, seconds since the epoch) is read
-    from ``/proc`` when not given.
+    ``spawn_time``: when this hook's process started (seconds since the epoch; ``main``
+    reads it from ``/proc``); None when unknown.
     """
     if len(raw) > MAX_INPUT_BYTES or not raw.strip():
         return None
@@ -81,13 +88,63 @@ def run(
         return None
     state = state_dir(env)
     _sweep_outcomes(state)
-    if _request_waiting(state, hook_input.session_id):
-        request = _claim(state, hook_input, _last_prompt_time(hook_input.transcript_path))
-        if request is not None:
-            return _Act(hook_input, state, env).on_request(request)
-    if not hook_input.stop_hook_active:
-        return None  # this reply answers a person's prompt: it cannot fire
-    return _Check(hook_input, state, env, spawn_time).run()
+    # This reply answers a re-prompt: whatever happens below, the anchor moves on.
+    keeper = _Anchoring(state, hook_input, spawn_time) if hook_input.stop_hook_active else None
+    try:
+        if _request_waiting(state, hook_input.session_id):
+            request = _claim(state, hook_input, _last_prompt_time(hook_input.transcript_path))
+            if request is not None:
+                return _Act(hook_input, state, env).on_request(request)
+        if keeper is None:
+            return None  # this reply answers a person's prompt: it cannot fire
+        return _Check(hook_input, state, env, spawn_time, keeper).run()
+    finally:
+        if keeper is not None:
+            keeper.settle()
+
+
+class _Anchoring:
+    """Saves the session's anchor exactly once per run: as judged, or advanced by one."""
+
+    def __init__(self, state: str, hook_input: decide.HookInput, spawn_time: float | None
+                 ) -> None:
+        self.state = state
+        self.input = hook_input
+        self.spawn_time = spawn_time
+        self.previous: Any = None
+        self.done = False
+
+    def current(self) -> Any:
+        """The anchor the previous reply's hook left, if it is from this turn."""
+        from .anchor import previous_anchor, read_anchor
+
+        self.previous = previous_anchor(read_anchor(self.state, self.input.session_id),
+                                        spawn_time=self.spawn_time,
+                                        prompt_id=self.input.prompt_id)
+        return self.previous
+
+    def save(self, anchor: Any, *, size: int | None) -> None:
+        from .anchor import Anchor, save_anchor
+
+        self.done = True
+        judged = Anchor(anchor.base, anchor.skip, offset=anchor.offset,
+                        turn_before=anchor.turn_before, prompt_id=self.input.prompt_id)
+        save_anchor(self.state, self.input.session_id, judged, prev=self.previous, size=size)
+
+    def settle(self) -> None:
+        """Nothing judged this reply's place: count it as the one after the anchor's."""
+        if self.done:
+            return
+        self.done = True
+        try:
+            from .anchor import advance_anchor
+            from .wait import file_size
+
+            advance_anchor(self.state, self.input.session_id,
+                           size=file_size(self.input.transcript_path),
+                           prompt_id=self.input.prompt_id, spawn_time=self.spawn_time)
+        except Exception:  # noqa: BLE001, S110 - the anchor is best effort, the stop is not
+            pass
 
 
 # -- the request, the watcher and the local check ----------------------------------------
@@ -97,11 +154,12 @@ class _Check:
     """Steps 4 and 5 of ``decide``: the watcher's view, the tail, the wait."""
 
     def __init__(self, hook_input: decide.HookInput, state: str, env: dict[str, str],
-                 spawn_time: float | None) -> None:
+                 spawn_time: float | None, keeper: _Anchoring) -> None:
         self.input = hook_input
         self.state = state
         self.env = env
         self.spawn_time = spawn_time
+        self.keeper = keeper
 
     def run(self) -> dict[str, Any] | None:
         hook_input = self.input
@@ -114,7 +172,9 @@ class _Check:
             state_path = Path(self.state)
             alive = watcher_alive(state_path) is not None
             status = read_session_status(state_path, hook_input.session_id) if alive else None
-        size = _size(hook_input.transcript_path)
+        from .wait import file_size
+
+        size = file_size(hook_input.transcript_path)
         if not decide.needs_local_check(
             watcher_alive=alive,
             status_offset=status.offset if status else None,
@@ -125,8 +185,9 @@ class _Check:
             return self._late_request(None)
         from .local_detect import judge, read_tail
 
+        anchor = self.keeper.current()
         try:
-            tail = read_tail(hook_input.transcript_path)
+            tail = read_tail(hook_input.transcript_path, anchor=anchor)
         except OSError as error:
             return self._late_request(None) or _note_once(
                 self.state, f"transcript-{hook_input.session_id}",
@@ -137,9 +198,12 @@ class _Check:
             session_id=hook_input.session_id,
             message=hook_input.last_assistant_message,
             stop_hook_active=hook_input.stop_hook_active,
-            spawn_time=self.spawn_time if self.spawn_time is not None else process_start_time(),
-            already_fired=_fired_answers(self.state, hook_input.session_id),
+            spawn_time=self.spawn_time,
+            already_fired=_already_fired(self.state, hook_input.session_id),
+            anchor=anchor,
         )
+        if judgement.anchor is not None:  # before acting: a firing reply counts too
+            self.keeper.save(judgement.anchor, size=tail.end)
         if judgement.detection is None:
             return self._late_request(judgement) if alive else None
         if alive and status is not None:  # a watcher that follows this session
@@ -221,6 +285,7 @@ class _Act:
               log_detection: bool) -> dict[str, Any]:
         from . import notice
         from .actuator import type_goal_clear, write_mod_plan_record
+        from .wait import file_size
 
         hook_input = self.input
         transcript = hook_input.transcript_path
@@ -240,6 +305,7 @@ class _Act:
                 "run_length": firing.run_length,
                 "reply_in_file": bool(getattr(judgement, "reply_in_file", False)),
                 "case": getattr(judgement, "case", ""),
+                "located_by": getattr(judgement, "located_by", ""),
                 "snippet": (hook_input.last_assistant_message or "")[:200],
                 "source": "hook",
             })
@@ -252,13 +318,15 @@ class _Act:
             acted = hands
             clear_goal = goal_set is not False  # "No goal set" is harmless; a missed goal is not
             key = f"{hook_input.session_id}.{time.time_ns():x}"
-            try:
-                outcome_path = write_mod_plan_record(self.state, key, {
-                    **common, "id": key, "offset": _size(transcript) or 0,
-                    "clear_goal": clear_goal, "at": time.time(),
-                })
-            except OSError:
-                outcome_path = ""
+            outcome_path = ""
+            if clear_goal:  # without a goal the mod runs nothing and reports nothing
+                try:
+                    outcome_path = write_mod_plan_record(self.state, key, {
+                        **common, "id": key, "offset": file_size(transcript) or 0,
+                        "clear_goal": clear_goal, "at": time.time(),
+                    })
+                except OSError:
+                    pass
             plan = notice.mod_plan(firing, plan_id=key, session_id=hook_input.session_id,
                                    clear_goal=clear_goal, outcome_path=outcome_path)
             outcome = notice.OUTCOME_QUEUED if clear_goal else notice.OUTCOME_NO_GOAL
@@ -302,20 +370,22 @@ class _Act:
 
 
 class _StderrToLog:
-    """Stands in for stderr: appends to a log file, opened only if something is written."""
+    """Stands in for stderr: appends to the hook's log, touched only if something is
+    written (never following a link nor blocking on a FIFO; rotated above a size)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.handle: Any = None
+        self.ready = False
 
     def write(self, text: str) -> int:
         try:
-            if self.handle is None:
-                os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
-                self.handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
-            self.handle.write(text)
-            self.handle.flush()
-        except (OSError, ValueError):
+            if not self.ready:
+                self.ready = True
+                _prepare_log(self.path)
+            from ..state.files import append_line
+
+            append_line(self.path, text.encode("utf-8", "replace"))
+        except Exception:  # noqa: BLE001, S110 - stderr must never fail the hook
             pass
         return len(text)
 
@@ -324,6 +394,20 @@ class _StderrToLog:
 
     def isatty(self) -> bool:
         return False
+
+
+LOG_LIMIT = 1024 * 1024
+"""``hook-errors.log`` is rotated (to ``.1``) once it is larger than this."""
+
+
+def _prepare_log(path: str) -> None:
+    """Create the log's folder; rotate the log when it has grown past ``LOG_LIMIT``."""
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    try:
+        if os.lstat(path).st_size > LOG_LIMIT:
+            os.replace(path, path + ".1")
+    except OSError:
+        pass
 
 
 def state_dir(env: dict[str, str]) -> str:
@@ -365,16 +449,13 @@ def _last_prompt_time(path: str) -> float | None:
         return None
 
 
-def _size(path: str) -> int | None:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return None
-
-
 def _sweep_outcomes(state: str) -> None:
-    """Log what the mod did after earlier stops (cheap when there is nothing)."""
-    if not os.path.isdir(os.path.join(state, "outcomes")):
+    """Log what the mod did after earlier stops (one ``scandir`` when there is nothing)."""
+    try:
+        with os.scandir(os.path.join(state, "outcomes")) as entries:
+            if not any(entry.name.endswith(".plan") for entry in entries):
+                return
+    except OSError:
         return
     from pathlib import Path
 
@@ -387,36 +468,15 @@ def _sweep_outcomes(state: str) -> None:
         pass
 
 
-def _fired_answers(state: str, session_id: str, *, tail_bytes: int = 4 * 1024 * 1024
-                   ) -> set[str]:
-    """Uuids of this session's answers that already fired (from the detection log's tail).
+def _already_fired(state: str, session_id: str) -> set[str]:
+    """Uuids of this session's answers that already fired, and of the re-prompts they
+    answered (from the detection log's tail, read safely)."""
+    from pathlib import Path
 
-    Only lines naming the session and a detection are parsed, so a long log costs little.
-    """
-    import orjson
+    from ..state import journal
 
-    path = os.path.join(state, "detections.jsonl")
-    try:
-        with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            handle.seek(max(0, size - tail_bytes))
-            data = handle.read(tail_bytes)
-    except OSError:
-        return set()
-    key = session_id.encode()
-    fired: set[str] = set()
-    for line in data.split(b"\n"):
-        if key not in line or b'"detection"' not in line:
-            continue
-        try:
-            record = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if (isinstance(record, dict) and record.get("event") == "detection"
-                and record.get("session_id") == session_id
-                and isinstance(record.get("answer_uuid"), str) and record["answer_uuid"]):
-            fired.add(record["answer_uuid"])
-    return fired
+    entry = journal.fired(Path(state), session_id).get(session_id)
+    return entry.answers | entry.prompts if entry is not None else set()
 
 
 def process_start_time() -> float | None:
@@ -458,23 +518,24 @@ def _crash_note(error: BaseException, env: dict[str, str]) -> dict[str, Any] | N
 
     summary = f"{type(error).__name__}: {error}"[:300]
     try:
+        from pathlib import Path
+
+        from ..state.files import append_line
+        from ..state.inbox import write_private_file
+
         state = state_dir(env)
-        os.makedirs(state, mode=0o700, exist_ok=True)
         log_path = os.path.join(state, "hook-errors.log")
-        if os.path.exists(log_path) and os.path.getsize(log_path) > 1024 * 1024:
-            os.replace(log_path, log_path + ".1")
-        with open(log_path, "a", encoding="utf-8") as handle:
-            handle.write(time.strftime("%Y-%m-%dT%H:%M:%S ") + "".join(
-                traceback.format_exception(type(error), error, error.__traceback__)))
+        _prepare_log(log_path)
+        append_line(log_path, (time.strftime("%Y-%m-%dT%H:%M:%S ") + "".join(
+            traceback.format_exception(type(error), error, error.__traceback__))).encode(
+                "utf-8", "replace"))
         marker = os.path.join(state, "notes", "hook-crash")
-        os.makedirs(os.path.dirname(marker), mode=0o700, exist_ok=True)
         try:
-            if time.time() - os.stat(marker).st_mtime < CRASH_NOTE_EVERY:
+            if time.time() - os.lstat(marker).st_mtime < CRASH_NOTE_EVERY:
                 return None
         except FileNotFoundError:
             pass
-        with open(marker, "w", encoding="utf-8") as handle:
-            handle.write(summary + "\n")
+        write_private_file(Path(marker), (summary + "\n").encode("utf-8", "replace"))
         where = log_path
     except Exception:  # noqa: BLE001
         where = "the hook error log"

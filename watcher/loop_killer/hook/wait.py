@@ -1,4 +1,5 @@
-"""Bounded waiting: poll a condition every few milliseconds until it holds or time is up.
+"""Bounded waiting: poll a condition every few milliseconds until it holds or time is up;
+and the two small file reads that waiting needs (a size, the bytes after an offset).
 
 The Stop hook waits only when this reply fires (for a live watcher's request, at most
 ``decide.WAIT_FOR_WATCHER``) or after typing ``/goal clear`` (for the proof line, at most
@@ -12,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-__all__ = ["poll", "read_new_bytes"]
+__all__ = ["file_size", "poll", "read_new_bytes"]
 
 T = TypeVar("T")
 
@@ -39,6 +40,14 @@ def poll(
         if remaining <= 0:
             return None
         sleep(min(interval, remaining))
+
+
+def file_size(path: str) -> int | None:
+    """The size of ``path`` in bytes; None when it cannot be read."""
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return None
 
 
 def read_new_bytes(path: str, offset: int, *, limit: int = 4 * 1024 * 1024) -> bytes:
