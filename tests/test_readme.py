@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _shell_blocks(text: str) -> list[str]:
-    return [block.strip() for block in re.findall(r"```sh\n(.*?)```", text, re.S)]
+    return [block.strip() for block in re.findall(r"```sh\n(.*?)```", text, re.DOTALL)]
 
 
 def test_ci_runs_exactly_the_readme_test_command():

@@ -567,3 +567,32 @@ def test_idle_turns_fire_on_varied_replies(env, start_watcher, rule_replies):
     append(path, s.reprompt() + s.answer(texts[rule_replies - 1]))
     request = wait_for(lambda: peek_request(env.state, s.session_id), what="the request")
     assert request.rule == "IDLE_TURNS" and request.count == 6
+
+
+@pytest.mark.parametrize("clear_first", [False, True], ids=["clear-after-log", "clear-before-log"])
+def test_a_loop_the_hook_cut_alone_is_followed_to_its_clear(env, start_watcher, caplog,
+                                                            clear_first):
+    """The Stop hook fired before the watcher did (it saw reply N first): the watcher
+    still follows that detection and shows the clear, whichever it reads first."""
+    caplog.set_level(logging.INFO, logger="loop_killer")
+    env.root.mkdir(parents=True)
+    start_watcher()
+    s = Lines()
+    path = loop_file(env, s, replies=2)
+    wait_for(lambda: env.status(s.session_id) is not None, what="the session's status")
+    hook_record = {"event": "detection", "session_id": s.session_id, "answer_uuid": "",
+                   "prompt_uuid": "p", "rule": "SAME_REPLY_TURNS", "count": 3,
+                   "source": "hook"}
+    if clear_first:
+        append(path, s.cleared())
+        wait_for(lambda: (st := env.status(s.session_id)) and st.goal
+                 and st.goal.get("met"), what="the clear read")
+        journal.append(env.state, hook_record)
+    else:
+        journal.append(env.state, hook_record)
+        time.sleep(0.8)  # one journal tail (0.5 s) picks the hook's detection up
+        append(path, s.cleared())
+    outcome = wait_for(lambda: env.records("outcome", session_id=s.session_id), 5, "outcome")
+    assert outcome[0]["outcome"] == "cleared" and outcome[0]["source"] == "watcher"
+    shown = [r.getMessage() for r in caplog.records if r.name.endswith("events")]
+    assert any(line.startswith("CLEARED") for line in shown)

@@ -212,6 +212,26 @@ class Sessions:
     def end_start_up(self) -> None:
         self._logged = None
 
+    def follow_hook_detection(self, session_id: str, answer_uuid: str, rule: str) -> None:
+        """The Stop hook fired on its own (its detection was in the log): follow what
+        becomes of it in the transcript, as for our own, so this terminal shows the clear.
+
+        The clear may already be on disk when the log is read: the goal's last status
+        then says so at once.
+        """
+        tracked = next((t for t in self.tracked.values() if t.session_id == session_id), None)
+        if tracked is None or (tracked.pending is not None and not tracked.pending.stopped):
+            return
+        now = time.time()
+        tracked.pending = PendingOutcome(answer_uuid, rule, now,
+                                         time.monotonic() + self.outcome_timeout)
+        tracked.settled = False
+        self._watching.add(str(tracked.path))
+        goal = tracked.detector.goal if tracked.detector is not None else None
+        if goal is not None and goal.cleared:
+            self._resolve(tracked, Outcome(
+                "cleared", f"goal cleared: {report.snippet(goal.condition, 60)}"))
+
     def note_fired(self, session_id: str, answer_uuid: str, prompt_uuid: str = "") -> None:
         """An answer already acted on (by us, or by the Stop hook: it may know only the
         re-prompt its answer replied to, when the answer was not in the file yet)."""

@@ -334,15 +334,18 @@ class Watcher:
         for record in self._journal.read_new():
             if record.get("source") == "watcher":
                 continue
-            if record.get("event") == "detection":
-                session_id, uuid = record.get("session_id"), record.get("answer_uuid")
-                prompt = record.get("prompt_uuid")
-                if isinstance(session_id, str) and isinstance(uuid, str):
-                    self.sessions.note_fired(session_id, uuid,
-                                             prompt if isinstance(prompt, str) else "")
             line = report.journal_line(record, self.home)
             if line is not None:
                 events.info(line)
+            if record.get("event") != "detection":
+                continue
+            session_id, uuid = record.get("session_id"), record.get("answer_uuid")
+            prompt, rule = record.get("prompt_uuid"), record.get("rule")
+            if isinstance(session_id, str) and isinstance(uuid, str):
+                self.sessions.note_fired(session_id, uuid,
+                                         prompt if isinstance(prompt, str) else "")
+                if record.get("source") == "hook" and isinstance(rule, str):
+                    self.sessions.follow_hook_detection(session_id, uuid, rule)
 
     def _shutdown(self) -> None:
         self._unwatch()
