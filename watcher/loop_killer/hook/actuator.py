@@ -182,13 +182,15 @@ def _count_cleared(screen: str) -> int:
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
 
 
-def _runner(env: Mapping[str, str]) -> Runner:
-    """Run a tmux / screen command with the hook's environment (``TMUX`` names the server)."""
+def command_runner(env: Mapping[str, str], *, timeout: float = 0.0) -> Runner:
+    """Run a command (tmux, screen, claude) with this environment (``TMUX`` names the
+    server), no stdin, output captured, within ``timeout`` seconds (default: a tool's)."""
     full = dict(env)
 
     def run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
         return subprocess.run(list(argv), capture_output=True, text=True, check=False, env=full,
-                              timeout=_TOOL_TIMEOUT, stdin=subprocess.DEVNULL, errors="replace")
+                              timeout=timeout or _TOOL_TIMEOUT, stdin=subprocess.DEVNULL,
+                              errors="replace")
 
     return run
 
@@ -319,7 +321,7 @@ def type_goal_clear(
 ) -> TypingResult:
     """Type ``/goal clear`` and Enter into this session's own pane, if that is safe, and
     wait (at most ``confirm_timeout``) for the proof that it ran."""
-    run = run or _runner(env)
+    run = run or command_runner(env)
     terminal: _Terminal
     if hands == "tmux" and env.get("TMUX_PANE"):
         terminal = _Tmux(env["TMUX_PANE"], run)

@@ -21,11 +21,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..state.paths import config_dir, state_dir
+from .actuator import Runner, command_runner
 
 __all__ = [
     "MOD_MIN_VERSION",
@@ -48,17 +49,8 @@ MOD_MIN_VERSION = (2, 1, 287)
 INTERPRETER_FILE = "python"
 _CLI_TIMEOUT = 120.0
 
-Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
-
-
 def _runner(env: Mapping[str, str]) -> Runner:
-    full = dict(env)
-
-    def run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(list(argv), capture_output=True, text=True, check=False, env=full,
-                              timeout=_CLI_TIMEOUT, stdin=subprocess.DEVNULL, errors="replace")
-
-    return run
+    return command_runner(env, timeout=_CLI_TIMEOUT)
 
 
 # -- finding the plugin ----------------------------------------------------------------------
