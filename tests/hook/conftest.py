@@ -1,4 +1,5 @@
-"""Every hook test runs in its own HOME / CLAUDE_CONFIG_DIR, outside any tmux or screen."""
+"""Hook test fixtures. Every test already has its own HOME / CLAUDE_CONFIG_DIR, outside any
+tmux or screen (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -6,20 +7,11 @@ from pathlib import Path
 
 import pytest
 
-_OUTER = (
-    "TMUX", "TMUX_PANE", "STY", "WINDOW", "LOOP_KILLER_STATE_DIR", "CLAUDE_PROJECT_DIR",
-    "CLAUDE_CODE_SESSION_ID", "CLAUDE_PID", "CLAUDE_PLUGIN_ROOT", "CLAUDE_PLUGIN_DATA",
-)
 
-
-@pytest.fixture(autouse=True)
-def own_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path_factory.mktemp("home")
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(home / ".claude"))
-    for name in _OUTER:
-        monkeypatch.delenv(name, raising=False)
-    return home
+@pytest.fixture
+def own_home(isolated_home: Path) -> Path:
+    """This test's HOME: the suite-wide isolation (tests/conftest.py) already made it."""
+    return isolated_home
 
 
 @pytest.fixture

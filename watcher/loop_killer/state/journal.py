@@ -26,7 +26,6 @@ __all__ = [
     "Fired",
     "append",
     "fired",
-    "fired_answers",
     "journal_path",
     "read_recent",
 ]
@@ -140,7 +139,3 @@ def fired(state: Path, session_id: str | None = None) -> dict[str, Fired]:
                 bucket.add(value)
     return found
 
-
-def fired_answers(state: Path) -> dict[str, set[str]]:
-    """Per session, the uuids of answers that already fired (see ``fired``)."""
-    return {session: entry.answers for session, entry in fired(state).items()}
