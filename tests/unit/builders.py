@@ -17,6 +17,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import orjson
+from loop_killer.engine import Detection, Step
 
 SESSION = "a26ba613-efc5-4fa5-919a-77fca5250a20"
 CWD = "/home/dev/proj"
@@ -279,3 +280,8 @@ class Transcript:
 def line(**fields: Any) -> bytes:
     """One hand-made line (for shapes the builder does not write)."""
     return dumps(fields)
+
+
+def found(steps: list[Step]) -> list[Detection]:
+    """The detections among a reader's steps."""
+    return [d for step in steps for d in step.detections]

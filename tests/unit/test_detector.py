@@ -5,7 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
-from builders import KICKOFF, SESSION, Transcript, line
+from builders import found, KICKOFF, SESSION, Transcript, line
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from loop_killer.engine import (
@@ -17,7 +17,7 @@ from loop_killer.engine import (
     AnswerAssembler,
     Detection,
     RunDetector,
-    SessionReader,
+    TranscriptReader,
     detect_transcript,
     parse_line,
     text_digest,
@@ -538,8 +538,8 @@ def test_bookkeeping_and_garbage_lines_change_nothing():
 
     assert texts(clean) == texts(noisy) == [
         (RULE_SAME, [SAME] * 3, 3), (RULE_IDLE, [SAME] + DISTINCT[:5], 6)]
-    reader = SessionReader(RunDetector(SESSION))
-    reader.feed(noisy.data())
+    reader = TranscriptReader(detector=RunDetector(SESSION))
+    found(reader.feed(noisy.data()))
     assert reader.stats.broken == 5 * 10
     assert reader.stats.skipped["blank"] == 10
 
@@ -570,8 +570,8 @@ def test_a_subagent_transcript_never_fires():
     t = Transcript(sidechain=True)
     _goal(t)
     t.loop([SAME] * 9)
-    reader = SessionReader(RunDetector(SESSION))
-    assert reader.feed(t.data()) == []
+    reader = TranscriptReader(detector=RunDetector(SESSION))
+    assert found(reader.feed(t.data())) == []
     assert reader.detector.finish() == []
     assert reader.stats.events == 0
     assert reader.stats.skipped["sidechain"] > 0
@@ -825,15 +825,15 @@ def test_session_reader_holds_back_a_partial_line():
     _goal(t)
     uuids = t.loop([SAME] * 3)
     data = t.data()
-    reader = SessionReader(RunDetector(SESSION))
-    assert reader.feed(data[:-10]) == []
+    reader = TranscriptReader(detector=RunDetector(SESSION))
+    assert found(reader.feed(data[:-10])) == []
     assert reader.pending_bytes == len(t.lines[-1]) - 9
-    (detection,) = reader.feed(data[-10:])
+    (detection,) = found(reader.feed(data[-10:]))
     assert detection.answer_uuid == uuids[-1]
     assert reader.pending_bytes == 0
     assert reader.stats.lines == len(t.lines)
     reader.feed(b'{"type":"user","message":')
-    reader.reset_partial()
+    reader._lines.reset()
     assert reader.pending_bytes == 0 and reader.stats.lines == len(t.lines)
 
 

@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import orjson
+from builders import found
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -25,7 +26,7 @@ from loop_killer.engine import (
     GoalStatus,
     ParseStats,
     RunDetector,
-    SessionReader,
+    TranscriptReader,
     TurnStart,
     detect_transcript,
     parse_line,
@@ -257,7 +258,7 @@ def test_goal_varied_is_an_idle_loop_of_six_different_answers():
 def test_tui_goal_clear_fires_once_and_records_the_clear():
     scenario = "tui-goal-clear"
     path = CC / scenario / _meta(scenario)["transcript_files"][0]
-    reader = SessionReader(RunDetector(path.stem))
+    reader = TranscriptReader(detector=RunDetector(path.stem))
     statuses = []
     detections = []
     for raw in path.read_bytes().splitlines():
@@ -282,7 +283,7 @@ def test_two_sessions_keep_separate_state_even_when_read_interleaved():
     alone = {path.stem: _summary(_detect(path)) for path in paths}
     assert all(len(summary) == 2 for summary in alone.values())
     # Read both at once, line by line in timestamp order, one reader per session.
-    readers = {path.stem: SessionReader(RunDetector(path.stem)) for path in paths}
+    readers = {path.stem: TranscriptReader(detector=RunDetector(path.stem)) for path in paths}
     lines = []
     for path in paths:
         for index, raw in enumerate(path.read_bytes().splitlines(keepends=True)):
@@ -290,15 +291,15 @@ def test_two_sessions_keep_separate_state_even_when_read_interleaved():
             lines.append((stamp, path.stem, index, raw))
     together: dict[str, list[Detection]] = {stem: [] for stem in readers}
     for _, stem, _, raw in sorted(lines):
-        together[stem] += readers[stem].feed(raw)
+        together[stem] += found(readers[stem].feed(raw))
     assert {stem: _summary(d) for stem, d in together.items()} == alone
     assert {d.session_id for ds in together.values() for d in ds} == set(readers)
 
 
 def test_api_error_scenario_counts_one_answer_and_ignores_the_error():
     path = CC / "api-error" / _meta("api-error")["transcript_files"][0]
-    reader = SessionReader(RunDetector(path.stem))
-    assert reader.feed(path.read_bytes()) == []
+    reader = TranscriptReader(detector=RunDetector(path.stem))
+    assert found(reader.feed(path.read_bytes())) == []
     assert reader.detector.run_length == 1  # the error reply neither counted nor reset
     assert reader.detector.answers_seen == 2  # kickoff answer + one real re-prompt answer
     assert reader.detector.last_answer.text == "I am still working on getting the auth tests to pass."
@@ -306,8 +307,8 @@ def test_api_error_scenario_counts_one_answer_and_ignores_the_error():
 
 def test_tui_interrupt_drops_the_interrupted_answer():
     path = CC / "tui-interrupt" / _meta("tui-interrupt")["transcript_files"][0]
-    reader = SessionReader(RunDetector(path.stem))
-    assert reader.feed(path.read_bytes()) == []
+    reader = TranscriptReader(detector=RunDetector(path.stem))
+    assert found(reader.feed(path.read_bytes())) == []
     assert reader.detector.answers_seen == 1
     assert reader.detector.last_answer.text == "Done."
 
@@ -376,12 +377,12 @@ def test_catch_up_over_a_recorded_loop_then_live():
     path = CC / "goal-same" / _meta("goal-same")["transcript_files"][0]
     fired = _detect(path)
     # Start-up catch-up: no checks, the 8-answer run is kept and fires on the next answer.
-    reader = SessionReader(RunDetector(path.stem, live=False))
-    assert reader.feed(path.read_bytes()) == []
+    reader = TranscriptReader(detector=RunDetector(path.stem, live=False))
+    assert found(reader.feed(path.read_bytes())) == []
     assert reader.detector.run_length == 8 and reader.detector.would_fire_with_one_more()
     # With the detection log's uuids, a replay fires nothing again.
-    reader = SessionReader(RunDetector(path.stem, already_fired=[d.answer_uuid for d in fired]))
-    assert reader.feed(path.read_bytes()) == []
+    reader = TranscriptReader(detector=RunDetector(path.stem, already_fired=[d.answer_uuid for d in fired]))
+    assert found(reader.feed(path.read_bytes())) == []
     assert reader.detector.run_length == 2
 
 
@@ -391,8 +392,8 @@ def test_catch_up_over_a_recorded_loop_then_live():
 @pytest.mark.parametrize("path", TRANSCRIPTS, ids=_id)
 def test_every_line_is_read_and_none_is_broken(path):
     data = path.read_bytes()
-    reader = SessionReader(RunDetector(path.stem))
-    reader.feed(data)
+    reader = TranscriptReader(detector=RunDetector(path.stem))
+    found(reader.feed(data))
     assert reader.pending_bytes == 0
     assert reader.stats.lines == data.count(b"\n")
     assert reader.stats.broken == 0

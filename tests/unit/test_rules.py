@@ -242,3 +242,38 @@ def test_combining_vowel_signs_stay_inside_their_words():
     assert words("मैंने परीक्षण फिर चलाए") == {"मैंने", "परीक्षण", "फिर", "चलाए"}
     assert words("ทดสอบยังล้มเหลว") == {"ทดสอบยังล้มเหลว"}
     assert words("é́tude ab") == {"é́tude"}
+
+
+def _mark_ranges_from_unicodedata() -> list[tuple[int, int]]:
+    import unicodedata
+
+    ranges: list[tuple[int, int]] = []
+    start = None
+    for code in range(0x110000):
+        is_mark = unicodedata.category(chr(code)) in ("Mn", "Mc")
+        if is_mark and start is None:
+            start = code
+        elif not is_mark and start is not None:
+            ranges.append((start, code - 1))
+            start = None
+    return ranges
+
+
+def test_the_precomputed_mark_table_matches_unicodedata():
+    import unicodedata
+
+    from loop_killer.engine.marks import MARK_RANGES, UNICODE_VERSION
+
+    fresh = _mark_ranges_from_unicodedata()
+    if unicodedata.unidata_version == UNICODE_VERSION:
+        assert list(MARK_RANGES) == fresh, f"regenerate engine/marks.py: {fresh!r}"
+    else:  # another Python's Unicode: marks are only ever added, never taken away
+        table = {c for low, high in MARK_RANGES for c in range(low, high + 1)}
+        now = {c for low, high in fresh for c in range(low, high + 1)}
+        assert len(table - now) <= len(table) // 100
+
+
+def test_words_keep_marks_of_scripts_beyond_the_bmp():
+    # U+11000.. Brahmi: letters with vowel signs (Mc/Mn) above U+FFFF.
+    brahmi = "\U00011013\U00011038\U00011013\U0001103a\U00011013"
+    assert words(brahmi) == {brahmi}

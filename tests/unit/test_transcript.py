@@ -16,6 +16,7 @@ from loop_killer.engine import (
     ParseStats,
     Reprompt,
     SystemEntry,
+    ToolResult,
     ToolResults,
     TurnStart,
     is_run_boundary,
@@ -108,7 +109,8 @@ def test_tool_results_are_part_of_the_answer():
     t = Transcript()
     uuid = t.tool_result("toolu_1", "auth tests: 3 passed, 1 failed")
     event = parse_line(t.lines[-1])
-    assert event == ToolResults(uuid, event.timestamp)
+    assert event == ToolResults(uuid, event.timestamp, (
+        ToolResult("toolu_1", "auth tests: 3 passed, 1 failed", is_error=False),))
     assert not is_run_boundary(event)
 
 
@@ -396,19 +398,48 @@ def test_huge_user_line_is_classified():
 # -- LineBuffer ---------------------------------------------------------------------------
 
 
+def _lines(buffer: LineBuffer, chunk: bytes) -> list[bytes]:
+    return [line for _, line in buffer.feed(chunk)]
+
+
 def test_line_buffer_splits_and_holds_back_the_partial_line():
     buffer = LineBuffer()
-    assert buffer.feed(b"one\ntw") == [b"one"]
+    assert _lines(buffer, b"one\ntw") == [b"one"]
     assert buffer.pending_bytes == 2
-    assert buffer.feed(b"") == []
-    assert buffer.feed(b"o") == []
+    assert _lines(buffer, b"") == []
+    assert _lines(buffer, b"o") == []
     assert buffer.pending_bytes == 3
-    assert buffer.feed(b"\n\nthree\nfour") == [b"two", b"", b"three"]
+    assert _lines(buffer, b"\n\nthree\nfour") == [b"two", b"", b"three"]
     assert buffer.pending_bytes == 4
     buffer.reset()
     assert buffer.pending_bytes == 0
-    assert buffer.feed(b"five\n") == [b"five"]
-    assert buffer.feed(b"\n") == [b""]
+    assert _lines(buffer, b"five\n") == [b"five"]
+    assert _lines(buffer, b"\n") == [b""]
+
+
+def test_line_buffer_gives_each_line_its_offset_in_the_file():
+    buffer = LineBuffer(100)
+    assert buffer.feed(b"ab\ncd") == [(100, b"ab")]
+    assert buffer.line_start == 103
+    assert buffer.feed(b"e\n\nfg\n") == [(103, b"cde"), (107, b""), (108, b"fg")]
+    assert buffer.line_start == buffer.offset == 111
+
+
+def test_an_unfinished_line_past_the_cap_is_dropped_and_the_next_line_kept():
+    buffer = LineBuffer(max_line=10)
+    assert buffer.feed(b"ok\n" + b"x" * 8) == [(0, b"ok")]
+    assert buffer.pending_bytes == 8
+    # Growing past the cap: the partial line is let go, not held in memory.
+    for _ in range(1000):
+        assert buffer.feed(b"y" * 7) == []
+        assert buffer.pending_bytes == 0
+    assert buffer.oversized == 1
+    start = buffer.offset
+    assert buffer.feed(b"zz\nnext\n") == [(start + 3, b"next")]
+    assert buffer.oversized == 1
+    # A whole line over the cap inside one chunk is skipped and counted too.
+    assert buffer.feed(b"a" * 11 + b"\nb\n") == [(start + 8 + 12, b"b")]
+    assert buffer.oversized == 2
 
 
 def test_line_buffer_never_splits_inside_multibyte_characters():
@@ -417,7 +448,7 @@ def test_line_buffer_never_splits_inside_multibyte_characters():
         buffer = LineBuffer()
         lines = []
         for start in range(0, len(data), size):
-            lines += buffer.feed(data[start:start + size])
+            lines += _lines(buffer, data[start:start + size])
         assert [raw.decode() for raw in lines] == ["日本語テキスト кошка", "ＡＢＣ"]
 
 
@@ -438,7 +469,7 @@ def _feed_in_chunks(data: bytes, sizes: list[int]) -> tuple[list[bytes], int]:
     start = time.perf_counter()
     while position < len(data):
         size = sizes[index % len(sizes)]
-        lines += buffer.feed(data[position:position + size])
+        lines += _lines(buffer, data[position:position + size])
         position += size
         index += 1
         if index % 65536 == 0 and time.perf_counter() - start > GIVE_UP_AFTER:
@@ -495,7 +526,7 @@ def test_line_buffer_scans_each_byte_once():
         buffer = LineBuffer()
         lines = []
         for start in range(0, len(data), size):
-            lines += buffer.feed(_CountingBytes(data[start:start + size]))
+            lines += _lines(buffer, _CountingBytes(data[start:start + size]))
         assert lines == [raw, raw]
         assert _CountingBytes.scanned <= len(data)
 
@@ -507,7 +538,7 @@ def _best_time(data: bytes, size: int, *, give_up_after: float = 5.0) -> float:
         buffer = LineBuffer()
         start = time.perf_counter()
         for index, chunk in enumerate(chunks):
-            buffer.feed(chunk)
+            _lines(buffer, chunk)
             if index % 4096 == 0 and time.perf_counter() - start > give_up_after:
                 pytest.fail(f"feeding {len(data)} bytes took over {give_up_after} s")
         best = min(best, time.perf_counter() - start)
@@ -531,7 +562,7 @@ def test_session_file_reassembles_identically_from_any_chunking():
     t.reply("ok")
     t.loop(["日本語テキスト still working"] * 3)
     data = t.data()
-    whole = LineBuffer().feed(data)
+    whole = _lines(LineBuffer(), data)
     assert whole == t.lines
     for size in (1, 2, 3, 5, 64, 1000):
         lines, pending = _feed_in_chunks(data, [size])

@@ -1,7 +1,7 @@
 """Turn transcript lines (bytes, as read from disk) into the few events the rules need.
 
-Pure: no files, no clock. ``LineBuffer`` cuts a byte stream into whole lines in linear
-time however the bytes arrive; ``parse_line`` classifies one line. Only the MAIN
+Pure: no files, no clock. ``parse_line`` classifies one whole line (``lines`` cuts bytes
+into lines; ``reader`` strings the steps together). Only the MAIN
 session's conversation is kept: sidechain (subagent) lines and every bookkeeping line
 type (attachments other than ``goal_status``, api-request lines, snapshots, unknown
 types, ...) are skipped, and broken lines are counted, never fatal.
@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -24,12 +24,15 @@ __all__ = [
     "Discard",
     "Event",
     "GoalStatus",
-    "LineBuffer",
     "ParseStats",
     "Reprompt",
     "SystemEntry",
+    "ToolCall",
+    "ToolResult",
     "ToolResults",
+    "TurnKind",
     "TurnStart",
+    "Usage",
     "is_run_boundary",
     "parse_line",
     "parse_timestamp",
@@ -51,18 +54,28 @@ class Reprompt:
     text: str
 
 
+TurnKind = Literal["prompt", "meta", "compact"]
+"""``prompt``: a person's text or slash command; ``meta``: an isMeta notice such as the
+/goal kickoff; ``compact``: a compaction summary."""
+
+
 @dataclass(frozen=True, slots=True)
 class TurnStart:
-    """Any other user message that starts a turn: it ends the run.
-
-    ``kind`` is ``prompt`` (a person's text or slash command), ``meta`` (an isMeta
-    notice such as the /goal kickoff) or ``compact`` (a compaction summary).
-    """
+    """Any other user message that starts a turn: it ends the run."""
 
     uuid: str
     timestamp: str
-    kind: str
+    kind: TurnKind
     text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """One ``tool_result`` block: what a tool call gave back."""
+
+    tool_use_id: str
+    content: Any  # a string or a list of blocks, as written
+    is_error: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +84,30 @@ class ToolResults:
 
     uuid: str
     timestamp: str
+    results: tuple[ToolResult, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One ``tool_use`` block of a reply."""
+
+    tool_use_id: str
+    name: str
+    input: Any  # the JSON value as written (usually an object)
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """A reply's token counts (Claude Code repeats them on every line of one message)."""
+
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_creation: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.input + self.output + self.cache_read + self.cache_creation
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +125,9 @@ class AssistantPart:
     text: str
     used_tool: bool
     final: bool
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage | None = None
+    model: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +136,7 @@ class Discard:
 
     uuid: str
     timestamp: str
-    reason: str  # "interrupted" | "api_error"
+    reason: Literal["interrupted", "api_error"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +163,7 @@ class SystemEntry:
     uuid: str
     timestamp: str
     subtype: str
+    prevented_continuation: bool = False  # a stop_hook_summary of a Stop that ended the turn
 
 
 Event = Reprompt | TurnStart | ToolResults | AssistantPart | Discard | GoalStatus | SystemEntry
@@ -147,48 +188,6 @@ class ParseStats:
     def broken(self) -> int:
         """Lines that were not valid JSON objects of the expected shape."""
         return self.skipped["bad_json"] + self.skipped["wrong_shape"]
-
-
-class LineBuffer:
-    """Cuts a byte stream into whole lines; keeps the partial last line for later.
-
-    Linear in the bytes fed, however a long line is split across chunks: a chunk is
-    scanned once for newlines, and a partial line grows in one amortised buffer.
-    """
-
-    __slots__ = ("_partial",)
-
-    def __init__(self) -> None:
-        self._partial = bytearray()
-
-    @property
-    def pending_bytes(self) -> int:
-        """Bytes of an unfinished last line held back."""
-        return len(self._partial)
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        """Return the lines completed by ``chunk`` (without their newlines)."""
-        newline = chunk.find(b"\n")
-        if newline < 0:
-            self._partial += chunk
-            return []
-        if self._partial:
-            self._partial += chunk[:newline]
-            first = bytes(self._partial)
-            self._partial = bytearray()
-        else:
-            first = chunk[:newline]
-        lines = [first]
-        start = newline + 1
-        while (newline := chunk.find(b"\n", start)) >= 0:
-            lines.append(chunk[start:newline])
-            start = newline + 1
-        self._partial += chunk[start:]
-        return lines
-
-    def reset(self) -> None:
-        """Forget a partial line (after a truncation, say)."""
-        self._partial = bytearray()
 
 
 def _load(line: bytes) -> Any:
@@ -220,6 +219,43 @@ def _text_of(content: Any) -> str | None:
 def _has_block(content: Any, block_type: str) -> bool:
     return isinstance(content, list) and any(
         isinstance(block, dict) and block.get("type") == block_type for block in content
+    )
+
+
+def _tool_calls(content: Any) -> tuple[ToolCall, ...]:
+    if not isinstance(content, list):
+        return ()
+    return tuple(
+        ToolCall(_str(block.get("id")), _str(block.get("name")), block.get("input"))
+        for block in content
+        if isinstance(block, dict) and block.get("type") == "tool_use"
+    )
+
+
+def _tool_results(content: Any) -> tuple[ToolResult, ...]:
+    if not isinstance(content, list):
+        return ()
+    return tuple(
+        ToolResult(_str(block.get("tool_use_id")), block.get("content"),
+                   block.get("is_error") is True)
+        for block in content
+        if isinstance(block, dict) and block.get("type") == "tool_result"
+    )
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _usage(message: dict[str, Any]) -> Usage | None:
+    usage = message.get("usage")
+    if not isinstance(usage, dict):
+        return None
+    return Usage(
+        input=_count(usage.get("input_tokens")),
+        output=_count(usage.get("output_tokens")),
+        cache_read=_count(usage.get("cache_read_input_tokens")),
+        cache_creation=_count(usage.get("cache_creation_input_tokens")),
     )
 
 
@@ -257,7 +293,8 @@ def _classify(line: bytes) -> tuple[Event | None, str]:
     uuid = _str(entry.get("uuid"))
     timestamp = _str(entry.get("timestamp"))
     if kind == "system":
-        return SystemEntry(uuid, timestamp, _str(entry.get("subtype"))), ""
+        return SystemEntry(uuid, timestamp, _str(entry.get("subtype")),
+                           entry.get("preventedContinuation") is True), ""
     if kind == "attachment":
         return _goal_status(entry, uuid, timestamp)
     message = entry.get("message")
@@ -269,7 +306,7 @@ def _classify(line: bytes) -> tuple[Event | None, str]:
     return _user(entry, content, uuid, timestamp)
 
 
-def _goal_status(entry: dict, uuid: str, timestamp: str) -> tuple[Event | None, str]:
+def _goal_status(entry: dict[str, Any], uuid: str, timestamp: str) -> tuple[Event | None, str]:
     attachment = entry.get("attachment")
     if not isinstance(attachment, dict) or attachment.get("type") != "goal_status":
         return None, "other_attachment"
@@ -287,12 +324,13 @@ def _goal_status(entry: dict, uuid: str, timestamp: str) -> tuple[Event | None, 
 
 
 def _assistant(
-    entry: dict, message: dict, content: Any, uuid: str, timestamp: str
+    entry: dict[str, Any], message: dict[str, Any], content: Any, uuid: str, timestamp: str
 ) -> tuple[Event | None, str]:
     text = _text_of(content)
     if text is None:
         return None, "wrong_shape"
-    used_tool = _has_block(content, "tool_use")
+    tool_calls = _tool_calls(content)
+    used_tool = bool(tool_calls)
     if entry.get("isApiErrorMessage") is True or (
         not used_tool and _starts_with(text, _API_ERROR)
     ):
@@ -303,12 +341,14 @@ def _assistant(
         for block in content
     )
     final = message.get("stop_reason") not in _NOT_FINAL and not only_thinking
-    return AssistantPart(message_id, uuid, timestamp, text, used_tool, final), ""
+    return AssistantPart(message_id, uuid, timestamp, text, used_tool, final, tool_calls,
+                         _usage(message), _str(message.get("model"))), ""
 
 
-def _user(entry: dict, content: Any, uuid: str, timestamp: str) -> tuple[Event | None, str]:
-    if _has_block(content, "tool_result"):
-        return ToolResults(uuid, timestamp), ""
+def _user(entry: dict[str, Any], content: Any, uuid: str, timestamp: str) -> tuple[Event | None, str]:
+    results = _tool_results(content)
+    if results:
+        return ToolResults(uuid, timestamp, results), ""
     text = _text_of(content)
     if text is None:
         return None, "wrong_shape"
@@ -316,6 +356,7 @@ def _user(entry: dict, content: Any, uuid: str, timestamp: str) -> tuple[Event |
         return Discard(uuid, timestamp, "interrupted"), ""
     if is_reprompt(text):
         return Reprompt(uuid, timestamp, text), ""
+    kind: TurnKind
     if entry.get("isCompactSummary") is True:
         kind = "compact"
     elif entry.get("isMeta") is True:

@@ -59,7 +59,7 @@ from ..engine import (
     parse_timestamp,
     text_digest,
 )
-from ..engine.detector import PROMPT_NONE, PROMPT_REPROMPT, PROMPT_TURN
+from ..engine.answers import PROMPT_NONE, PROMPT_REPROMPT, PROMPT_TURN
 from ..tailing import find_run_start, iter_lines_backwards
 from .anchor import Anchor
 

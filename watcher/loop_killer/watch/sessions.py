@@ -536,7 +536,7 @@ class Sessions:
         detector = tracked.detector
         assert detector is not None
         stats = tracked.stats
-        for line in tracked.lines.feed(data):
+        for _, line in tracked.lines.feed(data):
             position += len(line) + 1
             event = parse_line(line, stats)
             if event is None:

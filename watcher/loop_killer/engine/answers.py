@@ -1,0 +1,210 @@
+"""Group transcript events into API replies (by ``message.id``) and replies into answers.
+
+Pure and incremental: one event at a time, memory bounded by one answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+from .rules import text_digest
+from .transcript import (
+    AssistantPart,
+    Discard,
+    Event,
+    Reprompt,
+    SystemEntry,
+    ToolResults,
+    TurnStart,
+)
+
+__all__ = [
+    "PROMPT_NONE",
+    "PROMPT_REPROMPT",
+    "PROMPT_TURN",
+    "Answer",
+    "AnswerAssembler",
+    "PromptKind",
+]
+
+PromptKind = Literal["reprompt", "turn", "none"]
+"""What an answer answered: a Stop hook's re-prompt, a turn start, or nothing known (the
+transcript, or the part read, starts inside an answer)."""
+
+PROMPT_REPROMPT: Final = "reprompt"
+PROMPT_TURN: Final = "turn"
+PROMPT_NONE: Final = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """Everything the model said between one user prompt and the next."""
+
+    prompt: PromptKind
+    prompt_uuid: str
+    uuid: str  # the answer's last assistant line
+    timestamp: str
+    text: str
+    used_tool: bool
+    message_ids: tuple[str, ...] = ()  # the API replies it is made of, in order
+
+    @property
+    def digest(self) -> str:
+        return text_digest(self.text)
+
+    @property
+    def in_run(self) -> bool:
+        """Whether this answer extends a run: it answers a re-prompt and used no tool."""
+        return self.prompt == PROMPT_REPROMPT and not self.used_tool
+
+
+@dataclass(slots=True)
+class _Reply:
+    message_id: str
+    texts: list[str] = field(default_factory=list)
+    used_tool: bool = False
+    uuid: str = ""
+    timestamp: str = ""
+    final: bool = False  # a line said the model stopped: complete once caught up
+
+
+class AnswerAssembler:
+    """Groups assistant lines into replies (by ``message.id``) and replies into answers.
+
+    A reply is complete when a line carries a final ``stop_reason`` and the reader has
+    caught up with the file (``flush``), or when the next
+    user or system entry arrives (``stop_reason`` is null on every line in some
+    versions). An answer is complete when a reply without tool use completes, or when
+    the next prompt arrives. Interrupted and API-error answers are dropped whole.
+    """
+
+    __slots__ = (
+        "_last_id",
+        "_last_timestamp",
+        "_last_uuid",
+        "_message_ids",
+        "_prompt",
+        "_prompt_uuid",
+        "_reply",
+        "_started",
+        "_texts",
+        "_used_tool",
+    )
+
+    def __init__(self) -> None:
+        self._prompt: PromptKind | None = None
+        self._prompt_uuid = ""
+        self._reply: _Reply | None = None
+        self._texts: list[str] = []
+        self._message_ids: list[str] = []
+        self._used_tool = False
+        self._started = False  # the answer to the current prompt has begun
+        self._last_uuid = ""  # of the answer's last complete reply
+        self._last_timestamp = ""
+        self._last_id = ""  # message id of the last complete reply
+
+    @property
+    def awaiting(self) -> PromptKind | None:
+        """The kind of prompt whose answer is pending or in progress, if any."""
+        return self._prompt
+
+    @property
+    def answer_started(self) -> bool:
+        return self._started
+
+    def feed(self, event: Event) -> list[Answer]:
+        """Feed one event; return the answers it completes (usually none or one)."""
+        if isinstance(event, AssistantPart):
+            return self._assistant(event)
+        if isinstance(event, (Reprompt, TurnStart)):
+            answer = self._close_answer()
+            self._prompt = PROMPT_REPROMPT if isinstance(event, Reprompt) else PROMPT_TURN
+            self._prompt_uuid = event.uuid
+            return [answer] if answer else []
+        if isinstance(event, (ToolResults, SystemEntry)):
+            answer = self._close_reply()
+            return [answer] if answer else []
+        if isinstance(event, Discard):
+            self._reset()
+            self._reply = None
+            self._prompt = None
+        return []
+
+    def finish(self) -> list[Answer]:
+        """The transcript is over: complete whatever answer is in progress."""
+        answer = self._close_answer()
+        return [answer] if answer else []
+
+    def _assistant(self, part: AssistantPart) -> list[Answer]:
+        done: list[Answer] = []
+        if self._reply is not None and self._reply.message_id != part.message_id:
+            answer = self._close_reply()
+            if answer:
+                done.append(answer)
+        if self._reply is None:
+            if part.message_id == self._last_id:
+                return done  # a stray line of a reply already complete
+            if not self._started and self._prompt is None:
+                # No prompt we know of: the part read starts mid-answer, or the model
+                # spoke again after its answer. Such an answer can only break a run.
+                self._prompt, self._prompt_uuid = PROMPT_NONE, ""
+            self._reply = _Reply(part.message_id)
+            self._started = True
+        reply = self._reply
+        if part.text:
+            reply.texts.append(part.text)
+        reply.used_tool = reply.used_tool or part.used_tool
+        reply.uuid, reply.timestamp = part.uuid, part.timestamp
+        # A final stop_reason may sit on every line of a reply (2.1.x writes one line per
+        # block, all at once, when the reply is done): the reply is complete once the
+        # reader has caught up with what is written (``flush``), not at its first line.
+        reply.final = reply.final or part.final
+        return done
+
+    def flush(self) -> list[Answer]:
+        """The reader has caught up with the file: complete a reply marked final."""
+        if self._reply is not None and self._reply.final:
+            answer = self._close_reply()
+            return [answer] if answer else []
+        return []
+
+    def _close_reply(self) -> Answer | None:
+        reply = self._reply
+        if reply is None:
+            return None
+        self._reply = None
+        self._last_id = reply.message_id
+        self._last_uuid, self._last_timestamp = reply.uuid, reply.timestamp
+        self._texts.extend(reply.texts)
+        self._message_ids.append(reply.message_id)
+        self._used_tool = self._used_tool or reply.used_tool
+        if reply.used_tool:
+            return None  # the model goes on after the tool results
+        return self._emit()
+
+    def _close_answer(self) -> Answer | None:
+        answer = self._close_reply()
+        if answer is None and self._started:
+            answer = self._emit()
+        return answer
+
+    def _emit(self) -> Answer:
+        answer = Answer(
+            prompt=self._prompt or PROMPT_NONE,
+            prompt_uuid=self._prompt_uuid,
+            uuid=self._last_uuid,
+            timestamp=self._last_timestamp,
+            text="\n".join(self._texts),
+            used_tool=self._used_tool,
+            message_ids=tuple(self._message_ids),
+        )
+        self._reset()
+        self._prompt = None
+        return answer
+
+    def _reset(self) -> None:
+        self._texts = []
+        self._message_ids = []
+        self._used_tool = False
+        self._started = False

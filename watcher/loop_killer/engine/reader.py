@@ -1,0 +1,131 @@
+"""The one transcript reader: bytes -> lines -> events -> answers -> run -> detections.
+
+Pure and incremental. The watcher feeds each session's new bytes as they are written,
+the Stop hook feeds the tail it read, and the history scan feeds whole files: all three
+read with this class and judge with the same ``RunDetector``.
+
+Each whole line becomes a ``Step``: the event it holds (or None for a line that matters
+to nobody), where the line sits in the file, the answers it completed and the
+detections they caused. ``feed`` ends with a step for the moment the reader caught up
+with what is written (``event`` None), where a reply marked final completes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+
+from .answers import Answer
+from .lines import MAX_LINE_BYTES, LineBuffer
+from .run import Detection, RunDetector
+from .transcript import Event, ParseStats, parse_line
+
+__all__ = ["Step", "TranscriptReader", "detect_transcript"]
+
+_NOTHING: tuple[()] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What one line (or catching up, ``event`` None) did to the session."""
+
+    start: int  # where the line starts in the file
+    end: int  # just past its newline
+    event: Event | None
+    answers: tuple[Answer, ...] = _NOTHING  # answers it completed, in order
+    detections: tuple[Detection, ...] = _NOTHING
+
+
+class TranscriptReader:
+    """One session transcript's bytes in, in any chunks; steps out.
+
+    ``offset`` is where the first byte fed sits in the file (a tail read from the middle).
+    ``live``, ``already_fired``: as for ``RunDetector`` (or pass a ``detector``).
+    """
+
+    __slots__ = ("_lines", "detector", "stats")
+
+    def __init__(
+        self,
+        session_id: str = "",
+        *,
+        offset: int = 0,
+        live: bool = True,
+        already_fired: Collection[str] = (),
+        max_line: int = MAX_LINE_BYTES,
+        detector: RunDetector | None = None,
+    ) -> None:
+        self.detector = detector or RunDetector(session_id, live=live,
+                                                already_fired=already_fired)
+        self.stats = ParseStats()
+        self._lines = LineBuffer(offset, max_line=max_line)
+
+    @property
+    def offset(self) -> int:
+        """Just past the last whole line read: where the next line starts."""
+        return self._lines.line_start
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes of an unfinished last line held back."""
+        return self._lines.pending_bytes
+
+    @property
+    def oversized_lines(self) -> int:
+        """Lines skipped for being longer than ``max_line``."""
+        return self._lines.oversized
+
+    def feed(self, chunk: bytes) -> list[Step]:
+        """Feed bytes; return a step per whole line holding an event, then the catch-up
+        step when it completed anything."""
+        steps = [self.feed_line(start, line) for start, line in self._lines.feed(chunk)]
+        kept = [step for step in steps if step.event is not None]
+        caught_up = self.catch_up()
+        if caught_up is not None:
+            kept.append(caught_up)
+        return kept
+
+    def feed_line(self, start: int, line: bytes) -> Step:
+        """One whole line (without its newline) that starts at ``start``."""
+        end = start + len(line) + 1
+        event = parse_line(line, self.stats)
+        if event is None:
+            return Step(start, end, None)
+        answers, detections = self.detector.step(event)
+        if not answers:
+            return Step(start, end, event)
+        return Step(start, end, event, answers, detections)
+
+    def catch_up(self) -> Step | None:
+        """The reader has caught up with what is written: a reply marked final is whole."""
+        answers, detections = self.detector.step_flush()
+        if not answers:
+            return None
+        return Step(self.offset, self.offset, None, answers, detections)
+
+    def finish(self) -> Step | None:
+        """The transcript is over (a whole file): count the answer in progress, if any."""
+        if self._lines.pending_bytes:
+            self.feed(b"\n")  # a last line without its newline
+        answers, detections = self.detector.step_finish()
+        if not answers:
+            return None
+        return Step(self.offset, self.offset, None, answers, detections)
+
+
+def detect_transcript(
+    data: bytes | Iterable[bytes], session_id: str = "", *, finish: bool = False
+) -> list[Detection]:
+    """All detections in a whole transcript (bytes, or chunks of it)."""
+    reader = TranscriptReader(session_id)
+    chunks: Iterable[bytes] = [data] if isinstance(data, (bytes, bytearray)) else data
+    steps: list[Step] = []
+    for chunk in chunks:
+        steps.extend(reader.feed(bytes(chunk)))
+    if reader.pending_bytes:
+        steps.extend(reader.feed(b"\n"))  # a last line without its newline
+    if finish:
+        last = reader.finish()
+        if last is not None:
+            steps.append(last)
+    return [detection for step in steps for detection in step.detections]

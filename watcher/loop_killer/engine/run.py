@@ -1,0 +1,247 @@
+"""The judge: one session's trailing run of answers to re-prompts, and the rules over it.
+
+Pure and incremental: feed one event (or one complete answer) at a time; memory is
+bounded by the run, not the transcript. The watcher, the Stop hook and the history scan
+all decide with this one class.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+from .answers import Answer, AnswerAssembler, PromptKind
+from .rules import (
+    IDLE_TURNS,
+    RULE_IDLE,
+    RULE_SAME,
+    SAME_REPLY_TURNS,
+    Rule,
+    could_fire,
+    similar,
+    similarity,
+    words,
+)
+from .transcript import Event, GoalStatus, TurnStart
+
+__all__ = ["Detection", "RunAnswer", "RunDetector"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunAnswer:
+    """An answer in the run, with what the rules need to compare it."""
+
+    uuid: str
+    prompt_uuid: str
+    timestamp: str
+    text: str
+    words: frozenset[str]
+    similarity_to_previous: float | None  # None for the first answer of the run
+
+
+@dataclass(frozen=True, slots=True)
+class Detection:
+    """A rule fired: the run of answers that crossed a threshold."""
+
+    session_id: str
+    rule: Rule
+    answers: tuple[RunAnswer, ...]  # the answers involved, oldest first
+    similarities: tuple[float, ...]  # between consecutive answers involved
+    run_length: int  # answers in the run when it fired
+
+    @property
+    def count(self) -> int:
+        return len(self.answers)
+
+    @property
+    def answer_uuid(self) -> str:
+        """The uuid of the answer that fired (the last one)."""
+        return self.answers[-1].uuid
+
+    @property
+    def first_timestamp(self) -> str:
+        return self.answers[0].timestamp
+
+    @property
+    def last_timestamp(self) -> str:
+        return self.answers[-1].timestamp
+
+    def to_dict(self, *, max_text: int = 2000) -> dict[str, Any]:
+        """A JSON-ready summary (texts cut to ``max_text`` characters)."""
+        return {
+            "session_id": self.session_id,
+            "rule": self.rule,
+            "count": self.count,
+            "run_length": self.run_length,
+            "answer_uuid": self.answer_uuid,
+            "first_timestamp": self.first_timestamp,
+            "last_timestamp": self.last_timestamp,
+            "similarities": [round(s, 4) for s in self.similarities],
+            "answers": [
+                {"uuid": a.uuid, "timestamp": a.timestamp, "text": a.text[:max_text]}
+                for a in self.answers
+            ],
+        }
+
+
+class RunDetector:
+    """Keeps one session's trailing run and says when a rule fires.
+
+    ``live=False`` builds the state without checking the rules (start-up catch-up): a
+    run already past a threshold then fires on the next answer fed after ``go_live()``.
+    ``already_fired`` holds uuids of answers that fired before, or of the re-prompts
+    they answered (from the detection log): counting restarts after them, so nothing
+    fires twice across restarts.
+    """
+
+    __slots__ = (
+        "_assembler",
+        "_chain",
+        "_fired",
+        "_run",
+        "_run_length",
+        "answers_seen",
+        "goal",
+        "last_answer",
+        "live",
+        "session_id",
+    )
+
+    def __init__(
+        self, session_id: str, *, live: bool = True, already_fired: Collection[str] = ()
+    ) -> None:
+        self.session_id = session_id
+        self.live = live
+        self._fired = set(already_fired)
+        self._assembler = AnswerAssembler()
+        self._run: deque[RunAnswer] = deque(maxlen=IDLE_TURNS)
+        self._run_length = 0
+        self._chain = 0
+        self.last_answer: Answer | None = None
+        self.goal: GoalStatus | None = None
+        self.answers_seen = 0
+
+    @property
+    def run_length(self) -> int:
+        """Answers to re-prompts in the run (may exceed the window kept in memory)."""
+        return self._run_length
+
+    @property
+    def chain_length(self) -> int:
+        """How many trailing answers of the run form a chain of similar answers."""
+        return self._chain
+
+    @property
+    def run(self) -> tuple[RunAnswer, ...]:
+        """The most recent answers of the run (at most IDLE_TURNS), oldest first."""
+        return tuple(self._run)
+
+    @property
+    def awaiting(self) -> PromptKind | None:
+        """The kind of prompt whose answer is pending (``reprompt``, ``turn``...), if any."""
+        return self._assembler.awaiting
+
+    @property
+    def answer_started(self) -> bool:
+        return self._assembler.answer_started
+
+    def go_live(self) -> None:
+        self.live = True
+
+    def step(self, event: Event) -> tuple[tuple[Answer, ...], tuple[Detection, ...]]:
+        """Feed one transcript event; return the answers it completed and the detections
+        they caused."""
+        if isinstance(event, GoalStatus):
+            self.goal = event
+        # The event may first complete the answer in progress (stop_reason is null on
+        # every line in some versions): count that answer in the run it belongs to...
+        result = self._count(self._assembler.feed(event))
+        if isinstance(event, TurnStart):
+            self._reset()  # ...then a person's prompt ends the run at once
+        return result
+
+    def step_flush(self) -> tuple[tuple[Answer, ...], tuple[Detection, ...]]:
+        """The reader has caught up with the file: count a reply marked final."""
+        return self._count(self._assembler.flush())
+
+    def step_finish(self) -> tuple[tuple[Answer, ...], tuple[Detection, ...]]:
+        """The transcript is over: count the answer in progress, if any."""
+        return self._count(self._assembler.finish())
+
+    def feed(self, event: Event) -> list[Detection]:
+        """Feed one transcript event; return the detections it causes."""
+        return list(self.step(event)[1])
+
+    def flush(self) -> list[Detection]:
+        return list(self.step_flush()[1])
+
+    def finish(self) -> list[Detection]:
+        return list(self.step_finish()[1])
+
+    def _count(self, answers: list[Answer]) -> tuple[tuple[Answer, ...], tuple[Detection, ...]]:
+        if not answers:
+            return (), ()
+        detections = [self.add_answer(answer) for answer in answers]
+        return tuple(answers), tuple(d for d in detections if d is not None)
+
+    def add_answer(self, answer: Answer) -> Detection | None:
+        """Count one complete answer; return a detection if a rule fires."""
+        self.answers_seen += 1
+        self.last_answer = answer
+        if not answer.in_run:
+            self._reset()
+            return None
+        answer_words = words(answer.text)
+        previous = self._run[-1] if self._run else None
+        score = None
+        if previous is not None:
+            score = similarity(previous.words, answer_words)
+            if similar(previous.text, previous.words, answer.text, answer_words):
+                self._chain += 1
+            else:
+                self._chain = 1
+        else:
+            self._chain = 1
+        self._run.append(
+            RunAnswer(answer.uuid, answer.prompt_uuid, answer.timestamp, answer.text,
+                      answer_words, score)
+        )
+        self._run_length += 1
+        if (answer.uuid and answer.uuid in self._fired) or (
+            answer.prompt_uuid and answer.prompt_uuid in self._fired
+        ):
+            self._reset()  # it fired before (the hook may know it by its re-prompt only)
+            return None
+        if not self.live:
+            return None
+        detection = self.check()
+        if detection:
+            self._fired.add(answer.uuid)
+            self._reset()
+        return detection
+
+    def check(self) -> Detection | None:
+        """The detection the current run calls for, if any (SAME_REPLY_TURNS first)."""
+        if self._chain >= SAME_REPLY_TURNS:
+            involved = tuple(self._run)[-SAME_REPLY_TURNS:]
+            return self._detection(RULE_SAME, involved)
+        if self._run_length >= IDLE_TURNS:
+            return self._detection(RULE_IDLE, tuple(self._run)[-IDLE_TURNS:])
+        return None
+
+    def would_fire_with_one_more(self) -> bool:
+        """Whether one more answer could reach a threshold (the hook waits only then)."""
+        return could_fire(self._run_length, self._chain)
+
+    def _detection(self, rule: Rule, involved: tuple[RunAnswer, ...]) -> Detection:
+        scores = tuple(
+            a.similarity_to_previous for a in involved[1:] if a.similarity_to_previous is not None
+        )
+        return Detection(self.session_id, rule, involved, scores, self._run_length)
+
+    def _reset(self) -> None:
+        self._run.clear()
+        self._run_length = 0
+        self._chain = 0
