@@ -36,7 +36,7 @@ def _run_here():
         # The package needs orjson: check it is there (without the cost of importing it).
         if find_spec("orjson") is None:
             return None
-        from loop_killer.hook.stop_hook import main as hook_main
+        from loop_killer.hook.entry import main as hook_main
     except Exception:  # noqa: BLE001 - ImportError, or a SyntaxError from a Python too old
         return None
     return hook_main()

@@ -128,4 +128,4 @@ def test_a_normal_turn_does_not_import_the_outcome_sweep(tmp_path: Path, state: 
                           check=True)
     modules = json.loads(done.stdout)
     assert modules == ["loop_killer", "loop_killer.hook", "loop_killer.hook.decide",
-                       "loop_killer.hook.stop_hook"]
+                       "loop_killer.hook.entry", "loop_killer.hook.stop_hook"]

@@ -17,7 +17,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "clear": ("loop_killer.watch.commands", "clear", "ask a session's Stop hook to end its loop"),
     "install": ("loop_killer.hook.setup", "install", "register the plugin with the claude CLI"),
     "doctor": ("loop_killer.hook.setup", "doctor", "check that everything is in place"),
-    "hook": ("loop_killer.hook.stop_hook", "cli_main", "run the Stop hook (reads stdin)"),
+    "hook": ("loop_killer.hook.entry", "cli_main", "run the hook for the event on stdin"),
 }
 
 

@@ -1,5 +1,5 @@
-"""``python -m loop_killer.hook``: run the Stop hook (reads the hook input on stdin)."""
+"""``python -m loop_killer.hook``: run the hook for the event on stdin."""
 
-from loop_killer.hook.stop_hook import main
+from loop_killer.hook.entry import main
 
 raise SystemExit(main())

@@ -200,7 +200,7 @@ def run_checks(*, claude: str | None, run: Runner, env: Mapping[str, str]) -> li
 
 
 def _check_hook_python(run: Runner, env: Mapping[str, str]) -> Check:
-    probe = "import orjson, loop_killer.hook.stop_hook, sys; print(sys.executable)"
+    probe = "import orjson, loop_killer.hook.entry, sys; print(sys.executable)"
     python3 = shutil.which("python3", path=env.get("PATH"))
     results = []
     if python3:

@@ -24,46 +24,13 @@ import sys
 import time
 
 from . import decide
+from .entry import parse_json
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a normal turn does not import typing
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["cli_main", "main", "run"]
-
-MAX_INPUT_BYTES = 32 * 1024 * 1024
-"""Hook input larger than this is ignored (``last_assistant_message`` is the big part)."""
-
-CRASH_NOTE_EVERY = 600.0
-"""Seconds between two notes to the person about the hook failing."""
-
-
-def main() -> int:
-    """Read stdin, run, print the output (if any); always 0."""
-    try:
-        raw = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
-    except (OSError, ValueError, AttributeError):
-        raw = b""
-    env = dict(os.environ)
-    # Nothing reaches stderr (warnings, log records): it goes to the hook's own log.
-    sys.stderr = _StderrToLog(os.path.join(state_dir(env), "hook-errors.log"))
-    try:
-        output = run(raw, env=env, spawn_time=process_start_time())
-    except BaseException as error:  # noqa: BLE001 - a hook must never fail the turn
-        output = _crash_note(error, env)
-    if output:
-        try:
-            # ASCII only: an odd stdout encoding must never swallow a stop.
-            sys.stdout.write(json.dumps(output, ensure_ascii=True) + "\n")
-            sys.stdout.flush()
-        except (OSError, ValueError):
-            pass
-    return 0
-
-
-def cli_main(args: Any = None) -> int:
-    """``loop-killer hook``: the same as ``python -m loop_killer.hook``."""
-    return main()
+__all__ = ["run", "run_input"]
 
 
 def run(
@@ -77,12 +44,12 @@ def run(
     ``spawn_time``: when this hook's process started (seconds since the epoch; ``main``
     reads it from ``/proc``); None when unknown.
     """
-    if len(raw) > MAX_INPUT_BYTES or not raw.strip():
-        return None
-    try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        return None
+    return run_input(parse_json(raw), env=env, spawn_time=spawn_time)
+
+
+def run_input(data: Any, *, env: dict[str, str], spawn_time: float | None = None
+              ) -> dict[str, Any] | None:
+    """``run`` for hook input already parsed (``entry`` parses it once for every event)."""
     hook_input = decide.parse_input(data)
     if hook_input is None:
         return None
@@ -369,47 +336,6 @@ class _Act:
 # -- small I/O helpers ---------------------------------------------------------------------
 
 
-class _StderrToLog:
-    """Stands in for stderr: appends to the hook's log, touched only if something is
-    written (never following a link nor blocking on a FIFO; rotated above a size)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.ready = False
-
-    def write(self, text: str) -> int:
-        try:
-            if not self.ready:
-                self.ready = True
-                _prepare_log(self.path)
-            from ..state.files import append_line
-
-            append_line(self.path, text.encode("utf-8", "replace"))
-        except Exception:  # noqa: BLE001, S110 - stderr must never fail the hook
-            pass
-        return len(text)
-
-    def flush(self) -> None:
-        pass
-
-    def isatty(self) -> bool:
-        return False
-
-
-LOG_LIMIT = 1024 * 1024
-"""``hook-errors.log`` is rotated (to ``.1``) once it is larger than this."""
-
-
-def _prepare_log(path: str) -> None:
-    """Create the log's folder; rotate the log when it has grown past ``LOG_LIMIT``."""
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    try:
-        if os.lstat(path).st_size > LOG_LIMIT:
-            os.replace(path, path + ".1")
-    except OSError:
-        pass
-
-
 def state_dir(env: dict[str, str]) -> str:
     """loop-killer's state folder, as ``state.paths.state_dir`` computes it (a test keeps
     the two equal); here without pathlib, which a normal turn need not import."""
@@ -479,30 +405,15 @@ def _already_fired(state: str, session_id: str) -> set[str]:
     return entry.answers | entry.prompts if entry is not None else set()
 
 
-def process_start_time() -> float | None:
-    """When this process started (seconds since the epoch), from ``/proc``; None elsewhere.
-
-    The launcher may re-exec another interpreter: the pid, and so the start, stay the same.
-    """
-    try:
-        with open("/proc/self/stat", "rb") as handle:
-            fields = handle.read().rsplit(b")", 1)[1].split()
-        with open("/proc/uptime", "rb") as handle:
-            uptime = float(handle.read().split()[0])
-        ticks = os.sysconf("SC_CLK_TCK")
-        started_after_boot = int(fields[19]) / ticks
-    except (OSError, ValueError, IndexError):
-        return None
-    return time.time() - (uptime - started_after_boot)
-
-
 def _note_once(state: str, key: str, text: str) -> dict[str, Any] | None:
     """A short systemMessage, shown once per ``key`` (a marker file remembers it)."""
     from .notice import failure_message
 
     folder = os.path.join(state, "notes")
     try:
-        os.makedirs(folder, mode=0o700, exist_ok=True)
+        from ..state.paths import ensure_private_dir
+
+        ensure_private_dir(folder)
         fd = os.open(os.path.join(folder, key), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         os.close(fd)
     except FileExistsError:
@@ -512,32 +423,3 @@ def _note_once(state: str, key: str, text: str) -> dict[str, Any] | None:
     return failure_message(text)
 
 
-def _crash_note(error: BaseException, env: dict[str, str]) -> dict[str, Any] | None:
-    """Log an unexpected failure; tell the person at most every ``CRASH_NOTE_EVERY`` s."""
-    import traceback
-
-    summary = f"{type(error).__name__}: {error}"[:300]
-    try:
-        from pathlib import Path
-
-        from ..state.files import append_line
-        from ..state.inbox import write_private_file
-
-        state = state_dir(env)
-        log_path = os.path.join(state, "hook-errors.log")
-        _prepare_log(log_path)
-        append_line(log_path, (time.strftime("%Y-%m-%dT%H:%M:%S ") + "".join(
-            traceback.format_exception(type(error), error, error.__traceback__))).encode(
-                "utf-8", "replace"))
-        marker = os.path.join(state, "notes", "hook-crash")
-        try:
-            if time.time() - os.lstat(marker).st_mtime < CRASH_NOTE_EVERY:
-                return None
-        except FileNotFoundError:
-            pass
-        write_private_file(Path(marker), (summary + "\n").encode("utf-8", "replace"))
-        where = log_path
-    except Exception:  # noqa: BLE001
-        where = "the hook error log"
-    return {"systemMessage": f"loop-killer: the Stop hook failed ({summary}); nothing was "
-                             f"blocked. Details: {where}"}

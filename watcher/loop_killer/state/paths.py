@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
 __all__ = [
+    "NotAFolder",
     "config_dir",
     "ensure_private_dir",
     "is_plain_id",
@@ -44,14 +46,31 @@ def state_dir(env: Mapping[str, str] | None = None) -> Path:
     return config_dir(env) / "loop-killer"
 
 
-def ensure_private_dir(path: Path) -> Path:
-    """Create ``path`` (and parents) readable by this user only; return it."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+class NotAFolder(OSError):
+    """A state folder is a symlink, or not a folder at all: never written into."""
+
+
+def ensure_private_dir(path: Path | str) -> Path:
+    """Create ``path`` (and parents) readable by this user only; return it.
+
+    The folder itself must be a real folder, not a link: a link planted where a state
+    folder belongs (``hook/`` pointing elsewhere, say) raises ``NotAFolder`` rather than
+    sending our files, and a chmod, to wherever it points. (Links above it, such as a
+    ``~/.claude`` kept in a dotfiles repository, are the person's own choice.)
+    """
+    path = Path(path)
     try:
-        if path.stat().st_mode & 0o077:
-            path.chmod(0o700)
-    except OSError:
-        pass  # not ours to fix (a shared mount): the files inside are still 0600
+        info = os.lstat(path)
+    except FileNotFoundError:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode):
+        raise NotAFolder(f"{path}: not a folder (a link or a file); not writing into it")
+    if info.st_mode & 0o077 and info.st_uid == os.getuid():
+        try:
+            os.chmod(path, 0o700, follow_symlinks=False)
+        except OSError:
+            pass  # not ours to fix (a shared mount): the files inside are still 0600
     return path
 
 

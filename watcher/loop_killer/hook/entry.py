@@ -1,0 +1,187 @@
+"""The entry of every hook process: read stdin once, hand the input to the hook for its
+event, print one JSON object, exit 0.
+
+``python -m loop_killer.hook`` (started by the plugin's launcher) runs ``main``. The event
+is the input's ``hook_event_name``: ``Stop`` goes to ``stop_hook``; the tool-call events
+(``PreToolUse``, ``PostToolUse``, ``PostToolUseFailure``, ``UserPromptSubmit``) to
+``loop_killer.tools.hook``. Input that is too large, not JSON, or nested too deeply to
+parse is bad input: nothing is shown and nothing is blocked.
+
+Whatever happens, the process exits 0 and never writes to stderr (anything written there
+goes to ``hook-errors.log`` in the state folder): at worst it blocks nothing and says so
+in a short ``systemMessage``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a normal turn does not import typing
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = ["MAX_INPUT_BYTES", "TOOL_EVENTS", "cli_main", "main", "parse_json"]
+
+MAX_INPUT_BYTES = 32 * 1024 * 1024
+"""Hook input larger than this is ignored (``last_assistant_message`` is the big part)."""
+
+CRASH_NOTE_EVERY = 600.0
+"""Seconds between two notes to the person about the hook failing."""
+
+TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure", "UserPromptSubmit"})
+"""The events of the tool-repeat rule (``loop_killer.tools``)."""
+
+LOG_LIMIT = 1024 * 1024
+"""``hook-errors.log`` is rotated (to ``.1``) once it is larger than this."""
+
+
+def main(raw: bytes | None = None) -> int:
+    """Read stdin (unless given), run the hook for its event, print the output; always 0."""
+    if raw is None:
+        try:
+            raw = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+        except (OSError, ValueError, AttributeError):
+            raw = b""
+    env = dict(os.environ)
+    from .stop_hook import state_dir
+
+    # Nothing reaches stderr (warnings, log records): it goes to the hook's own log.
+    sys.stderr = _StderrToLog(os.path.join(state_dir(env), "hook-errors.log"))
+    try:
+        output = dispatch(raw, env=env)
+    except BaseException as error:  # noqa: BLE001 - a hook must never fail the turn
+        output = _crash_note(error, env)
+    if output:
+        try:
+            # ASCII only: an odd stdout encoding must never swallow a stop.
+            sys.stdout.write(json.dumps(output, ensure_ascii=True) + "\n")
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            pass
+    return 0
+
+
+def cli_main(args: Any = None) -> int:
+    """``loop-killer hook``: the same as ``python -m loop_killer.hook``."""
+    return main()
+
+
+def dispatch(raw: bytes, *, env: dict[str, str]) -> dict[str, Any] | None:
+    """The output for one hook input, by its event; None for none."""
+    data = parse_json(raw)
+    event = data.get("hook_event_name") if isinstance(data, dict) else None
+    if event == "Stop":
+        from .stop_hook import run_input
+
+        return run_input(data, env=env, spawn_time=process_start_time())
+    if event in TOOL_EVENTS:
+        try:
+            from ..tools.hook import run_input as run_tool_hook  # type: ignore[import-not-found,unused-ignore]
+        except ImportError:
+            return None
+        result: dict[str, Any] | None = run_tool_hook(data, env=env)
+        return result
+    return None
+
+
+def parse_json(raw: bytes) -> Any:
+    """The hook input as JSON; None when it is too large, broken or nested too deeply."""
+    if len(raw) > MAX_INPUT_BYTES or not raw.strip():
+        return None
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+
+
+def process_start_time() -> float | None:
+    """When this process started (seconds since the epoch), from ``/proc``; None elsewhere.
+
+    The launcher may re-exec another interpreter: the pid, and so the start, stay the same.
+    """
+    try:
+        with open("/proc/self/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        with open("/proc/uptime", "rb") as handle:
+            uptime = float(handle.read().split()[0])
+        ticks = os.sysconf("SC_CLK_TCK")
+        started_after_boot = int(fields[19]) / ticks
+    except (OSError, ValueError, IndexError):
+        return None
+    return time.time() - (uptime - started_after_boot)
+
+
+
+class _StderrToLog:
+    """Stands in for stderr: appends to the hook's log, touched only if something is
+    written (never following a link nor blocking on a FIFO; rotated above a size)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.ready = False
+
+    def write(self, text: str) -> int:
+        try:
+            if not self.ready:
+                self.ready = True
+                _prepare_log(self.path)
+            from ..state.files import append_line
+
+            append_line(self.path, text.encode("utf-8", "replace"))
+        except Exception:  # noqa: BLE001, S110 - stderr must never fail the hook
+            pass
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _prepare_log(path: str) -> None:
+    """Create the log's folder; rotate the log when it has grown past ``LOG_LIMIT``."""
+    from ..state.paths import ensure_private_dir
+
+    ensure_private_dir(os.path.dirname(path))
+    try:
+        if os.lstat(path).st_size > LOG_LIMIT:
+            os.replace(path, path + ".1")
+    except OSError:
+        pass
+
+
+def _crash_note(error: BaseException, env: dict[str, str]) -> dict[str, Any] | None:
+    """Log an unexpected failure; tell the person at most every ``CRASH_NOTE_EVERY`` s."""
+    import traceback
+
+    summary = f"{type(error).__name__}: {error}"[:300]
+    try:
+        from pathlib import Path
+
+        from ..state.files import append_line
+        from ..state.inbox import write_private_file
+
+        from .stop_hook import state_dir
+
+        state = state_dir(env)
+        log_path = os.path.join(state, "hook-errors.log")
+        _prepare_log(log_path)
+        append_line(log_path, (time.strftime("%Y-%m-%dT%H:%M:%S ") + "".join(
+            traceback.format_exception(type(error), error, error.__traceback__))).encode(
+                "utf-8", "replace"))
+        marker = os.path.join(state, "notes", "hook-crash")
+        try:
+            if time.time() - os.lstat(marker).st_mtime < CRASH_NOTE_EVERY:
+                return None
+        except FileNotFoundError:
+            pass
+        write_private_file(Path(marker), (summary + "\n").encode("utf-8", "replace"))
+        where = log_path
+    except Exception:  # noqa: BLE001
+        where = "the hook error log"
+    return {"systemMessage": f"loop-killer: the Stop hook failed ({summary}); nothing was "
+                             f"blocked. Details: {where}"}
