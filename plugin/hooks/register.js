@@ -4,7 +4,7 @@
 // hooks/hooks.json names it under "modules"; that path is relative to
 // hooks.json, so this file must sit in hooks/. Builds that load no mod (2.1.250
 // keeps them behind a rollout flag that is off offline, and knows no
-// `classic.Stop`) still run the Python command Stop hook (hooks/stop_hook.py),
+// `classic.Stop`) still run the Python command Stop hook (hooks/launch.py),
 // which is the brain:
 // it decides whether a Stop-hook re-prompt loop must end and writes every word
 // the person sees. This module holds no policy. It

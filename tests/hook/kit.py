@@ -13,7 +13,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "claude-code-2.1.328"
-LAUNCHER = ROOT / "plugin" / "hooks" / "stop_hook.py"
+LAUNCHER = ROOT / "plugin" / "hooks" / "launch.py"
 SAME_TEXT = "I am still working on getting the auth tests to pass."
 
 

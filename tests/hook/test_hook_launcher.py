@@ -1,4 +1,4 @@
-"""The plugin's launcher (plugin/hooks/stop_hook.py, standard library only) finds the
+"""The plugin's launcher (plugin/hooks/launch.py, standard library only) finds the
 installed package without anyone editing paths, or says once what to install."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def plugin_copy(tmp_path: Path) -> Path:
     """The plugin as Claude Code installs it: a copy of plugin/ alone, files not executable."""
     target = tmp_path / "installed-plugin"
     shutil.copytree(LAUNCHER.parents[1], target)
-    launcher = target / "hooks" / "stop_hook.py"
+    launcher = target / "hooks" / "launch.py"
     launcher.chmod(0o644)
     return target
 
@@ -49,7 +49,7 @@ def looping(tmp_path: Path) -> dict:
 def _launch(python: str, plugin: Path, data: dict, **env: str) -> dict | None:
     full = {**os.environ, "CLAUDE_PLUGIN_ROOT": str(plugin),
             "CLAUDE_PLUGIN_DATA": str(plugin.parent / "plugin-data"), **env}
-    done = subprocess.run([python, str(plugin / "hooks" / "stop_hook.py")], input=raw(data),
+    done = subprocess.run([python, str(plugin / "hooks" / "launch.py")], input=raw(data),
                           capture_output=True, env=full, timeout=60, check=False)
     assert done.returncode == 0
     assert done.stderr == b""
@@ -60,7 +60,7 @@ def _launch(python: str, plugin: Path, data: dict, **env: str) -> dict | None:
 def test_the_launcher_runs_the_hook_with_a_python3_that_has_the_package(
     plugin_copy: Path, looping: dict
 ) -> None:
-    assert not os.access(plugin_copy / "hooks" / "stop_hook.py", os.X_OK)
+    assert not os.access(plugin_copy / "hooks" / "launch.py", os.X_OK)
     output = _launch(sys.executable, plugin_copy, looping)
     assert output is not None and output["continue"] is False
 
@@ -142,7 +142,7 @@ def test_in_a_source_checkout_the_launcher_finds_the_package_beside_it(
     site_dir = str(Path(orjson.__file__).parents[1])
     env["PYTHONPATH"] = site_dir
     done = subprocess.run([sys.executable, "-S", "-c", code,
-                           str(checkout / "plugin" / "hooks" / "stop_hook.py")],
+                           str(checkout / "plugin" / "hooks" / "launch.py")],
                           input=raw(looping), capture_output=True, env=env, timeout=60,
                           check=False)
     assert done.returncode == 0, done.stderr

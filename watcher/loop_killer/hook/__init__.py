@@ -1,7 +1,7 @@
 """The Stop hook: the plugin's Python brain, and the terminal-typing hands.
 
 At the end of every main-session turn Claude Code runs the plugin's Stop hook
-(``plugin/hooks/stop_hook.py``, which runs ``python -m loop_killer.hook``). It takes a
+(``plugin/hooks/launch.py``, which runs ``python -m loop_killer.hook``). It takes a
 clear request for its session when the watcher (or ``loop-killer clear``) left one, or
 decides on its own whether this reply crossed a threshold, and if so ends the turn
 (``continue: false``) and gets ``/goal clear`` run: by the plugin's mod where it is

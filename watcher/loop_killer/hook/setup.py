@@ -61,7 +61,7 @@ def find_marketplace() -> Path | None:
     package = Path(__file__).resolve().parents[1]  # .../loop_killer
     for root in (package / "_plugin", package.parents[1]):
         if (root / ".claude-plugin" / "marketplace.json").is_file() and (
-            root / "plugin" / "hooks" / "stop_hook.py"
+            root / "plugin" / "hooks" / "launch.py"
         ).is_file():
             return root
     return None

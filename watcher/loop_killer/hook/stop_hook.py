@@ -1,7 +1,7 @@
 """The Stop hook's shell: read the hook input, decide, act, print one JSON object, exit 0.
 
 Run at the end of every main-session turn (``python -m loop_killer.hook``, started by the
-plugin's ``hooks/stop_hook.py``). A normal turn costs the interpreter's start, one JSON
+plugin's ``hooks/launch.py``). A normal turn costs the interpreter's start, one JSON
 parse, a ``scandir``, an ``lstat`` and two small reads of ``/proc``: nothing heavy is
 imported unless a request is pending or this reply answers a re-prompt, and nothing ever
 waits unless this reply fires.

@@ -1,6 +1,6 @@
 """loop-killer's Stop hook launcher: find the installed package, run its hook.
 
-Claude Code runs ``python3 "${CLAUDE_PLUGIN_ROOT}/hooks/stop_hook.py"`` at the end of
+Claude Code runs ``python3 "${CLAUDE_PLUGIN_ROOT}/hooks/launch.py"`` at the end of
 every turn (see hooks.json). The installed plugin is a copy of ``plugin/`` only, so this
 file holds no logic: it finds a Python that has the ``loop_killer`` package (and orjson)
 and runs ``loop_killer.hook`` there, with the hook input still on stdin.
@@ -121,7 +121,7 @@ def _checkout_source():
     """``<checkout>/watcher`` when this plugin folder is ``<checkout>/plugin``."""
     plugin_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     source = os.path.join(os.path.dirname(plugin_root), "watcher")
-    if os.path.isfile(os.path.join(source, "loop_killer", "hook", "stop_hook.py")):
+    if os.path.isfile(os.path.join(source, "loop_killer", "hook", "entry.py")):
         return source
     return None
 
