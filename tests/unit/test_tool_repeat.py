@@ -1,0 +1,448 @@
+"""The tool-repeat rule (engine/tool_repeat.py): what is the same call, what is the same
+result, how counts grow, reset and are refused, and how transcript events feed it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+from builders import Transcript
+from hypothesis import given
+from hypothesis import strategies as st
+from loop_killer.engine import (
+    AssistantPart,
+    Reprompt,
+    ToolCall,
+    ToolResult,
+    ToolResults,
+    TurnStart,
+    parse_line,
+)
+from loop_killer.engine.tool_repeat import (
+    DEFAULT_IGNORED,
+    MAX_CALLS,
+    REFUSED_MARK,
+    TOOL_REPEAT_BLOCK,
+    TOOL_REPEAT_WARN,
+    ToolRepeat,
+    ToolRepeatCounter,
+    call_key,
+    call_label,
+    is_ignored,
+    is_refusal,
+    result_key,
+)
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FAIL = "FAIL test/auth/login.test.js\n  ✕ login fails with a wrong password (12 ms)"
+
+
+def bash(command: str, **extra: object) -> dict[str, object]:
+    return {"command": command, **extra}
+
+
+def repeat(counter: ToolRepeatCounter, times: int, name: str = "Bash",
+           tool_input: object = None, content: object = FAIL, is_error: bool = True
+           ) -> list[int]:
+    tool_input = bash("npm test") if tool_input is None else tool_input
+    return [counter.record(name, tool_input, content, is_error).count for _ in range(times)]
+
+
+# -- the constants ---------------------------------------------------------------------------
+
+
+def test_the_rule_keeps_the_loop_guard_defaults() -> None:
+    assert (TOOL_REPEAT_WARN, TOOL_REPEAT_BLOCK) == (3, 4)
+
+
+def test_polling_tools_are_ignored_by_default_and_ordinary_tools_are_not() -> None:
+    for name in ("TaskOutput", "BashOutput", "ScheduleWakeup", "AskUserQuestion"):
+        assert is_ignored(name, DEFAULT_IGNORED)
+    for name in ("Bash", "Read", "Edit", "Grep", "WebFetch", "mcp__github__get_issue"):
+        assert not is_ignored(name, DEFAULT_IGNORED)
+
+
+# -- call_key --------------------------------------------------------------------------------
+
+
+def test_a_bash_call_is_its_command_with_whitespace_collapsed() -> None:
+    assert call_key("Bash", bash("npm   test\n")) == call_key("Bash", bash(" npm test"))
+    assert call_key("Bash", bash("npm test")) == "Bash npm test"
+
+
+def test_a_bash_call_ignores_its_description_and_timeout() -> None:
+    assert call_key("Bash", bash("npm test", description="run tests")) == call_key(
+        "Bash", bash("npm test", description="try again", timeout=60000))
+
+
+def test_different_commands_are_different_calls() -> None:
+    assert call_key("Bash", bash("npm test")) != call_key("Bash", bash("npm test -- -u"))
+
+
+def test_other_tools_compare_their_whole_input_as_canonical_json() -> None:
+    assert call_key("Read", {"file_path": "a", "limit": 5}) == call_key(
+        "Read", {"limit": 5, "file_path": "a"})
+    assert call_key("Read", {"file_path": "a"}) != call_key("Read", {"file_path": "b"})
+    assert call_key("Grep", {"pattern": "x"}) != call_key("Glob", {"pattern": "x"})
+
+
+def test_odd_inputs_still_make_a_key() -> None:
+    assert call_key("Bash", {"cmd": "ls"}) == 'Bash {"cmd":"ls"}'
+    assert call_key("mcp__x__y", None) == "mcp__x__y null"
+    assert call_key("T", ["a", 1]) == 'T ["a",1]'
+
+
+def test_call_label_is_one_short_printable_line() -> None:
+    assert call_label("Bash", bash("npm\ntest")) == "Bash: npm test"
+    assert call_label("Read", {"file_path": "/a/b"}) == "Read: /a/b"
+    long = call_label("Bash", bash("x" * 500), limit=40)
+    assert len(long) == 40 and long.endswith("…")
+    assert "\x1b" not in call_label("Bash", bash("echo \x1b[31mred"))
+    assert call_label("mcp__s__t", {"n": 1}) == 'mcp__s__t {"n":1}'
+
+
+# -- result_key ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("first", "second"), [
+    ("\x1b[31mFAIL\x1b[0m login", "FAIL login"),
+    ("run at 2026-11-30T16:48:35.123Z: FAIL", "run at 2026-12-01T09:01:02Z: FAIL"),
+    ("[10:15:32] FAIL", "[23:59:01] FAIL"),
+    ("Mon Nov 30 16:48:35 UTC 2026", "Mon Nov 30 16:49:01 UTC 2026"),
+    ("3 failed in 1.2s", "3 failed in 0.87s"),
+    ("✕ login (45 ms)", "✕ login (3 ms)"),
+    ("real\t0m0.003s", "real\t1m2.5s"),
+    ("<object at 0x7ffd1234abcd>", "<object at 0x55aa00ff9911>"),
+    ("started 1712345678", "started 1712349999"),
+])
+def test_results_differing_only_in_noise_are_the_same(first: str, second: str) -> None:
+    assert result_key(first, is_error=True) == result_key(second, is_error=True)
+
+
+@pytest.mark.parametrize(("first", "second"), [
+    ("12 failed", "11 failed"),
+    ("src/a.py:10:15: E501", "src/a.py:22:15: E501"),  # line:column is not a clock
+    ("I have 3 sandwiches", "I have 4 sandwiches"),
+    ("size 0x1F", "size 0x2F"),  # a short hex literal is not an address
+    ("exit 1", "exit 2"),
+])
+def test_results_differing_in_substance_are_different(first: str, second: str) -> None:
+    assert result_key(first, is_error=False) != result_key(second, is_error=False)
+
+
+def test_an_error_and_a_success_with_the_same_text_are_different_results() -> None:
+    assert result_key("done", is_error=True) != result_key("done", is_error=False)
+
+
+def test_text_blocks_compare_by_their_text() -> None:
+    blocks = [{"type": "text", "text": "FAIL in 1.2s"}]
+    assert result_key(blocks, is_error=True) == result_key("FAIL in 3s", is_error=True)
+
+
+def test_structured_results_are_masked_inside_before_comparing() -> None:
+    first = {"stdout": "\x1b[1mok\x1b[0m in 2s", "stderr": "", "interrupted": False}
+    second = {"interrupted": False, "stderr": "", "stdout": "ok in 5s"}
+    assert result_key(first, is_error=False) == result_key(second, is_error=False)
+    assert result_key({"stdout": "a"}, is_error=False) != result_key({"stdout": "b"},
+                                                                     is_error=False)
+
+
+def test_image_blocks_count_by_their_data() -> None:
+    def image(data: str) -> list[dict[str, object]]:
+        return [{"type": "image", "source": {"type": "base64", "data": data}}]
+
+    assert result_key(image("AAAA"), is_error=False) == result_key(image("AAAA"), is_error=False)
+    assert result_key(image("AAAA"), is_error=False) != result_key(image("BBBB"), is_error=False)
+
+
+# -- counting --------------------------------------------------------------------------------
+
+
+def test_the_same_call_with_the_same_result_counts_up() -> None:
+    assert repeat(ToolRepeatCounter(), 5) == [1, 2, 3, 4, 5]
+
+
+def test_noise_in_the_output_does_not_stop_the_count() -> None:
+    counter = ToolRepeatCounter()
+    counts = [counter.record("Bash", bash("npm test"), f"FAIL after {n}.{n}s at 10:0{n}:00",
+                             True).count for n in range(4)]
+    assert counts == [1, 2, 3, 4]
+
+
+def test_a_different_result_is_progress_and_restarts_the_count() -> None:
+    counter = ToolRepeatCounter()
+    counts = [counter.record("Bash", bash("npm test"), f"{failed} failed", True).count
+              for failed in (5, 5, 4, 4, 4, 3)]
+    assert counts == [1, 2, 1, 2, 3, 1]
+
+
+def test_error_then_success_is_progress() -> None:
+    counter = ToolRepeatCounter()
+    repeat(counter, 3, content="x", is_error=True)
+    assert counter.record("Bash", bash("npm test"), "x", False).count == 1
+
+
+def test_other_calls_in_between_do_not_reset_a_call() -> None:
+    counter = ToolRepeatCounter()
+    seen = []
+    for n in range(4):
+        seen.append(counter.record("Bash", bash("npm test"), FAIL, True).count)
+        counter.record("Read", {"file_path": f"src/{n}.js"}, "code", False)
+        counter.record("Edit", {"file_path": "src/a.js", "old": str(n)}, "ok", False)
+    assert seen == [1, 2, 3, 4]
+
+
+def test_a_sweep_of_different_calls_is_never_a_loop() -> None:
+    counter = ToolRepeatCounter()
+    flags = [counter.record("Bash", bash(f"npm test -- --shard={n}"), FAIL, True).count
+             for n in range(20)]
+    files = [counter.record("Read", {"file_path": f"src/{n}.js"}, "same", False).count
+             for n in range(20)]
+    assert set(flags) == set(files) == {1}
+    assert all(counter.refusal("Bash", bash(f"npm test -- --shard={n}")) is None
+               for n in range(20))
+
+
+def test_the_warning_comes_on_the_third_identical_result_only() -> None:
+    counter = ToolRepeatCounter()
+    warned = [counter.record("Bash", bash("npm test"), FAIL, True).warn for _ in range(5)]
+    assert warned == [False, False, True, False, False]
+
+
+def test_the_next_attempt_is_refused_after_the_fourth_identical_result() -> None:
+    counter = ToolRepeatCounter()
+    for count in range(1, TOOL_REPEAT_BLOCK):
+        counter.record("Bash", bash("npm test"), FAIL, True, f"toolu_{count}")
+        assert counter.refusal("Bash", bash("npm test")) is None
+    fourth = counter.record("Bash", bash("npm test"), FAIL, True, "toolu_4")
+    assert fourth.blocked
+    refusal = counter.refusal("Bash", bash("npm  test", description="again"), "toolu_5")
+    assert refusal == ToolRepeat("Bash npm test", "Bash", "toolu_5", 4)
+
+
+def test_a_changed_call_is_not_refused() -> None:
+    counter = ToolRepeatCounter()
+    repeat(counter, 4)
+    assert counter.refusal("Bash", bash("npm test -- --verbose")) is None
+    assert counter.refusal("Read", {"file_path": "package.json"}) is None
+
+
+def test_the_refusal_holds_while_other_calls_run() -> None:
+    counter = ToolRepeatCounter()
+    repeat(counter, 4)
+    counter.record("Read", {"file_path": "src/a.js"}, "code", False)
+    assert counter.refusal("Bash", bash("npm test")) is not None
+
+
+def test_our_own_refusal_coming_back_as_a_result_leaves_the_count_alone() -> None:
+    counter = ToolRepeatCounter()
+    repeat(counter, 4)
+    reason = f"PreToolUse:Bash hook error: {REFUSED_MARK} to run Bash: npm test again"
+    assert counter.record("Bash", bash("npm test"), reason, True).count == 4
+    assert counter.refusal("Bash", bash("npm test")) is not None
+    assert is_refusal([{"type": "text", "text": reason}], is_error=True)
+    assert not is_refusal(reason, is_error=False)  # a tool that merely prints the words
+
+
+def test_the_person_speaking_resets_everything() -> None:
+    counter = ToolRepeatCounter()
+    repeat(counter, 4)
+    repeat(counter, 2, name="Read", tool_input={"file_path": "a"}, content="x", is_error=False)
+    counter.reset()
+    assert counter.refusal("Bash", bash("npm test")) is None
+    assert len(counter) == 0
+    assert repeat(counter, 1) == [1]
+
+
+def test_ignored_tools_are_never_counted_nor_refused() -> None:
+    counter = ToolRepeatCounter()
+    counts = [counter.record("TaskOutput", {"task_id": "b1"}, "running", False).count
+              for _ in range(10)]
+    assert counts == [0] * 10
+    assert counter.refusal("TaskOutput", {"task_id": "b1"}) is None
+    assert len(counter) == 0
+
+
+def test_the_ignored_list_is_configurable_with_patterns() -> None:
+    counter = ToolRepeatCounter(ignored=frozenset({"mcp__ci__*", "Bash"}))
+    assert repeat(counter, 5, name="mcp__ci__status", tool_input={}) == [0] * 5
+    assert repeat(counter, 2) == [0, 0]
+    assert repeat(counter, 2, name="TaskOutput", tool_input={}) == [1, 2]  # no longer ignored
+
+
+def test_mcp_tools_count_like_any_other() -> None:
+    counter = ToolRepeatCounter()
+    assert repeat(counter, 4, name="mcp__github__get_issue", tool_input={"n": 9},
+                  content=[{"type": "text", "text": "Not Found"}]) == [1, 2, 3, 4]
+    assert counter.refusal("mcp__github__get_issue", {"n": 9}) is not None
+
+
+def test_subagents_count_apart_with_one_counter_per_scope() -> None:
+    scopes = {"main": ToolRepeatCounter(), "agent-1": ToolRepeatCounter()}
+    for _ in range(2):
+        scopes["main"].record("Bash", bash("npm test"), FAIL, True)
+        scopes["agent-1"].record("Bash", bash("npm test"), FAIL, True)
+    assert scopes["main"].count("Bash", bash("npm test")) == 2
+    assert scopes["agent-1"].count("Bash", bash("npm test")) == 2
+
+
+def test_only_the_most_recent_calls_are_kept() -> None:
+    counter = ToolRepeatCounter()
+    repeat(counter, 4)
+    for n in range(MAX_CALLS):
+        counter.record("Read", {"file_path": f"f{n}"}, "x", False)
+    assert len(counter) == MAX_CALLS
+    assert counter.refusal("Bash", bash("npm test")) is None  # forgotten: fail open
+
+
+def test_a_call_seen_again_is_kept_as_recent() -> None:
+    counter = ToolRepeatCounter()
+    repeat(counter, 3)
+    for n in range(MAX_CALLS - 1):
+        counter.record("Read", {"file_path": f"f{n}"}, "x", False)
+    repeat(counter, 1)
+    for n in range(MAX_CALLS - 1):
+        counter.record("Grep", {"pattern": f"p{n}"}, "x", False)
+    assert counter.refusal("Bash", bash("npm test")) is not None
+
+
+# -- the state kept between hook processes -----------------------------------------------------
+
+
+def test_the_state_round_trips_through_json() -> None:
+    counter = ToolRepeatCounter()
+    repeat(counter, 4)
+    repeat(counter, 2, name="Read", tool_input={"file_path": "a"}, content="x", is_error=False)
+    restored = ToolRepeatCounter.from_state(orjson.loads(orjson.dumps(counter.to_state())))
+    assert restored.refusal("Bash", bash("npm test")) is not None
+    assert restored.record("Read", {"file_path": "a"}, "x", False).count == 3
+    assert restored.record("Bash", bash("npm test"), FAIL, True).count == 5
+
+
+def test_the_state_is_small_and_holds_no_output() -> None:
+    counter = ToolRepeatCounter()
+    secret = "password=hunter2 " * 1000
+    for n in range(MAX_CALLS + 50):
+        counter.record("Write", {"file_path": f"f{n}", "content": secret}, secret, False)
+    data = orjson.dumps(counter.to_state())
+    assert b"hunter2" not in data
+    assert len(data) < 20_000
+
+
+@pytest.mark.parametrize("state", [
+    None, [], "x", {"v": 99, "calls": []}, {"v": 1}, {"v": 1, "calls": "x"},
+    {"v": 1, "calls": [["a", "b"], ["a", "b", "c"], ["a", "b", True], [1, "b", 3],
+                       ["a", "b", -1], ["a", "b", 10**9]]},
+])
+def test_an_unreadable_state_is_an_empty_counter(state: object) -> None:
+    assert len(ToolRepeatCounter.from_state(state)) == 0
+
+
+def test_a_restored_counter_keeps_its_ignored_list() -> None:
+    counter = ToolRepeatCounter.from_state({"v": 1, "calls": []}, ignored=frozenset({"Bash"}))
+    assert counter.ignored == frozenset({"Bash"})
+    assert repeat(counter, 4) == [0] * 4
+
+
+@given(st.lists(st.tuples(st.sampled_from(["npm test", "ls", "make"]),
+                          st.sampled_from(["A", "B"]), st.booleans()), max_size=40))
+def test_restoring_after_every_step_changes_nothing(steps: list[tuple[str, str, bool]]) -> None:
+    """What the hooks do (a new process per result) counts exactly like one counter."""
+    live = ToolRepeatCounter()
+    state = ToolRepeatCounter().to_state()
+    for command, output, error in steps:
+        kept = ToolRepeatCounter.from_state(state)
+        assert kept.record("Bash", bash(command), output, error) == live.record(
+            "Bash", bash(command), output, error)
+        state = kept.to_state()
+
+
+# -- transcript events ------------------------------------------------------------------------
+
+
+def call(tool_use_id: str, command: str = "npm test", name: str = "Bash") -> AssistantPart:
+    return AssistantPart(f"msg_{tool_use_id}", f"u_{tool_use_id}", "", "", True, False,
+                         (ToolCall(tool_use_id, name, bash(command)),))
+
+
+def result(tool_use_id: str, content: object = FAIL, is_error: bool = True) -> ToolResults:
+    return ToolResults(f"r_{tool_use_id}", "", (ToolResult(tool_use_id, content, is_error),))
+
+
+def prompt(kind: str = "prompt") -> TurnStart:
+    return TurnStart("p", "", kind, "go on")  # type: ignore[arg-type]
+
+
+def test_feed_pairs_calls_with_their_results() -> None:
+    counter = ToolRepeatCounter()
+    counts = []
+    for n in range(4):
+        assert counter.feed(call(f"t{n}")) == []
+        counts += counter.feed(result(f"t{n}"))
+    assert [(r.tool_use_id, r.count) for r in counts] == [("t0", 1), ("t1", 2), ("t2", 3),
+                                                           ("t3", 4)]
+    assert counts[-1] == ToolRepeat("Bash npm test", "Bash", "t3", 4)
+
+
+def test_feed_gives_one_repeat_per_result_of_parallel_calls() -> None:
+    counter = ToolRepeatCounter()
+    both = AssistantPart("m", "u", "", "", True, False, (
+        ToolCall("a", "Bash", bash("npm test")), ToolCall("b", "Read", {"file_path": "x"})))
+    counter.feed(both)
+    found = counter.feed(ToolResults("r", "", (ToolResult("b", "x", False),
+                                               ToolResult("a", FAIL, True))))
+    assert [(r.name, r.count) for r in found] == [("Read", 1), ("Bash", 1)]
+
+
+def test_feed_counts_a_result_written_before_its_call() -> None:
+    counter = ToolRepeatCounter()
+    assert counter.feed(result("t1")) == []
+    assert [r.count for r in counter.feed(call("t1"))] == [1]
+
+
+def test_feed_resets_on_a_prompt_but_not_on_re_prompts_or_meta_lines() -> None:
+
+    counter = ToolRepeatCounter()
+    for n, between in enumerate([Reprompt("rp", "", "Stop hook feedback:\n[x]: not met"),
+                                 prompt("meta"), prompt("compact")]):
+        counter.feed(call(f"t{n}"))
+        counter.feed(result(f"t{n}"))
+        counter.feed(between)
+    counter.feed(call("t9"))
+    assert [r.count for r in counter.feed(result("t9"))] == [4]
+    counter.feed(prompt())
+    counter.feed(call("t10"))
+    assert [r.count for r in counter.feed(result("t10"))] == [1]
+
+
+def test_feed_reads_real_transcript_lines() -> None:
+    transcript = Transcript()
+    transcript.prompt()
+    for _ in range(4):
+        transcript.reply("Running the tests.", tool="Bash")
+        transcript.tool_result(transcript.last_tool_use_id, FAIL, is_error=True)
+    counter = ToolRepeatCounter()
+    counts = []
+    for raw in transcript.lines:
+        event = parse_line(raw)
+        if event is not None:
+            counts += [r.count for r in counter.feed(event)]
+    assert counts == [1, 2, 3, 4]
+
+
+def test_feed_over_a_real_goal_session_counts_across_its_re_prompts() -> None:
+    """A real 2.1.328 /goal session: the same echo three times, one per re-prompt, then
+    a changed command. Re-prompts do not reset, so the third is the warning."""
+    paths = sorted((FIXTURES / "claude-code-2.1.328" / "goal-with-tools").rglob("*.jsonl"))
+    assert paths
+    counter = ToolRepeatCounter()
+    counts = []
+    for path in paths:
+        if path.parent.name == "subagents":
+            continue
+        for raw in path.read_bytes().splitlines():
+            event = parse_line(raw)
+            if event is not None:
+                counts += [r.count for r in counter.feed(event)]
+    assert counts == [1, 2, TOOL_REPEAT_WARN, 1]
