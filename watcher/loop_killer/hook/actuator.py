@@ -469,7 +469,7 @@ def write_mod_plan_record(state: str, key: str, record: dict[str, Any]) -> str:
 
     import orjson
 
-    from ..state.inbox import write_private_file
+    from ..state.files import write_private_file
     from ..state.paths import ensure_private_dir
 
     plan_path, outcome_path = outcome_paths(state, key)

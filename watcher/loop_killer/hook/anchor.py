@@ -161,7 +161,7 @@ def save_anchor(state: str, session_id: str, anchor: Anchor, *, prev: Anchor | N
 
     import orjson
 
-    from ..state.inbox import write_private_file
+    from ..state.files import write_private_file
 
     record = {"v": ANCHOR_VERSION, **anchor.fields(),
               "prev": prev.fields() if prev is not None else None,

@@ -1,22 +1,33 @@
-"""Safe access to the small files of the state folder.
+"""Safe file access: the small files of the state folder, and transcripts.
 
 Anyone who can write to the state folder could leave a symlink, a FIFO or a huge file
-where loop-killer expects a small JSON file. Every read and append goes through here:
-never follow a link, never block on a FIFO, never read more than a bound.
+where loop-killer expects a small JSON file. Every read, write and append goes through
+here: never follow a link, never block on a FIFO, never read more than a bound.
+Transcripts are opened with ``open_transcript``: never blocking, regular files only.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-__all__ = ["NotAFile", "append_line", "read_json_object", "read_small_file"]
+__all__ = [
+    "NotAFile",
+    "append_line",
+    "open_transcript",
+    "read_json_object",
+    "read_small_file",
+    "write_private_file",
+]
 
 _NO_FOLLOW = os.O_NOFOLLOW | os.O_NONBLOCK
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC  # a FIFO must not block us
+_NOATIME = getattr(os, "O_NOATIME", 0)
 
 
 class NotAFile(OSError):
@@ -65,3 +76,53 @@ def append_line(path: Path | str, line: bytes) -> None:
         os.write(fd, line)
     finally:
         os.close(fd)
+
+
+def write_private_file(path: Path | str, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temp file + rename), mode 0600, in a private
+    folder that is not a link (``paths.ensure_private_dir``)."""
+    from .paths import ensure_private_dir
+
+    path = Path(path)
+    ensure_private_dir(path.parent)
+    temp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(temp, path)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise
+
+
+def open_transcript(path: Path | str, *, regular_only: bool = True) -> int:
+    """Open a transcript to read it: never blocking (a FIFO opens at once, then is
+    refused with ``NotAFile``), and without touching its access time where allowed.
+
+    Reading a freshly written file would otherwise update its atime, which the watcher's
+    own observer reports as a change (and, at start-up over thousands of files, floods
+    it). O_NOATIME is refused (EPERM) for files of other users: then open plainly.
+    Returns a file descriptor the caller closes.
+    """
+    fd = -1
+    if _NOATIME:
+        try:
+            fd = os.open(path, _READ_FLAGS | _NOATIME)
+        except PermissionError:
+            pass
+    if fd < 0:
+        fd = os.open(path, _READ_FLAGS)
+    if regular_only:
+        try:
+            mode = os.fstat(fd).st_mode
+        except OSError:
+            os.close(fd)
+            raise
+        if not stat.S_ISREG(mode):
+            os.close(fd)
+            raise NotAFile(f"{path}: not a regular file")
+    return fd

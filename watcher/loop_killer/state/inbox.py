@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from .files import NotAFile, read_small_file
+from .files import NotAFile, read_small_file, write_private_file
 from .paths import ensure_private_dir, is_plain_id
 
 __all__ = [
@@ -81,23 +81,6 @@ def request_path(state: Path, session_id: str) -> Path:
     if not is_plain_id(session_id):
         raise InvalidRequest(f"not a plain session id: {session_id!r}")
     return state / "requests" / f"{session_id}.json"
-
-
-def write_private_file(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temp file + rename), mode 0600."""
-    ensure_private_dir(path.parent)
-    temp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(temp, path)
-    except BaseException:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
-        raise
 
 
 def write_request(state: Path, request: ClearRequest) -> Path:

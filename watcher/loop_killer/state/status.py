@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from .files import read_json_object
-from .inbox import write_private_file
+from .files import write_private_file
 from .paths import is_plain_id
 
 __all__ = [

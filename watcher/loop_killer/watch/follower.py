@@ -14,9 +14,11 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..state.files import open_transcript
+
 __all__ = [
     "CHECK_BYTES", "Change", "FileKey", "Follower", "Seen", "classify", "holds",
-    "open_for_reading", "seen_of",
+    "seen_of",
 ]
 
 FileKey = tuple[int, int]
@@ -27,30 +29,11 @@ CHECK_BYTES = 512
 notice a file rewritten in place to at least its old size between two looks."""
 
 
-_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC  # a FIFO must not block us
-_NOATIME = getattr(os, "O_NOATIME", 0)
-
-
-def open_for_reading(path: str | Path) -> int:
-    """Open a transcript to read it, without touching its access time where allowed.
-
-    Reading a freshly written file would otherwise update its atime, which the watcher's
-    own observer reports as a change (and, at start-up over thousands of files, floods
-    it). O_NOATIME is refused (EPERM) for files of other users: then open plainly.
-    """
-    if _NOATIME:
-        try:
-            return os.open(path, _READ_FLAGS | _NOATIME)
-        except PermissionError:
-            pass
-    return os.open(path, _READ_FLAGS)
-
-
 def holds(path: str | Path, offset: int, check: bytes) -> bool:
     """Whether the file at ``path`` has ``check`` just before ``offset``: the bytes a
     follower read are still there (a renamed file, not a new one reusing the inode)."""
     try:
-        fd = open_for_reading(path)
+        fd = open_transcript(path, regular_only=False)
     except OSError:
         return False
     try:
@@ -143,7 +126,7 @@ class Follower:
         (a permission error, say) is raised to the caller.
         """
         try:
-            fd = open_for_reading(self.path)
+            fd = open_transcript(self.path, regular_only=False)
         except (FileNotFoundError, NotADirectoryError):
             return Change.GONE, b""
         try:

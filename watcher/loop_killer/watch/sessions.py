@@ -50,7 +50,7 @@ from ..engine import (
     text_digest,
 )
 from ..state import journal
-from ..state.files import read_small_file
+from ..state.files import open_transcript, read_small_file
 from ..state.inbox import (
     MAX_REQUEST_AGE,
     MAX_REQUEST_BYTES,
@@ -79,7 +79,6 @@ from .follower import (
     Seen,
     classify,
     holds,
-    open_for_reading,
     seen_of,
 )
 from .outcomes import (
@@ -289,7 +288,7 @@ class Sessions:
         if session_id is None:
             return None
         try:
-            fd = open_for_reading(path)
+            fd = open_transcript(path, regular_only=False)
         except FileNotFoundError:
             return None
         except OSError as error:
@@ -326,7 +325,7 @@ class Sessions:
         """Rebuild a dormant session's detector from its tail up to what was read, as the
         start-up catch-up does; then it reads on live. Raises OSError."""
         end = tracked.consumed
-        fd = open_for_reading(tracked.path)
+        fd = open_transcript(tracked.path, regular_only=False)
         try:
             with open(fd, "rb", buffering=0, closefd=False) as handle:
                 start = find_run_start(handle, end)
