@@ -1,34 +1,168 @@
-"""loop-killer's Stop hook launcher: find the installed package, run its hook.
+"""loop-killer's hook launcher: decide cheaply, else find the installed package and run it.
 
-Claude Code runs ``python3 "${CLAUDE_PLUGIN_ROOT}/hooks/launch.py"`` at the end of
-every turn (see hooks.json). The installed plugin is a copy of ``plugin/`` only, so this
-file holds no logic: it finds a Python that has the ``loop_killer`` package (and orjson)
-and runs ``loop_killer.hook`` there, with the hook input still on stdin.
+Claude Code runs ``python3 "${CLAUDE_PLUGIN_ROOT}/hooks/launch.py"`` for every hook event
+in hooks.json, the hook input on stdin. The installed plugin is a copy of ``plugin/`` only,
+so this file cannot import the package to decide. It reads stdin once and, from the input
+and one ``lstat`` (plus one ``scandir`` for a Stop), ends a normal turn before it imports
+or starts anything else:
 
-1. The ``python3`` running this file, when it can import the package: run in-process.
-2. The interpreter ``loop-killer install`` recorded in
-   ``$CLAUDE_CONFIG_DIR/loop-killer/python`` (default ``~/.claude/loop-killer/python``).
+* ``Stop`` without ``stop_hook_active``, no clear request at
+  ``<state>/requests/<session>.json`` and no mod plan waiting in ``<state>/outcomes/``;
+* ``PreToolUse`` / ``UserPromptSubmit`` without ``<state>/tools/<session>.json``;
+* input that is not JSON, not an object, or larger than ``MAX_INPUT_BYTES``.
+
+Anything else runs the package's ``loop_killer.hook.entry.main`` with the same bytes,
+from the first Python that has the package (and orjson):
+
+1. The ``python3`` running this file: in-process, ``main(raw)``.
+2. The interpreter ``loop-killer install`` recorded in ``<state>/python``.
 3. The interpreter named in the shebang of a ``loop-killer`` executable on PATH.
 4. A source checkout this plugin folder sits in (``../watcher``), with this ``python3``.
 
-Another interpreter is started with ``exec`` (same process, stdin untouched) on this same
-file, which then tries in-process there. When none works, the hook blocks nothing and
-says once (a marker under ``$CLAUDE_PLUGIN_DATA``, else the state folder) what to install.
+Another interpreter is started with ``exec`` on this same file, the input put back on
+fd 0 (a memfd, else an unlinked temporary file). When none works, the hook blocks nothing
+and says once (a marker under ``$CLAUDE_PLUGIN_DATA``, else the state folder) what to
+install.
 
-Standard library only, any Python 3; it never needs the executable bit; it always exits 0.
+Standard library only, any Python 3; it never needs the executable bit; it always exits 0
+and never writes to stderr. The state-folder rule, the session-id check and the request
+and tools file names are copies of the package's (tests pin them equal).
 """
 
 import os
-import stat
 import sys
 
 TRIED_FLAG = "--loop-killer-tried"
 MARKER_NAME = "missing-package-notice"
 SMALL_FILE = 4096
 """The most this launcher ever reads of one of its own small files."""
+MAX_INPUT_BYTES = 32 * 1024 * 1024
+"""Hook input larger than this is ignored (as ``loop_killer.hook.entry`` does)."""
+_WHITESPACE = " \t\n\r"  # JSON's
+_ID_FIRST = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+_ID_CHARS = frozenset(_ID_FIRST + "._-")
 
 
-def _run_here():
+# -- the cheap decision --------------------------------------------------------------------
+
+
+def state_dir(env):
+    """loop-killer's state folder, as ``loop_killer.state.paths.state_dir`` computes it."""
+    configured = env.get("LOOP_KILLER_STATE_DIR")
+    if configured:
+        return os.path.expanduser(configured)
+    return os.path.join(config_dir(env), "loop-killer")
+
+
+def config_dir(env):
+    """``$CLAUDE_CONFIG_DIR``, else ``$HOME/.claude`` (``loop_killer.state.paths``)."""
+    configured = env.get("CLAUDE_CONFIG_DIR")
+    if configured:
+        return os.path.expanduser(configured)
+    return os.path.join(env.get("HOME") or os.path.expanduser("~"), ".claude")
+
+
+def is_plain_id(value):
+    """A session id safe as a file name (``loop_killer.state.paths.is_plain_id``)."""
+    return (isinstance(value, str) and 0 < len(value) <= 128 and value[0] in _ID_FIRST
+            and _ID_CHARS.issuperset(value) and ".." not in value)
+
+
+def request_path(state, session_id):
+    """Where a clear request for the session waits (``loop_killer.state.inbox``)."""
+    return os.path.join(state, "requests", session_id + ".json")
+
+
+def tools_path(state, session_id):
+    """The session's tool-call history, kept by the tool-repeat hooks."""
+    return os.path.join(state, "tools", session_id + ".json")
+
+
+def parse_input(raw):
+    """The hook input as JSON, parsed as ``json.loads`` does; None when it is too large,
+    broken or nested too deeply. The C scanner ``json`` itself uses, without importing
+    ``json`` (which imports ``re``: a third of a bare interpreter's start)."""
+    if len(raw) > MAX_INPUT_BYTES:
+        return None
+    try:
+        from _json import make_scanner
+
+        text = raw.decode("utf-8")
+        start = len(text) - len(text.lstrip(_WHITESPACE))
+        value, end = make_scanner(_ScanContext())(text, start)
+        if not text[end:].strip(_WHITESPACE):
+            return value
+    except Exception:  # noqa: BLE001 - anything odd: let json decide
+        pass
+    try:
+        import json
+
+        return json.loads(raw)
+    except Exception:  # noqa: BLE001 - ValueError, RecursionError, MemoryError: bad input
+        return None
+
+
+class _ScanContext(object):
+    """The settings ``json.JSONDecoder()`` hands the C scanner."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    memo = None
+
+    def __init__(self):
+        self.memo = {}
+        self.parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"),
+                               "NaN": float("nan")}.__getitem__
+
+
+def needs_package(data, env):
+    """Whether this hook input needs the package (False: nothing to do, exit 0)."""
+    if not isinstance(data, dict):
+        return False
+    event = data.get("hook_event_name")
+    if event not in ("Stop", "PreToolUse", "UserPromptSubmit"):
+        return True
+    session_id = data.get("session_id")
+    if not is_plain_id(session_id):
+        return True  # odd input: the package decides
+    state = state_dir(env)
+    if event != "Stop":
+        return _present(tools_path(state, session_id))
+    if data.get("stop_hook_active") is True:
+        return True
+    return _present(request_path(state, session_id)) or _plans_waiting(state)
+
+
+def _present(path):
+    """Whether anything (a file, a link, a FIFO...) sits at ``path``; never opened."""
+    try:
+        os.lstat(path)
+    except OSError:
+        return False
+    return True
+
+
+def _plans_waiting(state):
+    """Whether the mod's plan records of an earlier stop wait to be logged (the package's
+    hook sweeps them into the detection log). One ``scandir``: usually of a missing or
+    empty folder."""
+    try:
+        with os.scandir(os.path.join(state, "outcomes")) as entries:
+            for entry in entries:
+                if entry.name.endswith(".plan"):
+                    return True
+    except OSError:
+        pass
+    return False
+
+
+# -- finding the package -------------------------------------------------------------------
+
+
+def _run_here(raw):
     """Run the hook with this interpreter; None when the package is not importable here."""
     try:
         from importlib.util import find_spec
@@ -39,26 +173,48 @@ def _run_here():
         from loop_killer.hook.entry import main as hook_main
     except Exception:  # noqa: BLE001 - ImportError, or a SyntaxError from a Python too old
         return None
-    return hook_main()
+    if getattr(getattr(hook_main, "__code__", None), "co_argcount", 1) == 0:
+        # An older package reads stdin itself.
+        if not _refill_stdin(raw):
+            return 0
+        sys.stdin = os.fdopen(0, "r", closefd=False)
+        hook_main()
+        return 0
+    hook_main(raw)
+    return 0
 
 
-def _config_dir():
-    configured = os.environ.get("CLAUDE_CONFIG_DIR")
-    if configured:
-        return os.path.expanduser(configured)
-    return os.path.join(os.path.expanduser("~"), ".claude")
+def _refill_stdin(raw):
+    """Put the input back on fd 0, from its start, for a process that reads stdin (never
+    blocks: a memfd, else an unlinked temporary file). False when neither works."""
+    fd = -1
+    try:
+        fd = os.memfd_create("loop-killer-hook-input")
+    except (AttributeError, OSError):
+        try:
+            import tempfile
 
-
-def _state_dir():
-    configured = os.environ.get("LOOP_KILLER_STATE_DIR")
-    if configured:
-        return os.path.expanduser(configured)
-    return os.path.join(_config_dir(), "loop-killer")
+            fd = os.dup(tempfile.TemporaryFile().fileno())
+        except OSError:
+            return False
+    try:
+        view = memoryview(raw)
+        while view:
+            view = view[os.write(fd, view):]
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.dup2(fd, 0)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
 
 
 def _read_small(path):
     """The text of a small regular file; None when it is missing, a link, a FIFO or a
     device (opened without following links and without blocking), or unreadable."""
+    import stat
+
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
         fd = os.open(path, flags)
@@ -79,7 +235,8 @@ def _read_small(path):
 
 
 def _recorded_python():
-    for folder in (_state_dir(), os.path.join(_config_dir(), "loop-killer")):
+    env = os.environ
+    for folder in (state_dir(env), os.path.join(config_dir(env), "loop-killer")):
         text = _read_small(os.path.join(folder, "python"))
         lines = text.strip().splitlines() if text else []
         path = lines[0].strip() if lines else ""
@@ -134,13 +291,15 @@ def _same(path):
 
 def _note_missing(tried):
     """Say once (per set of interpreters tried) that the package is missing."""
+    import stat
+
     pythons = ", ".join(tried) or sys.executable
     text = (
         "loop-killer: the Stop hook cannot find the loop-killer Python package (with orjson) "
         "for " + pythons + ", so loops are not being stopped. Install it (pipx install "
         "loop-killer, or pip install . in its source folder), then run: loop-killer install"
     )
-    data_dir = os.environ.get("CLAUDE_PLUGIN_DATA") or _state_dir()
+    data_dir = os.environ.get("CLAUDE_PLUGIN_DATA") or state_dir(os.environ)
     marker = os.path.join(data_dir, MARKER_NAME)
     if _read_small(marker) == pythons:
         return None
@@ -159,21 +318,34 @@ def _note_missing(tried):
     return {"systemMessage": text}
 
 
+def _read_stdin():
+    try:
+        return sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+    except (OSError, ValueError, AttributeError):
+        return b""
+
+
 def main():
     args = sys.argv[1:]
+    raw = _read_stdin()
     tried = []
     if len(args) >= 2 and args[0] == TRIED_FLAG:
+        # Started by this launcher in another interpreter: it has decided already.
         tried = [path for path in args[1].split(os.pathsep) if path]
-    here = _same(sys.executable)
-    result = _run_here()
-    if result is not None:
+    elif not needs_package(parse_input(raw), os.environ):
         return 0
-    tried.append(here)
+    if len(raw) > MAX_INPUT_BYTES:
+        return 0
+    if _run_here(raw) is not None:
+        return 0
+    tried.append(_same(sys.executable))
     for candidate in (_recorded_python(), _shebang_python()):
         if not candidate or _same(candidate) in tried:
             continue
         if not (os.path.isfile(candidate) and os.access(candidate, os.X_OK)):
             continue
+        if not _refill_stdin(raw):
+            return 0
         try:
             sys.stdout.flush()
             os.execv(candidate, [candidate, os.path.abspath(__file__),
@@ -183,7 +355,7 @@ def main():
     source = _checkout_source()
     if source is not None and source not in sys.path:
         sys.path.insert(0, source)
-        if _run_here() is not None:
+        if _run_here(raw) is not None:
             return 0
     note = _note_missing(tried)
     if note is not None:
