@@ -1,0 +1,170 @@
+"""The tool-call hooks' shell: count each result, warn, refuse, reset; one JSON out.
+
+``loop_killer.hook.entry`` hands every ``PreToolUse``, ``PostToolUse``,
+``PostToolUseFailure`` and ``UserPromptSubmit`` input (parsed JSON) to ``run_input``
+and prints what it returns.
+
+* ``PostToolUse`` / ``PostToolUseFailure``: count the result (the engine's
+  ``ToolRepeatCounter``, kept in ``store``); on the TOOL_REPEAT_WARN-th identical result
+  tell the model to stop and the person what happened, and log a detection; at
+  TOOL_REPEAT_BLOCK and beyond tell the model the call is now refused.
+* ``PreToolUse``: refuse a call that reached TOOL_REPEAT_BLOCK (and log the refusal).
+* ``UserPromptSubmit``: the person spoke; forget the session's counts.
+
+Subagents (input with ``agent_id``) count in their own scope. The hooks fail open: bad
+input, a busy lock, an unreadable state or a failing disk all mean "nothing to say", so a
+call is never refused by mistake.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..engine.tool_repeat import (
+    RULE_TOOL_REPEAT,
+    TOOL_REPEAT_BLOCK,
+    TOOL_REPEAT_WARN,
+    ToolRepeat,
+    is_ignored,
+)
+from . import config, store
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool call does not import typing
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = ["MAIN_SCOPE", "run_input"]
+
+MAIN_SCOPE = "main"
+"""The scope of the session's own calls (a subagent's scope is its ``agent_id``)."""
+
+_AFTER = ("PostToolUse", "PostToolUseFailure")
+
+
+def run_input(data: Any, *, env: dict[str, str]) -> dict[str, Any] | None:
+    """The output for one tool-call hook input (already parsed), or None for none."""
+    if not isinstance(data, dict) or not config.enabled(env):
+        return None
+    event = data.get("hook_event_name")
+    session_id = data.get("session_id")
+    if not isinstance(session_id, str):
+        return None
+    from ..state.paths import state_dir
+
+    state = os.fspath(state_dir(env))
+    try:
+        path = store.state_path(state, session_id)
+        if event == "UserPromptSubmit":
+            _reset(state, path)
+            return None
+        name = data.get("tool_name")
+        if not isinstance(name, str) or not name:
+            return None
+        ignored = config.ignored_tools(env)
+        if is_ignored(name, ignored):
+            return None
+        agent = data.get("agent_id")
+        scope = agent if isinstance(agent, str) and agent else MAIN_SCOPE
+        if event == "PreToolUse":
+            return _before(data, state, path, name, scope, ignored)
+        if event in _AFTER:
+            return _after(data, state, path, event, name, scope, ignored)
+    except (OSError, ValueError):
+        return None  # fail open: never refuse, never warn, on a doubt
+    return None
+
+
+def _reset(state: str, path: str) -> None:
+    if not os.path.lexists(path):
+        return
+    try:
+        with store.locked(state):
+            store.remove(path)
+    except store.Busy:
+        store.remove(path)  # a stale refusal would be worse than a count lost
+
+
+def _before(data: dict[str, Any], state: str, path: str, name: str, scope: str,
+            ignored: frozenset[str]) -> dict[str, Any] | None:
+    kept = store.load(path)
+    if kept is None:
+        return None
+    tool_input = data.get("tool_input")
+    refusal = store.counter(kept, scope, ignored).refusal(name, tool_input,
+                                                          _text(data.get("tool_use_id")))
+    if refusal is None:
+        return None
+    from ..engine.tool_repeat import call_label
+    from . import words
+
+    label = call_label(name, tool_input, words.LABEL_LIMIT)
+    _log(state, "refusal", data, refusal, label, scope)
+    return words.refusal(label, refusal.count)
+
+
+def _after(data: dict[str, Any], state: str, path: str, event: str, name: str, scope: str,
+           ignored: frozenset[str]) -> dict[str, Any] | None:
+    if data.get("is_interrupt") is True:
+        return None  # the person stopped it: not a result of the call
+    if event == "PostToolUseFailure":
+        content, is_error = data.get("error"), True
+    else:
+        content, is_error = data.get("tool_response"), False
+    tool_input = data.get("tool_input")
+    try:
+        with store.locked(state):
+            kept = store.load(path)
+            counts = store.counter(kept, scope, ignored)
+            repeat = counts.record(name, tool_input, content, is_error,
+                                   _text(data.get("tool_use_id")))
+            if repeat.count == 0:
+                return None
+            store.save(path, store.put(kept, scope, counts))
+            created = kept is None
+    except store.Busy:
+        return None
+    if created:
+        import time
+
+        store.prune(state, now=time.time(), keep=path)
+    if repeat.count < TOOL_REPEAT_WARN:
+        return None
+    from ..engine.tool_repeat import call_label
+    from . import words
+
+    label = call_label(name, tool_input, words.LABEL_LIMIT)
+    if repeat.count == TOOL_REPEAT_WARN:
+        _log(state, "detection", data, repeat, label, scope)
+        return words.warning(event, label, repeat.count)
+    if repeat.count >= TOOL_REPEAT_BLOCK:
+        return words.final_warning(event, label, repeat.count)
+    return None
+
+
+def _log(state: str, kind: str, data: dict[str, Any], repeat: ToolRepeat, label: str,
+         scope: str) -> None:
+    """One record in the detection log, for the watcher and ``loop-killer status``."""
+    from pathlib import Path
+
+    from ..state.journal import append
+
+    record: dict[str, Any] = {
+        "event": kind,
+        "rule": RULE_TOOL_REPEAT,
+        "session_id": data.get("session_id"),
+        "tool": repeat.name,
+        "call": label,
+        "count": repeat.count,
+        "tool_use_id": repeat.tool_use_id,
+        "project": _text(data.get("cwd")),
+        "transcript_path": _text(data.get("transcript_path")),
+        "source": "hook",
+    }
+    if scope != MAIN_SCOPE:
+        record["agent_id"] = scope
+        record["agent_type"] = _text(data.get("agent_type"))
+    append(Path(state), record)
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""

@@ -1,0 +1,85 @@
+"""Every word the model and the person see from the tool-repeat rule, and the hooks'
+output JSON. Pure: plain values in, dicts out.
+
+* The model: ``additionalContext`` after the result that warns (Claude Code adds it to
+  the very next request), and the reason of a refusal (the model gets it as the refused
+  call's error result, ``PreToolUse:<tool> hook error: <reason>``).
+* The person: a one-line ``systemMessage`` on the warning and on each refusal.
+
+Every text begins with ``loop-killer: `` so anyone can tell where it comes from; calls
+are shown as a short one-line label, cleaned of control codes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..engine.tool_repeat import REFUSED_MARK, RULE_TOOL_REPEAT, TOOL_REPEAT_BLOCK
+from ..hook.notice import MARK, _clean
+
+__all__ = ["LABEL_LIMIT", "final_warning", "phrase", "refusal", "warning"]
+
+LABEL_LIMIT = 120
+"""The most characters of a call shown in one line."""
+
+
+def phrase(count: int) -> str:
+    """What the rule saw, in words."""
+    return f"the same result {count} times in a row"
+
+
+def _call(label: str) -> str:
+    return _clean(label, LABEL_LIMIT)
+
+
+def warning(event: str, label: str, count: int) -> dict[str, Any]:
+    """After the result that reaches TOOL_REPEAT_WARN: tell the model, and the person."""
+    call = _call(label)
+    model = (
+        f"{MARK}this exact call ({call}) has now given {phrase(count)}. Stop repeating it. "
+        "Say in one or two sentences why it keeps giving the same result, then change "
+        "something (the command, the code, the approach) or ask the person. If it gives "
+        "the same result once more, loop-killer will refuse to run it again until the "
+        "person's next message."
+    )
+    person = (f"{MARK}{call} gave {phrase(count)} ({RULE_TOOL_REPEAT}); the model was told "
+              f"to change course, and after {TOOL_REPEAT_BLOCK} the call is refused")
+    return _after(event, model, person)
+
+
+def final_warning(event: str, label: str, count: int) -> dict[str, Any]:
+    """After a result at or past TOOL_REPEAT_BLOCK: the next attempt will be refused."""
+    model = (
+        f"{MARK}this exact call ({_call(label)}) has given {phrase(count)}. loop-killer will "
+        "refuse to run it again until the person's next message. Do something different, "
+        "or explain what is wrong and ask the person."
+    )
+    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": model}}
+
+
+def refusal(label: str, count: int) -> dict[str, Any]:
+    """PreToolUse output refusing an attempt of a call that reached TOOL_REPEAT_BLOCK."""
+    call = _call(label)
+    reason = (
+        f"{REFUSED_MARK} to run this call again: {call} gave {phrase(count)} "
+        f"({RULE_TOOL_REPEAT}). Do not retry it. Explain why it keeps giving the same "
+        "result, then try something different or ask the person; it runs again after the "
+        "person's next message."
+    )
+    person = f"{MARK}refused {call}: it gave {phrase(count)} ({RULE_TOOL_REPEAT}); it runs " \
+             "again after your next message"
+    return {
+        "systemMessage": person,
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": reason,
+        },
+    }
+
+
+def _after(event: str, model: str, person: str) -> dict[str, Any]:
+    return {
+        "systemMessage": person,
+        "hookSpecificOutput": {"hookEventName": event, "additionalContext": model},
+    }
