@@ -67,8 +67,9 @@ def state_path(state: os.PathLike[str] | str, session_id: str) -> str:
 
 
 @contextmanager
-def locked(state: os.PathLike[str] | str, *, wait: float = LOCK_WAIT) -> Iterator[None]:
-    """Hold the tool hooks' lock; raises Busy when another hook holds it past ``wait``."""
+def locked(state: os.PathLike[str] | str, *, wait: float | None = None) -> Iterator[None]:
+    """Hold the tool hooks' lock; raises Busy when another hook holds it past ``wait``
+    seconds (default ``LOCK_WAIT``)."""
     folder = os.path.join(os.fspath(state), FOLDER)
     ensure_private_dir(folder)
     fd = os.open(os.path.join(folder, _LOCK_NAME),
@@ -76,7 +77,7 @@ def locked(state: os.PathLike[str] | str, *, wait: float = LOCK_WAIT) -> Iterato
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise Busy(f"{folder}/{_LOCK_NAME}: not a regular file")
-        deadline = time.monotonic() + wait
+        deadline = time.monotonic() + (LOCK_WAIT if wait is None else wait)
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..engine.tool_repeat import REFUSED_MARK, RULE_TOOL_REPEAT, TOOL_REPEAT_BLOCK
-from ..hook.notice import MARK, _clean
+from ..hook.notice import MARK
+from ..printable import printable
 
 __all__ = ["LABEL_LIMIT", "final_warning", "phrase", "refusal", "warning"]
 
@@ -29,7 +30,7 @@ def phrase(count: int) -> str:
 
 
 def _call(label: str) -> str:
-    return _clean(label, LABEL_LIMIT)
+    return printable(label, LABEL_LIMIT)
 
 
 def warning(event: str, label: str, count: int) -> dict[str, Any]:

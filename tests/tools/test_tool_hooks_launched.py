@@ -1,0 +1,193 @@
+"""The tool-call hooks run as Claude Code runs them: the plugin's launcher in a new
+process, the hook input as JSON on stdin, one JSON object (or nothing) on stdout."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from loop_killer.engine.tool_repeat import REFUSED_MARK
+
+from .kit import (
+    SESSION,
+    before,
+    failed,
+    journal,
+    launch,
+    prompt,
+    start,
+    succeeded,
+)
+
+
+def state_file(state: Path, session: str = SESSION) -> Path:
+    return state / "tools" / f"{session}.json"
+
+
+def test_a_failing_command_is_warned_on_its_third_identical_result(state: Path) -> None:
+    assert launch(failed()) is None
+    assert launch(failed()) is None
+    out = launch(failed())
+    assert out is not None
+    specific = out["hookSpecificOutput"]
+    assert specific["hookEventName"] == "PostToolUseFailure"
+    assert specific["additionalContext"].startswith("loop-killer: ")
+    assert "Bash: npm test" in specific["additionalContext"]
+    assert "3 times" in specific["additionalContext"]
+    assert out["systemMessage"].startswith("loop-killer: ")
+    assert "Bash: npm test" in out["systemMessage"] and "3 times" in out["systemMessage"]
+    assert "TOOL_REPEAT" in out["systemMessage"]
+    assert "\n" not in out["systemMessage"]
+
+
+def test_the_fifth_attempt_is_refused_and_the_person_is_told(state: Path) -> None:
+    for _ in range(3):
+        launch(failed())
+    assert launch(before()) is None  # the 4th attempt runs
+    fourth = launch(failed())
+    assert fourth is not None and "refuse" in fourth["hookSpecificOutput"]["additionalContext"]
+    assert "systemMessage" not in fourth  # the person heard on the warning already
+    out = launch(before())
+    assert out is not None
+    decision = out["hookSpecificOutput"]
+    assert decision["hookEventName"] == "PreToolUse"
+    assert decision["permissionDecision"] == "deny"
+    assert decision["permissionDecisionReason"].startswith(REFUSED_MARK)
+    assert out["systemMessage"].startswith("loop-killer: refused Bash: npm test")
+    assert launch(before()) is not None  # every further attempt, until the person speaks
+
+
+def test_a_successful_command_repeating_its_output_counts_too(state: Path) -> None:
+    outs = [launch(succeeded("git status", "nothing to commit")) for _ in range(4)]
+    assert [out is not None for out in outs] == [False, False, True, True]
+    assert outs[2] is not None
+    assert outs[2]["hookSpecificOutput"]["hookEventName"] == "PostToolUse"
+    assert launch(before("git status")) is not None
+
+
+def test_a_changed_call_or_another_tool_is_not_refused(state: Path) -> None:
+    for _ in range(4):
+        launch(failed())
+    assert launch(before("npm test -- --verbose")) is None
+    assert launch(before(tool="Read", tool_input={"file_path": "package.json"})) is None
+
+
+def test_output_that_changes_is_never_touched(state: Path) -> None:
+    outs = [launch(failed(error=f"Exit code 1\n{n} failed")) for n in range(6, 0, -1)]
+    assert outs == [None] * 6
+    assert launch(before()) is None
+
+
+def test_the_persons_prompt_resets_everything(state: Path) -> None:
+    for _ in range(4):
+        launch(failed())
+    assert state_file(state).exists()
+    assert launch(prompt()) is None
+    assert not state_file(state).exists()
+    assert launch(before()) is None
+    assert launch(failed()) is None  # counts from 1 again
+
+
+def test_the_state_file_appears_with_the_first_counted_result_only(state: Path) -> None:
+    assert launch(before()) is None
+    assert launch(prompt()) is None
+    assert launch(succeeded(tool="TaskOutput", tool_input={"task_id": "b1"})) is None
+    assert not state_file(state).exists()
+    launch(failed())
+    assert state_file(state).exists()
+    assert state_file(state).stat().st_mode & 0o777 == 0o600
+
+
+def test_polling_tools_are_never_counted(state: Path) -> None:
+    for _ in range(6):
+        assert launch(succeeded(tool="TaskOutput", tool_input={"task_id": "b1"},
+                                tool_response={"status": "running"})) is None
+    assert launch(before(tool="TaskOutput", tool_input={"task_id": "b1"})) is None
+
+
+def test_mcp_tools_are_counted(state: Path) -> None:
+    call = {"tool": "mcp__github__get_issue", "tool_input": {"number": 9}}
+    outs = [launch(failed(error="Not Found", **call)) for _ in range(4)]
+    assert outs[2] is not None and outs[3] is not None
+    assert launch(before(**call)) is not None
+
+
+def test_subagents_count_apart_from_the_main_session(state: Path) -> None:
+    agent = {"agent_id": "a1b2c3", "agent_type": "general-purpose"}
+    for _ in range(2):
+        launch(failed())
+        launch(failed(**agent))
+    assert launch(failed()) is not None  # main: 3rd
+    out = launch(failed(**agent))  # subagent: its own 3rd
+    assert out is not None and "3 times" in out["systemMessage"]
+    launch(failed())  # main: 4th
+    assert launch(before()) is not None
+    assert launch(before(**agent)) is None  # the subagent has only 3
+    records = [r for r in journal(state) if r["event"] == "detection"]
+    assert [r.get("agent_id") for r in records] == [None, "a1b2c3"]
+
+
+def test_warnings_and_refusals_are_logged_for_the_watcher(state: Path) -> None:
+    for _ in range(4):
+        launch(failed())
+    launch(before())
+    records = journal(state)
+    assert [r["event"] for r in records] == ["detection", "refusal"]
+    for record in records:
+        assert record["rule"] == "TOOL_REPEAT"
+        assert record["session_id"] == SESSION
+        assert record["tool"] == "Bash"
+        assert record["call"] == "Bash: npm test"
+        assert record["project"] == "/home/dev/proj"
+        assert record["transcript_path"].endswith(f"{SESSION}.jsonl")
+        assert record["source"] == "hook"
+    assert [r["count"] for r in records] == [3, 4]
+
+
+def test_control_codes_never_reach_the_person(state: Path) -> None:
+    command = "printf '\x1b]0;pwned\x07\x1b[2J'; exit 1"
+    for _ in range(3):
+        out = launch(failed(command, error="boom"))
+    assert out is not None
+    for text in (out["systemMessage"], out["hookSpecificOutput"]["additionalContext"]):
+        assert not any(ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0 for ch in text)
+
+
+def test_the_ignored_tools_and_the_switch_come_from_the_environment(state: Path) -> None:
+    ignore = {"LOOP_KILLER_IGNORE_TOOLS": "default,Bash"}
+    assert [launch(failed(), env=ignore) for _ in range(4)] == [None] * 4
+    assert not state_file(state).exists()
+    off = {"LOOP_KILLER_TOOL_REPEAT": "off"}
+    assert [launch(failed(), env=off) for _ in range(4)] == [None] * 4
+    assert not state_file(state).exists()
+
+
+def test_an_interrupted_call_is_not_a_result(state: Path) -> None:
+    for _ in range(4):
+        assert launch({**failed(), "is_interrupt": True}) is None
+    assert not state_file(state).exists()
+
+
+def test_hooks_of_parallel_calls_lose_no_count(state: Path) -> None:
+    """Eight identical calls of one reply, their hooks running at the same time."""
+    procs = [start(failed()) for _ in range(8)]
+    outputs = []
+    for proc in procs:
+        assert proc.stdout is not None and proc.stderr is not None
+        stdout, stderr = proc.stdout.read(), proc.stderr.read()
+        assert proc.wait(timeout=60) == 0 and stderr == b""
+        outputs.append(json.loads(stdout) if stdout.strip() else None)
+    kept = json.loads(state_file(state).read_text())
+    assert [count for _, _, count in kept["scopes"]["main"]["calls"]] == [8]
+    warned = [out for out in outputs if out and "systemMessage" in out]
+    assert len(warned) == 1  # exactly one hook saw the 3rd result
+
+
+def test_bad_input_is_ignored_quietly(state: Path) -> None:
+    assert launch(None, raw=b"not json") is None
+    assert launch(None, raw=b"") is None
+    assert launch({**failed(), "session_id": "../../etc"}) is None
+    assert launch({**failed(), "tool_name": 42}) is None
+    assert launch({**before(), "session_id": None}) is None
+    assert not (state / "tools").exists() or not any(
+        p.suffix == ".json" for p in (state / "tools").iterdir())

@@ -1,0 +1,162 @@
+"""The tool-call hooks fail open: whatever is odd on disk or in the input, no call is
+refused by mistake, nothing hangs, and nothing is written through a link."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from pathlib import Path
+
+import pytest
+from loop_killer.engine.tool_repeat import ToolRepeatCounter
+from loop_killer.tools import store
+from loop_killer.tools.hook import run_input
+
+from .kit import SESSION, before, failed, prompt
+
+
+def run(data: object, **env: str) -> dict | None:
+    return run_input(data, env={**os.environ, **env})
+
+
+def blocked_state(state: Path) -> Path:
+    """A session whose ``npm test`` has reached the refusal."""
+    for _ in range(4):
+        run(failed())
+    assert run(before()) is not None
+    return state / "tools" / f"{SESSION}.json"
+
+
+def test_in_process_the_same_rules_hold(state: Path) -> None:
+    outs = [run(failed()) for _ in range(4)]
+    assert [out is not None for out in outs] == [False, False, True, True]
+    assert run(before()) is not None
+    assert run(prompt()) is None
+    assert run(before()) is None
+
+
+@pytest.mark.parametrize("junk", [b"", b"not json", b"[]", b'{"v": 2, "scopes": {}}',
+                                  b'{"v": 1, "scopes": {"main": {"v": 1, "calls": "x"}}}'])
+def test_an_unreadable_state_refuses_nothing(state: Path, junk: bytes) -> None:
+    path = blocked_state(state)
+    path.write_bytes(junk)
+    assert run(before()) is None
+    assert run(failed()) is None  # and counting starts afresh
+
+
+def test_an_oversized_state_refuses_nothing(state: Path) -> None:
+    path = blocked_state(state)
+    kept = path.read_text()
+    path.write_text(kept[:-1] + " " * store.MAX_STATE_BYTES + "}")
+    assert run(before()) is None
+
+
+def test_a_state_file_that_is_a_link_is_not_followed(state: Path, tmp_path: Path) -> None:
+    path = blocked_state(state)
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_bytes(path.read_bytes())
+    path.unlink()
+    path.symlink_to(elsewhere)
+    assert run(before()) is None
+
+
+def test_a_fifo_in_place_of_the_state_never_hangs(state: Path) -> None:
+    path = blocked_state(state)
+    path.unlink()
+    os.mkfifo(path)
+    assert run(before()) is None
+    assert run(failed()) is None  # replaced by a real file on the next count
+
+
+def test_a_tools_folder_that_is_a_link_is_never_written_into(state: Path, tmp_path: Path
+                                                             ) -> None:
+    target = tmp_path / "target"
+    target.mkdir()
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "tools").symlink_to(target)
+    for _ in range(4):
+        assert run(failed()) is None
+    assert list(target.iterdir()) == []
+
+
+def test_a_busy_lock_means_nothing_counted_and_nothing_said(
+        state: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store, "LOCK_WAIT", 0.05)
+    for _ in range(2):
+        run(failed())
+    with open_lock(state) as _held:
+        assert run(failed()) is None
+    assert run(failed()) is not None  # the lost count delayed the warning by one
+
+
+def test_a_busy_lock_never_keeps_a_refusal_past_the_persons_prompt(
+        state: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store, "LOCK_WAIT", 0.05)
+    path = blocked_state(state)
+    with open_lock(state):
+        assert run(prompt()) is None
+    assert not path.exists()
+    assert run(before()) is None
+
+
+class open_lock:
+    """Another hook holding the tool hooks' lock."""
+
+    def __init__(self, state: Path) -> None:
+        (state / "tools").mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(state / "tools" / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+
+    def __enter__(self) -> int:
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self.fd
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)
+
+
+@pytest.mark.parametrize("data", [
+    None, [], "x", {}, {"hook_event_name": "PreToolUse"},
+    {**failed(), "session_id": ""}, {**failed(), "session_id": "a/b"},
+    {**failed(), "tool_name": ""}, {**failed(), "hook_event_name": "Stop"},
+    {**failed(), "tool_input": None, "error": None},
+    {**failed(), "agent_id": 7},
+])
+def test_odd_input_is_answered_with_nothing(state: Path, data: object) -> None:
+    assert run(data) is None
+
+
+def test_odd_values_inside_the_input_still_count(state: Path) -> None:
+    odd = {**failed(), "tool_input": ["not", "an", "object"], "error": {"x": 1}}
+    outs = [run(odd) for _ in range(3)]
+    assert outs[2] is not None
+
+
+def test_scopes_are_capped_oldest_first(state: Path) -> None:
+    for n in range(store.MAX_SCOPES + 5):
+        run(failed(agent_id=f"agent{n}"))
+    kept = json.loads((state / "tools" / f"{SESSION}.json").read_text())
+    assert len(kept["scopes"]) == store.MAX_SCOPES
+    assert "agent0" not in kept["scopes"] and f"agent{store.MAX_SCOPES + 4}" in kept["scopes"]
+
+
+def test_the_counts_survive_a_state_written_by_put(state: Path) -> None:
+    counter = ToolRepeatCounter()
+    for _ in range(4):
+        counter.record("Bash", {"command": "npm test"}, "x", True)
+    path = store.state_path(state, SESSION)
+    store.save(path, store.put(None, "main", counter))
+    assert run(before()) is not None
+
+
+def test_stale_state_files_are_pruned_when_a_new_one_is_made(state: Path) -> None:
+    folder = state / "tools"
+    folder.mkdir(parents=True)
+    old = folder / "old-session.json"
+    old.write_text("{}")
+    os.utime(old, (1, 1))
+    fresh = folder / "fresh-session.json"
+    fresh.write_text("{}")
+    run(failed())
+    assert not old.exists() and fresh.exists()
+    assert (folder / f"{SESSION}.json").exists()
