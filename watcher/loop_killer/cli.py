@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "install": ("loop_killer.hook.setup", "install", "register the plugin with the claude CLI"),
     "doctor": ("loop_killer.hook.setup", "doctor", "check that everything is in place"),
     "hook": ("loop_killer.hook.entry", "cli_main", "run the hook for the event on stdin"),
+    "scan": ("loop_killer.scan.command", "scan", "every past loop in the history, and its cost"),
 }
 
 

@@ -1,0 +1,92 @@
+"""``loop-killer scan``: every loop in the history, and what it cost (the thin shell).
+
+Finds the transcripts (``files``), reads them on every core (``pool``), prices and sums
+(``summary``), and prints a table or one JSON document (``report``). Nothing is written
+anywhere; a transcript that cannot be read is counted, never fatal. Exit status 0, or 2
+for options that cannot be used (a bad ``--since`` or ``--prices``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+__all__ = ["add_arguments_scan", "parse_since", "scan"]
+
+
+def parse_since(text: str) -> float:
+    """``--since``: a date (``YYYY-MM-DD``, local midnight) or an ISO 8601 moment (local
+    time unless it names its offset); seconds since the epoch."""
+    value = text.strip()
+    if value.endswith(("Z", "z")):
+        value = value[:-1] + "+00:00"
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected a date (2026-05-01) or a moment (2026-05-01T14:00)"
+        ) from None
+    return moment.timestamp()  # a naive moment is read as local time
+
+
+def add_arguments_scan(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--since", type=parse_since, metavar="DATE", default=None,
+                        help="only loops that went on at or after DATE (YYYY-MM-DD or ISO "
+                             "8601)")
+    parser.add_argument("--project", metavar="TEXT", default=None,
+                        help="only project folders whose name or path contains TEXT")
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON document (loops, totals, sessions, scan)")
+    parser.add_argument("--prices", type=Path, metavar="FILE", default=None,
+                        help="JSON or TOML file: model prefix -> USD per million tokens "
+                             "(input, output, cache_read, cache_creation), over the defaults")
+    parser.add_argument("--root", type=Path, default=None,
+                        help="folder of project folders (default: $CLAUDE_CONFIG_DIR/projects)")
+    parser.add_argument("--jobs", type=int, metavar="N", default=None,
+                        help="worker processes (default: one per core; 1: none)")
+
+
+def scan(args: argparse.Namespace) -> int:
+    """Run ``loop-killer scan`` with parsed ``args``."""
+    from ..state.paths import projects_dir
+    from .files import find_transcripts
+    from .pool import scan_transcripts
+    from .prices import PriceError, PriceTable, load_prices
+    from .report import Progress, human_report, json_bytes
+    from .summary import Collector
+
+    try:
+        prices = PriceTable(load_prices(args.prices) if args.prices else None)
+    except PriceError as error:
+        print(f"loop-killer scan: {error}", file=sys.stderr)
+        return 2
+    root = Path(args.root).expanduser() if getattr(args, "root", None) else projects_dir()
+    started = time.monotonic()
+    listing = find_transcripts(root, project=args.project, since=args.since)
+    collector = Collector(prices, since=args.since)
+    width = shutil.get_terminal_size((120, 24)).columns
+    progress = Progress(sys.stderr, width=width) if sys.stderr.isatty() else None
+    try:
+        for result in scan_transcripts(listing.transcripts, jobs=args.jobs,
+                                       progress=progress):
+            collector.add(result)
+    except KeyboardInterrupt:
+        if progress is not None:
+            progress.close()
+        print("loop-killer scan: interrupted", file=sys.stderr)
+        return 130
+    if progress is not None:
+        progress.close()
+    summary = collector.summary(listing)
+    if args.json:
+        sys.stdout.buffer.write(json_bytes(summary, root=str(root)))
+        sys.stdout.flush()
+        return 0
+    sys.stdout.write(human_report(summary, width=width, home=os.environ.get("HOME"),
+                                  root=str(root), seconds=time.monotonic() - started))
+    return 0

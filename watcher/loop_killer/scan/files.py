@@ -1,0 +1,231 @@
+"""Finding a history's transcripts, and reading one of them safely (the file I/O shell).
+
+``find_transcripts`` lists ``<projects>/<project>/<session>.jsonl`` (main transcripts) and
+the subagents' files beside them (``agent-<id>.jsonl``, or
+``<session>/subagents/agent-<id>.jsonl``). Links are never followed and anything but a
+regular file is never opened for reading: both are counted as skipped. ``read_transcript``
+opens with ``open_transcript`` (never blocks, even on a FIFO that took a file's place;
+regular files only), checks that it is still the file that was listed, and streams it
+through ``TranscriptScan`` in fixed-size chunks: memory does not grow with the file.
+Nothing here ever writes.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import stat
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..state.files import NotAFile, open_transcript
+from ..state.paths import is_plain_id, session_id_of
+from .records import FileResult
+from .transcript import TranscriptScan
+
+__all__ = [
+    "CHUNK_BYTES",
+    "SKIP_FAILED",
+    "SKIP_LINK",
+    "SKIP_NOT_REGULAR",
+    "SKIP_UNREADABLE",
+    "Listing",
+    "Transcript",
+    "find_transcripts",
+    "read_transcript",
+]
+
+logger = logging.getLogger(__name__)
+
+CHUNK_BYTES = 1 << 20
+"""Bytes read at a time from a transcript."""
+
+# Why a file (or a folder) was not read.
+SKIP_LINK = "link"  # a symbolic link: never followed
+SKIP_NOT_REGULAR = "not_regular"  # a FIFO, a socket, a device...
+SKIP_UNREADABLE = "unreadable"  # permission denied, vanished, I/O error
+SKIP_FAILED = "failed"  # reading it went wrong in a way we did not foresee
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    """One transcript file to read.
+
+    ``project``: the project folder's name; ``session_id``: the session it belongs to
+    (empty for a flat ``agent-*.jsonl``: read from its lines); ``subagent``: a subagent's
+    file; ``size``, ``mtime``, ``device``, ``inode``: as listed (the file opened later must
+    be the same one).
+    """
+
+    path: str
+    project: str
+    session_id: str
+    subagent: bool
+    size: int
+    mtime: float
+    device: int = 0
+    inode: int = 0
+
+
+@dataclass(slots=True)
+class Listing:
+    """What ``find_transcripts`` found: files to read, and what it skipped and why."""
+
+    transcripts: list[Transcript] = field(default_factory=list)
+    skipped: Counter[str] = field(default_factory=Counter)
+    older: int = 0  # files last written before ``since``: they cannot hold a newer loop
+
+
+# A file last written this long before --since is not read (clocks of the writer and of
+# the file system may differ a little).
+_SINCE_MARGIN = 86_400.0
+
+
+def find_transcripts(root: Path | str, *, project: str | None = None,
+                     since: float | None = None) -> Listing:
+    """Every transcript under ``root`` (the projects folder).
+
+    ``project``: keep only project folders whose name or path contains this text (any
+    case). ``since``: leave out files last modified (well) before this moment (seconds
+    since the epoch).
+    """
+    listing = Listing()
+    try:
+        projects = sorted(os.scandir(root), key=lambda entry: entry.name)
+    except FileNotFoundError:
+        return listing
+    except OSError:
+        listing.skipped[SKIP_UNREADABLE] += 1
+        return listing
+    wanted = project.casefold() if project else None
+    for folder in projects:
+        if wanted is not None and wanted not in folder.name.casefold() \
+                and wanted not in folder.path.casefold():
+            continue
+        kind = _kind(folder)
+        if kind == "link":
+            listing.skipped[SKIP_LINK] += 1
+        elif kind == "dir":
+            _list_project(folder.path, folder.name, listing, since)
+    return listing
+
+
+def _kind(entry: os.DirEntry[str]) -> str:
+    """``link``, ``dir``, ``file`` or ``other``, never following a link."""
+    try:
+        if entry.is_symlink():
+            return "link"
+        if entry.is_dir(follow_symlinks=False):
+            return "dir"
+        if entry.is_file(follow_symlinks=False):
+            return "file"
+    except OSError:
+        pass
+    return "other"
+
+
+def _list_project(folder: str, project: str, listing: Listing, since: float | None) -> None:
+    try:
+        entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+    except OSError:
+        listing.skipped[SKIP_UNREADABLE] += 1
+        return
+    for entry in entries:
+        kind = _kind(entry)
+        if entry.name.endswith(".jsonl"):
+            session_id = session_id_of(Path(entry.path))
+            # Any other .jsonl beside the sessions is a subagent's (agent-<id>.jsonl).
+            _add(entry, kind, project, session_id or "", session_id is None, listing, since)
+        elif kind == "dir" and is_plain_id(entry.name):
+            _list_subagents(entry.path, entry.name, project, listing, since)
+
+
+def _list_subagents(session_folder: str, session_id: str, project: str, listing: Listing,
+                    since: float | None) -> None:
+    subagents = os.path.join(session_folder, "subagents")
+    try:
+        info = os.lstat(subagents)
+    except OSError:
+        return  # most sessions have none
+    if stat.S_ISLNK(info.st_mode):
+        listing.skipped[SKIP_LINK] += 1
+        return
+    if not stat.S_ISDIR(info.st_mode):
+        return
+    try:
+        entries = sorted(os.scandir(subagents), key=lambda entry: entry.name)
+    except OSError:
+        listing.skipped[SKIP_UNREADABLE] += 1
+        return
+    for entry in entries:
+        if entry.name.endswith(".jsonl"):
+            _add(entry, _kind(entry), project, session_id, True, listing, since)
+
+
+def _add(entry: os.DirEntry[str], kind: str, project: str, session_id: str, subagent: bool,
+         listing: Listing, since: float | None) -> None:
+    if kind == "link":
+        listing.skipped[SKIP_LINK] += 1
+        return
+    if kind != "file":
+        listing.skipped[SKIP_NOT_REGULAR] += 1
+        return
+    try:
+        info = entry.stat(follow_symlinks=False)
+    except OSError:
+        listing.skipped[SKIP_UNREADABLE] += 1
+        return
+    if since is not None and info.st_mtime < since - _SINCE_MARGIN:
+        listing.older += 1
+        return
+    listing.transcripts.append(Transcript(entry.path, project, session_id, subagent,
+                                          info.st_size, info.st_mtime, info.st_dev,
+                                          info.st_ino))
+
+
+def read_transcript(transcript: Transcript, *, prefilter: bool = True,
+                    chunk_bytes: int = CHUNK_BYTES) -> FileResult:
+    """Scan one transcript file; never raises (a file that cannot be read comes back
+    with ``skipped`` set)."""
+
+    def skipped(reason: str) -> FileResult:
+        return FileResult(path=transcript.path, project=transcript.project,
+                          session_id=transcript.session_id, subagent=transcript.subagent,
+                          skipped=reason)
+
+    try:
+        fd = open_transcript(transcript.path)
+    except NotAFile:
+        return skipped(SKIP_NOT_REGULAR)
+    except OSError:
+        return skipped(SKIP_UNREADABLE)
+    try:
+        info = os.fstat(fd)
+        if transcript.inode and (info.st_dev, info.st_ino) != (transcript.device,
+                                                               transcript.inode):
+            # Replaced since it was listed (a link put in its place, say): not ours to read.
+            return skipped(SKIP_LINK if _is_link(transcript.path) else SKIP_UNREADABLE)
+        scan = TranscriptScan(path=transcript.path, project=transcript.project,
+                              session_id=transcript.session_id,
+                              subagent=transcript.subagent, prefilter=prefilter)
+        while chunk := os.read(fd, chunk_bytes):
+            scan.feed(chunk)
+        return scan.finish()
+    except OSError as error:
+        if error.errno not in (errno.EIO, errno.EACCES, errno.EISDIR, errno.ENOENT):
+            logger.debug("reading %s: %s", transcript.path, error)
+        return skipped(SKIP_UNREADABLE)
+    except Exception:  # a bug must cost one file, never the whole scan
+        logger.exception("scanning %s failed", transcript.path)
+        return skipped(SKIP_FAILED)
+    finally:
+        os.close(fd)
+
+
+def _is_link(path: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(path).st_mode)
+    except OSError:
+        return False

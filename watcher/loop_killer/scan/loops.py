@@ -1,0 +1,210 @@
+"""Past loops of one transcript scope, from the engine's steps and events (pure).
+
+Nothing here judges: ``RepromptLoops`` groups the answers and the detections that the
+engine's ``RunDetector`` gave (through ``TranscriptReader``) into whole loops, and
+``ToolLoops`` groups the counts of the engine's ``ToolRepeatCounter`` into streaks.
+
+* A re-prompt loop is a maximal run of answers that extend a re-prompt run (``in_run``)
+  and hold at least one detection. One loop per run however long; its rule is the first
+  detection's; its avoidable part is every answer after the one that fired first.
+* A tool-repeat loop is a streak of identical results of one call that reached
+  ``TOOL_REPEAT_WARN`` within one of the person's turns; its avoidable part is every call
+  after the one whose result brought the warning.
+
+Tokens are looked up in the scope's ``UsageLedger`` when a loop closes, so a reply whose
+usage is written on several lines is complete by then and is counted once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..engine.answers import Answer
+from ..engine.reader import Step
+from ..engine.rules import rule_phrase
+from ..engine.run import Detection
+from ..engine.tool_repeat import (
+    RULE_TOOL_REPEAT,
+    TOOL_REPEAT_BLOCK,
+    TOOL_REPEAT_WARN,
+    ToolRepeat,
+    ToolRepeatCounter,
+    call_label,
+)
+from ..engine.transcript import AssistantPart, Event, ToolResults, TurnStart
+from .ledger import UsageLedger
+from .records import Loop
+
+__all__ = ["MAX_STREAKS", "RepromptLoops", "ToolLoops"]
+
+MAX_STREAKS = 1000
+"""Calls followed at once within one turn (the least recently seen close first)."""
+_MAX_CALLS_PENDING = 1000  # tool calls waiting for their result
+_LABEL = 80
+
+
+@dataclass(slots=True)
+class _Run:
+    answers: list[tuple[str, ...]] = field(default_factory=list)  # message ids per answer
+    first_at: str = ""
+    last_at: str = ""
+    fired_at: int | None = None  # index of the answer at which the first detection fired
+    rule: str = ""
+    label: str = ""
+
+
+class RepromptLoops:
+    """Re-prompt loops of one main transcript, fed the reader's steps in order."""
+
+    __slots__ = ("_ledger", "_run")
+
+    def __init__(self, ledger: UsageLedger) -> None:
+        self._ledger = ledger
+        self._run = _Run()
+
+    def step(self, step: Step) -> list[Loop]:
+        """Take one step; return the loops it closed."""
+        closed: list[Loop] = []
+        detections = list(step.detections)
+        for answer in step.answers:
+            if not answer.in_run:
+                closed.extend(self._close())
+                continue
+            self._add(answer, _detection_of(answer, detections))
+        if detections and self._run.answers and self._run.fired_at is None:
+            # A detection we could not pair with its answer (never seen): it belongs to
+            # the run's newest answer, which is the one the detector judged last.
+            self._fire(len(self._run.answers) - 1, detections[0])
+        if isinstance(step.event, TurnStart):
+            closed.extend(self._close())  # the detector starts its run afresh here too
+        return closed
+
+    def finish(self) -> list[Loop]:
+        """The transcript is over: the loop in progress, if any."""
+        return self._close()
+
+    def _add(self, answer: Answer, detection: Detection | None) -> None:
+        run = self._run
+        if not run.answers:
+            run.first_at = answer.timestamp
+        run.answers.append(answer.message_ids)
+        run.last_at = answer.timestamp or run.last_at
+        if detection is not None and run.fired_at is None:
+            self._fire(len(run.answers) - 1, detection)
+
+    def _fire(self, index: int, detection: Detection) -> None:
+        run = self._run
+        run.fired_at = index
+        run.rule = detection.rule
+        run.label = f"{rule_phrase(detection.rule, detection.count)}: " + " ".join(
+            detection.answers[-1].text.split())[:_LABEL]
+
+    def _close(self) -> list[Loop]:
+        run, self._run = self._run, _Run()
+        if run.fired_at is None:
+            return []
+        ids = [message_id for answer in run.answers for message_id in answer]
+        before = {message_id for answer in run.answers[: run.fired_at + 1]
+                  for message_id in answer}
+        after = [message_id for answer in run.answers[run.fired_at + 1:]
+                 for message_id in answer if message_id not in before]
+        return [Loop("reprompt", run.rule, len(run.answers), run.first_at, run.last_at,
+                     self._ledger.tokens_of(ids), self._ledger.tokens_of(after), run.label)]
+
+
+def _detection_of(answer: Answer, detections: list[Detection]) -> Detection | None:
+    """Take (from ``detections``) the detection this answer caused, if any."""
+    for index, detection in enumerate(detections):
+        fired = detection.answers[-1]
+        if fired.uuid == answer.uuid and fired.prompt_uuid == answer.prompt_uuid:
+            return detections.pop(index)
+    return None
+
+
+@dataclass(slots=True)
+class _Streak:
+    label: str
+    first_at: str
+    last_at: str = ""
+    count: int = 0
+    calls: list[tuple[int, str]] = field(default_factory=list)  # (count, message id)
+    refused: list[str] = field(default_factory=list)  # message ids of refused attempts
+
+
+class ToolLoops:
+    """Tool-repeat loops of one scope (a session, or one subagent), fed its events."""
+
+    __slots__ = ("_calls", "_counter", "_ledger", "_streaks")
+
+    def __init__(self, ledger: UsageLedger, counter: ToolRepeatCounter | None = None) -> None:
+        self._ledger = ledger
+        self._counter = counter if counter is not None else ToolRepeatCounter()
+        # tool_use_id -> (message id, timestamp, tool name, input) of calls not yet answered
+        self._calls: dict[str, tuple[str, str, str, Any]] = {}
+        self._streaks: dict[bytes, _Streak] = {}  # call digest -> its streak, by recency
+
+    def feed(self, event: Event) -> list[Loop]:
+        """Take one event; return the loops it closed."""
+        if isinstance(event, AssistantPart):
+            for call in event.tool_calls:
+                self._calls.pop(call.tool_use_id, None)
+                self._calls[call.tool_use_id] = (event.message_id, event.timestamp,
+                                                 call.name, call.input)
+                if len(self._calls) > _MAX_CALLS_PENDING:
+                    del self._calls[next(iter(self._calls))]
+        closed: list[Loop] = []
+        timestamp = event.timestamp if isinstance(event, (AssistantPart, ToolResults)) else ""
+        for repeat in self._counter.feed(event):
+            closed.extend(self._count(repeat, timestamp))
+        if isinstance(event, TurnStart) and event.kind == "prompt":
+            closed.extend(self.finish())  # the person spoke: the counter started afresh
+        return closed
+
+    def finish(self) -> list[Loop]:
+        """Close every streak (the turn, or the transcript, is over)."""
+        streaks = list(self._streaks.values())
+        self._streaks.clear()
+        self._calls.clear()
+        return [loop for streak in streaks if (loop := self._loop(streak)) is not None]
+
+    def _count(self, repeat: ToolRepeat, timestamp: str) -> list[Loop]:
+        call = self._calls.pop(repeat.tool_use_id, None)
+        if repeat.count == 0:
+            return []  # a tool that polls by design: never counted
+        message_id, called_at, name, tool_input = call if call else ("", timestamp,
+                                                                     repeat.name, None)
+        key = hashlib.blake2b(repeat.call.encode("utf-8", "surrogatepass"),
+                              digest_size=16).digest()
+        streak = self._streaks.pop(key, None)
+        closed: list[Loop] = []
+        if streak is not None and repeat.count == streak.count >= TOOL_REPEAT_BLOCK:
+            # loop-killer's own refusal of the call: no new result, but a reply was spent
+            streak.refused.append(message_id)
+        else:
+            if streak is None or repeat.count != streak.count + 1:
+                if streak is not None and (loop := self._loop(streak)) is not None:
+                    closed.append(loop)
+                streak = _Streak(call_label(name, tool_input, _LABEL) if call else name,
+                                 called_at or timestamp)
+            streak.calls.append((repeat.count, message_id))
+            streak.count = repeat.count
+        streak.last_at = timestamp or streak.last_at
+        self._streaks[key] = streak
+        if len(self._streaks) > MAX_STREAKS:
+            oldest = self._streaks.pop(next(iter(self._streaks)))
+            if (loop := self._loop(oldest)) is not None:
+                closed.append(loop)
+        return closed
+
+    def _loop(self, streak: _Streak) -> Loop | None:
+        if streak.count < TOOL_REPEAT_WARN:
+            return None
+        ids = [message_id for _, message_id in streak.calls] + streak.refused
+        before = {message_id for count, message_id in streak.calls if count <= TOOL_REPEAT_WARN}
+        after = [message_id for count, message_id in streak.calls if count > TOOL_REPEAT_WARN]
+        after += streak.refused
+        after = [message_id for message_id in after if message_id not in before]
+        return Loop("tool", RULE_TOOL_REPEAT, streak.count, streak.first_at, streak.last_at,
+                    self._ledger.tokens_of(ids), self._ledger.tokens_of(after), streak.label)

@@ -1,0 +1,244 @@
+"""What a person (a table) or a script (one JSON document) reads from a scan.
+
+Pure: a ``Summary`` in, text out (``Progress`` is the one part that writes, to the
+stream it is given). Every text taken from a transcript or a folder name goes through
+``printable`` before it reaches a terminal.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import Any, TextIO
+
+import orjson
+
+from ..engine.transcript import parse_timestamp
+from ..printable import printable
+from ..watch.report import project_label
+from .summary import LoopRow, Summary
+
+__all__ = ["Progress", "human_report", "json_bytes", "json_document"]
+
+
+def _usd(value: float) -> float:
+    return round(value, 6)
+
+
+def json_document(summary: Summary, *, root: str = "") -> dict[str, Any]:
+    """The ``--json`` document.
+
+    ``loops`` and ``totals`` keep the documented schema exactly; ``sessions`` (each
+    looping session's cost beside Claude Code's own total) and ``scan`` (what was read and
+    skipped) are extra top-level keys.
+    """
+    return {
+        "loops": [_loop(row) for row in summary.loops],
+        "totals": {
+            "loops": len(summary.loops),
+            "tokens": summary.tokens.to_dict(),
+            "avoidable_tokens": summary.avoidable_tokens.total,
+            "cost_usd": _usd(summary.cost_usd),
+        },
+        "sessions": [
+            {"session_id": s.session_id, "project": s.project, "loops": s.loops,
+             "loops_cost_usd": _usd(s.loops_cost_usd),
+             "estimated_cost_usd": _usd(s.estimated_cost_usd),
+             "claude_code_cost_usd": (None if s.claude_code_cost_usd is None
+                                      else _usd(s.claude_code_cost_usd))}
+            for s in summary.sessions
+        ],
+        "scan": {
+            "root": root,
+            "transcripts": summary.transcripts,
+            "bytes": summary.bytes_read,
+            "lines": summary.lines,
+            "bad_lines": summary.broken_lines,
+            "skipped": summary.skipped,
+            "older_than_since": summary.older,
+            "avoidable_cost_usd": _usd(summary.avoidable_cost_usd),
+            "unpriced_tokens": summary.unpriced_tokens,
+        },
+    }
+
+
+def _loop(row: LoopRow) -> dict[str, Any]:
+    loop = row.loop
+    return {
+        "session_id": row.session_id,
+        "project": row.project,
+        "transcript_path": row.transcript_path,
+        "kind": loop.kind,
+        "rule": loop.rule,
+        "replies": loop.replies,
+        "first_at": loop.first_at,
+        "last_at": loop.last_at,
+        "tokens": loop.total_tokens.to_dict(),
+        "avoidable_tokens": loop.avoidable_tokens.total,
+        "cost_usd": _usd(row.cost_usd),
+    }
+
+
+def json_bytes(summary: Summary, *, root: str = "") -> bytes:
+    """The ``--json`` document as bytes, with a final newline."""
+    return orjson.dumps(json_document(summary, root=root), option=orjson.OPT_INDENT_2) + b"\n"
+
+
+# -- the table -------------------------------------------------------------------------
+
+_HEADER = ("First seen", "Project", "Session", "Loop", "Replies", "Tokens", "Avoidable",
+           "Cost", "What")
+_RIGHT = {4, 5, 6, 7}  # numbers are right-aligned
+_MIN_WHAT = 16
+_MAX_PROJECT = 28
+
+
+def _number(value: int) -> str:
+    return f"{value:,}"
+
+
+def _money(value: float) -> str:
+    return f"${value:,.2f}" if value >= 0.005 or value == 0 else f"${value:.4f}"
+
+
+def _when(timestamp: str) -> str:
+    moment = parse_timestamp(timestamp)
+    if moment is None:
+        return printable(timestamp, 16) or "?"
+    return datetime.fromtimestamp(moment).strftime("%Y-%m-%d %H:%M")
+
+
+_LOOP_NAMES = {"SAME_REPLY_TURNS": "re-prompt, same", "IDLE_TURNS": "re-prompt, idle",
+               "TOOL_REPEAT": "tool repeat"}
+
+
+def _row(row: LoopRow, home: str | None) -> list[str]:
+    loop = row.loop
+    what = loop.label + (" (subagent)" if row.subagent else "")
+    return [
+        _when(loop.first_at),
+        printable(project_label(row.project, home), _MAX_PROJECT),
+        printable(row.session_id[:8]),
+        _LOOP_NAMES.get(loop.rule) or printable(loop.rule, 20),
+        _number(loop.replies),
+        _number(loop.total_tokens.total),
+        _number(loop.avoidable_tokens.total),
+        _money(row.cost_usd),
+        printable(what),
+    ]
+
+
+def _box(rows: list[list[str]], total: list[str], width: int) -> list[str]:
+    """A table in box-drawing characters (as ccusage draws them); the last column takes
+    what is left of ``width``, and is cut to fit."""
+    everything = [list(_HEADER), *rows, total]
+    widths = [max(len(r[i]) for r in everything) for i in range(len(_HEADER))]
+    fixed = sum(widths[:-1]) + 3 * len(widths) + 1
+    widths[-1] = max(_MIN_WHAT, min(widths[-1], width - fixed))
+
+    def line(cells: list[str]) -> str:
+        out = []
+        for i, (cell, size) in enumerate(zip(cells, widths)):
+            if len(cell) > size:
+                cell = cell[: size - 1] + "…"
+            out.append(cell.rjust(size) if i in _RIGHT else cell.ljust(size))
+        return "│ " + " │ ".join(out) + " │"
+
+    def rule(left: str, middle: str, right: str) -> str:
+        return left + middle.join("─" * (size + 2) for size in widths) + right
+
+    lines = [rule("┌", "┬", "┐"), line(list(_HEADER)), rule("├", "┼", "┤")]
+    for cells in rows:
+        lines.append(line(cells))
+    lines += [rule("├", "┼", "┤"), line(total), rule("└", "┴", "┘")]
+    return lines
+
+
+def human_report(summary: Summary, *, width: int = 120, home: str | None = None,
+                 root: str = "", seconds: float | None = None) -> str:
+    """The table, biggest loop first, a totals row, then what was read and skipped.
+
+    ``width``: the terminal's columns; ``home``: the person's home folder (left out of
+    project names); ``seconds``: how long the scan took, if it is to be told.
+    """
+    out: list[str] = []
+    if summary.loops:
+        rows = [_row(row, home) for row in summary.loops]
+        count = len(summary.loops)
+        total = ["Total", "", "", f"{count} loop{'s' if count != 1 else ''}", "",
+                 _number(summary.tokens.total), _number(summary.avoidable_tokens.total),
+                 _money(summary.cost_usd), f"avoidable: {_money(summary.avoidable_cost_usd)}"]
+        out += _box(rows, total, width)
+        out.append(
+            f"{count} loop{'s' if count != 1 else ''} · {_number(summary.tokens.total)} tokens "
+            f"· {_number(summary.avoidable_tokens.total)} avoidable "
+            f"· {_money(summary.cost_usd)} (avoidable {_money(summary.avoidable_cost_usd)})")
+    else:
+        out.append("No loops found.")
+    out += _sessions(summary, home)
+    out.append(_read_line(summary, root, seconds))
+    return "\n".join(out) + "\n"
+
+
+def _sessions(summary: Summary, home: str | None) -> list[str]:
+    known = [s for s in summary.sessions if s.claude_code_cost_usd is not None]
+    if not known:
+        return []
+    lines = ["", "Sessions where Claude Code recorded its own cost (cost-state):"]
+    for s in known[:10]:
+        lines.append(
+            f"  {printable(s.session_id[:8])}  {printable(project_label(s.project, home), 28)}: "
+            f"loops {_money(s.loops_cost_usd)} of {_money(s.estimated_cost_usd)} estimated here"
+            f", {_money(s.claude_code_cost_usd or 0.0)} by Claude Code")
+    if len(known) > 10:
+        lines.append(f"  … and {len(known) - 10} more (--json lists them all)")
+    return lines
+
+
+_SKIP_WORDS = {"link": "links", "not_regular": "not regular files",
+               "unreadable": "unreadable", "failed": "failed"}
+
+
+def _read_line(summary: Summary, root: str, seconds: float | None) -> str:
+    text = (f"Read {summary.transcripts} transcript{'s' if summary.transcripts != 1 else ''}"
+            f" ({summary.bytes_read / 1e6:,.1f} MB)" + (f" under {printable(root)}" if root else "")
+            + (f" in {seconds:.1f} s" if seconds is not None else ""))
+    notes = [f"{count} {_SKIP_WORDS.get(reason, reason)}"
+             for reason, count in summary.skipped.items() if count]
+    if summary.broken_lines:
+        notes.append(f"{summary.broken_lines} bad lines")
+    if summary.older:
+        notes.append(f"{summary.older} older than --since")
+    if summary.unpriced_tokens:
+        notes.append(f"{_number(summary.unpriced_tokens)} tokens of models without a price")
+    return text + (f"; skipped: {', '.join(notes)}" if notes else "") + "."
+
+
+class Progress:
+    """A progress bar on one line of ``stream`` (stderr, when it is a terminal), redrawn
+    at most every ``interval`` seconds; ``close`` wipes it."""
+
+    def __init__(self, stream: TextIO, *, width: int = 80, interval: float = 0.1) -> None:
+        self._stream = stream
+        self._width = max(20, min(width, 100))
+        self._interval = interval
+        self._last = 0.0
+        self._shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - self._last < self._interval and done < total:
+            return
+        self._last = now
+        share = min(1.0, done / total) if total else 1.0
+        label = f" {share * 100:5.1f}%  {done / 1e6:,.0f}/{total / 1e6:,.0f} MB"
+        bar = max(10, self._width - len(label) - 12)
+        filled = int(bar * share)
+        self._stream.write(f"\r\x1b[2Kscanning [{'█' * filled}{' ' * (bar - filled)}]{label}")
+        self._stream.flush()
+        self._shown = True
+
+    def close(self) -> None:
+        if self._shown:
+            self._stream.write("\r\x1b[2K")
+            self._stream.flush()

@@ -1,0 +1,209 @@
+"""One transcript file's bytes in, in any chunks; its loops and token usage out (pure).
+
+A main transcript's events are judged by the engine's ``RunDetector``, the one judge the
+watcher and the Stop hook use (re-prompt loops, from its detections), and its events go to a ``ToolLoops`` (tool-repeat loops); lines that old
+versions wrote inline for a subagent (``isSidechain``) form a scope of their own, with
+its own counter. A subagent's own file is scanned for tool-repeat loops only: a
+subagent has no Stop-hook re-prompts of its own.
+
+Lines that cannot matter are skipped unparsed (``prefilter``); ``cost-state`` lines
+(Claude Code 2.1.33x) give the session's cost as Claude Code computed it.
+"""
+
+from __future__ import annotations
+
+import re
+
+import orjson
+
+from ..engine.lines import MAX_LINE_BYTES, LineBuffer
+from ..engine.reader import Step
+from ..engine.run import RunDetector
+from ..engine.tool_repeat import DEFAULT_IGNORED, ToolRepeatCounter
+from ..engine.transcript import AssistantPart, ParseStats, TurnStart, parse_line
+from .ledger import UsageLedger
+from .loops import RepromptLoops, ToolLoops
+from .prefilter import COST_STATE, SIDECHAIN, as_main_line, may_matter
+from .records import FileResult, Loop, add_model_tokens
+
+__all__ = ["TranscriptScan", "scan_bytes"]
+
+_SESSION_ID = re.compile(rb'"sessionId":"([A-Za-z0-9][A-Za-z0-9._-]{0,127})"')
+
+
+class _Scope:
+    """One counting scope: its replies' usage and its tool-repeat streaks."""
+
+    __slots__ = ("ledger", "stats", "tools")
+
+    def __init__(self, ignored: frozenset[str]) -> None:
+        self.ledger = UsageLedger()
+        self.tools = ToolLoops(self.ledger, ToolRepeatCounter(ignored=ignored))
+        self.stats = ParseStats()
+
+    def event(self, event: object, loops: list[Loop]) -> None:
+        if isinstance(event, AssistantPart):
+            self.ledger.add(event)
+        loops.extend(self.tools.feed(event))  # type: ignore[arg-type]
+        if isinstance(event, TurnStart) and event.kind == "prompt":
+            self.ledger.end_turn()
+
+    def finish(self, loops: list[Loop]) -> None:
+        loops.extend(self.tools.finish())
+        self.ledger.end_turn()
+
+
+class TranscriptScan:
+    """Scans one transcript file.
+
+    ``path``, ``project``, ``session_id``: where the file is, its project folder's name and
+    the session it belongs to (for a subagent's file, empty: found in its lines).
+    ``subagent``: the file is a subagent's. ``prefilter``: skip lines that cannot matter
+    without parsing them (off only to prove it changes nothing). ``ignored``: tools never
+    counted for tool repeats.
+    """
+
+    __slots__ = (
+        "_cost_state",
+        "_ignored",
+        "_judge",
+        "_lines",
+        "_loops",
+        "_main",
+        "_prefilter",
+        "_reprompts",
+        "_side",
+        "bytes_read",
+        "lines",
+        "parsed",
+        "path",
+        "project",
+        "session_id",
+        "subagent",
+    )
+
+    def __init__(self, *, path: str = "", project: str = "", session_id: str = "",
+                 subagent: bool = False, prefilter: bool = True,
+                 ignored: frozenset[str] = DEFAULT_IGNORED,
+                 max_line: int = MAX_LINE_BYTES) -> None:
+        self.path, self.project, self.session_id = path, project, session_id
+        self.subagent = subagent
+        self._prefilter = prefilter
+        self._lines = LineBuffer(max_line=max_line)
+        self._loops: list[Loop] = []
+        self._cost_state: float | None = None
+        self.bytes_read = self.lines = self.parsed = 0
+        if subagent:
+            # The file's own conversation is a sidechain: read it as the scope's main one.
+            self._side: _Scope | None = _Scope(ignored)
+            self._main: _Scope | None = None
+            self._judge: RunDetector | None = None
+            self._reprompts: RepromptLoops | None = None
+        else:
+            self._main = _Scope(ignored)
+            self._side = None  # made on the first inline subagent line
+            self._judge = RunDetector(session_id)
+            self._reprompts = RepromptLoops(self._main.ledger)
+        self._ignored = ignored
+
+    def feed(self, chunk: bytes) -> None:
+        """Take the file's next bytes."""
+        self.bytes_read += len(chunk)
+        for start, line in self._lines.feed(chunk):
+            self._line(start, line)
+        self._catch_up()
+
+    def finish(self) -> FileResult:
+        """The file is over: every loop in it, and its usage."""
+        if self._lines.pending_bytes:
+            for start, line in self._lines.feed(b"\n"):  # a last line without its newline
+                self._line(start, line)
+        self._catch_up()
+        if self._judge is not None and self._reprompts is not None:
+            answers, detections = self._judge.step_finish()
+            self._step(Step(self.bytes_read, self.bytes_read, None, answers, detections))
+            self._loops.extend(self._reprompts.finish())
+        scopes = [scope for scope in (self._main, self._side) if scope is not None]
+        for scope in scopes:
+            scope.finish(self._loops)
+        broken = sum(scope.stats.broken for scope in scopes)
+        return FileResult(
+            path=self.path, project=self.project, session_id=self.session_id,
+            subagent=self.subagent, loops=tuple(self._loops),
+            usage=add_model_tokens(*(scope.ledger.totals() for scope in scopes)),
+            cost_state=self._cost_state, bytes_read=self.bytes_read, lines=self.lines,
+            parsed=self.parsed, broken=broken, oversized=self._lines.oversized,
+        )
+
+    def _line(self, start: int, line: bytes) -> None:
+        self.lines += 1
+        if COST_STATE in line:
+            self._read_cost_state(line)
+        if self._prefilter and not may_matter(line):
+            return
+        self.parsed += 1
+        if self._judge is None or self._main is None:
+            self._side_line(line)
+            return
+        event = parse_line(line, self._main.stats)
+        if event is None:
+            if SIDECHAIN in line:
+                self._side_line(line)  # a subagent's line, inline (Claude Code 1.0.x)
+            return
+        answers, detections = self._judge.step(event)
+        self._step(Step(start, start + len(line) + 1, event, answers, detections))
+
+    def _catch_up(self) -> None:
+        """Caught up with the bytes fed: a reply marked final is whole (as the watcher
+        and ``TranscriptReader.feed`` do after every read)."""
+        if self._judge is not None:
+            answers, detections = self._judge.step_flush()
+            if answers:
+                self._step(Step(self.bytes_read, self.bytes_read, None, answers, detections))
+
+    def _side_line(self, line: bytes) -> None:
+        if not self.session_id:
+            found = _SESSION_ID.search(line)
+            if found:
+                self.session_id = found.group(1).decode()
+        if self._side is None:
+            self._side = _Scope(self._ignored)
+        event = parse_line(as_main_line(line), self._side.stats)
+        if event is not None:
+            self._side.event(event, self._loops)
+
+    def _step(self, step: Step) -> None:
+        if self._main is None or self._reprompts is None:
+            return
+        if step.event is not None:
+            # usage first: a loop the step closes may hold this reply
+            if isinstance(step.event, AssistantPart):
+                self._main.ledger.add(step.event)
+            self._loops.extend(self._reprompts.step(step))
+            self._loops.extend(self._main.tools.feed(step.event))
+            if isinstance(step.event, TurnStart) and step.event.kind == "prompt":
+                self._main.ledger.end_turn()
+        else:
+            self._loops.extend(self._reprompts.step(step))
+
+    def _read_cost_state(self, line: bytes) -> None:
+        try:
+            entry = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return
+        if isinstance(entry, dict) and entry.get("type") == "cost-state":
+            total = entry.get("totalCostUSD")
+            if isinstance(total, (int, float)) and not isinstance(total, bool) and total >= 0:
+                self._cost_state = float(total)
+
+
+def scan_bytes(data: bytes, *, chunk_size: int = 1 << 20, path: str = "",
+               project: str = "", session_id: str = "", subagent: bool = False,
+               prefilter: bool = True) -> FileResult:
+    """Scan a whole transcript held in memory, fed in chunks of ``chunk_size`` bytes
+    (tests; the scan itself streams files); the other options as for ``TranscriptScan``."""
+    scan = TranscriptScan(path=path, project=project, session_id=session_id,
+                          subagent=subagent, prefilter=prefilter)
+    for offset in range(0, len(data), max(1, chunk_size)):
+        scan.feed(data[offset: offset + chunk_size])
+    return scan.finish()
