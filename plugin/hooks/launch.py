@@ -194,7 +194,8 @@ def _refill_stdin(raw):
         try:
             import tempfile
 
-            fd = os.dup(tempfile.TemporaryFile().fileno())
+            with tempfile.TemporaryFile() as handle:
+                fd = os.dup(handle.fileno())
         except OSError:
             return False
     try:

@@ -9,6 +9,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import time
 import venv
 from pathlib import Path
 
@@ -173,3 +174,308 @@ def test_a_recorded_python_file_that_is_not_a_plain_file_is_never_read(
     output = _launch(bare_python, plugin_copy, looping, PATH=str(tmp_path / "no-bin"))
     assert output is not None and "cannot find the loop-killer Python package" in output[
         "systemMessage"]
+
+
+# -- the fast path: a normal turn decides from stdin and one stat, starts nothing ----------
+
+
+def _recorder(tmp_path: Path, state: Path, real: str = sys.executable) -> Path:
+    """Record (as ``loop-killer install`` does) an interpreter that leaves a mark when it is
+    started, then runs the real one: proof of whether the launcher started the package."""
+    marker = tmp_path / "package-started"
+    script = tmp_path / "recorded-bin" / "python3"
+    script.parent.mkdir()
+    script.write_text(f'#!/bin/sh\necho started >> "{marker}"\nexec "{real}" "$@"\n')
+    script.chmod(0o755)
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "python").write_text(f"{script}\n")
+    return marker
+
+
+def _run(python: str, plugin: Path, stdin: bytes, *args: str,
+         **env: str) -> subprocess.CompletedProcess[bytes]:
+    full = {**os.environ, "CLAUDE_PLUGIN_ROOT": str(plugin),
+            "CLAUDE_PLUGIN_DATA": str(plugin.parent / "plugin-data"), **env}
+    done = subprocess.run([python, *args, str(plugin / "hooks" / "launch.py")], input=stdin,
+                          capture_output=True, env=full, timeout=120, check=False)
+    assert done.returncode == 0
+    return done
+
+
+def _event(event: str, session_id: str = "s", **fields: object) -> bytes:
+    data = {"session_id": session_id, "transcript_path": f"/nowhere/{session_id}.jsonl",
+            "cwd": "/tmp", "hook_event_name": event, **fields}
+    return json.dumps(data).encode()
+
+
+@pytest.fixture
+def normal_turn(tmp_path: Path) -> dict:
+    """A Stop for a reply to a person's prompt, on a real transcript."""
+    lines = lines_of(fixture_transcript("goal-same"))
+    third = answer(lines, 3)
+    return stop_input(write(tmp_path / "proj" / "s.jsonl", lines[: third.first]),
+                      active=False)
+
+
+def test_a_normal_turn_starts_no_package_and_prints_nothing(
+    tmp_path: Path, plugin_copy: Path, bare_python: str, state: Path, normal_turn: dict
+) -> None:
+    marker = _recorder(tmp_path, state)
+    for stdin in (raw(normal_turn), raw({**normal_turn, "stop_hook_active": "true"}),
+                  _event("PreToolUse", tool_name="Bash", tool_input={"command": "ls"}),
+                  _event("UserPromptSubmit", prompt="go on")):
+        done = _run(bare_python, plugin_copy, stdin)
+        assert (done.stdout, done.stderr) == (b"", b"")
+        assert not marker.exists(), stdin[:80]
+    # The same recorder does start the package when there is something to do.
+    done = _run(bare_python, plugin_copy, raw({**normal_turn, "stop_hook_active": True}))
+    assert json.loads(done.stdout)["continue"] is False
+    assert marker.read_text() == "started\n"
+
+
+@pytest.mark.parametrize("event", ["PostToolUse", "PostToolUseFailure"])
+def test_after_a_tool_call_the_package_always_runs(
+    tmp_path: Path, plugin_copy: Path, bare_python: str, state: Path, event: str
+) -> None:
+    marker = _recorder(tmp_path, state)
+    done = _run(bare_python, plugin_copy, _event(event, tool_name="Bash",
+                                                 tool_input={"command": "ls"}))
+    assert done.stderr == b""
+    assert marker.exists()
+
+
+@pytest.mark.parametrize("event", ["PreToolUse", "UserPromptSubmit"])
+def test_a_tool_history_sends_the_tool_events_to_the_package(
+    tmp_path: Path, plugin_copy: Path, bare_python: str, state: Path, event: str
+) -> None:
+    marker = _recorder(tmp_path, state)
+    (state / "tools").mkdir()
+    (state / "tools" / "other.json").write_text("{}")
+    _run(bare_python, plugin_copy, _event(event, tool_name="Bash"))
+    assert not marker.exists()
+    (state / "tools" / "s.json").write_text("{}")
+    _run(bare_python, plugin_copy, _event(event, tool_name="Bash"))
+    assert marker.exists()
+
+
+def test_a_mod_plan_waiting_to_be_logged_sends_a_normal_turn_to_the_package(
+    tmp_path: Path, plugin_copy: Path, bare_python: str, state: Path, normal_turn: dict
+) -> None:
+    """The package's Stop hook sweeps the mod's outcome records into the detection log;
+    after a stop the next turn is usually a person's, so the launcher looks for them."""
+    marker = _recorder(tmp_path, state)
+    (state / "outcomes").mkdir()
+    _run(bare_python, plugin_copy, raw(normal_turn))
+    assert not marker.exists()
+    (state / "outcomes" / "some-stop.plan").write_text("{}")
+    _run(bare_python, plugin_copy, raw(normal_turn))
+    assert marker.exists()
+
+
+def _modules_imported(python: str, *args: str, stdin: bytes = b"") -> set[str]:
+    """The modules a Python process imported (``-X importtime`` lists each one)."""
+    done = subprocess.run([python, "-X", "importtime", *args], input=stdin,
+                          capture_output=True, timeout=120, check=False)
+    assert done.returncode == 0
+    names = set()
+    for line in done.stderr.decode().splitlines():
+        if line.startswith("import time:") and line.count("|") == 2:
+            names.add(line.rsplit("|", 1)[1].strip())
+    names.discard("package")  # the header line
+    return names
+
+
+def test_in_process_a_normal_turn_imports_nothing_but_the_json_scanner(
+    plugin_copy: Path, normal_turn: dict
+) -> None:
+    """With the package importable by the python3 that runs the launcher."""
+    launcher = str(plugin_copy / "hooks" / "launch.py")
+    bare = _modules_imported(sys.executable, "-c", "pass")
+    for stdin in (raw(normal_turn), _event("PreToolUse", tool_name="Bash"),
+                  _event("UserPromptSubmit", prompt="go on")):
+        extra = _modules_imported(sys.executable, launcher, stdin=stdin) - bare
+        assert extra <= {"_json"}, extra
+    # The same check sees the package when it runs.
+    extra = _modules_imported(sys.executable, launcher,
+                              stdin=raw({**normal_turn, "stop_hook_active": True})) - bare
+    assert "loop_killer.hook.entry" in extra
+
+
+def test_a_pending_request_reaches_the_package_on_a_normal_turn(
+    tmp_path: Path, plugin_copy: Path, bare_python: str, state: Path, normal_turn: dict
+) -> None:
+    from loop_killer.state.inbox import ClearRequest, write_request
+
+    marker = _recorder(tmp_path, state)
+    write_request(state, ClearRequest(
+        session_id="s", rule="MANUAL", count=2, run_length=2, answer_uuid="",
+        answer_digest="", transcript_path=normal_turn["transcript_path"],
+        created_at=time.time(), source="manual"))
+    done = _run(bare_python, plugin_copy, raw(normal_turn))
+    assert json.loads(done.stdout)["continue"] is False
+    assert marker.exists()
+    assert not (state / "requests" / "s.json").exists()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink", "dangling", "folder"])
+def test_odd_things_at_the_request_path_never_hang_or_mislead_the_hook(
+    tmp_path: Path, plugin_copy: Path, state: Path, normal_turn: dict, kind: str
+) -> None:
+    """The launcher only lstats the path; the package takes it and refuses it."""
+    from loop_killer.state.inbox import ClearRequest
+
+    requests = state / "requests"
+    requests.mkdir(parents=True)
+    path = requests / "s.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "symlink":  # to a request that would be valid as a plain file
+        target = tmp_path / "elsewhere.json"
+        target.write_bytes(ClearRequest(
+            session_id="s", rule="MANUAL", count=2, run_length=2, answer_uuid="",
+            answer_digest="", transcript_path=normal_turn["transcript_path"],
+            created_at=time.time(), source="manual").to_json())
+        path.symlink_to(target)
+    elif kind == "dangling":
+        path.symlink_to(tmp_path / "gone.json")
+    else:
+        path.mkdir()
+    done = _run(sys.executable, plugin_copy, raw(normal_turn))
+    output = json.loads(done.stdout) if done.stdout.strip() else {}
+    assert output.get("continue") is not False
+    assert "decision" not in output
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+def test_odd_things_at_the_tools_path_never_hang_the_hook(
+    tmp_path: Path, plugin_copy: Path, state: Path, kind: str
+) -> None:
+    tools = state / "tools"
+    tools.mkdir(parents=True)
+    if kind == "fifo":
+        os.mkfifo(tools / "s.json")
+    else:
+        (tools / "s.json").symlink_to(tmp_path / "gone.json")
+    done = _run(sys.executable, plugin_copy, _event("PreToolUse", tool_name="Bash",
+                                                    tool_input={"command": "ls"}))
+    output = json.loads(done.stdout) if done.stdout.strip() else {}
+    assert "decision" not in output
+
+
+# -- the input is handed on intact ---------------------------------------------------------
+
+
+def _copying_python(tmp_path: Path, state: Path) -> Path:
+    """A recorded "interpreter" that only keeps what it finds on its stdin."""
+    copy = tmp_path / "stdin-copy"
+    script = tmp_path / "copy-bin" / "python3"
+    script.parent.mkdir()
+    script.write_text(f'#!/bin/sh\n"{shutil.which("cat")}" > "{copy}"\n')
+    script.chmod(0o755)
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "python").write_text(f"{script}\n")
+    return copy
+
+
+@pytest.mark.parametrize("size", [0, 70_000, 31 * 1024 * 1024])
+def test_after_an_exec_the_interpreter_reads_the_same_bytes(
+    tmp_path: Path, plugin_copy: Path, bare_python: str, state: Path, size: int
+) -> None:
+    copy = _copying_python(tmp_path, state)
+    message = ("é\u2028 \"x\" \\ " * (size // 12 + 1))[:size // 2]
+    stdin = (b"\n  " + json.dumps({"hook_event_name": "Stop", "session_id": "s",
+                                   "transcript_path": "/p/s.jsonl", "stop_hook_active": True,
+                                   "last_assistant_message": message},
+                                  ensure_ascii=False).encode() + b"\n")
+    assert len(stdin) <= 32 * 1024 * 1024
+    _run(bare_python, plugin_copy, stdin, PATH=str(tmp_path / "no-bin"))
+    assert copy.read_bytes() == stdin
+
+
+def test_without_memfd_the_input_goes_back_through_a_temporary_file(tmp_path: Path) -> None:
+    code = (
+        "import importlib.util, os, sys\n"
+        "spec = importlib.util.spec_from_file_location('l', sys.argv[1])\n"
+        "l = importlib.util.module_from_spec(spec); spec.loader.exec_module(l)\n"
+        "del os.memfd_create\n"
+        "raw = bytes(range(256)) * 4096\n"
+        "assert l._refill_stdin(raw)\n"
+        "got = b''\n"
+        "while True:\n"
+        "    chunk = os.read(0, 1 << 20)\n"
+        "    if not chunk: break\n"
+        "    got += chunk\n"
+        "print(got == raw)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(LAUNCHER)], input=b"other",
+                          capture_output=True, timeout=60, check=False)
+    assert done.stdout == b"True\n", done.stderr
+
+
+@pytest.fixture
+def fake_package(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
+    """A stand-in ``loop_killer`` (and ``orjson``) whose hook entry keeps its input; its
+    ``main`` takes the raw bytes (today's) or reads stdin itself (an older package)."""
+    root = tmp_path / "fake-site"
+    (root / "orjson").mkdir(parents=True)
+    (root / "orjson" / "__init__.py").write_text("")
+    hook = root / "loop_killer" / "hook"
+    hook.mkdir(parents=True)
+    (root / "loop_killer" / "__init__.py").write_text("")
+    (hook / "__init__.py").write_text("")
+    signature = "raw=None" if request.param == "raw" else ""
+    read = "" if request.param == "raw" else "raw = None\n    "
+    (hook / "entry.py").write_text(
+        "import os, sys\n"
+        f"def main({signature}):\n"
+        f"    {read}if raw is None:\n"
+        "        raw = sys.stdin.buffer.read()\n"
+        "    with open(os.environ['LK_TEST_COPY'], 'wb') as handle:\n"
+        "        handle.write(raw)\n"
+        "    return 0\n")
+    return root
+
+
+@pytest.mark.parametrize("fake_package", ["raw", "stdin"], indirect=True)
+def test_in_process_the_package_gets_the_same_bytes(
+    tmp_path: Path, plugin_copy: Path, bare_python: str, fake_package: Path
+) -> None:
+    copy = tmp_path / "entry-got"
+    stdin = b" " + _event("PostToolUse", tool_name="Bash", tool_response="\u00e9" * 100_000)
+    _run(bare_python, plugin_copy, stdin, PYTHONPATH=str(fake_package),
+         LK_TEST_COPY=str(copy))
+    assert copy.read_bytes() == stdin
+
+
+# -- bad input: nothing shown, nothing started -----------------------------------------------
+
+
+BAD_INPUTS = {
+    "empty": b"",
+    "not json": b"Stop hook_event_name",
+    "not utf-8": b'{"hook_event_name": "Stop", "x": "\xff"}',
+    "a list": b'[{"hook_event_name": "PostToolUse", "session_id": "s"}]',
+    "deep list": b"[" * 100_000,
+    "deep object": b'{"hook_event_name": "PostToolUse", "x": ' + b'{"a": ' * 100_000,
+    "deep but closed": b'{"hook_event_name": "PostToolUse", "x": ' + b"[" * 100_000
+                       + b"]" * 100_000 + b"}",
+    "trailing junk": b'{"hook_event_name": "PostToolUse", "session_id": "s"} }',
+    "too large": b'{"hook_event_name": "PostToolUse", "session_id": "s", "x": "'
+                 + b"a" * (32 * 1024 * 1024) + b'"}',
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_INPUTS))
+def test_bad_input_exits_silently_without_starting_the_package(
+    tmp_path: Path, plugin_copy: Path, bare_python: str, state: Path, name: str
+) -> None:
+    marker = _recorder(tmp_path, state)
+    done = _run(bare_python, plugin_copy, BAD_INPUTS[name])
+    assert (done.stdout, done.stderr) == (b"", b"")
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("name", ["deep object", "too large", "not json"])
+def test_bad_input_in_process_exits_silently(plugin_copy: Path, name: str) -> None:
+    done = _run(sys.executable, plugin_copy, BAD_INPUTS[name])
+    assert (done.stdout, done.stderr) == (b"", b"")
