@@ -47,6 +47,12 @@ def claude_328() -> Path:
 
 
 @pytest.fixture
+def claude_332() -> Path:
+    """The 2.1.332 binary (the newest pinned release)."""
+    return require_claude("2.1.332")
+
+
+@pytest.fixture
 def claude_250() -> Path:
     """The 2.1.250 binary (before mods existed)."""
     return require_claude("2.1.250")

@@ -58,7 +58,7 @@ __all__ = [
     "transcript_dir",
 ]
 
-DEFAULT_VERSIONS = ("2.1.328", "2.1.250")
+DEFAULT_VERSIONS = ("2.1.332", "2.1.328", "2.1.250")
 INSTALL_HINT = "run scripts/install-claude-code"
 # Long enough that its last 20 characters (what .claude.json approves) are key-specific.
 DEFAULT_API_KEY = "sk-ant-api03-loop-killer-e2e-0123456789abcdef"

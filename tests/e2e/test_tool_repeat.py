@@ -1,0 +1,171 @@
+"""Tool-repeat loops on the real Claude Code (2.1.250 and 2.1.332), headless, offline.
+
+The scripted model keeps running one failing Bash command. Each real run appends a line
+to ``runs.txt`` in the project, so the file proves how many times the command really ran:
+exactly 4. The request after the 3rd result carries loop-killer's warning; the 5th attempt
+is refused before it runs, with loop-killer's reason; after the person's next prompt
+(``--resume``) the command runs again. A command whose output changes, and a sweep of
+different commands, are never touched.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .harness import Sandbox, read_jsonl, run_headless
+from .mock_api import MockAnthropic, Reply, ToolCall
+
+REPO = Path(__file__).resolve().parents[2]
+PLUGIN = REPO / "plugin"
+ALLOW_BASH = ["--allowedTools", "Bash"]
+FAILING = "echo run >> runs.txt; cat no-such-file"
+WARNING = "loop-killer: this exact call"
+REFUSED = "loop-killer: refused to run this call again"
+GIVE_UP = "I keep getting the same error, so I will stop and ask: is no-such-file expected?"
+
+
+@pytest.fixture(params=["2.1.250", "2.1.332"])
+def claude(request: pytest.FixtureRequest) -> Path:
+    """Each test runs on 2.1.250 (the oldest with all four hooks) and 2.1.332."""
+    fixture = {"2.1.250": "claude_250", "2.1.332": "claude_332"}[request.param]
+    binary: Path = request.getfixturevalue(fixture)
+    return binary
+
+
+# -- what the scripted model sees ---------------------------------------------------------------
+
+
+def _last_results(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tool_result blocks of the request's last user message."""
+    for message in reversed(body.get("messages") or []):
+        if message.get("role") == "user" and isinstance(message.get("content"), list):
+            return [b for b in message["content"]
+                    if isinstance(b, dict) and b.get("type") == "tool_result"]
+        if message.get("role") == "user":
+            return []
+    return []
+
+
+def _text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def repeater(command: str) -> Any:
+    """A model that runs ``command`` again after every result, until it is refused."""
+
+    def script(index: int, body: dict[str, Any]) -> Reply:
+        if any(REFUSED in _text(r.get("content")) for r in _last_results(body)):
+            return Reply(text=GIVE_UP)
+        return Reply(text="Running it again.", tool_calls=[
+            ToolCall("Bash", {"command": command, "description": f"attempt {index + 1}"})])
+
+    return script
+
+
+def runner(commands: list[str]) -> Any:
+    """A model that runs each command once, in order, then stops."""
+
+    def script(index: int, body: dict[str, Any]) -> Reply:
+        if index < len(commands):
+            return Reply(tool_calls=[ToolCall("Bash", {"command": commands[index]})])
+        return Reply(text="Done.")
+
+    return script
+
+
+# -- what happened -------------------------------------------------------------------------------
+
+
+def runs(sandbox: Sandbox) -> int:
+    path = sandbox.project / "runs.txt"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def state_dir(sandbox: Sandbox) -> Path:
+    return sandbox.home / ".claude" / "loop-killer"
+
+
+def journal(sandbox: Sandbox) -> list[dict[str, Any]]:
+    path = state_dir(sandbox) / "detections.jsonl"
+    return read_jsonl(path) if path.exists() else []
+
+
+def person_notices(entries: list[dict[str, Any]]) -> list[str]:
+    """The hook system messages Claude Code showed the person (from the transcript)."""
+    return [
+        str(entry["attachment"].get("content"))
+        for entry in entries
+        if entry.get("type") == "attachment"
+        and isinstance(entry.get("attachment"), dict)
+        and entry["attachment"].get("type") == "hook_system_message"
+    ]
+
+
+def mentions(mock: MockAnthropic, text: str) -> list[int]:
+    """Indexes of the main requests whose messages hold ``text``."""
+    return [r.index for r in mock.requests("main") if text in _text(r.body.get("messages"))]
+
+
+# -- the loop ------------------------------------------------------------------------------------
+
+
+def test_a_repeated_failing_command_is_warned_then_refused_until_the_person_speaks(
+    sandbox: Sandbox, mock_api: MockAnthropic, claude: Path
+) -> None:
+    mock_api.configure(repeater(FAILING))
+    first = run_headless(sandbox, "Make the tests pass.", version=claude, plugin_dir=PLUGIN,
+                         extra_args=ALLOW_BASH, timeout=120)
+    assert first.returncode == 0, first.stderr
+    assert first.output is not None
+    assert runs(sandbox) == 4  # the 5th attempt never ran
+    # Requests: 0 (prompt) -> attempt 1, 1..3 after results 1..3, 4 after result 4
+    # (attempt 5, refused), 5 after the refusal (the model gives up).
+    assert mock_api.count("main") == 6
+    assert mentions(mock_api, WARNING)[0] == 3  # the request right after the 3rd result
+    refused = _last_results(mock_api.requests("main")[5].body)
+    assert len(refused) == 1 and refused[0].get("is_error") is True
+    assert REFUSED in _text(refused[0].get("content"))
+    assert first.output.get("result") == GIVE_UP
+
+    entries = sandbox.read_transcript()
+    notices = person_notices(entries)
+    assert any(n.startswith("loop-killer: Bash: ") and "3 times" in n for n in notices), notices
+    assert any(n.startswith("loop-killer: refused Bash: ") for n in notices), notices
+    records = journal(sandbox)
+    assert [(r["event"], r["rule"], r["count"]) for r in records] == [
+        ("detection", "TOOL_REPEAT", 3), ("refusal", "TOOL_REPEAT", 4)]
+    session_id = first.output["session_id"]
+    assert {r["session_id"] for r in records} == {session_id}
+
+    # The person's next prompt resets everything: the same command runs again.
+    mock_api.configure(runner([FAILING]))
+    second = run_headless(sandbox, "Try once more.", version=claude, plugin_dir=PLUGIN,
+                          extra_args=[*ALLOW_BASH, "--resume", session_id], timeout=120)
+    assert second.returncode == 0, second.stderr
+    assert runs(sandbox) == 5
+    after = _last_results(mock_api.requests("main")[-1].body)
+    assert len(after) == 1 and "no-such-file" in _text(after[0].get("content"))
+    assert REFUSED not in _text(after[0].get("content"))
+    assert len(journal(sandbox)) == 2  # nothing new
+
+
+def test_changing_output_and_a_sweep_of_commands_are_never_touched(
+    sandbox: Sandbox, mock_api: MockAnthropic, claude: Path
+) -> None:
+    # The same command whose output changes each time (progress), then six different
+    # commands that each fail the same way (a sweep).
+    progress = ["echo run >> runs.txt; wc -l < runs.txt; exit 1"] * 6
+    sweep = [f"cat missing-{n}.txt 2>/dev/null; exit 3" for n in range(6)]
+    mock_api.configure(runner(progress + sweep))
+    result = run_headless(sandbox, "Work through these.", version=claude, plugin_dir=PLUGIN,
+                          extra_args=ALLOW_BASH, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert runs(sandbox) == 6
+    assert mock_api.count("main") == 13
+    assert mentions(mock_api, "loop-killer") == []
+    assert person_notices(sandbox.read_transcript()) == []
+    assert journal(sandbox) == []
