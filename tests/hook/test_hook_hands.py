@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from loop_killer.hook.actuator import find_proof, hardcopy_text, read_prompt_input
+from loop_killer.hook.screen import find_proof, hardcopy_text, read_prompt_input
 from loop_killer.hook.stop_hook import run
 
 from .kit import answer, fixture_transcript, journal, lines_of, raw, stop_input, write

@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from loop_killer.hook.actuator import outcome_paths, sweep_mod_outcomes, write_mod_plan_record
+from loop_killer.hook.mod_outcomes import outcome_paths, sweep_mod_outcomes, write_mod_plan_record
 from loop_killer.hook.stop_hook import run
 
 from .kit import journal, raw, stop_input
@@ -108,24 +108,3 @@ def test_with_the_mod_and_no_goal_no_plan_is_recorded(tmp_path: Path, state: Pat
     assert sweep_mod_outcomes(str(state), records.append, now=time.time() + 600) == 0
     assert [r["outcome"] for r in journal(state) if r["event"] == "outcome"] == [
         "stopped_no_goal"]
-
-
-def test_a_normal_turn_does_not_import_the_outcome_sweep(tmp_path: Path, state: Path) -> None:
-    """The outcomes folder stays once the mod has acted: a normal turn still only lists it."""
-    import subprocess
-    import sys
-
-    (state / "outcomes").mkdir(parents=True)
-    (state / "outcomes" / "leftover.json").write_text("{}")
-    transcript = tmp_path / "t.jsonl"
-    transcript.write_bytes(b"")
-    code = ("import sys; from loop_killer.hook.stop_hook import run; "
-            f"run({raw(stop_input(transcript, active=False))!r}, env={{'HOME': "
-            f"{str(state.parent.parent)!r}, 'CLAUDE_CONFIG_DIR': {str(state.parent)!r}}}); "
-            "import json; print(json.dumps(sorted(m for m in sys.modules "
-            "if m.startswith('loop_killer'))))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True)
-    modules = json.loads(done.stdout)
-    assert modules == ["loop_killer", "loop_killer.hook", "loop_killer.hook.decide",
-                       "loop_killer.hook.entry", "loop_killer.hook.stop_hook"]

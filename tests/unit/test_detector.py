@@ -833,7 +833,7 @@ def test_session_reader_holds_back_a_partial_line():
     assert reader.pending_bytes == 0
     assert reader.stats.lines == len(t.lines)
     reader.feed(b'{"type":"user","message":')
-    reader._lines.reset()
+    reader.events.reset()
     assert reader.pending_bytes == 0 and reader.stats.lines == len(t.lines)
 
 

@@ -48,6 +48,7 @@ class Answer:
     text: str
     used_tool: bool
     message_ids: tuple[str, ...] = ()  # the API replies it is made of, in order
+    last_text: str = ""  # the text of its last API reply (what ``last_assistant_message`` holds)
 
     @property
     def digest(self) -> str:
@@ -82,6 +83,7 @@ class AnswerAssembler:
     __slots__ = (
         "_last_id",
         "_last_timestamp",
+        "_last_text",
         "_last_uuid",
         "_message_ids",
         "_prompt",
@@ -103,6 +105,7 @@ class AnswerAssembler:
         self._last_uuid = ""  # of the answer's last complete reply
         self._last_timestamp = ""
         self._last_id = ""  # message id of the last complete reply
+        self._last_text = ""  # text of the last complete reply
 
     @property
     def awaiting(self) -> PromptKind | None:
@@ -175,6 +178,7 @@ class AnswerAssembler:
             return None
         self._reply = None
         self._last_id = reply.message_id
+        self._last_text = "\n".join(reply.texts)
         self._last_uuid, self._last_timestamp = reply.uuid, reply.timestamp
         self._texts.extend(reply.texts)
         self._message_ids.append(reply.message_id)
@@ -198,6 +202,7 @@ class AnswerAssembler:
             text="\n".join(self._texts),
             used_tool=self._used_tool,
             message_ids=tuple(self._message_ids),
+            last_text=self._last_text,
         )
         self._reset()
         self._prompt = None

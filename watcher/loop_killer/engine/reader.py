@@ -20,7 +20,7 @@ from .lines import MAX_LINE_BYTES, LineBuffer
 from .run import Detection, RunDetector
 from .transcript import Event, ParseStats, parse_line
 
-__all__ = ["Step", "TranscriptReader", "detect_transcript"]
+__all__ = ["EventReader", "Step", "TranscriptReader", "detect_transcript"]
 
 _NOTHING: tuple[()] = ()
 
@@ -36,27 +36,14 @@ class Step:
     detections: tuple[Detection, ...] = _NOTHING
 
 
-class TranscriptReader:
-    """One session transcript's bytes in, in any chunks; steps out.
+class EventReader:
+    """The first stages alone: bytes in any chunks -> whole lines -> events, each with
+    where its line sits in the file (``offset``: where the first byte fed sits).
+    Lines that hold no event are counted in ``stats`` and give no step."""
 
-    ``offset`` is where the first byte fed sits in the file (a tail read from the middle).
-    ``live``, ``already_fired``: as for ``RunDetector`` (or pass a ``detector``).
-    """
+    __slots__ = ("_lines", "stats")
 
-    __slots__ = ("_lines", "detector", "stats")
-
-    def __init__(
-        self,
-        session_id: str = "",
-        *,
-        offset: int = 0,
-        live: bool = True,
-        already_fired: Collection[str] = (),
-        max_line: int = MAX_LINE_BYTES,
-        detector: RunDetector | None = None,
-    ) -> None:
-        self.detector = detector or RunDetector(session_id, live=live,
-                                                already_fired=already_fired)
+    def __init__(self, *, offset: int = 0, max_line: int = MAX_LINE_BYTES) -> None:
         self.stats = ParseStats()
         self._lines = LineBuffer(offset, max_line=max_line)
 
@@ -76,25 +63,79 @@ class TranscriptReader:
         return self._lines.oversized
 
     def feed(self, chunk: bytes) -> list[Step]:
-        """Feed bytes; return a step per whole line holding an event, then the catch-up
-        step when it completed anything."""
-        steps = [self.feed_line(start, line) for start, line in self._lines.feed(chunk)]
-        kept = [step for step in steps if step.event is not None]
+        """The events of the whole lines ``chunk`` completes, in order."""
+        steps: list[Step] = []
+        stats = self.stats
+        for start, line in self._lines.feed(chunk):
+            event = parse_line(line, stats)
+            if event is not None:
+                steps.append(Step(start, start + len(line) + 1, event))
+        return steps
+
+    def reset(self, offset: int | None = None) -> None:
+        """Forget a partial line (after a truncation, say); optionally move ``offset``."""
+        self._lines.reset(offset)
+
+
+class TranscriptReader:
+    """One session transcript's bytes in, in any chunks; steps out.
+
+    ``offset`` is where the first byte fed sits in the file (a tail read from the middle).
+    ``live``, ``already_fired``: as for ``RunDetector`` (or pass a ``detector``).
+    """
+
+    __slots__ = ("detector", "events")
+
+    def __init__(
+        self,
+        session_id: str = "",
+        *,
+        offset: int = 0,
+        live: bool = True,
+        already_fired: Collection[str] = (),
+        max_line: int = MAX_LINE_BYTES,
+        detector: RunDetector | None = None,
+    ) -> None:
+        self.detector = detector or RunDetector(session_id, live=live,
+                                                already_fired=already_fired)
+        self.events = EventReader(offset=offset, max_line=max_line)
+
+    @property
+    def stats(self) -> ParseStats:
+        return self.events.stats
+
+    @property
+    def offset(self) -> int:
+        """Just past the last whole line read: where the next line starts."""
+        return self.events.offset
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes of an unfinished last line held back."""
+        return self.events.pending_bytes
+
+    @property
+    def oversized_lines(self) -> int:
+        """Lines skipped for being longer than ``max_line``."""
+        return self.events.oversized_lines
+
+    def feed(self, chunk: bytes) -> list[Step]:
+        """Feed bytes; return a step per whole line holding an event (with the answers it
+        completed and the detections they caused), then the catch-up step when it
+        completed anything."""
+        steps = [self.judge(step) for step in self.events.feed(chunk)]
         caught_up = self.catch_up()
         if caught_up is not None:
-            kept.append(caught_up)
-        return kept
+            steps.append(caught_up)
+        return steps
 
-    def feed_line(self, start: int, line: bytes) -> Step:
-        """One whole line (without its newline) that starts at ``start``."""
-        end = start + len(line) + 1
-        event = parse_line(line, self.stats)
-        if event is None:
-            return Step(start, end, None)
-        answers, detections = self.detector.step(event)
+    def judge(self, step: Step) -> Step:
+        """A step of ``EventReader`` with what its event did to the run."""
+        assert step.event is not None
+        answers, detections = self.detector.step(step.event)
         if not answers:
-            return Step(start, end, event)
-        return Step(start, end, event, answers, detections)
+            return step
+        return Step(step.start, step.end, step.event, answers, detections)
 
     def catch_up(self) -> Step | None:
         """The reader has caught up with what is written: a reply marked final is whole."""
@@ -105,7 +146,7 @@ class TranscriptReader:
 
     def finish(self) -> Step | None:
         """The transcript is over (a whole file): count the answer in progress, if any."""
-        if self._lines.pending_bytes:
+        if self.events.pending_bytes:
             self.feed(b"\n")  # a last line without its newline
         answers, detections = self.detector.step_finish()
         if not answers:

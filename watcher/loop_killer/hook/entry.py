@@ -162,9 +162,7 @@ def _crash_note(error: BaseException, env: dict[str, str]) -> dict[str, Any] | N
     try:
         from pathlib import Path
 
-        from ..state.files import append_line
-        from ..state.files import write_private_file
-
+        from ..state.files import append_line, write_private_file
         from .stop_hook import state_dir
 
         state = state_dir(env)

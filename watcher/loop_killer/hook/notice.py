@@ -20,22 +20,25 @@ Where the words show up:
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, Literal
 
-from ..engine.rules import rule_phrase
+from ..engine.rules import RULE_MANUAL, Rule, rule_phrase
+from ..state.inbox import Source
+from ..printable import printable
 
 __all__ = [
     "MARK",
     "MOD_PROTOCOL",
     "OUTCOMES",
     "OUTCOME_CLEARED",
+    "OUTCOME_FAILED",
     "OUTCOME_NOT_POSSIBLE",
     "OUTCOME_NO_GOAL",
     "OUTCOME_QUEUED",
     "OUTCOME_SENT",
     "Firing",
+    "Outcome",
     "failure_message",
     "hook_output",
     "mod_plan",
@@ -53,35 +56,41 @@ MARK = "loop-killer: "
 MOD_PROTOCOL = 1
 """The version of ``loop_killer_mod`` in the hook input and of the plan (``v``)."""
 
-# What became of /goal clear after a firing (the journal's "outcome" field).
-OUTCOME_CLEARED = "cleared"  # the met:true sentinel line (or the command's own result) seen
-OUTCOME_SENT = "sent_unconfirmed"  # typed into the pane, no proof within the wait
-OUTCOME_NOT_POSSIBLE = "not_possible"  # a goal is set but nothing here can clear it
-OUTCOME_NO_GOAL = "stopped_no_goal"  # no goal in this session: stopping the turn is all
-OUTCOME_QUEUED = "clear_queued"  # the mod runs /goal clear once the turn has ended
-OUTCOMES = (OUTCOME_CLEARED, OUTCOME_SENT, OUTCOME_NOT_POSSIBLE, OUTCOME_NO_GOAL, OUTCOME_QUEUED)
+Outcome = Literal["cleared", "sent_unconfirmed", "not_possible", "stopped_no_goal",
+                  "clear_queued", "clear_failed"]
+"""What became of /goal clear after a firing (the journal's "outcome" field)."""
+
+OUTCOME_CLEARED: Final = "cleared"  # the met:true sentinel line (or the command's own result) seen
+OUTCOME_SENT: Final = "sent_unconfirmed"  # typed into the pane, no proof within the wait
+OUTCOME_NOT_POSSIBLE: Final = "not_possible"  # a goal is set but nothing here can clear it
+OUTCOME_NO_GOAL: Final = "stopped_no_goal"  # no goal in this session: stopping the turn is all
+OUTCOME_QUEUED: Final = "clear_queued"  # the mod runs /goal clear once the turn has ended
+OUTCOME_FAILED: Final = "clear_failed"  # the mod ran /goal clear and it failed
+OUTCOMES: Final[tuple[Outcome, ...]] = (OUTCOME_CLEARED, OUTCOME_SENT, OUTCOME_NOT_POSSIBLE,
+                                        OUTCOME_NO_GOAL, OUTCOME_QUEUED, OUTCOME_FAILED)
+
+
 
 # What /goal clear prints (Claude Code 2.1.x): "Goal cleared: <condition>" / "No goal set".
 GOAL_CLEARED_PREFIX = "Goal cleared"
 NO_GOAL_PREFIX = "No goal set"
 PROOF_MARKER = '"met":true,"sentinel":true'
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
 
 
 @dataclass(frozen=True, slots=True)
 class Firing:
     """Why this turn is being stopped."""
 
-    rule: str  # SAME_REPLY_TURNS | IDLE_TURNS | MANUAL
+    rule: Rule
     count: int  # answers involved
     run_length: int = 0
-    source: str = "hook"  # who detected it: hook | watcher | manual
+    source: Source = "hook"
 
 
 def rule_label(firing: Firing) -> str:
     """``SAME_REPLY_TURNS: 3 similar replies in a row``."""
-    return f"{_clean(firing.rule, 64)}: {rule_phrase(firing.rule, firing.count)}"
+    return f"{printable(firing.rule, 64)}: {rule_phrase(firing.rule, firing.count)}"
 
 
 def stop_reason(firing: Firing) -> str:
@@ -90,12 +99,12 @@ def stop_reason(firing: Firing) -> str:
 
 
 def _what(firing: Firing) -> str:
-    if firing.rule == "MANUAL":
+    if firing.rule == RULE_MANUAL:
         return f"stopped this turn as asked ({rule_label(firing)})"
     return f"stopped a Stop-hook loop ({rule_label(firing)})"
 
 
-def notice(firing: Firing, outcome: str, *, why: str = "", prefix: bool = True) -> str:
+def notice(firing: Firing, outcome: Outcome, *, why: str = "", prefix: bool = True) -> str:
     """The one-line notice for an outcome (``why``: what kept ``/goal clear`` from running)."""
     what = _what(firing)
     if outcome == OUTCOME_CLEARED:
@@ -104,7 +113,7 @@ def notice(firing: Firing, outcome: str, *, why: str = "", prefix: bool = True) 
         text = (f"{what}; /goal clear was typed but not confirmed: if the goal is still "
                 "set, type /goal clear.")
     elif outcome == OUTCOME_NOT_POSSIBLE:
-        reason = f" ({_clean(why, 160)})" if why else ""
+        reason = f" ({printable(why, 160)})" if why else ""
         text = f"{what}; the goal is only paused: type /goal clear to clear it{reason}."
     elif outcome == OUTCOME_QUEUED:
         text = f"{what}; clearing the goal with /goal clear."
@@ -113,9 +122,9 @@ def notice(firing: Firing, outcome: str, *, why: str = "", prefix: bool = True) 
     return f"{MARK}{text}" if prefix else text
 
 
-def toast(firing: Firing, outcome: str) -> str:
+def toast(firing: Firing, outcome: Outcome) -> str:
     """A short line for a desktop notification or the mod's toast."""
-    what = f"loop stopped ({_clean(firing.rule, 64)})"
+    what = f"loop stopped ({printable(firing.rule, 64)})"
     if outcome == OUTCOME_CLEARED:
         return f"{MARK}{what}, goal cleared"
     if outcome in (OUTCOME_SENT, OUTCOME_NOT_POSSIBLE):
@@ -127,7 +136,7 @@ def toast(firing: Firing, outcome: str) -> str:
 
 def osc9(text: str) -> str:
     """The OSC 9 notification sequence for ``text`` (control characters removed)."""
-    return f"\x1b]9;{_clean(text, 200)}\x07"
+    return f"\x1b]9;{printable(text, 200)}\x07"
 
 
 def mod_plan(
@@ -169,7 +178,7 @@ def mod_plan(
 
 def hook_output(
     firing: Firing,
-    outcome: str,
+    outcome: Outcome,
     *,
     why: str = "",
     plan: dict[str, Any] | None = None,
@@ -193,14 +202,8 @@ def hook_output(
 
 def failure_message(what: str) -> dict[str, Any]:
     """Output for a hook that could not do its job: a short note, nothing blocked."""
-    return {"systemMessage": f"{MARK}{_clean(what, 300)} (nothing was blocked)"}
+    return {"systemMessage": f"{MARK}{printable(what, 300)} (nothing was blocked)"}
 
 
 def _unprefixed(text: str) -> str:
     return text.removeprefix(MARK)
-
-
-def _clean(text: str, limit: int) -> str:
-    """One line, no control characters, at most ``limit`` characters."""
-    flat = _CONTROL.sub(" ", text).strip()
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

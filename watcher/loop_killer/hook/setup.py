@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..state.paths import config_dir, state_dir
-from .actuator import Runner, command_runner
+from .terminal import Runner, command_runner
 
 __all__ = [
     "MOD_MIN_VERSION",

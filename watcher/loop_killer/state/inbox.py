@@ -14,10 +14,11 @@ import re
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
+from ..engine.rules import RULES, Rule
 from .files import NotAFile, read_small_file, write_private_file
 from .paths import ensure_private_dir, is_plain_id
 
@@ -38,6 +39,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+Source = Literal["watcher", "manual", "hook"]
+"""Who asked for the clear: the watcher's detection, a person (``loop-killer clear``)."""
+SOURCES: tuple[Source, ...] = ("watcher", "manual", "hook")
+
 REQUEST_VERSION = 1
 MAX_REQUEST_BYTES = 64 * 1024
 MAX_REQUEST_AGE = 30 * 60.0
@@ -53,14 +58,15 @@ class ClearRequest:
     """Ask the Stop hook of ``session_id`` to end the looping turn and clear the goal."""
 
     session_id: str
-    rule: str  # SAME_REPLY_TURNS | IDLE_TURNS | MANUAL
+    rule: Rule
     count: int  # answers involved
     run_length: int
     answer_uuid: str  # the answer that fired ("" for a manual request)
     answer_digest: str
     transcript_path: str
     created_at: float  # seconds since the epoch
-    source: str  # "watcher" | "manual" | "hook"
+    source: Source
+    prompt_uuid: str = ""  # the re-prompt the answer answered: its record key (``records``)
     version: int = REQUEST_VERSION
 
     def to_json(self) -> bytes:
@@ -111,23 +117,36 @@ def parse_request(data: bytes, *, expected_session: str) -> ClearRequest:
     try:
         request = ClearRequest(
             session_id=session_id,
-            rule=_field(raw, "rule", str),
+            rule=_choice(raw, "rule", RULES),
             count=_field(raw, "count", int),
             run_length=_field(raw, "run_length", int),
             answer_uuid=_field(raw, "answer_uuid", str),
             answer_digest=_field(raw, "answer_digest", str),
             transcript_path=_field(raw, "transcript_path", str),
             created_at=float(_field(raw, "created_at", (int, float))),
-            source=_field(raw, "source", str),
+            source=_choice(raw, "source", SOURCES),
+            prompt_uuid=_optional_text(raw, "prompt_uuid"),
         )
     except (TypeError, ValueError) as error:
         raise InvalidRequest(str(error)) from None
-    if len(request.rule) > 64 or not request.rule.replace("_", "").isalnum():
-        raise InvalidRequest(f"bad rule {request.rule[:64]!r}")
     return request
 
 
-def _field(raw: dict, name: str, kind: type | tuple[type, ...]) -> Any:
+def _choice(raw: dict[str, Any], name: str, choices: tuple[Any, ...]) -> Any:
+    value = raw.get(name)
+    if value not in choices:
+        raise InvalidRequest(f"bad {name} {str(value)[:64]!r}")
+    return value
+
+
+def _optional_text(raw: dict[str, Any], name: str) -> str:
+    value = raw.get(name, "")
+    if not isinstance(value, str) or len(value) > 200:
+        raise InvalidRequest(f"field {name!r} of the wrong type")
+    return value
+
+
+def _field(raw: dict[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
     value = raw.get(name)
     if not isinstance(value, kind) or isinstance(value, bool):
         raise InvalidRequest(f"field {name!r} missing or of the wrong type")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 __all__ = [
@@ -13,6 +13,9 @@ __all__ = [
     "config_dir",
     "ensure_private_dir",
     "is_plain_id",
+    "is_session_file_name",
+    "list_folder",
+    "list_transcripts",
     "projects_dir",
     "session_id_of",
     "state_dir",
@@ -83,15 +86,51 @@ def is_plain_id(value: object) -> bool:
     )
 
 
+def is_session_file_name(name: str) -> bool:
+    """Whether a file name is a main session transcript's: ``<session>.jsonl``, and not a
+    subagent's ``agent-*.jsonl``."""
+    return name.endswith(".jsonl") and not name.startswith("agent-")
+
+
 def session_id_of(transcript: Path) -> str | None:
     """The session id of a main transcript path, or None for anything else.
 
     Subagent transcripts (``agent-*.jsonl`` beside the session, or under
     ``<session>/subagents/``) are not sessions.
     """
-    if transcript.suffix != ".jsonl" or transcript.name.startswith("agent-"):
+    if not is_session_file_name(transcript.name):
         return None
     if transcript.parent.name == "subagents":
         return None
     stem = transcript.stem
     return stem if is_plain_id(stem) else None
+
+
+def list_transcripts(root: str) -> Iterator[tuple[str, os.DirEntry[str]]]:
+    """Every ``<root>/<project>/<session>.jsonl`` (subagent files left out), unordered.
+
+    Folders that vanish or cannot be read while listing are skipped quietly (the next
+    pass sees them again).
+    """
+    try:
+        projects = list(os.scandir(root))
+    except OSError:
+        return
+    for project in projects:
+        try:
+            if not project.is_dir():
+                continue
+            entries = list(os.scandir(project.path))
+        except OSError:
+            continue
+        for entry in entries:
+            if is_session_file_name(entry.name):
+                yield entry.path, entry
+
+
+def list_folder(folder: str) -> list[str]:
+    """The session transcripts directly in one project folder (empty if it is gone)."""
+    try:
+        return [entry.path for entry in os.scandir(folder) if is_session_file_name(entry.name)]
+    except OSError:
+        return []

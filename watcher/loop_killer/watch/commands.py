@@ -24,10 +24,9 @@ import orjson
 
 from ..state import journal
 from ..state.inbox import ClearRequest, InvalidRequest, peek_request, write_request
-from ..state.paths import is_plain_id, projects_dir, session_id_of, state_dir
+from ..state.paths import is_plain_id, list_transcripts, projects_dir, session_id_of, state_dir
 from ..state.status import SessionStatus, read_session_status, watcher_alive
 from . import report
-from .observer import list_transcripts
 
 __all__ = ["add_arguments_clear", "add_arguments_status", "clear", "status"]
 

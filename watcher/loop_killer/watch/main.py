@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from types import FrameType
 
+from ..printable import printable
 from ..state.paths import ensure_private_dir, projects_dir, state_dir
 from .watcher import POLL_INTERVAL, RECONCILE_INTERVAL, Watcher
 
@@ -51,18 +52,27 @@ def acquire_lock(state: Path) -> int:
     return fd
 
 
+class PrintableFormatter(logging.Formatter):
+    """Log lines for a terminal: paths and texts from transcripts lose their control
+    codes (a traceback keeps its lines)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return "\n".join(printable(line) for line in super().format(record).splitlines())
+
+
 def configure_logging(*, verbose: bool) -> None:
     """Events (detections, outcomes, the start-up summary) on stdout, always; problems on
     stderr; everything else only with ``--verbose``. One short line each."""
     logging.raiseExceptions = False  # a closed pipe must not print tracebacks
     events = logging.getLogger("loop_killer.watch.events")
     out = logging.StreamHandler(sys.stdout)
-    out.setFormatter(logging.Formatter("%(asctime)s  %(message)s", "%H:%M:%S"))
+    out.setFormatter(PrintableFormatter("%(asctime)s  %(message)s", "%H:%M:%S"))
     events.handlers[:] = [out]
     events.setLevel(logging.INFO)
     events.propagate = False
     err = logging.StreamHandler(sys.stderr)
-    err.setFormatter(logging.Formatter("%(asctime)s  %(levelname)s  %(message)s", "%H:%M:%S"))
+    err.setFormatter(PrintableFormatter("%(asctime)s  %(levelname)s  %(message)s",
+                                        "%H:%M:%S"))
     package = logging.getLogger("loop_killer")
     package.handlers[:] = [err]
     package.setLevel(logging.DEBUG if verbose else logging.WARNING)

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..engine.rules import rule_phrase
+from ..printable import printable
 
 __all__ = [
     "OUTCOME_LABELS",
@@ -27,7 +28,6 @@ __all__ = [
     "table",
 ]
 
-_SPACES = re.compile(r"\s+")
 _NOT_ALNUM = re.compile(r"[^A-Za-z0-9]")
 
 OUTCOME_LABELS = {
@@ -45,9 +45,8 @@ OUTCOME_LABELS = {
 
 
 def snippet(text: str, width: int = 80) -> str:
-    """``text`` on one line, cut to ``width`` characters."""
-    flat = _SPACES.sub(" ", text).strip()
-    return flat if len(flat) <= width else flat[: width - 1].rstrip() + "…"
+    """``text`` on one line, without control codes, cut to ``width`` characters."""
+    return printable(text, width)
 
 
 def short_id(session_id: str) -> str:
@@ -151,7 +150,9 @@ def ago(seconds: float) -> str:
 
 
 def table(header: list[str], rows: list[list[str]]) -> list[str]:
-    """Left-aligned columns, two spaces apart."""
+    """Left-aligned columns, two spaces apart; every cell cleaned of control codes."""
+    header = [printable(cell) for cell in header]
+    rows = [[printable(cell) for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
             for row in [header, *rows]]

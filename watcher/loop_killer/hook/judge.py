@@ -1,0 +1,128 @@
+"""The Stop hook's judgement (pure): the tail plus this reply, judged by the engine's
+one judge (``RunDetector``), counting reply N exactly once.
+
+The engine counts every answer before reply N with ``live=False`` (nothing fires on
+history) and reply N itself, built from ``last_assistant_message``, live.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+
+from ..engine import (
+    Answer,
+    AssistantPart,
+    Detection,
+    Event,
+    GoalStatus,
+    RunDetector,
+    Step,
+    ToolResults,
+)
+from .anchor import Anchor
+from .locate import Case, locate_active, locate_turn, reply_text
+from .tail import Tail
+
+__all__ = ["Judgement", "judge"]
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """What the tail plus this reply says."""
+
+    detection: Detection | None
+    reply_in_file: bool  # reply N is (at least partly) in the transcript
+    reply_end: int | None  # offset just past reply N's last line, when it is in the file
+    reply_uuid: str  # "" when reply N is not in the file
+    prompt_uuid: str  # the re-prompt reply N answers, when known
+    case: Case  # where reply N was found (see ``locate``)
+    goal: GoalStatus | None  # the last goal_status in the tail
+    run_length: int  # the run after reply N (0 after a firing)
+    chain_length: int
+    anchor: Anchor | None = None  # what to remember for the next reply (None: nothing sure)
+    located_by: str = ""  # "anchor" | "turn" | "summary" | "clock" | "tail"
+
+    @property
+    def goal_set(self) -> bool:
+        """A goal is set and neither met nor cleared, as far as the tail shows."""
+        return self.goal is not None and not self.goal.met
+
+
+def judge(
+    tail: Tail,
+    *,
+    session_id: str,
+    message: str | None,
+    stop_hook_active: bool,
+    spawn_time: float | None = None,
+    already_fired: Collection[str] = (),
+    anchor: Anchor | None = None,
+) -> Judgement:
+    """Whether reply N (``message``) fires, counting it exactly once.
+
+    ``stop_hook_active`` (from the hook input) says reply N answers a re-prompt even when
+    the transcript does not show that re-prompt yet. ``anchor`` is what the hook for the
+    previous reply saved (see the module docstring); the judgement's own ``anchor`` is what
+    to save for the next one. ``spawn_time`` is when this hook's process started (seconds
+    since the epoch), used only as the last resort.
+    """
+    events = tail.events
+    goal = _last_goal(events)
+    if stop_hook_active:
+        located = locate_active(events, message=message, spawn_time=spawn_time,
+                                 anchor=anchor)
+    else:
+        located = locate_turn(events)
+    detector = RunDetector(session_id, live=False, already_fired=already_fired)
+    _feed(detector, (item.event for item in events[: located.feed_until]))
+    detector.go_live()
+    parts = [item for item in events[located.parts_from : located.parts_until]
+             if isinstance(item.event, AssistantPart)]
+    used_tool = any(
+        isinstance(item.event, ToolResults)
+        or (isinstance(item.event, AssistantPart) and item.event.used_tool)
+        for item in events[located.parts_from : located.parts_until]
+    )
+    last_part = parts[-1].event if parts else None
+    if message is None and not parts:
+        # Nothing to count: the reply is neither in the input nor in the file.
+        return Judgement(None, False, None, "", located.prompt_uuid, located.case, goal,
+                         detector.run_length, detector.chain_length, located.anchor,
+                         located.by)
+    text = message if message is not None else reply_text(parts)
+    answer = Answer(
+        prompt=located.prompt_kind,
+        prompt_uuid=located.prompt_uuid,
+        uuid=last_part.uuid if isinstance(last_part, AssistantPart) else "",
+        timestamp=last_part.timestamp if isinstance(last_part, AssistantPart) else "",
+        text=text,
+        used_tool=used_tool,
+    )
+    detection = detector.add_answer(answer)
+    return Judgement(
+        detection=detection,
+        reply_in_file=bool(parts),
+        reply_end=parts[-1].end if parts else None,
+        reply_uuid=answer.uuid,
+        prompt_uuid=located.prompt_uuid,
+        case=located.case,
+        goal=goal,
+        run_length=detector.run_length,
+        chain_length=detector.chain_length,
+        anchor=located.anchor,
+        located_by=located.by,
+    )
+
+
+def _last_goal(events: tuple[Step, ...]) -> GoalStatus | None:
+    for item in reversed(events):
+        if isinstance(item.event, GoalStatus):
+            return item.event
+    return None
+
+
+def _feed(detector: RunDetector, events: Iterable[Event]) -> None:
+    for event in events:
+        detector.feed(event)
+    detector.flush()  # everything before reply N is complete

@@ -1,0 +1,140 @@
+"""The mod's outcome records: what ``/goal clear`` did after a loop-killer stop.
+
+For each plan handed to the mod, the hook writes ``<state>/outcomes/<key>.plan`` (what it
+knows: session, answer, rule, transcript and its size at the stop) and names
+``<state>/outcomes/<key>.json`` as the plan's ``outcome_path``, which the mod (over)writes
+with ``{"status": "queued" | "cleared" | "no_goal" | "failed" | "unknown", "output", ...}``.
+The next hook run (any session) logs each settled plan once and removes both files.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..state.files import read_json_object, write_private_file
+from .notice import OUTCOME_CLEARED, OUTCOME_FAILED, OUTCOME_NO_GOAL, OUTCOME_SENT, Outcome
+from .screen import find_proof
+from .wait import read_new_bytes
+
+__all__ = ["OUTCOMES_DIR", "STALE_OUTCOME", "outcome_paths", "sweep_mod_outcomes",
+           "write_mod_plan_record"]
+
+OUTCOMES_DIR = "outcomes"
+STALE_OUTCOME = 120.0
+"""Seconds after which a plan the mod never settled is logged as unconfirmed."""
+
+_MOD_STATUS: dict[str, Outcome] = {
+    "cleared": OUTCOME_CLEARED,
+    "no_goal": OUTCOME_NO_GOAL,
+    "failed": OUTCOME_FAILED,
+    "unknown": OUTCOME_SENT,
+}
+
+
+def outcome_paths(state: str, key: str) -> tuple[str, str]:
+    """(the hook's plan record, the mod's outcome file) for a plan key."""
+    folder = os.path.join(state, OUTCOMES_DIR)
+    return os.path.join(folder, f"{key}.plan"), os.path.join(folder, f"{key}.json")
+
+
+def write_mod_plan_record(state: str, key: str, record: dict[str, Any]) -> str:
+    """Record a plan before the mod takes over; return the path the mod writes its outcome to."""
+    import orjson
+
+    plan_path, outcome_path = outcome_paths(state, key)
+    write_private_file(Path(plan_path), orjson.dumps(record) + b"\n")
+    return outcome_path
+
+
+def sweep_mod_outcomes(
+    state: str,
+    append: Callable[[dict[str, Any]], None],
+    *,
+    now: float | None = None,
+) -> int:
+    """Log every plan the mod has settled (or never settled, after ``STALE_OUTCOME``) as one
+    detection-log line, and remove its files; return how many were logged. Quiet and cheap
+    when there are none."""
+    folder = os.path.join(state, OUTCOMES_DIR)
+    try:
+        plans = [entry for entry in os.scandir(folder) if entry.name.endswith(".plan")]
+    except OSError:
+        return 0
+    if not plans:
+        return 0
+    now = time.time() if now is None else now
+    logged = 0
+    for entry in plans:
+        key = entry.name[: -len(".plan")]
+        plan_path, outcome_path = outcome_paths(state, key)
+        try:
+            age = now - entry.stat(follow_symlinks=False).st_mtime
+        except OSError:
+            continue
+        plan = _read_record(plan_path)
+        if plan is None:
+            _remove_quietly(plan_path)
+            _remove_quietly(outcome_path)
+            continue
+        line = _outcome_line(plan, _read_record(outcome_path) or {}, age=age)
+        if line is None:
+            continue
+        append(line)
+        _remove_quietly(plan_path)
+        _remove_quietly(outcome_path)
+        logged += 1
+    return logged
+
+
+def _read_record(path: str) -> dict[str, Any] | None:
+    """A small JSON object file (never following a link nor blocking on a FIFO), else None."""
+    return read_json_object(path, 64 * 1024)
+
+
+def _outcome_line(plan: dict[str, Any], reported: dict[str, Any], *, age: float
+                  ) -> dict[str, Any] | None:
+    status = reported.get("status")
+    settled = isinstance(status, str) and status in _MOD_STATUS
+    if not settled and age < STALE_OUTCOME:
+        return None  # planned or queued: the mod has not answered yet
+    outcome = _MOD_STATUS[status] if settled else OUTCOME_SENT
+    output = _str(reported.get("output")) or _str(reported.get("error"))
+    evidence = "the mod's report" if settled else ""
+    transcript, offset = plan.get("transcript_path"), plan.get("offset")
+    if outcome != OUTCOME_CLEARED and isinstance(transcript, str) and isinstance(offset, int):
+        condition = find_proof(read_new_bytes(transcript, offset))
+        if condition is not None:
+            outcome, output, evidence = OUTCOME_CLEARED, f"Goal cleared: {condition}", "proof line"
+    if not settled and outcome != OUTCOME_CLEARED:
+        detail = "the mod never reported what /goal clear did"
+    else:
+        detail = f"/goal clear: {output[:200] or outcome}"
+    return {
+        "event": "outcome",
+        "session_id": _str(plan.get("session_id")),
+        "answer_uuid": _str(plan.get("answer_uuid")),
+        "rule": _str(plan.get("rule")),
+        "outcome": outcome,
+        "detail": detail,
+        "evidence": evidence,
+        "hands": "mod",
+        "project": _str(plan.get("project")),
+        "transcript_path": _str(transcript),
+        "plan_id": _str(plan.get("id")),
+        "source": "hook",
+    }
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

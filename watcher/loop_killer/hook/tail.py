@@ -1,0 +1,148 @@
+"""Reading the transcript's tail for the Stop hook (I/O): only as much as the judgement
+needs (the trailing run, back to the anchor or the turn's start), parsed by the engine's
+one event reader. Every open refuses a FIFO or anything but a regular file without ever
+blocking (``state.files.open_transcript``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from ..engine import EventReader, GoalStatus, Step, TurnStart, parse_line, parse_timestamp
+from ..state.files import open_transcript
+from ..tailing import find_run_start, iter_lines_backwards
+from .anchor import Anchor
+
+__all__ = [
+    "MAX_FORWARD_BYTES",
+    "TURN_REACH",
+    "Tail",
+    "last_goal_status",
+    "last_prompt_time",
+    "read_tail",
+    "tail_from_bytes",
+]
+
+MAX_FORWARD_BYTES = 64 * 1024 * 1024
+"""Never parse more than this much of a tail (a run of huge answers is cut at the front)."""
+
+TURN_REACH = 8 * 1024 * 1024
+"""How far back before the trailing run the hook looks for the turn's start (or its
+anchor), when the run starts at an answer that used a tool."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tail:
+    """The end of a transcript, from the start of its trailing run: each event with the
+    offsets of its line."""
+
+    path: str
+    start: int
+    end: int  # just past the last whole line read (a line being written is left out)
+    events: tuple[Step, ...]
+
+
+@contextmanager
+def _opened(path: str) -> Iterator[BinaryIO]:
+    """The transcript, opened without blocking (a FIFO is refused with NotAFile)."""
+    fd = open_transcript(path)
+    with os.fdopen(fd, "rb", buffering=0) as handle:
+        yield handle  # type: ignore[misc]
+
+
+def read_tail(
+    path: str, *, anchor: Anchor | None = None, max_forward: int = MAX_FORWARD_BYTES
+) -> Tail:
+    """Read and parse the transcript's trailing run. Raises OSError when unreadable.
+
+    The tail also reaches back to the anchor's line (when known and within
+    ``TURN_REACH``), else to the turn's start (when the run starts later, at an answer
+    that used a tool), so that ``judge`` finds the re-prompt this reply answers.
+    """
+    with _opened(path) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        start = find_run_start(handle, size)
+        hint = _anchor_start(handle, anchor, size) if anchor is not None else None
+        if hint is not None:
+            start = min(start, hint)
+        elif start > 0 and not _is_turn_start_at(handle, start):
+            turn = _turn_start_before(handle, start)
+            if turn is not None:
+                start = turn
+        cut = False
+        if size - start > max_forward:
+            start, cut = size - max_forward, True
+        handle.seek(start)
+        data = handle.read(size - start)
+    return tail_from_bytes(data, start=start, path=path, first_is_partial=cut)
+
+
+def _anchor_start(handle: BinaryIO, anchor: Anchor, size: int) -> int | None:
+    """The offset of the anchor's line, when it is a line start within reach."""
+    offset = anchor.offset
+    if not anchor.base or offset < 0 or offset >= size or size - offset > TURN_REACH:
+        return None
+    if offset > 0:
+        handle.seek(offset - 1)
+        if handle.read(1) != b"\n":
+            return None
+    return offset
+
+
+def _is_turn_start_at(handle: BinaryIO, offset: int) -> bool:
+    handle.seek(offset)
+    line = handle.readline(1024 * 1024)
+    return line.endswith(b"\n") and isinstance(parse_line(line), TurnStart)
+
+
+def _turn_start_before(handle: BinaryIO, end: int) -> int | None:
+    """The offset of the last turn start before ``end`` (within ``TURN_REACH``), if any."""
+    for offset, line in iter_lines_backwards(handle, end, limit=TURN_REACH):
+        if b'"user"' in line and isinstance(parse_line(line), TurnStart):
+            return offset
+    return None
+
+
+def tail_from_bytes(
+    data: bytes, *, start: int = 0, path: str = "", first_is_partial: bool = False
+) -> Tail:
+    """Parse ``data`` (the file's bytes from ``start``) into a Tail; pure. A last line
+    without its newline is still being written and is left out."""
+    skip = 0
+    if first_is_partial:
+        newline = data.find(b"\n")
+        skip = len(data) if newline < 0 else newline + 1
+    reader = EventReader(offset=start + skip)
+    events = reader.feed(data[skip:])
+    return Tail(path=path, start=start, end=reader.offset, events=tuple(events))
+
+
+def last_prompt_time(path: str, *, limit: int = 8 * 1024 * 1024) -> float | None:
+    """When the last prompt typed by a person (or a slash command) was written, if found
+    within the last ``limit`` bytes; None when unknown."""
+    with _opened(path) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        for _, line in iter_lines_backwards(handle, size, limit=limit):
+            if b'"user"' not in line:
+                continue
+            event = parse_line(line)
+            if isinstance(event, TurnStart) and event.kind == "prompt":
+                return parse_timestamp(event.timestamp)
+    return None
+
+
+def last_goal_status(path: str, *, limit: int = 8 * 1024 * 1024) -> GoalStatus | None:
+    """The last ``goal_status`` line within the last ``limit`` bytes, if any."""
+    with _opened(path) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        for _, line in iter_lines_backwards(handle, size, limit=limit):
+            if b"goal_status" not in line:
+                continue
+            event = parse_line(line)
+            if isinstance(event, GoalStatus):
+                return event
+    return None

@@ -1,0 +1,147 @@
+"""One detection record per answer: whoever records a detection first logs it.
+
+The watcher (from the transcript) and the Stop hook (from its tail plus
+``last_assistant_message``) may both judge the same answer. Neither waits for the other:
+each records the detection with an exclusive create, and only the one whose create
+succeeds writes the detection log line (and, for the watcher, the clear request).
+
+* ``<state>/fired/<session>/<key>``: the detection is recorded (tiny JSON: who, rule, when).
+* ``<state>/fired/<session>/<key>.acted``: a Stop hook stopped the turn for it. A clear
+  request for an answer already acted on is void: the next Stop drops it.
+
+The key is the uuid of the re-prompt the answer answered: the watcher knows it from the
+file, and the hook knows it even when the answer itself is not written yet (the
+transcript lags behind the Stop hook). Without it, the answer's own uuid.
+
+The keys of a session are also what must never fire again (a restarted watcher, a
+detector rebuilt from a tail). Records are removed with the session's transcript by the
+watcher's housekeeping.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import orjson
+
+from .paths import ensure_private_dir, is_plain_id
+
+__all__ = [
+    "ACTED_SUFFIX",
+    "RECORDS_DIR",
+    "forget_session",
+    "mark_acted",
+    "record_detection",
+    "record_key",
+    "recorded_keys",
+    "was_acted_on",
+]
+
+RECORDS_DIR = "fired"
+ACTED_SUFFIX = ".acted"
+_MAX_KEYS = 10_000
+"""Most keys read for one session (a session that looped for weeks has a few hundred)."""
+
+
+def record_key(prompt_uuid: str, answer_uuid: str = "") -> str | None:
+    """The record key of an answer: the re-prompt it answered, else its own uuid; None
+    when neither is a plain id (then nothing can be recorded)."""
+    for candidate in (prompt_uuid, answer_uuid):
+        if candidate and is_plain_id(candidate):
+            return candidate
+    return None
+
+
+def _folder(state: Path, session_id: str) -> Path:
+    if not is_plain_id(session_id):
+        raise ValueError(f"not a plain session id: {session_id!r}")
+    return state / RECORDS_DIR / session_id
+
+
+def _create(path: Path, data: bytes) -> bool:
+    """Create ``path`` exclusively (never through a link); False when it exists."""
+    ensure_private_dir(path.parent)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        return False
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    return True
+
+
+def record_detection(state: Path, session_id: str, key: str, *, source: str, rule: str
+                     ) -> bool:
+    """Record the detection of the answer ``key``; True for the first recorder only.
+
+    Raises OSError (and ValueError for an unsafe id) when the record cannot be written:
+    the caller then logs the detection anyway (a second log line beats a lost one).
+    """
+    if not is_plain_id(key):
+        raise ValueError(f"not a plain record key: {key!r}")
+    data = orjson.dumps({"source": source, "rule": rule, "at": time.time()})
+    return _create(_folder(state, session_id) / key, data)
+
+
+def mark_acted(state: Path, session_id: str, key: str) -> bool:
+    """Note that a Stop hook stopped the turn for ``key``; True for the first one only."""
+    if not is_plain_id(key):
+        raise ValueError(f"not a plain record key: {key!r}")
+    return _create(_folder(state, session_id) / f"{key}{ACTED_SUFFIX}", b"")
+
+
+def was_acted_on(state: Path, session_id: str, key: str) -> bool:
+    """Whether a Stop hook already stopped the turn for ``key``."""
+    try:
+        return os.path.lexists(_folder(state, session_id) / f"{key}{ACTED_SUFFIX}")
+    except ValueError:
+        return False
+
+
+def recorded_keys(state: Path, session_id: str) -> set[str]:
+    """Every answer (by key) of the session recorded as fired; empty when none or unsafe."""
+    try:
+        folder = _folder(state, session_id)
+        if not os.path.isdir(folder) or os.path.islink(folder):
+            return set()
+        keys: set[str] = set()
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                name = entry.name
+                if name.endswith(ACTED_SUFFIX):
+                    name = name[: -len(ACTED_SUFFIX)]
+                if is_plain_id(name):
+                    keys.add(name)
+                if len(keys) >= _MAX_KEYS:
+                    break
+        return keys
+    except (OSError, ValueError):
+        return set()
+
+
+def forget_session(state: Path, session_id: str) -> int:
+    """Remove a session's records (its transcript is gone); how many files went."""
+    try:
+        folder = _folder(state, session_id)
+        if os.path.islink(folder):
+            os.unlink(folder)
+            return 0
+        names = os.listdir(folder)
+    except (OSError, ValueError):
+        return 0
+    removed = 0
+    for name in names:
+        try:
+            os.unlink(folder / name)
+            removed += 1
+        except OSError:
+            pass
+    try:
+        os.rmdir(folder)
+    except OSError:
+        pass
+    return removed
