@@ -29,9 +29,10 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from .transcript import AssistantPart, Event, ToolResults, TurnStart
+if TYPE_CHECKING:
+    from .transcript import Event
 
 __all__ = [
     "DEFAULT_IGNORED",
@@ -297,6 +298,8 @@ class ToolRepeatCounter:
         A person's prompt resets; re-prompts and meta messages do not. A result written
         before its own call (seen in old transcripts) is counted when the call arrives.
         """
+        from .transcript import AssistantPart, ToolResults, TurnStart  # not needed by the hooks
+
         if isinstance(event, TurnStart):
             if event.kind == "prompt":
                 self.reset()
