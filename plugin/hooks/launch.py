@@ -82,7 +82,7 @@ def parse_input(raw):
     """The hook input as JSON, parsed as ``json.loads`` does; None when it is too large,
     broken or nested too deeply. The C scanner ``json`` itself uses, without importing
     ``json`` (which imports ``re``: a third of a bare interpreter's start)."""
-    if len(raw) > MAX_INPUT_BYTES:
+    if len(raw) > MAX_INPUT_BYTES or not raw or raw.isspace():
         return None
     try:
         from _json import make_scanner
