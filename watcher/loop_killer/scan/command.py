@@ -69,8 +69,9 @@ def scan(args: argparse.Namespace) -> int:
     started = time.monotonic()
     listing = find_transcripts(root, project=args.project, since=args.since)
     collector = Collector(prices, since=args.since)
-    width = shutil.get_terminal_size((120, 24)).columns
-    progress = Progress(sys.stderr, width=width) if sys.stderr.isatty() else None
+    progress = None
+    if sys.stderr.isatty():
+        progress = Progress(sys.stderr, width=shutil.get_terminal_size().columns)
     try:
         for result in scan_transcripts(listing.transcripts, jobs=args.jobs,
                                        progress=progress):
@@ -87,6 +88,8 @@ def scan(args: argparse.Namespace) -> int:
         sys.stdout.buffer.write(json_bytes(summary, root=str(root)))
         sys.stdout.flush()
         return 0
+    # Cut the table to the terminal; piped into a file or a pager, keep it whole.
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 0
     sys.stdout.write(human_report(summary, width=width, home=os.environ.get("HOME"),
                                   root=str(root), seconds=time.monotonic() - started))
     return 0

@@ -12,8 +12,8 @@ transcript does not say which were 1-hour writes.
 
 Override or extend the table with ``--prices FILE``: JSON or TOML, mapping a model
 prefix to its four prices, as an object (``{"input": 3, "output": 15, "cache_read": 0.3,
-"cache_creation": 3.75}``) or a list in that order. Entries of the file win over the
-defaults.
+"cache_creation": 3.75}``) or a list in that order. The file's keys are tried first (its
+longest match wins: ``claude`` alone prices every Claude model), then the defaults.
 """
 
 from __future__ import annotations
@@ -103,15 +103,19 @@ def _plain(model: str) -> str:
 
 
 class PriceTable:
-    """Prices by model-name prefix (``DEFAULT_PRICES`` unless told otherwise)."""
+    """Prices by model-name prefix: a user's ``overrides`` first (the longest matching key
+    of theirs wins, so ``claude`` alone prices every Claude model), then ``defaults``."""
 
-    __slots__ = ("_cache", "_keys", "prices")
+    __slots__ = ("_cache", "_tiers")
 
-    def __init__(self, prices: Mapping[str, Price] | None = None) -> None:
-        self.prices = dict(DEFAULT_PRICES if prices is None else prices)
-        # Longest keys first: the most specific prefix wins.
-        self._keys = sorted(((_plain(key), price) for key, price in self.prices.items()),
-                            key=lambda item: -len(item[0]))
+    def __init__(self, overrides: Mapping[str, Price] | None = None, *,
+                 defaults: Mapping[str, Price] = DEFAULT_PRICES) -> None:
+        # Longest keys first within each tier: the most specific prefix wins.
+        self._tiers = [
+            sorted(((_plain(key), price) for key, price in tier.items()),
+                   key=lambda item: -len(item[0]))
+            for tier in (overrides or {}, defaults)
+        ]
         self._cache: dict[str, Price | None] = {}
 
     def price_of(self, model: str) -> Price | None:
@@ -119,8 +123,11 @@ class PriceTable:
         if model in self._cache:
             return self._cache[model]
         plain = _plain(model)
-        found = next((price for key, price in self._keys if key and plain.startswith(key)),
-                     None)
+        found = None
+        for tier in self._tiers:
+            found = next((price for key, price in tier if key and plain.startswith(key)), None)
+            if found is not None:
+                break
         self._cache[model] = found
         return found
 
@@ -141,7 +148,7 @@ _FIELDS = ("input", "output", "cache_read", "cache_creation")
 
 
 def load_prices(path: Path | str) -> dict[str, Price]:
-    """The defaults with a price file's entries on top (see the module's docstring)."""
+    """A price file's entries (see the module's docstring), to put over the defaults."""
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -150,10 +157,7 @@ def load_prices(path: Path | str) -> dict[str, Price]:
     parsed = _parse(path, data)
     if not isinstance(parsed, dict):
         raise PriceError(f"{path}: expected a table of model prefix -> prices")
-    prices = dict(DEFAULT_PRICES)
-    for key, value in parsed.items():
-        prices[str(key)] = _entry(path, str(key), value)
-    return prices
+    return {str(key): _entry(path, str(key), value) for key, value in parsed.items()}
 
 
 def _parse(path: Path, data: bytes) -> Any:
@@ -163,14 +167,14 @@ def _parse(path: Path, data: bytes) -> Any:
         except orjson.JSONDecodeError:
             if path.suffix.lower() == ".json":
                 raise PriceError(f"{path}: not valid JSON") from None
-    if sys.version_info < (3, 11):
-        raise PriceError(f"{path}: TOML needs Python 3.11 or later; use JSON")
-    import tomllib
+    if sys.version_info >= (3, 11):
+        import tomllib
 
-    try:
-        return tomllib.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        raise PriceError(f"{path}: neither JSON nor TOML ({error})") from None
+        try:
+            return tomllib.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+            raise PriceError(f"{path}: neither JSON nor TOML ({error})") from None
+    raise PriceError(f"{path}: TOML needs Python 3.11 or later; use JSON")
 
 
 def _entry(path: Path, key: str, value: Any) -> Price:

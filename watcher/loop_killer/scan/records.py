@@ -117,7 +117,9 @@ class FileResult:
     total); ``cost_state``: the last ``cost-state`` line's ``totalCostUSD`` (Claude Code
     2.1.33x), if any. ``skipped``: why the file was not read (``link``, ``not_regular``,
     ``unreadable``), empty when it was. ``lines`` / ``parsed`` / ``broken``: lines seen,
-    lines handed to the engine's parser, and lines that were not valid JSON objects.
+    lines handed to the engine's parser, and bad lines: not valid JSON objects among those
+    parsed, and lines that do not even start like one (a line that does, but holds no
+    conversation marker, is skipped unparsed and uncounted).
     """
 
     path: str

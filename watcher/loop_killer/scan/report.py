@@ -130,11 +130,12 @@ def _row(row: LoopRow, home: str | None) -> list[str]:
 
 def _box(rows: list[list[str]], total: list[str], width: int) -> list[str]:
     """A table in box-drawing characters (as ccusage draws them); the last column takes
-    what is left of ``width``, and is cut to fit."""
+    what is left of ``width`` and is cut to fit (``width`` 0: never cut)."""
     everything = [list(_HEADER), *rows, total]
     widths = [max(len(r[i]) for r in everything) for i in range(len(_HEADER))]
     fixed = sum(widths[:-1]) + 3 * len(widths) + 1
-    widths[-1] = max(_MIN_WHAT, min(widths[-1], width - fixed))
+    if width > 0:
+        widths[-1] = max(_MIN_WHAT, min(widths[-1], width - fixed))
 
     def line(cells: list[str]) -> str:
         out = []
@@ -158,7 +159,7 @@ def human_report(summary: Summary, *, width: int = 120, home: str | None = None,
                  root: str = "", seconds: float | None = None) -> str:
     """The table, biggest loop first, a totals row, then what was read and skipped.
 
-    ``width``: the terminal's columns; ``home``: the person's home folder (left out of
+    ``width``: the terminal's columns (0: not a terminal, nothing is cut); ``home``: the person's home folder (left out of
     project names); ``seconds``: how long the scan took, if it is to be told.
     """
     out: list[str] = []

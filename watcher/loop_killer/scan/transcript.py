@@ -65,6 +65,7 @@ class TranscriptScan:
 
     __slots__ = (
         "_cost_state",
+        "_garbage",
         "_ignored",
         "_judge",
         "_lines",
@@ -93,6 +94,7 @@ class TranscriptScan:
         self._loops: list[Loop] = []
         self._cost_state: float | None = None
         self.bytes_read = self.lines = self.parsed = 0
+        self._garbage = 0
         if subagent:
             # The file's own conversation is a sidechain: read it as the scope's main one.
             self._side: _Scope | None = _Scope(ignored)
@@ -126,7 +128,7 @@ class TranscriptScan:
         scopes = [scope for scope in (self._main, self._side) if scope is not None]
         for scope in scopes:
             scope.finish(self._loops)
-        broken = sum(scope.stats.broken for scope in scopes)
+        broken = self._garbage + sum(scope.stats.broken for scope in scopes)
         return FileResult(
             path=self.path, project=self.project, session_id=self.session_id,
             subagent=self.subagent, loops=tuple(self._loops),
@@ -140,6 +142,8 @@ class TranscriptScan:
         if COST_STATE in line:
             self._read_cost_state(line)
         if self._prefilter and not may_matter(line):
+            if line[:1] != b"{" and line.lstrip()[:1] not in (b"{", b""):
+                self._garbage += 1  # not even a JSON object: counted without parsing
             return
         self.parsed += 1
         if self._judge is None or self._main is None:

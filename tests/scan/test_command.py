@@ -1,0 +1,208 @@
+"""``loop-killer scan``: the table, the JSON document, the options, the pool."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from loop_killer import cli
+from loop_killer.scan import pool
+from loop_killer.scan.files import find_transcripts
+from loop_killer.scan.report import Progress
+from loop_killer.state.paths import projects_dir
+
+from .planted import START, Session, Use, total
+
+SESSION_A = "aaaaaaaa-2222-4333-8444-555555555555"
+SESSION_B = "bbbbbbbb-2222-4333-8444-555555555555"
+SAME = "I am still working on the auth tests; the condition is not met yet."
+LOOP_KEYS = {"session_id", "project", "transcript_path", "kind", "rule", "replies",
+             "first_at", "last_at", "tokens", "avoidable_tokens", "cost_usd"}
+TOKEN_KEYS = {"input", "output", "cache_read", "cache_creation", "total"}
+
+
+def history(root: Path) -> dict[str, list[Use]]:
+    """Two projects: a SAME loop (with a cost-state line) and, a month later, a tool loop
+    in a subagent. Returns each loop's replies' usage."""
+    a = Session(SESSION_A, cwd="/home/dev/billing")
+    a.prompt("go")
+    a.goal()
+    a.reply("ok", Use(1, 1))
+    same = [Use(1000 + i, 100, 50_000, 10) for i in range(5)]
+    for use in same:
+        a.reprompt()
+        a.reply(SAME, use)
+    a.cost_state(12.5)
+    a.write(root / "-home-dev-billing" / f"{SESSION_A}.jsonl")
+
+    b = Session(SESSION_B, cwd="/home/dev/auth")
+    b.prompt("hi")
+    b.reply("hello", Use(1, 1))
+    b.write(root / "-home-dev-auth" / f"{SESSION_B}.jsonl")
+    agent = Session(SESSION_B, sidechain=True, model="claude-haiku-4-5-20251001",
+                    start=START.replace(month=4))
+    agent.user("find the bug")
+    tool = [Use(200 + i, 20) for i in range(4)]
+    for use in tool:
+        agent.tool_round("pytest -x", "\x1b[31mFAILED\x1b[0m test_auth.py", use, is_error=True)
+    agent.write(root / "-home-dev-auth" / SESSION_B / "subagents" / "agent-x1.jsonl")
+    return {"same": same, "tool": tool}
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = cli.main(["scan", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_json_document_has_exactly_the_documented_schema(capsys: pytest.CaptureFixture[str]
+                                                         ) -> None:
+    uses = history(projects_dir())
+    code, out, _ = run(capsys, "--json")
+    assert code == 0
+    document = json.loads(out)  # exactly one document
+    assert set(document) >= {"loops", "totals"}
+    loops = document["loops"]
+    assert len(loops) == 2
+    for loop in loops:
+        assert set(loop) == LOOP_KEYS
+        assert set(loop["tokens"]) == TOKEN_KEYS
+    assert set(document["totals"]) == {"loops", "tokens", "avoidable_tokens", "cost_usd"}
+    same, tool = loops  # biggest first: the SAME loop costs more
+    assert (same["kind"], same["rule"], same["replies"]) == ("reprompt", "SAME_REPLY_TURNS", 5)
+    assert same["session_id"] == SESSION_A and same["project"] == "-home-dev-billing"
+    assert same["tokens"]["total"] == total(uses["same"])
+    assert same["avoidable_tokens"] == total(uses["same"][3:])
+    assert (tool["kind"], tool["rule"], tool["replies"]) == ("tool", "TOOL_REPEAT", 4)
+    assert tool["session_id"] == SESSION_B
+    assert tool["transcript_path"].endswith("subagents/agent-x1.jsonl")
+    assert tool["avoidable_tokens"] == total(uses["tool"][3:])
+    sonnet = sum(u.input * 3 + u.output * 15 + u.cache_read * 0.3 + u.cache_creation * 3.75
+                 for u in uses["same"]) / 1e6
+    assert same["cost_usd"] == pytest.approx(sonnet, abs=1e-6)
+    totals = document["totals"]
+    assert totals["loops"] == 2
+    assert totals["tokens"]["total"] == total(uses["same"]) + total(uses["tool"])
+    assert totals["avoidable_tokens"] == same["avoidable_tokens"] + tool["avoidable_tokens"]
+    assert totals["cost_usd"] == pytest.approx(same["cost_usd"] + tool["cost_usd"], abs=1e-6)
+    (session_a, _) = document["sessions"]
+    assert session_a["session_id"] == SESSION_A
+    assert session_a["claude_code_cost_usd"] == 12.5
+    assert session_a["estimated_cost_usd"] > session_a["loops_cost_usd"] > 0
+    assert document["scan"]["transcripts"] == 3
+
+
+def test_the_table_is_biggest_first_with_totals(capsys: pytest.CaptureFixture[str]) -> None:
+    history(projects_dir())
+    code, out, err = run(capsys)
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if "Replies" in line)
+    rows = [line for line in lines[header + 2:] if line.startswith("│")]
+    assert "billing" in rows[0] and "re-prompt, same" in rows[0]
+    assert "auth" in rows[1] and "tool repeat" in rows[1] and "(subagent)" in rows[1]
+    assert "Bash: pytest -x" in rows[1]
+    assert rows[-1].startswith("│ Total") and "2 loops" in rows[-1]
+    assert "\x1b" not in out  # nothing from a transcript reaches the terminal unclean
+    assert "by Claude Code" in out and "$12.50" in out
+    assert "Read 3 transcripts" in out
+
+
+def test_since_and_project_filter_loops(capsys: pytest.CaptureFixture[str]) -> None:
+    history(projects_dir())
+    _, out, _ = run(capsys, "--json", "--since", "2026-03-15")
+    assert [loop["kind"] for loop in json.loads(out)["loops"]] == ["tool"]
+    _, out, _ = run(capsys, "--json", "--since", "2026-03-01T08:00:00Z")
+    assert len(json.loads(out)["loops"]) == 2
+    _, out, _ = run(capsys, "--json", "--project", "BILLING")
+    assert [loop["session_id"] for loop in json.loads(out)["loops"]] == [SESSION_A]
+
+
+def test_a_prices_file_changes_the_cost(capsys: pytest.CaptureFixture[str], tmp_path: Path
+                                        ) -> None:
+    history(projects_dir())
+    prices = tmp_path / "p.json"
+    _, out, _ = run(capsys, "--json")
+    default = json.loads(out)["totals"]["cost_usd"]
+    prices.write_text('{"claude-haiku": [0, 0, 0, 0]}')  # the subagent's model
+    _, out, _ = run(capsys, "--json", "--prices", str(prices))
+    cheaper = json.loads(out)["totals"]["cost_usd"]
+    assert 0 < cheaper < default
+    prices.write_text('{"claude": [0, 0, 0, 0]}')  # a user's key wins over longer defaults
+    _, out, _ = run(capsys, "--json", "--prices", str(prices))
+    assert json.loads(out)["totals"]["cost_usd"] == 0
+
+
+def test_bad_options_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    bad = tmp_path / "p.json"
+    bad.write_text("{")
+    code, out, err = run(capsys, "--prices", str(bad))
+    assert code == 2 and out == "" and "p.json" in err
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["scan", "--since", "last tuesday"])
+    assert exit_.value.code == 2
+
+
+def test_no_history_is_no_loops(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys)
+    assert code == 0 and "No loops found." in out
+    code, out, _ = run(capsys, "--json")
+    document = json.loads(out)
+    assert document["loops"] == [] and document["totals"]["loops"] == 0
+
+
+def test_every_core_gives_the_same_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    root = projects_dir()
+    history(root)
+    for n in range(6):
+        session = Session(f"cccccccc-2222-4333-8444-{n:012d}")
+        session.prompt("go")
+        session.goal()
+        for i in range(3 + n):
+            session.reprompt()
+            session.reply(SAME, Use(i, 1))
+        session.write(root / f"-home-dev-p{n}" / f"{session.session_id}.jsonl")
+    listing = find_transcripts(root)
+    one = sorted(pool.scan_transcripts(listing.transcripts, jobs=1), key=lambda r: r.path)
+    monkeypatch.setattr(pool, "IN_PROCESS_BYTES", 0)
+    monkeypatch.setattr(pool, "BATCH_BYTES", 1)
+    seen: list[tuple[int, int]] = []
+    two = sorted(pool.scan_transcripts(listing.transcripts, jobs=2,
+                                       progress=lambda done, all_: seen.append((done, all_))),
+                 key=lambda r: r.path)
+    assert one == two and len(one) == 9
+    assert seen[-1][0] == seen[-1][1]
+
+
+def test_batches_put_big_files_alone_and_small_ones_together() -> None:
+    from loop_killer.scan.files import Transcript
+
+    files = [Transcript(f"/{i}", "p", "s", False, size, 0.0)
+             for i, size in enumerate([10, 50, 3, 100, 7, 60])]
+    tasks = pool.batches(files, batch_bytes=60)
+    assert [[t.size for t in task] for task in tasks] == [[100], [60], [50, 10], [7, 3]]
+
+
+def test_progress_bar_draws_and_wipes_its_line() -> None:
+    stream = io.StringIO()
+    bar = Progress(stream, width=60, interval=0)
+    bar(5_000_000, 10_000_000)
+    bar(10_000_000, 10_000_000)
+    bar.close()
+    text = stream.getvalue()
+    assert "50.0%" in text and "100.0%" in text and text.endswith("\r\x1b[2K")
+
+
+def test_help_does_not_load_the_scan_machinery() -> None:
+    code = ("import sys; from loop_killer import cli; sys.argv = ['loop-killer', 'scan', "
+            "'--help']\ntry:\n    cli.main()\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith('loop_killer.scan')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=os.environ.copy()).stdout
+    assert "--prices" in out
+    assert out.strip().splitlines()[-1] == "['loop_killer.scan', 'loop_killer.scan.command']"

@@ -1,0 +1,106 @@
+"""The pre-filter never changes a result: a line it skips is one the engine ignores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from loop_killer.engine.transcript import parse_line
+from loop_killer.scan.prefilter import as_main_line, may_matter
+from loop_killer.scan.transcript import scan_bytes
+
+from .planted import Session, Use
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def fixture_lines() -> list[bytes]:
+    return [line for path in sorted(FIXTURES.rglob("*.jsonl"))
+            for line in path.read_bytes().splitlines()]
+
+
+def test_every_fixture_line_it_skips_is_ignored_by_the_engine() -> None:
+    lines = fixture_lines()
+    skipped = [line for line in lines if not may_matter(line)]
+    assert len(skipped) > 50  # it does skip: attachments, api records, progress...
+    for line in skipped:
+        assert parse_line(line) is None, line[:200]
+        assert parse_line(as_main_line(line)) is None, line[:200]
+
+
+def test_the_same_lines_pretty_printed_are_still_kept() -> None:
+    for line in fixture_lines():
+        try:
+            entry = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if parse_line(line) is not None:
+            spaced = orjson.dumps(entry, option=orjson.OPT_INDENT_2).replace(b"\n", b" ")
+            assert may_matter(spaced)
+
+
+_TYPES = st.sampled_from(["user", "assistant", "system", "attachment", "progress",
+                          "cost-state", "summary", "file-history-snapshot", "api-request"])
+_SPACE = st.sampled_from(["", " ", "\t", "  "])
+
+
+@settings(max_examples=300, deadline=None)
+@given(kind=_TYPES, before=_SPACE, after=_SPACE, attachment=st.sampled_from(
+    ["goal_status", "skill_listing", "hook_blocking_error"]), content=st.text(max_size=30),
+    sidechain=st.booleans())
+def test_hand_written_lines_never_lose_an_event(kind: str, before: str, after: str,
+                                                attachment: str, content: str,
+                                                sidechain: bool) -> None:
+    fields = [f'"type"{before}:{after}"{kind}"', f'"isSidechain":{str(sidechain).lower()}',
+              '"uuid":"u1"', '"timestamp":"2026-03-01T09:00:00.000Z"',
+              f'"message":{{"role":"user","content":{orjson.dumps(content).decode()}}}',
+              f'"attachment":{{"type":"{attachment}","met":false}}', '"subtype":"x"']
+    line = ("{" + ",".join(fields) + "}").encode()
+    if not may_matter(line):
+        assert parse_line(line) is None
+        assert parse_line(as_main_line(line)) is None
+
+
+def test_filtered_and_unfiltered_scans_agree_on_every_fixture() -> None:
+    for path in sorted(FIXTURES.rglob("*.jsonl")):
+        subagent = path.name.startswith("agent-")
+        data = path.read_bytes()
+        fast = scan_bytes(data, subagent=subagent, prefilter=True)
+        slow = scan_bytes(data, subagent=subagent, prefilter=False)
+        assert fast.loops == slow.loops, path
+        assert fast.usage == slow.usage, path
+        assert fast.cost_state == slow.cost_state, path
+        assert fast.broken == slow.broken, path
+        assert fast.parsed <= slow.parsed
+
+
+def test_filtered_and_unfiltered_scans_agree_on_a_planted_history() -> None:
+    session = Session()
+    session.prompt("go")
+    session.goal()
+    for i in range(8):
+        session.reprompt()
+        session.noise()
+        session.reply("Still working on it, nothing changed.", Use(i + 1, 2))
+    session.prompt("tests")
+    for _ in range(4):
+        session.noise()
+        session.tool_round("npm test", "1 failing", Use(3, 3))
+    data = session.data()
+    fast = scan_bytes(data, prefilter=True)
+    slow = scan_bytes(data, prefilter=False)
+    assert fast.loops == slow.loops and len(fast.loops) == 2
+    assert fast.usage == slow.usage
+    assert fast.parsed < slow.parsed
+
+
+def test_subagent_lines_are_read_as_their_own_conversation() -> None:
+    line = b'{"parentUuid":null,"isSidechain":true,"type":"user","message":{"role":"user",' \
+           b'"content":"say \\"isSidechain\\":true"},"uuid":"u","timestamp":"t"}'
+    assert parse_line(line) is None
+    event = parse_line(as_main_line(line))
+    assert event is not None
+    assert as_main_line(line).count(b"isSidechain") == 2  # the quoted text is left alone
+    assert b'say \\"isSidechain\\":true' in as_main_line(line)
