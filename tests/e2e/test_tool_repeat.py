@@ -169,3 +169,18 @@ def test_changing_output_and_a_sweep_of_commands_are_never_touched(
     assert mentions(mock_api, "loop-killer") == []
     assert person_notices(sandbox.read_transcript()) == []
     assert journal(sandbox) == []
+
+
+def test_the_rule_is_switched_off_from_the_env_block_of_settings_json(
+    sandbox: Sandbox, mock_api: MockAnthropic, claude: Path
+) -> None:
+    settings = sandbox.home / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text(json.dumps({"env": {"LOOP_KILLER_TOOL_REPEAT": "off"}}))
+    mock_api.configure(runner([FAILING] * 5))
+    result = run_headless(sandbox, "Make the tests pass.", version=claude, plugin_dir=PLUGIN,
+                          extra_args=ALLOW_BASH, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert runs(sandbox) == 5
+    assert mentions(mock_api, "loop-killer") == []
+    assert journal(sandbox) == []
