@@ -92,7 +92,7 @@ def parse_input(raw):
         value, end = make_scanner(_ScanContext())(text, start)
         if not text[end:].strip(_WHITESPACE):
             return value
-    except Exception:  # noqa: BLE001 - anything odd: let json decide
+    except Exception:  # noqa: BLE001, S110 - anything odd: let json decide
         pass
     try:
         import json
@@ -102,7 +102,7 @@ def parse_input(raw):
         return None
 
 
-class _ScanContext(object):
+class _ScanContext:
     """The settings ``json.JSONDecoder()`` hands the C scanner."""
 
     strict = True
@@ -154,8 +154,10 @@ def _plans_waiting(state):
             for entry in entries:
                 if entry.name.endswith(".plan"):
                     return True
-    except OSError:
-        pass
+    except OSError:  # no folder (the usual case), or not a readable one
+        return False
+    except Exception:  # noqa: BLE001 - a Python too old for "with os.scandir": let the package look
+        return True
     return False
 
 
