@@ -166,12 +166,10 @@ def _plans_waiting(state):
 
 def _run_here(raw):
     """Run the hook with this interpreter; None when the package is not importable here."""
+    # The package needs orjson: check both are there (without the cost of importing them).
+    if not (_findable("loop_killer") and _findable("orjson")):
+        return None
     try:
-        from importlib.util import find_spec
-
-        # The package needs orjson: check it is there (without the cost of importing it).
-        if find_spec("orjson") is None:
-            return None
         from loop_killer.hook.entry import main as hook_main
     except Exception:  # noqa: BLE001 - ImportError, or a SyntaxError from a Python too old
         return None
@@ -184,6 +182,21 @@ def _run_here(raw):
         return 0
     hook_main(raw)
     return 0
+
+
+def _findable(name):
+    """Whether a top-level module can be imported here, as ``importlib.util.find_spec``
+    would say (that module alone costs a few ms to import)."""
+    for finder in sys.meta_path:
+        find_spec = getattr(finder, "find_spec", None)
+        if find_spec is None:
+            continue
+        try:
+            if find_spec(name, None) is not None:
+                return True
+        except Exception:  # noqa: BLE001, S112 - a broken finder: ask the next one
+            continue
+    return False
 
 
 def _refill_stdin(raw):
