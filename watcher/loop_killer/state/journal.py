@@ -1,8 +1,10 @@
 """The detection log: one JSON line per detection and per outcome, across all sessions.
 
 ``<state>/detections.jsonl``, appended with one ``write`` per line (O_APPEND), so the
-watcher and several Stop hooks can add to it at once. Read back only from its tail, so
-start-up never grows with history.
+watcher and several Stop hooks can add to it at once. This module is its one reader:
+``read_recent`` (and ``fired``) read back only the log's tail, so start-up never grows
+with history; ``JournalTail`` follows what is appended, as the watcher does to learn
+what the Stop hooks logged. Every read is bounded, refuses links and FIFOs, never blocks.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from .paths import ensure_private_dir
 __all__ = [
     "JOURNAL_NAME",
     "Fired",
+    "JournalTail",
     "append",
     "fired",
     "journal_path",
@@ -58,12 +61,44 @@ def append(state: Path, record: dict[str, Any]) -> None:
         log.error("cannot write the detection log %s: %s", path, error)
 
 
+def _rotated(path: Path) -> Path:
+    return path.with_suffix(".jsonl.1")
+
+
 def _rotate_if_large(path: Path) -> None:
     try:
         if path.stat().st_size > _ROTATE_BYTES:
-            os.replace(path, path.with_suffix(".jsonl.1"))
+            os.replace(path, _rotated(path))
     except FileNotFoundError:
         pass
+
+
+def _open_log(path: Path) -> tuple[int, os.stat_result]:
+    """The log opened for reading (fd, fstat): no link followed, never blocking.
+    Raises FileNotFoundError, or OSError (with a reason) for anything but a file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise OSError(f"{path} is not a regular file")
+    return fd, info
+
+
+def _records(lines: list[bytes], containing: bytes = b"") -> Iterator[dict[str, Any]]:
+    """The JSON objects among ``lines``; blank, broken and non-object lines skipped."""
+    for line in lines:
+        if not line.strip() or (containing and containing not in line):
+            continue
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(record, dict):
+            yield record
 
 
 def read_recent(
@@ -75,17 +110,13 @@ def read_recent(
     """
     path = journal_path(state)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd, info = _open_log(path)
     except FileNotFoundError:
         return
     except OSError as error:
         log.warning("cannot read the detection log %s: %s", path, error)
         return
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            log.warning("the detection log %s is not a regular file", path)
-            return
         start = max(0, info.st_size - max_bytes)
         data = os.pread(fd, info.st_size - start, start)
     except OSError as error:
@@ -96,15 +127,100 @@ def read_recent(
     lines = data.split(b"\n")
     if start > 0:
         lines = lines[1:]  # the first one is cut
-    for line in lines:
-        if not line.strip() or (containing and containing not in line):
-            continue
+    yield from _records(lines, containing)
+
+
+class JournalTail:
+    """The records appended to the detection log since the last look, oldest first.
+
+    Reads at most ``max_bytes`` per look (the rest comes on the next), holds back a
+    half-written last line, and follows a rotation: the rest of the old log is read
+    before the new one. A line longer than ``max_bytes`` is dropped, once said.
+    """
+
+    def __init__(self, state: Path, *, max_bytes: int = _TAIL_BYTES) -> None:
+        self.path = journal_path(state)
+        self.max_bytes = max_bytes
+        self.key: tuple[int, int] | None = None  # (st_dev, st_ino) of the log followed
+        self.offset = 0  # bytes of it read
+        self._partial = b""
+        self._skipping = False  # inside a line too long to keep: drop up to its end
+        self._error = ""  # the last read error logged (each one said once)
+
+    def skip_to_end(self) -> None:
+        """Start from what is appended from now on."""
         try:
-            record = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(record, dict):
-            yield record
+            info = os.stat(self.path, follow_symlinks=False)
+        except OSError:
+            self.key, self.offset = None, 0
+        else:
+            self.key, self.offset = (info.st_dev, info.st_ino), info.st_size
+        self._partial, self._skipping = b"", False
+
+    def read_new(self) -> list[dict[str, Any]]:
+        try:
+            info = os.stat(self.path, follow_symlinks=False)
+        except FileNotFoundError:
+            return []
+        except OSError as error:
+            self._failed(error)
+            return []
+        key = (info.st_dev, info.st_ino)
+        records: list[dict[str, Any]] = []
+        if key != self.key:
+            if self.key is not None:
+                records = self._read(_rotated(self.path), self.key)  # the old log's rest
+            self.key, self.offset, self._partial, self._skipping = key, 0, b"", False
+        elif info.st_size < self.offset:  # rewritten in place: start it afresh
+            self.offset, self._partial, self._skipping = 0, b"", False
+        if info.st_size > self.offset:
+            records += self._read(self.path, key)
+        return records
+
+    def _read(self, path: Path, key: tuple[int, int]) -> list[dict[str, Any]]:
+        """The records in the next bytes of the log at ``path``, if it is ``key``."""
+        try:
+            fd, info = _open_log(path)
+        except FileNotFoundError:
+            return []
+        except OSError as error:
+            self._failed(error)
+            return []
+        try:
+            if (info.st_dev, info.st_ino) != key or info.st_size <= self.offset:
+                return []
+            data = os.pread(fd, min(info.st_size - self.offset, self.max_bytes), self.offset)
+        except OSError as error:
+            self._failed(error)
+            return []
+        finally:
+            os.close(fd)
+        self._error = ""
+        self.offset += len(data)
+        return list(_records(self._lines(data)))
+
+    def _lines(self, data: bytes) -> list[bytes]:
+        """The whole lines ``data`` completes; a too long partial line is dropped."""
+        first = data.find(b"\n")
+        if first < 0:
+            if not self._skipping:
+                self._partial += data
+                if len(self._partial) > self.max_bytes:
+                    log.warning("the detection log %s holds a line over %d bytes: skipped",
+                                self.path, self.max_bytes)
+                    self._partial, self._skipping = b"", True
+            return []
+        head = b"" if self._skipping else self._partial + data[:first]
+        self._skipping = False
+        lines = [head, *data[first + 1:].split(b"\n")]
+        self._partial = lines.pop()
+        return lines
+
+    def _failed(self, error: OSError) -> None:
+        text = str(error)
+        if text != self._error:
+            log.warning("cannot read the detection log %s: %s", self.path, text)
+            self._error = text
 
 
 @dataclass(slots=True)

@@ -2,8 +2,9 @@
 
 Events are only hints. The watchdog callback (its own thread) does nothing but decide
 whether a path can matter (``relevance``, pure) and put it on a queue; the watcher's one
-thread does all reading. The reconcile pass lists the tree (``list_transcripts``) so a
-lost event costs latency, never a detection. When the native observer cannot start
+thread does all reading. The reconcile pass lists the tree (``list_transcripts``) and
+compares the project folders' marks (``folder_marks``) so a lost event costs latency,
+never a detection. When the native observer cannot start
 (inotify limits, say), ``start_observer`` says why and the watcher polls instead.
 """
 
@@ -13,7 +14,7 @@ import logging
 import os
 import queue
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from watchdog.events import (
@@ -28,15 +29,22 @@ from watchdog.events import (
     FileSystemEventHandler,
 )
 
+from ..state.paths import is_session_file_name, list_transcripts
+
 __all__ = [
     "DIR",
     "FILE",
     "ROOT",
     "STOP",
     "EventQueue",
+    "FolderMark",
+    "folder_marks",
+    "list_folder",
     "list_transcripts",
+    "observer_healthy",
     "relevance",
     "start_observer",
+    "stop_observer",
 ]
 
 log = logging.getLogger("loop_killer.watch")
@@ -76,10 +84,7 @@ def relevance(root: str, path: str, is_directory: bool) -> str | None:
         return DIR if cut < 0 else None
     if cut < 0 or rest.find(os.sep, cut + 1) >= 0:
         return None
-    name = rest[cut + 1:]
-    if not name.endswith(".jsonl") or name.startswith("agent-"):
-        return None
-    return FILE
+    return FILE if is_session_file_name(rest[cut + 1:]) else None
 
 
 class EventQueue:
@@ -132,7 +137,9 @@ def start_observer(root: str, hints: EventQueue, *, factory: Callable[[], Any] |
     """Start a native watchdog observer on ``root`` (recursive); raise OSError if the
     platform refuses (inotify watch or instance limits, ...)."""
     if factory is None:
-        from watchdog.observers import Observer as factory
+        from watchdog.observers import Observer
+
+        factory = Observer
     # watchdog warns when a folder and its subfolder are created at once (a subagent's
     # ``<session>/subagents``): its own benign race, not for the person at the terminal.
     warnings.filterwarnings("ignore", message="Callback with id", category=RuntimeWarning)
@@ -166,35 +173,34 @@ def observer_healthy(observer: Any) -> bool:
     return all(emitter.is_alive() for emitter in list(getattr(observer, "emitters", ())))
 
 
-def list_transcripts(root: str) -> Iterator[tuple[str, os.DirEntry[str]]]:
-    """Every ``<root>/<project>/<name>.jsonl`` (subagent files left out), unordered.
+FolderMark = tuple[int, int]
+"""(st_ino, st_mtime_ns) of a project folder: it changes when a file in it is created,
+renamed or deleted (not when one grows)."""
 
-    Folders that vanish or cannot be read while listing are skipped quietly (the next
-    pass sees them again).
-    """
+
+def folder_marks(root: str) -> dict[str, FolderMark]:
+    """The mark of every project folder under ``root`` (one ``stat`` each)."""
+    marks: dict[str, FolderMark] = {}
     try:
         projects = list(os.scandir(root))
     except OSError:
-        return
+        return marks
     for project in projects:
         try:
-            if not project.is_dir():
-                continue
-            entries = list(os.scandir(project.path))
+            if project.is_dir():
+                info = project.stat()
+                marks[project.path] = (info.st_ino, info.st_mtime_ns)
         except OSError:
-            continue
-        for entry in entries:
-            name = entry.name
-            if name.endswith(".jsonl") and not name.startswith("agent-"):
-                yield entry.path, entry
+            continue  # vanished meanwhile: the next pass sees it gone
+    return marks
 
 
-def list_folder(folder: str) -> list[str]:
-    """The transcripts directly in one project folder (empty if it is gone)."""
+def list_folder(folder: str) -> list[tuple[str, int]]:
+    """The session transcripts directly in one project folder, with their inode numbers
+    (from the listing: no ``stat``); empty if the folder is gone."""
     try:
-        return [
-            entry.path for entry in os.scandir(folder)
-            if entry.name.endswith(".jsonl") and not entry.name.startswith("agent-")
-        ]
+        with os.scandir(folder) as entries:
+            return [(entry.path, entry.inode()) for entry in entries
+                    if is_session_file_name(entry.name)]
     except OSError:
         return []

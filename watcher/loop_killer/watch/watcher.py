@@ -1,12 +1,19 @@
 """The watcher's loop: one thread reads every transcript; events only wake it up.
 
 ``Watcher.run()`` starts the native observer (or polls), catches every existing
-transcript up from its tail, then loops: take the queued hints, bring those files up to
-date, and on timers write the heartbeat, reconcile (list and stat the tree, so nothing
-depends on an event arriving), tail the detection log for what the Stop hook reports,
-and report the outcomes whose time has come. Every ``housekeeping_interval`` the
-reconcile pass also keeps the state folder and memory from growing
-(``Sessions.housekeep``). ``stop()`` may be called from any thread (or a signal handler).
+transcript up from its tail (the most recently written first, and serving the live
+sessions' events between two files, so one odd file never holds up a loop elsewhere),
+then loops: take the queued hints, bring those files up to date, and on timers write the
+heartbeat, reconcile, tail the detection log for what the Stop hook reports, and report
+the outcomes whose time has come. ``stop()`` may be called from any thread.
+
+Events are hints; the reconcile pass is the safety net, sized so that thousands of
+dormant transcripts cost next to nothing: every ``reconcile_interval`` it stats the
+transcripts that changed lately (``HOT_FOR``: the live sessions, where a lost event must
+cost seconds at most) and the project folders (a file created, renamed or deleted
+changes its folder); every ``sweep_interval`` it stats every transcript. When polling,
+every pass stats everything. Every ``housekeeping_interval`` the reconcile pass also
+keeps the state folder and memory from growing (``Sessions.housekeep``).
 """
 
 from __future__ import annotations
@@ -19,9 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from ..state import journal
+from ..state.journal import JournalTail
 from ..state.paths import ensure_private_dir
 from ..state.status import (
     HEARTBEAT_INTERVAL,
@@ -31,13 +36,14 @@ from ..state.status import (
     write_heartbeat,
 )
 from . import report
-from .follower import Change, classify, seen_of
+from .follower import Change, Seen, classify, seen_of
 from .observer import (
     DIR,
     FILE,
     ROOT,
     STOP,
     EventQueue,
+    folder_marks,
     list_folder,
     list_transcripts,
     observer_healthy,
@@ -47,13 +53,27 @@ from .observer import (
 from .outcomes import OUTCOME_TIMEOUT
 from .sessions import IDLE_AFTER, Sessions
 
-__all__ = ["HOUSEKEEPING_INTERVAL", "POLL_INTERVAL", "RECONCILE_INTERVAL", "Watcher"]
+__all__ = [
+    "HOT_FOR",
+    "HOUSEKEEPING_INTERVAL",
+    "POLL_INTERVAL",
+    "RECONCILE_INTERVAL",
+    "SWEEP_INTERVAL",
+    "Watcher",
+]
 
 log = logging.getLogger("loop_killer.watch")
 events = logging.getLogger("loop_killer.watch.events")
 
 RECONCILE_INTERVAL = 3.0
-"""Seconds between two passes that stat every known transcript (events are hints)."""
+"""Seconds between two passes over the live transcripts and the project folders."""
+
+SWEEP_INTERVAL = 120.0
+"""Seconds between two passes that stat every transcript (a lost event on a dormant
+session is found by then; the next write to it is another event anyway)."""
+
+HOT_FOR = 900.0
+"""Seconds a transcript stays on the live list after it last changed."""
 
 POLL_INTERVAL = 1.0
 """Seconds between two passes when polling is all there is."""
@@ -75,6 +95,7 @@ class Watcher:
         state: Path,
         poll: bool = False,
         reconcile_interval: float | None = None,
+        sweep_interval: float = SWEEP_INTERVAL,
         outcome_timeout: float = OUTCOME_TIMEOUT,
         heartbeat_interval: float = HEARTBEAT_INTERVAL,
         home: str | None = None,
@@ -87,6 +108,7 @@ class Watcher:
         self.force_poll = poll
         self.polling = poll
         self._reconcile_every = reconcile_interval
+        self.sweep_interval = sweep_interval
         self.heartbeat_interval = heartbeat_interval
         self.home = home if home is not None else os.environ.get("HOME")
         self.housekeeping_interval = housekeeping_interval
@@ -101,9 +123,14 @@ class Watcher:
         self._observer: Any = None
         self._stopping = threading.Event()
         self._root_key: tuple[int, int] | None = None
-        self._journal = _LogTail(journal.journal_path(self.state))
+        self._journal = JournalTail(self.state)
         self._again: list[str] = []
         self._next_housekeeping = 0.0
+        self._next_sweep = 0.0
+        self._hot: dict[str, float] = {}  # live transcripts: path -> until when (monotonic)
+        self._folders: dict[str, tuple[int, int]] = {}  # project folder -> its mark
+        self._starting = False  # catching up: hints for files not caught up yet wait
+        self._deferred: list[tuple[str, str]] = []
 
     @property
     def reconcile_interval(self) -> float:
@@ -139,22 +166,19 @@ class Watcher:
         waiting = not self._root_present()
         if not waiting:
             self._watch_root()
+            self._folders = folder_marks(str(self.root))  # before listing: nothing missed
             pending = _pending_requests(self.state) | expired
             self.sessions.load_fired()
+            self._starting = True
             try:
-                for path, entry in list_transcripts(str(self.root)):
-                    if self._stopping.is_set():
-                        return
-                    try:
-                        seen = seen_of(entry.stat())
-                    except OSError:
-                        seen = None
-                    try:
-                        self.sessions.catch_up(path, seen, pending_requests=pending)
-                    except Exception:  # one odd file must not keep the others unwatched
-                        log.exception("unexpected error while catching up %s", path)
+                self._catch_up_all(pending)
             finally:
+                self._starting = False
                 self.sessions.end_start_up()
+                for kind, path in self._deferred:  # handled by the loop, now live
+                    self.hints.put(kind, path)
+                self._deferred = []
+            self._next_sweep = time.monotonic() + self.sweep_interval
         self._housekeep()
         self.catch_up_seconds = time.perf_counter() - started
         stats = self.sessions.catch_up_stats
@@ -163,6 +187,32 @@ class Watcher:
             runs=stats.runs, seconds=self.catch_up_seconds, bytes_read=stats.bytes_read,
             polling=self.polling, waiting=waiting))
         self._beat()
+
+    def _catch_up_all(self, pending: set[str]) -> None:
+        """Catch every transcript up, the most recently written first (the live ones);
+        between two files, serve the events of those already caught up."""
+        found: list[tuple[float, str, Seen | None]] = []
+        for path, entry in list_transcripts(str(self.root)):
+            try:
+                seen: Seen | None = seen_of(entry.stat())
+            except OSError:
+                seen = None
+            found.append((seen.mtime if seen is not None else 0.0, path, seen))
+        found.sort(reverse=True)
+        live_since = time.time() - HOT_FOR
+        hot_until = time.monotonic() + HOT_FOR
+        for mtime, path, seen in found:
+            if self._stopping.is_set():
+                return
+            if mtime >= live_since:
+                self._hot[path] = hot_until
+            try:
+                self.sessions.catch_up(path, seen, pending_requests=pending)
+            except Exception:  # one odd file must not keep the others unwatched
+                log.exception("unexpected error while catching up %s", path)
+            hints = self.hints.take(0)
+            if hints:
+                self._guarded(self._handle, hints)
 
     def _loop(self) -> None:
         now = time.monotonic()
@@ -202,6 +252,11 @@ class Watcher:
             log.exception("unexpected error in %s", getattr(action, "__name__", action))
 
     def _handle(self, hints: list[tuple[str, str]]) -> None:
+        if self._starting:  # only files already caught up are followed live yet
+            tracked = self.sessions.tracked
+            now_hints = [h for h in hints if h[0] == FILE and h[1] in tracked]
+            self._deferred.extend(h for h in hints if h[0] != FILE or h[1] not in tracked)
+            hints = now_hints
         folders = [path for kind, path in hints if kind == DIR]
         for kind, _path in hints:
             if kind == STOP:
@@ -210,8 +265,10 @@ class Watcher:
                 self._reconcile()
         for folder in folders:
             self._sync_folder(folder)
+        hot_until = time.monotonic() + HOT_FOR
         for kind, path in hints:
             if kind == FILE and not self._stopping.is_set():
+                self._hot[path] = hot_until
                 self._sync(path)
 
     def _sync(self, path: str) -> None:
@@ -224,10 +281,17 @@ class Watcher:
             self._again.append(path)
 
     def _sync_folder(self, folder: str) -> None:
-        present = set(list_folder(folder))
+        """A project folder changed: follow the transcripts that appeared in it (or were
+        replaced by another file), and let go of those that vanished."""
+        present = list_folder(folder)
         prefix = folder + os.sep
-        known = [p for p in self.sessions.tracked if p.startswith(prefix)]
-        for path in sorted(present.union(known)):
+        tracked = self.sessions.tracked
+        known = {p for p in tracked if p.startswith(prefix)}
+        changed = {path for path, inode in present
+                   if path not in tracked or tracked[path].follower.key[1] != inode}
+        hot_until = time.monotonic() + HOT_FOR
+        for path in sorted(changed | (known - {path for path, _ in present})):
+            self._hot[path] = hot_until
             self._sync(path)
 
     # -- the root and the observer ----------------------------------------------------
@@ -270,7 +334,8 @@ class Watcher:
             self._observer = None
 
     def _reconcile(self) -> None:
-        """Stat every transcript: catches whatever events were lost or never sent."""
+        """The safety net for lost events: the live transcripts and the project folders
+        every pass, every transcript every ``sweep_interval`` (every pass when polling)."""
         before = self._root_key
         present = self._root_present()
         if not present:
@@ -279,35 +344,77 @@ class Watcher:
                 self._unwatch()
             for path in list(self.sessions.tracked):
                 self._sync(path)
+            self._folders = {}
             self._housekeep(due=True)
             return
+        sweep = self.polling or time.monotonic() >= self._next_sweep
         if before != self._root_key:
             if before is not None:
                 log.warning("%s was replaced; watching the new one", self.root)
             else:
                 events.info(f"{self.root} appeared: watching it")
             self._watch_root()
+            sweep = True
         elif not self.force_poll and self._observer is not None and not observer_healthy(
                 self._observer):
             log.warning("the file-system observer stopped; restarting it")
             self._watch_root()
+            sweep = True
+        if sweep:
+            self._sweep()
+        else:
+            self._check_live()
+        self._housekeep(due=True)
+
+    def _check_live(self) -> None:
+        """Stat the live transcripts; list the project folders whose mark changed."""
+        now = time.monotonic()
+        for path, until in list(self._hot.items()):
+            if until < now:
+                del self._hot[path]
+            elif self._changed(path):
+                self._hot[path] = now + HOT_FOR
+                self._sync(path)
+        folders = folder_marks(str(self.root))
+        old, self._folders = self._folders, folders
+        for folder in sorted(folders.keys() | old.keys()):
+            if folders.get(folder) != old.get(folder):
+                self._sync_folder(folder)
+
+    def _changed(self, path: str) -> bool:
+        known = self.sessions.tracked.get(path)
+        if known is None:
+            return True
+        try:
+            seen: Seen | None = seen_of(os.stat(path))
+        except OSError:
+            seen = None
+        follower = known.follower
+        return classify(follower.key, follower.offset, seen) is not Change.UNCHANGED
+
+    def _sweep(self) -> None:
+        """Stat every transcript: catches whatever events were lost or never sent."""
+        self._next_sweep = time.monotonic() + self.sweep_interval
+        self._folders = folder_marks(str(self.root))  # before listing: nothing missed
         tracked = self.sessions.tracked
         listed: set[str] = set()
+        hot_until = time.monotonic() + HOT_FOR
         for path, entry in list_transcripts(str(self.root)):
             listed.add(path)
             known = tracked.get(path)
-            if known is None:
-                self._sync(path)
-                continue
-            try:
-                seen = seen_of(entry.stat())
-            except OSError:
-                seen = None
-            if classify(known.follower.key, known.follower.offset, seen) is not Change.UNCHANGED:
-                self._sync(path)
+            if known is not None:
+                try:
+                    seen: Seen | None = seen_of(entry.stat())
+                except OSError:
+                    seen = None
+                follower = known.follower
+                if classify(follower.key, follower.offset, seen) is Change.UNCHANGED:
+                    continue
+            if not self.polling:
+                self._hot[path] = hot_until
+            self._sync(path)
         for path in [p for p in tracked if p not in listed]:
             self._sync(path)
-        self._housekeep(due=True)
 
     def _housekeep(self, *, due: bool = False) -> None:
         """``Sessions.housekeep``, now or (``due``) when its interval has passed. The
@@ -362,51 +469,3 @@ def _pending_requests(state: Path) -> set[str]:
         return {name[:-5] for name in os.listdir(state / "requests") if name.endswith(".json")}
     except OSError:
         return set()
-
-
-class _LogTail:
-    """Reads the records appended to the detection log since the last look."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.key: tuple[int, int] | None = None
-        self.offset = 0
-        self.partial = b""
-
-    def skip_to_end(self) -> None:
-        try:
-            info = os.stat(self.path)
-        except OSError:
-            self.key, self.offset = None, 0
-            return
-        self.key, self.offset = (info.st_dev, info.st_ino), info.st_size
-
-    def read_new(self) -> list[dict[str, Any]]:
-        try:
-            info = os.stat(self.path)
-        except OSError:
-            return []
-        key = (info.st_dev, info.st_ino)
-        if key != self.key or info.st_size < self.offset:  # new or rotated log
-            self.key, self.offset, self.partial = key, 0, b""
-        if info.st_size == self.offset:
-            return []
-        try:
-            with open(self.path, "rb") as handle:
-                handle.seek(self.offset)
-                data = handle.read(4 * 1024 * 1024)
-        except OSError:
-            return []
-        self.offset += len(data)
-        data = self.partial + data
-        lines = data.split(b"\n")
-        self.partial = lines.pop()
-        records = []
-        for line in lines:
-            try:
-                record = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(record, dict):
-                records.append(record)
-        return records
