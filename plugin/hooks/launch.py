@@ -110,10 +110,8 @@ class _ScanContext:
     object_pairs_hook = None
     parse_float = float
     parse_int = int
-    memo = None
 
     def __init__(self):
-        self.memo = {}
         self.parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"),
                                "NaN": float("nan")}.__getitem__
 
