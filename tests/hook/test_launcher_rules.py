@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from loop_killer.hook.entry import MAX_INPUT_BYTES
 from loop_killer.state.inbox import request_path
 from loop_killer.state.paths import config_dir, is_plain_id, state_dir
+from loop_killer.tools.store import state_path as tools_state_path
 
 from .kit import LAUNCHER
 
@@ -88,7 +89,7 @@ def test_the_request_and_tools_files_are_where_the_package_keeps_them(
     assert Path(launcher.request_path(str(state), session_id)) == request_path(state,
                                                                                session_id)
     assert Path(launcher.tools_path(str(state), session_id)) == (
-        state / "tools" / f"{session_id}.json")
+        state / "tools" / f"{session_id}.json") == Path(tools_state_path(state, session_id))
 
 
 def test_the_input_limit_is_the_packages() -> None:
