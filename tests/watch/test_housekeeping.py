@@ -13,9 +13,9 @@ import tracemalloc
 
 import orjson
 from loop_killer.engine import IDLE_TURNS
+from loop_killer.state import records
 from loop_killer.state.inbox import MAX_REQUEST_AGE, ClearRequest, peek_request, write_request
 from loop_killer.state.status import read_session_status, session_status_path
-from loop_killer.watch.fired import FIRED_KEEP, FiredMemory
 from loop_killer.watch.sessions import IDLE_AFTER, Sessions
 
 from .helpers import wait_for
@@ -178,7 +178,7 @@ def retained_texts(sessions: Sessions) -> tuple[int, int]:
     for tracked in sessions.tracked.values():
         detector = tracked.detector
         if tracked.dormant is not None and tracked.dormant.last_answer is not None:
-            assert tracked.dormant.last_answer.text == ""
+            assert tracked.dormant.last_answer.text == tracked.dormant.last_answer.last_text == ""
         if detector is None:
             continue
         held = [a.text for a in detector.run]
@@ -217,7 +217,6 @@ def test_memory_stays_bounded_as_sessions_go_idle(env):
         sessions.tick(time.monotonic() + 1)  # every outcome reported
         texts_before, chars_before = retained_texts(sessions)
         assert texts_before >= len(done) and chars_before > len(done) * 600 * 12
-        assert len(sessions.fired) >= len(done)
         gc.collect()
         memory_before = tracemalloc.get_traced_memory()[0]
 
@@ -233,10 +232,10 @@ def test_memory_stays_bounded_as_sessions_go_idle(env):
     assert {t.session_id for t in awake} == {s.session_id for s in running}
     assert texts_after <= len(running) * (IDLE_TURNS + 1)
     assert freed > 0.8 * (chars_before - chars_after)  # nothing else held on to them
-    assert sessions.fired.sessions <= len(running)
-    assert len(sessions.fired) <= len(running) * FIRED_KEEP
     for tracked in sessions.tracked.values():
-        assert tracked.lines.pending_bytes == 0 and tracked.pending is None
+        assert tracked.pending_bytes == 0 and tracked.pending is None
+    # What fired is on disk, one record per detection, not in memory.
+    assert all(len(records.recorded_keys(env.state, s.session_id)) == 1 for s in done)
 
     # A dormant session that grows again is rebuilt from its tail and fires as before.
     s = done[0]
@@ -248,23 +247,23 @@ def test_memory_stays_bounded_as_sessions_go_idle(env):
     assert request is not None and request.answer_uuid == s.answer_uuids[-1]
 
 
-def test_what_fired_is_bounded_per_session_and_a_busy_detector_is_rebuilt(env):
+def test_what_fired_is_on_disk_and_a_detector_holds_only_what_its_tail_holds(env):
     sessions = Sessions(env.state, outcome_timeout=0.0)
     s = Lines()
     path = s.path_in(env.root)
     append(path, s.goal_loop(3 * 100))  # fires 100 times
     sessions.sync(str(path))
     tracked = sessions.tracked[str(path)]
-    assert tracked.fires == 100 and len(tracked.detector._fired) == 100
-    assert len(sessions.fired.of(s.session_id)) == FIRED_KEEP
+    assert len(records.recorded_keys(env.state, s.session_id)) == 100
+    assert tracked.detector is not None and len(tracked.detector._fired) == 0
     sessions.tick(time.monotonic() + 1)
-    sessions.housekeep()  # not idle: but quiet, and its own fired set only grew
+    sessions.housekeep(time.time() + IDLE_AFTER + 1)  # idle: let go
     assert tracked.detector is None
     append(path, s.loop(1))  # counting restarts after the last answer that fired
     sessions.sync(str(path))
     detector = tracked.detector
     assert detector is not None and detector.run_length == 1
-    assert len(detector._fired) <= FIRED_KEEP + 2  # the newest, not all 100
+    assert len(detector._fired) <= 3  # the keys its tail holds, not all 100
     append(path, s.loop(2))
     sessions.sync(str(path))
     assert peek_request(env.state, s.session_id).answer_uuid == s.answer_uuids[-1]
@@ -300,17 +299,3 @@ def test_an_idle_session_goes_dormant_and_resumes_where_it_was(env, start_watche
     assert request.answer_uuid == s.answer_uuids[-1]
     assert [r["answer_uuid"] for r in env.logged(2, s.session_id)] == [
         s.answer_uuids[-4], s.answer_uuids[-1]]
-
-
-def test_fired_memory_keeps_the_newest_per_session_and_forgets_the_unfollowed():
-    memory = FiredMemory(keep=3)
-    memory.add("a", ["1", "2", "", "3", "4"], now=10.0)
-    assert list(memory.of("a")) == ["2", "3", "4"] and "1" not in memory and "" not in memory
-    memory.add("b", ["4", "5"], now=20.0)
-    memory.forget("a")
-    assert "4" in memory and "2" not in memory  # still held by b
-    memory.move("b", "c", now=30.0)
-    assert list(memory.of("c")) == ["4", "5"] and memory.of("b") == ()
-    memory.add("d", ["6"], now=5.0)
-    assert memory.prune(keep={"c"}, untouched_since=25.0) == 1
-    assert "6" not in memory and "5" in memory and memory.sessions == 1 and len(memory) == 2

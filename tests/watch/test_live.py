@@ -590,7 +590,8 @@ def test_a_loop_the_hook_cut_alone_is_followed_to_its_clear(env, start_watcher, 
         journal.append(env.state, hook_record)
     else:
         journal.append(env.state, hook_record)
-        time.sleep(0.8)  # one journal tail (0.5 s) picks the hook's detection up
+        wait_for(lambda: any("(hook)" in r.getMessage() for r in caplog.records),
+                 what="the hook's detection picked up from the log")
         append(path, s.cleared())
     outcome = wait_for(lambda: env.records("outcome", session_id=s.session_id), 5, "outcome")
     assert outcome[0]["outcome"] == "cleared" and outcome[0]["source"] == "watcher"

@@ -7,7 +7,7 @@ import os
 import time
 
 import orjson
-from loop_killer.state import journal
+from loop_killer.state import journal, records
 from loop_killer.state.inbox import ClearRequest, peek_request, write_request
 
 from .helpers import stays, wait_for
@@ -143,9 +143,9 @@ def test_hook_detections_in_the_log_count_as_fired(env, start_watcher, caplog):
     start_watcher()
     upcoming = s.loop(1)
     uuid = orjson.loads(upcoming[-1])["uuid"]
-    journal.append(env.state, {"event": "detection", "session_id": s.session_id,
-                               "answer_uuid": uuid, "rule": "SAME_REPLY_TURNS", "count": 3,
-                               "source": "hook"})
+    _hook_fires(env, {"event": "detection", "session_id": s.session_id, "answer_uuid": uuid,
+                      "prompt_uuid": _reprompt_uuid(upcoming), "rule": "SAME_REPLY_TURNS",
+                      "count": 3, "source": "hook"})
     wait_for(lambda: any("(hook)" in r.getMessage() for r in caplog.records),
              what="the hook's detection shown")
     append(path, upcoming)
@@ -163,6 +163,25 @@ def test_a_restart_leaves_unchanged_statuses_alone(env, start_watcher):
     first.stop()
     start_watcher()
     assert env.status(s.session_id).updated_at == written.updated_at
+
+
+def _reprompt_uuid(lines: list[bytes]) -> str:
+    for line in lines:
+        entry = orjson.loads(line)
+        content = (entry.get("message") or {}).get("content")
+        if isinstance(content, str) and content.startswith("Stop hook feedback:"):
+            return entry["uuid"]
+    raise AssertionError("no re-prompt")
+
+
+def _hook_fires(env, record: dict) -> None:
+    """What the Stop hook does when it fires: record the detection (keyed by the
+    re-prompt), mark it acted on, and log it."""
+    key = records.record_key(record["prompt_uuid"], record["answer_uuid"])
+    assert records.record_detection(env.state, record["session_id"], key, source="hook",
+                                    rule=record["rule"])
+    assert records.mark_acted(env.state, record["session_id"], key)
+    journal.append(env.state, record)
 
 
 def _hook_cut_record(session_id: str, prompt_line: bytes) -> dict:
@@ -184,7 +203,7 @@ def test_a_reply_the_hook_cut_before_it_was_written_is_not_requested_after_a_res
     wait_for(lambda: (st := env.status(s.session_id)) and st.offset == path.stat().st_size,
              what="the re-prompt read")
     first.stop()
-    journal.append(env.state, _hook_cut_record(s.session_id, reprompt[0]))
+    _hook_fires(env, _hook_cut_record(s.session_id, reprompt[0]))
     start_watcher()
     append(path, s.answer())  # the reply the hook acted on reaches the file
     wait_for(lambda: (st := env.status(s.session_id)) and st.offset == path.stat().st_size,
@@ -199,7 +218,7 @@ def test_a_reply_the_hook_cut_is_not_requested_after_a_rename(env, start_watcher
     path = s.path_in(env.root)
     reprompt = s.reprompt()
     append(path, s.goal_loop(2) + reprompt)
-    journal.append(env.state, _hook_cut_record(s.session_id, reprompt[0]))
+    _hook_fires(env, _hook_cut_record(s.session_id, reprompt[0]))
     runner = start_watcher()
     new_id = "0123abcd-0000-4000-8000-00000000beef"
     target = path.with_name(f"{new_id}.jsonl")

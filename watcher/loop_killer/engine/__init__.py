@@ -8,7 +8,7 @@ holds the product's rules and their constants.
 
 from .answers import PROMPT_NONE, PROMPT_REPROMPT, PROMPT_TURN, Answer, AnswerAssembler, PromptKind
 from .lines import MAX_LINE_BYTES, LineBuffer
-from .reader import EventReader, Step, TranscriptReader, detect_transcript
+from .reader import EventReader, LineEvent, Step, TranscriptReader, detect_transcript
 from .rules import (
     IDLE_TURNS,
     RULE_IDLE,
@@ -64,6 +64,7 @@ __all__ = [
     "EventReader",
     "GoalStatus",
     "LineBuffer",
+    "LineEvent",
     "ParseStats",
     "PromptKind",
     "Reprompt",

@@ -82,8 +82,8 @@ class AnswerAssembler:
 
     __slots__ = (
         "_last_id",
-        "_last_timestamp",
         "_last_text",
+        "_last_timestamp",
         "_last_uuid",
         "_message_ids",
         "_prompt",

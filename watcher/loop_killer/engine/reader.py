@@ -20,9 +20,18 @@ from .lines import MAX_LINE_BYTES, LineBuffer
 from .run import Detection, RunDetector
 from .transcript import Event, ParseStats, parse_line
 
-__all__ = ["EventReader", "Step", "TranscriptReader", "detect_transcript"]
+__all__ = ["EventReader", "LineEvent", "Step", "TranscriptReader", "detect_transcript"]
 
 _NOTHING: tuple[()] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LineEvent:
+    """One line's event, and where the line sits in the file."""
+
+    start: int  # where the line starts in the file
+    end: int  # just past its newline
+    event: Event
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,15 +71,15 @@ class EventReader:
         """Lines skipped for being longer than ``max_line``."""
         return self._lines.oversized
 
-    def feed(self, chunk: bytes) -> list[Step]:
+    def feed(self, chunk: bytes) -> list[LineEvent]:
         """The events of the whole lines ``chunk`` completes, in order."""
-        steps: list[Step] = []
+        found: list[LineEvent] = []
         stats = self.stats
         for start, line in self._lines.feed(chunk):
             event = parse_line(line, stats)
             if event is not None:
-                steps.append(Step(start, start + len(line) + 1, event))
-        return steps
+                found.append(LineEvent(start, start + len(line) + 1, event))
+        return found
 
     def reset(self, offset: int | None = None) -> None:
         """Forget a partial line (after a truncation, say); optionally move ``offset``."""
@@ -123,19 +132,18 @@ class TranscriptReader:
         """Feed bytes; return a step per whole line holding an event (with the answers it
         completed and the detections they caused), then the catch-up step when it
         completed anything."""
-        steps = [self.judge(step) for step in self.events.feed(chunk)]
+        steps = [self.judge(line) for line in self.events.feed(chunk)]
         caught_up = self.catch_up()
         if caught_up is not None:
             steps.append(caught_up)
         return steps
 
-    def judge(self, step: Step) -> Step:
-        """A step of ``EventReader`` with what its event did to the run."""
-        assert step.event is not None
-        answers, detections = self.detector.step(step.event)
+    def judge(self, line: LineEvent) -> Step:
+        """A line's event with what it did to the run."""
+        answers, detections = self.detector.step(line.event)
         if not answers:
-            return step
-        return Step(step.start, step.end, step.event, answers, detections)
+            return Step(line.start, line.end, line.event)
+        return Step(line.start, line.end, line.event, answers, detections)
 
     def catch_up(self) -> Step | None:
         """The reader has caught up with what is written: a reply marked final is whole."""

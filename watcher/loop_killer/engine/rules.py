@@ -37,11 +37,12 @@ __all__ = [
     "RULE_IDLE",
     "RULE_MANUAL",
     "RULE_SAME",
-    "Rule",
     "SAME_REPLY_TURNS",
     "SIMILAR",
+    "Rule",
     "could_fire",
     "is_reprompt",
+    "leading_space",
     "rule_phrase",
     "similar",
     "similarity",
@@ -77,9 +78,15 @@ _any_script_word: re.Pattern[str] | None = None
 _SIMILAR_FRACTION = Fraction(SIMILAR).limit_denominator(1000)
 
 
+def leading_space(text: str) -> int:
+    """How many whitespace characters ``text`` starts with (without copying it)."""
+    match = _LEADING_SPACE.match(text)
+    return match.end() if match is not None else 0
+
+
 def is_reprompt(text: str) -> bool:
     """True when a user message with this text is a Stop-hook re-prompt."""
-    start = _LEADING_SPACE.match(text).end()
+    start = leading_space(text)
     return text[start : start + 24].lower().startswith(REPROMPT_PREFIXES)
 
 

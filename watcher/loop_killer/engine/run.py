@@ -92,8 +92,10 @@ class RunDetector:
     ``live=False`` builds the state without checking the rules (start-up catch-up): a
     run already past a threshold then fires on the next answer fed after ``go_live()``.
     ``already_fired`` holds uuids of answers that fired before, or of the re-prompts
-    they answered (from the detection log): counting restarts after them, so nothing
-    fires twice across restarts.
+    they answered (``state.records``; a Stop hook may have acted on a reply before it
+    was written, knowing only its re-prompt): counting restarts after them, so nothing
+    fires twice across restarts. The set is what the caller gives: a firing is not added
+    (a live answer is never fed twice), so memory does not grow with the firings.
     """
 
     __slots__ = (
@@ -148,6 +150,7 @@ class RunDetector:
         return self._assembler.answer_started
 
     def go_live(self) -> None:
+        """History is replayed: check the rules from the next answer on."""
         self.live = True
 
     def step(self, event: Event) -> tuple[tuple[Answer, ...], tuple[Detection, ...]]:
@@ -218,7 +221,6 @@ class RunDetector:
             return None
         detection = self.check()
         if detection:
-            self._fired.add(answer.uuid)
             self._reset()
         return detection
 

@@ -9,7 +9,6 @@ types, ...) are skipped, and broken lines are counted, never fatal.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -17,7 +16,7 @@ from typing import Any, Literal
 
 import orjson
 
-from .rules import is_reprompt
+from .rules import is_reprompt, leading_space
 
 __all__ = [
     "AssistantPart",
@@ -42,7 +41,6 @@ __all__ = [
 _NOT_FINAL = (None, "tool_use", "pause_turn")
 _INTERRUPTED = "[Request interrupted by user"
 _API_ERROR = "API Error"
-_LEADING_SPACE = re.compile(r"\s*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,7 +259,7 @@ def _usage(message: dict[str, Any]) -> Usage | None:
 
 def _starts_with(text: str, prefix: str) -> bool:
     """``text.lstrip().startswith(prefix)`` without copying a long text."""
-    start = _LEADING_SPACE.match(text).end()
+    start = leading_space(text)
     return text.startswith(prefix, start)
 
 

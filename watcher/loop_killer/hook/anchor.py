@@ -99,9 +99,9 @@ class Anchor:
         prompt_id = record.get("prompt_id", "")
         if not (isinstance(base, str) and len(base) <= 200 and isinstance(prompt_id, str)):
             return None
-        if not all(isinstance(v, int) and not isinstance(v, bool)
-                   for v in (skip, offset, turn_before)):
+        if not (_is_int(skip) and _is_int(offset) and _is_int(turn_before)):
             return None
+        assert isinstance(skip, int) and isinstance(offset, int) and isinstance(turn_before, int)
         if skip < 0 or skip > 100_000 or (not base and turn_before < 0):
             return None
         return cls(base, skip, offset=offset, turn_before=turn_before,
@@ -190,3 +190,7 @@ def advance_anchor(state: str, session_id: str, *, size: int | None, prompt_id: 
         return save_anchor(state, session_id, fresh, prev=None, size=size)
     return save_anchor(state, session_id, previous.advanced(prompt_id=prompt_id),
                        prev=previous, size=size)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -16,8 +16,8 @@ from ..engine import (
     Detection,
     Event,
     GoalStatus,
+    LineEvent,
     RunDetector,
-    Step,
     ToolResults,
 )
 from .anchor import Anchor
@@ -115,7 +115,7 @@ def judge(
     )
 
 
-def _last_goal(events: tuple[Step, ...]) -> GoalStatus | None:
+def _last_goal(events: tuple[LineEvent, ...]) -> GoalStatus | None:
     for item in reversed(events):
         if isinstance(item.event, GoalStatus):
             return item.event

@@ -48,9 +48,9 @@ from ..engine import (
     AssistantPart,
     Discard,
     Event,
+    LineEvent,
     PromptKind,
     Reprompt,
-    Step,
     SystemEntry,
     ToolResults,
     TurnStart,
@@ -88,7 +88,7 @@ _PROMPTS = (Reprompt, TurnStart, Discard)
 
 
 def locate_active(
-    events: tuple[Step, ...], *, message: str | None, spawn_time: float | None,
+    events: tuple[LineEvent, ...], *, message: str | None, spawn_time: float | None,
     anchor: Anchor | None,
 ) -> Located:
     """Reply N answers a re-prompt: find it from the anchor, else guess (erring late)."""
@@ -101,7 +101,7 @@ def locate_active(
     return _locate_guess(events, message=message, spawn_time=spawn_time)
 
 
-def _unfinished(events: tuple[Step, ...]) -> bool:
+def _unfinished(events: tuple[LineEvent, ...]) -> bool:
     """The summaries disagree with case A: this version writes them, yet none follows the
     last re-prompt, whose Stop is so still running (it is this Stop's own, B). Only this
     direction is checked: it is the one where trusting the anchor could fire early."""
@@ -110,7 +110,7 @@ def _unfinished(events: tuple[Step, ...]) -> bool:
             and not any(_is_summary(events[i].event) for i in range(last + 1, len(events))))
 
 
-def _resolve(events: tuple[Step, ...], anchor: Anchor | None
+def _resolve(events: tuple[LineEvent, ...], anchor: Anchor | None
              ) -> tuple[int, int, str] | None:
     """(index of the base line, re-prompts after it already answered, how) or None.
 
@@ -130,7 +130,7 @@ def _resolve(events: tuple[Step, ...], anchor: Anchor | None
     return None
 
 
-def _by_anchor(events: tuple[Step, ...], base: int, skip: int, by: str
+def _by_anchor(events: tuple[LineEvent, ...], base: int, skip: int, by: str
                ) -> Located | None:
     """Reply N answers the (``skip`` + 1)-th re-prompt after ``base``; None when the file
     contradicts that (the anchor is stale: a hook run that saved nothing)."""
@@ -173,12 +173,12 @@ def _by_anchor(events: tuple[Step, ...], base: int, skip: int, by: str
         if any(isinstance(events[i].event, (AssistantPart, ToolResults, Discard))
                for i in range(following, count)):
             return None  # an answer after reply N: reply N is an older one, the anchor stale
-    case = "B" if following >= 0 else "C"
+    case: Case = "B" if following >= 0 else "C"
     return Located(last + 1, last + 1, end, PROMPT_REPROMPT, prompt.event.uuid, case,
                     anchor, by)
 
 
-def _group(events: tuple[Step, ...], index: int) -> tuple[int, int, int]:
+def _group(events: tuple[LineEvent, ...], index: int) -> tuple[int, int, int]:
     """The re-prompts written together from ``index`` (two blocking hooks may each write
     one), as (first, last, index after the group)."""
     first = last = index
@@ -193,7 +193,7 @@ def _group(events: tuple[Step, ...], index: int) -> tuple[int, int, int]:
     return first, last, index
 
 
-def _anchor_at(events: tuple[Step, ...], index: int, skip: int) -> Anchor | None:
+def _anchor_at(events: tuple[LineEvent, ...], index: int, skip: int) -> Anchor | None:
     """The anchor naming the line at ``index`` (and ``skip`` re-prompts after it)."""
     item = events[index]
     uuid = getattr(item.event, "uuid", "")
@@ -202,7 +202,7 @@ def _anchor_at(events: tuple[Step, ...], index: int, skip: int) -> Anchor | None
     return Anchor(uuid, skip, offset=item.start)
 
 
-def locate_turn(events: tuple[Step, ...]) -> Located:
+def locate_turn(events: tuple[LineEvent, ...]) -> Located:
     """Reply N answers a person's prompt (``stop_hook_active`` false): it cannot fire."""
     count = len(events)
     k = _last_prompt_index(events, count)
@@ -210,12 +210,12 @@ def locate_turn(events: tuple[Step, ...]) -> Located:
     if any(isinstance(events[i].event, AssistantPart) for i in range(k + 1, count)):
         uuid = getattr(prompt_event, "uuid", "") if prompt_event is not None else ""
         return Located(k + 1, k + 1, count, _prompt_kind(prompt_event), uuid, "C")
-    kind = PROMPT_TURN if isinstance(prompt_event, TurnStart) else PROMPT_NONE
+    kind: PromptKind = PROMPT_TURN if isinstance(prompt_event, TurnStart) else PROMPT_NONE
     return Located(count, count, count, kind, "", "turn")
 
 
 def _locate_guess(
-    events: tuple[Step, ...], *, message: str | None, spawn_time: float | None,
+    events: tuple[LineEvent, ...], *, message: str | None, spawn_time: float | None,
 ) -> Located:
     """No usable anchor nor turn start: tell A from B by the tail's summaries, else by the
     clock, taking B (one answer fewer) whenever in doubt."""
@@ -224,7 +224,7 @@ def _locate_guess(
     after_parts = [i for i in range(k + 1, count) if isinstance(events[i].event, AssistantPart)]
     prompt_event = events[k].event if k >= 0 else None
 
-    def not_in_file(case: str, prompt: Event | None, by: str) -> Located:
+    def not_in_file(case: Case, prompt: Event | None, by: str) -> Located:
         # Reply N is not in the file: all of it is history; N answers ``prompt`` (if known).
         uuid = prompt.uuid if isinstance(prompt, Reprompt) else ""
         anchor = _anchor_at(events, k, 0) if uuid else None
@@ -264,7 +264,7 @@ def _locate_guess(
     return lagged()
 
 
-def _is_own_reprompt(events: tuple[Step, ...], k: int, spawn_time: float | None
+def _is_own_reprompt(events: tuple[LineEvent, ...], k: int, spawn_time: float | None
                      ) -> tuple[bool, str]:
     """Whether the re-prompt at ``k`` was written for THIS Stop (case B), not the last one;
     and what told (``summary`` or ``clock``)."""
@@ -283,28 +283,28 @@ def _is_summary(event: Event) -> bool:
     return isinstance(event, SystemEntry) and event.subtype == _SUMMARY
 
 
-def _last_prompt_index(events: tuple[Step, ...], before: int) -> int:
+def _last_prompt_index(events: tuple[LineEvent, ...], before: int) -> int:
     for i in range(before - 1, -1, -1):
         if isinstance(events[i].event, _PROMPTS):
             return i
     return -1
 
 
-def _last_index(events: tuple[Step, ...], kind: type) -> int:
+def _last_index(events: tuple[LineEvent, ...], kind: type) -> int:
     for i in range(len(events) - 1, -1, -1):
         if isinstance(events[i].event, kind):
             return i
     return -1
 
 
-def _next_index(events: tuple[Step, ...], start: int, kinds: tuple[type, ...]) -> int:
+def _next_index(events: tuple[LineEvent, ...], start: int, kinds: tuple[type, ...]) -> int:
     for i in range(start, len(events)):
         if isinstance(events[i].event, kinds):
             return i
     return -1
 
 
-def _index_of(events: tuple[Step, ...], uuid: str) -> int:
+def _index_of(events: tuple[LineEvent, ...], uuid: str) -> int:
     """The index of the re-prompt or turn start with this uuid (the last one), or -1."""
     for i in range(len(events) - 1, -1, -1):
         event = events[i].event
@@ -327,7 +327,7 @@ class _Reply:
     final: bool
 
 
-def _last_reply(events: tuple[Step, ...], indexes: list[int]) -> _Reply:
+def _last_reply(events: tuple[LineEvent, ...], indexes: list[int]) -> _Reply:
     """The text of the last API reply among the assistant lines at ``indexes``, and
     whether a line marked it final; grouped by the engine's one answer assembler."""
     assembler = AnswerAssembler()
@@ -341,7 +341,7 @@ def _last_reply(events: tuple[Step, ...], indexes: list[int]) -> _Reply:
     return _Reply(answers[-1].last_text if answers else "", final)
 
 
-def reply_text(parts: list[Step]) -> str:
+def reply_text(parts: list[LineEvent]) -> str:
     """Reply N's whole text from its lines in the file (when the hook input has none)."""
     assembler = AnswerAssembler()
     for item in parts:

@@ -98,10 +98,11 @@ def _read_record(path: str) -> dict[str, Any] | None:
 def _outcome_line(plan: dict[str, Any], reported: dict[str, Any], *, age: float
                   ) -> dict[str, Any] | None:
     status = reported.get("status")
-    settled = isinstance(status, str) and status in _MOD_STATUS
-    if not settled and age < STALE_OUTCOME:
+    settled_as = _MOD_STATUS.get(status) if isinstance(status, str) else None
+    settled = settled_as is not None
+    if settled_as is None and age < STALE_OUTCOME:
         return None  # planned or queued: the mod has not answered yet
-    outcome = _MOD_STATUS[status] if settled else OUTCOME_SENT
+    outcome: Outcome = settled_as or OUTCOME_SENT
     output = _str(reported.get("output")) or _str(reported.get("error"))
     evidence = "the mod's report" if settled else ""
     transcript, offset = plan.get("transcript_path"), plan.get("offset")

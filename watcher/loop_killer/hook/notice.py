@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from ..engine.rules import RULE_MANUAL, Rule, rule_phrase
-from ..state.inbox import Source
 from ..printable import printable
+from ..state.inbox import Source
 
 __all__ = [
     "MARK",
@@ -149,7 +149,7 @@ def mod_plan(
 ) -> dict[str, Any]:
     """The instructions for the mod: what to show, whether to run ``/goal clear``, and
     the line to show for each result of it (``{output}`` is what the command printed)."""
-    outcome = OUTCOME_QUEUED if clear_goal else OUTCOME_NO_GOAL
+    outcome: Outcome = OUTCOME_QUEUED if clear_goal else OUTCOME_NO_GOAL
     return {
         "v": MOD_PROTOCOL,
         "id": plan_id,

@@ -115,7 +115,10 @@ def _check(state: Path, hook_input: decide.HookInput, env: dict[str, str],
         message=hook_input.last_assistant_message,
         stop_hook_active=hook_input.stop_hook_active,
         spawn_time=spawn_time,
-        already_fired=records.recorded_keys(state, session_id),
+        # Answers a Stop hook already stopped a turn for. Not every recorded one: the
+        # watcher may have recorded THIS reply a moment ago, and this hook is the one
+        # that stops its turn (the watcher's request is then void).
+        already_fired=records.recorded_keys(state, session_id, acted_only=True),
         anchor=anchor,
     )
     if judgement.anchor is not None:  # before acting: a firing reply counts too

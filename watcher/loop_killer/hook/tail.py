@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from ..engine import EventReader, GoalStatus, Step, TurnStart, parse_line, parse_timestamp
+from ..engine import EventReader, GoalStatus, LineEvent, TurnStart, parse_line, parse_timestamp
 from ..state.files import open_transcript
 from ..tailing import find_run_start, iter_lines_backwards
 from .anchor import Anchor
@@ -43,7 +43,7 @@ class Tail:
     path: str
     start: int
     end: int  # just past the last whole line read (a line being written is left out)
-    events: tuple[Step, ...]
+    events: tuple[LineEvent, ...]
 
 
 @contextmanager
@@ -51,7 +51,7 @@ def _opened(path: str) -> Iterator[BinaryIO]:
     """The transcript, opened without blocking (a FIFO is refused with NotAFile)."""
     fd = open_transcript(path)
     with os.fdopen(fd, "rb", buffering=0) as handle:
-        yield handle  # type: ignore[misc]
+        yield handle
 
 
 def read_tail(

@@ -102,8 +102,9 @@ def was_acted_on(state: Path, session_id: str, key: str) -> bool:
         return False
 
 
-def recorded_keys(state: Path, session_id: str) -> set[str]:
-    """Every answer (by key) of the session recorded as fired; empty when none or unsafe."""
+def recorded_keys(state: Path, session_id: str, *, acted_only: bool = False) -> set[str]:
+    """Every answer (by key) of the session recorded as fired, or (``acted_only``) for
+    which a Stop hook stopped the turn; empty when none or unsafe."""
     try:
         folder = _folder(state, session_id)
         if not os.path.isdir(folder) or os.path.islink(folder):
@@ -112,8 +113,7 @@ def recorded_keys(state: Path, session_id: str) -> set[str]:
         with os.scandir(folder) as entries:
             for entry in entries:
                 name = entry.name
-                if name.endswith(ACTED_SUFFIX):
-                    name = name[: -len(ACTED_SUFFIX)]
+                name = name.removesuffix(ACTED_SUFFIX)
                 if is_plain_id(name):
                     keys.add(name)
                 if len(keys) >= _MAX_KEYS:

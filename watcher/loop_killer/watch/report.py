@@ -22,6 +22,7 @@ __all__ = [
     "outcome_line",
     "project_label",
     "rule_phrase",
+    "session_label",
     "short_id",
     "snippet",
     "startup_line",
@@ -51,6 +52,11 @@ def snippet(text: str, width: int = 80) -> str:
 
 def short_id(session_id: str) -> str:
     return session_id[:8]
+
+
+def session_label(project: str, session_id: str, home: str | None = None) -> str:
+    """``goal-same-proj a26ba613``: how log lines name a session."""
+    return f"{project_label(project, home)} {short_id(session_id)}"
 
 
 def project_label(folder: str, home: str | None = None) -> str:

@@ -1,0 +1,153 @@
+"""What keeps a watcher left running for weeks from growing the state folder: clear
+requests nobody took expire, and the status and detection records of transcripts that no
+longer exist go.
+
+Called from the watcher's housekeeping pass (``Sessions.housekeep``); one log line for
+each file removed, and one for a file that cannot be removed (said once).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..state import records
+from ..state.files import read_small_file
+from ..state.inbox import (
+    MAX_REQUEST_AGE,
+    MAX_REQUEST_BYTES,
+    ClearRequest,
+    InvalidRequest,
+    parse_request,
+)
+from ..state.paths import is_plain_id
+from ..state.status import read_session_status
+from . import report
+from .publish import unpublish_request
+from .tracked import Tracked
+
+__all__ = ["Housekeeper"]
+
+log = logging.getLogger("loop_killer.watch")
+events = logging.getLogger("loop_killer.watch.events")
+
+
+class Housekeeper:
+    """Removes what no Stop hook or person will read any more; one thread."""
+
+    def __init__(self, state: Path, *, home: str | None) -> None:
+        self.state = state
+        self.home = home
+        self.unremovable: set[str] = set()  # files that could not be removed, logged once
+
+    def expire_requests(self, tracked_by_session: Mapping[str, Tracked], now: float
+                        ) -> set[str]:
+        """Remove the clear requests no Stop hook will act on any more (older than
+        ``MAX_REQUEST_AGE``: their session never stopped again); one line each. Returns
+        the sessions whose request went."""
+        folder = self.state / "requests"
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            return set()
+        removed: set[str] = set()
+        for name in names:
+            session_id = name[:-5]
+            if not name.endswith(".json") or not is_plain_id(session_id):
+                continue
+            path = folder / name
+            found = _expired_request(path, session_id, now)
+            if found is None:
+                continue
+            why, request, identity = found
+            try:
+                if _identity(os.lstat(path)) != identity:
+                    continue  # replaced meanwhile (by ``loop-killer clear``, say)
+                os.unlink(path)
+            except FileNotFoundError:
+                continue  # taken meanwhile
+            except OSError as error:
+                self._cannot_remove(path, error)
+                continue
+            self.unremovable.discard(str(path))
+            removed.add(session_id)
+            tracked = tracked_by_session.get(session_id)
+            if request is None:
+                log.warning("removed the clear request %s: %s", path, why)
+            else:
+                project = tracked.project if tracked else Path(request.transcript_path).parent.name
+                events.info(report.expired_line(
+                    project=report.project_label(project, self.home), session_id=session_id,
+                    rule=request.rule, age=now - request.created_at, why=why))
+            if tracked is not None:
+                unpublish_request(self.state, tracked, now, home=self.home)
+        return removed
+
+    def sweep_statuses(self, followed: set[str]) -> int:
+        """Remove the statuses this watcher wrote (``status/<id>.json``), and the detection
+        records, of transcripts that no longer exist: deleted while no watcher ran, say."""
+        folder = self.state / "status"
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            return 0
+        removed = 0
+        for name in names:
+            session_id = name[:-5]
+            if (not name.endswith(".json") or not is_plain_id(session_id)
+                    or session_id in followed):
+                continue
+            found = read_session_status(self.state, session_id)
+            if (found is None or found.session_id != session_id or not found.transcript_path
+                    or os.path.lexists(found.transcript_path)):
+                continue  # not ours, or its transcript is still there
+            try:
+                os.unlink(folder / name)
+            except FileNotFoundError:
+                continue
+            except OSError as error:
+                self._cannot_remove(folder / name, error)
+                continue
+            self.unremovable.discard(str(folder / name))
+            records.forget_session(self.state, session_id)
+            removed += 1
+            log.info("removed the status of %s: its transcript %s is gone",
+                     report.short_id(session_id), found.transcript_path)
+        return removed
+
+    def _cannot_remove(self, path: Path, error: OSError) -> None:
+        if str(path) not in self.unremovable:
+            log.warning("cannot remove %s: %s", path, error.strerror or error)
+            self.unremovable.add(str(path))
+
+
+def _identity(info: os.stat_result) -> tuple[int, int, int]:
+    return info.st_dev, info.st_ino, info.st_mtime_ns
+
+
+def _expired_request(path: Path, session_id: str, now: float
+                     ) -> tuple[str, ClearRequest | None, tuple[int, int, int]] | None:
+    """Why the request file at ``path`` is to be removed, the request, and the file's
+    identity; None when it is fresh (or gone). A file that is not a valid request (which
+    the Stop hook would reject) goes once it is as old as a stale request."""
+    try:
+        identity = _identity(os.lstat(path))
+        request = parse_request(read_small_file(path, MAX_REQUEST_BYTES),
+                                expected_session=session_id)
+    except FileNotFoundError:
+        return None
+    except (OSError, InvalidRequest) as error:
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return None
+        if now - info.st_mtime <= MAX_REQUEST_AGE:
+            return None
+        reason = "a symlink" if getattr(error, "errno", None) == getattr(os, "ELOOP", 40) else (
+            str(error) or type(error).__name__)
+        return f"not a valid request ({reason}) and older than {MAX_REQUEST_AGE:.0f} s", None, (
+            _identity(info))
+    why = request.is_stale(now)
+    return None if why is None else (why, request, identity)

@@ -1,0 +1,106 @@
+"""A session's status file (``<state>/status/<session>.json``): what the watcher has seen
+of it, for ``loop-killer status`` and for a watcher started later.
+
+Written only when something in it changed (since the last write, or, with
+``unless_on_disk``, since what a previous watcher left on disk).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ..engine import text_digest
+from ..state.status import SessionStatus, read_session_status, write_session_status
+from . import report
+from .tracked import Tracked
+
+__all__ = ["publish", "unpublish_request"]
+
+log = logging.getLogger("loop_killer.watch")
+
+
+def publish(state: Path, tracked: Tracked, now: float, *, unless_on_disk: bool = False,
+            home: str | None = None) -> None:
+    """Write the session's status if anything in it changed."""
+    reader = tracked.reader
+    if reader is None:  # dormant: its status on disk still says what it was
+        return
+    detector = reader.detector
+    last = detector.last_answer
+    answer_uuid = last.uuid if last is not None else ""
+    if last is not None and tracked.digest[0] != answer_uuid:
+        tracked.digest = (answer_uuid, text_digest(last.text))
+        tracked.last_answer_seen_at = now
+    digest = tracked.digest[1] if last is not None else ""
+    goal = detector.goal
+    pending_request = os.path.exists(tracked.request_file)
+    key = (reader.offset, detector.run_length, detector.chain_length, detector.awaiting,
+           answer_uuid, digest, pending_request, goal)
+    if key == tracked.published:
+        return
+    status = SessionStatus(
+        session_id=tracked.session_id,
+        transcript_path=str(tracked.path),
+        project=tracked.project,
+        offset=reader.offset,
+        run_length=detector.run_length,
+        chain_length=detector.chain_length,
+        awaiting=detector.awaiting,
+        last_answer_uuid=answer_uuid,
+        last_answer_digest=digest,
+        last_activity=tracked.last_activity,
+        updated_at=now,
+        goal=None if goal is None else {
+            "met": goal.met, "sentinel": goal.sentinel, "cleared": goal.cleared,
+            "condition": goal.condition, "reason": goal.reason, "uuid": goal.uuid,
+        },
+        pending_request=pending_request,
+        extra={
+            "answers_seen": detector.answers_seen,
+            "would_fire_with_one_more": detector.would_fire_with_one_more(),
+            "last_answer_seen_at": tracked.last_answer_seen_at,
+            "last_answer_timestamp": last.timestamp if last is not None else "",
+            "answer_in_progress": detector.answer_started,
+            "pending_bytes": reader.pending_bytes,
+            "broken_lines": reader.stats.broken,
+            "watcher_pid": os.getpid(),
+        },
+    )
+    if unless_on_disk:
+        previous = read_session_status(state, tracked.session_id)
+        if previous is not None and _comparable(previous) == _comparable(status):
+            tracked.published = key
+            return
+    try:
+        write_session_status(state, status)
+    except (OSError, ValueError) as error:
+        log.error("%s: cannot write its status: %s", report.session_label(tracked.project, tracked.session_id, home), error)
+        return
+    tracked.published = key
+
+
+def unpublish_request(state: Path, tracked: Tracked, now: float, *, home: str | None = None
+                      ) -> None:
+    """The session's request is gone: its status must not say it is pending."""
+    if tracked.reader is not None:
+        publish(state, tracked, now, home=home)
+        return
+    previous = read_session_status(state, tracked.session_id)
+    tracked.published = None
+    if previous is None or not previous.pending_request:
+        return
+    try:
+        write_session_status(state, replace(previous, pending_request=False, updated_at=now))
+    except (OSError, ValueError) as error:
+        log.error("%s: cannot write its status: %s", report.session_label(tracked.project, tracked.session_id, home), error)
+
+
+def _comparable(status: SessionStatus) -> tuple[Any, ...]:
+    """What a Stop hook or ``loop-killer status`` reads in a session status."""
+    return (status.transcript_path, status.offset, status.run_length, status.chain_length,
+            status.awaiting, status.last_answer_uuid, status.last_answer_digest,
+            status.pending_request, status.goal)

@@ -1,0 +1,227 @@
+"""What the steps of a followed session mean to the watcher, and what it does about them.
+
+* A detection: recorded first (``state.records``: an exclusive create keyed by the
+  re-prompt the answer answered). Only when this watcher is first does it write the clear
+  request, the detection log line and its terminal line. When the Stop hook recorded it
+  first, the hook has already acted: the watcher only follows what becomes of it.
+* A person's prompt: a pending request for the session is withdrawn.
+* A goal status or a ``stop_hook_summary``: what became of the last detection
+  (``outcomes``), reported once; ``tick`` reports the ones whose timeout passed.
+
+The request is written before the status that covers the answer (the session's status is
+published at the end of each batch of lines).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+
+from ..engine import Detection, GoalStatus, SystemEntry, TurnStart, text_digest
+from ..state import journal, records
+from ..state.inbox import ClearRequest, InvalidRequest, discard_request, write_request
+from . import report
+from .outcomes import OUTCOME_TIMEOUT, Outcome, PendingOutcome, at_deadline, is_historic
+from .tracked import Tracked
+
+__all__ = ["Responder"]
+
+log = logging.getLogger("loop_killer.watch")
+events = logging.getLogger("loop_killer.watch.events")
+
+
+class Responder:
+    """Acts on detections, prompts and outcomes for every session; one thread."""
+
+    def __init__(self, state: Path, *, home: str | None, history_age: float,
+                 outcome_timeout: float = OUTCOME_TIMEOUT) -> None:
+        self.state = state
+        self.home = home
+        self.history_age = history_age
+        self.outcome_timeout = outcome_timeout
+        self.watching: dict[str, Tracked] = {}  # path -> session with a pending outcome
+
+    def name(self, tracked: Tracked) -> str:
+        return report.session_label(tracked.project, tracked.session_id, self.home)
+
+    # -- detections ---------------------------------------------------------------------
+
+    def on_detection(self, tracked: Tracked, detection: Detection, position: int,
+                     now: float) -> None:
+        session_id = tracked.session_id
+        answer = detection.answers[-1]
+        key = records.record_key(answer.prompt_uuid, answer.uuid)
+        if position <= tracked.history_end and is_historic(answer.timestamp, now,
+                                                           max_age=self.history_age):
+            log.info("%s: not firing on an old loop (answer of %s) found in a file that "
+                     "appeared with its history", self.name(tracked), answer.timestamp)
+            # Recorded as seen, so a detector rebuilt from the tail counts afresh after it.
+            self._record(tracked, key, detection, source="history")
+            return
+        if not self._record(tracked, key, detection, source="watcher"):
+            # The Stop hook recorded (and acted on) it first: follow what becomes of it.
+            log.info("%s: answer %s was already acted on by the Stop hook",
+                     self.name(tracked), answer.uuid)
+            self.follow(tracked, detection.answer_uuid, detection.rule)
+            return
+        request = ClearRequest(
+            session_id=session_id,
+            rule=detection.rule,
+            count=detection.count,
+            run_length=detection.run_length,
+            answer_uuid=detection.answer_uuid,
+            answer_digest=text_digest(answer.text),
+            transcript_path=str(tracked.path),
+            created_at=time.time(),
+            source="watcher",
+            prompt_uuid=answer.prompt_uuid,
+        )
+        try:
+            write_request(self.state, request)
+        except (OSError, InvalidRequest) as error:
+            log.error("%s: cannot write the clear request: %s", self.name(tracked), error)
+        journal.append(self.state, {
+            "event": "detection",
+            "session_id": session_id,
+            "answer_uuid": detection.answer_uuid,
+            "prompt_uuid": answer.prompt_uuid,
+            "answer_digest": request.answer_digest,
+            "rule": detection.rule,
+            "count": detection.count,
+            "run_length": detection.run_length,
+            "project": tracked.project,
+            "transcript_path": str(tracked.path),
+            "snippet": report.snippet(answer.text, 200),
+            "source": "watcher",
+        })
+        events.warning(report.detection_line(
+            project=report.project_label(tracked.project, self.home), session_id=session_id,
+            rule=detection.rule, count=detection.count, text=answer.text))
+        self._pending(tracked, detection.answer_uuid, detection.rule, now)
+
+    def _record(self, tracked: Tracked, key: str | None, detection: Detection, *,
+                source: str) -> bool:
+        """Record the detection; True when this watcher is the first (or cannot tell:
+        a record that cannot be written is logged, and the detection acted on)."""
+        if key is None:
+            return True
+        try:
+            return records.record_detection(self.state, tracked.session_id, key,
+                                            source=source, rule=detection.rule)
+        except (OSError, ValueError) as error:
+            log.warning("%s: cannot record the detection (%s); acting on it anyway",
+                        self.name(tracked), error)
+            return True
+
+    # -- prompts ------------------------------------------------------------------------
+
+    def on_prompt(self, tracked: Tracked, event: TurnStart, *, live: bool) -> None:
+        if not live:
+            tracked.last_prompt_timestamp = event.timestamp
+            return
+        withdrawn = os.path.exists(tracked.request_file) and discard_request(
+            self.state, tracked.session_id, "superseded by a new prompt")
+        if tracked.pending is not None:
+            if withdrawn:
+                self.resolve(tracked, Outcome("superseded",
+                                              "a new prompt came first: request withdrawn"))
+            else:
+                self.resolve(tracked, None)
+        elif withdrawn and tracked.settled:  # housekeeping: that loop is over anyway
+            log.info("%s: removed a clear request left over from a loop that ended",
+                     self.name(tracked))
+        elif withdrawn:
+            events.info(report.outcome_line(
+                project=report.project_label(tracked.project, self.home),
+                session_id=tracked.session_id, outcome="superseded",
+                detail="a new prompt came first: request withdrawn"))
+
+    # -- outcomes -----------------------------------------------------------------------
+
+    def on_status(self, tracked: Tracked, event: GoalStatus | SystemEntry) -> None:
+        """A goal status or a system line: what it says of the pending outcome."""
+        pending = tracked.pending
+        if pending is None:
+            return
+        if isinstance(event, GoalStatus):
+            if event.cleared:
+                self.resolve(tracked, Outcome(
+                    "cleared", f"goal cleared: {report.snippet(event.condition, 60)}"))
+        elif (event.subtype == "stop_hook_summary" and not pending.stopped
+              and event.prevented_continuation):
+            self.resolve(tracked, Outcome("stopped", "the turn was stopped"), final=False)
+
+    def follow(self, tracked: Tracked, answer_uuid: str, rule: str) -> None:
+        """Follow what becomes of a detection the Stop hook acted on, as for our own, so
+        this terminal shows the clear. The clear may already be on disk: the goal's last
+        status then says so at once."""
+        if tracked.pending is not None and not tracked.pending.stopped:
+            return
+        self._pending(tracked, answer_uuid, rule, time.time())
+        detector = tracked.detector
+        goal = detector.goal if detector is not None else None
+        if goal is not None and goal.cleared:
+            self.resolve(tracked, Outcome(
+                "cleared", f"goal cleared: {report.snippet(goal.condition, 60)}"))
+
+    def _pending(self, tracked: Tracked, answer_uuid: str, rule: str, now: float) -> None:
+        if tracked.pending is not None and not tracked.pending.stopped:
+            self.resolve(tracked, Outcome("continued", "the loop went on and fired again"))
+        tracked.pending = PendingOutcome(answer_uuid, rule, now,
+                                         time.monotonic() + self.outcome_timeout)
+        tracked.settled = False
+        self.watching[str(tracked.path)] = tracked
+
+    def resolve(self, tracked: Tracked, outcome: Outcome | None, *, final: bool = True
+                ) -> None:
+        pending = tracked.pending
+        if pending is None:
+            return
+        if outcome is not None and outcome.kind in ("cleared", "stopped"):
+            tracked.settled = True
+        if outcome is not None:
+            journal.append(self.state, {
+                "event": "outcome",
+                "session_id": tracked.session_id,
+                "answer_uuid": pending.answer_uuid,
+                "rule": pending.rule,
+                "outcome": outcome.kind,
+                "detail": outcome.detail,
+                "after_s": round(time.time() - pending.detected_at, 3),
+                "project": tracked.project,
+                "transcript_path": str(tracked.path),
+                "source": "watcher",
+            })
+            line = report.outcome_line(project=report.project_label(tracked.project, self.home),
+                                       session_id=tracked.session_id,
+                                       outcome=outcome.kind, detail=outcome.detail)
+            (events.warning if outcome.kind in ("continued", "none") else events.info)(line)
+        if final:
+            tracked.pending = None
+            self.watching.pop(str(tracked.path), None)
+        else:
+            pending.stopped = True
+
+    def forget(self, tracked: Tracked) -> None:
+        """The session is no longer followed."""
+        self.watching.pop(str(tracked.path), None)
+
+    def tick(self, monotonic_now: float) -> None:
+        """Report the outcomes whose timeout has passed."""
+        for path, tracked in list(self.watching.items()):
+            pending = tracked.pending
+            if pending is None:
+                self.watching.pop(path, None)
+                continue
+            if pending.deadline > monotonic_now:
+                continue
+            detector = tracked.detector
+            outcome = at_deadline(
+                pending,
+                more_answers=detector.run_length if detector is not None else 0,
+                request_pending=os.path.exists(tracked.request_file),
+                timeout=self.outcome_timeout,
+            )
+            self.resolve(tracked, outcome)

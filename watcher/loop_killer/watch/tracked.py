@@ -1,0 +1,70 @@
+"""What the watcher keeps per followed transcript (plain records, no behaviour)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..engine import Answer, GoalStatus, RunDetector, TranscriptReader
+from .follower import Follower
+from .outcomes import PendingOutcome
+
+__all__ = ["CatchUpStats", "Dormant", "Tracked"]
+
+
+@dataclass(frozen=True, slots=True)
+class Dormant:
+    """What a dormant session keeps of its detector, so that its status reads the same
+    once it is rebuilt from the tail (the tail may not reach back to these)."""
+
+    goal: GoalStatus | None
+    last_answer: Answer | None  # without its text (the status keeps only its digest)
+    answers_seen: int
+
+
+@dataclass(slots=True, eq=False)
+class Tracked:
+    """One session transcript being followed."""
+
+    path: Path
+    session_id: str
+    project: str
+    follower: Follower
+    reader: TranscriptReader | None  # None while dormant: rebuilt from the tail on growth
+    history_end: int = 0  # bytes already in the file when first seen live
+    last_activity: float = 0.0  # when the file last grew (epoch seconds)
+    last_answer_seen_at: float = 0.0  # when the watcher saw the last answer complete
+    last_prompt_timestamp: str = ""  # of the last person's prompt read during catch-up
+    published: tuple[Any, ...] | None = None  # what the last status written said
+    digest: tuple[str, str] = ("", "")  # (answer uuid, text digest) cache
+    pending: PendingOutcome | None = None
+    settled: bool = False  # the last detection's loop was seen to end (stopped, cleared)
+    reported_broken: int = 0
+    reported_oversized: int = 0
+    error: str | None = None
+    request_file: str = ""  # where a clear request for this session would be
+    dormant: Dormant | None = None  # set while the detector is let go
+
+    @property
+    def detector(self) -> RunDetector | None:
+        """The session's judge (None while dormant)."""
+        return self.reader.detector if self.reader is not None else None
+
+    @property
+    def consumed(self) -> int:
+        """Offset just past the last whole line read."""
+        return self.reader.offset if self.reader is not None else self.follower.offset
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes of an unfinished last line held back."""
+        return self.reader.pending_bytes if self.reader is not None else 0
+
+
+@dataclass(slots=True)
+class CatchUpStats:
+    sessions: int = 0
+    bytes_read: int = 0
+    runs: int = 0
+    projects: set[str] = field(default_factory=set)
