@@ -37,11 +37,15 @@ class UsageLedger:
         if part.usage is None:
             return
         usage = part.usage
-        tokens = Tokens(usage.input, usage.output, usage.cache_read, usage.cache_creation)
         known = self._open.get(part.message_id)
         if known is not None:
-            self._open[part.message_id] = (known[0] or part.model, known[1].merged(tokens))
+            counted = known[1]
+            if (counted.input, counted.output, counted.cache_read, counted.cache_creation) != (
+                    usage.input, usage.output, usage.cache_read, usage.cache_creation):
+                tokens = Tokens(usage.input, usage.output, usage.cache_read, usage.cache_creation)
+                self._open[part.message_id] = (known[0] or part.model, counted.merged(tokens))
             return
+        tokens = Tokens(usage.input, usage.output, usage.cache_read, usage.cache_creation)
         self._open[part.message_id] = (part.model, tokens)
         if len(self._open) > self.max_open:
             oldest = next(iter(self._open))

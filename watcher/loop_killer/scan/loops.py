@@ -36,6 +36,7 @@ from ..engine.tool_repeat import (
 from ..engine.transcript import AssistantPart, Event, ToolResults, TurnStart
 from .ledger import UsageLedger
 from .records import Loop
+from .standins import StandIns
 
 __all__ = ["MAX_STREAKS", "RepromptLoops", "ToolLoops"]
 
@@ -125,7 +126,8 @@ def _detection_of(answer: Answer, detections: list[Detection]) -> Detection | No
 
 @dataclass(slots=True)
 class _Streak:
-    label: str
+    name: str
+    tool_input: Any  # the call's input, for its label (made only for a loop)
     first_at: str
     last_at: str = ""
     count: int = 0
@@ -136,11 +138,13 @@ class _Streak:
 class ToolLoops:
     """Tool-repeat loops of one scope (a session, or one subagent), fed its events."""
 
-    __slots__ = ("_calls", "_counter", "_ledger", "_streaks")
+    __slots__ = ("_calls", "_counter", "_ledger", "_stand_ins", "_streaks")
 
     def __init__(self, ledger: UsageLedger, counter: ToolRepeatCounter | None = None) -> None:
         self._ledger = ledger
         self._counter = counter if counter is not None else ToolRepeatCounter()
+        # The counter judges; the stand-ins spare it masking outputs it need not compare.
+        self._stand_ins = StandIns(self._counter.ignored)
         # tool_use_id -> (message id, timestamp, tool name, input) of calls not yet answered
         self._calls: dict[str, tuple[str, str, str, Any]] = {}
         self._streaks: dict[bytes, _Streak] = {}  # call digest -> its streak, by recency
@@ -148,16 +152,21 @@ class ToolLoops:
     def feed(self, event: Event) -> list[Loop]:
         """Take one event; return the loops it closed."""
         if isinstance(event, AssistantPart):
+            if not event.tool_calls:
+                return []  # nothing for the counter (most lines: text, thinking)
             for call in event.tool_calls:
                 self._calls.pop(call.tool_use_id, None)
                 self._calls[call.tool_use_id] = (event.message_id, event.timestamp,
                                                  call.name, call.input)
                 if len(self._calls) > _MAX_CALLS_PENDING:
                     del self._calls[next(iter(self._calls))]
+        elif not isinstance(event, (ToolResults, TurnStart)):
+            return []  # re-prompts, system lines, goal status: the counter ignores them
         closed: list[Loop] = []
         timestamp = event.timestamp if isinstance(event, (AssistantPart, ToolResults)) else ""
-        for repeat in self._counter.feed(event):
-            closed.extend(self._count(repeat, timestamp))
+        for fed in self._stand_ins.events(event):
+            for repeat in self._counter.feed(fed):
+                closed.extend(self._count(repeat, timestamp))
         if isinstance(event, TurnStart) and event.kind == "prompt":
             closed.extend(self.finish())  # the person spoke: the counter started afresh
         return closed
@@ -186,8 +195,7 @@ class ToolLoops:
             if streak is None or repeat.count != streak.count + 1:
                 if streak is not None and (loop := self._loop(streak)) is not None:
                     closed.append(loop)
-                streak = _Streak(call_label(name, tool_input, _LABEL) if call else name,
-                                 called_at or timestamp)
+                streak = _Streak(name, tool_input if call else None, called_at or timestamp)
             streak.calls.append((repeat.count, message_id))
             streak.count = repeat.count
         streak.last_at = timestamp or streak.last_at
@@ -206,5 +214,7 @@ class ToolLoops:
         after = [message_id for count, message_id in streak.calls if count > TOOL_REPEAT_WARN]
         after += streak.refused
         after = [message_id for message_id in after if message_id not in before]
+        label = (call_label(streak.name, streak.tool_input, _LABEL)
+                 if streak.tool_input is not None else streak.name)
         return Loop("tool", RULE_TOOL_REPEAT, streak.count, streak.first_at, streak.last_at,
-                    self._ledger.tokens_of(ids), self._ledger.tokens_of(after), streak.label)
+                    self._ledger.tokens_of(ids), self._ledger.tokens_of(after), label)

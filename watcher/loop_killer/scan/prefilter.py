@@ -2,12 +2,11 @@
 
 Most of a history's bytes are lines no rule reads: file snapshots, API request records,
 progress lines, attachments other than ``goal_status``. Parsing them is most of the cost
-of a scan, so they are skipped here, by substring tests that never change a result: a
+of a scan, so they are skipped here, by a byte pattern that never changes a result: a
 line is skipped only when its top-level ``type`` cannot be one whose lines the engine's
 ``parse_line`` turns into an event (``user``, ``assistant``, ``system``, or an
-``attachment`` holding a ``goal_status``). Claude Code writes compact JSON
-(``"type":"user"``); any other spacing is caught by a slower pattern, so it is never lost.
-The one assumption: keys and these type names are written without ``\\u`` escapes, as
+``attachment`` holding a ``goal_status``): the line must then hold ``"type":"user"`` (or
+assistant, system, attachment; with any spacing JSON allows). The one assumption: keys and these type names are written without ``\\u`` escapes, as
 every JSON writer does.
 """
 
@@ -17,13 +16,11 @@ import re
 
 __all__ = ["COST_STATE", "SIDECHAIN", "as_main_line", "is_cost_state", "may_matter"]
 
-_CONVERSATION = (b'"type":"user"', b'"type":"assistant"', b'"type":"system"')
-_ATTACHMENT = b'"type":"attachment"'
+# The type names the engine reads, with any spacing JSON allows around the colon (Claude
+# Code writes none). One pass of this pattern is several times faster than parsing.
+_TYPE = re.compile(rb'"type"[ \t\r\n]*:[ \t\r\n]*"(user|assistant|system|attachment)"')
+_CONVERSATION = re.compile(rb'"type"[ \t\r\n]*:[ \t\r\n]*"(?:user|assistant|system)"')
 _GOAL_STATUS = b"goal_status"
-# Any spacing JSON allows around the colon: the fallback for writers other than Claude Code.
-_SPACED_TYPE = re.compile(
-    rb'"type"[ \t\r\n]*:[ \t\r\n]*"(?:user|assistant|system|attachment)"'
-)
 
 COST_STATE = b'"type":"cost-state"'
 """Claude Code 2.1.33x: the session's running cost, as Claude Code computed it."""
@@ -35,13 +32,14 @@ _SIDECHAIN_ANY = re.compile(rb'"isSidechain"[ \t\r\n]*:[ \t\r\n]*true')
 
 def may_matter(line: bytes) -> bool:
     """False only when ``parse_line`` would surely give no event for ``line``."""
-    for marker in _CONVERSATION:
-        if marker in line:
-            return True
-    if _ATTACHMENT in line:
-        # Only goal_status attachments are events; the name must then appear in the line.
-        return _GOAL_STATUS in line or _SPACED_TYPE.search(line) is not None
-    return _SPACED_TYPE.search(line) is not None
+    found = _TYPE.search(line)
+    if found is None:
+        return False
+    if found.group(1) != b"attachment":
+        return True
+    # Only goal_status attachments are events (the name must then appear in the line),
+    # unless the line's own type is another one, written after a nested "attachment".
+    return _GOAL_STATUS in line or _CONVERSATION.search(line, found.end()) is not None
 
 
 def is_cost_state(line: bytes) -> bool:

@@ -139,12 +139,14 @@ class TranscriptScan:
 
     def _line(self, start: int, line: bytes) -> None:
         self.lines += 1
-        if COST_STATE in line:
-            self._read_cost_state(line)
-        if self._prefilter and not may_matter(line):
-            if line[:1] != b"{" and line.lstrip()[:1] not in (b"{", b""):
-                self._garbage += 1  # not even a JSON object: counted without parsing
-            return
+        if not may_matter(line):
+            # No conversation type in it: a cost-state line is one of these.
+            if COST_STATE in line:
+                self._read_cost_state(line)
+            if self._prefilter:
+                if line[:1] != b"{" and line.lstrip()[:1] not in (b"{", b""):
+                    self._garbage += 1  # not even a JSON object: counted without parsing
+                return
         self.parsed += 1
         if self._judge is None or self._main is None:
             self._side_line(line)

@@ -1,0 +1,110 @@
+"""Stand-ins for tool results never change a count of the engine's ToolRepeatCounter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from loop_killer.engine.tool_repeat import REFUSED_MARK, ToolRepeatCounter
+from loop_killer.engine.transcript import (
+    AssistantPart,
+    Event,
+    ToolCall,
+    ToolResult,
+    ToolResults,
+    TurnStart,
+)
+from loop_killer.scan import standins
+from loop_killer.scan.standins import StandIns
+
+# Outputs that differ in bytes but not once masked (times, durations), and outputs that
+# really differ; errors, refusals, block lists, and a polling tool that is never counted.
+OUTPUTS: list[tuple[Any, bool]] = [
+    ("FAIL 1 failing", True), ("FAIL 1 failing", False), ("ok", False),
+    ("done at 2026-03-01T09:00:01Z in 1.2s", False),
+    ("done at 2026-03-01T09:07:45Z in 3.9s", False),
+    ("done at 2026-03-01T09:07:45Z in 3.9s, 2 files", False),
+    ([{"type": "text", "text": "block output"}], False),
+    ([{"type": "text", "text": "block output"}, {"type": "image", "source": {}}], False),
+    (f"PreToolUse:Bash hook error: {REFUSED_MARK}: same call", True),
+    ("\x1b[31mred\x1b[0m 0x7ffd12345678", False), ("red 0x7ffd99999999", False),
+]
+CALLS: list[tuple[str, Any]] = [("Bash", {"command": "npm test"}),
+                                ("Bash", {"command": "npm  test", "timeout": 5}),
+                                ("Read", {"file_path": "/a.py"}), ("TaskOutput", {"id": 1}),
+                                ("Bash", {"command": "ls"})]
+
+step = st.one_of(
+    st.tuples(st.just("round"), st.integers(0, len(CALLS) - 1),
+              st.integers(0, len(OUTPUTS) - 1), st.booleans()),
+    st.tuples(st.just("prompt"), st.just(0), st.just(0), st.just(False)),
+    st.tuples(st.just("meta"), st.just(0), st.just(0), st.just(False)),
+)
+
+
+def events(steps: list[tuple[str, int, int, bool]]) -> list[Event]:
+    out: list[Event] = []
+    for n, (kind, call, output, early) in enumerate(steps):
+        if kind != "round":
+            out.append(TurnStart(f"u{n}", "t", "prompt" if kind == "prompt" else "meta", "x"))
+            continue
+        name, tool_input = CALLS[call]
+        content, is_error = OUTPUTS[output]
+        part = AssistantPart(f"m{n}", f"a{n}", "t", "", True, False,
+                             (ToolCall(f"id{n}", name, tool_input),))
+        result = ToolResults(f"r{n}", "t", (ToolResult(f"id{n}", content, is_error),))
+        out += [result, part] if early else [part, result]  # early: result before its call
+    return out
+
+
+def counts(feed: list[Event], *, through: bool) -> list[tuple[str, str, int]]:
+    counter = ToolRepeatCounter()
+    layer = StandIns(counter.ignored)
+    seen = []
+    for event in feed:
+        for fed in (layer.events(event) if through else [event]):
+            seen += [(r.tool_use_id, r.call, r.count) for r in counter.feed(fed)]
+    return seen
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(step, max_size=40))
+def test_counts_are_the_same_with_and_without_stand_ins(
+        steps: list[tuple[str, int, int, bool]]) -> None:
+    feed = events(steps)
+    assert counts(feed, through=True) == counts(feed, through=False)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(step, max_size=40))
+def test_counts_stay_the_same_when_contents_give_way_to_keys(
+        steps: list[tuple[str, int, int, bool]]) -> None:
+    feed = events(steps)
+    original = standins.MAX_HELD_BYTES
+    standins.MAX_HELD_BYTES = 0  # every content is keyed at once
+    try:
+        assert counts(feed, through=True) == counts(feed, through=False)
+    finally:
+        standins.MAX_HELD_BYTES = original
+
+
+def test_identical_outputs_are_never_masked(monkeypatch: Any) -> None:
+    calls: list[object] = []
+    real = standins.result_key
+
+    def counting(content: object, *, is_error: bool) -> str:
+        calls.append(content)
+        return real(content, is_error=is_error)
+
+    monkeypatch.setattr(standins, "result_key", counting)
+    feed = events([("round", 0, 0, False)] * 5 + [("round", 2, 2, False)])
+    assert [c for _, _, c in counts(feed, through=True)] == [1, 2, 3, 4, 5, 1]
+    assert calls == []
+
+
+def test_outputs_equal_once_masked_count_as_the_same() -> None:
+    feed = events([("round", 0, 3, False), ("round", 0, 4, False), ("round", 1, 3, False),
+                   ("round", 0, 5, False)])
+    assert [c for _, _, c in counts(feed, through=True)] == [1, 2, 3, 1]
+    assert counts(feed, through=True) == counts(feed, through=False)

@@ -1,0 +1,160 @@
+"""Tool results made cheap to count, without changing a single count.
+
+The engine's ``ToolRepeatCounter`` compares each result of a call with the call's
+previous result by ``result_key``, which masks times, durations and addresses with
+regular expressions: a few MB/s, most of a scan's time when every result of a long
+history goes through it. Yet a result only ever needs masking when the same call gave a
+different output before. ``StandIns`` sits in front of the counter and hands it each
+result with its content replaced by a short stand-in (a few letters, which masking leaves
+as they are): the same stand-in as the call's previous result when the two contents are
+equal, or, only when they differ, when ``result_key`` says they are equal. So the counter
+sees exactly the sequence of equal and unequal results it would have seen, and does all
+the counting (resets, polling tools, refusals, forgetting) itself.
+
+Results that arrive before their call are held until it comes, then handed on with it,
+as the counter itself would do. Pure; memory bounded by ``MAX_HELD_BYTES`` of contents.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from ..engine.tool_repeat import MAX_CALLS, call_key, is_ignored, is_refusal, result_key
+from ..engine.transcript import AssistantPart, Event, ToolResult, ToolResults, TurnStart
+
+__all__ = ["MAX_HELD_BYTES", "StandIns"]
+
+MAX_HELD_BYTES = 32 << 20
+"""Contents kept for comparison; beyond it the oldest are replaced by their key."""
+_MAX_LAST = 8 * MAX_CALLS  # calls remembered (the counter forgets long before: safe)
+_MAX_PENDING = 1000  # calls waiting for results, results waiting for calls (as the counter)
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+@dataclass(slots=True)
+class _Last:
+    """A call's previous result: its content (until it had to be keyed), its key (once
+    computed), and the stand-in the counter saw for it."""
+
+    content: Any
+    is_error: bool
+    key: str | None
+    token: str
+    size: int
+
+
+def _size(content: Any) -> int:
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, list):
+        return sum(len(block.get("text", "")) + 64 if isinstance(block, dict)
+                   and isinstance(block.get("text"), str) else 256 for block in content)
+    return 256
+
+
+class StandIns:
+    """Turns the events of one scope into the events to feed its ``ToolRepeatCounter``.
+
+    ``ignored``: the counter's ignored tools (their results pass unchanged).
+    """
+
+    __slots__ = ("_calls", "_early", "_held", "_ignored", "_ignored_names", "_last",
+                 "_tokens")
+
+    def __init__(self, ignored: frozenset[str]) -> None:
+        self._ignored = ignored
+        self._ignored_names: dict[str, bool] = {}  # tool name -> ignored (names are few)
+        self._calls: dict[str, tuple[str, Any]] = {}  # tool_use_id -> (name, input)
+        self._early: dict[str, ToolResult] = {}  # results that came before their call
+        self._last: dict[bytes, _Last] = {}  # call digest -> its previous result
+        self._held = 0  # bytes of contents kept in ``_last``
+        self._tokens = 0
+
+    def events(self, event: Event) -> list[Event]:
+        """What to feed the counter in place of ``event`` (usually one event)."""
+        if isinstance(event, AssistantPart):
+            late: list[ToolResult] = []
+            for call in event.tool_calls:
+                early = self._early.pop(call.tool_use_id, None)
+                if early is not None:
+                    late.append(self._stand_in(call.name, call.input, early))
+                else:
+                    _put(self._calls, call.tool_use_id, (call.name, call.input))
+            if not late:
+                return [event]
+            return [event, ToolResults(event.uuid, event.timestamp, tuple(late))]
+        if isinstance(event, ToolResults):
+            results: list[ToolResult] = []
+            for result in event.results:
+                known = self._calls.pop(result.tool_use_id, None)
+                if known is None:
+                    _put(self._early, result.tool_use_id, result)
+                else:
+                    results.append(self._stand_in(known[0], known[1], result))
+            return [ToolResults(event.uuid, event.timestamp, tuple(results))] if results else []
+        if isinstance(event, TurnStart) and event.kind == "prompt":
+            self._last.clear()  # the counter starts afresh: so do the comparisons
+            self._held = 0
+        return [event]
+
+    def _stand_in(self, name: str, tool_input: Any, result: ToolResult) -> ToolResult:
+        content, is_error = result.content, result.is_error
+        ignored = self._ignored_names.get(name)
+        if ignored is None:
+            ignored = self._ignored_names[name] = is_ignored(name, self._ignored)
+        if ignored or is_refusal(content, is_error=is_error):
+            return result  # the counter never compares these: hand them on as they are
+        call = hashlib.blake2b(call_key(name, tool_input).encode("utf-8", "surrogatepass"),
+                               digest_size=16).digest()
+        last = self._last.pop(call, None)
+        key: str | None = None
+        if last is None:
+            token = self._new_token()
+        elif last.is_error == is_error and last.content is not None and last.content == content:
+            token, key = last.token, last.key  # the very same output
+        else:
+            previous = last.key if last.key is not None else result_key(
+                last.content, is_error=last.is_error)
+            key = result_key(content, is_error=is_error)
+            token = last.token if key == previous else self._new_token()
+        if last is not None:
+            self._held -= last.size
+        size = _size(content)
+        self._last[call] = _Last(content, is_error, key, token, size)
+        self._held += size
+        self._trim()
+        return ToolResult(result.tool_use_id, token, is_error)
+
+    def _new_token(self) -> str:
+        number, letters = self._tokens, []
+        self._tokens += 1
+        while True:
+            number, digit = divmod(number, len(_LETTERS))
+            letters.append(_LETTERS[digit])
+            if not number:
+                return "result-" + "".join(letters)
+
+    def _trim(self) -> None:
+        # Too many bytes kept: the oldest contents give way to their keys (the stand-ins
+        # stay, so comparisons stay exact).
+        for last in self._last.values():
+            if self._held <= MAX_HELD_BYTES:
+                break
+            if last.content is not None:
+                if last.key is None:
+                    last.key = result_key(last.content, is_error=last.is_error)
+                last.content = None
+                self._held -= last.size
+                last.size = 0
+        while len(self._last) > _MAX_LAST:
+            oldest = self._last.pop(next(iter(self._last)))
+            self._held -= oldest.size
+
+
+def _put(table: dict[str, Any], key: str, value: Any) -> None:
+    table.pop(key, None)
+    table[key] = value
+    while len(table) > _MAX_PENDING:
+        del table[next(iter(table))]
