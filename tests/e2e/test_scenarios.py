@@ -219,9 +219,12 @@ def test_replies_with_tool_work_are_never_stopped(
     sandbox: Sandbox, mock_api: MockAnthropic, claude_328: Path
 ) -> None:
     def script(index: int, body: dict) -> Reply:
+        # Real work: each run of the tests gets further (a run that printed the same
+        # every time would be the other kind of loop, tool-repeat, warned on its 3rd).
         if index % 2 == 0:
+            passed = 3 + index // 2
             return Reply(text="Running the auth tests.", tool_calls=[
-                ToolCall("Bash", {"command": "echo 'auth tests: 3 passed, 1 failed'",
+                ToolCall("Bash", {"command": f"echo 'auth tests: {passed} passed, 1 failed'",
                                   "description": "Run the auth tests"})])
         return Reply(text="One auth test still fails; I will keep working on it.")
 

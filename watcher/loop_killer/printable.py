@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["printable"]
+__all__ = ["printable", "without_controls"]
 
 # C0 and C1 control characters (ESC, BEL, CSI ...), DEL, and the bidirectional and
 # line-separating code points that can reorder or split what a terminal shows.
@@ -25,3 +25,9 @@ def printable(text: str, limit: int | None = None) -> str:
     if limit is None or len(flat) <= limit:
         return flat
     return flat[: max(0, limit - 1)].rstrip() + "…"
+
+
+def without_controls(text: str) -> str:
+    """``text`` with each run of control characters made one space, its spacing and line
+    breaks otherwise kept (for log lines aligned in columns, and tracebacks)."""
+    return "\n".join(_CONTROL.sub(" ", line) for line in text.split("\n"))

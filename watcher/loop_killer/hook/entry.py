@@ -46,7 +46,7 @@ def main(raw: bytes | None = None) -> int:
         except (OSError, ValueError, AttributeError):
             raw = b""
     env = dict(os.environ)
-    from .stop_hook import state_dir
+    from ..state.paths import state_dir
 
     # Nothing reaches stderr (warnings, log records): it goes to the hook's own log.
     sys.stderr = _StderrToLog(os.path.join(state_dir(env), "hook-errors.log"))
@@ -158,12 +158,14 @@ def _crash_note(error: BaseException, env: dict[str, str]) -> dict[str, Any] | N
     """Log an unexpected failure; tell the person at most every ``CRASH_NOTE_EVERY`` s."""
     import traceback
 
+    from ..printable import printable
+
     summary = f"{type(error).__name__}: {error}"[:300]
     try:
         from pathlib import Path
 
         from ..state.files import append_line, write_private_file
-        from .stop_hook import state_dir
+        from ..state.paths import state_dir
 
         state = state_dir(env)
         log_path = os.path.join(state, "hook-errors.log")
@@ -181,5 +183,5 @@ def _crash_note(error: BaseException, env: dict[str, str]) -> dict[str, Any] | N
         where = log_path
     except Exception:  # noqa: BLE001
         where = "the hook error log"
-    return {"systemMessage": f"loop-killer: the Stop hook failed ({summary}); nothing was "
-                             f"blocked. Details: {where}"}
+    return {"systemMessage": f"loop-killer: its hook failed ({printable(summary, 300)}); "
+                             f"nothing was blocked. Details: {where}"}

@@ -51,9 +51,12 @@ def file_size(path: str) -> int | None:
 
 
 def read_new_bytes(path: str, offset: int, *, limit: int = 4 * 1024 * 1024) -> bytes:
-    """The bytes of ``path`` from ``offset`` (at most ``limit``); b"" when none or unreadable."""
+    """The bytes of ``path`` from ``offset`` (at most ``limit``); b"" when none, unreadable
+    or not a regular file (a FIFO is never waited on)."""
+    from ..state.files import open_transcript
+
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = open_transcript(path)
     except OSError:
         return b""
     try:

@@ -62,6 +62,7 @@ def _folder(state: Path, session_id: str) -> Path:
 
 def _create(path: Path, data: bytes) -> bool:
     """Create ``path`` exclusively (never through a link); False when it exists."""
+    ensure_private_dir(path.parent.parent)  # ``fired/`` itself must not be a link either
     ensure_private_dir(path.parent)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)

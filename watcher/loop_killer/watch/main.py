@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from ..printable import printable
+from ..printable import without_controls
 from ..state.paths import ensure_private_dir, projects_dir, state_dir
 from .watcher import POLL_INTERVAL, RECONCILE_INTERVAL, Watcher
 
@@ -57,7 +57,7 @@ class PrintableFormatter(logging.Formatter):
     codes (a traceback keeps its lines)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return "\n".join(printable(line) for line in super().format(record).splitlines())
+        return without_controls(super().format(record))
 
 
 def configure_logging(*, verbose: bool) -> None:

@@ -1,0 +1,105 @@
+"""The holes an adversarial run found in the Stop hook (issue "One reader, one judge"),
+each reproduced as the issue describes it, as Claude Code runs the hook: a process with
+the input on stdin, ``HOME`` and ``CLAUDE_CONFIG_DIR`` of its own.
+
+1. A FIFO where the transcript should be, or named by an old mod plan, never blocks.
+2. A state sub-folder that is a link is never written through nor chmodded.
+6. Deeply nested input is bad input: nothing shown, nothing blocked, no crash note.
+(3 and 4 are the watcher's: tests/watch/test_holes.py; 5 is tailing's.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from loop_killer.hook.stop_hook import run
+
+from .kit import fixture_transcript, lines_of, raw, run_hook_process, stop_input, stops, write
+
+H = {"hook_event_name": "Stop", "session_id": "s1"}
+TIMEOUT = 20  # seconds: a blocked hook is killed here and the test fails
+
+
+def _env(home: Path) -> dict[str, str]:
+    return {**os.environ, "HOME": str(home), "CLAUDE_CONFIG_DIR": str(home / "c")}
+
+
+def _state(home: Path) -> Path:
+    return home / "c" / "loop-killer"
+
+
+def _quiet(done) -> dict | None:
+    assert done.returncode == 0
+    assert done.stderr == b""
+    text = done.stdout.decode().strip()
+    output = json.loads(text) if text else None
+    assert output is None or ("decision" not in output and output.get("continue") is not False)
+    return output
+
+
+def test_1_a_fifo_transcript_never_blocks_the_hook(tmp_path: Path) -> None:
+    fifo = tmp_path / "s.jsonl"
+    os.mkfifo(fifo)
+    data = {**H, "transcript_path": str(fifo), "stop_hook_active": True,
+            "last_assistant_message": "x"}
+    output = _quiet(run_hook_process(data, env=_env(tmp_path), timeout=TIMEOUT))
+    assert output is None or "not a regular file" in output.get("systemMessage", "")
+
+
+def test_1_an_old_plan_naming_a_fifo_never_blocks_later_turns(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    outcomes = _state(tmp_path) / "outcomes"
+    outcomes.mkdir(parents=True)
+    plan = outcomes / "s1.17.plan"
+    plan.write_text(json.dumps({"session_id": "s1", "answer_uuid": "a", "rule": "IDLE_TURNS",
+                                "transcript_path": str(fifo), "offset": 0, "id": "s1.17"}))
+    old = time.time() - 600  # older than 120 s: the sweep reads the transcript named
+    os.utime(plan, (old, old))
+    transcript = write(tmp_path / "proj" / "s1.jsonl", lines_of(fixture_transcript("goal-same"))[:3])
+    for active in (False, True):
+        _quiet(run_hook_process(stop_input(transcript, active=active), env=_env(tmp_path),
+                                timeout=TIMEOUT))
+    assert not plan.exists()  # swept once, logged as unconfirmed
+    log = [json.loads(line) for line in (_state(tmp_path) / "detections.jsonl").read_text()
+           .splitlines()]
+    assert [r["outcome"] for r in log if r["event"] == "outcome"] == ["sent_unconfirmed"]
+
+
+@pytest.mark.parametrize("folder", ["hook", "notes", "outcomes", "status", "requests",
+                                    "fired"])
+def test_2_a_state_folder_that_is_a_link_is_never_written_through(tmp_path: Path,
+                                                                  folder: str) -> None:
+    lines = lines_of(fixture_transcript("goal-same"))
+    third = next(stop for stop in stops(lines) if stop.number == 3)
+    transcript = write(tmp_path / "proj" / "s1.jsonl", lines[: third.first])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o755)
+    os.chmod(elsewhere, 0o755)
+    state = _state(tmp_path)
+    state.mkdir(parents=True)
+    (state / folder).symlink_to(elsewhere)
+    output = None
+    for number in (1, 2, 3):  # the whole loop, up to the turn that fires
+        stop = next(s for s in stops(lines) if s.number == number)
+        write(transcript, lines[: stop.first])
+        # In-process, without a spawn time: three processes started back to back within
+        # milliseconds would look like twin hooks of one Stop (real Stops are an API
+        # round trip apart); that is the anchor tests' business, not this one's.
+        output = run(raw(stop_input(transcript, message=stop.text)), env=_env(tmp_path))
+    assert list(elsewhere.iterdir()) == []
+    assert elsewhere.stat().st_mode & 0o777 == 0o755
+    assert (state / folder).is_symlink()
+    assert output is not None and output["continue"] is False  # the loop is still stopped
+
+
+@pytest.mark.parametrize("depth", [1000, 100_000])
+def test_6_deeply_nested_input_is_bad_input(tmp_path: Path, depth: int) -> None:
+    for data in (b"[" * depth, b'{"hook_event_name": "Stop", "x": ' + b"[" * depth):
+        done = run_hook_process(data, env=_env(tmp_path), timeout=TIMEOUT)
+        assert done.returncode == 0 and done.stderr == b"" and done.stdout == b""
+    assert not (_state(tmp_path) / "hook-errors.log").exists()  # not even a crash logged
