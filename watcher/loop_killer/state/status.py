@@ -12,12 +12,11 @@ import os
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
-from .files import read_json_object
-from .files import write_private_file
+from .files import read_json_object, write_private_file
 from .paths import is_plain_id
 
 __all__ = [
@@ -70,7 +69,10 @@ class SessionStatus:
     version: int = STATUS_VERSION
 
 
-def _build(kind: type, raw: dict[str, Any] | None) -> Any:
+_Record = TypeVar("_Record", "WatcherHeartbeat", "SessionStatus")
+
+
+def _build(kind: type[_Record], raw: dict[str, Any] | None) -> _Record | None:
     """``kind(**raw)`` when every field has the declared type, else None.
 
     A status file is written by our own watcher, but a broken or hostile one must not
@@ -81,7 +83,8 @@ def _build(kind: type, raw: dict[str, Any] | None) -> Any:
     hints = {f.name: f for f in fields(kind)}
     raw = {name: value for name, value in raw.items() if name in hints}  # newer fields
     for name, value in raw.items():
-        expected = _TYPES.get(hints[name].type)
+        declared = hints[name].type
+        expected = _TYPES.get(declared) if isinstance(declared, str) else None
         if expected is None:
             continue
         if not isinstance(value, expected) or (isinstance(value, bool) and bool not in expected):

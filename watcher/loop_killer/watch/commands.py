@@ -72,7 +72,7 @@ def collect(state: Path, *, now: float | None = None) -> dict[str, Any]:
     now = time.time() if now is None else now
     beat = watcher_alive(state, now=now)
     session_ids = set(_ids_in(state / "status")) | set(_ids_in(state / "requests"))
-    sessions = []
+    sessions: list[dict[str, Any]] = []
     for session_id in sorted(session_ids):
         found: SessionStatus | None = read_session_status(state, session_id)
         request = peek_request(state, session_id)
