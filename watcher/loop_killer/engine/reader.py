@@ -12,7 +12,7 @@ with what is written (``event`` None), where a reply marked final completes.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
 from .answers import Answer
@@ -20,7 +20,19 @@ from .lines import MAX_LINE_BYTES, LineBuffer
 from .run import Detection, RunDetector
 from .transcript import Event, ParseStats, parse_line
 
-__all__ = ["EventReader", "LineEvent", "Step", "TranscriptReader", "detect_transcript"]
+__all__ = [
+    "EventReader",
+    "LineEvent",
+    "LineParser",
+    "Step",
+    "TranscriptReader",
+    "detect_transcript",
+]
+
+LineParser = Callable[[bytes, ParseStats], "Event | None"]
+"""Turns one whole line into its event (None to skip it, counted in the stats):
+``parse_line``, or a caller's wrapper around it (the history scan skips lines that
+cannot matter before parsing, and routes a subagent's inline lines elsewhere)."""
 
 _NOTHING: tuple[()] = ()
 
@@ -48,13 +60,16 @@ class Step:
 class EventReader:
     """The first stages alone: bytes in any chunks -> whole lines -> events, each with
     where its line sits in the file (``offset``: where the first byte fed sits).
-    Lines that hold no event are counted in ``stats`` and give no step."""
+    Lines that hold no event are counted in ``stats`` and give no step. ``parse``: how
+    one line becomes an event (``parse_line`` unless a caller wraps it)."""
 
-    __slots__ = ("_lines", "stats")
+    __slots__ = ("_lines", "_parse", "stats")
 
-    def __init__(self, *, offset: int = 0, max_line: int = MAX_LINE_BYTES) -> None:
+    def __init__(self, *, offset: int = 0, max_line: int = MAX_LINE_BYTES,
+                 parse: LineParser = parse_line) -> None:
         self.stats = ParseStats()
         self._lines = LineBuffer(offset, max_line=max_line)
+        self._parse = parse
 
     @property
     def offset(self) -> int:
@@ -75,8 +90,9 @@ class EventReader:
         """The events of the whole lines ``chunk`` completes, in order."""
         found: list[LineEvent] = []
         stats = self.stats
+        parse = self._parse
         for start, line in self._lines.feed(chunk):
-            event = parse_line(line, stats)
+            event = parse(line, stats)
             if event is not None:
                 found.append(LineEvent(start, start + len(line) + 1, event))
         return found
@@ -104,10 +120,11 @@ class TranscriptReader:
         already_fired: Collection[str] = (),
         max_line: int = MAX_LINE_BYTES,
         detector: RunDetector | None = None,
+        parse: LineParser = parse_line,
     ) -> None:
         self.detector = detector or RunDetector(session_id, live=live,
                                                 already_fired=already_fired)
-        self.events = EventReader(offset=offset, max_line=max_line)
+        self.events = EventReader(offset=offset, max_line=max_line, parse=parse)
 
     @property
     def stats(self) -> ParseStats:
@@ -152,14 +169,14 @@ class TranscriptReader:
             return None
         return Step(self.offset, self.offset, None, answers, detections)
 
-    def finish(self) -> Step | None:
-        """The transcript is over (a whole file): count the answer in progress, if any."""
-        if self.events.pending_bytes:
-            self.feed(b"\n")  # a last line without its newline
+    def finish(self) -> list[Step]:
+        """The transcript is over (a whole file): read a last line without its newline,
+        and count the answer in progress, if any."""
+        steps = self.feed(b"\n") if self.events.pending_bytes else []
         answers, detections = self.detector.step_finish()
-        if not answers:
-            return None
-        return Step(self.offset, self.offset, None, answers, detections)
+        if answers:
+            steps.append(Step(self.offset, self.offset, None, answers, detections))
+        return steps
 
 
 def detect_transcript(
@@ -171,10 +188,8 @@ def detect_transcript(
     steps: list[Step] = []
     for chunk in chunks:
         steps.extend(reader.feed(bytes(chunk)))
-    if reader.pending_bytes:
-        steps.extend(reader.feed(b"\n"))  # a last line without its newline
     if finish:
-        last = reader.finish()
-        if last is not None:
-            steps.append(last)
+        steps.extend(reader.finish())
+    elif reader.pending_bytes:
+        steps.extend(reader.feed(b"\n"))  # a last line without its newline
     return [detection for step in steps for detection in step.detections]

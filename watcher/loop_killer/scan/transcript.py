@@ -16,11 +16,10 @@ import re
 
 import orjson
 
-from ..engine.lines import MAX_LINE_BYTES, LineBuffer
-from ..engine.reader import Step
-from ..engine.run import RunDetector
+from ..engine.lines import MAX_LINE_BYTES
+from ..engine.reader import EventReader, Step, TranscriptReader
 from ..engine.tool_repeat import DEFAULT_IGNORED, ToolRepeatCounter
-from ..engine.transcript import AssistantPart, ParseStats, TurnStart, parse_line
+from ..engine.transcript import AssistantPart, Event, ParseStats, TurnStart, parse_line
 from .ledger import UsageLedger
 from .loops import RepromptLoops, ToolLoops
 from .prefilter import COST_STATE, SIDECHAIN, as_main_line, may_matter
@@ -65,13 +64,13 @@ class TranscriptScan:
 
     __slots__ = (
         "_cost_state",
+        "_events",
         "_garbage",
         "_ignored",
-        "_judge",
-        "_lines",
         "_loops",
         "_main",
         "_prefilter",
+        "_reader",
         "_reprompts",
         "_side",
         "bytes_read",
@@ -90,40 +89,46 @@ class TranscriptScan:
         self.path, self.project, self.session_id = path, project, session_id
         self.subagent = subagent
         self._prefilter = prefilter
-        self._lines = LineBuffer(max_line=max_line)
         self._loops: list[Loop] = []
         self._cost_state: float | None = None
         self.bytes_read = self.lines = self.parsed = 0
         self._garbage = 0
+        self._ignored = ignored
+        # The engine's one reader: its lines, events, answers and run. Only how a line
+        # becomes an event is the scan's (``_parse``: skip what cannot matter, route a
+        # subagent's inline lines to a scope of their own).
         if subagent:
             # The file's own conversation is a sidechain: read it as the scope's main one.
             self._side: _Scope | None = _Scope(ignored)
             self._main: _Scope | None = None
-            self._judge: RunDetector | None = None
             self._reprompts: RepromptLoops | None = None
+            self._reader: TranscriptReader | None = None
+            self._events = EventReader(max_line=max_line, parse=self._parse)
         else:
             self._main = _Scope(ignored)
             self._side = None  # made on the first inline subagent line
-            self._judge = RunDetector(session_id)
             self._reprompts = RepromptLoops(self._main.ledger)
-        self._ignored = ignored
+            self._reader = TranscriptReader(session_id, max_line=max_line, parse=self._parse)
+            self._events = self._reader.events
 
     def feed(self, chunk: bytes) -> None:
         """Take the file's next bytes."""
         self.bytes_read += len(chunk)
-        for start, line in self._lines.feed(chunk):
-            self._line(start, line)
-        self._catch_up()
+        if self._reader is None:
+            self._events.feed(chunk)  # every event went to the subagent's scope
+            return
+        for step in self._reader.feed(chunk):
+            self._step(step)
 
     def finish(self) -> FileResult:
         """The file is over: every loop in it, and its usage."""
-        if self._lines.pending_bytes:
-            for start, line in self._lines.feed(b"\n"):  # a last line without its newline
-                self._line(start, line)
-        self._catch_up()
-        if self._judge is not None and self._reprompts is not None:
-            answers, detections = self._judge.step_finish()
-            self._step(Step(self.bytes_read, self.bytes_read, None, answers, detections))
+        if self._reader is None:
+            if self._events.pending_bytes:
+                self._events.feed(b"\n")  # a last line without its newline
+        else:
+            for step in self._reader.finish():
+                self._step(step)
+        if self._reprompts is not None:
             self._loops.extend(self._reprompts.finish())
         scopes = [scope for scope in (self._main, self._side) if scope is not None]
         for scope in scopes:
@@ -134,10 +139,11 @@ class TranscriptScan:
             subagent=self.subagent, loops=tuple(self._loops),
             usage=add_model_tokens(*(scope.ledger.totals() for scope in scopes)),
             cost_state=self._cost_state, bytes_read=self.bytes_read, lines=self.lines,
-            parsed=self.parsed, broken=broken, oversized=self._lines.oversized,
+            parsed=self.parsed, broken=broken, oversized=self._events.oversized_lines,
         )
 
-    def _line(self, start: int, line: bytes) -> None:
+    def _parse(self, line: bytes, stats: ParseStats) -> Event | None:
+        """One line's event for the main scope (the reader's parser)."""
         self.lines += 1
         if not may_matter(line):
             # No conversation type in it: a cost-state line is one of these.
@@ -146,26 +152,15 @@ class TranscriptScan:
             if self._prefilter:
                 if line[:1] != b"{" and line.lstrip()[:1] not in (b"{", b""):
                     self._garbage += 1  # not even a JSON object: counted without parsing
-                return
+                return None
         self.parsed += 1
-        if self._judge is None or self._main is None:
+        if self._main is None:
             self._side_line(line)
-            return
+            return None
         event = parse_line(line, self._main.stats)
-        if event is None:
-            if SIDECHAIN in line:
-                self._side_line(line)  # a subagent's line, inline (Claude Code 1.0.x)
-            return
-        answers, detections = self._judge.step(event)
-        self._step(Step(start, start + len(line) + 1, event, answers, detections))
-
-    def _catch_up(self) -> None:
-        """Caught up with the bytes fed: a reply marked final is whole (as the watcher
-        and ``TranscriptReader.feed`` do after every read)."""
-        if self._judge is not None:
-            answers, detections = self._judge.step_flush()
-            if answers:
-                self._step(Step(self.bytes_read, self.bytes_read, None, answers, detections))
+        if event is None and SIDECHAIN in line:
+            self._side_line(line)  # a subagent's line, inline (Claude Code 1.0.x)
+        return event
 
     def _side_line(self, line: bytes) -> None:
         if not self.session_id:
