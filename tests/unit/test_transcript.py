@@ -574,3 +574,15 @@ def test_session_id_is_not_needed_to_parse():
     t.reprompt()
     assert isinstance(parse_line(t.lines[-3]), Reprompt)
     assert SESSION != "other"
+
+
+@pytest.mark.parametrize("line,prevented", [
+    (b'{"type":"system","subtype":"stop_hook_summary","preventedContinuation":true}', True),
+    (b'{"type":"system","subtype":"stop_hook_summary","preventedContinuation":false}', False),
+    (b'{"type" : "system", "subtype": "stop_hook_summary", "preventedContinuation" : true}',
+     True),
+    (b'{"type":"system","subtype":"stop_hook_summary"}', False),
+])
+def test_a_stop_hook_summary_says_whether_a_stop_hook_ended_the_turn(line, prevented):
+    event = parse_line(line)
+    assert isinstance(event, SystemEntry) and event.prevented_continuation is prevented

@@ -15,7 +15,6 @@ from loop_killer.watch.outcomes import (
     PendingOutcome,
     at_deadline,
     is_historic,
-    prevented_continuation,
 )
 
 KEY = (1, 100)
@@ -107,13 +106,6 @@ def test_ago_reads_at_a_glance():
     assert report.ago(600) == "10 min ago"
     assert report.ago(7200) == "2 h ago"
     assert report.ago(5 * 86400) == "5 d ago"
-
-
-def test_prevented_continuation_reads_the_summary_line():
-    assert prevented_continuation(b'{"subtype":"stop_hook_summary","preventedContinuation":true}')
-    assert not prevented_continuation(
-        b'{"subtype":"stop_hook_summary","preventedContinuation":false}')
-    assert prevented_continuation(b'{"preventedContinuation" : true}')
 
 
 def test_outcome_at_the_deadline_depends_on_what_followed():

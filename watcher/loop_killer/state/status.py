@@ -58,7 +58,7 @@ class SessionStatus:
     offset: int  # bytes of the transcript read (whole lines only)
     run_length: int
     chain_length: int
-    awaiting: str | None  # "reprompt" when a re-prompt's answer is pending
+    awaiting: str | None  # a PromptKind: "reprompt" when a re-prompt's answer is pending
     last_answer_uuid: str
     last_answer_digest: str
     last_activity: float  # when the transcript last grew

@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from ..engine.rules import RULE_MANUAL
 from ..state import journal
 from ..state.inbox import ClearRequest, InvalidRequest, peek_request, write_request
 from ..state.paths import is_plain_id, list_transcripts, projects_dir, session_id_of, state_dir
@@ -194,7 +195,7 @@ def clear(args: argparse.Namespace) -> int:
     found = read_session_status(state, session_id)
     run_length = found.run_length if found else 0
     request = ClearRequest(
-        session_id=session_id, rule="MANUAL", count=run_length, run_length=run_length,
+        session_id=session_id, rule=RULE_MANUAL, count=run_length, run_length=run_length,
         answer_uuid="", answer_digest="", transcript_path=transcript,
         created_at=time.time(), source="manual",
     )
@@ -206,7 +207,7 @@ def clear(args: argparse.Namespace) -> int:
         return 1
     project = Path(transcript).parent.name
     journal.append(state, {
-        "event": "detection", "session_id": session_id, "answer_uuid": "", "rule": "MANUAL",
+        "event": "detection", "session_id": session_id, "answer_uuid": "", "rule": RULE_MANUAL,
         "count": run_length, "project": project, "transcript_path": transcript,
         "snippet": "", "source": "manual",
     })

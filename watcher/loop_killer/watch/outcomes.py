@@ -8,8 +8,8 @@ first (the request is withdrawn), or, when the timeout passes, whether the loop 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+from typing import Literal
 
 from ..engine import parse_timestamp
 
@@ -17,10 +17,10 @@ __all__ = [
     "HISTORY_AGE",
     "OUTCOME_TIMEOUT",
     "Outcome",
+    "OutcomeKind",
     "PendingOutcome",
     "at_deadline",
     "is_historic",
-    "prevented_continuation",
 ]
 
 OUTCOME_TIMEOUT = 60.0
@@ -30,12 +30,15 @@ HISTORY_AGE = 600.0
 """A loop found in bytes that were already in a file when the watcher first saw it (a
 copied or forked history, say) fires only if its last answer is younger than this."""
 
-_PREVENTED = re.compile(rb'"preventedContinuation"\s*:\s*true')
+
+OutcomeKind = Literal["cleared", "stopped", "continued", "superseded", "none"]
+"""What the watcher saw become of a detection: the goal cleared, the turn stopped, the
+loop went on, a person's prompt came first (request withdrawn), nothing in time."""
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    kind: str  # cleared | stopped | continued | superseded | none
+    kind: OutcomeKind
     detail: str
 
 
@@ -44,15 +47,10 @@ class PendingOutcome:
     """A detection whose outcome is being followed."""
 
     answer_uuid: str
-    rule: str
+    rule: str  # a Rule, or a rule another writer of the detection log named
     detected_at: float  # seconds since the epoch
     deadline: float  # monotonic seconds
     stopped: bool = False  # "stopped" was reported; still waiting for a clear
-
-
-def prevented_continuation(line: bytes) -> bool:
-    """Whether a ``stop_hook_summary`` line says a Stop hook ended the turn."""
-    return _PREVENTED.search(line) is not None
 
 
 def at_deadline(pending: PendingOutcome, *, more_answers: int, request_pending: bool,

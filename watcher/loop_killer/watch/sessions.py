@@ -27,6 +27,7 @@ from pathlib import Path
 
 from ..engine import (
     MAX_LINE_BYTES,
+    PROMPT_REPROMPT,
     GoalStatus,
     Step,
     SystemEntry,
@@ -135,7 +136,7 @@ class Sessions:
             stats.runs += 1
         if tracked.session_id in pending_requests:
             self._withdraw_if_superseded(tracked)
-        if detector.run_length or detector.awaiting == "reprompt" or (
+        if detector.run_length or detector.awaiting == PROMPT_REPROMPT or (
             tracked.session_id in pending_requests
         ):
             publish(self.state, tracked, time.time(), unless_on_disk=True, home=self.home)
@@ -443,7 +444,7 @@ class Sessions:
             if detector is None or not self._quiet(tracked):
                 continue
             if (now - tracked.last_activity > self.idle_after and detector.run_length == 0
-                    and detector.awaiting != "reprompt"):
+                    and detector.awaiting != PROMPT_REPROMPT):
                 self._let_go(tracked)
         moment = time.monotonic()
         for key in [k for k, gone in self.gone.items() if moment - gone[0] > RENAME_WINDOW]:
