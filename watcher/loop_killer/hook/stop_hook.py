@@ -27,16 +27,17 @@ from typing import Any
 from ..engine import text_digest
 from ..state import records
 from ..state.files import NotAFile
-from ..state.inbox import claim_request
 from ..state.paths import ensure_private_dir, state_dir
 from . import decide, notice
-from .act import Fired, fire
 from .anchor import Anchor, advance_anchor, previous_anchor, read_anchor, save_anchor
 from .entry import parse_json
-from .judge import judge
-from .mod_outcomes import sweep_mod_outcomes
+from .judge import Judgement, judge
 from .tail import last_prompt_time, read_tail
 from .wait import file_size
+
+# Acting (``act``: the hands, typing, subprocesses), requests (``state.inbox``) and the
+# mod's outcome records are imported only when this turn needs them: most re-prompted
+# turns only judge.
 
 __all__ = ["run", "run_input", "state_dir"]
 
@@ -85,6 +86,8 @@ def _take_request(state: Path, hook_input: decide.HookInput, env: dict[str, str]
         last_prompt_at = last_prompt_time(hook_input.transcript_path)
     except OSError:
         last_prompt_at = None
+    from ..state.inbox import claim_request
+
     request = claim_request(state, session_id, last_prompt_at=last_prompt_at)
     if request is None:
         return None
@@ -92,8 +95,8 @@ def _take_request(state: Path, hook_input: decide.HookInput, env: dict[str, str]
     if key is not None and not _first_to_act(state, session_id, key):
         return None  # a Stop hook already stopped the turn for that answer: void
     firing = notice.Firing(request.rule, request.count, request.run_length, request.source)
-    return fire(Fired(firing, request.answer_uuid, request.answer_digest),
-                hook_input=hook_input, state=state, env=env)
+    return _fire(firing, request.answer_uuid, request.answer_digest, None, False,
+                 hook_input=hook_input, state=state, env=env)
 
 
 def _check(state: Path, hook_input: decide.HookInput, env: dict[str, str],
@@ -134,8 +137,16 @@ def _check(state: Path, hook_input: decide.HookInput, env: dict[str, str],
             return None  # another Stop hook for this same reply (a twin) stops it
     message = hook_input.last_assistant_message or detection.answers[-1].text
     firing = notice.Firing(detection.rule, detection.count, detection.run_length, "hook")
-    return fire(Fired(firing, judgement.reply_uuid, text_digest(message), judgement,
-                      log_detection=first),
+    return _fire(firing, judgement.reply_uuid, text_digest(message), judgement, first,
+                 hook_input=hook_input, state=state, env=env)
+
+
+def _fire(firing: notice.Firing, answer_uuid: str, answer_digest: str,
+          judgement: Judgement | None, log_detection: bool, *, hook_input: decide.HookInput,
+          state: Path, env: dict[str, str]) -> dict[str, Any]:
+    from .act import Fired, fire
+
+    return fire(Fired(firing, answer_uuid, answer_digest, judgement, log_detection),
                 hook_input=hook_input, state=state, env=env)
 
 
@@ -194,6 +205,14 @@ class _Anchoring:
 
 def _sweep_outcomes(state: Path) -> None:
     """Log what the mod did after earlier stops (one ``scandir`` when there is nothing)."""
+    try:
+        with os.scandir(state / "outcomes") as entries:
+            if not any(entry.name.endswith(".plan") for entry in entries):
+                return
+    except OSError:
+        return
+    from .mod_outcomes import sweep_mod_outcomes
+
     try:
         sweep_mod_outcomes(str(state), lambda record: _append(state, record))
     except OSError:
