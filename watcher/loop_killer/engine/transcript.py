@@ -107,6 +107,11 @@ class Usage:
     def total(self) -> int:
         return self.input + self.output + self.cache_read + self.cache_creation
 
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.input + other.input, self.output + other.output,
+                     self.cache_read + other.cache_read,
+                     self.cache_creation + other.cache_creation)
+
 
 @dataclass(frozen=True, slots=True)
 class AssistantPart:

@@ -7,12 +7,20 @@ blocking (``state.files.open_transcript``).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from ..engine import EventReader, GoalStatus, LineEvent, TurnStart, parse_line, parse_timestamp
+from ..engine import (
+    Event,
+    EventReader,
+    GoalStatus,
+    LineEvent,
+    TurnStart,
+    parse_line,
+    parse_timestamp,
+)
 from ..state.files import open_transcript
 from ..tailing import find_run_start, iter_lines_backwards
 from .anchor import Anchor
@@ -124,25 +132,29 @@ def tail_from_bytes(
 def last_prompt_time(path: str, *, limit: int = 8 * 1024 * 1024) -> float | None:
     """When the last prompt typed by a person (or a slash command) was written, if found
     within the last ``limit`` bytes; None when unknown."""
-    with _opened(path) as handle:
-        size = os.fstat(handle.fileno()).st_size
-        for _, line in iter_lines_backwards(handle, size, limit=limit):
-            if b'"user"' not in line:
-                continue
-            event = parse_line(line)
-            if isinstance(event, TurnStart) and event.kind == "prompt":
-                return parse_timestamp(event.timestamp)
-    return None
+    prompt = _last_event(path, b'"user"', _is_persons_prompt, limit)
+    return parse_timestamp(prompt.timestamp) if isinstance(prompt, TurnStart) else None
 
 
 def last_goal_status(path: str, *, limit: int = 8 * 1024 * 1024) -> GoalStatus | None:
     """The last ``goal_status`` line within the last ``limit`` bytes, if any."""
+    goal = _last_event(path, b"goal_status", lambda event: isinstance(event, GoalStatus), limit)
+    return goal if isinstance(goal, GoalStatus) else None
+
+
+def _is_persons_prompt(event: Event) -> bool:
+    return isinstance(event, TurnStart) and event.kind == "prompt"
+
+
+def _last_event(path: str, needle: bytes, wanted: Callable[[Event], bool], limit: int
+                ) -> Event | None:
+    """The last event within ``limit`` bytes of the end that ``wanted`` accepts, reading
+    backwards and parsing only lines that hold ``needle``. Raises OSError."""
     with _opened(path) as handle:
         size = os.fstat(handle.fileno()).st_size
         for _, line in iter_lines_backwards(handle, size, limit=limit):
-            if b"goal_status" not in line:
-                continue
-            event = parse_line(line)
-            if isinstance(event, GoalStatus):
-                return event
+            if needle in line:
+                event = parse_line(line)
+                if event is not None and wanted(event):
+                    return event
     return None
