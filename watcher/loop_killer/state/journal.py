@@ -165,6 +165,9 @@ class JournalTail:
         except OSError as error:
             self._failed(error)
             return []
+        if not stat.S_ISREG(info.st_mode):  # a link or a FIFO planted there: never read
+            self._failed(OSError("not a regular file"))
+            return []
         key = (info.st_dev, info.st_ino)
         records: list[dict[str, Any]] = []
         if key != self.key:

@@ -73,7 +73,8 @@ SWEEP_INTERVAL = 120.0
 session is found by then; the next write to it is another event anyway)."""
 
 HOT_FOR = 900.0
-"""Seconds a transcript stays on the live list after it last changed."""
+"""Seconds a transcript stays on the live list after the watcher last saw it change
+(what changed before start-up was read by the catch-up; a live session writes again)."""
 
 POLL_INTERVAL = 1.0
 """Seconds between two passes when polling is all there is."""
@@ -199,13 +200,9 @@ class Watcher:
                 seen = None
             found.append((seen.mtime if seen is not None else 0.0, path, seen))
         found.sort(reverse=True)
-        live_since = time.time() - HOT_FOR
-        hot_until = time.monotonic() + HOT_FOR
-        for mtime, path, seen in found:
+        for _mtime, path, seen in found:
             if self._stopping.is_set():
                 return
-            if mtime >= live_since:
-                self._hot[path] = hot_until
             try:
                 self.sessions.catch_up(path, seen, pending_requests=pending)
             except Exception:  # one odd file must not keep the others unwatched
