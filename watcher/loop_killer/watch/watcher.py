@@ -43,6 +43,7 @@ from .observer import (
     ROOT,
     STOP,
     EventQueue,
+    FolderMark,
     folder_marks,
     list_folder,
     list_transcripts,
@@ -81,6 +82,10 @@ POLL_INTERVAL = 1.0
 
 HOUSEKEEPING_INTERVAL = 30.0
 """Seconds between two housekeeping rounds (stale requests, statuses, idle sessions)."""
+
+UNSETTLED_NS = 1_000_000_000
+"""A folder changed this recently (ns) is listed again at the next pass: a file created
+within the same clock tick as the listing would leave its mtime as it was."""
 
 JOURNAL_TAIL_INTERVAL = 0.5
 ROOT_CHECK_INTERVAL = 1.0
@@ -129,7 +134,7 @@ class Watcher:
         self._next_housekeeping = 0.0
         self._next_sweep = 0.0
         self._hot: dict[str, float] = {}  # live transcripts: path -> until when (monotonic)
-        self._folders: dict[str, tuple[int, int]] = {}  # project folder -> its mark
+        self._folders: dict[str, FolderMark] = {}  # project folder -> its mark
         self._starting = False  # catching up: hints for files not caught up yet wait
         self._deferred: list[tuple[str, str]] = []
 
@@ -167,7 +172,7 @@ class Watcher:
         waiting = not self._root_present()
         if not waiting:
             self._watch_root()
-            self._folders = folder_marks(str(self.root))  # before listing: nothing missed
+            self._folders = self._marks()  # before listing: nothing missed
             pending = _pending_requests(self.state) | expired
             self.sessions.load_fired()
             self._starting = True
@@ -372,11 +377,19 @@ class Watcher:
             elif self._changed(path):
                 self._hot[path] = now + HOT_FOR
                 self._sync(path)
-        folders = folder_marks(str(self.root))
+        folders = self._marks()
         old, self._folders = self._folders, folders
         for folder in sorted(folders.keys() | old.keys()):
-            if folders.get(folder) != old.get(folder):
+            mark = old.get(folder)
+            if folders.get(folder) != mark or (mark is not None and mark[1] < 0):
                 self._sync_folder(folder)
+
+    def _marks(self) -> dict[str, FolderMark]:
+        """The project folders' marks; one changed within ``UNSETTLED_NS`` gets a mark
+        that says so (mtime -1), so that it is listed once more at the next pass."""
+        settled = time.time_ns() - UNSETTLED_NS
+        return {folder: (inode, mtime if mtime < settled else -1)
+                for folder, (inode, mtime) in folder_marks(str(self.root)).items()}
 
     def _changed(self, path: str) -> bool:
         known = self.sessions.tracked.get(path)
@@ -392,7 +405,7 @@ class Watcher:
     def _sweep(self) -> None:
         """Stat every transcript: catches whatever events were lost or never sent."""
         self._next_sweep = time.monotonic() + self.sweep_interval
-        self._folders = folder_marks(str(self.root))  # before listing: nothing missed
+        self._folders = self._marks()  # before listing: nothing missed
         tracked = self.sessions.tracked
         listed: set[str] = set()
         hot_until = time.monotonic() + HOT_FOR

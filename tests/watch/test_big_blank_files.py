@@ -1,0 +1,95 @@
+"""One odd file never holds up the others (hole 5): files of blank or tiny lines cost a
+bounded amount of work at start-up, and live sessions are served between two files.
+
+Work is counted (bytes read by the catch-up), never timed; the timings are in
+``scripts/bench`` ("blank files").
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+from loop_killer.watch import watcher as watcher_module
+from loop_killer.watch.observer import EventQueue
+from loop_killer.watch.sessions import Sessions
+
+from .helpers import wait_for
+from .lines import Lines, append, data
+
+MB = 1024 * 1024
+
+
+def write_big(path: Path, unit: bytes, size: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    block = unit * (MB // len(unit))
+    with open(path, "wb") as handle:
+        handle.writelines(block for _ in range(size // MB))
+
+
+def test_big_files_of_blank_or_tiny_lines_cost_little_and_a_loop_elsewhere_fires(
+        env, start_watcher):
+    blank = env.root / "-home-dev-junk" / "00000000-0000-4000-8000-00000000b1a2.jsonl"
+    write_big(blank, b"\n", 64 * MB)
+    tiny = env.root / "-home-dev-junk" / "00000000-0000-4000-8000-0000000071e5.jsonl"
+    write_big(tiny, b"x\n", 64 * MB)
+    s = Lines()
+    path = s.path_in(env.root)
+    append(path, s.goal_loop(2) + s.reprompt())
+    runner = start_watcher()
+    stats = runner.watcher.sessions.catch_up_stats
+    assert stats.sessions == 3
+    assert stats.bytes_read < MB  # of 128 MB: the budgets, not the files, set the work
+    append(path, s.answer())
+    wait_for(lambda: env.has_request(s.session_id), what="the request")
+    junk = Lines(blank.stem, cwd="/home/dev/junk")
+    append(blank, b"\n" * 1000 + data(junk.prompt("hello") + junk.answer("Hi.", tool=True)))
+    wait_for(lambda: (st := env.status(blank.stem)) is not None
+             and st.offset == blank.stat().st_size, what="the blank file read on")
+
+
+def test_live_sessions_are_served_between_two_files_of_the_catch_up(
+        env, start_watcher, monkeypatch):
+    """A reply written while start-up is still catching up older files fires at once,
+    not once every file is caught up."""
+    old = []
+    for i in range(2):
+        t = Lines(cwd="/home/dev/old")
+        older = t.path_in(env.root)
+        append(older, t.prompt() + t.answer("Done.", tool=True))
+        moment = time.time() - 86400 * (10 + i)
+        os.utime(older, (moment, moment))
+        old.append(str(older))
+    s = Lines()
+    path = s.path_in(env.root)
+    append(path, s.goal_loop(2) + s.reprompt())  # the newest: caught up first
+
+    hinted = threading.Event()
+
+    class Hints(EventQueue):
+        def put(self, kind: str, where: str = "") -> None:
+            super().put(kind, where)
+            if where == str(path):
+                hinted.set()
+
+    monkeypatch.setattr(watcher_module, "EventQueue", Hints)
+    real = Sessions.catch_up
+    order: list[str] = []
+    served_before: dict[str, bool] = {}
+
+    def catch_up(self, where, *args, **options):  # runs in the watcher's thread
+        order.append(where)
+        served_before[where] = env.has_request(s.session_id)
+        found = real(self, where, *args, **options)
+        if where == old[0]:  # the reply comes while older files are still to catch up
+            append(path, s.answer())
+            assert hinted.wait(5), "no event for the reply"
+        return found
+
+    monkeypatch.setattr(Sessions, "catch_up", catch_up)
+    start_watcher()
+    assert order == [str(path), *old]
+    assert served_before[old[1]], "the reply waited for the whole catch-up"
+    assert not served_before[old[0]]
