@@ -48,6 +48,7 @@ __all__ = [
     "call_label",
     "is_ignored",
     "is_refusal",
+    "repeat_label",
     "result_key",
 ]
 
@@ -160,6 +161,19 @@ def call_label(name: str, tool_input: object, limit: int = 80) -> str:
         text = name
     text = "".join(ch if ch.isprintable() else " " for ch in text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def repeat_label(repeat: ToolRepeat, limit: int = 80) -> str:
+    """``call_label`` of the call a ToolRepeat is about, from its key alone."""
+    rest = repeat.call[len(repeat.name) + 1:] if repeat.call.startswith(
+        repeat.name + " ") else repeat.call
+    if repeat.name in _SHELL_TOOLS:
+        return call_label(repeat.name, {"command": rest}, limit)
+    try:
+        tool_input = json.loads(rest)
+    except ValueError:
+        tool_input = rest
+    return call_label(repeat.name, tool_input, limit)
 
 
 def _mask(text: str) -> str:

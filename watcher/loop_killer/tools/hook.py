@@ -134,11 +134,32 @@ def _after(data: dict[str, Any], state: str, path: str, event: str, name: str, s
 
     label = call_label(name, tool_input, words.LABEL_LIMIT)
     if repeat.count == TOOL_REPEAT_WARN:
-        _log(state, "detection", data, repeat, label, scope)
+        # Only the main session's transcript is followed by the watcher too: a subagent's
+        # warning is this hook's alone to log.
+        if scope != MAIN_SCOPE or _first_to_record(state, data, repeat):
+            _log(state, "detection", data, repeat, label, scope)
         return words.warning(event, label, repeat.count)
     if repeat.count >= TOOL_REPEAT_BLOCK:
         return words.final_warning(event, label, repeat.count)
     return None
+
+
+def _first_to_record(state: str, data: dict[str, Any], repeat: ToolRepeat) -> bool:
+    """Record the detection (keyed by the result that reached the warning, as the watcher
+    does from the transcript); True when this hook is first, or cannot tell."""
+    from pathlib import Path
+
+    from ..state import records
+
+    key = records.record_key(repeat.tool_use_id)
+    session_id = data.get("session_id")
+    if key is None or not isinstance(session_id, str):
+        return True
+    try:
+        return records.record_detection(Path(state), session_id, key, source="hook",
+                                        rule=RULE_TOOL_REPEAT)
+    except (OSError, ValueError):
+        return True
 
 
 def _log(state: str, kind: str, data: dict[str, Any], repeat: ToolRepeat, label: str,

@@ -43,9 +43,10 @@ from ..state.status import session_status_path
 from ..tailing import find_run_start
 from .follower import Change, FileKey, Follower, Seen, classify, holds, seen_of
 from .housekeeping import Housekeeper
-from .outcomes import HISTORY_AGE, OUTCOME_TIMEOUT
+from .outcomes import HISTORY_AGE, OUTCOME_TIMEOUT, is_historic
 from .publish import publish
 from .respond import Responder
+from .tool_repeats import ToolRepeats
 from .tracked import CatchUpStats, Dormant, Tracked
 
 __all__ = ["IDLE_AFTER", "READ_LIMIT", "Sessions", "Tracked"]
@@ -92,6 +93,7 @@ class Sessions:
         self.respond = Responder(state, home=home, history_age=history_age,
                                  outcome_timeout=outcome_timeout)
         self.housekeeper = Housekeeper(state, home=home)
+        self.tool_repeats = ToolRepeats(state, home=home, env=dict(os.environ))
         self.tracked: dict[str, Tracked] = {}
         self.by_key: dict[FileKey, str] = {}
         # Recently vanished files: when, their session, how far read, their last bytes.
@@ -209,6 +211,7 @@ class Sessions:
         if dormant is not None:
             detector.goal = dormant.goal
         tracked.reader = reader
+        tracked.tools = self.tool_repeats.counter()
         try:
             self._ingest(tracked, data, time.time(), live=False)
         except BaseException:
@@ -233,6 +236,7 @@ class Sessions:
                                   None if last is None else replace(last, text="", last_text=""),
                                   detector.answers_seen)
         tracked.reader = None
+        tracked.tools = None
 
     def _withdraw_if_superseded(self, tracked: Tracked) -> None:
         prompt_at = parse_timestamp(tracked.last_prompt_timestamp)
@@ -356,6 +360,7 @@ class Sessions:
                      reader: TranscriptReader) -> Tracked:
         p = Path(path)
         tracked = Tracked(p, session_id, p.parent.name, Follower(p, key, reader.offset), reader,
+                          tools=self.tool_repeats.counter(),
                           request_file=str(request_path(self.state, session_id)))
         self.tracked[path] = tracked
         self.by_key[key] = path
@@ -396,6 +401,11 @@ class Sessions:
 
     def _on_step(self, tracked: Tracked, step: Step, now: float, *, live: bool) -> None:
         event = step.event
+        if event is not None:
+            # A tool loop in history a file appeared with (a copied session) is not news.
+            fresh = live and not (step.end <= tracked.history_end and is_historic(
+                getattr(event, "timestamp", ""), now, max_age=self.respond.history_age))
+            self.tool_repeats.feed(tracked, event, live=fresh)
         if isinstance(event, TurnStart):
             if event.kind == "prompt":
                 self.respond.on_prompt(tracked, event, live=live)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine import Answer, GoalStatus, RunDetector, TranscriptReader
+from ..engine.tool_repeat import ToolRepeatCounter
 from .follower import Follower
 from .outcomes import PendingOutcome
 
@@ -32,6 +33,7 @@ class Tracked:
     project: str
     follower: Follower
     reader: TranscriptReader | None  # None while dormant: rebuilt from the tail on growth
+    tools: ToolRepeatCounter | None = None  # the main session's tool-repeat counts
     history_end: int = 0  # bytes already in the file when first seen live
     last_activity: float = 0.0  # when the file last grew (epoch seconds)
     last_answer_seen_at: float = 0.0  # when the watcher saw the last answer complete

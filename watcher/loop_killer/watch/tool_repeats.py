@@ -1,0 +1,91 @@
+"""Tool-repeat loops as the watcher sees them in the transcripts.
+
+Each followed session's events also go to the engine's ``ToolRepeatCounter`` (the same
+counter the tool-call hooks keep per session). When a result brings a call to
+``TOOL_REPEAT_WARN`` identical results, the detection is recorded (``state.records``,
+keyed by that result's ``tool_use_id``, as the PostToolUse hook does): only when this
+watcher is first does it log the detection and print its line. The warning to the model
+and the refusals are the hooks' (the watcher shows their log lines as they come).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from ..engine import Event
+from ..engine.tool_repeat import (
+    RULE_TOOL_REPEAT,
+    TOOL_REPEAT_WARN,
+    ToolRepeat,
+    ToolRepeatCounter,
+    repeat_label,
+)
+from ..state import journal, records
+from ..tools.config import ignored_tools
+from . import report
+from .tracked import Tracked
+
+__all__ = ["ToolRepeats", "tool_repeat_line"]
+
+log = logging.getLogger("loop_killer.watch")
+events = logging.getLogger("loop_killer.watch.events")
+
+_LABEL = 80
+
+
+def tool_repeat_line(*, project: str, session_id: str, call: str, count: int,
+                     source: str = "watcher") -> str:
+    """The line printed when a call gave the same result ``count`` times in a row."""
+    by = "" if source == "watcher" else f" ({source})"
+    return (f"LOOP      {project}  {report.short_id(session_id)}  {RULE_TOOL_REPEAT}: "
+            f"{report.snippet(call, _LABEL)} gave the same result {count} times in a "
+            f"row{by}")
+
+
+class ToolRepeats:
+    """Counts each session's tool results and logs each tool-repeat loop once."""
+
+    def __init__(self, state: Path, *, home: str | None, env: dict[str, str]) -> None:
+        self.state = state
+        self.home = home
+        self.ignored = ignored_tools(env)
+
+    def counter(self) -> ToolRepeatCounter:
+        return ToolRepeatCounter(ignored=self.ignored)
+
+    def feed(self, tracked: Tracked, event: Event, *, live: bool) -> None:
+        counter = tracked.tools
+        if counter is None:
+            return
+        for repeat in counter.feed(event):
+            if live and repeat.count == TOOL_REPEAT_WARN:
+                self._detected(tracked, repeat)
+
+    def _detected(self, tracked: Tracked, repeat: ToolRepeat) -> None:
+        key = records.record_key(repeat.tool_use_id)
+        if key is not None:
+            try:
+                if not records.record_detection(self.state, tracked.session_id, key,
+                                                source="watcher", rule=RULE_TOOL_REPEAT):
+                    return  # the PostToolUse hook logged it (and warned the model)
+            except (OSError, ValueError) as error:
+                log.warning("%s: cannot record the tool-repeat detection (%s)",
+                            report.session_label(tracked.project, tracked.session_id,
+                                                 self.home), error)
+        label = repeat_label(repeat, _LABEL)
+        journal.append(self.state, {
+            "event": "detection",
+            "rule": RULE_TOOL_REPEAT,
+            "session_id": tracked.session_id,
+            "tool": repeat.name,
+            "call": label,
+            "count": repeat.count,
+            "tool_use_id": repeat.tool_use_id,
+            "project": tracked.project,
+            "transcript_path": str(tracked.path),
+            "source": "watcher",
+        })
+        events.warning(tool_repeat_line(
+            project=report.project_label(tracked.project, self.home),
+            session_id=tracked.session_id, call=label, count=repeat.count))
