@@ -45,7 +45,7 @@ def test_status_shows_the_watcher_and_every_live_run(env, start_watcher, capsys)
     lines = out.splitlines()
     assert lines[0].startswith("watcher: running")
     assert lines[1].split() == ["PROJECT", "SESSION", "RUN", "SIMILAR", "LAST", "ACTIVITY",
-                                "CLEAR", "REQUEST"]
+                                "CLEAR", "REQUEST", "TOOL", "REPEATS"]
     row = next(line for line in lines if looping.session_id[:8] in line)
     assert "looping" in row and "pending (SAME_REPLY_TURNS" in row
     assert quiet.session_id[:8] not in out
@@ -132,3 +132,22 @@ def test_status_shows_a_stale_request_as_stale_not_pending(env, capsys):
     assert "stale (SAME_REPLY_TURNS, 35 min ago)" in row and "pending" not in row
     row = next(line for line in out.splitlines() if fresh.session_id[:8] in line)
     assert "pending (SAME_REPLY_TURNS, 60 s ago)" in row
+
+
+def test_status_shows_live_tool_repeat_counts_next_to_re_prompt_runs(env, start_watcher,
+                                                                    capsys):
+    s = Lines(cwd="/home/dev/tools")
+    path = s.path_in(env.root)
+    append(path, s.prompt())
+    start_watcher(heartbeat_interval=0.1)
+    append(path, [line for _ in range(2) for line in s.answer("Trying again.", tool=True)])
+    wait_for(lambda: (st := env.status(s.session_id)) and st.tool_repeats, what="the counts")
+    code, out, _ = run(capsys, "status", "--json")
+    (shown,) = orjson.loads(out)["sessions"]
+    assert shown["tool_repeats"] == [{"call": "Bash: npm test", "count": 2}]
+    code, out, _ = run(capsys, "status")
+    row = next(line for line in out.splitlines() if s.session_id[:8] in line)
+    assert row.rstrip().endswith("Bash: npm test x2")
+    append(path, s.prompt("Let us try another way."))  # the person spoke: counts reset
+    wait_for(lambda: (st := env.status(s.session_id)) and not st.tool_repeats,
+             what="the counts reset")

@@ -66,6 +66,8 @@ class SessionStatus:
     goal: dict[str, Any] | None = None
     pending_request: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    # Calls giving the same result again in the person's turn: {"call", "count"}, newest last.
+    tool_repeats: list[dict[str, Any]] = field(default_factory=list)
     version: int = STATUS_VERSION
 
 
@@ -104,6 +106,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "str | None": (str, type(None)),
     "dict[str, Any] | None": (dict, type(None)),
     "dict[str, Any]": (dict,),
+    "list[dict[str, Any]]": (list,),
 }
 
 

@@ -79,7 +79,7 @@ def collect(state: Path, *, now: float | None = None) -> dict[str, Any]:
         request = peek_request(state, session_id)
         if found is not None and not os.path.exists(found.transcript_path):
             found = None  # a transcript gone since
-        if request is None and (found is None or not found.run_length):
+        if request is None and (found is None or not (found.run_length or found.tool_repeats)):
             continue
         stale = request.is_stale(now) if request is not None else None
         shown = None if request is None else {
@@ -97,6 +97,7 @@ def collect(state: Path, *, now: float | None = None) -> dict[str, Any]:
             "last_activity": found.last_activity if found else None,
             "last_answer_uuid": found.last_answer_uuid if found else "",
             "status_updated_at": found.updated_at if found else None,
+            "tool_repeats": found.tool_repeats if found else [],
             "pending_request": None if stale else shown,
             "stale_request": {**shown, "stale": stale} if shown and stale else None,
         })
@@ -110,6 +111,16 @@ def collect(state: Path, *, now: float | None = None) -> dict[str, Any]:
         "state_dir": str(state),
         "sessions": sessions,
     }
+
+
+def _streaks(streaks: list[dict[str, Any]]) -> str:
+    """``Bash: npm test x3`` for the call repeating most, and how many others do."""
+    shown = [s for s in streaks if isinstance(s, dict) and isinstance(s.get("count"), int)]
+    if not shown:
+        return "-"
+    top = max(shown, key=lambda s: int(s["count"]))
+    more = f" (+{len(shown) - 1})" if len(shown) > 1 else ""
+    return f"{report.snippet(str(top.get('call', '?')), 40)} x{top['count']}{more}"
 
 
 def _project_of(request: ClearRequest | None) -> str:
@@ -133,7 +144,7 @@ def status(args: argparse.Namespace) -> int:
     else:
         print("watcher: not running (start it with: loop-killer-watch)")
     if not data["sessions"]:
-        print("no session is in a re-prompt run")
+        print("no session is in a re-prompt run or repeating a tool call")
         return 0 if beat else 1
     if not beat:
         print("(figures below are from when a watcher last ran)")
@@ -148,9 +159,11 @@ def status(args: argparse.Namespace) -> int:
             report.ago(now - s["last_activity"]) if s["last_activity"] else "?",
             f"{'pending' if s['pending_request'] else 'stale'} ({request['rule']}, "
             f"{report.ago(now - request['created_at'])})" if request else "-",
+            _streaks(s["tool_repeats"]),
         ])
     for line in report.table(
-            ["PROJECT", "SESSION", "RUN", "SIMILAR", "LAST ACTIVITY", "CLEAR REQUEST"], rows):
+            ["PROJECT", "SESSION", "RUN", "SIMILAR", "LAST ACTIVITY", "CLEAR REQUEST",
+             "TOOL REPEATS"], rows):
         print(line)
     return 0 if beat else 1
 

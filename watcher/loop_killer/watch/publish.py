@@ -38,8 +38,9 @@ def publish(state: Path, tracked: Tracked, now: float, *, unless_on_disk: bool =
     digest = tracked.digest[1] if last is not None else ""
     goal = detector.goal
     pending_request = os.path.exists(tracked.request_file)
+    streaks = tuple(tracked.tool_streaks.values())
     key = (reader.offset, detector.run_length, detector.chain_length, detector.awaiting,
-           answer_uuid, digest, pending_request, goal)
+           answer_uuid, digest, pending_request, goal, streaks)
     if key == tracked.published:
         return
     status = SessionStatus(
@@ -59,6 +60,7 @@ def publish(state: Path, tracked: Tracked, now: float, *, unless_on_disk: bool =
             "condition": goal.condition, "reason": goal.reason, "uuid": goal.uuid,
         },
         pending_request=pending_request,
+        tool_repeats=[{"call": label, "count": count} for label, count in streaks],
         extra={
             "answers_seen": detector.answers_seen,
             "would_fire_with_one_more": detector.would_fire_with_one_more(),
@@ -103,4 +105,4 @@ def _comparable(status: SessionStatus) -> tuple[Any, ...]:
     """What a Stop hook or ``loop-killer status`` reads in a session status."""
     return (status.transcript_path, status.offset, status.run_length, status.chain_length,
             status.awaiting, status.last_answer_uuid, status.last_answer_digest,
-            status.pending_request, status.goal)
+            status.pending_request, status.goal, status.tool_repeats)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from ..engine import Event
+from ..engine import Event, TurnStart
 from ..engine.tool_repeat import (
     RULE_TOOL_REPEAT,
     TOOL_REPEAT_WARN,
@@ -32,6 +32,8 @@ log = logging.getLogger("loop_killer.watch")
 events = logging.getLogger("loop_killer.watch.events")
 
 _LABEL = 80
+STREAKS_SHOWN = 3
+"""Calls with a streak of identical results kept per session for ``loop-killer status``."""
 
 
 def tool_repeat_line(*, project: str, session_id: str, call: str, count: int,
@@ -58,7 +60,10 @@ class ToolRepeats:
         counter = tracked.tools
         if counter is None:
             return
+        if isinstance(event, TurnStart) and event.kind == "prompt":
+            tracked.tool_streaks.clear()  # the person spoke: every count starts afresh
         for repeat in counter.feed(event):
+            _note_streak(tracked.tool_streaks, repeat)
             if live and repeat.count == TOOL_REPEAT_WARN:
                 self._detected(tracked, repeat)
 
@@ -89,3 +94,12 @@ class ToolRepeats:
         events.warning(tool_repeat_line(
             project=report.project_label(tracked.project, self.home),
             session_id=tracked.session_id, call=label, count=repeat.count))
+
+
+def _note_streak(streaks: dict[str, tuple[str, int]], repeat: ToolRepeat) -> None:
+    """Keep the newest few calls whose result came back the same at least twice."""
+    streaks.pop(repeat.call, None)
+    if repeat.count >= 2:
+        streaks[repeat.call] = (repeat_label(repeat, _LABEL), repeat.count)
+        while len(streaks) > STREAKS_SHOWN:
+            del streaks[next(iter(streaks))]

@@ -34,6 +34,9 @@ class Tracked:
     follower: Follower
     reader: TranscriptReader | None  # None while dormant: rebuilt from the tail on growth
     tools: ToolRepeatCounter | None = None  # the main session's tool-repeat counts
+    # Calls giving the same result again in this turn: call key -> (label, count), newest
+    # last, a few only (what ``loop-killer status`` shows).
+    tool_streaks: dict[str, tuple[str, int]] = field(default_factory=dict)
     history_end: int = 0  # bytes already in the file when first seen live
     last_activity: float = 0.0  # when the file last grew (epoch seconds)
     last_answer_seen_at: float = 0.0  # when the watcher saw the last answer complete
