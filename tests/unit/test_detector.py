@@ -5,7 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
-from builders import found, KICKOFF, SESSION, Transcript, line
+from builders import KICKOFF, SESSION, Transcript, found, line
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from loop_killer.engine import (

@@ -142,10 +142,10 @@ def test_status_shows_live_tool_repeat_counts_next_to_re_prompt_runs(env, start_
     start_watcher(heartbeat_interval=0.1)
     append(path, [line for _ in range(2) for line in s.answer("Trying again.", tool=True)])
     wait_for(lambda: (st := env.status(s.session_id)) and st.tool_repeats, what="the counts")
-    code, out, _ = run(capsys, "status", "--json")
+    _, out, _ = run(capsys, "status", "--json")
     (shown,) = orjson.loads(out)["sessions"]
     assert shown["tool_repeats"] == [{"call": "Bash: npm test", "count": 2}]
-    code, out, _ = run(capsys, "status")
+    _, out, _ = run(capsys, "status")
     row = next(line for line in out.splitlines() if s.session_id[:8] in line)
     assert row.rstrip().endswith("Bash: npm test x2")
     append(path, s.prompt("Let us try another way."))  # the person spoke: counts reset
