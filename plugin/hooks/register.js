@@ -12,11 +12,14 @@
 //      act on this very Stop (`loop_killer_mod: {version: 1}`);
 //   2. takes the brain's plan back out of the hooks' combined outcome (see
 //      takePlan), so that none of it reaches the engine or the model;
-//   3. when that turn ends: records "queued", queues `/goal clear` if the plan
-//      asks for it, shows the plan's toast and its notice under the answer;
-//   4. once the command has run, finds out what happened with the markers
-//      the plan gave, shows the plan's words for that outcome and records it
-//      in the JSON file the plan named (held open at session end for `-p`).
+//   3. when that turn ends: queues `/goal clear` and records "queued" if the
+//      plan asks for it (and shows nothing yet: no promise, only results), else
+//      shows the plan's toast and its notice under the answer;
+//   4. as the command runs, finds out what happened with the markers the plan
+//      gave, shows the plan's one line for that outcome (in `-p` in place of
+//      the command's output, which is what `-p` prints; in the terminal UI as
+//      a row after the command's own) and its toast, and records it in the
+//      JSON file the plan named (held open at session end for `-p`).
 //
 // Why the plan does not ride in `stopReason`: all Stop hooks (ours and the
 // /goal evaluator) run in parallel, and the outcome `next()` resolves to folds
@@ -58,6 +61,8 @@ let pending
 // The settling of the last queued clear, awaited when the session ends so
 // that a `-p` run does not exit before the outcome is recorded.
 let settling
+// The plan whose `/goal clear` is queued and not yet run.
+let clearing
 
 // Returns `value` when it is a plain object, else an empty one.
 function objectOr(value) {
@@ -156,20 +161,68 @@ async function outcomeOf($, plan, output) {
   }
 }
 
-// After the command settled (ran, or was refused with `error`): the plan's
-// words for the outcome as a toast and a transcript row, and the record.
-async function settle($, plan, ran, error) {
+// What the command printed, on one line: escape sequences and other control
+// characters out, blanks folded, cut to the plan's `output_max`.
+function oneLine(text, max) {
+  const flat = String(text ?? '')
+    .replace(/\u001b\[[0-?]*[ -/]*[@-~]/g, ' ')
+    .replace(/[\u0000-\u001f\u007f-\u009f]+/g, ' ')
+    .replace(/\s+/g, ' ')
+    .trim()
+  return Number.isFinite(max) && max > 0 ? flat.slice(0, max) : flat
+}
+
+// The plan's one line for a result, with what the command printed in place
+// of `{output}` (its `outcome_bare` line when it printed nothing), and the
+// plan's toast for that result.
+function wordsFor(plan, status, printed) {
+  const output = oneLine(printed, plan.output_max)
+  const lines = objectOr(output === '' ? plan.outcome_bare : plan.outcome)
+  const template = textOr(lines[status]) ?? textOr(objectOr(plan.outcome)[status]) ?? ''
+  const line = template.replaceAll('{output}', output).trim()
+  const toast = textOr(objectOr(plan.outcome_toast)[status]) ?? line
+  return { line, toast }
+}
+
+// Settles a plan once: the result of `/goal clear` (ran, or refused with
+// `error`) read with the plan's markers, shown as the plan's toast (and, when
+// `row`, as a row of its own), and recorded. Returns the line.
+async function settle($, plan, ran, error, row) {
+  plan.settled = true
   const output = textOr(ran?.text) ?? ''
   const status = error === undefined ? await outcomeOf($, plan, output) : 'failed'
-  // `{output}` is the command's text: empty in the terminal UI, where the
-  // command shows it itself; a line left empty is not shown.
-  const template = textOr(objectOr(plan.outcome)[status]) ?? ''
-  const line = template.replaceAll('{output}', error ?? output).trim()
-  if (line !== '') {
-    $.ui.toast(line)
-    $.ui.log(line)
-  }
+  const { line, toast } = wordsFor(plan, status, error ?? output)
+  if (toast !== '') $.ui.toast(toast)
+  if (row && line !== '') $.ui.log(line)
   await record($, plan, { status, output: textOr(output) ?? null, error: error ?? null })
+  return line
+}
+
+// The `/goal clear` this module queued, as it runs: its result becomes the
+// plan's one line. Where the command hands its text back (`-p`, the SDK), the
+// line takes the place of that text, so the printed result is that one line;
+// where it does not (the terminal UI draws its own row, and the proof reaches
+// the transcript only after), the line follows as a row once the result is
+// known. Any other run of /goal passes through untouched.
+async function onGoalCommand($, e, next) {
+  const plan = clearing
+  if (plan === undefined || plan.settled || e.origin?.kind !== 'plugin' ||
+      String(e.args ?? '').trim() !== 'clear') return next(e)
+  clearing = undefined
+  let ran
+  try {
+    ran = await next(e)
+  } catch (err) {
+    const line = await settle($, plan, undefined, String(err?.message ?? err), false)
+    return { text: line }
+  }
+  if (textOr(ran?.text) === undefined) {
+    settling = settle($, plan, ran, undefined, true)
+      .catch((err) => $.ui.log(`outcome not recorded: ${err}`, { to: 'debug' }))
+    return ran
+  }
+  const line = await settle($, plan, ran, undefined, false)
+  return line === '' ? ran : { ...ran, text: line }
 }
 
 // Stop: flag the event for the brain, run everything beneath (the Python
@@ -190,7 +243,9 @@ async function onStopFailed($, e, next) {
   return next.called ? takePlan(await next(e)).answer : undefined
 }
 
-// Turn end: act on a plan the Stop left, once, on the main loop only.
+// Turn end: act on a plan the Stop left, once, on the main loop only. When a
+// clear is queued nothing is shown yet (the words wait for its result);
+// otherwise the plan's notice and toast say what is already known.
 async function onTurnComplete($, e, next) {
   if (e.agentId !== undefined) return next(e)
   const held = pending
@@ -200,12 +255,15 @@ async function onTurnComplete($, e, next) {
   if (plan.clear_goal === true) {
     // Recorded first, so a quick settle is never overwritten by 'queued'.
     await record($, plan, { status: 'queued', output: null, error: null })
+    clearing = plan
     // Queued, not awaited (awaiting here would wait on this very turn): it
-    // runs once the session is idle.
-    settling = $.command.run({ command: 'goal', args: 'clear' })
+    // runs once the session is idle. onGoalCommand settles it as it runs; a
+    // build whose commands no hook hears settles it here.
+    $.command.run({ command: 'goal', args: 'clear' })
       .then(
-        (ran) => settle($, plan, ran, undefined),
-        (err) => settle($, plan, undefined, String(err?.message ?? err)),
+        (ran) => (plan.settled ? undefined : (settling = settle($, plan, ran, undefined, true))),
+        (err) => (plan.settled ? undefined
+          : (settling = settle($, plan, undefined, String(err?.message ?? err), true))),
       )
       .catch((err) => $.ui.log(`outcome not recorded: ${err}`, { to: 'debug' }))
   }
@@ -226,5 +284,6 @@ async function onSessionEnd($, e, next) {
 export function register(on) {
   on('classic.Stop', onStop).catch(onStopFailed)
   on('turn.complete', onTurnComplete)
+  on('command.run', { command: 'goal' }, onGoalCommand)
   on('session.end', onSessionEnd)
 }

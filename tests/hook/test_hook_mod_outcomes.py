@@ -108,3 +108,38 @@ def test_with_the_mod_and_no_goal_no_plan_is_recorded(tmp_path: Path, state: Pat
     assert sweep_mod_outcomes(str(state), records.append, now=time.time() + 600) == 0
     assert [r["outcome"] for r in journal(state) if r["event"] == "outcome"] == [
         "stopped_no_goal"]
+
+
+def test_the_watcher_shows_what_the_hook_logged_before_the_clear_it_read(
+        tmp_path: Path, state: Path, caplog) -> None:
+    """The mod's clear lands in the transcript moments after the Stop hook logged LOOP and
+    QUEUED, before the watcher's next read of the log: the watcher's CLEARED waits for
+    that read (its tick), so its terminal prints in the order things happened."""
+    import logging
+
+    from loop_killer.engine import GoalStatus
+    from loop_killer.watch import report
+    from loop_killer.watch.follower import Follower
+    from loop_killer.watch.respond import Responder
+    from loop_killer.watch.tracked import Tracked
+
+    caplog.set_level(logging.INFO, logger="loop_killer.watch.events")
+    events = logging.getLogger("loop_killer.watch.events")
+    responder = Responder(state, home=None, history_age=600)
+    path = tmp_path / "proj" / "s.jsonl"
+    tracked = Tracked(path=path, session_id="s1234567", project="proj",
+                      follower=Follower(path, (0, 0)), reader=None)
+    responder.follow(tracked, "a1", "SAME_REPLY_TURNS")  # the watcher read reply N
+    responder.on_status(tracked, GoalStatus("g", "", True, True, "tests pass", ""))
+    assert not [r for r in caplog.records if r.name.endswith("events")]  # held for the tick
+    for record in ({"event": "detection", "session_id": "s1234567", "project": "proj",
+                    "rule": "SAME_REPLY_TURNS", "count": 3, "source": "hook"},
+                   {"event": "outcome", "session_id": "s1234567", "project": "proj",
+                    "outcome": "clear_queued", "detail": "queued", "source": "hook"}):
+        line = report.journal_line(record)  # the watcher's next read of the log
+        assert line is not None
+        events.info(line)
+    responder.tick(time.monotonic())
+    shown = [r.getMessage().split()[0] for r in caplog.records if r.name.endswith("events")]
+    assert shown == ["LOOP", "QUEUED", "CLEARED"]
+    assert [r["outcome"] for r in journal(state)] == ["cleared"]  # logged at once

@@ -12,9 +12,15 @@ Where the words show up:
   --output-format stream-json`` prints it as a system message) and ``terminalSequence``
   (an OSC 9 desktop notification).
 * With the mod, the plan in ``hookSpecificOutput.additionalContext`` (the mod takes it
-  out before anything reaches the model): the notice it shows under the answer, its toast,
-  and the lines for each result of ``/goal clear``. The TUI prefixes a mod's lines with
+  out before anything reaches the model): the one line and the toast for each result of
+  ``/goal clear``, shown once that result is known (in ``-p`` the line becomes the output of
+  the ``/goal clear`` the mod ran, so ``-p`` text and json print it as the result; in the
+  TUI it is a row after Claude Code's own ``Goal cleared``), or, without a goal to clear,
+  the line shown under the answer. Claude Code prefixes a mod's lines with
   ``loop-killer:``, so these texts do not.
+
+Every notice is one line: ``loop-killer: <RULE> (<what it saw>): loop stopped, <what
+became of the goal>.``
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from ..state.inbox import Source
 __all__ = [
     "MARK",
     "MOD_PROTOCOL",
+    "MOD_WAIT",
     "OUTCOMES",
     "OUTCOME_CLEARED",
     "OUTCOME_FAILED",
@@ -37,6 +44,7 @@ __all__ = [
     "OUTCOME_NO_GOAL",
     "OUTCOME_QUEUED",
     "OUTCOME_SENT",
+    "OUTPUT_MAX",
     "Firing",
     "Outcome",
     "failure_message",
@@ -44,6 +52,7 @@ __all__ = [
     "mod_plan",
     "notice",
     "osc9",
+    "rule_head",
     "rule_label",
     "rule_phrase",
     "stop_reason",
@@ -89,8 +98,13 @@ class Firing:
 
 
 def rule_label(firing: Firing) -> str:
-    """``SAME_REPLY_TURNS: 3 similar replies in a row``."""
+    """``SAME_REPLY_TURNS: 3 similar replies in a row`` (the ``stopReason``'s form)."""
     return f"{printable(firing.rule, 64)}: {rule_phrase(firing.rule, firing.count)}"
+
+
+def rule_head(firing: Firing) -> str:
+    """``SAME_REPLY_TURNS (3 similar replies in a row)``: how the notice names the rule."""
+    return f"{printable(firing.rule, 64)} ({rule_phrase(firing.rule, firing.count)})"
 
 
 def stop_reason(firing: Firing) -> str:
@@ -98,45 +112,62 @@ def stop_reason(firing: Firing) -> str:
     return f"{MARK}{rule_label(firing)}; turn stopped"
 
 
-def _what(firing: Firing) -> str:
-    if firing.rule == RULE_MANUAL:
-        return f"stopped this turn as asked ({rule_label(firing)})"
-    return f"stopped a Stop-hook loop ({rule_label(firing)})"
+def _stopped(firing: Firing) -> str:
+    return "stopped this turn as asked" if firing.rule == RULE_MANUAL else "loop stopped"
 
 
-def notice(firing: Firing, outcome: Outcome, *, why: str = "", prefix: bool = True) -> str:
-    """The one-line notice for an outcome (``why``: what kept ``/goal clear`` from running)."""
-    what = _what(firing)
+def notice(firing: Firing, outcome: Outcome, *, why: str = "", prefix: bool = True,
+           wait: float = 0.0) -> str:
+    """The one-line notice: the rule that fired, then what became of the goal.
+
+    ``why``: for ``not_possible``, what kept ``/goal clear`` from running; for
+    ``clear_failed``, what ``/goal clear`` printed; for ``sent_unconfirmed``, why it is not
+    known. ``wait``: for ``sent_unconfirmed``, how long (seconds) the proof was waited for.
+    """
+    head = f"{rule_head(firing)}: {_stopped(firing)}"
+    detail = printable(why, 160)
     if outcome == OUTCOME_CLEARED:
-        text = f"{what} and cleared the goal (/goal clear confirmed)."
+        text = f"{head}, goal cleared."
+    elif outcome == OUTCOME_FAILED:
+        printed = f" ({detail})" if detail else ""
+        text = f"{head}, but /goal clear failed{printed}: the goal is only paused, type /goal clear."
     elif outcome == OUTCOME_SENT:
-        text = (f"{what}; /goal clear was typed but not confirmed: if the goal is still "
-                "set, type /goal clear.")
+        within = f" after {wait:g} s" if wait > 0 else ""
+        reason = f" ({detail})" if detail else ""
+        text = (f"{head}; the result of /goal clear is unknown{within}{reason}: if the goal "
+                "is still set, type /goal clear.")
     elif outcome == OUTCOME_NOT_POSSIBLE:
-        reason = f" ({printable(why, 160)})" if why else ""
-        text = f"{what}; the goal is only paused: type /goal clear to clear it{reason}."
-    elif outcome == OUTCOME_QUEUED:
-        text = f"{what}; clearing the goal with /goal clear."
+        reason = f" ({detail})" if detail else ""
+        text = f"{head}, goal only paused: type /goal clear to clear it{reason}."
+    elif outcome == OUTCOME_QUEUED:  # logged, never shown: the person sees the result
+        text = f"{head}; /goal clear queued."
     else:  # OUTCOME_NO_GOAL, and anything unknown: claim nothing about a goal
-        text = f"{what}."
+        text = f"{head}; no goal was set."
     return f"{MARK}{text}" if prefix else text
 
 
 def toast(firing: Firing, outcome: Outcome) -> str:
-    """A short line for a desktop notification or the mod's toast."""
+    """A short line for a desktop notification or the mod's toast, after the same outcome."""
     what = f"loop stopped ({printable(firing.rule, 64)})"
     if outcome == OUTCOME_CLEARED:
         return f"{MARK}{what}, goal cleared"
-    if outcome in (OUTCOME_SENT, OUTCOME_NOT_POSSIBLE):
+    if outcome in (OUTCOME_SENT, OUTCOME_NOT_POSSIBLE, OUTCOME_FAILED):
         return f"{MARK}{what}: type /goal clear"
     if outcome == OUTCOME_QUEUED:
         return f"{MARK}{what}, clearing the goal"
-    return f"{MARK}{what}"
+    return f"{MARK}{what}, no goal set"
 
 
 def osc9(text: str) -> str:
     """The OSC 9 notification sequence for ``text`` (control characters removed)."""
     return f"\x1b]9;{printable(text, 200)}\x07"
+
+
+MOD_WAIT = 3.0
+"""Longest wait (seconds) of the mod for the proof of what ``/goal clear`` did."""
+
+OUTPUT_MAX = 160
+"""At most this many characters of what ``/goal clear`` printed go into a notice."""
 
 
 def mod_plan(
@@ -147,9 +178,14 @@ def mod_plan(
     clear_goal: bool,
     outcome_path: str,
 ) -> dict[str, Any]:
-    """The instructions for the mod: what to show, whether to run ``/goal clear``, and
-    the line to show for each result of it (``{output}`` is what the command printed)."""
-    outcome: Outcome = OUTCOME_QUEUED if clear_goal else OUTCOME_NO_GOAL
+    """The instructions for the mod: whether to run ``/goal clear``, and the one line (and
+    toast) to show for each result of it, once that result is known (``{output}``: what
+    the command printed, on one line). Nothing is shown before: no promise, only results.
+    Without a goal to clear the result is known now: ``notice`` and ``toast`` say it at
+    the end of the turn."""
+    known: Outcome = OUTCOME_NO_GOAL
+    results: dict[str, Outcome] = {"cleared": OUTCOME_CLEARED, "no_goal": OUTCOME_NO_GOAL,
+                                   "failed": OUTCOME_FAILED, "unknown": OUTCOME_SENT}
     return {
         "v": MOD_PROTOCOL,
         "id": plan_id,
@@ -158,20 +194,21 @@ def mod_plan(
         "count": firing.count,
         "stop_reason": stop_reason(firing),
         "clear_goal": clear_goal,
-        "notice": notice(firing, outcome, prefix=False),
-        "toast": _unprefixed(toast(firing, outcome)),
+        "notice": "" if clear_goal else notice(firing, known, prefix=False),
+        "toast": "" if clear_goal else _unprefixed(toast(firing, known)),
         # Markers of each result, looked for (in this order) in what /goal clear printed
         # and in the transcript rows written after the stop: its own text, or the
         # goal_status met:true sentinel line (compact JSON, as Claude Code writes it).
         "match": {"cleared": [GOAL_CLEARED_PREFIX, PROOF_MARKER], "no_goal": [NO_GOAL_PREFIX]},
-        "outcome": {
-            "cleared": "{output}",
-            "no_goal": "no goal was set ({output}); the loop was stopped.",
-            "failed": "/goal clear failed ({output}): the goal is only paused, "
-                      "type /goal clear to clear it.",
-            "unknown": "/goal clear ran but its result is unknown: if the goal is still set, "
-                       "type /goal clear.",
-        },
+        "wait_ms": int(MOD_WAIT * 1000),
+        "output_max": OUTPUT_MAX,
+        "outcome": {status: notice(firing, outcome, why="{output}", prefix=False,
+                                   wait=MOD_WAIT)
+                    for status, outcome in results.items()},
+        "outcome_bare": {status: notice(firing, outcome, prefix=False, wait=MOD_WAIT)
+                         for status, outcome in results.items()},  # when it printed nothing
+        "outcome_toast": {status: _unprefixed(toast(firing, outcome))
+                          for status, outcome in results.items()},
         "outcome_path": outcome_path,
     }
 

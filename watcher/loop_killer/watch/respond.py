@@ -10,6 +10,15 @@
 
 The request is written before the status that covers the answer (the session's status is
 published at the end of each batch of lines).
+
+Lines in the watcher's terminal come in the order things happened. What the Stop hook did
+reaches this terminal through the detection log, read by the watcher's loop just before
+each ``tick``; what the transcript shows is read as it is written, which is often sooner:
+the clear a Stop hook's mod ran lands in the transcript within a few milliseconds of the
+hook's ``LOOP``/``QUEUED`` lines, long before the log's next read. So an outcome line is
+held and shown at the next ``tick``, after the log has been read up to then: whatever the
+Stop hook wrote before that outcome happened (everything it wrote before its turn ended)
+is shown before it.
 """
 
 from __future__ import annotations
@@ -42,6 +51,7 @@ class Responder:
         self.history_age = history_age
         self.outcome_timeout = outcome_timeout
         self.watching: dict[str, Tracked] = {}  # path -> session with a pending outcome
+        self.held: list[tuple[int, str]] = []  # outcome lines for the next tick: (level, line)
 
     def name(self, tracked: Tracked) -> str:
         return report.session_label(tracked.project, tracked.session_id, self.home)
@@ -133,10 +143,10 @@ class Responder:
             log.info("%s: removed a clear request left over from a loop that ended",
                      self.name(tracked))
         elif withdrawn:
-            events.info(report.outcome_line(
+            self.held.append((logging.INFO, report.outcome_line(
                 project=report.project_label(tracked.project, self.home),
                 session_id=tracked.session_id, outcome="superseded",
-                detail="a new prompt came first: request withdrawn"))
+                detail="a new prompt came first: request withdrawn")))
 
     # -- outcomes -----------------------------------------------------------------------
 
@@ -197,7 +207,8 @@ class Responder:
             line = report.outcome_line(project=report.project_label(tracked.project, self.home),
                                        session_id=tracked.session_id,
                                        outcome=outcome.kind, detail=outcome.detail)
-            (events.warning if outcome.kind in ("continued", "none") else events.info)(line)
+            level = logging.WARNING if outcome.kind in ("continued", "none") else logging.INFO
+            self.held.append((level, line))
         if final:
             tracked.pending = None
             self.watching.pop(str(tracked.path), None)
@@ -209,7 +220,21 @@ class Responder:
         self.watching.pop(str(tracked.path), None)
 
     def tick(self, monotonic_now: float) -> None:
-        """Report the outcomes whose timeout has passed."""
+        """Show the outcome lines held since the last tick, then report (and show) the
+        outcomes whose timeout has passed. The watcher's loop reads the detection log just
+        before: the Stop hook's lines of what came first are already shown."""
+        try:
+            self._expire(monotonic_now)
+        finally:
+            self.show_held()
+
+    def show_held(self) -> None:
+        """Print the outcome lines held for the next tick, in the order they were found."""
+        held, self.held = self.held, []
+        for level, line in held:
+            events.log(level, line)
+
+    def _expire(self, monotonic_now: float) -> None:
         for path, tracked in list(self.watching.items()):
             pending = tracked.pending
             if pending is None:
