@@ -22,7 +22,7 @@ from ..engine.tool_repeat import DEFAULT_IGNORED, ToolRepeatCounter
 from ..engine.transcript import AssistantPart, Event, ParseStats, TurnStart, parse_line
 from .ledger import UsageLedger
 from .loops import RepromptLoops, ToolLoops
-from .prefilter import COST_STATE, SIDECHAIN, as_main_line, may_matter
+from .prefilter import COST, KEEP, SIDECHAIN, as_main_line, sort_line
 from .records import FileResult, Loop, add_model_tokens
 
 __all__ = ["TranscriptScan", "scan_bytes"]
@@ -145,9 +145,10 @@ class TranscriptScan:
     def _parse(self, line: bytes, stats: ParseStats) -> Event | None:
         """One line's event for the main scope (the reader's parser)."""
         self.lines += 1
-        if not may_matter(line):
+        kind = sort_line(line)
+        if kind != KEEP:
             # No conversation type in it: a cost-state line is one of these.
-            if COST_STATE in line:
+            if kind == COST:
                 self._read_cost_state(line)
             if self._prefilter:
                 if line[:1] != b"{" and line.lstrip()[:1] not in (b"{", b""):
