@@ -52,6 +52,22 @@ def claude_332() -> Path:
     return require_claude("2.1.332")
 
 
+MOD_VERSIONS = ("2.1.332", "2.1.328")
+"""The pinned releases that load plugin mods: the product scenarios run on each."""
+
+
+@pytest.fixture(params=MOD_VERSIONS)
+def claude_mods(request: pytest.FixtureRequest) -> Path:
+    """Each test that takes it runs on the newest pinned release and on 2.1.328."""
+    return require_claude(str(request.param))
+
+
+@pytest.fixture(params=("2.1.332", "2.1.250"))
+def claude_newest_and_oldest(request: pytest.FixtureRequest) -> Path:
+    """The newest pinned release (mods) and the oldest (no mods: typing into the pane)."""
+    return require_claude(str(request.param))
+
+
 @pytest.fixture
 def claude_250() -> Path:
     """The 2.1.250 binary (before mods existed)."""

@@ -47,6 +47,8 @@ __all__ = [
     "entry_text",
     "find_transcripts",
     "goal_statuses",
+    "install_plugin",
+    "installed_plugins",
     "make_project",
     "prepare_tui_home",
     "project_folder_name",
@@ -442,6 +444,41 @@ def run_headless(
         returncode=proc.returncode, output=output, stderr=stderr, stdout=stdout,
         duration=time.monotonic() - start, argv=tuple(argv), timed_out=timed_out,
     )
+
+
+# -- set up as a user does ---------------------------------------------------------------------
+
+
+def _loop_killer_command() -> list[str]:
+    """The `loop-killer` command of the package under test (its script beside this Python,
+    else the module)."""
+    script = Path(sys.executable).with_name("loop-killer")
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "loop_killer.cli"]
+
+
+def install_plugin(
+    sandbox: Sandbox, *, version: str | Path, timeout: float = 120.0
+) -> subprocess.CompletedProcess[str]:
+    """`loop-killer install --claude <binary>` in the sandbox's HOME: what the README tells
+    a person to run. It records the interpreter and runs the real `claude plugin marketplace
+    add` + `claude plugin install` (a local directory marketplace: no network needed)."""
+    binary = _resolve_binary(version)
+    return subprocess.run(
+        [*_loop_killer_command(), "install", "--claude", str(binary)],
+        cwd=sandbox.root, env=sandbox.env, stdin=subprocess.DEVNULL, capture_output=True,
+        text=True, timeout=timeout, check=False,
+    )
+
+
+def installed_plugins(sandbox: Sandbox, *, version: str | Path) -> list[dict[str, Any]]:
+    """`claude plugin list --json` in the sandbox's HOME (what Claude Code will load)."""
+    binary = _resolve_binary(version)
+    done = subprocess.run(
+        [str(binary), "plugin", "list", "--json"], cwd=sandbox.root, env=sandbox.env,
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, check=True,
+    )
+    listed = json.loads(done.stdout)
+    return [p for p in listed if isinstance(p, dict)] if isinstance(listed, list) else []
 
 
 # -- TUI in tmux -----------------------------------------------------------------------------
