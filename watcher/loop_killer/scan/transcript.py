@@ -175,18 +175,19 @@ class TranscriptScan:
             self._side.event(event, self._loops)
 
     def _step(self, step: Step) -> None:
-        if self._main is None or self._reprompts is None:
+        main, reprompts = self._main, self._reprompts
+        if main is None or reprompts is None:
             return
-        if step.event is not None:
-            # usage first: a loop the step closes may hold this reply
-            if isinstance(step.event, AssistantPart):
-                self._main.ledger.add(step.event)
-            self._loops.extend(self._reprompts.step(step))
-            self._loops.extend(self._main.tools.feed(step.event))
-            if isinstance(step.event, TurnStart) and step.event.kind == "prompt":
-                self._main.ledger.end_turn()
-        else:
-            self._loops.extend(self._reprompts.step(step))
+        event = step.event
+        if isinstance(event, AssistantPart):
+            main.ledger.add(event)  # usage first: a loop the step closes may hold this reply
+        if step.answers or isinstance(event, TurnStart):
+            # (a step without answers changes no re-prompt run unless it starts a turn)
+            self._loops.extend(reprompts.step(step))
+        if event is not None:
+            self._loops.extend(main.tools.feed(event))
+            if isinstance(event, TurnStart) and event.kind == "prompt":
+                main.ledger.end_turn()
 
     def _read_cost_state(self, line: bytes) -> None:
         try:
