@@ -8,7 +8,15 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from loop_killer.engine.transcript import parse_line
-from loop_killer.scan.prefilter import as_main_line, may_matter
+from loop_killer.scan.prefilter import (
+    COST,
+    COST_STATE,
+    KEEP,
+    SKIP,
+    as_main_line,
+    may_matter,
+    sort_line,
+)
 from loop_killer.scan.transcript import scan_bytes
 
 from .planted import Session, Use
@@ -61,6 +69,27 @@ def test_hand_written_lines_never_lose_an_event(kind: str, before: str, after: s
     if not may_matter(line):
         assert parse_line(line) is None
         assert parse_line(as_main_line(line)) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(kinds=st.lists(_TYPES, min_size=0, max_size=3), space=_SPACE,
+       goal=st.booleans())
+def test_one_pass_sorts_a_line_as_the_separate_checks_would(kinds: list[str], space: str,
+                                                             goal: bool) -> None:
+    # A line with several "type" keys in any order (nested objects), cost-state among them.
+    fields = [f'"k{n}":{{"type"{space}:{space}"{kind}"}}' for n, kind in enumerate(kinds)]
+    if goal:
+        fields.append('"attachment":{"type":"goal_status"}')
+    line = ("{" + ",".join(fields) + "}").encode()
+    kind = sort_line(line)
+    conversation = any(k in ("user", "assistant", "system") for k in kinds)
+    attachment = "attachment" in kinds
+    assert (kind == KEEP) == (conversation or (attachment and goal))
+    if kind != KEEP:
+        # a cost-state line is never lost: every one the old byte test found is read
+        assert (kind == COST) >= (COST_STATE in line)
+        assert kind in (SKIP, COST)
+        assert parse_line(line) is None
 
 
 def test_filtered_and_unfiltered_scans_agree_on_every_fixture() -> None:
