@@ -15,6 +15,8 @@ import sys
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "status": ("loop_killer.watch.commands", "status", "show the watcher and every live run"),
     "clear": ("loop_killer.watch.commands", "clear", "ask a session's Stop hook to end its loop"),
+    "config": ("loop_killer.watch.commands", "config",
+               "show the settings in force and where each came from"),
     "install": ("loop_killer.hook.setup", "install", "register the plugin with the claude CLI"),
     "doctor": ("loop_killer.hook.setup", "doctor", "check that everything is in place"),
     "hook": ("loop_killer.hook.entry", "cli_main", "run the hook for the event on stdin"),

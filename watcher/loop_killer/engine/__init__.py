@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .lines import MAX_LINE_BYTES, LineBuffer
     from .reader import EventReader, LineEvent, Step, TranscriptReader, detect_transcript
     from .rules import (
+        DEFAULT_THRESHOLDS,
         IDLE_TURNS,
         RULE_IDLE,
         RULE_MANUAL,
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
         SAME_REPLY_TURNS,
         SIMILAR,
         Rule,
+        Thresholds,
         is_reprompt,
         rule_phrase,
         similar,
@@ -59,6 +61,8 @@ if TYPE_CHECKING:
     )
 
 _MODULE_OF = {
+    "DEFAULT_THRESHOLDS": "rules",
+    "Thresholds": "rules",
     "Answer": "answers",
     "AnswerAssembler": "answers",
     "AssistantPart": "transcript",
@@ -117,6 +121,7 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "DEFAULT_THRESHOLDS",
     "IDLE_TURNS",
     "MAX_LINE_BYTES",
     "PROMPT_NONE",
@@ -145,6 +150,7 @@ __all__ = [
     "RunDetector",
     "Step",
     "SystemEntry",
+    "Thresholds",
     "ToolCall",
     "ToolResult",
     "ToolResults",

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from .answers import Answer
 from .lines import MAX_LINE_BYTES, LineBuffer
+from .rules import DEFAULT_THRESHOLDS, Thresholds
 from .run import Detection, RunDetector
 from .transcript import Event, ParseStats, parse_line
 
@@ -106,7 +107,8 @@ class TranscriptReader:
     """One session transcript's bytes in, in any chunks; steps out.
 
     ``offset`` is where the first byte fed sits in the file (a tail read from the middle).
-    ``live``, ``already_fired``: as for ``RunDetector`` (or pass a ``detector``).
+    ``live``, ``already_fired``, ``thresholds``: as for ``RunDetector`` (or pass a
+    ``detector``).
     """
 
     __slots__ = ("detector", "events")
@@ -121,9 +123,11 @@ class TranscriptReader:
         max_line: int = MAX_LINE_BYTES,
         detector: RunDetector | None = None,
         parse: LineParser = parse_line,
+        thresholds: Thresholds = DEFAULT_THRESHOLDS,
     ) -> None:
         self.detector = detector or RunDetector(session_id, live=live,
-                                                already_fired=already_fired)
+                                                already_fired=already_fired,
+                                                thresholds=thresholds)
         self.events = EventReader(offset=offset, max_line=max_line, parse=parse)
 
     @property

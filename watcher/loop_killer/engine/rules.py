@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Final, Literal
 
 from .marks import MARK_RANGES
 
 __all__ = [
+    "DEFAULT_THRESHOLDS",
     "IDLE_TURNS",
     "REPROMPT_PREFIXES",
     "RULE_IDLE",
@@ -40,6 +42,7 @@ __all__ = [
     "SAME_REPLY_TURNS",
     "SIMILAR",
     "Rule",
+    "Thresholds",
     "could_fire",
     "is_reprompt",
     "leading_space",
@@ -75,7 +78,32 @@ _LEADING_SPACE = re.compile(r"\s*")
 _WORD = re.compile(r"[^\W_]{3,}")
 _any_script_word: re.Pattern[str] | None = None
 # Compare Jaccard exactly, in integers, so that exactly 0.6 counts as similar.
-_SIMILAR_FRACTION = Fraction(SIMILAR).limit_denominator(1000)
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """The re-prompt rules' numbers. The defaults are the documented constants above; a
+    person may change them (``loop_killer.config``)."""
+
+    same_reply_turns: int = SAME_REPLY_TURNS
+    idle_turns: int = IDLE_TURNS
+    similar: float = SIMILAR
+    off: frozenset[str] = frozenset()  # rules switched off (RULE_SAME, RULE_IDLE)
+
+    def fires(self, rule: str, count: int) -> bool:
+        """Whether ``count`` answers (in a similar chain, or in the run) fire ``rule``."""
+        if rule in self.off:
+            return False
+        return count >= (self.same_reply_turns if rule == RULE_SAME else self.idle_turns)
+
+    @property
+    def similar_fraction(self) -> Fraction:
+        """``similar`` as an exact fraction, so that exactly 0.6 counts as similar."""
+        return Fraction(self.similar).limit_denominator(1000)
+
+
+DEFAULT_THRESHOLDS: Final = Thresholds()
+_SIMILAR_FRACTION = DEFAULT_THRESHOLDS.similar_fraction
 
 
 def leading_space(text: str) -> int:
@@ -90,10 +118,12 @@ def is_reprompt(text: str) -> bool:
     return text[start : start + 24].lower().startswith(REPROMPT_PREFIXES)
 
 
-def could_fire(run_length: int, chain_length: int) -> bool:
+def could_fire(run_length: int, chain_length: int,
+               thresholds: Thresholds = DEFAULT_THRESHOLDS) -> bool:
     """Whether one more answer to a re-prompt could make a rule fire, given the run so far
     (its length, and the length of its trailing chain of similar answers)."""
-    return chain_length + 1 >= SAME_REPLY_TURNS or run_length + 1 >= IDLE_TURNS
+    return (thresholds.fires(RULE_SAME, chain_length + 1)
+            or thresholds.fires(RULE_IDLE, run_length + 1))
 
 
 def words(text: str) -> frozenset[str]:
@@ -127,13 +157,14 @@ def similarity(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / union if union else 1.0
 
 
-def similar(text_a: str, words_a: frozenset[str], text_b: str, words_b: frozenset[str]) -> bool:
+def similar(text_a: str, words_a: frozenset[str], text_b: str, words_b: frozenset[str],
+            fraction: Fraction = _SIMILAR_FRACTION) -> bool:
     """Whether two answers are similar, given their texts and word sets."""
     if not words_a and not words_b:
         return text_a == text_b
     union = len(words_a | words_b)
     shared = len(words_a & words_b)
-    return shared * _SIMILAR_FRACTION.denominator >= _SIMILAR_FRACTION.numerator * union
+    return shared * fraction.denominator >= fraction.numerator * union
 
 
 def rule_phrase(rule: str, count: int) -> str:

@@ -14,11 +14,11 @@ from typing import Any
 
 from .answers import Answer, AnswerAssembler, PromptKind
 from .rules import (
-    IDLE_TURNS,
+    DEFAULT_THRESHOLDS,
     RULE_IDLE,
     RULE_SAME,
-    SAME_REPLY_TURNS,
     Rule,
+    Thresholds,
     could_fire,
     similar,
     similarity,
@@ -104,21 +104,26 @@ class RunDetector:
         "_fired",
         "_run",
         "_run_length",
+        "_similar",
         "answers_seen",
         "goal",
         "last_answer",
         "live",
         "session_id",
+        "thresholds",
     )
 
     def __init__(
-        self, session_id: str, *, live: bool = True, already_fired: Collection[str] = ()
+        self, session_id: str, *, live: bool = True, already_fired: Collection[str] = (),
+        thresholds: Thresholds = DEFAULT_THRESHOLDS,
     ) -> None:
         self.session_id = session_id
         self.live = live
+        self.thresholds = thresholds
+        self._similar = thresholds.similar_fraction
         self._fired = set(already_fired)
         self._assembler = AnswerAssembler()
-        self._run: deque[RunAnswer] = deque(maxlen=IDLE_TURNS)
+        self._run: deque[RunAnswer] = deque(maxlen=thresholds.idle_turns)
         self._run_length = 0
         self._chain = 0
         self.last_answer: Answer | None = None
@@ -137,7 +142,7 @@ class RunDetector:
 
     @property
     def run(self) -> tuple[RunAnswer, ...]:
-        """The most recent answers of the run (at most IDLE_TURNS), oldest first."""
+        """The most recent answers of the run (at most ``idle_turns``), oldest first."""
         return tuple(self._run)
 
     @property
@@ -201,7 +206,8 @@ class RunDetector:
         score = None
         if previous is not None:
             score = similarity(previous.words, answer_words)
-            if similar(previous.text, previous.words, answer.text, answer_words):
+            if similar(previous.text, previous.words, answer.text, answer_words,
+                       self._similar):
                 self._chain += 1
             else:
                 self._chain = 1
@@ -226,16 +232,17 @@ class RunDetector:
 
     def check(self) -> Detection | None:
         """The detection the current run calls for, if any (SAME_REPLY_TURNS first)."""
-        if self._chain >= SAME_REPLY_TURNS:
-            involved = tuple(self._run)[-SAME_REPLY_TURNS:]
+        thresholds = self.thresholds
+        if thresholds.fires(RULE_SAME, self._chain):
+            involved = tuple(self._run)[-thresholds.same_reply_turns:]
             return self._detection(RULE_SAME, involved)
-        if self._run_length >= IDLE_TURNS:
-            return self._detection(RULE_IDLE, tuple(self._run)[-IDLE_TURNS:])
+        if thresholds.fires(RULE_IDLE, self._run_length):
+            return self._detection(RULE_IDLE, tuple(self._run)[-thresholds.idle_turns:])
         return None
 
     def would_fire_with_one_more(self) -> bool:
         """Whether one more answer could reach a threshold (the hook waits only then)."""
-        return could_fire(self._run_length, self._chain)
+        return could_fire(self._run_length, self._chain, self.thresholds)
 
     def _detection(self, rule: Rule, involved: tuple[RunAnswer, ...]) -> Detection:
         scores = tuple(

@@ -246,10 +246,12 @@ class ToolRepeatCounter:
     call must be refused; ``reset`` is the person speaking.
     """
 
-    __slots__ = ("_calls", "_early", "_ignored", "_pending")
+    __slots__ = ("_block", "_calls", "_early", "_ignored", "_pending")
 
-    def __init__(self, *, ignored: frozenset[str] = DEFAULT_IGNORED) -> None:
+    def __init__(self, *, ignored: frozenset[str] = DEFAULT_IGNORED,
+                 block: int = TOOL_REPEAT_BLOCK) -> None:
         self._ignored = ignored
+        self._block = block  # identical results after which the next attempt is refused
         # call digest -> (result digest, count); insertion order is recency.
         self._calls: dict[str, tuple[str, int]] = {}
         # For ``feed``: tool calls seen, waiting for their results (id -> name, input),
@@ -298,7 +300,7 @@ class ToolRepeatCounter:
     def refusal(self, name: str, tool_input: object, tool_use_id: str = "") -> ToolRepeat | None:
         """Where the call stands when its next attempt must be refused, else None."""
         count = self.count(name, tool_input)
-        if count < TOOL_REPEAT_BLOCK:
+        if count < self._block:
             return None
         return ToolRepeat(call_key(name, tool_input), name, tool_use_id, count)
 
@@ -344,11 +346,11 @@ class ToolRepeatCounter:
                 "calls": [[call, result, count] for call, (result, count) in self._calls.items()]}
 
     @classmethod
-    def from_state(cls, state: object, *, ignored: frozenset[str] = DEFAULT_IGNORED
-                   ) -> ToolRepeatCounter:
+    def from_state(cls, state: object, *, ignored: frozenset[str] = DEFAULT_IGNORED,
+                   block: int = TOOL_REPEAT_BLOCK) -> ToolRepeatCounter:
         """A counter with the counts of ``to_state``; whatever is not understood is left
         out (an unreadable state is an empty counter: nothing is refused by mistake)."""
-        counter = cls(ignored=ignored)
+        counter = cls(ignored=ignored, block=block)
         if not isinstance(state, dict) or state.get("v") != STATE_VERSION:
             return counter
         calls = state.get("calls")

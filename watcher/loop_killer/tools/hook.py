@@ -20,14 +20,9 @@ from __future__ import annotations
 
 import os
 
-from ..engine.tool_repeat import (
-    RULE_TOOL_REPEAT,
-    TOOL_REPEAT_BLOCK,
-    TOOL_REPEAT_WARN,
-    ToolRepeat,
-    is_ignored,
-)
-from . import config, store
+from ..config import Settings, load_settings
+from ..engine.tool_repeat import RULE_TOOL_REPEAT, ToolRepeat, is_ignored
+from . import store
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool call does not import typing
 if TYPE_CHECKING:
@@ -41,9 +36,11 @@ MAIN_SCOPE = "main"
 _AFTER = ("PostToolUse", "PostToolUseFailure")
 
 
-def run_input(data: Any, *, env: dict[str, str]) -> dict[str, Any] | None:
-    """The output for one tool-call hook input (already parsed), or None for none."""
-    if not isinstance(data, dict) or not config.enabled(env):
+def run_input(data: Any, *, env: dict[str, str], settings: Settings | None = None
+              ) -> dict[str, Any] | None:
+    """The output for one tool-call hook input (already parsed), or None for none.
+    ``settings``: as ``config.load_settings`` gives them (loaded here when None)."""
+    if not isinstance(data, dict):
         return None
     event = data.get("hook_event_name")
     session_id = data.get("session_id")
@@ -52,6 +49,12 @@ def run_input(data: Any, *, env: dict[str, str]) -> dict[str, Any] | None:
     from ..state.paths import state_dir
 
     state = os.fspath(state_dir(env))
+    if settings is None:
+        settings = load_settings(state_dir(env), env)
+    cwd = data.get("cwd")
+    if not settings.rule_on(RULE_TOOL_REPEAT) or settings.project_off(
+            cwd=cwd if isinstance(cwd, str) else ""):
+        return None
     try:
         path = store.state_path(state, session_id)
         if event == "UserPromptSubmit":
@@ -60,15 +63,14 @@ def run_input(data: Any, *, env: dict[str, str]) -> dict[str, Any] | None:
         name = data.get("tool_name")
         if not isinstance(name, str) or not name:
             return None
-        ignored = config.ignored_tools(env)
-        if is_ignored(name, ignored):
+        if is_ignored(name, settings.ignore_tools):
             return None
         agent = data.get("agent_id")
         scope = agent if isinstance(agent, str) and agent else MAIN_SCOPE
         if event == "PreToolUse":
-            return _before(data, state, path, name, scope, ignored)
+            return _before(data, state, path, name, scope, settings)
         if event in _AFTER:
-            return _after(data, state, path, event, name, scope, ignored)
+            return _after(data, state, path, event, name, scope, settings)
     except (OSError, ValueError):
         return None  # fail open: never refuse, never warn, on a doubt
     return None
@@ -85,12 +87,12 @@ def _reset(state: str, path: str) -> None:
 
 
 def _before(data: dict[str, Any], state: str, path: str, name: str, scope: str,
-            ignored: frozenset[str]) -> dict[str, Any] | None:
+            settings: Settings) -> dict[str, Any] | None:
     kept = store.load(path)
     if kept is None:
         return None
     tool_input = data.get("tool_input")
-    refusal = store.counter(kept, scope, ignored).refusal(name, tool_input,
+    refusal = store.counter(kept, scope, settings).refusal(name, tool_input,
                                                           _text(data.get("tool_use_id")))
     if refusal is None:
         return None
@@ -103,7 +105,7 @@ def _before(data: dict[str, Any], state: str, path: str, name: str, scope: str,
 
 
 def _after(data: dict[str, Any], state: str, path: str, event: str, name: str, scope: str,
-           ignored: frozenset[str]) -> dict[str, Any] | None:
+           settings: Settings) -> dict[str, Any] | None:
     if data.get("is_interrupt") is True:
         return None  # the person stopped it: not a result of the call
     if event == "PostToolUseFailure":
@@ -114,7 +116,7 @@ def _after(data: dict[str, Any], state: str, path: str, event: str, name: str, s
     try:
         with store.locked(state):
             kept = store.load(path)
-            counts = store.counter(kept, scope, ignored)
+            counts = store.counter(kept, scope, settings)
             repeat = counts.record(name, tool_input, content, is_error,
                                    _text(data.get("tool_use_id")))
             if repeat.count == 0:
@@ -127,19 +129,19 @@ def _after(data: dict[str, Any], state: str, path: str, event: str, name: str, s
         import time
 
         store.prune(state, now=time.time(), keep=path)
-    if repeat.count < TOOL_REPEAT_WARN:
+    if repeat.count < settings.tool_repeat_warn:
         return None
     from ..engine.tool_repeat import call_label
     from . import words
 
     label = call_label(name, tool_input, words.LABEL_LIMIT)
-    if repeat.count == TOOL_REPEAT_WARN:
+    if repeat.count == settings.tool_repeat_warn:
         # Only the main session's transcript is followed by the watcher too: a subagent's
         # warning is this hook's alone to log.
         if scope != MAIN_SCOPE or _first_to_record(state, data, repeat):
             _log(state, "detection", data, repeat, label, scope)
-        return words.warning(event, label, repeat.count)
-    if repeat.count >= TOOL_REPEAT_BLOCK:
+        return words.warning(event, label, repeat.count, block=settings.tool_repeat_block)
+    if repeat.count >= settings.tool_repeat_block:
         return words.final_warning(event, label, repeat.count)
     return None
 

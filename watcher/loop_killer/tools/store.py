@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ..config import Settings
 from ..engine.tool_repeat import ToolRepeatCounter
 from ..state.paths import ensure_private_dir, is_plain_id
 
@@ -101,12 +102,12 @@ def load(path: str) -> dict[str, Any] | None:
     return data
 
 
-def counter(data: dict[str, Any] | None, scope: str, ignored: frozenset[str]
-            ) -> ToolRepeatCounter:
+def counter(data: dict[str, Any] | None, scope: str, settings: Settings) -> ToolRepeatCounter:
     """The counter of one scope (``main`` or a subagent's id), empty if it has none."""
     scopes = data.get("scopes") if data is not None else None
     kept = scopes.get(scope) if isinstance(scopes, dict) else None
-    return ToolRepeatCounter.from_state(kept, ignored=ignored)
+    return ToolRepeatCounter.from_state(kept, ignored=settings.ignore_tools,
+                                        block=settings.tool_repeat_block)
 
 
 def put(data: dict[str, Any] | None, scope: str, counts: ToolRepeatCounter) -> dict[str, Any]:

@@ -33,7 +33,8 @@ def _call(label: str) -> str:
     return printable(label, LABEL_LIMIT)
 
 
-def warning(event: str, label: str, count: int) -> dict[str, Any]:
+def warning(event: str, label: str, count: int, *, block: int = TOOL_REPEAT_BLOCK
+            ) -> dict[str, Any]:
     """After the result that reaches TOOL_REPEAT_WARN: tell the model, and the person."""
     call = _call(label)
     model = (
@@ -44,7 +45,7 @@ def warning(event: str, label: str, count: int) -> dict[str, Any]:
         "person's next message."
     )
     person = (f"{MARK}{call} gave {phrase(count)} ({RULE_TOOL_REPEAT}); the model was told "
-              f"to change course, and after {TOOL_REPEAT_BLOCK} the call is refused")
+              f"to change course, and after {block} the call is refused")
     return _after(event, model, person)
 
 

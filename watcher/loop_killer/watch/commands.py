@@ -29,7 +29,8 @@ from ..state.paths import is_plain_id, list_transcripts, projects_dir, session_i
 from ..state.status import SessionStatus, read_session_status, watcher_alive
 from . import report
 
-__all__ = ["add_arguments_clear", "add_arguments_status", "clear", "status"]
+__all__ = ["add_arguments_clear", "add_arguments_config", "add_arguments_status", "clear",
+           "config", "status"]
 
 
 def _state_option(parser: argparse.ArgumentParser) -> None:
@@ -229,3 +230,45 @@ def clear(args: argparse.Namespace) -> int:
     print(f"clear request written for {label} {session_id}{note}: its next Stop hook will "
           "end the turn and clear the goal")
     return 0
+
+
+# -- config -----------------------------------------------------------------------------
+
+
+def add_arguments_config(parser: argparse.ArgumentParser) -> None:
+    _state_option(parser)
+    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+
+
+def config(args: argparse.Namespace) -> int:
+    """``loop-killer config``: the effective settings and where each came from; exit 1
+    when the file (or the environment) has a problem, which is said."""
+    from ..config import config_path, load_settings
+
+    _, state = _dirs(args)
+    settings = load_settings(state)
+    values: dict[str, Any] = {
+        "same_reply_turns": settings.thresholds.same_reply_turns,
+        "idle_turns": settings.thresholds.idle_turns,
+        "similar": settings.thresholds.similar,
+        "tool_repeat_warn": settings.tool_repeat_warn,
+        "tool_repeat_block": settings.tool_repeat_block,
+        "rules_off": sorted(settings.rules_off),
+        "projects_off": list(settings.projects_off),
+        "ignore_tools": sorted(settings.ignore_tools),
+    }
+    if getattr(args, "json", False):
+        document = {"file": str(config_path(state)), "settings": values,
+                    "sources": dict(settings.sources), "problems": list(settings.problems)}
+        sys.stdout.buffer.write(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
+        sys.stdout.flush()
+        return 1 if settings.problems else 0
+    print(f"config file: {config_path(state)}")
+    rows = [[name, ", ".join(map(str, value)) if isinstance(value, list) else str(value),
+             settings.sources.get(name, "default")] for name, value in values.items()]
+    for line in report.table(["SETTING", "VALUE", "FROM"], rows):
+        print(line)
+    for problem in settings.problems:
+        print(f"problem: {report.snippet(problem, 300)}")
+    return 1 if settings.problems else 0
+

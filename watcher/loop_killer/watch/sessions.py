@@ -25,9 +25,12 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from ..config import Settings, load_settings
 from ..engine import (
     MAX_LINE_BYTES,
     PROMPT_REPROMPT,
+    RULE_IDLE,
+    RULE_SAME,
     GoalStatus,
     Step,
     SystemEntry,
@@ -85,15 +88,17 @@ class Sessions:
         history_age: float = HISTORY_AGE,
         read_limit: int = READ_LIMIT,
         idle_after: float = IDLE_AFTER,
+        settings: Settings | None = None,
     ) -> None:
         self.state = state
+        self.settings = settings if settings is not None else load_settings(state)
         self.home = home
         self.read_limit = read_limit
         self.idle_after = idle_after
         self.respond = Responder(state, home=home, history_age=history_age,
                                  outcome_timeout=outcome_timeout)
         self.housekeeper = Housekeeper(state, home=home)
-        self.tool_repeats = ToolRepeats(state, home=home, env=dict(os.environ))
+        self.tool_repeats = ToolRepeats(state, home=home, settings=self.settings)
         self.tracked: dict[str, Tracked] = {}
         self.by_key: dict[FileKey, str] = {}
         # Recently vanished files: when, their session, how far read, their last bytes.
@@ -176,7 +181,7 @@ class Sessions:
             self._not_a_file(path)
             return None
         self.unreadable.pop(path, None)
-        reader = self._reader(session_id, start, data, renamed_from)
+        reader = self._reader(path, session_id, start, data, renamed_from)
         tracked = self._new_tracked(path, session_id, now_seen.key, reader)
         tracked.follower.offset = start + len(data)
         tracked.follower.remember(data)
@@ -186,10 +191,11 @@ class Sessions:
         self.catch_up_stats.bytes_read += len(data)
         return tracked
 
-    def _reader(self, session_id: str, offset: int, data: bytes | None,
+    def _reader(self, path: str | Path, session_id: str, offset: int, data: bytes | None,
                 renamed_from: str | None = None) -> TranscriptReader:
         """A reader for ``session_id`` from ``offset``, in catch-up mode when ``data`` (the
-        tail it is about to replay) is given. What fired before never fires again: the
+        tail it is about to replay) is given, judging with the configured thresholds (no
+        rule at all in a project switched off). What fired before never fires again: the
         recorded keys, only those the tail holds when there is one (nothing else is
         reachable from its run)."""
         known = records.recorded_keys(self.state, session_id)
@@ -197,8 +203,11 @@ class Sessions:
             known |= records.recorded_keys(self.state, renamed_from)
         if data is not None and len(known) * len(data) <= _MATCH_BUDGET:
             known = {key for key in known if key.encode() in data}
+        thresholds = self.settings.thresholds
+        if self.settings.project_off(folder=Path(path).parent.name):
+            thresholds = replace(thresholds, off=frozenset({RULE_SAME, RULE_IDLE}))
         return TranscriptReader(session_id, offset=offset, live=data is None,
-                                already_fired=known)
+                                already_fired=known, thresholds=thresholds)
 
     def _wake(self, tracked: Tracked) -> None:
         """Rebuild a dormant session's reader from its tail up to what was read, as the
@@ -206,12 +215,12 @@ class Sessions:
         end = tracked.follower.offset
         _, start, data = self._read_tail(tracked.path, end)
         dormant = tracked.dormant
-        reader = self._reader(tracked.session_id, start, data)
+        reader = self._reader(tracked.path, tracked.session_id, start, data)
         detector = reader.detector
         if dormant is not None:
             detector.goal = dormant.goal
         tracked.reader = reader
-        tracked.tools = self.tool_repeats.counter()
+        tracked.tools = self.tool_repeats.counter(tracked.project)
         try:
             self._ingest(tracked, data, time.time(), live=False)
         except BaseException:
@@ -329,7 +338,7 @@ class Sessions:
         # Read from its start (new, or truncated, or replaced): everything recorded as
         # fired in this session counts, not only what a tail would reach.
         tracked = self._new_tracked(path, session_id, seen.key,
-                                    self._reader(session_id, 0, None))
+                                    self._reader(path, session_id, 0, None))
         tracked.history_end = seen.size
         log.info("following %s", self.respond.name(tracked))
         return self.sync(path)
@@ -360,7 +369,7 @@ class Sessions:
                      reader: TranscriptReader) -> Tracked:
         p = Path(path)
         tracked = Tracked(p, session_id, p.parent.name, Follower(p, key, reader.offset), reader,
-                          tools=self.tool_repeats.counter(),
+                          tools=self.tool_repeats.counter(p.parent.name),
                           request_file=str(request_path(self.state, session_id)))
         self.tracked[path] = tracked
         self.by_key[key] = path

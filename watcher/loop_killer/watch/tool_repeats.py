@@ -2,7 +2,7 @@
 
 Each followed session's events also go to the engine's ``ToolRepeatCounter`` (the same
 counter the tool-call hooks keep per session). When a result brings a call to
-``TOOL_REPEAT_WARN`` identical results, the detection is recorded (``state.records``,
+``tool_repeat_warn`` identical results (3 unless configured), the detection is recorded (``state.records``,
 keyed by that result's ``tool_use_id``, as the PostToolUse hook does): only when this
 watcher is first does it log the detection and print its line. The warning to the model
 and the refusals are the hooks' (the watcher shows their log lines as they come).
@@ -13,16 +13,15 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from ..config import Settings
 from ..engine import Event, TurnStart
 from ..engine.tool_repeat import (
     RULE_TOOL_REPEAT,
-    TOOL_REPEAT_WARN,
     ToolRepeat,
     ToolRepeatCounter,
     repeat_label,
 )
 from ..state import journal, records
-from ..tools.config import ignored_tools
 from . import report
 from .tracked import Tracked
 
@@ -48,13 +47,17 @@ def tool_repeat_line(*, project: str, session_id: str, call: str, count: int,
 class ToolRepeats:
     """Counts each session's tool results and logs each tool-repeat loop once."""
 
-    def __init__(self, state: Path, *, home: str | None, env: dict[str, str]) -> None:
+    def __init__(self, state: Path, *, home: str | None, settings: Settings) -> None:
         self.state = state
         self.home = home
-        self.ignored = ignored_tools(env)
+        self.settings = settings
 
-    def counter(self) -> ToolRepeatCounter:
-        return ToolRepeatCounter(ignored=self.ignored)
+    def counter(self, project: str) -> ToolRepeatCounter | None:
+        """A counter for a session of this project folder (None: the rule is off there)."""
+        settings = self.settings
+        if not settings.rule_on(RULE_TOOL_REPEAT) or settings.project_off(folder=project):
+            return None
+        return ToolRepeatCounter(ignored=settings.ignore_tools, block=settings.tool_repeat_block)
 
     def feed(self, tracked: Tracked, event: Event, *, live: bool) -> None:
         counter = tracked.tools
@@ -64,7 +67,7 @@ class ToolRepeats:
             tracked.tool_streaks.clear()  # the person spoke: every count starts afresh
         for repeat in counter.feed(event):
             _note_streak(tracked.tool_streaks, repeat)
-            if live and repeat.count == TOOL_REPEAT_WARN:
+            if live and repeat.count == self.settings.tool_repeat_warn:
                 self._detected(tracked, repeat)
 
     def _detected(self, tracked: Tracked, repeat: ToolRepeat) -> None:

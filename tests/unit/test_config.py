@@ -1,0 +1,124 @@
+"""Settings: one file, the environment over it, and a bad file that never stops anything."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from loop_killer.config import config_path, load_settings, parse_settings
+from loop_killer.engine import DEFAULT_THRESHOLDS, RULE_IDLE, RULE_SAME, RunDetector
+from loop_killer.engine.tool_repeat import DEFAULT_IGNORED
+
+GOOD = b"""
+[rules]
+same_reply_turns = 4
+idle_turns = 10
+similar = 0.75
+tool_repeat_warn = 5
+tool_repeat_block = 7
+off = ["IDLE_TURNS"]
+
+[tools]
+ignore = ["default", "mcp__ci__*"]
+
+[projects]
+off = ["/home/me/scratch"]
+"""
+
+
+def test_no_file_and_no_environment_gives_the_documented_defaults():
+    settings = parse_settings(None, {})
+    assert settings.thresholds == DEFAULT_THRESHOLDS
+    assert (settings.tool_repeat_warn, settings.tool_repeat_block) == (3, 4)
+    assert settings.ignore_tools == DEFAULT_IGNORED
+    assert settings.rules_off == frozenset() and settings.projects_off == ()
+    assert settings.problems == ()
+    assert set(settings.sources.values()) == {"default"}
+
+
+def test_the_file_sets_every_threshold_and_says_where_each_came_from():
+    settings = parse_settings(GOOD, {}, where="/s/config.toml")
+    t = settings.thresholds
+    assert (t.same_reply_turns, t.idle_turns, t.similar) == (4, 10, 0.75)
+    assert (settings.tool_repeat_warn, settings.tool_repeat_block) == (5, 7)
+    assert settings.rules_off == {RULE_IDLE} and t.off == {RULE_IDLE}
+    assert settings.ignore_tools == DEFAULT_IGNORED | {"mcp__ci__*"}
+    assert settings.projects_off == ("/home/me/scratch",)
+    assert settings.sources["idle_turns"] == "/s/config.toml"
+    assert settings.problems == ()
+
+
+def test_the_environment_overrides_the_file_for_one_session():
+    env = {"LOOP_KILLER_SAME_REPLY_TURNS": "5", "LOOP_KILLER_RULES_OFF": "SAME_REPLY_TURNS",
+           "LOOP_KILLER_TOOL_REPEAT": "off", "LOOP_KILLER_IGNORE_TOOLS": "Read"}
+    settings = parse_settings(GOOD, env)
+    assert settings.thresholds.same_reply_turns == 5
+    assert settings.sources["same_reply_turns"] == "$LOOP_KILLER_SAME_REPLY_TURNS"
+    assert settings.rules_off == {RULE_SAME, "TOOL_REPEAT"}
+    assert settings.ignore_tools == {"Read"}
+
+
+@pytest.mark.parametrize("text,where", [
+    (b"[rules\nsame_reply_turns = 4", "not valid TOML"),
+    (b"[rules]\nsame_reply_turns = 1", "rules.same_reply_turns must be a whole number"),
+    (b"[rules]\nsame_reply_turns = 'three'", "rules.same_reply_turns"),
+    (b"[rules]\nsimilar = 1.5", "rules.similar must be a number from"),
+    (b"[rules]\nidle_turns = true", "rules.idle_turns"),
+    (b"[rules]\noff = 'IDLE_TURNS'", "rules.off must be a list of strings"),
+    (b"[rules]\noff = ['NOPE']", "unknown rule to switch off: NOPE"),
+    (b"rules = 3", "[rules] must be a table"),
+    (b"[rules]\ntool_repeat_warn = 6\ntool_repeat_block = 5", "below tool_repeat_warn"),
+    (b"\xff\xfe", "not valid TOML"),
+])
+def test_a_bad_file_keeps_the_defaults_and_says_what_is_wrong_and_where(text, where):
+    settings = parse_settings(text, {}, where="/s/config.toml")
+    assert settings.thresholds == DEFAULT_THRESHOLDS
+    assert (settings.tool_repeat_warn, settings.tool_repeat_block) == (3, 4)
+    assert any(where in problem for problem in settings.problems), settings.problems
+
+
+def test_a_bad_environment_value_is_ignored_and_said():
+    settings = parse_settings(None, {"LOOP_KILLER_IDLE_TURNS": "lots"})
+    assert settings.thresholds.idle_turns == 6
+    assert any("$LOOP_KILLER_IDLE_TURNS" in problem for problem in settings.problems)
+
+
+def test_projects_switched_off_by_path_prefix_or_by_claude_codes_folder_name():
+    settings = parse_settings(GOOD, {})
+    assert settings.project_off(cwd="/home/me/scratch")
+    assert settings.project_off(cwd="/home/me/scratch/deep/er")
+    assert not settings.project_off(cwd="/home/me/scratchpad")
+    assert settings.project_off(folder="-home-me-scratch")
+    assert settings.project_off(folder="-home-me-scratch-deep")
+    assert not settings.project_off(folder="-home-me-other")
+
+
+def test_the_file_is_read_safely(tmp_path: Path):
+    state = tmp_path / "state"
+    state.mkdir()
+    assert load_settings(state, {}).problems == ()
+    config_path(state).write_bytes(GOOD)
+    assert load_settings(state, {}).thresholds.idle_turns == 10
+    config_path(state).unlink()
+    os.mkfifo(config_path(state))  # never blocks on a FIFO
+    settings = load_settings(state, {})
+    assert settings.thresholds == DEFAULT_THRESHOLDS and "cannot be read" in settings.problems[0]
+    config_path(state).unlink()
+    (tmp_path / "elsewhere.toml").write_bytes(GOOD)
+    config_path(state).symlink_to(tmp_path / "elsewhere.toml")
+    assert "a symlink" in load_settings(state, {}).problems[0]
+
+
+def test_the_judge_uses_the_thresholds():
+    from builders import Transcript
+    from loop_killer.engine import TranscriptReader
+
+    settings = parse_settings(b"[rules]\nsame_reply_turns = 4\noff = ['IDLE_TURNS']", {})
+    t = Transcript()
+    t.goal()
+    t.reply("ok")
+    t.loop(["I am still working on the auth tests."] * 9)
+    reader = TranscriptReader("s", detector=RunDetector("s", thresholds=settings.thresholds))
+    fired = [d for step in reader.feed(t.data()) for d in step.detections]
+    assert [(d.rule, d.count) for d in fired] == [(RULE_SAME, 4), (RULE_SAME, 4)]

@@ -1,0 +1,275 @@
+"""Settings people can change: one file, ``config.toml`` in the state folder, read by the
+watcher, the hooks and ``scan`` alike; environment variables override it for one session.
+
+```toml
+[rules]
+same_reply_turns = 3      # SAME_REPLY_TURNS
+idle_turns = 6            # IDLE_TURNS
+similar = 0.6             # SIMILAR (word-set Jaccard)
+tool_repeat_warn = 3      # TOOL_REPEAT_WARN
+tool_repeat_block = 4     # TOOL_REPEAT_BLOCK
+off = ["IDLE_TURNS"]      # rules switched off: SAME_REPLY_TURNS, IDLE_TURNS, TOOL_REPEAT
+
+[tools]
+ignore = ["default", "mcp__ci__*"]   # never counted; "default" is the built-in list
+
+[projects]
+off = ["/home/me/scratch"]           # path prefixes where loop-killer does nothing
+```
+
+The environment (the shell that starts ``claude``, or the ``env`` block of its
+``settings.json``): ``LOOP_KILLER_SAME_REPLY_TURNS``, ``LOOP_KILLER_IDLE_TURNS``,
+``LOOP_KILLER_SIMILAR``, ``LOOP_KILLER_TOOL_REPEAT_WARN``, ``LOOP_KILLER_TOOL_REPEAT_BLOCK``,
+``LOOP_KILLER_RULES_OFF`` (comma-separated), ``LOOP_KILLER_PROJECTS_OFF`` (``:``-separated),
+``LOOP_KILLER_IGNORE_TOOLS`` and ``LOOP_KILLER_TOOL_REPEAT=off``.
+
+A bad file (syntax, a wrong type, a value out of range) never stops anything: the
+defaults hold for what is wrong, and ``problems`` says what and where (``doctor``, the
+watcher's start-up and the next hook notice show it). The engine's constants stay the
+documented defaults.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from .engine.rules import (
+    DEFAULT_THRESHOLDS,
+    IDLE_TURNS,
+    RULE_IDLE,
+    RULE_SAME,
+    SAME_REPLY_TURNS,
+    SIMILAR,
+    Thresholds,
+)
+from .engine.tool_repeat import (
+    DEFAULT_IGNORED,
+    RULE_TOOL_REPEAT,
+    TOOL_REPEAT_BLOCK,
+    TOOL_REPEAT_WARN,
+)
+
+__all__ = ["CONFIG_NAME", "Settings", "config_path", "load_settings", "parse_settings"]
+
+CONFIG_NAME = "config.toml"
+_MAX_BYTES = 64 * 1024
+SWITCHABLE_RULES = (RULE_SAME, RULE_IDLE, RULE_TOOL_REPEAT)
+_OFF_WORDS = frozenset({"0", "off", "false", "no"})
+
+# setting -> (table, key, environment variable, default, low, high)
+_NUMBERS: dict[str, tuple[str, str, str, float, float, float]] = {
+    "same_reply_turns": ("rules", "same_reply_turns", "LOOP_KILLER_SAME_REPLY_TURNS",
+                         SAME_REPLY_TURNS, 2, 100),
+    "idle_turns": ("rules", "idle_turns", "LOOP_KILLER_IDLE_TURNS", IDLE_TURNS, 2, 1000),
+    "similar": ("rules", "similar", "LOOP_KILLER_SIMILAR", SIMILAR, 0.01, 1.0),
+    "tool_repeat_warn": ("rules", "tool_repeat_warn", "LOOP_KILLER_TOOL_REPEAT_WARN",
+                         TOOL_REPEAT_WARN, 2, 100),
+    "tool_repeat_block": ("rules", "tool_repeat_block", "LOOP_KILLER_TOOL_REPEAT_BLOCK",
+                          TOOL_REPEAT_BLOCK, 2, 1000),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """The effective settings, where each came from, and what was wrong."""
+
+    thresholds: Thresholds = DEFAULT_THRESHOLDS
+    tool_repeat_warn: int = TOOL_REPEAT_WARN
+    tool_repeat_block: int = TOOL_REPEAT_BLOCK
+    ignore_tools: frozenset[str] = DEFAULT_IGNORED
+    rules_off: frozenset[str] = frozenset()
+    projects_off: tuple[str, ...] = ()
+    sources: Mapping[str, str] = field(default_factory=dict)  # setting -> where from
+    problems: tuple[str, ...] = ()
+
+    def rule_on(self, rule: str) -> bool:
+        return rule not in self.rules_off
+
+    def project_off(self, *, cwd: str = "", folder: str = "") -> bool:
+        """Whether loop-killer does nothing for a session in this project: ``cwd`` (a
+        real path, from hook input) or ``folder`` (the project folder's name, the path
+        with every character but letters and digits made ``-``, as Claude Code names it)."""
+        for prefix in self.projects_off:
+            if cwd and (cwd == prefix or cwd.startswith(prefix.rstrip("/") + "/")):
+                return True
+            mangled = _mangle(prefix.rstrip("/"))
+            if folder and (folder == mangled or folder.startswith(mangled + "-")):
+                return True
+        return False
+
+
+def _mangle(path: str) -> str:
+    return "".join(ch if ch.isascii() and ch.isalnum() else "-" for ch in path)
+
+
+def config_path(state: Path) -> Path:
+    return state / CONFIG_NAME
+
+
+def load_settings(state: Path, env: Mapping[str, str] | None = None) -> Settings:
+    """The settings from ``<state>/config.toml`` (read safely: no links, no FIFOs,
+    bounded) and the environment; never raises."""
+    from .state.files import NotAFile, read_small_file
+
+    env = os.environ if env is None else env
+    path = config_path(state)
+    try:
+        text: bytes | None = read_small_file(path, _MAX_BYTES)
+    except FileNotFoundError:
+        text = None
+    except (NotAFile, OSError) as error:
+        reason = "a symlink" if getattr(error, "errno", None) == getattr(os, "ELOOP", 40) \
+            else (str(error).split(": ", 1)[-1] or type(error).__name__)
+        return parse_settings(None, env, where=str(path),
+                              problems=(f"{path}: cannot be read ({reason}); using the "
+                                        "defaults",))
+    return parse_settings(text, env, where=str(path))
+
+
+def parse_settings(text: bytes | None, env: Mapping[str, str], *, where: str = CONFIG_NAME,
+                   problems: tuple[str, ...] = ()) -> Settings:
+    """The settings from a config file's bytes (None: no file) and the environment."""
+    found: list[str] = list(problems)
+    table: dict[str, Any] = {}
+    if text is not None:
+        table = _parse_toml(text, where, found)
+    sources: dict[str, str] = {}
+    numbers: dict[str, float] = {}
+    for name, (section, key, variable, default, low, high) in _NUMBERS.items():
+        numbers[name] = default
+        sources[name] = "default"
+        value = _section(table, section, where, found).get(key)
+        if value is not None:
+            checked = _number(value, default, low, high)
+            if checked is None:
+                found.append(f"{where}: {section}.{key} must be {_range(default, low, high)} "
+                             f"(it is {value!r}); using {default}")
+            else:
+                numbers[name], sources[name] = checked, where
+        if variable in env:
+            checked = _number(_from_text(env[variable]), default, low, high)
+            if checked is None:
+                found.append(f"${variable} must be {_range(default, low, high)} (it is "
+                             f"{env[variable]!r}); ignored")
+            else:
+                numbers[name], sources[name] = checked, f"${variable}"
+    if numbers["tool_repeat_block"] < numbers["tool_repeat_warn"]:
+        found.append(f"tool_repeat_block ({numbers['tool_repeat_block']:g}) is below "
+                     f"tool_repeat_warn ({numbers['tool_repeat_warn']:g}); using "
+                     f"{TOOL_REPEAT_WARN} and {TOOL_REPEAT_BLOCK}")
+        numbers["tool_repeat_warn"], numbers["tool_repeat_block"] = (TOOL_REPEAT_WARN,
+                                                                     TOOL_REPEAT_BLOCK)
+    rules_off = _names(table, "rules", "off", "LOOP_KILLER_RULES_OFF", ",", env, where, found,
+                       sources, "rules_off")
+    unknown = sorted(set(rules_off) - set(SWITCHABLE_RULES))
+    if unknown:
+        found.append(f"unknown rule{'s' if len(unknown) > 1 else ''} to switch off: "
+                     f"{', '.join(unknown)} (known: {', '.join(SWITCHABLE_RULES)})")
+    if env.get("LOOP_KILLER_TOOL_REPEAT", "").strip().lower() in _OFF_WORDS:
+        rules_off = (*rules_off, RULE_TOOL_REPEAT)
+        sources["rules_off"] = "$LOOP_KILLER_TOOL_REPEAT"
+    projects = _names(table, "projects", "off", "LOOP_KILLER_PROJECTS_OFF", os.pathsep, env,
+                      where, found, sources, "projects_off")
+    ignored = _ignored(table, env, where, found, sources)
+    thresholds = replace(DEFAULT_THRESHOLDS, same_reply_turns=int(numbers["same_reply_turns"]),
+                         idle_turns=int(numbers["idle_turns"]), similar=numbers["similar"],
+                         off=frozenset(rules_off) & {RULE_SAME, RULE_IDLE})
+    return Settings(
+        thresholds=thresholds,
+        tool_repeat_warn=int(numbers["tool_repeat_warn"]),
+        tool_repeat_block=int(numbers["tool_repeat_block"]),
+        ignore_tools=ignored,
+        rules_off=frozenset(rule for rule in rules_off if rule in SWITCHABLE_RULES),
+        projects_off=tuple(os.path.expanduser(p) for p in projects),
+        sources=sources,
+        problems=tuple(found),
+    )
+
+
+def _parse_toml(text: bytes, where: str, found: list[str]) -> dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10: the backport (a dependency there only)
+        import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
+    try:
+        parsed: dict[str, Any] = tomllib.loads(text.decode("utf-8"))
+        return parsed
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        found.append(f"{where}: not valid TOML ({error}); using the defaults")
+        return {}
+
+
+def _section(table: dict[str, Any], name: str, where: str, found: list[str]
+             ) -> dict[str, Any]:
+    value = table.get(name, {})
+    if isinstance(value, dict):
+        return value
+    problem = f"{where}: [{name}] must be a table; ignored"
+    if problem not in found:
+        found.append(problem)
+    return {}
+
+
+def _from_text(text: str) -> object:
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return text
+
+
+def _number(value: object, default: float, low: float, high: float) -> float | None:
+    whole = isinstance(default, int)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if whole and not (isinstance(value, int) or float(value).is_integer()):
+        return None
+    if not low <= value <= high:
+        return None
+    return int(value) if whole else float(value)
+
+
+def _range(default: float, low: float, high: float) -> str:
+    if isinstance(default, int):
+        return f"a whole number from {low:g} to {high:g}"
+    return f"a number from {low:g} to {high:g}"
+
+
+def _names(table: dict[str, Any], section: str, key: str, variable: str, separator: str,
+           env: Mapping[str, str], where: str, found: list[str], sources: dict[str, str],
+           setting: str) -> tuple[str, ...]:
+    """A list of names from the file, or from the environment when set."""
+    sources[setting] = "default"
+    names: tuple[str, ...] = ()
+    value = _section(table, section, where, found).get(key)
+    if value is not None:
+        if isinstance(value, list) and all(isinstance(item, str) for item in value):
+            names, sources[setting] = tuple(value), where
+        else:
+            found.append(f"{where}: {section}.{key} must be a list of strings; ignored")
+    if variable in env:
+        names = tuple(item.strip() for item in env[variable].split(separator) if item.strip())
+        sources[setting] = f"${variable}"
+    return names
+
+
+def _ignored(table: dict[str, Any], env: Mapping[str, str], where: str, found: list[str],
+             sources: dict[str, str]) -> frozenset[str]:
+    """The tools not counted (names or ``fnmatch`` patterns such as ``mcp__ci__*``):
+    ``default`` stands for the built-in list, so ``default,mcp__ci__*`` adds to it; an
+    empty list counts every tool."""
+    names = _names(table, "tools", "ignore", "LOOP_KILLER_IGNORE_TOOLS", ",", env, where,
+                   found, sources, "ignore_tools")
+    if sources["ignore_tools"] == "default":
+        return DEFAULT_IGNORED
+    ignored: set[str] = set()
+    for name in names:
+        ignored |= DEFAULT_IGNORED if name == "default" else {name}
+    return frozenset(ignored)
