@@ -125,9 +125,8 @@ def load_settings(state: Path, env: Mapping[str, str] | None = None) -> Settings
     except (NotAFile, OSError) as error:
         reason = "a symlink" if getattr(error, "errno", None) == getattr(os, "ELOOP", 40) \
             else (str(error).split(": ", 1)[-1] or type(error).__name__)
-        return parse_settings(None, env, where=str(path),
-                              problems=(f"{path}: cannot be read ({reason}); using the "
-                                        "defaults",))
+        problem = f"{path}: cannot be read ({reason}); using the defaults"
+        return parse_settings(None, env, where=str(path), problems=(problem,))
     return parse_settings(text, env, where=str(path))
 
 
