@@ -77,6 +77,16 @@ def outcomes(sandbox: Sandbox) -> list[str]:
     return found
 
 
+def one_line(text: str) -> str:
+    """Screen or output text with its wrapping undone (whitespace runs made one space)."""
+    return " ".join(text.split())
+
+
+CLEARED_LINE = "loop-killer: SAME_REPLY_TURNS (3 similar replies in a row): loop stopped, goal cleared."
+PAUSED_LINE = ("loop-killer: SAME_REPLY_TURNS (3 similar replies in a row): loop stopped, goal "
+               "only paused: type /goal clear to clear it")
+
+
 def cleared(entries: list[dict[str, Any]]) -> bool:
     """The proof line: /goal clear wrote goal_status met:true, sentinel:true."""
     return any(s.get("met") is True and s.get("sentinel") is True for s in goal_statuses(entries))
@@ -183,8 +193,10 @@ def _assert_stopped_and_cleared(
     assert cleared(entries), "no goal_status met:true sentinel line in the transcript"
     assert any(rule in n for n in notices(entries)), notices(entries)
     assert "cleared" in outcomes(sandbox), outcomes(sandbox)
-    if output is not None:
-        assert output["result"].startswith("Goal cleared")
+    if output is not None:  # -p prints the one line: the rule, then the result of /goal clear
+        assert output["result"].startswith(f"loop-killer: {rule} ("), output["result"]
+        assert output["result"].endswith("): loop stopped, goal cleared."), output["result"]
+        assert "\n" not in output["result"]
     return entries
 
 
@@ -259,6 +271,7 @@ def test_a_plain_blocking_stop_hook_is_stopped_without_claiming_a_goal(
     assert not any("goal cleared" in n.lower() for n in shown), shown
     assert "cleared" not in outcomes(sandbox)
     assert "stopped_no_goal" in outcomes(sandbox), outcomes(sandbox)
+    assert any(n.endswith("loop stopped; no goal was set.") for n in shown), shown
 
 
 def test_two_sessions_under_one_watcher_are_stopped_each_on_its_own_threshold(
@@ -278,8 +291,9 @@ def test_two_sessions_under_one_watcher_are_stopped_each_on_its_own_threshold(
                             cwd=other_project, env=argv_env)
             (rc_a, out_a, err_a), (rc_b, out_b, err_b) = a.result(), b.result()
         assert rc_a == 0 and rc_b == 0, (err_a, err_b)
-        assert out_a["result"].startswith("Goal cleared")
-        assert out_b["result"].startswith("Goal cleared")
+        assert out_a["result"] == CLEARED_LINE
+        assert out_b["result"].startswith("loop-killer: IDLE_TURNS (6 replies")
+        assert out_b["result"].endswith("loop stopped, goal cleared.")
         assert settled_main_count(mock_api) == 4
         assert settled_main_count(other_mock) == 7
     entries_a = sandbox.read_transcript()
@@ -336,8 +350,12 @@ def test_tui_with_watcher_stops_on_the_third_answer_and_shows_the_clear(
     assert "SAME_REPLY_TURNS" in screen
     entries = sandbox.read_transcript()
     assert cleared(entries)
-    text = watch.wait_for(lambda t: "SAME_REPLY_TURNS" in t and "cleared" in t.lower())
+    assert CLEARED_LINE in one_line(session.wait_for("goal cleared.", timeout=10))
+    text = watch.wait_for(lambda t: "SAME_REPLY_TURNS" in t and "CLEARED" in t)
     assert entries[-1]["sessionId"][:8] in text
+    # In the order things happened: the hook's QUEUED (if it acted first) before CLEARED.
+    if "QUEUED" in text:
+        assert text.index("QUEUED") < text.index("CLEARED"), text
 
 
 def test_tui_draft_in_the_prompt_box_survives_the_clear(
@@ -362,7 +380,10 @@ def test_tui_without_watcher_stops_through_the_hooks_own_detection(
     session = tui(version=claude_328, plugin_dir=PLUGIN)
     _tui_goal_loop(session, mock_api)
     assert settled_main_count(mock_api) == 4
-    assert "SAME_REPLY_TURNS" in session.capture()
+    # One line, once the result is known, after Claude Code's own "Goal cleared: ...".
+    screen = one_line(session.wait_for("goal cleared.", timeout=10))
+    assert CLEARED_LINE in screen and "clearing the goal" not in screen
+    assert screen.index("Goal cleared:") < screen.index(CLEARED_LINE)
     assert cleared(sandbox.read_transcript())
     detections = journal_events(sandbox, "detection")
     assert [d["source"] for d in detections] == ["hook"]
@@ -384,6 +405,7 @@ def test_old_version_tui_is_cleared_by_typing_into_its_own_pane(
     assert cleared(entries)
     last = journal_events(sandbox, "outcome")[-1]
     assert last["outcome"] == "cleared" and last["hands"] == "tmux", last
+    assert CLEARED_LINE in one_line(session.wait_for("goal cleared.", timeout=10))
 
 
 def test_old_version_tui_never_types_into_a_draft_and_says_the_goal_is_paused(
@@ -401,7 +423,7 @@ def test_old_version_tui_never_types_into_a_draft_and_says_the_goal_is_paused(
     assert settled_main_count(mock_api, settle=3) == 4
     screen = session.wait_for("/goal clear", timeout=15)
     assert draft in screen
-    assert "paused" in screen.lower()
+    assert PAUSED_LINE in one_line(screen)
     assert not cleared(sandbox.read_transcript())
     assert mock_api.count("main") == 4
     assert "cleared" not in outcomes(sandbox)
@@ -423,5 +445,5 @@ def test_old_version_headless_stops_the_turn_with_an_honest_notice(
     detections = journal_events(sandbox, "detection")
     assert [(d["located_by"], d["count"]) for d in detections] == [("anchor", 3)]
     shown = " ".join(notices(entries)) + json.dumps(output) + stderr
-    assert "/goal clear" in shown
+    assert PAUSED_LINE in shown, shown
     assert entry_text(stop_hook_feedback(entries)[0]).startswith("Stop hook feedback:")
