@@ -1,21 +1,24 @@
 """The engine over every real transcript in ``tests/fixtures/``.
 
-``claude-code-2.1.328/``: recorded from the real Claude Code 2.1.328 (see its README and
-each scenario's ``meta.json``). ``real-transcripts/``: written by Claude Code 1.0.17 -
+``claude-code-2.1.328/``, ``claude-code-2.1.332/``: recorded from the real Claude Code
+(see their READMEs and each scenario's ``meta.json``); a scenario recorded on both
+versions must give the same detections, the newer lines 2.1.332 writes changing nothing. ``real-transcripts/``: written by Claude Code 1.0.17 -
 2.1.39 on people's machines (see ``SOURCES.md``). The expected detections are written
-out below and, for the 2.1.328 scenarios, also derived from ``meta.json``; the firing
+out below and, for the recorded scenarios, also derived from ``meta.json``; the firing
 answers are located in the files independently of the engine.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
 import orjson
-from builders import found
 import pytest
+from builders import found
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from loop_killer.engine import (
@@ -37,6 +40,8 @@ from loop_killer.engine import (
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CC = FIXTURES / "claude-code-2.1.328"
+NEWEST = FIXTURES / "claude-code-2.1.332"
+RECORDED = sorted(path for path in FIXTURES.glob("claude-code-*") if path.is_dir())
 REAL = FIXTURES / "real-transcripts"
 
 TRANSCRIPTS = sorted(
@@ -50,7 +55,21 @@ def _is_subagent(path: Path) -> bool:
 
 MAIN = [path for path in TRANSCRIPTS if not _is_subagent(path)]
 SUBAGENTS = [path for path in TRANSCRIPTS if _is_subagent(path)]
-SCENARIOS = sorted(path.name for path in CC.iterdir() if (path / "meta.json").is_file())
+
+
+def _scenarios(cc: Path) -> list[str]:
+    return sorted(path.name for path in cc.iterdir() if (path / "meta.json").is_file())
+
+
+SCENARIOS = _scenarios(CC)
+RECORDED_SCENARIOS = [(cc, scenario) for cc in RECORDED for scenario in _scenarios(cc)]
+NEWER_LINES = ("api-request", "api-request-shape", "api-request-blob", "tools-used",
+               "cost-state")
+"""Line types the 2.1.33x transcripts carry (2.1.328 writes them too, offline)."""
+
+
+def _recorded_id(case: tuple[Path, str]) -> str:
+    return case[0].name.removeprefix("claude-code-") + "/" + case[1]
 
 
 def _id(path: Path) -> str:
@@ -77,11 +96,17 @@ EXPECTED = {
 
 def _scenario(path: Path) -> str | None:
     rel = path.relative_to(FIXTURES).parts
-    return rel[1] if rel[0] == CC.name else None
+    return rel[1] if rel[0].startswith("claude-code-") else None
 
 
-def _meta(scenario: str) -> dict:
-    return json.loads((CC / scenario / "meta.json").read_text())
+def _version_id(path: Path) -> str:
+    """``2.1.332/goal-same/fdfd1411`` for a recorded transcript."""
+    rel = path.relative_to(FIXTURES).parts
+    return f"{rel[0].removeprefix('claude-code-')}/{rel[1]}/{path.stem[:8]}"
+
+
+def _meta(scenario: str, cc: Path = CC) -> dict:
+    return json.loads((cc / scenario / "meta.json").read_text())
 
 
 def _detect(path: Path, **kwargs) -> list[Detection]:
@@ -180,26 +205,29 @@ def _involved(answers: list[dict], expected: list[tuple[str, int]]) -> list[tupl
 
 def test_every_scenario_has_an_expectation_and_every_file_is_copied():
     assert sorted(EXPECTED) == SCENARIOS
-    for scenario in SCENARIOS:
-        for name in _meta(scenario)["transcript_files"]:
-            assert (CC / scenario / name).exists(), name
-    assert (REAL / "SOURCES.md").is_file() and (CC / "README.md").is_file()
-    assert len(MAIN) == 21 and len(SUBAGENTS) == 4
+    assert [cc.name for cc in RECORDED] == [CC.name, NEWEST.name]
+    for cc, scenario in RECORDED_SCENARIOS:
+        assert scenario in EXPECTED, (cc.name, scenario)
+        assert _meta(scenario, cc)["claude_code_version"] == cc.name.removeprefix("claude-code-")
+        for name in _meta(scenario, cc)["transcript_files"]:
+            assert (cc / scenario / name).exists(), name
+        assert (cc / "README.md").is_file()
+    assert (REAL / "SOURCES.md").is_file()
+    assert len(MAIN) == 24 and len(SUBAGENTS) == 4
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS)
-def test_expectations_follow_from_meta_json(scenario):
-    meta = _meta(scenario)
+@pytest.mark.parametrize("case", RECORDED_SCENARIOS, ids=_recorded_id)
+def test_expectations_follow_from_meta_json(case):
+    cc, scenario = case
+    meta = _meta(scenario, cc)
     for name, observed in meta["observed"].items():
-        if _is_subagent(CC / scenario / name):
+        if _is_subagent(cc / scenario / name):
             assert _expected_from_meta(observed) == []
         else:
             assert _expected_from_meta(observed) == EXPECTED[scenario], name
 
 
-@pytest.mark.parametrize(
-    "path", [p for p in MAIN if _scenario(p)], ids=lambda p: _scenario(p) + "/" + p.stem[:8]
-)
+@pytest.mark.parametrize("path", [p for p in MAIN if _scenario(p)], ids=_version_id)
 def test_scenario_produces_exactly_the_expected_detections(path):
     scenario = _scenario(path)
     answers = _reprompt_answers(path)
@@ -216,19 +244,22 @@ def test_scenario_produces_exactly_the_expected_detections(path):
         assert detection.last_timestamp == involved[detection.answer_uuid]["timestamp"]
 
 
-@pytest.mark.parametrize("scenario", ["goal-same", "goal-varied", "command-hook-loop",
-                                      "thinking", "thinking-omitted", "tui-goal-clear"])
-def test_detection_texts_and_scores_match_meta_json(scenario):
-    meta = _meta(scenario)
+@pytest.mark.parametrize(
+    "case", [(cc, s) for cc, s in RECORDED_SCENARIOS if s in (
+        "goal-same", "goal-varied", "command-hook-loop", "thinking", "thinking-omitted",
+        "tui-goal-clear")], ids=_recorded_id)
+def test_detection_texts_and_scores_match_meta_json(case):
+    cc, scenario = case
+    meta = _meta(scenario, cc)
     (name,) = meta["transcript_files"]
     observed = meta["observed"][name]
-    detections = _detect(CC / scenario / name)
+    detections = _detect(cc / scenario / name)
     assert detections
     texts = observed["assistant_texts"]
     jaccard = observed["consecutive_text_jaccard"]
     # Each reply here is one message, and message 0 answers the kickoff (or the person's
     # prompt): the answer to the p-th re-prompt is message p.
-    position = {a["uuid"]: p for p, a in enumerate(_reprompt_answers(CC / scenario / name), 1)}
+    position = {a["uuid"]: p for p, a in enumerate(_reprompt_answers(cc / scenario / name), 1)}
     for detection in detections:
         positions = [position[a.uuid] for a in detection.answers]
         assert [a.text for a in detection.answers] == [texts[p] for p in positions]
@@ -332,6 +363,73 @@ def test_command_hook_answers_match_the_hooks_last_assistant_message():
     assert {payload["session_id"] for payload in inputs} == {path.stem}
 
 
+# -- the newest recording: the newer lines change nothing -----------------------------------
+
+
+def _main_file(cc: Path, scenario: str) -> Path:
+    (name,) = [n for n in _meta(scenario, cc)["transcript_files"] if "subagents" not in n]
+    return cc / scenario / name
+
+
+def _lines_by_type(path: Path) -> Counter:
+    return Counter(orjson.loads(raw).get("type") for raw in path.read_bytes().splitlines())
+
+
+def _detail(detections: list[Detection]) -> list[tuple]:
+    """A detection without its file's identity: rule, size, texts and scores."""
+    return [(d.rule, d.count, d.run_length, tuple(a.text for a in d.answers),
+             tuple(round(s, 6) for s in d.similarities)) for d in detections]
+
+
+def test_the_newest_recording_holds_the_newer_lines():
+    # What 2.1.332 writes offline (measured): all five; tools-used only once a tool ran.
+    seen = Counter()
+    for scenario in _scenarios(NEWEST):
+        seen += _lines_by_type(_main_file(NEWEST, scenario))
+    assert all(seen[kind] > 0 for kind in NEWER_LINES), seen
+    assert _lines_by_type(_main_file(NEWEST, "goal-same"))["tools-used"] == 0
+    assert _lines_by_type(_main_file(NEWEST, "goal-with-tools"))["tools-used"] == 1
+
+
+@pytest.mark.parametrize("scenario", _scenarios(NEWEST))
+def test_newer_lines_change_nothing(scenario):
+    path = _main_file(NEWEST, scenario)
+    detections = _detect(path)
+    # The same detections as the scenario recorded on 2.1.328, text for text...
+    assert _detail(detections) == _detail(_detect(_main_file(CC, scenario)))
+    # ...and as the same file without the newer lines.
+    kept = [raw + b"\n" for raw in path.read_bytes().splitlines()
+            if orjson.loads(raw).get("type") not in NEWER_LINES]
+    assert len(kept) < len(path.read_bytes().splitlines())
+    assert _summary(detect_transcript(b"".join(kept), path.stem)) == _summary(detections)
+
+
+def _scan_json(root: Path) -> dict:
+    """``loop-killer scan --json`` over a folder of project folders, as a person runs it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "loop_killer.cli", "scan", "--json", "--jobs", "1", "--root",
+         str(root)], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("scenario", _scenarios(NEWEST))
+def test_loop_killer_scan_reads_the_newest_recording_as_the_older_one(scenario):
+    newest = _scan_json(NEWEST / scenario / "transcripts")
+    older = _scan_json(CC / scenario / "transcripts")
+    found = [(loop["kind"], loop["rule"], loop["replies"]) for loop in newest["loops"]]
+    assert found == [(loop["kind"], loop["rule"], loop["replies"]) for loop in older["loops"]]
+    assert found  # every recorded scenario holds a loop of one kind or the other
+    path = _main_file(NEWEST, scenario)
+    assert newest["scan"]["lines"] == path.read_bytes().count(b"\n")
+    assert newest["scan"]["bad_lines"] == 0 and newest["scan"]["skipped"] == {}
+    # cost-state: Claude Code's own total for the session is read from its last line.
+    (cost,) = [orjson.loads(raw)["totalCostUSD"] for raw in path.read_bytes().splitlines()
+               if orjson.loads(raw).get("type") == "cost-state"]
+    (session,) = newest["sessions"]
+    assert session["claude_code_cost_usd"] == pytest.approx(cost, abs=1e-6)
+
+
 # -- variants of the recorded files -------------------------------------------------------
 
 
@@ -349,8 +447,7 @@ def _rewrite(path: Path, *, drop_system: bool) -> bytes:
     return b"".join(out)
 
 
-@pytest.mark.parametrize("path", [p for p in MAIN if _scenario(p)],
-                         ids=lambda p: _scenario(p) + "/" + p.stem[:8])
+@pytest.mark.parametrize("path", [p for p in MAIN if _scenario(p)], ids=_version_id)
 def test_null_stop_reasons_give_the_same_detections(path):
     expected = _summary(_detect(path))
     data = _rewrite(path, drop_system=False)
