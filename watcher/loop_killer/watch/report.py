@@ -42,6 +42,7 @@ OUTCOME_LABELS = {
     "clear_queued": "QUEUED",  # the mod runs /goal clear once the turn has ended
     "stopped_no_goal": "STOPPED",  # no goal to clear: stopping the turn was all
     "not_possible": "NO CLEAR",  # a goal is set, but nothing here can clear it
+    "clear_failed": "FAILED",  # the mod ran /goal clear and it failed: goal only paused
 }
 
 
