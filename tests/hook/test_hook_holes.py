@@ -103,3 +103,29 @@ def test_6_deeply_nested_input_is_bad_input(tmp_path: Path, depth: int) -> None:
         done = run_hook_process(data, env=_env(tmp_path), timeout=TIMEOUT)
         assert done.returncode == 0 and done.stderr == b"" and done.stdout == b""
     assert not (_state(tmp_path) / "hook-errors.log").exists()  # not even a crash logged
+
+
+def test_a_bad_settings_file_is_said_once_and_blocks_nothing(tmp_path: Path) -> None:
+    state = _state(tmp_path)
+    state.mkdir(parents=True)
+    (state / "config.toml").write_text("[rules]\nidle_turns = 1\n")
+    data = {**H, "hook_event_name": "PostToolUse", "tool_name": "Bash", "cwd": "/p",
+            "tool_input": {"command": "ls"}, "tool_response": "x", "tool_use_id": "toolu_1",
+            "transcript_path": str(tmp_path / "s1.jsonl")}
+    first = _quiet(run_hook_process(data, env=_env(tmp_path), timeout=TIMEOUT))
+    assert first is not None and "idle_turns must be a whole number" in first["systemMessage"]
+    again = _quiet(run_hook_process(data, env=_env(tmp_path), timeout=TIMEOUT))
+    assert again is None or "idle_turns" not in again.get("systemMessage", "")
+
+
+def test_a_project_switched_off_is_left_alone(tmp_path: Path) -> None:
+    lines = lines_of(fixture_transcript("goal-same"))
+    third = next(stop for stop in stops(lines) if stop.number == 3)
+    transcript = write(tmp_path / "proj" / "s1.jsonl", lines[: third.first])
+    state = _state(tmp_path)
+    state.mkdir(parents=True)
+    (state / "config.toml").write_text('[projects]\noff = ["/home/dev/proj"]\n')
+    for number in (1, 2, 3):
+        stop = next(s for s in stops(lines) if s.number == number)
+        write(transcript, lines[: stop.first])
+        assert run(raw(stop_input(transcript, message=stop.text)), env=_env(tmp_path)) is None

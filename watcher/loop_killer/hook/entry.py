@@ -21,6 +21,7 @@ import time
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a normal turn does not import typing
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 __all__ = ["MAX_INPUT_BYTES", "TOOL_EVENTS", "cli_main", "main", "parse_json"]
@@ -70,21 +71,48 @@ def cli_main(args: Any = None) -> int:
 
 
 def dispatch(raw: bytes, *, env: dict[str, str]) -> dict[str, Any] | None:
-    """The output for one hook input, by its event; None for none."""
+    """The output for one hook input, by its event; None for none. A problem with the
+    settings is said once (whatever the event), beside the hook's own output."""
     data = parse_json(raw)
     event = data.get("hook_event_name") if isinstance(data, dict) else None
+    if event != "Stop" and event not in TOOL_EVENTS:
+        return None
+    from ..config import load_settings
+    from ..state.paths import state_dir
+
+    state = state_dir(env)
+    settings = load_settings(state, env)
+    output: dict[str, Any] | None
     if event == "Stop":
         from .stop_hook import run_input
 
-        return run_input(data, env=env, spawn_time=process_start_time())
-    if event in TOOL_EVENTS:
-        try:
-            from ..tools.hook import run_input as run_tool_hook  # type: ignore[import-not-found,unused-ignore]
-        except ImportError:
-            return None
-        result: dict[str, Any] | None = run_tool_hook(data, env=env)
-        return result
-    return None
+        output = run_input(data, env=env, spawn_time=process_start_time(), settings=settings)
+    else:
+        from ..tools.hook import run_input as run_tool_hook
+
+        output = run_tool_hook(data, env=env, settings=settings)
+    if settings.problems:
+        output = _with_config_note(output, state, settings.problems)
+    return output
+
+
+def _with_config_note(output: dict[str, Any] | None, state: Path, problems: tuple[str, ...]
+                      ) -> dict[str, Any] | None:
+    """``output`` with the settings' problems added to what the person sees, the first
+    time these problems are met (the same problems are not said at every turn)."""
+    import hashlib
+
+    from ..printable import printable
+    from ..state.notes import first_time
+
+    key = "config-" + hashlib.sha256("\n".join(problems).encode()).hexdigest()[:16]
+    if not first_time(state, key):
+        return output
+    note = printable(f"loop-killer: settings: {'; '.join(problems)}", 600)
+    merged = dict(output or {})
+    shown = merged.get("systemMessage")
+    merged["systemMessage"] = f"{shown} {note}" if isinstance(shown, str) and shown else note
+    return merged
 
 
 def parse_json(raw: bytes) -> Any:

@@ -11,6 +11,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from ..engine import (
+    DEFAULT_THRESHOLDS,
     Answer,
     AssistantPart,
     Detection,
@@ -18,6 +19,7 @@ from ..engine import (
     GoalStatus,
     LineEvent,
     RunDetector,
+    Thresholds,
     ToolResults,
 )
 from .anchor import Anchor
@@ -58,6 +60,7 @@ def judge(
     spawn_time: float | None = None,
     already_fired: Collection[str] = (),
     anchor: Anchor | None = None,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
 ) -> Judgement:
     """Whether reply N (``message``) fires, counting it exactly once.
 
@@ -74,7 +77,8 @@ def judge(
                                  anchor=anchor)
     else:
         located = locate_turn(events)
-    detector = RunDetector(session_id, live=False, already_fired=already_fired)
+    detector = RunDetector(session_id, live=False, already_fired=already_fired,
+                           thresholds=thresholds)
     _feed(detector, (item.event for item in events[: located.feed_until]))
     detector.go_live()
     parts = [item for item in events[located.parts_from : located.parts_until]

@@ -24,10 +24,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..config import Settings, load_settings
 from ..engine import text_digest
 from ..state import records
 from ..state.files import NotAFile
-from ..state.paths import ensure_private_dir, state_dir
+from ..state.notes import first_time
+from ..state.paths import state_dir
 from . import decide, notice
 from .anchor import Anchor, advance_anchor, previous_anchor, read_anchor, save_anchor
 from .entry import parse_json
@@ -52,13 +54,19 @@ def run(raw: bytes, *, env: dict[str, str], spawn_time: float | None = None
     return run_input(parse_json(raw), env=env, spawn_time=spawn_time)
 
 
-def run_input(data: Any, *, env: dict[str, str], spawn_time: float | None = None
-              ) -> dict[str, Any] | None:
-    """``run`` for hook input already parsed (``entry`` parses it once for every event)."""
+def run_input(data: Any, *, env: dict[str, str], spawn_time: float | None = None,
+              settings: Settings | None = None) -> dict[str, Any] | None:
+    """``run`` for hook input already parsed (``entry`` parses it once for every event,
+    and loads the settings: loaded here when None)."""
     hook_input = decide.parse_input(data)
     if hook_input is None:
         return None
     state = state_dir(env)
+    if settings is None:
+        settings = load_settings(state, env)
+    cwd = data.get("cwd") if isinstance(data, dict) else None
+    if settings.project_off(cwd=cwd if isinstance(cwd, str) else ""):
+        return None
     _sweep_outcomes(state)
     # This reply answers a re-prompt: whatever happens below, the anchor moves on.
     keeper = _Anchoring(state, hook_input, spawn_time) if hook_input.stop_hook_active else None
@@ -68,7 +76,7 @@ def run_input(data: Any, *, env: dict[str, str], spawn_time: float | None = None
             return output
         if keeper is None:
             return None  # this reply answers a person's prompt: it cannot fire
-        return _check(state, hook_input, env, spawn_time, keeper)
+        return _check(state, hook_input, env, spawn_time, keeper, settings)
     finally:
         if keeper is not None:
             keeper.settle()
@@ -100,7 +108,8 @@ def _take_request(state: Path, hook_input: decide.HookInput, env: dict[str, str]
 
 
 def _check(state: Path, hook_input: decide.HookInput, env: dict[str, str],
-           spawn_time: float | None, keeper: _Anchoring) -> dict[str, Any] | None:
+           spawn_time: float | None, keeper: _Anchoring, settings: Settings
+           ) -> dict[str, Any] | None:
     """Judge this reply from the transcript's tail; stop the turn when a rule fires."""
     session_id = hook_input.session_id
     anchor = keeper.current()
@@ -123,6 +132,7 @@ def _check(state: Path, hook_input: decide.HookInput, env: dict[str, str],
         # that stops its turn (the watcher's request is then void).
         already_fired=records.recorded_keys(state, session_id, acted_only=True),
         anchor=anchor,
+        thresholds=settings.thresholds,
     )
     if judgement.anchor is not None:  # before acting: a firing reply counts too
         keeper.save(judgement.anchor, size=tail.end)
@@ -226,13 +236,5 @@ def _append(state: Path, record: dict[str, Any]) -> None:
 
 
 def _note_once(state: Path, key: str, text: str) -> dict[str, Any] | None:
-    """A short systemMessage, shown once per ``key`` (a marker file remembers it)."""
-    try:
-        folder = ensure_private_dir(state / "notes")
-        fd = os.open(folder / key, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        os.close(fd)
-    except FileExistsError:
-        return None
-    except OSError:
-        pass  # no marker (an unsafe folder, say): say it anyway
-    return notice.failure_message(text)
+    """A short systemMessage, shown once per ``key``."""
+    return notice.failure_message(text) if first_time(state, key) else None

@@ -1,0 +1,32 @@
+"""Things said to the person once: a marker file per thing said, ``<state>/notes/<key>``.
+
+Created exclusively (never through a link: ``paths.ensure_private_dir``), so concurrent
+hooks say a thing once between them. When the marker cannot be written, the thing is
+said anyway: saying it twice beats never saying it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .paths import ensure_private_dir, is_plain_id
+
+__all__ = ["NOTES_DIR", "first_time"]
+
+NOTES_DIR = "notes"
+
+
+def first_time(state: Path, key: str) -> bool:
+    """True the first time ``key`` is asked about (and whenever that cannot be told)."""
+    if not is_plain_id(key):
+        raise ValueError(f"not a plain key: {key!r}")
+    try:
+        folder = ensure_private_dir(state / NOTES_DIR)
+        fd = os.open(folder / key, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        os.close(fd)
+    except FileExistsError:
+        return False
+    except OSError:
+        pass
+    return True
