@@ -26,6 +26,8 @@ from .harness import (
     assistant_texts,
     entry_text,
     goal_statuses,
+    install_plugin,
+    installed_plugins,
     read_jsonl,
     run_headless,
     stop_hook_feedback,
@@ -200,14 +202,14 @@ def _assert_stopped_and_cleared(
     return entries
 
 
-# -- 2.1.328 headless ------------------------------------------------------------------------
+# -- with mods (2.1.332, 2.1.328): headless -----------------------------------------------
 
 
 def test_identical_replies_end_on_the_third_answer_and_the_goal_is_cleared(
-    sandbox: Sandbox, mock_api: MockAnthropic, claude_328: Path
+    sandbox: Sandbox, mock_api: MockAnthropic, claude_mods: Path
 ) -> None:
     mock_api.configure(default=Reply(text=SAME, delay=0.05), evaluator=EvaluatorPolicy())
-    rc, output, stderr = run_headless(sandbox, GOAL, version=claude_328, plugin_dir=PLUGIN)
+    rc, output, stderr = run_headless(sandbox, GOAL, version=claude_mods, plugin_dir=PLUGIN)
     assert rc == 0, stderr
     entries = _assert_stopped_and_cleared(
         sandbox, mock_api, main=4, rule="SAME_REPLY_TURNS", output=output)
@@ -217,10 +219,10 @@ def test_identical_replies_end_on_the_third_answer_and_the_goal_is_cleared(
 
 
 def test_varied_replies_end_on_the_sixth_answer_by_idle_turns(
-    sandbox: Sandbox, mock_api: MockAnthropic, claude_328: Path
+    sandbox: Sandbox, mock_api: MockAnthropic, claude_mods: Path
 ) -> None:
     mock_api.configure([Reply(text=t, delay=0.05) for t in VARIED], evaluator=EvaluatorPolicy())
-    rc, output, stderr = run_headless(sandbox, GOAL, version=claude_328, plugin_dir=PLUGIN)
+    rc, output, stderr = run_headless(sandbox, GOAL, version=claude_mods, plugin_dir=PLUGIN)
     assert rc == 0, stderr
     entries = _assert_stopped_and_cleared(
         sandbox, mock_api, main=7, rule="IDLE_TURNS", output=output)
@@ -228,7 +230,7 @@ def test_varied_replies_end_on_the_sixth_answer_by_idle_turns(
 
 
 def test_replies_with_tool_work_are_never_stopped(
-    sandbox: Sandbox, mock_api: MockAnthropic, claude_328: Path
+    sandbox: Sandbox, mock_api: MockAnthropic, claude_mods: Path
 ) -> None:
     def script(index: int, body: dict) -> Reply:
         # Real work: each run of the tests gets further (a run that printed the same
@@ -241,7 +243,7 @@ def test_replies_with_tool_work_are_never_stopped(
         return Reply(text="One auth test still fails; I will keep working on it.")
 
     mock_api.configure(script, evaluator=EvaluatorPolicy(met_on=4))
-    rc, output, stderr = run_headless(sandbox, GOAL, version=claude_328, plugin_dir=PLUGIN,
+    rc, output, stderr = run_headless(sandbox, GOAL, version=claude_mods, plugin_dir=PLUGIN,
                                       extra_args=["--allowedTools", "Bash"])
     assert rc == 0, stderr
     assert output is not None and output.get("terminal_reason") != "stop_hook_prevented"
@@ -254,12 +256,12 @@ def test_replies_with_tool_work_are_never_stopped(
 
 
 def test_a_plain_blocking_stop_hook_is_stopped_without_claiming_a_goal(
-    sandbox: Sandbox, mock_api: MockAnthropic, claude_328: Path
+    sandbox: Sandbox, mock_api: MockAnthropic, claude_mods: Path
 ) -> None:
     write_blocking_stop_hook(sandbox.project)
     mock_api.configure(default=Reply(text=SAME, delay=0.05))
     rc, output, stderr = run_headless(sandbox, "Fix the failing tests in test/auth.",
-                                      version=claude_328, plugin_dir=PLUGIN)
+                                      version=claude_mods, plugin_dir=PLUGIN)
     assert rc == 0, stderr
     assert output is not None and "Goal cleared" not in output.get("result", "")
     assert settled_main_count(mock_api) == 4
@@ -275,7 +277,7 @@ def test_a_plain_blocking_stop_hook_is_stopped_without_claiming_a_goal(
 
 
 def test_two_sessions_under_one_watcher_are_stopped_each_on_its_own_threshold(
-    sandbox: Sandbox, mock_api: MockAnthropic, claude_328: Path, watcher
+    sandbox: Sandbox, mock_api: MockAnthropic, claude_mods: Path, watcher
 ) -> None:
     watch = watcher()
     other_project = sandbox.add_project("proj-b")
@@ -286,8 +288,8 @@ def test_two_sessions_under_one_watcher_are_stopped_each_on_its_own_threshold(
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(2) as pool:
-            a = pool.submit(run_headless, sandbox, GOAL, version=claude_328, plugin_dir=PLUGIN)
-            b = pool.submit(run_headless, sandbox, GOAL, version=claude_328, plugin_dir=PLUGIN,
+            a = pool.submit(run_headless, sandbox, GOAL, version=claude_mods, plugin_dir=PLUGIN)
+            b = pool.submit(run_headless, sandbox, GOAL, version=claude_mods, plugin_dir=PLUGIN,
                             cwd=other_project, env=argv_env)
             (rc_a, out_a, err_a), (rc_b, out_b, err_b) = a.result(), b.result()
         assert rc_a == 0 and rc_b == 0, (err_a, err_b)
@@ -306,15 +308,15 @@ def test_two_sessions_under_one_watcher_are_stopped_each_on_its_own_threshold(
 
 
 def test_a_loop_fires_again_after_a_persons_new_prompt_and_a_fresh_run(
-    sandbox: Sandbox, mock_api: MockAnthropic, claude_328: Path
+    sandbox: Sandbox, mock_api: MockAnthropic, claude_mods: Path
 ) -> None:
     write_blocking_stop_hook(sandbox.project)
     mock_api.configure(default=Reply(text=SAME, delay=0.05))
     rc, _, stderr = run_headless(sandbox, "Fix the failing tests in test/auth.",
-                                 version=claude_328, plugin_dir=PLUGIN)
+                                 version=claude_mods, plugin_dir=PLUGIN)
     assert rc == 0, stderr
     assert settled_main_count(mock_api) == 4
-    rc, _, stderr = run_headless(sandbox, "Try again, please.", version=claude_328,
+    rc, _, stderr = run_headless(sandbox, "Try again, please.", version=claude_mods,
                                  plugin_dir=PLUGIN, extra_args=["--continue"])
     assert rc == 0, stderr
     assert settled_main_count(mock_api) == 8  # a fresh run: 1 + 3 more, not fewer
@@ -324,7 +326,7 @@ def test_a_loop_fires_again_after_a_persons_new_prompt_and_a_fresh_run(
     assert len({d["session_id"] for d in detections}) == 1
 
 
-# -- 2.1.328 TUI ---------------------------------------------------------------------------
+# -- with mods (2.1.332, 2.1.328): TUI ----------------------------------------------------
 
 
 def _tui_goal_loop(session: TuiSession, mock: MockAnthropic, *, draft: str | None = None) -> str:
@@ -338,12 +340,12 @@ def _tui_goal_loop(session: TuiSession, mock: MockAnthropic, *, draft: str | Non
 
 
 def test_tui_with_watcher_stops_on_the_third_answer_and_shows_the_clear(
-    sandbox: Sandbox, mock_api: MockAnthropic, claude_328: Path,
+    sandbox: Sandbox, mock_api: MockAnthropic, claude_mods: Path,
     tui: Callable[..., TuiSession], watcher,
 ) -> None:
     watch = watcher()
     mock_api.configure(default=Reply(text=SAME, delay=0.3), evaluator=EvaluatorPolicy())
-    session = tui(version=claude_328, plugin_dir=PLUGIN)
+    session = tui(version=claude_mods, plugin_dir=PLUGIN)
     screen = _tui_goal_loop(session, mock_api)
     assert settled_main_count(mock_api) == 4
     screen = session.capture()
@@ -359,12 +361,12 @@ def test_tui_with_watcher_stops_on_the_third_answer_and_shows_the_clear(
 
 
 def test_tui_draft_in_the_prompt_box_survives_the_clear(
-    sandbox: Sandbox, mock_api: MockAnthropic, claude_328: Path,
+    sandbox: Sandbox, mock_api: MockAnthropic, claude_mods: Path,
     tui: Callable[..., TuiSession],
 ) -> None:
     draft = "half-written idea about retries"
     mock_api.configure(default=Reply(text=SAME, delay=0.8), evaluator=EvaluatorPolicy())
-    session = tui(version=claude_328, plugin_dir=PLUGIN)
+    session = tui(version=claude_mods, plugin_dir=PLUGIN)
     _tui_goal_loop(session, mock_api, draft=draft)
     assert settled_main_count(mock_api) == 4
     assert cleared(sandbox.read_transcript())
@@ -373,11 +375,11 @@ def test_tui_draft_in_the_prompt_box_survives_the_clear(
 
 
 def test_tui_without_watcher_stops_through_the_hooks_own_detection(
-    sandbox: Sandbox, mock_api: MockAnthropic, claude_328: Path,
+    sandbox: Sandbox, mock_api: MockAnthropic, claude_mods: Path,
     tui: Callable[..., TuiSession],
 ) -> None:
     mock_api.configure(default=Reply(text=SAME, delay=0.3), evaluator=EvaluatorPolicy())
-    session = tui(version=claude_328, plugin_dir=PLUGIN)
+    session = tui(version=claude_mods, plugin_dir=PLUGIN)
     _tui_goal_loop(session, mock_api)
     assert settled_main_count(mock_api) == 4
     # One line, once the result is known, after Claude Code's own "Goal cleared: ...".
@@ -388,6 +390,34 @@ def test_tui_without_watcher_stops_through_the_hooks_own_detection(
     detections = journal_events(sandbox, "detection")
     assert [d["source"] for d in detections] == ["hook"]
     assert [d["located_by"] for d in detections] == ["anchor"]  # placed, not guessed
+
+
+# -- set up as a user does: loop-killer install, no --plugin-dir -----------------------------
+
+
+def test_set_up_with_loop_killer_install_the_tui_loop_is_cut_and_the_goal_cleared(
+    sandbox: Sandbox, mock_api: MockAnthropic, claude_newest_and_oldest: Path,
+    tui: Callable[..., TuiSession],
+) -> None:
+    claude = claude_newest_and_oldest
+    done = install_plugin(sandbox, version=claude)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "the plugin is installed" in done.stdout, done.stdout
+    (ours,) = [p for p in installed_plugins(sandbox, version=claude)
+               if p.get("id") == "loop-killer@loop-killer"]
+    assert ours["enabled"] is True and ours["scope"] == "user", ours
+    copy = Path(ours["installPath"])  # Claude Code's own copy of plugin/, in HOME
+    assert copy.is_relative_to(sandbox.home) and (copy / "hooks" / "launch.py").is_file()
+    recorded = (_state_dir(sandbox) / "python").read_text().strip()
+    assert os.path.samefile(recorded, sys.executable)  # this package's interpreter
+    mock_api.configure(default=Reply(text=SAME, delay=0.3), evaluator=EvaluatorPolicy())
+    session = tui(version=claude)
+    assert "--plugin-dir" not in session.argv
+    _tui_goal_loop(session, mock_api)
+    assert settled_main_count(mock_api) == 4
+    assert CLEARED_LINE in one_line(session.wait_for("goal cleared.", timeout=10))
+    assert cleared(sandbox.read_transcript())
+    assert "cleared" in outcomes(sandbox), outcomes(sandbox)
 
 
 # -- 2.1.250: no mods ------------------------------------------------------------------------
