@@ -15,8 +15,10 @@ import sys
 from pathlib import Path
 from types import FrameType
 
+from ..config import load_settings
 from ..printable import without_controls
 from ..state.paths import ensure_private_dir, projects_dir, state_dir
+from . import notify
 from .watcher import POLL_INTERVAL, RECONCILE_INTERVAL, Watcher
 
 __all__ = ["AlreadyRunning", "acquire_lock", "build_parser", "configure_logging", "main"]
@@ -110,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"seconds between two passes that stat every transcript "
                              f"(default {RECONCILE_INTERVAL:g}, or {POLL_INTERVAL:g} when "
                              f"polling)")
+    parser.add_argument("--notify", action="store_true",
+                        help="also show a desktop notification for each loop stopped "
+                             "(notify-send or osascript; a storm of them gives a summary)")
     return parser
 
 
@@ -126,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:
         log.error("cannot take the lock in %s: %s", state, error)
         return 1
+    for problem in load_settings(state).problems:
+        log.warning("settings: %s", problem)
+    if args.notify:
+        notify.install()
     watcher = Watcher(root=root, state=state, poll=args.poll,
                       reconcile_interval=args.reconcile_interval)
 
