@@ -8,6 +8,7 @@ import os
 import stat
 import subprocess
 import sys
+import venv
 from pathlib import Path
 
 import pytest
@@ -15,11 +16,11 @@ from loop_killer.hook import setup
 from loop_killer.state.status import WatcherHeartbeat, write_heartbeat
 
 
-def _real_claude() -> Path | None:
+def _real_claude(version: str) -> Path | None:
     # The e2e harness knows where scripts/install-claude-code puts the binaries.
     from e2e.harness import claude_binary
 
-    return claude_binary("2.1.328")
+    return claude_binary(version)
 
 
 def _fake_claude(folder: Path, *, version: str = "2.1.328 (Claude Code)",
@@ -70,6 +71,48 @@ def test_install_records_the_interpreter_and_registers_the_plugin(
     assert "the plugin is installed" in capsys.readouterr().out
 
 
+def _venv_seeing_this_package(folder: Path) -> Path:
+    """A fresh venv (no system site packages) whose site-packages points at this package
+    and orjson by a .pth file, as if both were installed in it; its bin/python."""
+    import loop_killer
+    import orjson
+
+    venv.create(folder, with_pip=False, system_site_packages=False, symlinks=True)
+    (site,) = folder.glob("lib/python3*/site-packages")
+    roots = {str(Path(m.__file__).resolve().parents[1]) for m in (loop_killer, orjson)}
+    (site / "loop-killer-test.pth").write_text("\n".join(sorted(roots)) + "\n")
+    return folder / "bin" / "python"
+
+
+def test_install_from_a_venv_records_the_venvs_own_python_not_its_base(
+    tmp_path: Path, own_home: Path
+) -> None:
+    python = _venv_seeing_this_package(tmp_path / "venv")
+    assert python.is_symlink()  # to the base interpreter, which lacks the venv's packages
+    env = {**os.environ, "PATH": str(tmp_path / "empty")}
+    done = subprocess.run([str(python), "-m", "loop_killer.cli", "install", "--print-only"],
+                          capture_output=True, text=True, env=env, timeout=60, check=False,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    recorded = (own_home / ".claude" / "loop-killer" / "python").read_text().strip()
+    assert recorded == str(python)
+    assert f"the virtual environment {tmp_path / 'venv'}" in done.stdout
+
+
+def test_the_recorded_interpreter_is_described_as_people_installed_it() -> None:
+    kind = setup.interpreter_kind
+    assert kind("/usr", "/usr") == "a Python installation, no virtual environment"
+    assert kind("/home/a/.local/share/pipx/venvs/loop-killer", "/usr") == (
+        "pipx's environment for it")
+    assert kind("/home/a/.local/pipx/venvs/loop-killer", "/usr") == "pipx's environment for it"
+    assert kind("/home/a/.local/share/uv/tools/loop-killer", "/usr") == (
+        "uv tool's environment for it")
+    assert kind("/home/a/src/loop-killer/.venv", "/usr") == (
+        "the virtual environment /home/a/src/loop-killer/.venv")
+    assert kind() in ("a Python installation, no virtual environment",
+                      f"the virtual environment {sys.prefix}")
+
+
 def test_install_without_claude_prints_the_exact_commands(
     tmp_path: Path, own_home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -93,18 +136,20 @@ def test_install_reports_a_failing_claude(tmp_path: Path, capsys: pytest.Capture
     assert "marketplace refused" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(_real_claude() is None, reason="Claude Code 2.1.328 is not installed")
+@pytest.mark.parametrize("version", ["2.1.332", "2.1.328"])
 def test_install_with_the_real_claude_cli_is_idempotent(
-    tmp_path: Path, own_home: Path, capsys: pytest.CaptureFixture[str]
+    version: str, tmp_path: Path, own_home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    claude = str(_real_claude())
+    if _real_claude(version) is None:
+        pytest.skip(f"Claude Code {version} is not installed (scripts/install-claude-code)")
+    claude = str(_real_claude(version))
     env = {**os.environ, "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1",
            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
     for _ in range(2):
         assert setup.install(_args(claude=claude), env=env) == 0
     listed = subprocess.run([claude, "plugin", "list", "--json"], capture_output=True,
                             text=True, env=env, timeout=120, check=True)
-    plugins = json.loads(listed.stdout)
+    plugins = [p for p in json.loads(listed.stdout) if not p["id"].endswith("@builtin")]
     assert [p["id"] for p in plugins] == ["loop-killer@loop-killer"]
     assert plugins[0]["enabled"] is True
     checks = {c.what: c for c in setup.run_checks(claude=claude, run=_run_with(env), env=env)}

@@ -1,7 +1,9 @@
 """``loop-killer install`` and ``loop-killer doctor``: put the plugin in place, check it.
 
 ``install`` records this interpreter (the plugin's launcher uses it when the ``python3``
-on PATH lacks the package), then registers the plugin with the local ``claude`` CLI
+on PATH lacks the package): pipx's or uv's tool environment, a virtual environment, or a
+Python installation, always by the path it was started as (a venv's ``bin/python`` is a
+link to its base interpreter, which does not see the venv's packages). Then it registers the plugin with the local ``claude`` CLI
 (``claude plugin marketplace add`` + ``claude plugin install``, both idempotent), or prints
 those commands when no ``claude`` is on PATH.
 
@@ -37,6 +39,7 @@ __all__ = [
     "doctor",
     "find_marketplace",
     "install",
+    "interpreter_kind",
     "multiplexer",
     "parse_version",
     "record_interpreter",
@@ -89,13 +92,28 @@ def add_arguments_install(parser: argparse.ArgumentParser) -> None:
 
 
 def record_interpreter(state: Path, python: str | None = None) -> Path:
-    """Write this interpreter's path where the plugin's launcher looks for it."""
+    """Write this interpreter's path where the plugin's launcher looks for it: absolute,
+    links not followed (a venv's python must be started by its own path)."""
     state.mkdir(mode=0o700, parents=True, exist_ok=True)
     path = state / INTERPRETER_FILE
     temp = path.with_name(f".{INTERPRETER_FILE}.{os.getpid()}.tmp")
-    temp.write_text((python or sys.executable) + "\n", encoding="utf-8")
+    temp.write_text(os.path.abspath(python or sys.executable) + "\n", encoding="utf-8")
     os.replace(temp, path)
     return path
+
+
+def interpreter_kind(prefix: str | None = None, base_prefix: str | None = None) -> str:
+    """Where the running Python's packages live, in words (what ``install`` recorded)."""
+    prefix = sys.prefix if prefix is None else prefix
+    base_prefix = sys.base_prefix if base_prefix is None else base_prefix
+    if os.path.realpath(prefix) == os.path.realpath(base_prefix):
+        return "a Python installation, no virtual environment"
+    parts = Path(prefix).parts
+    if len(parts) >= 3 and parts[-2] == "venvs" and "pipx" in parts[-3].lower():
+        return "pipx's environment for it"
+    if len(parts) >= 3 and parts[-2] == "tools" and parts[-3] == "uv":
+        return "uv tool's environment for it"
+    return f"the virtual environment {prefix}"
 
 
 def install(args: argparse.Namespace, *, run: Runner | None = None,
@@ -105,7 +123,8 @@ def install(args: argparse.Namespace, *, run: Runner | None = None,
     run = run or _runner(env)
     state = state_dir(env)
     recorded = record_interpreter(state)
-    print(f"recorded this Python for the plugin's Stop hook: {sys.executable} ({recorded})")
+    print(f"recorded this Python for the plugin's hooks: {sys.executable} "
+          f"({interpreter_kind()}; in {recorded})")
     root = find_marketplace()
     if root is None:
         print("loop-killer install: the plugin folder is not part of this installation "
