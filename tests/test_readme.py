@@ -22,6 +22,17 @@ def test_ci_runs_exactly_the_readme_test_command():
 def test_readme_starts_with_the_two_newcomer_commands():
     text = (ROOT / "README.md").read_text()
     blocks = _shell_blocks(text)
-    assert "loop-killer-watch" in blocks[0] and "pip install" in blocks[0]
-    assert "pytest" in blocks[1] and "pip install" in blocks[1]
-    assert text.index(blocks[1]) < len(text) // 3
+    setup, test = blocks[0], blocks[1]
+    # Set-up first: pipx, which works where `pip install` is refused (PEP 668); the commands
+    # it runs are the package's own.
+    assert setup.startswith("pipx install .")
+    assert "loop-killer install" in setup and "loop-killer-watch" in setup
+    scripts = (ROOT / "pyproject.toml").read_text()
+    assert "\nloop-killer = " in scripts and "\nloop-killer-watch = " in scripts
+    # Right after it, the fallback without pipx: plain pip in a virtual environment.
+    between = text[text.index(setup) + len(setup):text.index(test)]
+    assert "python3 -m venv" in between and "/bin/pip install ." in between
+    assert "/bin/loop-killer install" in between and "/bin/loop-killer-watch" in between
+    # Then the test command, early in the README.
+    assert "pytest" in test and "pip install" in test
+    assert text.index(test) < len(text) // 3
