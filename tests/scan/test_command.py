@@ -206,3 +206,22 @@ def test_help_does_not_load_the_scan_machinery() -> None:
                          check=True, env=os.environ.copy()).stdout
     assert "--prices" in out
     assert out.strip().splitlines()[-1] == "['loop_killer.scan', 'loop_killer.scan.command']"
+
+
+def test_the_scan_judges_with_the_settings_in_force(capsys: pytest.CaptureFixture[str]
+                                                    ) -> None:
+    """The same config.toml as the watcher and the hooks: a 5-answer SAME run is no loop
+    when a loop takes 6 similar replies, and a tool rule switched off finds no tool loop."""
+    history(projects_dir())
+    _, out, _ = run(capsys, "--json")
+    assert sorted(loop["rule"] for loop in json.loads(out)["loops"]) == [
+        "SAME_REPLY_TURNS", "TOOL_REPEAT"]
+    config = Path(os.environ["CLAUDE_CONFIG_DIR"]) / "loop-killer" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('[rules]\nsame_reply_turns = 6\nidle_turns = 20\noff = ["TOOL_REPEAT"]\n')
+    _, out, _ = run(capsys, "--json")
+    assert json.loads(out)["loops"] == []
+    config.write_text("[rules]\nsame_reply_turns = 1\n")
+    code, out, err = run(capsys, "--json")
+    assert code == 0 and "same_reply_turns must be a whole number" in err
+    assert len(json.loads(out)["loops"]) == 2  # the defaults hold

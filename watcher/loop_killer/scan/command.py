@@ -53,7 +53,9 @@ def add_arguments_scan(parser: argparse.ArgumentParser) -> None:
 
 def scan(args: argparse.Namespace) -> int:
     """Run ``loop-killer scan`` with parsed ``args``."""
-    from ..state.paths import projects_dir
+    from ..config import load_settings
+    from ..printable import printable
+    from ..state.paths import projects_dir, state_dir
     from .files import find_transcripts
     from .pool import scan_transcripts
     from .prices import PriceError, PriceTable, load_prices
@@ -67,6 +69,9 @@ def scan(args: argparse.Namespace) -> int:
         return 2
     root = Path(args.root).expanduser() if getattr(args, "root", None) else projects_dir()
     started = time.monotonic()
+    settings = load_settings(state_dir())
+    for problem in settings.problems:
+        print(f"loop-killer scan: settings: {printable(problem, 300)}", file=sys.stderr)
     listing = find_transcripts(root, project=args.project, since=args.since)
     collector = Collector(prices, since=args.since)
     progress = None
@@ -74,7 +79,7 @@ def scan(args: argparse.Namespace) -> int:
         progress = Progress(sys.stderr, width=shutil.get_terminal_size().columns)
     try:
         for result in scan_transcripts(listing.transcripts, jobs=args.jobs,
-                                       progress=progress):
+                                       progress=progress, settings=settings):
             collector.add(result)
     except KeyboardInterrupt:
         if progress is not None:

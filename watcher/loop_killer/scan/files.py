@@ -20,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..config import Settings
 from ..state.files import NotAFile, open_transcript
 from ..state.paths import is_plain_id, session_id_of
 from .records import FileResult
@@ -186,7 +187,8 @@ def _add(entry: os.DirEntry[str], kind: str, project: str, session_id: str, suba
 
 
 def read_transcript(transcript: Transcript, *, prefilter: bool = True,
-                    chunk_bytes: int = CHUNK_BYTES) -> FileResult:
+                    chunk_bytes: int = CHUNK_BYTES, settings: Settings | None = None
+                    ) -> FileResult:
     """Scan one transcript file; never raises (a file that cannot be read comes back
     with ``skipped`` set)."""
 
@@ -209,7 +211,8 @@ def read_transcript(transcript: Transcript, *, prefilter: bool = True,
             return skipped(SKIP_LINK if _is_link(transcript.path) else SKIP_UNREADABLE)
         scan = TranscriptScan(path=transcript.path, project=transcript.project,
                               session_id=transcript.session_id,
-                              subagent=transcript.subagent, prefilter=prefilter)
+                              subagent=transcript.subagent, prefilter=prefilter,
+                              settings=settings)
         while chunk := os.read(fd, chunk_bytes):
             scan.feed(chunk)
         return scan.finish()

@@ -138,11 +138,13 @@ class _Streak:
 class ToolLoops:
     """Tool-repeat loops of one scope (a session, or one subagent), fed its events."""
 
-    __slots__ = ("_calls", "_counter", "_ledger", "_stand_ins", "_streaks")
+    __slots__ = ("_block", "_calls", "_counter", "_ledger", "_stand_ins", "_streaks", "_warn")
 
-    def __init__(self, ledger: UsageLedger, counter: ToolRepeatCounter | None = None) -> None:
+    def __init__(self, ledger: UsageLedger, counter: ToolRepeatCounter | None = None, *,
+                 warn: int = TOOL_REPEAT_WARN, block: int = TOOL_REPEAT_BLOCK) -> None:
         self._ledger = ledger
-        self._counter = counter if counter is not None else ToolRepeatCounter()
+        self._counter = counter if counter is not None else ToolRepeatCounter(block=block)
+        self._warn, self._block = warn, block  # as configured (``loop_killer.config``)
         # The counter judges; the stand-ins spare it masking outputs it need not compare.
         self._stand_ins = StandIns(self._counter.ignored)
         # tool_use_id -> (message id, timestamp, tool name, input) of calls not yet answered
@@ -188,7 +190,7 @@ class ToolLoops:
                               digest_size=16).digest()
         streak = self._streaks.pop(key, None)
         closed: list[Loop] = []
-        if streak is not None and repeat.count == streak.count >= TOOL_REPEAT_BLOCK:
+        if streak is not None and repeat.count == streak.count >= self._block:
             # loop-killer's own refusal of the call: no new result, but a reply was spent
             streak.refused.append(message_id)
         else:
@@ -207,11 +209,12 @@ class ToolLoops:
         return closed
 
     def _loop(self, streak: _Streak) -> Loop | None:
-        if streak.count < TOOL_REPEAT_WARN:
+        warn = self._warn
+        if streak.count < warn:
             return None
         ids = [message_id for _, message_id in streak.calls] + streak.refused
-        before = {message_id for count, message_id in streak.calls if count <= TOOL_REPEAT_WARN}
-        after = [message_id for count, message_id in streak.calls if count > TOOL_REPEAT_WARN]
+        before = {message_id for count, message_id in streak.calls if count <= warn}
+        after = [message_id for count, message_id in streak.calls if count > warn]
         after += streak.refused
         after = [message_id for message_id in after if message_id not in before]
         label = (call_label(streak.name, streak.tool_input, _LABEL)

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 
+from ..config import Settings
 from .files import SKIP_FAILED, Transcript, read_transcript
 from .records import FileResult
 
@@ -53,18 +54,21 @@ def batches(transcripts: Sequence[Transcript], *, batch_bytes: int = BATCH_BYTES
     return tasks
 
 
-def _read_batch(task: list[Transcript], prefilter: bool) -> list[FileResult]:
-    return [read_transcript(transcript, prefilter=prefilter) for transcript in task]
+def _read_batch(task: list[Transcript], prefilter: bool, settings: Settings | None
+                ) -> list[FileResult]:
+    return [read_transcript(transcript, prefilter=prefilter, settings=settings)
+            for transcript in task]
 
 
 def scan_transcripts(transcripts: Sequence[Transcript], *, jobs: int | None = None,
-                     prefilter: bool = True, progress: Progress | None = None
-                     ) -> Iterator[FileResult]:
+                     prefilter: bool = True, progress: Progress | None = None,
+                     settings: Settings | None = None) -> Iterator[FileResult]:
     """Every file's result, in the order they finish.
 
     ``jobs``: worker processes (default: every core); 1 reads in this process.
     ``prefilter``: skip lines that cannot matter without parsing them.
     ``progress``: told how far along the scan is.
+    ``settings``: the thresholds and ignored tools (the documented defaults when None).
     """
     total = sum(t.size for t in transcripts)
     jobs = jobs or os.cpu_count() or 1
@@ -72,7 +76,7 @@ def scan_transcripts(transcripts: Sequence[Transcript], *, jobs: int | None = No
     done = 0
     if jobs <= 1 or len(tasks) <= 1 or total < IN_PROCESS_BYTES:
         for task in tasks:
-            for result in _read_batch(task, prefilter):
+            for result in _read_batch(task, prefilter, settings):
                 done += result.bytes_read
                 if progress is not None:
                     progress(done, total)
@@ -82,7 +86,7 @@ def scan_transcripts(transcripts: Sequence[Transcript], *, jobs: int | None = No
     context = multiprocessing.get_context("fork") if sys.platform == "linux" else None
     with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=context) as pool:
         task_of: dict[Future[list[FileResult]], list[Transcript]] = {
-            pool.submit(_read_batch, task, prefilter): task for task in tasks
+            pool.submit(_read_batch, task, prefilter, settings): task for task in tasks
         }
         pending = set(task_of)
         try:

@@ -16,9 +16,10 @@ import re
 
 import orjson
 
+from ..config import Settings
 from ..engine.lines import MAX_LINE_BYTES
 from ..engine.reader import EventReader, Step, TranscriptReader
-from ..engine.tool_repeat import DEFAULT_IGNORED, ToolRepeatCounter
+from ..engine.tool_repeat import RULE_TOOL_REPEAT, ToolRepeatCounter
 from ..engine.transcript import AssistantPart, Event, ParseStats, TurnStart, parse_line
 from .ledger import UsageLedger
 from .loops import RepromptLoops, ToolLoops
@@ -30,25 +31,35 @@ __all__ = ["TranscriptScan", "scan_bytes"]
 _SESSION_ID = re.compile(rb'"sessionId":"([A-Za-z0-9][A-Za-z0-9._-]{0,127})"')
 
 
+_DEFAULTS = Settings()
+
+
 class _Scope:
     """One counting scope: its replies' usage and its tool-repeat streaks."""
 
     __slots__ = ("ledger", "stats", "tools")
 
-    def __init__(self, ignored: frozenset[str]) -> None:
+    def __init__(self, settings: Settings) -> None:
         self.ledger = UsageLedger()
-        self.tools = ToolLoops(self.ledger, ToolRepeatCounter(ignored=ignored))
+        counter = ToolRepeatCounter(ignored=settings.ignore_tools,
+                                    block=settings.tool_repeat_block)
+        # None when the tool-repeat rule is switched off: no tool loop is looked for.
+        self.tools = ToolLoops(self.ledger, counter, warn=settings.tool_repeat_warn,
+                               block=settings.tool_repeat_block) if settings.rule_on(
+            RULE_TOOL_REPEAT) else None
         self.stats = ParseStats()
 
     def event(self, event: object, loops: list[Loop]) -> None:
         if isinstance(event, AssistantPart):
             self.ledger.add(event)
-        loops.extend(self.tools.feed(event))  # type: ignore[arg-type]
+        if self.tools is not None:
+            loops.extend(self.tools.feed(event))  # type: ignore[arg-type]
         if isinstance(event, TurnStart) and event.kind == "prompt":
             self.ledger.end_turn()
 
     def finish(self, loops: list[Loop]) -> None:
-        loops.extend(self.tools.finish())
+        if self.tools is not None:
+            loops.extend(self.tools.finish())
         self.ledger.end_turn()
 
 
@@ -58,20 +69,20 @@ class TranscriptScan:
     ``path``, ``project``, ``session_id``: where the file is, its project folder's name and
     the session it belongs to (for a subagent's file, empty: found in its lines).
     ``subagent``: the file is a subagent's. ``prefilter``: skip lines that cannot matter
-    without parsing them (off only to prove it changes nothing). ``ignored``: tools never
-    counted for tool repeats.
+    without parsing them (off only to prove it changes nothing). ``settings``: the thresholds and
+    ignored tools (``loop_killer.config``; the documented defaults unless given).
     """
 
     __slots__ = (
         "_cost_state",
         "_events",
         "_garbage",
-        "_ignored",
         "_loops",
         "_main",
         "_prefilter",
         "_reader",
         "_reprompts",
+        "_settings",
         "_side",
         "bytes_read",
         "lines",
@@ -84,7 +95,7 @@ class TranscriptScan:
 
     def __init__(self, *, path: str = "", project: str = "", session_id: str = "",
                  subagent: bool = False, prefilter: bool = True,
-                 ignored: frozenset[str] = DEFAULT_IGNORED,
+                 settings: Settings | None = None,
                  max_line: int = MAX_LINE_BYTES) -> None:
         self.path, self.project, self.session_id = path, project, session_id
         self.subagent = subagent
@@ -93,22 +104,24 @@ class TranscriptScan:
         self._cost_state: float | None = None
         self.bytes_read = self.lines = self.parsed = 0
         self._garbage = 0
-        self._ignored = ignored
+        settings = settings if settings is not None else _DEFAULTS
+        self._settings = settings
         # The engine's one reader: its lines, events, answers and run. Only how a line
         # becomes an event is the scan's (``_parse``: skip what cannot matter, route a
         # subagent's inline lines to a scope of their own).
         if subagent:
             # The file's own conversation is a sidechain: read it as the scope's main one.
-            self._side: _Scope | None = _Scope(ignored)
+            self._side: _Scope | None = _Scope(settings)
             self._main: _Scope | None = None
             self._reprompts: RepromptLoops | None = None
             self._reader: TranscriptReader | None = None
             self._events = EventReader(max_line=max_line, parse=self._parse)
         else:
-            self._main = _Scope(ignored)
+            self._main = _Scope(settings)
             self._side = None  # made on the first inline subagent line
             self._reprompts = RepromptLoops(self._main.ledger)
-            self._reader = TranscriptReader(session_id, max_line=max_line, parse=self._parse)
+            self._reader = TranscriptReader(session_id, max_line=max_line, parse=self._parse,
+                                            thresholds=settings.thresholds)
             self._events = self._reader.events
 
     def feed(self, chunk: bytes) -> None:
@@ -169,7 +182,7 @@ class TranscriptScan:
             if found:
                 self.session_id = found.group(1).decode()
         if self._side is None:
-            self._side = _Scope(self._ignored)
+            self._side = _Scope(self._settings)
         event = parse_line(as_main_line(line), self._side.stats)
         if event is not None:
             self._side.event(event, self._loops)
@@ -185,7 +198,8 @@ class TranscriptScan:
             # (a step without answers changes no re-prompt run unless it starts a turn)
             self._loops.extend(reprompts.step(step))
         if event is not None:
-            self._loops.extend(main.tools.feed(event))
+            if main.tools is not None:
+                self._loops.extend(main.tools.feed(event))
             if isinstance(event, TurnStart) and event.kind == "prompt":
                 main.ledger.end_turn()
 
