@@ -376,9 +376,14 @@ def test_outcome_cleared_and_stopped_are_logged_and_shown(env, start_watcher, ca
                         and r, what="two outcomes")
     assert [o["outcome"] for o in outcomes] == ["stopped", "cleared"]
     assert all(o["answer_uuid"] == s.answer_uuids[-1] for o in outcomes)
-    shown = [r.getMessage() for r in caplog.records if r.name.endswith("events")]
-    assert any(line.startswith("STOPPED") for line in shown)
-    assert any(line.startswith("CLEARED") and "goal cleared" in line for line in shown)
+
+    def shown() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.name.endswith("events")]
+
+    # Outcome lines are shown at the watcher's next tick, after the detection log is read.
+    wait_for(lambda: any(line.startswith("CLEARED") and "goal cleared" in line
+                         for line in shown()), what="the CLEARED line")
+    assert any(line.startswith("STOPPED") for line in shown())
 
 
 def test_outcome_after_the_timeout_says_the_loop_went_on(env, start_watcher, caplog):
@@ -595,5 +600,6 @@ def test_a_loop_the_hook_cut_alone_is_followed_to_its_clear(env, start_watcher, 
         append(path, s.cleared())
     outcome = wait_for(lambda: env.records("outcome", session_id=s.session_id), 5, "outcome")
     assert outcome[0]["outcome"] == "cleared" and outcome[0]["source"] == "watcher"
-    shown = [r.getMessage() for r in caplog.records if r.name.endswith("events")]
-    assert any(line.startswith("CLEARED") for line in shown)
+    # Shown at the watcher's next tick, after the detection log is read.
+    wait_for(lambda: any(r.getMessage().startswith("CLEARED") for r in caplog.records
+                         if r.name.endswith("events")), what="the CLEARED line")
