@@ -138,7 +138,7 @@ def test_warnings_and_refusals_are_logged_for_the_watcher(state: Path) -> None:
         assert record["session_id"] == SESSION
         assert record["tool"] == "Bash"
         assert record["call"] == "Bash: npm test"
-        assert record["project"] == "/home/dev/proj"
+        assert record["project"] == "-home-dev-proj"  # the project folder, as in every record
         assert record["transcript_path"].endswith(f"{SESSION}.jsonl")
         assert record["source"] == "hook"
     assert [r["count"] for r in records] == [3, 4]

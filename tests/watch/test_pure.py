@@ -132,3 +132,14 @@ def test_historic_answers_are_told_by_their_timestamp():
     assert is_historic(old, now)
     assert not is_historic(fresh, now)
     assert not is_historic("", now)  # unknown: act on it
+
+
+def test_the_hooks_tool_repeat_records_read_as_lines_in_the_watchers_terminal():
+    base = {"rule": "TOOL_REPEAT", "session_id": "a26ba613-efc5", "project": "-home-dev-proj",
+            "call": "Bash: npm test", "count": 3, "source": "hook"}
+    assert report.journal_line({**base, "event": "detection"}, "/home/dev") == (
+        "LOOP      proj  a26ba613  TOOL_REPEAT: Bash: npm test gave the same result 3 times "
+        "in a row (hook)")
+    assert report.journal_line({**base, "event": "refusal", "count": 4}, "/home/dev") == (
+        "REFUSED   proj  a26ba613  TOOL_REPEAT: Bash: npm test not run again after 4 "
+        "identical results (hook)")

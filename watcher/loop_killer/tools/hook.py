@@ -179,7 +179,8 @@ def _log(state: str, kind: str, data: dict[str, Any], repeat: ToolRepeat, label:
         "call": label,
         "count": repeat.count,
         "tool_use_id": repeat.tool_use_id,
-        "project": _text(data.get("cwd")),
+        # The project folder's name, as every other record of the log names it.
+        "project": os.path.basename(os.path.dirname(_text(data.get("transcript_path")))),
         "transcript_path": _text(data.get("transcript_path")),
         "source": "hook",
     }

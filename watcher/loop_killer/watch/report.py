@@ -10,7 +10,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..engine.rules import rule_phrase
+from ..engine.rules import RULE_MANUAL, rule_phrase
+from ..engine.tool_repeat import RULE_TOOL_REPEAT
 from ..printable import printable
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "snippet",
     "startup_line",
     "table",
+    "tool_repeat_line",
 ]
 
 _NOT_ALNUM = re.compile(r"[^A-Za-z0-9]")
@@ -88,6 +90,18 @@ def outcome_line(*, project: str, session_id: str, outcome: str, detail: str,
     return f"{label:<9} {project}  {short_id(session_id)}  {detail}{by}"
 
 
+def tool_repeat_line(*, project: str, session_id: str, call: str, count: int,
+                     refused: bool = False, source: str = "watcher") -> str:
+    """The line printed when a call gave the same result ``count`` times in a row, or
+    when the PreToolUse hook refused its next attempt (``refused``)."""
+    by = "" if source == "watcher" else f" ({source})"
+    if refused:
+        return (f"{'REFUSED':<9} {project}  {short_id(session_id)}  {RULE_TOOL_REPEAT}: "
+                f"{snippet(call, 80)} not run again after {count} identical results{by}")
+    return (f"LOOP      {project}  {short_id(session_id)}  {RULE_TOOL_REPEAT}: "
+            f"{snippet(call, 80)} gave the same result {count} times in a row{by}")
+
+
 def expired_line(*, project: str, session_id: str, rule: str, age: float, why: str) -> str:
     """The line printed when a clear request no Stop hook took is removed."""
     return (f"{'EXPIRED':<9} {project}  {short_id(session_id)}  {rule} request made "
@@ -129,7 +143,13 @@ def journal_line(record: Mapping[str, Any], home: str | None = None) -> str | No
         detail = _text(record, "detail", "message", "reason", "note") or outcome
         return outcome_line(project=project, session_id=session_id, outcome=outcome,
                             detail=detail, source=source)
-    if event == "detection" and record.get("rule") == "MANUAL":
+    if record.get("rule") == RULE_TOOL_REPEAT and event in ("detection", "refusal"):
+        count = record.get("count")
+        return tool_repeat_line(
+            project=project, session_id=session_id, call=_text(record, "call", "tool") or "?",
+            count=count if isinstance(count, int) and not isinstance(count, bool) else 0,
+            refused=event == "refusal", source=source)
+    if event == "detection" and record.get("rule") == RULE_MANUAL:
         return f"ASKED     {project}  {short_id(session_id)}  MANUAL: clear asked by hand ({source})"
     if event == "detection":
         rule = _text(record, "rule") or "?"

@@ -25,7 +25,7 @@ from ..state import journal, records
 from . import report
 from .tracked import Tracked
 
-__all__ = ["ToolRepeats", "tool_repeat_line"]
+__all__ = ["ToolRepeats"]
 
 log = logging.getLogger("loop_killer.watch")
 events = logging.getLogger("loop_killer.watch.events")
@@ -33,15 +33,6 @@ events = logging.getLogger("loop_killer.watch.events")
 _LABEL = 80
 STREAKS_SHOWN = 3
 """Calls with a streak of identical results kept per session for ``loop-killer status``."""
-
-
-def tool_repeat_line(*, project: str, session_id: str, call: str, count: int,
-                     source: str = "watcher") -> str:
-    """The line printed when a call gave the same result ``count`` times in a row."""
-    by = "" if source == "watcher" else f" ({source})"
-    return (f"LOOP      {project}  {report.short_id(session_id)}  {RULE_TOOL_REPEAT}: "
-            f"{report.snippet(call, _LABEL)} gave the same result {count} times in a "
-            f"row{by}")
 
 
 class ToolRepeats:
@@ -94,7 +85,7 @@ class ToolRepeats:
             "transcript_path": str(tracked.path),
             "source": "watcher",
         })
-        events.warning(tool_repeat_line(
+        events.warning(report.tool_repeat_line(
             project=report.project_label(tracked.project, self.home),
             session_id=tracked.session_id, call=label, count=repeat.count))
 
