@@ -38,8 +38,8 @@ __all__ = [
     "STOP",
     "EventQueue",
     "FolderMark",
+    "folder_entries",
     "folder_marks",
-    "list_folder",
     "list_transcripts",
     "observer_healthy",
     "relevance",
@@ -195,7 +195,7 @@ def folder_marks(root: str) -> dict[str, FolderMark]:
     return marks
 
 
-def list_folder(folder: str) -> list[tuple[str, int]]:
+def folder_entries(folder: str) -> list[tuple[str, int]]:
     """The session transcripts directly in one project folder, with their inode numbers
     (from the listing: no ``stat``); empty if the folder is gone."""
     try:

@@ -44,8 +44,8 @@ from .observer import (
     STOP,
     EventQueue,
     FolderMark,
+    folder_entries,
     folder_marks,
-    list_folder,
     list_transcripts,
     observer_healthy,
     start_observer,
@@ -120,7 +120,6 @@ class Watcher:
         self.housekeeping_interval = housekeeping_interval
         self.sessions = Sessions(self.state, home=self.home, outcome_timeout=outcome_timeout,
                                  idle_after=idle_after)
-        self.sessions.refresh = self._tail_journal
         self.hints = EventQueue()
         self.ready = threading.Event()  # set once catch-up is done
         self.started_at = time.time()
@@ -174,13 +173,11 @@ class Watcher:
             self._watch_root()
             self._folders = self._marks()  # before listing: nothing missed
             pending = _pending_requests(self.state) | expired
-            self.sessions.load_fired()
             self._starting = True
             try:
                 self._catch_up_all(pending)
             finally:
                 self._starting = False
-                self.sessions.end_start_up()
                 for kind, path in self._deferred:  # handled by the loop, now live
                     self.hints.put(kind, path)
                 self._deferred = []
@@ -285,7 +282,7 @@ class Watcher:
     def _sync_folder(self, folder: str) -> None:
         """A project folder changed: follow the transcripts that appeared in it (or were
         replaced by another file), and let go of those that vanished."""
-        present = list_folder(folder)
+        present = folder_entries(folder)
         prefix = folder + os.sep
         tracked = self.sessions.tracked
         known = {p for p in tracked if p.startswith(prefix)}
@@ -448,21 +445,20 @@ class Watcher:
             log.error("cannot write the heartbeat in %s: %s", self.state, error)
 
     def _tail_journal(self) -> None:
+        """Show what the Stop hooks logged, and follow the loops they cut on their own
+        (what fired is on disk, in ``state.records``: nothing to note here)."""
         for record in self._journal.read_new():
             if record.get("source") == "watcher":
                 continue
             line = report.journal_line(record, self.home)
             if line is not None:
                 events.info(line)
-            if record.get("event") != "detection":
-                continue
             session_id, uuid = record.get("session_id"), record.get("answer_uuid")
-            prompt, rule = record.get("prompt_uuid"), record.get("rule")
-            if isinstance(session_id, str) and isinstance(uuid, str):
-                self.sessions.note_fired(session_id, uuid,
-                                         prompt if isinstance(prompt, str) else "")
-                if record.get("source") == "hook" and isinstance(rule, str):
-                    self.sessions.follow_hook_detection(session_id, uuid, rule)
+            rule = record.get("rule")
+            if (record.get("event") == "detection" and record.get("source") == "hook"
+                    and isinstance(session_id, str) and isinstance(uuid, str)
+                    and isinstance(rule, str)):
+                self.sessions.follow_hook_detection(session_id, uuid, rule)
 
     def _shutdown(self) -> None:
         self._unwatch()
