@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -131,13 +130,13 @@ def python3_without_the_package(pipx_install: PipxInstall,
 
 
 @pytest.fixture
-def installed_plugin(pipx_install: PipxInstall, tmp_path: Path) -> Path:
-    """The plugin as `claude plugin install` leaves it: a copy of the marketplace's plugin/
-    (here: the one pipx's wheel ships) in Claude Code's plugin cache."""
-    (source,) = pipx_install.venv.glob("lib/python3*/site-packages/loop_killer/_plugin/plugin")
-    target = pipx_install.home / ".claude" / "plugins" / "cache" / "loop-killer" / tmp_path.name
-    shutil.copytree(source, target)
-    return target
+def installed_plugin(pipx_install: PipxInstall) -> Path:
+    """The plugin as Claude Code runs it after `loop-killer install`: the marketplace is a
+    local folder (the one pipx's wheel ships), and Claude Code (2.1.250 and 2.1.332, traced)
+    starts the hooks from that folder itself, not from its cache copy."""
+    (plugin,) = pipx_install.venv.glob("lib/python3*/site-packages/loop_killer/_plugin/plugin")
+    assert not (plugin.parent / "watcher").exists()  # no source checkout to fall back on
+    return plugin
 
 
 def _looping_stop(folder: Path) -> dict:
@@ -149,7 +148,7 @@ def _looping_stop(folder: Path) -> dict:
 
 def _hook(python3: str, plugin: Path, data: dict, env: dict[str, str]) -> dict | None:
     full = {**env, "CLAUDE_PLUGIN_ROOT": str(plugin),
-            "CLAUDE_PLUGIN_DATA": str(plugin.parent / "data")}
+            "CLAUDE_PLUGIN_DATA": f"{env['HOME']}/.claude/plugins/data/loop-killer-loop-killer"}
     done = _run([python3, str(plugin / "hooks" / "launch.py")], full, stdin=raw(data),
                 timeout=60)
     assert done.returncode == 0 and done.stderr == b"", done.stderr

@@ -406,8 +406,10 @@ def test_set_up_with_loop_killer_install_the_tui_loop_is_cut_and_the_goal_cleare
     (ours,) = [p for p in installed_plugins(sandbox, version=claude)
                if p.get("id") == "loop-killer@loop-killer"]
     assert ours["enabled"] is True and ours["scope"] == "user", ours
-    copy = Path(ours["installPath"])  # Claude Code's own copy of plugin/, in HOME
+    copy = Path(ours["installPath"])  # Claude Code's own copy of plugin/, in HOME...
     assert copy.is_relative_to(sandbox.home) and (copy / "hooks" / "launch.py").is_file()
+    # ...though from a local marketplace it runs the hooks from the folder itself.
+    assert ours.get("readFromFolder", str(PLUGIN)) == str(PLUGIN)
     recorded = (_state_dir(sandbox) / "python").read_text().strip()
     assert os.path.samefile(recorded, sys.executable)  # this package's interpreter
     mock_api.configure(default=Reply(text=SAME, delay=0.3), evaluator=EvaluatorPolicy())
