@@ -368,12 +368,16 @@ class Watcher:
     def _check_live(self) -> None:
         """Stat the live transcripts; list the project folders whose mark changed."""
         now = time.monotonic()
+        tracked = self.sessions.tracked
         for path, until in list(self._hot.items()):
             if until < now:
                 del self._hot[path]
             elif self._changed(path):
-                self._hot[path] = now + HOT_FOR
                 self._sync(path)
+                if path in tracked:
+                    self._hot[path] = now + HOT_FOR
+                else:  # gone, or not a transcript to follow: its folder mark says more
+                    del self._hot[path]
         folders = self._marks()
         old, self._folders = self._folders, folders
         for folder in sorted(folders.keys() | old.keys()):
