@@ -107,19 +107,6 @@ class Sessions:
         self.ignored: set[str] = set()  # non-regular files, logged once
         self.catch_up_stats = CatchUpStats()
 
-    # Transitional: the watcher loop still calls these while its journal tail is being
-    # moved (what fired is now on disk in ``state.records``, read when a reader is built).
-    refresh = None
-
-    def load_fired(self) -> None:
-        pass
-
-    def end_start_up(self) -> None:
-        pass
-
-    def note_fired(self, session_id: str, answer_uuid: str, prompt_uuid: str = "") -> None:
-        pass
-
     def follow_hook_detection(self, session_id: str, answer_uuid: str, rule: str) -> None:
         """The Stop hook fired on its own (its detection was in the log): follow what
         becomes of it in the transcript, as for our own, so this terminal shows the clear."""
