@@ -112,6 +112,18 @@ class Usage:
                      self.cache_read + other.cache_read,
                      self.cache_creation + other.cache_creation)
 
+    def merged(self, other: Usage) -> Usage:
+        """The larger of each count: older Claude Code versions wrote a reply's lines as it
+        streamed, so a later line of the same reply may carry larger counts."""
+        return Usage(max(self.input, other.input), max(self.output, other.output),
+                     max(self.cache_read, other.cache_read),
+                     max(self.cache_creation, other.cache_creation))
+
+    def to_dict(self) -> dict[str, int]:
+        """The JSON shape: ``input``, ``output``, ``cache_read``, ``cache_creation``, ``total``."""
+        return {"input": self.input, "output": self.output, "cache_read": self.cache_read,
+                "cache_creation": self.cache_creation, "total": self.total}
+
 
 @dataclass(frozen=True, slots=True)
 class AssistantPart:

@@ -40,13 +40,10 @@ class UsageLedger:
         known = self._open.get(part.message_id)
         if known is not None:
             counted = known[1]
-            if (counted.input, counted.output, counted.cache_read, counted.cache_creation) != (
-                    usage.input, usage.output, usage.cache_read, usage.cache_creation):
-                tokens = Tokens(usage.input, usage.output, usage.cache_read, usage.cache_creation)
-                self._open[part.message_id] = (known[0] or part.model, counted.merged(tokens))
+            if counted != usage:
+                self._open[part.message_id] = (known[0] or part.model, counted.merged(usage))
             return
-        tokens = Tokens(usage.input, usage.output, usage.cache_read, usage.cache_creation)
-        self._open[part.message_id] = (part.model, tokens)
+        self._open[part.message_id] = (part.model, usage)
         if len(self._open) > self.max_open:
             oldest = next(iter(self._open))
             self._fold(oldest, self._open.pop(oldest))

@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from ..engine.transcript import Usage
+
 __all__ = [
     "FileResult",
     "Loop",
@@ -26,35 +28,8 @@ LoopKind = Literal["reprompt", "tool"]
 re-prompt rule; ``tool``: a call that gave the same result TOOL_REPEAT_WARN times or more."""
 
 
-@dataclass(frozen=True, slots=True)
-class Tokens:
-    """Token counts of one or more API replies (each reply counted once)."""
-
-    input: int = 0
-    output: int = 0
-    cache_read: int = 0
-    cache_creation: int = 0
-
-    @property
-    def total(self) -> int:
-        return self.input + self.output + self.cache_read + self.cache_creation
-
-    def __add__(self, other: Tokens) -> Tokens:
-        return Tokens(self.input + other.input, self.output + other.output,
-                      self.cache_read + other.cache_read,
-                      self.cache_creation + other.cache_creation)
-
-    def merged(self, other: Tokens) -> Tokens:
-        """The larger of each count: older Claude Code versions wrote a reply's lines as it
-        streamed, so a later line of the same reply may carry larger counts."""
-        return Tokens(max(self.input, other.input), max(self.output, other.output),
-                      max(self.cache_read, other.cache_read),
-                      max(self.cache_creation, other.cache_creation))
-
-    def to_dict(self) -> dict[str, int]:
-        """The JSON shape: ``input``, ``output``, ``cache_read``, ``cache_creation``, ``total``."""
-        return {"input": self.input, "output": self.output, "cache_read": self.cache_read,
-                "cache_creation": self.cache_creation, "total": self.total}
+Tokens = Usage
+"""Token counts of one or more API replies (each reply counted once): the engine's."""
 
 
 ModelTokens = tuple[tuple[str, Tokens], ...]
