@@ -309,9 +309,9 @@ def _note_missing(tried):
 
     pythons = ", ".join(tried) or sys.executable
     text = (
-        "loop-killer: the Stop hook cannot find the loop-killer Python package (with orjson) "
-        "for " + pythons + ", so loops are not being stopped. Install it (pipx install "
-        "loop-killer, or pip install . in its source folder), then run: loop-killer install"
+        "loop-killer: its hooks cannot find the loop-killer Python package (with orjson) "
+        "for " + pythons + ", so loops are not being stopped. In loop-killer's source "
+        "folder run: pipx install . && loop-killer install"
     )
     data_dir = os.environ.get("CLAUDE_PLUGIN_DATA") or state_dir(os.environ)
     marker = os.path.join(data_dir, MARKER_NAME)

@@ -185,6 +185,11 @@ def test_doctor_reports_each_check(tmp_path: Path, own_home: Path) -> None:
                                             beat_at=time.time(), root="/r", sessions=2))
     checks = {c.what: c for c in setup.run_checks(claude=None, run=_run_with(env), env=env)}
     assert checks["watcher"].level == "ok"
+    assert checks["settings"].level == "ok" and "documented defaults" in checks["settings"].detail
+    (state / "config.toml").write_text("[rules]\nsimilar = 2\n")  # out of range
+    checks = {c.what: c for c in setup.run_checks(claude=None, run=_run_with(env), env=env)}
+    assert checks["settings"].level == "warn"
+    assert "rules.similar must be a number from" in checks["settings"].detail
 
 
 def test_doctor_fails_when_the_plugin_is_missing_or_the_state_is_not_writable(

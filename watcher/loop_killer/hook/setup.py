@@ -26,6 +26,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from ..state.paths import config_dir, state_dir
 from .terminal import Runner, command_runner
@@ -167,7 +168,7 @@ def add_arguments_doctor(parser: argparse.ArgumentParser) -> None:
 class Check:
     """One line of ``loop-killer doctor``."""
 
-    level: str  # ok | warn | fail
+    level: Literal["ok", "warn", "fail"]
     what: str
     detail: str
 
@@ -209,6 +210,7 @@ def run_checks(*, claude: str | None, run: Runner, env: Mapping[str, str]) -> li
         checks.append(_check_version(claude, run))
     checks.append(_check_watcher(env))
     checks.append(_check_state(env))
+    checks.append(_check_settings(env))
     found = multiplexer(env)
     checks.append(Check(
         "ok", "terminal",
@@ -312,6 +314,19 @@ def _check_state(env: Mapping[str, str]) -> Check:
     except OSError as error:
         return Check("fail", "state folder", f"{state} is not writable: {error}")
     return Check("ok", "state folder", f"{state} is writable")
+
+
+def _check_settings(env: Mapping[str, str]) -> Check:
+    from ..config import config_path, load_settings
+
+    state = state_dir(env)
+    settings = load_settings(state, env)
+    if settings.problems:
+        return Check("warn", "settings", "; ".join(settings.problems) + " (the defaults hold "
+                     "for what is wrong; see loop-killer config)")
+    where = config_path(state)
+    return Check("ok", "settings", f"{where} is read" if where.exists() else
+                 f"the documented defaults (no {where}); see loop-killer config")
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
