@@ -1,5 +1,8 @@
 """Files shared by the watcher, the Stop hook and the CLI, under the state directory.
 
-One module per kind of file: ``paths`` (where things live), ``inbox`` (clear requests),
-``journal`` (the detection log), ``status`` (per-session status and the heartbeat).
+One module per kind of file: ``paths`` (where things live, state folders that are never
+links), ``files`` (safe reads and writes: no links, no FIFOs, bounded; transcripts opened
+without blocking), ``inbox`` (clear requests), ``records`` (one record per detection),
+``journal`` (the detection log), ``status`` (per-session status and the heartbeat),
+``notes`` (things said to the person once).
 """
