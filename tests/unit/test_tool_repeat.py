@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 from builders import Transcript
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from loop_killer.engine import (
     AssistantPart,
@@ -18,6 +18,7 @@ from loop_killer.engine import (
     ToolResults,
     TurnStart,
     parse_line,
+    tool_repeat,
 )
 from loop_killer.engine.tool_repeat import (
     DEFAULT_IGNORED,
@@ -446,3 +447,28 @@ def test_feed_over_a_real_goal_session_counts_across_its_re_prompts() -> None:
             if event is not None:
                 counts += [r.count for r in counter.feed(event)]
     assert counts == [1, 2, TOOL_REPEAT_WARN, 1]
+
+
+# The masking patterns as first written (lookbehind first): the faster forms in the
+# engine must find exactly the same spans.
+_PLAIN_PATTERNS = {
+    "_EPOCH": r"(?<![\w.])1\d{9}(?:\d{3})?(?:\.\d+)?(?![\w.])",
+    "_CLOCK": r"(?<![\w:.])(?:[01]?\d|2[0-3]):[0-5]\d(?::[0-5]\d(?:[.,]\d+)?)?"
+              r"(?:\s?[AaPp][Mm])?(?![\w:])",
+    "_DURATION": r"(?<![\w.])(?:\d+(?:\.\d+)?\s?(?:ns|[µμu]s|ms|seconds?|secs?|s|minutes?"
+                 r"|mins?|m(?=\d)|hours?|hrs?|h)(?![^\W\d_]))+",
+}
+_PIECES = [*"0123456789:.-TZ+ amphsµμunxAPM_\n", "sec", "min", "hour", "hrs", "ms", "ns",
+           "seconds", "1700000000", "12:34", "23:59:59.5", "2026-11-30T10:00:00Z",
+           "0x7ffd1234", "file.py:12:34", "24:00", "9:05 PM", "1h2m3s"]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=16))
+def test_the_fast_masking_patterns_match_their_plain_forms(pieces):
+    import re
+
+    text = "".join(pieces)
+    for name, plain in _PLAIN_PATTERNS.items():
+        fast = getattr(tool_repeat, name)
+        assert fast.sub("<x>", text) == re.sub(plain, "<x>", text), (name, text)

@@ -91,15 +91,19 @@ _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\
 _ISO_MOMENT = re.compile(
     r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
 )
-_EPOCH = re.compile(r"(?<![\w.])1\d{9}(?:\d{3})?(?:\.\d+)?(?![\w.])")
-# hh:mm[:ss[.frac]] [AM|PM], not part of a longer run such as file.py:12:34 (line:column).
+# The patterns below start with a digit and check what comes before it with a lookbehind
+# placed after that digit: ``re`` then skips ahead to digits instead of trying every
+# position (several times faster on a long output; tests pin them to the plain forms).
+_EPOCH = re.compile(r"1(?<![\w.]1)\d{9}(?:\d{3})?(?:\.\d+)?(?![\w.])")
+# hh:mm[:ss[.frac]] [AM|PM] (hour 0-23), not part of a longer run such as file.py:12:34.
 _CLOCK = re.compile(
-    r"(?<![\w:.])(?:[01]?\d|2[0-3]):[0-5]\d(?::[0-5]\d(?:[.,]\d+)?)?(?:\s?[AaPp][Mm])?(?![\w:])"
+    r"\d(?<![\w:.]\d)\d?(?<![3-9]\d)(?<!2[4-9])"
+    r":[0-5]\d(?::[0-5]\d(?:[.,]\d+)?)?(?:\s?[AaPp][Mm])?(?![\w:])"
 )
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
+_UNIT = r"(?:ns|[µμu]s|ms|seconds?|secs?|s|minutes?|mins?|m(?=\d)|hours?|hrs?|h)(?![^\W\d_])"
 _DURATION = re.compile(
-    r"(?<![\w.])(?:\d+(?:\.\d+)?\s?(?:ns|[µμu]s|ms|seconds?|secs?|s|minutes?|mins?|m(?=\d)"
-    r"|hours?|hrs?|h)(?![^\W\d_]))+"
+    rf"\d(?<![\w.]\d)\d*(?:\.\d+)?\s?{_UNIT}(?:\d+(?:\.\d+)?\s?{_UNIT})*"
 )
 _SPACES = re.compile(r"\s+")
 
