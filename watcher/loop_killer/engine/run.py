@@ -7,7 +7,6 @@ all decide with this one class.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
@@ -121,9 +120,11 @@ class RunDetector:
         self.live = live
         self.thresholds = thresholds
         self._similar = thresholds.similar_fraction
-        self._fired = set(already_fired)
+        self._fired = frozenset(already_fired)  # the empty one is shared: no cost
         self._assembler = AnswerAssembler()
-        self._run: deque[RunAnswer] = deque(maxlen=thresholds.idle_turns)
+        # The run's newest answers, at most ``idle_turns`` (a list: an empty deque alone
+        # costs 600 bytes, and the watcher keeps one per session).
+        self._run: list[RunAnswer] = []
         self._run_length = 0
         self._chain = 0
         self.last_answer: Answer | None = None
@@ -213,6 +214,8 @@ class RunDetector:
                 self._chain = 1
         else:
             self._chain = 1
+        if len(self._run) >= self.thresholds.idle_turns:
+            del self._run[0]
         self._run.append(
             RunAnswer(answer.uuid, answer.prompt_uuid, answer.timestamp, answer.text,
                       answer_words, score)

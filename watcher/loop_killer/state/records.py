@@ -26,11 +26,13 @@ from pathlib import Path
 
 import orjson
 
+from .files import read_small_file
 from .paths import ensure_private_dir, is_plain_id
 
 __all__ = [
     "ACTED_SUFFIX",
     "RECORDS_DIR",
+    "adopt",
     "forget_session",
     "mark_acted",
     "record_detection",
@@ -122,6 +124,27 @@ def recorded_keys(state: Path, session_id: str, *, acted_only: bool = False) -> 
         return keys
     except (OSError, ValueError):
         return set()
+
+
+def adopt(state: Path, old: str, new: str) -> int:
+    """Copy a session's records under another id (its transcript was renamed); how many
+    were copied. Records the new id already has are kept."""
+    try:
+        source = _folder(state, old)
+        names = os.listdir(source) if not os.path.islink(source) else []
+        target = _folder(state, new)
+    except (OSError, ValueError):
+        return 0
+    copied = 0
+    for name in names:
+        if not is_plain_id(name.removesuffix(ACTED_SUFFIX)):
+            continue
+        try:
+            data = read_small_file(source / name, 4096)
+            copied += _create(target / name, data)
+        except OSError:
+            continue
+    return copied
 
 
 def forget_session(state: Path, session_id: str) -> int:

@@ -9,6 +9,7 @@ place under it. Nothing here ever writes to a transcript.
 from __future__ import annotations
 
 import enum
+import hashlib
 import os
 import stat
 from dataclasses import dataclass
@@ -17,7 +18,8 @@ from pathlib import Path
 from ..state.files import open_transcript
 
 __all__ = [
-    "CHECK_BYTES", "Change", "FileKey", "Follower", "Seen", "classify", "holds",
+    "CHECK_BYTES", "NO_CHECK", "Change", "Check", "FileKey", "Follower", "Seen", "check_of",
+    "classify", "holds",
     "seen_of",
 ]
 
@@ -29,9 +31,29 @@ CHECK_BYTES = 512
 notice a file rewritten in place to at least its old size between two looks."""
 
 
-def holds(path: str | Path, offset: int, check: bytes) -> bool:
-    """Whether the file at ``path`` has ``check`` just before ``offset``: the bytes a
-    follower read are still there (a renamed file, not a new one reusing the inode)."""
+@dataclass(frozen=True, slots=True)
+class Check:
+    """The last bytes a follower read: how many (at most CHECK_BYTES) and their digest."""
+
+    length: int
+    digest: bytes
+
+
+NO_CHECK = Check(0, b"")
+
+
+def check_of(data: bytes) -> Check:
+    """The check of the bytes ending ``data`` (its last CHECK_BYTES)."""
+    tail = data[-CHECK_BYTES:]
+    if not tail:
+        return NO_CHECK
+    return Check(len(tail), hashlib.blake2b(tail, digest_size=16).digest())
+
+
+def holds(path: str | Path, offset: int, check: Check) -> bool:
+    """Whether the file at ``path`` has the checked bytes just before ``offset``: the
+    bytes a follower read are still there (a renamed file, not a new one reusing the
+    inode)."""
     try:
         fd = open_transcript(path, regular_only=False)
     except OSError:
@@ -39,7 +61,7 @@ def holds(path: str | Path, offset: int, check: bytes) -> bool:
     try:
         if os.fstat(fd).st_size < offset:
             return False
-        return os.pread(fd, len(check), offset - len(check)) == check
+        return check_of(os.pread(fd, check.length, offset - check.length)) == check
     except OSError:
         return False
     finally:
@@ -100,23 +122,22 @@ class Follower:
 
     __slots__ = ("_check", "key", "offset", "path")
 
-    def __init__(self, path: Path, key: FileKey, offset: int = 0, check: bytes = b"") -> None:
+    def __init__(self, path: Path, key: FileKey, offset: int = 0) -> None:
         self.path = path
         self.key = key
         self.offset = offset  # bytes read so far (a partial last line included)
-        self._check = check[-CHECK_BYTES:] if offset else b""
+        self._check = NO_CHECK
 
     @property
-    def check(self) -> bytes:
-        """The last bytes read (up to CHECK_BYTES), which end at ``offset``."""
+    def check(self) -> Check:
+        """The last bytes read (up to CHECK_BYTES, ending at ``offset``): their length and
+        digest (a digest, not the bytes: thousands of sessions are followed at once)."""
         return self._check
 
     def remember(self, data: bytes) -> None:
-        """Record ``data`` as the bytes just read up to ``offset``."""
-        if len(data) >= CHECK_BYTES:
-            self._check = data[-CHECK_BYTES:]
-        else:
-            self._check = (self._check + data)[-CHECK_BYTES:]
+        """Record ``data`` as the bytes that end at ``offset`` (at least the last
+        CHECK_BYTES of them, or all the file holds up to there)."""
+        self._check = check_of(data)
 
     def read_new(self, *, limit: int) -> tuple[Change, bytes]:
         """Read up to ``limit`` new bytes. Returns what happened and the bytes read.
@@ -135,16 +156,16 @@ class Follower:
             if change is not Change.GROWN:
                 return change, b""
             size = info.st_size
-            back = len(self._check)
+            back = self._check.length
             want = min(size - self.offset, limit)
-            data = os.pread(fd, back + want, self.offset - back)
+            window = os.pread(fd, back + want, self.offset - back)
         finally:
             os.close(fd)
-        if back and data[:back] != self._check:
+        if back and check_of(window[:back]) != self._check:
             return Change.TRUNCATED, b""  # rewritten in place under us
-        data = data[back:]
+        data = window[back:]
         if not data:
             return Change.UNCHANGED, b""
         self.offset += len(data)
-        self.remember(data)
+        self.remember(window)
         return Change.GROWN, data

@@ -44,7 +44,7 @@ from ..state.inbox import discard_request, peek_request, request_path
 from ..state.paths import session_id_of
 from ..state.status import session_status_path
 from ..tailing import find_run_start
-from .follower import Change, FileKey, Follower, Seen, classify, holds, seen_of
+from .follower import Change, Check, FileKey, Follower, Seen, classify, holds, seen_of
 from .housekeeping import Housekeeper
 from .outcomes import HISTORY_AGE, OUTCOME_TIMEOUT, is_historic
 from .publish import publish
@@ -102,7 +102,7 @@ class Sessions:
         self.tracked: dict[str, Tracked] = {}
         self.by_key: dict[FileKey, str] = {}
         # Recently vanished files: when, their session, how far read, their last bytes.
-        self.gone: dict[FileKey, tuple[float, str, int, bytes]] = {}
+        self.gone: dict[FileKey, tuple[float, str, int, Check]] = {}
         self.unreadable: dict[str, str] = {}  # path -> last error logged
         self.ignored: set[str] = set()  # non-regular files, logged once
         self.catch_up_stats = CatchUpStats()
@@ -117,9 +117,9 @@ class Sessions:
     # -- start-up and waking up ---------------------------------------------------------
 
     def catch_up(self, path: str, seen: Seen | None = None, *, pending_requests: set[str],
-                 renamed_from: str | None = None) -> Tracked | None:
+                 ) -> Tracked | None:
         """Bring an existing transcript to its current state from its tail; nothing fires."""
-        tracked = self._open_tail(path, renamed_from)
+        tracked = self._open_tail(path)
         if tracked is None or tracked.reader is None:
             return None
         detector = tracked.reader.detector
@@ -134,6 +134,11 @@ class Sessions:
             tracked.session_id in pending_requests
         ):
             publish(self.state, tracked, time.time(), unless_on_disk=True, home=self.home)
+        elif self._quiet(tracked):
+            # Nothing in progress: keep only the offset and identity until the file grows
+            # (then its reader is rebuilt from the tail). Thousands of old transcripts
+            # cost next to nothing this way.
+            self._let_go(tracked)
         return tracked
 
     def _read_tail(self, path: str | Path, end: int | None = None
@@ -152,7 +157,7 @@ class Sessions:
         finally:
             os.close(fd)
 
-    def _open_tail(self, path: str, renamed_from: str | None = None) -> Tracked | None:
+    def _open_tail(self, path: str) -> Tracked | None:
         session_id = session_id_of(Path(path))
         if session_id is None:
             return None
@@ -168,7 +173,7 @@ class Sessions:
             self._not_a_file(path)
             return None
         self.unreadable.pop(path, None)
-        reader = self._reader(path, session_id, start, data, renamed_from)
+        reader = self._reader(path, session_id, start, data)
         tracked = self._new_tracked(path, session_id, now_seen.key, reader)
         tracked.follower.offset = start + len(data)
         tracked.follower.remember(data)
@@ -178,16 +183,14 @@ class Sessions:
         self.catch_up_stats.bytes_read += len(data)
         return tracked
 
-    def _reader(self, path: str | Path, session_id: str, offset: int, data: bytes | None,
-                renamed_from: str | None = None) -> TranscriptReader:
+    def _reader(self, path: str | Path, session_id: str, offset: int, data: bytes | None
+                ) -> TranscriptReader:
         """A reader for ``session_id`` from ``offset``, in catch-up mode when ``data`` (the
         tail it is about to replay) is given, judging with the configured thresholds (no
         rule at all in a project switched off). What fired before never fires again: the
         recorded keys, only those the tail holds when there is one (nothing else is
         reachable from its run)."""
         known = records.recorded_keys(self.state, session_id)
-        if renamed_from is not None:
-            known |= records.recorded_keys(self.state, renamed_from)
         if data is not None and len(known) * len(data) <= _MATCH_BUDGET:
             known = {key for key in known if key.encode() in data}
         thresholds = self.settings.thresholds
@@ -316,7 +319,10 @@ class Sessions:
         assert seen is not None
         renamed_from = self._renamed_from(path, seen.key)
         if renamed_from is not None:
-            self.catch_up(path, seen, pending_requests=set(), renamed_from=renamed_from)
+            # What fired under the old name must never fire under the new one, now or
+            # after a restart: its records go with it.
+            records.adopt(self.state, renamed_from, session_id)
+            self.catch_up(path, seen, pending_requests=set())
             return False
         if seen.size > LIVE_FROM_START_LIMIT:
             log.info("%s appeared with %d MB: catching up its tail only", path, seen.size >> 20)
@@ -337,7 +343,8 @@ class Sessions:
         moved_from = self.by_key.get(key)
         if moved_from is not None and moved_from != path:
             old = self.tracked[moved_from]
-            if old.follower.check and holds(path, old.follower.offset, old.follower.check):
+            if old.follower.check.length and holds(path, old.follower.offset,
+                                                         old.follower.check):
                 log.info("%s: renamed to %s", moved_from, path)
                 self.drop(moved_from, why="renamed", quiet=True)
                 return old.session_id
@@ -346,7 +353,7 @@ class Sessions:
         for stale in [k for k, gone in self.gone.items() if now - gone[0] > RENAME_WINDOW]:
             del self.gone[stale]
         gone = self.gone.get(key)
-        if gone is None or not gone[3] or not holds(path, gone[2], gone[3]):
+        if gone is None or not gone[3].length or not holds(path, gone[2], gone[3]):
             return None
         del self.gone[key]
         log.info("%s: a file followed before under another name", path)
