@@ -5,7 +5,7 @@ When the Stop hook for reply N reads the transcript, the file may end before rep
 evaluator wrote for it while our hook ran (case B). The tail alone cannot always tell A
 from B. The anchor makes it deterministic: every hook run for a reply that answers a
 re-prompt leaves, per session, ``<state>/hook/<session>.json`` saying which re-prompt that
-reply answered. Reply N+1 then answers the first re-prompt after it (``local_detect``).
+reply answered. Reply N+1 then answers the first re-prompt after it (``locate``).
 
 An anchor names a line (``base``: a re-prompt's or a turn start's uuid, with its offset in
 the transcript) and ``skip``: the reply answered the ``skip``-th re-prompt after ``base``

@@ -1,9 +1,8 @@
 """Bounded waiting: poll a condition every few milliseconds until it holds or time is up;
 and the two small file reads that waiting needs (a size, the bytes after an offset).
 
-The Stop hook waits only when this reply fires (for a live watcher's request, at most
-``decide.WAIT_FOR_WATCHER``) or after typing ``/goal clear`` (for the proof line, at most
-``actuator.CONFIRM_TIMEOUT``); a normal turn never calls anything here.
+The Stop hook waits only after typing ``/goal clear`` into its pane (for the proof line,
+at most ``terminal.CONFIRM_TIMEOUT``); nothing else in a hook ever waits.
 """
 
 from __future__ import annotations
