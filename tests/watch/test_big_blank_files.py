@@ -93,3 +93,21 @@ def test_live_sessions_are_served_between_two_files_of_the_catch_up(
     assert order == [str(path), *old]
     assert served_before[old[1]], "the reply waited for the whole catch-up"
     assert not served_before[old[0]]
+
+
+def test_a_catch_up_cut_short_by_its_budget_says_so_once(env, caplog) -> None:
+    import logging
+
+    from loop_killer.tailing import MAX_RUN_LINES
+
+    caplog.set_level(logging.WARNING, logger="loop_killer")
+    s = Lines()
+    path = s.path_in(env.root)
+    append(path, s.goal_loop(2))
+    with path.open("ab") as handle:  # far more tiny lines than the backward scan reads
+        handle.write(b"x\n" * (MAX_RUN_LINES * 3))
+    sessions = Sessions(env.state)
+    for _ in range(2):
+        sessions.catch_up(str(path), pending_requests=set())
+    said = [r.getMessage() for r in caplog.records if "were read back" in r.getMessage()]
+    assert len(said) == 1 and str(path) in said[0] and "not counted" in said[0]

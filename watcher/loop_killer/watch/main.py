@@ -19,7 +19,7 @@ from ..config import load_settings
 from ..printable import without_controls
 from ..state.paths import ensure_private_dir, projects_dir, state_dir
 from . import notify
-from .watcher import POLL_INTERVAL, RECONCILE_INTERVAL, Watcher
+from .watcher import POLL_INTERVAL, RECONCILE_INTERVAL, SWEEP_INTERVAL, Watcher
 
 __all__ = ["AlreadyRunning", "acquire_lock", "build_parser", "configure_logging", "main"]
 
@@ -109,9 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--poll", action="store_true",
                         help="poll instead of using file-system events")
     parser.add_argument("--reconcile-interval", type=_positive, default=None, metavar="SECONDS",
-                        help=f"seconds between two passes that stat every transcript "
+                        help=f"seconds between two passes over the live transcripts and the "
+                             f"project folders, the safety net for a lost file-system event "
                              f"(default {RECONCILE_INTERVAL:g}, or {POLL_INTERVAL:g} when "
-                             f"polling)")
+                             f"polling; every transcript is stat'ed every "
+                             f"{SWEEP_INTERVAL:g} s)")
     parser.add_argument("--notify", action="store_true",
                         help="also show a desktop notification for each loop stopped "
                              "(notify-send or osascript; a storm of them gives a summary)")

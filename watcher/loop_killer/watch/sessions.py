@@ -43,7 +43,7 @@ from ..state.files import open_transcript
 from ..state.inbox import discard_request, peek_request, request_path
 from ..state.paths import session_id_of
 from ..state.status import session_status_path
-from ..tailing import find_run_start
+from ..tailing import scan_run_start
 from .follower import Change, Check, FileKey, Follower, Seen, classify, holds, seen_of
 from .housekeeping import Housekeeper
 from .outcomes import HISTORY_AGE, OUTCOME_TIMEOUT, is_historic
@@ -105,6 +105,7 @@ class Sessions:
         self.gone: dict[FileKey, tuple[float, str, int, Check]] = {}
         self.unreadable: dict[str, str] = {}  # path -> last error logged
         self.ignored: set[str] = set()  # non-regular files, logged once
+        self.cut_short: set[str] = set()  # files whose backward scan hit its budget, logged once
         self.catch_up_stats = CatchUpStats()
 
     def follow_hook_detection(self, session_id: str, answer_uuid: str, rule: str) -> None:
@@ -152,8 +153,13 @@ class Sessions:
                 return info, 0, b""
             size = info.st_size if end is None else end
             with open(fd, "rb", buffering=0, closefd=False) as handle:
-                start = find_run_start(handle, size)
-            return info, start, os.pread(fd, size - start, start)
+                found = scan_run_start(handle, size)
+            if found.why == "budget" and str(path) not in self.cut_short:
+                self.cut_short.add(str(path))
+                log.warning("%s: only its last %d MB (%d lines) were read back to find its "
+                            "run; what came before is not counted", path,
+                            max(1, found.read >> 20), found.lines)
+            return info, found.offset, os.pread(fd, size - found.offset, found.offset)
         finally:
             os.close(fd)
 
