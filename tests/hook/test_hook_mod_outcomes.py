@@ -126,7 +126,7 @@ def test_the_watcher_shows_what_the_hook_logged_before_the_clear_it_read(
     caplog.set_level(logging.INFO, logger="loop_killer.watch.events")
     events = logging.getLogger("loop_killer.watch.events")
     responder = Responder(state, home=None, history_age=600)
-    path = tmp_path / "proj" / "s.jsonl"
+    path = str(tmp_path / "proj" / "s.jsonl")
     tracked = Tracked(path=path, session_id="s1234567", project="proj",
                       follower=Follower(path, (0, 0)), reader=None)
     responder.follow(tracked, "a1", "SAME_REPLY_TURNS")  # the watcher read reply N

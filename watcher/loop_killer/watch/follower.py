@@ -122,7 +122,7 @@ class Follower:
 
     __slots__ = ("_check", "key", "offset", "path")
 
-    def __init__(self, path: Path, key: FileKey, offset: int = 0) -> None:
+    def __init__(self, path: str, key: FileKey, offset: int = 0) -> None:
         self.path = path
         self.key = key
         self.offset = offset  # bytes read so far (a partial last line included)

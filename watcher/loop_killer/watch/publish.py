@@ -45,7 +45,7 @@ def publish(state: Path, tracked: Tracked, now: float, *, unless_on_disk: bool =
         return
     status = SessionStatus(
         session_id=tracked.session_id,
-        transcript_path=str(tracked.path),
+        transcript_path=tracked.path,
         project=tracked.project,
         offset=reader.offset,
         run_length=detector.run_length,

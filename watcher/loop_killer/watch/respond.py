@@ -83,7 +83,7 @@ class Responder:
             run_length=detection.run_length,
             answer_uuid=detection.answer_uuid,
             answer_digest=text_digest(answer.text),
-            transcript_path=str(tracked.path),
+            transcript_path=tracked.path,
             created_at=time.time(),
             source="watcher",
             prompt_uuid=answer.prompt_uuid,
@@ -102,7 +102,7 @@ class Responder:
             "count": detection.count,
             "run_length": detection.run_length,
             "project": tracked.project,
-            "transcript_path": str(tracked.path),
+            "transcript_path": tracked.path,
             "snippet": report.snippet(answer.text, 200),
             "source": "watcher",
         })
@@ -182,7 +182,7 @@ class Responder:
         tracked.pending = PendingOutcome(answer_uuid, rule, now,
                                          time.monotonic() + self.outcome_timeout)
         tracked.settled = False
-        self.watching[str(tracked.path)] = tracked
+        self.watching[tracked.path] = tracked
 
     def resolve(self, tracked: Tracked, outcome: Outcome | None, *, final: bool = True
                 ) -> None:
@@ -201,7 +201,7 @@ class Responder:
                 "detail": outcome.detail,
                 "after_s": round(time.time() - pending.detected_at, 3),
                 "project": tracked.project,
-                "transcript_path": str(tracked.path),
+                "transcript_path": tracked.path,
                 "source": "watcher",
             })
             line = report.outcome_line(project=report.project_label(tracked.project, self.home),
@@ -211,13 +211,13 @@ class Responder:
             self.held.append((level, line))
         if final:
             tracked.pending = None
-            self.watching.pop(str(tracked.path), None)
+            self.watching.pop(tracked.path, None)
         else:
             pending.stopped = True
 
     def forget(self, tracked: Tracked) -> None:
         """The session is no longer followed."""
-        self.watching.pop(str(tracked.path), None)
+        self.watching.pop(tracked.path, None)
 
     def tick(self, monotonic_now: float) -> None:
         """Show the outcome lines held since the last tick, then report (and show) the

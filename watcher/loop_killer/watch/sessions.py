@@ -237,9 +237,10 @@ class Sessions:
         if detector is None:
             return
         last = detector.last_answer
-        tracked.dormant = Dormant(detector.goal,
-                                  None if last is None else replace(last, text="", last_text=""),
-                                  detector.answers_seen)
+        # The last answer without its texts (its status keeps only their digest).
+        bare = None if last is None else replace(last, text="", last_text="", prompt_uuid="",
+                                                 message_ids=())
+        tracked.dormant = Dormant(detector.goal, bare, detector.answers_seen)
         tracked.reader = None
         tracked.tools = None
 
@@ -367,9 +368,9 @@ class Sessions:
 
     def _new_tracked(self, path: str, session_id: str, key: FileKey,
                      reader: TranscriptReader) -> Tracked:
-        p = Path(path)
-        tracked = Tracked(p, session_id, p.parent.name, Follower(p, key, reader.offset), reader,
-                          tools=self.tool_repeats.counter(p.parent.name),
+        project = os.path.basename(os.path.dirname(path))
+        tracked = Tracked(path, session_id, project, Follower(path, key, reader.offset), reader,
+                          tools=self.tool_repeats.counter(project),
                           request_file=str(request_path(self.state, session_id)))
         self.tracked[path] = tracked
         self.by_key[key] = path

@@ -82,7 +82,7 @@ class ToolRepeats:
             "count": repeat.count,
             "tool_use_id": repeat.tool_use_id,
             "project": tracked.project,
-            "transcript_path": str(tracked.path),
+            "transcript_path": tracked.path,
             "source": "watcher",
         })
         events.warning(report.tool_repeat_line(

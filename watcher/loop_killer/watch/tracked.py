@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..engine import Answer, GoalStatus, RunDetector, TranscriptReader
@@ -28,7 +27,7 @@ class Dormant:
 class Tracked:
     """One session transcript being followed."""
 
-    path: Path
+    path: str  # a str, not a Path: thousands are kept, and a Path costs 450 bytes more
     session_id: str
     project: str
     follower: Follower
