@@ -24,12 +24,12 @@ keeps going fires again at the next threshold and no answer ever fires twice.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Final, Literal
 
+from ..digest import hex_digest
 from .marks import MARK_RANGES
 
 __all__ = [
@@ -185,4 +185,4 @@ def text_digest(text: str) -> str:
     ``last_assistant_message`` to know whether the watcher has seen that reply.
     """
     normalized = " ".join(text.split())
-    return hashlib.sha256(normalized.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return hex_digest(normalized, 16)

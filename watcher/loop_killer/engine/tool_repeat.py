@@ -23,13 +23,14 @@ The counter keeps only digests: per call, its last result and count, at most
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any, Final
+
+from ..digest import hex_digest
 
 if TYPE_CHECKING:
     from .transcript import Event
@@ -239,7 +240,7 @@ def is_refusal(content: object, *, is_error: bool) -> bool:
 
 
 def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+    return hex_digest(text, 20)
 
 
 class ToolRepeatCounter:

@@ -100,12 +100,11 @@ def _with_config_note(output: dict[str, Any] | None, state: Path, problems: tupl
                       ) -> dict[str, Any] | None:
     """``output`` with the settings' problems added to what the person sees, the first
     time these problems are met (the same problems are not said at every turn)."""
-    import hashlib
-
+    from ..digest import hex_digest
     from ..printable import printable
     from ..state.notes import first_time
 
-    key = "config-" + hashlib.sha256("\n".join(problems).encode()).hexdigest()[:16]
+    key = "config-" + hex_digest("\n".join(problems), 16)
     if not first_time(state, key):
         return output
     note = printable(f"loop-killer: settings: {'; '.join(problems)}", 600)

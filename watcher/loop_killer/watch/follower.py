@@ -9,12 +9,12 @@ place under it. Nothing here ever writes to a transcript.
 from __future__ import annotations
 
 import enum
-import hashlib
 import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..digest import digest
 from ..state.files import open_transcript
 
 __all__ = [
@@ -47,7 +47,7 @@ def check_of(data: bytes) -> Check:
     tail = data[-CHECK_BYTES:]
     if not tail:
         return NO_CHECK
-    return Check(len(tail), hashlib.blake2b(tail, digest_size=16).digest())
+    return Check(len(tail), digest(tail))
 
 
 def holds(path: str | Path, offset: int, check: Check) -> bool:
