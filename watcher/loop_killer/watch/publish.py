@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine import text_digest
+from ..state.inbox import request_waiting
 from ..state.status import SessionStatus, read_session_status, write_session_status
 from . import report
 from .tracked import Tracked
@@ -37,7 +38,7 @@ def publish(state: Path, tracked: Tracked, now: float, *, unless_on_disk: bool =
         tracked.last_answer_seen_at = now
     digest = tracked.digest[1] if last is not None else ""
     goal = detector.goal
-    pending_request = os.path.exists(tracked.request_file)
+    pending_request = request_waiting(state, tracked.session_id)
     streaks = tuple(tracked.tool_streaks.values())
     key = (reader.offset, detector.run_length, detector.chain_length, detector.awaiting,
            answer_uuid, digest, pending_request, goal, streaks)

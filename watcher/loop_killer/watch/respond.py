@@ -24,13 +24,18 @@ is shown before it.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from pathlib import Path
 
 from ..engine import Detection, GoalStatus, SystemEntry, TurnStart, text_digest
 from ..state import journal, records
-from ..state.inbox import ClearRequest, InvalidRequest, discard_request, write_request
+from ..state.inbox import (
+    ClearRequest,
+    InvalidRequest,
+    discard_request,
+    request_waiting,
+    write_request,
+)
 from . import report
 from .outcomes import OUTCOME_TIMEOUT, Outcome, PendingOutcome, at_deadline, is_historic
 from .tracked import Tracked
@@ -131,7 +136,7 @@ class Responder:
         if not live:
             tracked.last_prompt_timestamp = event.timestamp
             return
-        withdrawn = os.path.exists(tracked.request_file) and discard_request(
+        withdrawn = request_waiting(self.state, tracked.session_id) and discard_request(
             self.state, tracked.session_id, "superseded by a new prompt")
         if tracked.pending is not None:
             if withdrawn:
@@ -246,7 +251,7 @@ class Responder:
             outcome = at_deadline(
                 pending,
                 more_answers=detector.run_length if detector is not None else 0,
-                request_pending=os.path.exists(tracked.request_file),
+                request_pending=request_waiting(self.state, tracked.session_id),
                 timeout=self.outcome_timeout,
             )
             self.resolve(tracked, outcome)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -40,7 +41,7 @@ from ..engine import (
 )
 from ..state import records
 from ..state.files import open_transcript
-from ..state.inbox import discard_request, peek_request, request_path
+from ..state.inbox import discard_request, peek_request
 from ..state.paths import session_id_of
 from ..state.status import session_status_path
 from ..tailing import scan_run_start
@@ -368,10 +369,10 @@ class Sessions:
 
     def _new_tracked(self, path: str, session_id: str, key: FileKey,
                      reader: TranscriptReader) -> Tracked:
-        project = os.path.basename(os.path.dirname(path))
+        # One string per project folder, shared by its sessions (thousands are followed).
+        project = sys.intern(os.path.basename(os.path.dirname(path)))
         tracked = Tracked(path, session_id, project, Follower(path, key, reader.offset), reader,
-                          tools=self.tool_repeats.counter(project),
-                          request_file=str(request_path(self.state, session_id)))
+                          tools=self.tool_repeats.counter(project))
         self.tracked[path] = tracked
         self.by_key[key] = path
         return tracked

@@ -47,7 +47,6 @@ class Tracked:
     reported_broken: int = 0
     reported_oversized: int = 0
     error: str | None = None
-    request_file: str = ""  # where a clear request for this session would be
     dormant: Dormant | None = None  # set while the detector is let go
 
     @property
