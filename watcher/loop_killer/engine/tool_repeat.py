@@ -106,7 +106,6 @@ _UNIT = r"(?:ns|[µμu]s|ms|seconds?|secs?|s|minutes?|mins?|m(?=\d)|hours?|hrs?|
 _DURATION = re.compile(
     rf"\d(?<![\w.]\d)\d*(?:\.\d+)?\s?{_UNIT}(?:\d+(?:\.\d+)?\s?{_UNIT})*"
 )
-_SPACES = re.compile(r"\s+")
 
 
 @dataclass(frozen=True, slots=True)

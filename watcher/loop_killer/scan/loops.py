@@ -25,6 +25,7 @@ from ..engine.answers import Answer
 from ..engine.reader import Step
 from ..engine.rules import rule_phrase
 from ..engine.run import Detection
+from ..engine.stand_ins import ToolCounts
 from ..engine.tool_repeat import (
     RULE_TOOL_REPEAT,
     TOOL_REPEAT_BLOCK,
@@ -36,7 +37,6 @@ from ..engine.tool_repeat import (
 from ..engine.transcript import AssistantPart, Event, ToolResults, TurnStart
 from .ledger import UsageLedger
 from .records import Loop
-from .standins import StandIns
 
 __all__ = ["MAX_STREAKS", "RepromptLoops", "ToolLoops"]
 
@@ -138,15 +138,15 @@ class _Streak:
 class ToolLoops:
     """Tool-repeat loops of one scope (a session, or one subagent), fed its events."""
 
-    __slots__ = ("_block", "_calls", "_counter", "_ledger", "_stand_ins", "_streaks", "_warn")
+    __slots__ = ("_block", "_calls", "_counts", "_ledger", "_streaks", "_warn")
 
     def __init__(self, ledger: UsageLedger, counter: ToolRepeatCounter | None = None, *,
                  warn: int = TOOL_REPEAT_WARN, block: int = TOOL_REPEAT_BLOCK) -> None:
         self._ledger = ledger
-        self._counter = counter if counter is not None else ToolRepeatCounter(block=block)
+        counter = counter if counter is not None else ToolRepeatCounter(block=block)
         self._warn, self._block = warn, block  # as configured (``loop_killer.config``)
-        # The counter judges; the stand-ins spare it masking outputs it need not compare.
-        self._stand_ins = StandIns(self._counter.ignored)
+        # The counter judges; stand-ins spare it masking outputs it need not compare.
+        self._counts = ToolCounts(counter)
         # tool_use_id -> (message id, timestamp, tool name, input) of calls not yet answered
         self._calls: dict[str, tuple[str, str, str, Any]] = {}
         self._streaks: dict[bytes, _Streak] = {}  # call digest -> its streak, by recency
@@ -166,9 +166,8 @@ class ToolLoops:
             return []  # re-prompts, system lines, goal status: the counter ignores them
         closed: list[Loop] = []
         timestamp = event.timestamp if isinstance(event, (AssistantPart, ToolResults)) else ""
-        for fed in self._stand_ins.events(event):
-            for repeat in self._counter.feed(fed):
-                closed.extend(self._count(repeat, timestamp))
+        for repeat in self._counts.feed(event):
+            closed.extend(self._count(repeat, timestamp))
         if isinstance(event, TurnStart) and event.kind == "prompt":
             closed.extend(self.finish())  # the person spoke: the counter started afresh
         return closed

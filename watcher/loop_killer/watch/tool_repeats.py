@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..config import Settings
 from ..engine import Event, TurnStart
+from ..engine.stand_ins import ToolCounts
 from ..engine.tool_repeat import (
     RULE_TOOL_REPEAT,
     ToolRepeat,
@@ -31,6 +32,9 @@ log = logging.getLogger("loop_killer.watch")
 events = logging.getLogger("loop_killer.watch.events")
 
 _LABEL = 80
+HELD_PER_SESSION = 1 << 20
+"""Bytes of tool outputs kept per followed session to compare the next output of the same
+call with (beyond it, the oldest are masked and dropped: counts are the same)."""
 STREAKS_SHOWN = 3
 """Calls with a streak of identical results kept per session for ``loop-killer status``."""
 
@@ -43,12 +47,15 @@ class ToolRepeats:
         self.home = home
         self.settings = settings
 
-    def counter(self, project: str) -> ToolRepeatCounter | None:
-        """A counter for a session of this project folder (None: the rule is off there)."""
+    def counter(self, project: str) -> ToolCounts | None:
+        """A counter for a session of this project folder (None: the rule is off there),
+        behind stand-ins: an output is masked only when its call's output changed."""
         settings = self.settings
         if not settings.rule_on(RULE_TOOL_REPEAT) or settings.project_off(folder=project):
             return None
-        return ToolRepeatCounter(ignored=settings.ignore_tools, block=settings.tool_repeat_block)
+        counter = ToolRepeatCounter(ignored=settings.ignore_tools,
+                                    block=settings.tool_repeat_block)
+        return ToolCounts(counter, max_held=HELD_PER_SESSION)
 
     def feed(self, tracked: Tracked, event: Event, *, live: bool) -> None:
         counter = tracked.tools

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..engine import Answer, GoalStatus, RunDetector, TranscriptReader
-from ..engine.tool_repeat import ToolRepeatCounter
+from ..engine.stand_ins import ToolCounts
 from .follower import Follower
 from .outcomes import PendingOutcome
 
@@ -32,7 +32,7 @@ class Tracked:
     project: str
     follower: Follower
     reader: TranscriptReader | None  # None while dormant: rebuilt from the tail on growth
-    tools: ToolRepeatCounter | None = None  # the main session's tool-repeat counts
+    tools: ToolCounts | None = None  # the main session's tool-repeat counts
     # Calls giving the same result again in this turn: call key -> (label, count), newest
     # last, a few only (what ``loop-killer status`` shows).
     tool_streaks: dict[str, tuple[str, int]] = field(default_factory=dict)

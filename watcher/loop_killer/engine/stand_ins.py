@@ -1,5 +1,9 @@
 """Tool results made cheap to count, without changing a single count.
 
+Used in front of the counter wherever whole transcripts stream through it: the watcher
+(every followed session) and ``loop-killer scan``. (The tool-call hooks count one result
+per process and key it directly.)
+
 The engine's ``ToolRepeatCounter`` compares each result of a call with the call's
 previous result by ``result_key``, which masks times, durations and addresses with
 regular expressions: a few MB/s, most of a scan's time when every result of a long
@@ -17,14 +21,22 @@ as the counter itself would do. Pure; memory bounded by ``MAX_HELD_BYTES`` of co
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from ..engine.tool_repeat import MAX_CALLS, call_key, is_ignored, is_refusal, result_key
-from ..engine.transcript import AssistantPart, Event, ToolResult, ToolResults, TurnStart
+from ..digest import digest
+from .tool_repeat import (
+    MAX_CALLS,
+    ToolRepeat,
+    ToolRepeatCounter,
+    call_key,
+    is_ignored,
+    is_refusal,
+    result_key,
+)
+from .transcript import AssistantPart, Event, ToolResult, ToolResults, TurnStart
 
-__all__ = ["MAX_HELD_BYTES", "StandIns"]
+__all__ = ["MAX_HELD_BYTES", "StandIns", "ToolCounts"]
 
 MAX_HELD_BYTES = 32 << 20
 """Contents kept for comparison; beyond it the oldest are replaced by their key."""
@@ -61,10 +73,13 @@ class StandIns:
     """
 
     __slots__ = ("_calls", "_early", "_held", "_ignored", "_ignored_names", "_last",
-                 "_tokens")
+                 "_tokens", "max_held")
 
-    def __init__(self, ignored: frozenset[str]) -> None:
+    def __init__(self, ignored: frozenset[str], *, max_held: int | None = None) -> None:
         self._ignored = ignored
+        # Bytes of contents kept for comparison (the scan: MAX_HELD_BYTES; the watcher,
+        # which follows many sessions at once, less per session).
+        self.max_held = MAX_HELD_BYTES if max_held is None else max_held
         self._ignored_names: dict[str, bool] = {}  # tool name -> ignored (names are few)
         self._calls: dict[str, tuple[str, Any]] = {}  # tool_use_id -> (name, input)
         self._early: dict[str, ToolResult] = {}  # results that came before their call
@@ -106,8 +121,7 @@ class StandIns:
             ignored = self._ignored_names[name] = is_ignored(name, self._ignored)
         if ignored or is_refusal(content, is_error=is_error):
             return result  # the counter never compares these: hand them on as they are
-        call = hashlib.blake2b(call_key(name, tool_input).encode("utf-8", "surrogatepass"),
-                               digest_size=16).digest()
+        call = digest(call_key(name, tool_input).encode("utf-8", "surrogatepass"))
         last = self._last.pop(call, None)
         key: str | None = None
         if last is None:
@@ -140,7 +154,7 @@ class StandIns:
         # Too many bytes kept: the oldest contents give way to their keys (the stand-ins
         # stay, so comparisons stay exact).
         for last in self._last.values():
-            if self._held <= MAX_HELD_BYTES:
+            if self._held <= self.max_held:
                 break
             if last.content is not None:
                 if last.key is None:
@@ -158,3 +172,21 @@ def _put(table: dict[str, Any], key: str, value: Any) -> None:
     table[key] = value
     while len(table) > _MAX_PENDING:
         del table[next(iter(table))]
+
+
+class ToolCounts:
+    """A ``ToolRepeatCounter`` fed through ``StandIns``: the same counts as the counter fed
+    directly, with outputs masked only when a call's output changed. ``max_held``: as for
+    ``StandIns``."""
+
+    __slots__ = ("_stand_ins", "counter")
+
+    def __init__(self, counter: ToolRepeatCounter, *, max_held: int | None = None) -> None:
+        self.counter = counter
+        self._stand_ins = StandIns(counter.ignored, max_held=max_held)
+
+    def feed(self, event: Event) -> list[ToolRepeat]:
+        """Take one transcript event; one ToolRepeat per tool result it counted."""
+        return [repeat for fed in self._stand_ins.events(event)
+                for repeat in self.counter.feed(fed)]
+

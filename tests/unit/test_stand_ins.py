@@ -6,6 +6,8 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from loop_killer.engine import stand_ins as standins
+from loop_killer.engine.stand_ins import StandIns
 from loop_killer.engine.tool_repeat import REFUSED_MARK, ToolRepeatCounter
 from loop_killer.engine.transcript import (
     AssistantPart,
@@ -15,8 +17,6 @@ from loop_killer.engine.transcript import (
     ToolResults,
     TurnStart,
 )
-from loop_killer.scan import standins
-from loop_killer.scan.standins import StandIns
 
 # Outputs that differ in bytes but not once masked (times, durations), and outputs that
 # really differ; errors, refusals, block lists, and a polling tool that is never counted.
@@ -58,9 +58,10 @@ def events(steps: list[tuple[str, int, int, bool]]) -> list[Event]:
     return out
 
 
-def counts(feed: list[Event], *, through: bool) -> list[tuple[str, str, int]]:
+def counts(feed: list[Event], *, through: bool, max_held: int | None = None
+           ) -> list[tuple[str, str, int]]:
     counter = ToolRepeatCounter()
-    layer = StandIns(counter.ignored)
+    layer = StandIns(counter.ignored, max_held=max_held)
     seen = []
     for event in feed:
         for fed in (layer.events(event) if through else [event]):
@@ -81,12 +82,8 @@ def test_counts_are_the_same_with_and_without_stand_ins(
 def test_counts_stay_the_same_when_contents_give_way_to_keys(
         steps: list[tuple[str, int, int, bool]]) -> None:
     feed = events(steps)
-    original = standins.MAX_HELD_BYTES
-    standins.MAX_HELD_BYTES = 0  # every content is keyed at once
-    try:
-        assert counts(feed, through=True) == counts(feed, through=False)
-    finally:
-        standins.MAX_HELD_BYTES = original
+    # Nothing held: every content is keyed at once.
+    assert counts(feed, through=True, max_held=0) == counts(feed, through=False)
 
 
 def test_identical_outputs_are_never_masked(monkeypatch: Any) -> None:
