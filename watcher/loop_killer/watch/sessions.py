@@ -118,8 +118,7 @@ class Sessions:
 
     # -- start-up and waking up ---------------------------------------------------------
 
-    def catch_up(self, path: str, seen: Seen | None = None, *, pending_requests: set[str],
-                 ) -> Tracked | None:
+    def catch_up(self, path: str, *, pending_requests: set[str]) -> Tracked | None:
         """Bring an existing transcript to its current state from its tail; nothing fires."""
         tracked = self._open_tail(path)
         if tracked is None or tracked.reader is None:
@@ -132,11 +131,10 @@ class Sessions:
             stats.runs += 1
         if tracked.session_id in pending_requests:
             self._withdraw_if_superseded(tracked)
-        if detector.run_length or detector.awaiting == PROMPT_REPROMPT or (
-            tracked.session_id in pending_requests
-        ):
+        if (detector.run_length or detector.awaiting == PROMPT_REPROMPT
+                or tracked.session_id in pending_requests):
             publish(self.state, tracked, time.time(), unless_on_disk=True, home=self.home)
-        elif self._quiet(tracked):
+        elif self._at_rest(tracked):
             # Nothing in progress: keep only the offset and identity until the file grows
             # (then its reader is rebuilt from the tail). Thousands of old transcripts
             # cost next to nothing this way.
@@ -330,11 +328,11 @@ class Sessions:
             # What fired under the old name must never fire under the new one, now or
             # after a restart: its records go with it.
             records.adopt(self.state, renamed_from, session_id)
-            self.catch_up(path, seen, pending_requests=set())
+            self.catch_up(path, pending_requests=set())
             return False
         if seen.size > LIVE_FROM_START_LIMIT:
             log.info("%s appeared with %d MB: catching up its tail only", path, seen.size >> 20)
-            self.catch_up(path, seen, pending_requests=set())
+            self.catch_up(path, pending_requests=set())
             return False
         # Read from its start (new, or truncated, or replaced): everything recorded as
         # fired in this session counts, not only what a tail would reach.
@@ -357,9 +355,7 @@ class Sessions:
                 self.drop(moved_from, why="renamed", quiet=True)
                 return old.session_id
             return None
-        now = time.monotonic()
-        for stale in [k for k, gone in self.gone.items() if now - gone[0] > RENAME_WINDOW]:
-            del self.gone[stale]
+        self._forget_old_renames()
         gone = self.gone.get(key)
         if gone is None or not gone[3].length or not holds(path, gone[2], gone[3]):
             return None
@@ -461,21 +457,22 @@ class Sessions:
         if statuses:
             self.housekeeper.sweep_statuses({t.session_id for t in self.tracked.values()})
         for tracked in self.tracked.values():
-            detector = tracked.detector
-            if detector is None or not self._quiet(tracked):
-                continue
-            if (now - tracked.last_activity > self.idle_after and detector.run_length == 0
-                    and detector.awaiting != PROMPT_REPROMPT):
+            if now - tracked.last_activity > self.idle_after and self._at_rest(tracked):
                 self._let_go(tracked)
-        moment = time.monotonic()
-        for key in [k for k, gone in self.gone.items() if moment - gone[0] > RENAME_WINDOW]:
+        self._forget_old_renames()
+
+    def _forget_old_renames(self) -> None:
+        now = time.monotonic()
+        for key in [k for k, gone in self.gone.items() if now - gone[0] > RENAME_WINDOW]:
             del self.gone[key]
 
     @staticmethod
-    def _quiet(tracked: Tracked) -> bool:
-        """Nothing half-read or half-done that a rebuild from the tail could not redo."""
+    def _at_rest(tracked: Tracked) -> bool:
+        """Awake, and nothing in progress that a rebuild from the tail could not redo: no
+        run, no re-prompt awaiting its answer, nothing half-read or half-done."""
         detector = tracked.detector
-        return (detector is not None and tracked.pending is None
+        return (detector is not None and detector.run_length == 0
+                and detector.awaiting != PROMPT_REPROMPT and tracked.pending is None
                 and not detector.answer_started and tracked.pending_bytes == 0
                 and tracked.follower.offset == tracked.consumed)
 

@@ -206,7 +206,7 @@ class Watcher:
             if self._stopping.is_set():
                 return
             try:
-                self.sessions.catch_up(path, seen, pending_requests=pending)
+                self.sessions.catch_up(path, pending_requests=pending)
             except Exception:  # one odd file must not keep the others unwatched
                 log.exception("unexpected error while catching up %s", path)
             hints = self.hints.take(0)
