@@ -29,7 +29,7 @@ from ..engine import text_digest
 from ..state import records
 from ..state.files import NotAFile
 from ..state.notes import first_time
-from ..state.paths import state_dir
+from ..state.paths import request_waiting, state_dir
 from . import decide, notice
 from .anchor import Anchor, advance_anchor, previous_anchor, read_anchor, save_anchor
 from .entry import parse_json
@@ -86,9 +86,7 @@ def _take_request(state: Path, hook_input: decide.HookInput, env: dict[str, str]
                   ) -> dict[str, Any] | None:
     """Act on the session's fresh clear request, if one is waiting and still valid."""
     session_id = hook_input.session_id
-    try:
-        os.lstat(state / "requests" / f"{session_id}.json")  # cheap: nothing there, done
-    except OSError:
+    if not request_waiting(state, session_id):
         return None
     try:
         last_prompt_at = last_prompt_time(hook_input.transcript_path)

@@ -19,6 +19,7 @@ import orjson
 __all__ = [
     "NotAFile",
     "append_line",
+    "create_new",
     "open_transcript",
     "read_json_object",
     "read_small_file",
@@ -97,6 +98,21 @@ def write_private_file(path: Path | str, data: bytes) -> None:
         except OSError:
             pass
         raise
+
+
+def create_new(path: Path | str, data: bytes = b"") -> bool:
+    """Create ``path`` with ``data``, exclusively and never through a link (mode 0600);
+    False when something is there already: the first of concurrent creators wins."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        return False
+    try:
+        if data:
+            os.write(fd, data)
+    finally:
+        os.close(fd)
+    return True
 
 
 def open_transcript(path: Path | str, *, regular_only: bool = True) -> int:

@@ -33,7 +33,6 @@ __all__ = [
     "parse_request",
     "peek_request",
     "request_path",
-    "request_waiting",
     "write_private_file",
     "write_request",
 ]
@@ -82,11 +81,6 @@ class ClearRequest:
         if last_prompt_at is not None and last_prompt_at > self.created_at:
             return "superseded by a newer prompt in the session"
         return None
-
-
-def request_waiting(state: Path, session_id: str) -> bool:
-    """Whether something sits at the session's request path (not read, not validated)."""
-    return os.path.lexists(os.path.join(state, "requests", f"{session_id}.json"))
 
 
 def request_path(state: Path, session_id: str) -> Path:

@@ -7,9 +7,9 @@ said anyway: saying it twice beats never saying it.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from .files import create_new
 from .paths import ensure_private_dir, is_plain_id
 
 __all__ = ["NOTES_DIR", "first_time"]
@@ -22,11 +22,6 @@ def first_time(state: Path, key: str) -> bool:
     if not is_plain_id(key):
         raise ValueError(f"not a plain key: {key!r}")
     try:
-        folder = ensure_private_dir(state / NOTES_DIR)
-        fd = os.open(folder / key, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        os.close(fd)
-    except FileExistsError:
-        return False
+        return create_new(ensure_private_dir(state / NOTES_DIR) / key)
     except OSError:
-        pass
-    return True
+        return True

@@ -14,9 +14,9 @@ __all__ = [
     "ensure_private_dir",
     "is_plain_id",
     "is_session_file_name",
-    "list_folder",
     "list_transcripts",
     "projects_dir",
+    "request_waiting",
     "session_id_of",
     "state_dir",
 ]
@@ -128,9 +128,7 @@ def list_transcripts(root: str) -> Iterator[tuple[str, os.DirEntry[str]]]:
                 yield entry.path, entry
 
 
-def list_folder(folder: str) -> list[str]:
-    """The session transcripts directly in one project folder (empty if it is gone)."""
-    try:
-        return [entry.path for entry in os.scandir(folder) if is_session_file_name(entry.name)]
-    except OSError:
-        return []
+def request_waiting(state: Path | str, session_id: str) -> bool:
+    """Whether something sits at the session's clear-request path (``inbox.request_path``),
+    looked at without reading or following it: the cheap test before claiming one."""
+    return os.path.lexists(os.path.join(state, "requests", f"{session_id}.json"))

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import orjson
 
-from .files import read_small_file
+from .files import create_new, read_small_file
 from .paths import ensure_private_dir, is_plain_id
 
 __all__ = [
@@ -38,7 +38,6 @@ __all__ = [
     "record_detection",
     "record_key",
     "recorded_keys",
-    "was_acted_on",
 ]
 
 RECORDS_DIR = "fired"
@@ -66,15 +65,7 @@ def _create(path: Path, data: bytes) -> bool:
     """Create ``path`` exclusively (never through a link); False when it exists."""
     ensure_private_dir(path.parent.parent)  # ``fired/`` itself must not be a link either
     ensure_private_dir(path.parent)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    except FileExistsError:
-        return False
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-    return True
+    return create_new(path, data)
 
 
 def record_detection(state: Path, session_id: str, key: str, *, source: str, rule: str
@@ -95,14 +86,6 @@ def mark_acted(state: Path, session_id: str, key: str) -> bool:
     if not is_plain_id(key):
         raise ValueError(f"not a plain record key: {key!r}")
     return _create(_folder(state, session_id) / f"{key}{ACTED_SUFFIX}", b"")
-
-
-def was_acted_on(state: Path, session_id: str, key: str) -> bool:
-    """Whether a Stop hook already stopped the turn for ``key``."""
-    try:
-        return os.path.lexists(_folder(state, session_id) / f"{key}{ACTED_SUFFIX}")
-    except ValueError:
-        return False
 
 
 def recorded_keys(state: Path, session_id: str, *, acted_only: bool = False) -> set[str]:

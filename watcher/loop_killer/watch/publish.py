@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine import text_digest
-from ..state.inbox import request_waiting
+from ..state.paths import request_waiting
 from ..state.status import SessionStatus, read_session_status, write_session_status
 from . import report
 from .tracked import Tracked

@@ -29,13 +29,8 @@ from pathlib import Path
 
 from ..engine import Detection, GoalStatus, SystemEntry, TurnStart, text_digest
 from ..state import journal, records
-from ..state.inbox import (
-    ClearRequest,
-    InvalidRequest,
-    discard_request,
-    request_waiting,
-    write_request,
-)
+from ..state.inbox import ClearRequest, InvalidRequest, discard_request, write_request
+from ..state.paths import request_waiting
 from . import report
 from .outcomes import OUTCOME_TIMEOUT, Outcome, PendingOutcome, at_deadline, is_historic
 from .tracked import Tracked
