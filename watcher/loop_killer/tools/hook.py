@@ -48,9 +48,10 @@ def run_input(data: Any, *, env: dict[str, str], settings: Settings | None = Non
         return None
     from ..state.paths import state_dir
 
-    state = os.fspath(state_dir(env))
+    folder = state_dir(env)
+    state = os.fspath(folder)
     if settings is None:
-        settings = load_settings(state_dir(env), env)
+        settings = load_settings(folder, env)
     cwd = data.get("cwd")
     if not settings.rule_on(RULE_TOOL_REPEAT) or settings.project_off(
             cwd=cwd if isinstance(cwd, str) else ""):
