@@ -98,7 +98,7 @@ def _take_request(state: Path, hook_input: decide.HookInput, env: dict[str, str]
     if request is None:
         return None
     key = records.record_key(request.prompt_uuid, request.answer_uuid)
-    if key is not None and not _first_to_act(state, session_id, key):
+    if key is not None and not records.first_to_act(state, session_id, key):
         return None  # a Stop hook already stopped the turn for that answer: void
     firing = notice.Firing(request.rule, request.count, request.run_length, request.source)
     return _fire(firing, request.answer_uuid, request.answer_digest, None, False,
@@ -140,8 +140,9 @@ def _check(state: Path, hook_input: decide.HookInput, env: dict[str, str],
     key = records.record_key(judgement.prompt_uuid, judgement.reply_uuid)
     first = True
     if key is not None:
-        first = _first_to_record(state, session_id, key, detection.rule)
-        if not _first_to_act(state, session_id, key):
+        first = records.first_to_record(state, session_id, key, source="hook",
+                                        rule=detection.rule)
+        if not records.first_to_act(state, session_id, key):
             return None  # another Stop hook for this same reply (a twin) stops it
     message = hook_input.last_assistant_message or detection.answers[-1].text
     firing = notice.Firing(detection.rule, detection.count, detection.run_length, "hook")
@@ -156,22 +157,6 @@ def _fire(firing: notice.Firing, answer_uuid: str, answer_digest: str,
 
     return fire(Fired(firing, answer_uuid, answer_digest, judgement, log_detection),
                 hook_input=hook_input, state=state, env=env)
-
-
-def _first_to_record(state: Path, session_id: str, key: str, rule: str) -> bool:
-    """Record the detection; True when this hook was first (a record that cannot be
-    written counts as first: one line too many beats a detection never logged)."""
-    try:
-        return records.record_detection(state, session_id, key, source="hook", rule=rule)
-    except (OSError, ValueError):
-        return True
-
-
-def _first_to_act(state: Path, session_id: str, key: str) -> bool:
-    try:
-        return records.mark_acted(state, session_id, key)
-    except (OSError, ValueError):
-        return True  # the mark is a guard against acting twice, not a reason not to act
 
 
 class _Anchoring:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -33,6 +34,8 @@ __all__ = [
     "ACTED_SUFFIX",
     "RECORDS_DIR",
     "adopt",
+    "first_to_act",
+    "first_to_record",
     "forget_session",
     "mark_acted",
     "record_detection",
@@ -79,6 +82,31 @@ def record_detection(state: Path, session_id: str, key: str, *, source: str, rul
         raise ValueError(f"not a plain record key: {key!r}")
     data = orjson.dumps({"source": source, "rule": rule, "at": time.time()})
     return _create(_folder(state, session_id) / key, data)
+
+
+def first_to_record(state: Path, session_id: str, key: str | None, *, source: str, rule: str,
+                    on_error: Callable[[Exception], None] | None = None) -> bool:
+    """``record_detection``, for a caller deciding whether to log: True when it is the first
+    to record ``key``, and also when that cannot be told (no key, or a record that cannot
+    be written: one log line too many beats a detection never logged). ``on_error`` is told
+    why a record could not be written."""
+    if key is None:
+        return True
+    try:
+        return record_detection(state, session_id, key, source=source, rule=rule)
+    except (OSError, ValueError) as error:
+        if on_error is not None:
+            on_error(error)
+        return True
+
+
+def first_to_act(state: Path, session_id: str, key: str) -> bool:
+    """``mark_acted`` for a Stop hook about to stop the turn: False only when another hook
+    already did; a mark that cannot be written is no reason not to act."""
+    try:
+        return mark_acted(state, session_id, key)
+    except (OSError, ValueError):
+        return True
 
 
 def mark_acted(state: Path, session_id: str, key: str) -> bool:

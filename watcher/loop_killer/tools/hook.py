@@ -154,15 +154,9 @@ def _first_to_record(state: str, data: dict[str, Any], repeat: ToolRepeat) -> bo
 
     from ..state import records
 
-    key = records.record_key(repeat.tool_use_id)
-    session_id = data.get("session_id")
-    if key is None or not isinstance(session_id, str):
-        return True
-    try:
-        return records.record_detection(Path(state), session_id, key, source="hook",
-                                        rule=RULE_TOOL_REPEAT)
-    except (OSError, ValueError):
-        return True
+    return records.first_to_record(Path(state), str(data.get("session_id")),
+                                   records.record_key(repeat.tool_use_id), source="hook",
+                                   rule=RULE_TOOL_REPEAT)
 
 
 def _log(state: str, kind: str, data: dict[str, Any], repeat: ToolRepeat, label: str,

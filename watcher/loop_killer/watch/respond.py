@@ -115,15 +115,13 @@ class Responder:
                 source: str) -> bool:
         """Record the detection; True when this watcher is the first (or cannot tell:
         a record that cannot be written is logged, and the detection acted on)."""
-        if key is None:
-            return True
-        try:
-            return records.record_detection(self.state, tracked.session_id, key,
-                                            source=source, rule=detection.rule)
-        except (OSError, ValueError) as error:
+
+        def cannot(error: Exception) -> None:
             log.warning("%s: cannot record the detection (%s); acting on it anyway",
                         self.name(tracked), error)
-            return True
+
+        return records.first_to_record(self.state, tracked.session_id, key, source=source,
+                                       rule=detection.rule, on_error=cannot)
 
     # -- prompts ------------------------------------------------------------------------
 

@@ -69,16 +69,16 @@ class ToolRepeats:
                 self._detected(tracked, repeat)
 
     def _detected(self, tracked: Tracked, repeat: ToolRepeat) -> None:
-        key = records.record_key(repeat.tool_use_id)
-        if key is not None:
-            try:
-                if not records.record_detection(self.state, tracked.session_id, key,
-                                                source="watcher", rule=RULE_TOOL_REPEAT):
-                    return  # the PostToolUse hook logged it (and warned the model)
-            except (OSError, ValueError) as error:
-                log.warning("%s: cannot record the tool-repeat detection (%s)",
-                            report.session_label(tracked.project, tracked.session_id,
-                                                 self.home), error)
+        def cannot(error: Exception) -> None:
+            log.warning("%s: cannot record the tool-repeat detection (%s)",
+                        report.session_label(tracked.project, tracked.session_id, self.home),
+                        error)
+
+        if not records.first_to_record(self.state, tracked.session_id,
+                                       records.record_key(repeat.tool_use_id),
+                                       source="watcher", rule=RULE_TOOL_REPEAT,
+                                       on_error=cannot):
+            return  # the PostToolUse hook logged it (and warned the model)
         label = repeat_label(repeat, _LABEL)
         journal.append(self.state, {
             "event": "detection",
