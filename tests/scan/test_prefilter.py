@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from loop_killer.engine.transcript import parse_line
+from loop_killer.engine.transcript import ToolResults, UnreadResult, parse_line
 from loop_killer.scan.prefilter import (
     COST,
     COST_STATE,
@@ -15,6 +15,7 @@ from loop_killer.scan.prefilter import (
     SKIP,
     as_main_line,
     may_matter,
+    one_result,
     sort_line,
 )
 from loop_killer.scan.transcript import scan_bytes
@@ -84,8 +85,8 @@ def test_one_pass_sorts_a_line_as_the_separate_checks_would(kinds: list[str], sp
     kind = sort_line(line)
     conversation = any(k in ("user", "assistant", "system") for k in kinds)
     attachment = "attachment" in kinds
-    assert (kind == KEEP) == (conversation or (attachment and goal))
-    if kind != KEEP:
+    assert (kind >= KEEP) == (conversation or (attachment and goal))
+    if kind < KEEP:
         # a cost-state line is never lost: every one the old byte test found is read
         assert (kind == COST) >= (COST_STATE in line)
         assert kind in (SKIP, COST)
@@ -133,3 +134,46 @@ def test_subagent_lines_are_read_as_their_own_conversation() -> None:
     assert event is not None
     assert as_main_line(line).count(b"isSidechain") == 2  # the quoted text is left alone
     assert b'say \\"isSidechain\\":true' in as_main_line(line)
+
+
+_BLOCK = '{"tool_use_id":"toolu_01A","type":"tool_result","content":%s%s}'
+
+
+@settings(max_examples=400, deadline=None)
+@given(flag=st.sampled_from(["", '"isSidechain":false,', '"isSidechain":true,',
+                             '"isSidechain" : true,', '"k":{"isSidechain":true},']),
+       late_flag=st.sampled_from(["", ',"isSidechain":true', ',"isSidechain":false']),
+       content=st.one_of(st.text(max_size=20), st.just('tool_use_id":"toolu_01B"')),
+       error=st.sampled_from(["", ',"is_error":false', ',"is_error":true']),
+       more=st.sampled_from(["", ',{"tool_use_id":"toolu_01B","type":"tool_result"}',
+                             ',{"type":"tool_result","tool_use_id" : "toolu_01B"}',
+                             ',{"type":"text","text":"x"}']),
+       extra=st.sampled_from(["", ',"toolUseResult":{"tool_use_id":"toolu_01C"}',
+                              ',"toolUseResult":"x"']))
+def test_a_result_told_unparsed_is_the_one_the_parser_reads(
+        flag: str, late_flag: str, content: str, error: str, more: str, extra: str) -> None:
+    # (no key twice in one object: every JSON writer's rule, and the one assumption)
+    assume(not (flag.startswith('"isSidechain"') and late_flag))
+    block = _BLOCK % (orjson.dumps(content).decode(), error)
+    line = ('{"parentUuid":null,' + flag + '"cwd":"/p","type":"user","message":{"role":"user",'
+            '"content":[' + block + more + ']},"uuid":"u","timestamp":"t"' + extra
+            + late_flag + "}").encode()
+    told = one_result(line)
+    if told is None:
+        return
+    tool_use_id, sidechain = told
+    main, side = parse_line(line), parse_line(as_main_line(line))
+    assert (main is None) == sidechain
+    assert isinstance(side, ToolResults)
+    assert [r.tool_use_id for r in side.results] == [tool_use_id]
+    content_read, is_error = UnreadResult(line, tool_use_id).read()
+    assert (content_read, is_error) == (side.results[0].content, side.results[0].is_error)
+
+
+def test_most_fixture_results_are_told_unparsed() -> None:
+    results = told = 0
+    for line in fixture_lines():
+        if isinstance(parse_line(as_main_line(line)), ToolResults):
+            results += 1
+            told += one_result(line) is not None
+    assert results > 100 and told > 0.8 * results

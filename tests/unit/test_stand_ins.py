@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from loop_killer.engine import stand_ins as standins
@@ -16,6 +17,7 @@ from loop_killer.engine.transcript import (
     ToolResult,
     ToolResults,
     TurnStart,
+    UnreadResult,
 )
 
 # Outputs that differ in bytes but not once masked (times, durations), and outputs that
@@ -43,7 +45,9 @@ step = st.one_of(
 )
 
 
-def events(steps: list[tuple[str, int, int, bool]]) -> list[Event]:
+def events(steps: list[tuple[str, int, int, bool]], unread_at: frozenset[int] = frozenset()
+           ) -> list[Event]:
+    """The rounds' events; the results of the steps ``unread_at`` left in their lines."""
     out: list[Event] = []
     for n, (kind, call, output, early) in enumerate(steps):
         if kind != "round":
@@ -53,6 +57,8 @@ def events(steps: list[tuple[str, int, int, bool]]) -> list[Event]:
         content, is_error = OUTPUTS[output]
         part = AssistantPart(f"m{n}", f"a{n}", "t", "", True, False,
                              (ToolCall(f"id{n}", name, tool_input),))
+        if n in unread_at:
+            content, is_error = unread(f"id{n}", content, is_error), False
         result = ToolResults(f"r{n}", "t", (ToolResult(f"id{n}", content, is_error),))
         out += [result, part] if early else [part, result]  # early: result before its call
     return out
@@ -105,3 +111,45 @@ def test_outputs_equal_once_masked_count_as_the_same() -> None:
                    ("round", 0, 5, False)])
     assert [c for _, _, c in counts(feed, through=True)] == [1, 2, 3, 1]
     assert counts(feed, through=True) == counts(feed, through=False)
+
+
+def unread(tool_use_id: str, content: Any, is_error: bool) -> UnreadResult:
+    """A result left in its line, as ``loop-killer scan`` hands it on."""
+    line = orjson.dumps({"type": "user", "message": {"role": "user", "content": [
+        {"tool_use_id": tool_use_id, "type": "tool_result", "content": content,
+         "is_error": is_error}]}, "uuid": "u", "timestamp": "t"})
+    return UnreadResult(line, tool_use_id)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(step, st.booleans()), max_size=40))
+def test_unread_results_count_as_read_ones(
+        steps: list[tuple[tuple[str, int, int, bool], bool]]) -> None:
+    rounds = [s for s, _ in steps]
+    left = frozenset(n for n, (_, leave) in enumerate(steps) if leave)
+    plain = counts(events(rounds), through=False)
+    lazy = counts(events(rounds, unread_at=left), through=True)
+    refusals = {f"id{n}" for n in left if rounds[n][0] == "round"
+                and REFUSED_MARK in str(OUTPUTS[rounds[n][2]][0])}
+    assert len(lazy) == len(plain)
+    for (tool_use_id, call, count), (_, _, was) in zip(lazy, plain):
+        # An unread refusal counts as a first result (1) where, read, it counts nothing
+        # (0); only ever as the first result of its call, so no loop can tell.
+        assert count == was or (tool_use_id in refusals and (count, was) == (1, 0)), call
+
+
+def test_an_unread_first_result_is_never_read() -> None:
+    counter = ToolRepeatCounter()
+    layer = StandIns(counter.ignored)
+    part = AssistantPart("m", "a", "t", "", True, False, (ToolCall("id1", "Bash",
+                                                                     {"command": "ls"}),))
+    broken = UnreadResult(b"{not json", "id1")
+    fed = layer.events(part) + layer.events(ToolResults("r", "t", (ToolResult(
+        "id1", broken, False),)))
+    assert [r.count for event in fed for r in counter.feed(event)] == [1]
+    # Compared with the next result, it is read: a broken line equals no real output.
+    part2 = AssistantPart("m2", "a2", "t", "", True, False, (ToolCall("id2", "Bash",
+                                                                       {"command": "ls"}),))
+    fed = layer.events(part2) + layer.events(ToolResults("r2", "t", (ToolResult(
+        "id2", "file.txt", False),)))
+    assert [r.count for event in fed for r in counter.feed(event)] == [1]

@@ -13,7 +13,11 @@ result with its content replaced by a short stand-in (a few letters, which maski
 as they are): the same stand-in as the call's previous result when the two contents are
 equal, or, only when they differ, when ``result_key`` says they are equal. So the counter
 sees exactly the sequence of equal and unequal results it would have seen, and does all
-the counting (resets, polling tools, refusals, forgetting) itself.
+the counting (resets, polling tools, refusals, forgetting) itself. (Stand-ins of error
+results differ from those of other results, so the counter is told no error flag.)
+
+A result may come unread (``UnreadResult``, from ``loop-killer scan``): it is read only
+when it must be compared, which a call's first result in a turn never is.
 
 Results that arrive before their call are held until it comes, then handed on with it,
 as the counter itself would do. Pure; memory bounded by ``MAX_HELD_BYTES`` of contents.
@@ -34,7 +38,7 @@ from .tool_repeat import (
     is_refusal,
     result_key,
 )
-from .transcript import AssistantPart, Event, ToolResult, ToolResults, TurnStart
+from .transcript import AssistantPart, Event, ToolResult, ToolResults, TurnStart, UnreadResult
 
 __all__ = ["MAX_HELD_BYTES", "StandIns", "ToolCounts"]
 
@@ -58,6 +62,8 @@ class _Last:
 
 
 def _size(content: Any) -> int:
+    if isinstance(content, UnreadResult):
+        return len(content.line)
     if isinstance(content, str):
         return len(content)
     if isinstance(content, list):
@@ -115,31 +121,51 @@ class StandIns:
         return [event]
 
     def _stand_in(self, name: str, tool_input: Any, result: ToolResult) -> ToolResult:
-        content, is_error = result.content, result.is_error
         ignored = self._ignored_names.get(name)
         if ignored is None:
             ignored = self._ignored_names[name] = is_ignored(name, self._ignored)
-        if ignored or is_refusal(content, is_error=is_error):
-            return result  # the counter never compares these: hand them on as they are
+        if ignored:
+            return result  # the counter never looks at these: hand them on as they are
         call = digest(call_key(name, tool_input).encode("utf-8", "surrogatepass"))
-        last = self._last.pop(call, None)
+        last = self._last.get(call)
+        content, is_error = result.content, result.is_error
+        if isinstance(content, UnreadResult):
+            if last is None:
+                # Compared with nothing yet: it stays unread, with a stand-in of its own.
+                # (Were it loop-killer's own refusal, it would count 0, not 1: no loop can
+                # tell, since the call's next result counts 1 either way.)
+                return self._keep(call, _Last(content, False, None, self._new_token(),
+                                              len(content.line)), result.tool_use_id)
+            content, is_error = content.read()
+        if is_refusal(content, is_error=is_error):
+            return ToolResult(result.tool_use_id, content, is_error)  # never compared
         key: str | None = None
         if last is None:
             token = self._new_token()
-        elif last.is_error == is_error and last.content is not None and last.content == content:
-            token, key = last.token, last.key  # the very same output
         else:
-            previous = last.key if last.key is not None else result_key(
-                last.content, is_error=last.is_error)
-            key = result_key(content, is_error=is_error)
-            token = last.token if key == previous else self._new_token()
-        if last is not None:
-            self._held -= last.size
-        size = _size(content)
-        self._last[call] = _Last(content, is_error, key, token, size)
-        self._held += size
+            if isinstance(last.content, UnreadResult):
+                last.content, last.is_error = last.content.read()
+            before = last.content
+            if last.is_error == is_error and before is not None and before == content:
+                token, key = last.token, last.key  # the very same output
+            else:
+                previous = last.key if last.key is not None else result_key(
+                    before, is_error=last.is_error)
+                key = result_key(content, is_error=is_error)
+                token = last.token if key == previous else self._new_token()
+        return self._keep(call, _Last(content, is_error, key, token, _size(content)),
+                          result.tool_use_id)
+
+    def _keep(self, call: bytes, last: _Last, tool_use_id: str) -> ToolResult:
+        """Remember a call's newest result; what the counter gets for it (equal stand-ins
+        are equal outputs, error or not: the flag is in the stand-in)."""
+        before = self._last.pop(call, None)
+        if before is not None:
+            self._held -= before.size
+        self._last[call] = last
+        self._held += last.size
         self._trim()
-        return ToolResult(result.tool_use_id, token, is_error)
+        return ToolResult(tool_use_id, last.token, False)
 
     def _new_token(self) -> str:
         number, letters = self._tokens, []
@@ -157,6 +183,8 @@ class StandIns:
             if self._held <= self.max_held:
                 break
             if last.content is not None:
+                if isinstance(last.content, UnreadResult):
+                    last.content, last.is_error = last.content.read()
                 if last.key is None:
                     last.key = result_key(last.content, is_error=last.is_error)
                 last.content = None

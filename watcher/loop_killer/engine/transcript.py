@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import orjson
 
@@ -31,6 +31,7 @@ __all__ = [
     "ToolResults",
     "TurnKind",
     "TurnStart",
+    "UnreadResult",
     "Usage",
     "is_run_boundary",
     "parse_line",
@@ -72,8 +73,38 @@ class ToolResult:
     """One ``tool_result`` block: what a tool call gave back."""
 
     tool_use_id: str
-    content: Any  # a string or a list of blocks, as written
-    is_error: bool
+    content: Any  # a string or a list of blocks, as written; or an UnreadResult
+    is_error: bool  # (with an UnreadResult: not known until it is read)
+
+
+class UnreadResult:
+    """A tool result left unread in its line until something must compare it.
+
+    ``loop-killer scan`` hands these on (as a ``ToolResult``'s content) for result lines
+    it did not parse: tool results are most of a history's bytes, and the first result
+    of a call is never compared with anything. ``read`` gives the content and error flag
+    that ``parse_line`` would have given the result ``tool_use_id`` (``BROKEN`` content
+    if the line turns out not to hold it).
+    """
+
+    __slots__ = ("line", "tool_use_id")
+
+    BROKEN: Final = "\x00loop-killer: unreadable tool result line"
+    """Stands for the content of a line that did not parse."""
+
+    def __init__(self, line: bytes, tool_use_id: str) -> None:
+        self.line = line
+        self.tool_use_id = tool_use_id
+
+    def read(self) -> tuple[Any, bool]:
+        """(content, is_error), as ``parse_line`` gives them."""
+        entry = _load(self.line)
+        message = entry.get("message") if isinstance(entry, dict) else None
+        content = message.get("content") if isinstance(message, dict) else None
+        for result in _tool_results(content):
+            if result.tool_use_id == self.tool_use_id:
+                return result.content, result.is_error
+        return self.BROKEN, True
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,7 +324,7 @@ def parse_line(line: bytes, stats: ParseStats | None = None) -> Event | None:
 
 
 def _classify(line: bytes) -> tuple[Event | None, str]:
-    if not line.strip():
+    if not line or line.isspace():  # (no copy of a long line)
         return None, "blank"
     entry = _load(line)
     if entry is None:
@@ -338,25 +369,44 @@ def _goal_status(entry: dict[str, Any], uuid: str, timestamp: str) -> tuple[Even
     )
 
 
+_THINKING = frozenset({"thinking", "redacted_thinking"})
+
+
 def _assistant(
     entry: dict[str, Any], message: dict[str, Any], content: Any, uuid: str, timestamp: str
 ) -> tuple[Event | None, str]:
-    text = _text_of(content)
-    if text is None:
+    # One pass over the blocks (most lines hold one): the text, the tool calls, and
+    # whether it is all thinking. As ``_text_of`` and ``_tool_calls`` read them.
+    calls: list[ToolCall] = []
+    only_thinking = False
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        texts: list[str] = []
+        only_thinking = bool(content)
+        for block in content:
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind in _THINKING:
+                continue
+            only_thinking = False
+            if kind == "text":
+                block_text = block.get("text")
+                if isinstance(block_text, str):
+                    texts.append(block_text)
+            elif kind == "tool_use":
+                calls.append(ToolCall(_str(block.get("id")), _str(block.get("name")),
+                                      block.get("input")))
+        text = texts[0] if len(texts) == 1 else "\n".join(texts)
+    else:
         return None, "wrong_shape"
-    tool_calls = _tool_calls(content)
-    used_tool = bool(tool_calls)
+    used_tool = bool(calls)
     if entry.get("isApiErrorMessage") is True or (
         not used_tool and _starts_with(text, _API_ERROR)
     ):
         return Discard(uuid, timestamp, "api_error"), ""
     message_id = _str(message.get("id")) or uuid
-    only_thinking = isinstance(content, list) and bool(content) and all(
-        isinstance(block, dict) and block.get("type") in ("thinking", "redacted_thinking")
-        for block in content
-    )
-    final = message.get("stop_reason") not in _NOT_FINAL and not only_thinking
-    return AssistantPart(message_id, uuid, timestamp, text, used_tool, final, tool_calls,
+    final = not only_thinking and message.get("stop_reason") not in _NOT_FINAL
+    return AssistantPart(message_id, uuid, timestamp, text, used_tool, final, tuple(calls),
                          _usage(message), _str(message.get("model"))), ""
 
 

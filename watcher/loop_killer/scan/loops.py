@@ -9,7 +9,9 @@ engine's ``RunDetector`` gave (through ``TranscriptReader``) into whole loops, a
   detection's; its avoidable part is every answer after the one that fired first.
 * A tool-repeat loop is a streak of identical results of one call that reached
   ``TOOL_REPEAT_WARN`` within one of the person's turns; its avoidable part is every call
-  after the one whose result brought the warning.
+  after the one whose result brought the warning. Its first and last times are those of
+  its first and last calls (replies, as for a re-prompt loop: a result's own line may be
+  left unread).
 
 Tokens are looked up in the scope's ``UsageLedger`` when a loop closes, so a reply whose
 usage is written on several lines is complete by then and is counted once.
@@ -199,7 +201,7 @@ class ToolLoops:
                 streak = _Streak(name, tool_input if call else None, called_at or timestamp)
             streak.calls.append((repeat.count, message_id))
             streak.count = repeat.count
-        streak.last_at = timestamp or streak.last_at
+        streak.last_at = called_at or streak.last_at
         self._streaks[key] = streak
         if len(self._streaks) > MAX_STREAKS:
             oldest = self._streaks.pop(next(iter(self._streaks)))

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["COST", "COST_STATE", "KEEP", "SIDECHAIN", "SKIP", "as_main_line",
-           "may_matter", "sort_line"]
+__all__ = ["COST", "COST_STATE", "KEEP", "RESULT", "SIDECHAIN", "SKIP", "as_main_line",
+           "may_matter", "one_result", "sort_line"]
 
 # The type names the engine reads, with any spacing JSON allows around the colon (Claude
 # Code writes none), and the cost-state type: one pass of this pattern over a line (several
@@ -33,14 +33,39 @@ SIDECHAIN = b'"isSidechain":true'
 _SIDECHAIN_ANY = re.compile(rb'"isSidechain"[ \t\r\n]*:[ \t\r\n]*true')
 
 
+_HEAD_WITHIN = 16384  # the top-level keys before a line's type are short (ids, paths)
+
 SKIP, COST, KEEP = 0, 1, 2
 """What ``sort_line`` says of a line: skip it; skip it, but it may be a ``cost-state`` line;
 keep it (parse it)."""
 
 
+RESULT = 3
+"""What ``sort_line`` says of a line that starts like one tool result (``one_result``)."""
+_TOP_TYPES = {b"user": KEEP, b"assistant": KEEP, b"system": KEEP, b"cost-state": COST}
+
+
+def _top_type(line: bytes) -> tuple[bytes, int] | None:
+    """The line's own ``type`` and where its value ends, when its first ``"type":"`` is a
+    key of the line's own object (no object or array opens before it); else None."""
+    first = line.find(b'"type":"', 0, _HEAD_WITHIN)
+    if first < 0 or line[:1] != b"{" or line.find(b"{", 1, first) >= 0 or \
+            line.find(b"[", 1, first) >= 0:
+        return None
+    end = line.find(b'"', first + 8)
+    return (line[first + 8:end], end) if end > 0 else None
+
+
 def sort_line(line: bytes) -> int:
     """``KEEP`` unless ``parse_line`` would surely give no event for ``line``; then ``COST``
-    if it may be a ``cost-state`` line, else ``SKIP``."""
+    if it may be a ``cost-state`` line, else ``SKIP``. ``RESULT`` (to keep, too) for a line
+    that starts like one tool result: ``one_result`` may tell it unparsed."""
+    top = _top_type(line)
+    if top is not None and top[0] != b"attachment":
+        # Most lines: the type is one of the first keys, and a key is never written twice.
+        if top[0] == b"user" and line.startswith(_RESULT_HEAD, top[1] - 12):
+            return RESULT
+        return _TOP_TYPES.get(top[0], SKIP)
     cost = SKIP
     found = _TYPE.search(line)
     while found is not None and found.group(1) == b"cost-state":
@@ -59,7 +84,7 @@ def sort_line(line: bytes) -> int:
 
 def may_matter(line: bytes) -> bool:
     """False only when ``parse_line`` would surely give no event for ``line``."""
-    return sort_line(line) == KEEP
+    return sort_line(line) >= KEEP
 
 
 def as_main_line(line: bytes) -> bytes:
@@ -69,3 +94,41 @@ def as_main_line(line: bytes) -> bytes:
     Only a real key can match: inside a JSON string every quote is escaped.
     """
     return _SIDECHAIN_ANY.sub(b'"isSidechain":false', line)
+
+
+# A user line that opens, at the top level, on one tool result block, as Claude Code
+# writes it: its type, then its message, whose content starts with that block.
+_RESULT_HEAD = b'"type":"user","message":{"role":"user","content":[{"tool_use_id":"'
+_RESULT_ID = re.compile(rb'([!#-\[\]-~]{1,256})","type":"tool_result",')
+
+
+def one_result(line: bytes) -> tuple[str, bool] | None:
+    """``(tool_use_id, sidechain)`` when the line's bytes alone say that ``parse_line``
+    would read it as one tool result, ``tool_use_id`` (in a subagent's scope when
+    ``sidechain``); None when only parsing can tell. The line is then left unread
+    (``UnreadResult``) unless its call repeats.
+
+    Sure because a quote inside a JSON string is escaped: the head below is the line's
+    own structure, at the top level when no object or array opens before it; no other
+    ``tool_use_id`` follows (a result block without one, which answers no call, is not
+    looked for). Besides the module's assumption, one that every JSON writer meets: no
+    key twice in one object.
+    """
+    top = _top_type(line)
+    if top is None or top[0] != b"user":
+        return None
+    start = top[1] - 12  # where '"type":"user' starts
+    if not line.startswith(_RESULT_HEAD, start):
+        return None
+    found = _RESULT_ID.match(line, start + len(_RESULT_HEAD))
+    if found is None or line.find(b'"tool_use_id"', found.end()) >= 0:
+        return None
+    tool_use_id = found.group(1).decode()
+    flag = line.find(b'"isSidechain"', 0, start)
+    if flag < 0:
+        # Claude Code writes it before the message; if not there, it must be nowhere.
+        return (tool_use_id, False) if line.find(b'"isSidechain"', start) < 0 else None
+    value = line[flag + 13: flag + 19]
+    if value[:5] == b":true":
+        return tool_use_id, True
+    return (tool_use_id, False) if value == b":false" else None

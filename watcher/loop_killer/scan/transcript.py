@@ -20,10 +20,19 @@ from ..config import Settings
 from ..engine.lines import MAX_LINE_BYTES
 from ..engine.reader import EventReader, Step, TranscriptReader
 from ..engine.tool_repeat import RULE_TOOL_REPEAT, ToolRepeatCounter
-from ..engine.transcript import AssistantPart, Event, ParseStats, TurnStart, parse_line
+from ..engine.transcript import (
+    AssistantPart,
+    Event,
+    ParseStats,
+    ToolResult,
+    ToolResults,
+    TurnStart,
+    UnreadResult,
+    parse_line,
+)
 from .ledger import UsageLedger
 from .loops import RepromptLoops, ToolLoops
-from .prefilter import COST, KEEP, SIDECHAIN, as_main_line, sort_line
+from .prefilter import COST, KEEP, RESULT, SIDECHAIN, as_main_line, one_result, sort_line
 from .records import FileResult, Loop, add_model_tokens
 
 __all__ = ["TranscriptScan", "scan_bytes"]
@@ -83,7 +92,7 @@ class TranscriptScan:
         "_reader",
         "_reprompts",
         "_settings",
-        "_side",
+        "_side_scope",
         "bytes_read",
         "lines",
         "parsed",
@@ -111,14 +120,14 @@ class TranscriptScan:
         # subagent's inline lines to a scope of their own).
         if subagent:
             # The file's own conversation is a sidechain: read it as the scope's main one.
-            self._side: _Scope | None = _Scope(settings)
+            self._side_scope: _Scope | None = _Scope(settings)
             self._main: _Scope | None = None
             self._reprompts: RepromptLoops | None = None
             self._reader: TranscriptReader | None = None
             self._events = EventReader(max_line=max_line, parse=self._parse)
         else:
             self._main = _Scope(settings)
-            self._side = None  # made on the first inline subagent line
+            self._side_scope = None  # made on the first inline subagent line
             self._reprompts = RepromptLoops(self._main.ledger)
             self._reader = TranscriptReader(session_id, max_line=max_line, parse=self._parse,
                                             thresholds=settings.thresholds)
@@ -143,7 +152,7 @@ class TranscriptScan:
                 self._step(step)
         if self._reprompts is not None:
             self._loops.extend(self._reprompts.finish())
-        scopes = [scope for scope in (self._main, self._side) if scope is not None]
+        scopes = [scope for scope in (self._main, self._side_scope) if scope is not None]
         for scope in scopes:
             scope.finish(self._loops)
         broken = self._garbage + sum(scope.stats.broken for scope in scopes)
@@ -159,7 +168,18 @@ class TranscriptScan:
         """One line's event for the main scope (the reader's parser)."""
         self.lines += 1
         kind = sort_line(line)
-        if kind != KEEP:
+        if kind == RESULT and self._prefilter:
+            result = one_result(line)
+            if result is not None:
+                # Most of a history's bytes: read only if the call repeats (``StandIns``).
+                tool_use_id, sidechain = result
+                unread = ToolResults("", "", (ToolResult(
+                    tool_use_id, UnreadResult(line, tool_use_id), False),))
+                if self._main is None or sidechain:
+                    self._side(line).event(unread, self._loops)
+                    return None
+                return unread
+        elif kind < KEEP:
             # No conversation type in it: a cost-state line is one of these.
             if kind == COST:
                 self._read_cost_state(line)
@@ -176,16 +196,21 @@ class TranscriptScan:
             self._side_line(line)  # a subagent's line, inline (Claude Code 1.0.x)
         return event
 
-    def _side_line(self, line: bytes) -> None:
+    def _side(self, line: bytes) -> _Scope:
+        """The subagent's scope (made on its first line)."""
         if not self.session_id:
             found = _SESSION_ID.search(line)
             if found:
                 self.session_id = found.group(1).decode()
-        if self._side is None:
-            self._side = _Scope(self._settings)
-        event = parse_line(as_main_line(line), self._side.stats)
+        if self._side_scope is None:
+            self._side_scope = _Scope(self._settings)
+        return self._side_scope
+
+    def _side_line(self, line: bytes) -> None:
+        scope = self._side(line)
+        event = parse_line(as_main_line(line), scope.stats)
         if event is not None:
-            self._side.event(event, self._loops)
+            scope.event(event, self._loops)
 
     def _step(self, step: Step) -> None:
         main, reprompts = self._main, self._reprompts
