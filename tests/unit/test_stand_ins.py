@@ -129,12 +129,13 @@ def test_unread_results_count_as_read_ones(
     left = frozenset(n for n, (_, leave) in enumerate(steps) if leave)
     plain = counts(events(rounds), through=False)
     lazy = counts(events(rounds, unread_at=left), through=True)
-    refusals = {f"id{n}" for n in left if rounds[n][0] == "round"
-                and REFUSED_MARK in str(OUTPUTS[rounds[n][2]][0])}
+    refusals = {f"id{n}" for n, (kind, _, output, _) in enumerate(rounds)
+                if kind == "round" and REFUSED_MARK in str(OUTPUTS[output][0])}
     assert len(lazy) == len(plain)
     for (tool_use_id, call, count), (_, _, was) in zip(lazy, plain):
-        # An unread refusal counts as a first result (1) where, read, it counts nothing
-        # (0); only ever as the first result of its call, so no loop can tell.
+        # A refusal counts nothing; an unread one, first of its call in a turn, counts 1
+        # (and the call's refusals after it say 1 where they would say 0). The call's next
+        # real result counts 1 either way, so no loop can tell.
         assert count == was or (tool_use_id in refusals and (count, was) == (1, 0)), call
 
 

@@ -132,8 +132,10 @@ class StandIns:
         if isinstance(content, UnreadResult):
             if last is None:
                 # Compared with nothing yet: it stays unread, with a stand-in of its own.
-                # (Were it loop-killer's own refusal, it would count 0, not 1: no loop can
-                # tell, since the call's next result counts 1 either way.)
+                # (Were it loop-killer's own refusal, it would count 0, not 1, and so would
+                # the call's refusals right after it; the call's next real result counts
+                # 1 either way, so no loop can tell. The hooks never refuse a call's first
+                # attempt in a turn anyway.)
                 return self._keep(call, _Last(content, False, None, self._new_token(),
                                               len(content.line)), result.tool_use_id)
             content, is_error = content.read()
