@@ -7,8 +7,8 @@ from pathlib import Path
 import orjson
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from loop_killer.engine.transcript import ToolResults, UnreadResult, parse_line
-from loop_killer.scan.prefilter import (
+from loop_killer.engine.transcript import ParseStats, ToolResults, UnreadResult, parse_line
+from loop_killer.engine.prefilter import (
     COST,
     COST_STATE,
     KEEP,
@@ -16,6 +16,7 @@ from loop_killer.scan.prefilter import (
     as_main_line,
     may_matter,
     one_result,
+    skim_line,
     sort_line,
 )
 from loop_killer.scan.transcript import scan_bytes
@@ -177,3 +178,11 @@ def test_most_fixture_results_are_told_unparsed() -> None:
             results += 1
             told += one_result(line) is not None
     assert results > 100 and told > 0.8 * results
+
+
+def test_skimming_gives_every_fixture_line_the_event_parsing_gives() -> None:
+    lines = fixture_lines()
+    stats = ParseStats()
+    assert [skim_line(line, stats) for line in lines] == [parse_line(line) for line in lines]
+    assert stats.skipped["other_type"] > 50  # most of these were never parsed
+    assert skim_line(b"not json at all", stats) is None and stats.broken == 1

@@ -1,9 +1,11 @@
 """The pure core: rules, transcript reading and run detection. No I/O here.
 
 The flow, one module a step: ``lines`` (bytes -> whole lines) -> ``transcript`` (a line
--> an event) -> ``answers`` (events -> answers) -> ``run`` (answers -> the run, the
-rules -> detections); ``reader`` strings them together for every consumer. ``rules``
-holds the product's rules and their constants.
+-> an event; ``prefilter`` skips, from their bytes, the lines that cannot matter) ->
+``answers`` (events -> answers) -> ``run`` (answers -> the run, the rules ->
+detections); ``reader`` strings them together for every consumer. ``rules`` holds the
+product's rules and their constants; ``tool_repeat`` and ``stand_ins`` the tool-repeat
+rule's counting.
 
 Names are loaded on first use (PEP 562), so a hook that needs one module of the engine
 (the tool-repeat counter, say) does not pay for importing the others.

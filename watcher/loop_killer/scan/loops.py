@@ -19,10 +19,10 @@ usage is written on several lines is complete by then and is counted once.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..digest import digest
 from ..engine.answers import Answer
 from ..engine.reader import Step
 from ..engine.rules import rule_phrase
@@ -187,8 +187,7 @@ class ToolLoops:
             return []  # a tool that polls by design: never counted
         message_id, called_at, name, tool_input = call if call else ("", timestamp,
                                                                      repeat.name, None)
-        key = hashlib.blake2b(repeat.call.encode("utf-8", "surrogatepass"),
-                              digest_size=16).digest()
+        key = digest(repeat.call.encode("utf-8", "surrogatepass"))
         streak = self._streaks.pop(key, None)
         closed: list[Loop] = []
         if streak is not None and repeat.count == streak.count >= self._block:

@@ -18,21 +18,26 @@ import orjson
 
 from ..config import Settings
 from ..engine.lines import MAX_LINE_BYTES
+from ..engine.prefilter import (
+    COST,
+    KEEP,
+    RESULT,
+    SIDECHAIN,
+    as_main_line,
+    sort_line,
+    unread_result,
+)
 from ..engine.reader import EventReader, Step, TranscriptReader
 from ..engine.tool_repeat import RULE_TOOL_REPEAT, ToolRepeatCounter
 from ..engine.transcript import (
     AssistantPart,
     Event,
     ParseStats,
-    ToolResult,
-    ToolResults,
     TurnStart,
-    UnreadResult,
     parse_line,
 )
 from .ledger import UsageLedger
 from .loops import RepromptLoops, ToolLoops
-from .prefilter import COST, KEEP, RESULT, SIDECHAIN, as_main_line, one_result, sort_line
 from .records import FileResult, Loop, add_model_tokens
 
 __all__ = ["TranscriptScan", "scan_bytes"]
@@ -169,12 +174,10 @@ class TranscriptScan:
         self.lines += 1
         kind = sort_line(line)
         if kind == RESULT and self._prefilter:
-            result = one_result(line)
+            result = unread_result(line)
             if result is not None:
                 # Most of a history's bytes: read only if the call repeats (``StandIns``).
-                tool_use_id, sidechain = result
-                unread = ToolResults("", "", (ToolResult(
-                    tool_use_id, UnreadResult(line, tool_use_id), False),))
+                unread, sidechain = result
                 if self._main is None or sidechain:
                     self._side(line).event(unread, self._loops)
                     return None

@@ -1,8 +1,11 @@
 """Which transcript lines can matter, decided from their bytes before any parsing.
 
-Most of a history's bytes are lines no rule reads: file snapshots, API request records,
-progress lines, attachments other than ``goal_status``. Parsing them is most of the cost
-of a scan, so they are skipped here, by a byte pattern that never changes a result: a
+Most of a transcript's bytes are lines no rule reads: file snapshots, API request
+records, progress lines, attachments other than ``goal_status``; and tool results, whose
+content only matters once their call repeats. Parsing them is most of the cost of
+reading whole sessions (the watcher, ``loop-killer scan``), so ``skim_line`` skips the
+former unparsed, and the scan leaves a lone tool result unread (``unread_result``), by
+byte patterns that never change a result: a
 line is skipped only when its top-level ``type`` cannot be one whose lines the engine's
 ``parse_line`` turns into an event (``user``, ``assistant``, ``system``, or an
 ``attachment`` holding a ``goal_status``): the line must then hold ``"type":"user"`` (or
@@ -14,8 +17,10 @@ from __future__ import annotations
 
 import re
 
+from .transcript import Event, ParseStats, ToolResult, ToolResults, UnreadResult, parse_line
+
 __all__ = ["COST", "COST_STATE", "KEEP", "RESULT", "SIDECHAIN", "SKIP", "as_main_line",
-           "may_matter", "one_result", "sort_line"]
+           "may_matter", "one_result", "skim_line", "sort_line", "unread_result"]
 
 # The type names the engine reads, with any spacing JSON allows around the colon (Claude
 # Code writes none), and the cost-state type: one pass of this pattern over a line (several
@@ -61,8 +66,10 @@ def sort_line(line: bytes) -> int:
     if it may be a ``cost-state`` line, else ``SKIP``. ``RESULT`` (to keep, too) for a line
     that starts like one tool result: ``one_result`` may tell it unparsed."""
     top = _top_type(line)
-    if top is not None and top[0] != b"attachment":
+    if top is not None:
         # Most lines: the type is one of the first keys, and a key is never written twice.
+        if top[0] == b"attachment":
+            return KEEP if _GOAL_STATUS in line else SKIP
         if top[0] == b"user" and line.startswith(_RESULT_HEAD, top[1] - 12):
             return RESULT
         return _TOP_TYPES.get(top[0], SKIP)
@@ -132,3 +139,31 @@ def one_result(line: bytes) -> tuple[str, bool] | None:
     if value[:5] == b":true":
         return tool_use_id, True
     return (tool_use_id, False) if value == b":false" else None
+
+
+def unread_result(line: bytes) -> tuple[ToolResults, bool] | None:
+    """The event of a lone tool result (``one_result``), its content left unread, and
+    whether it is a subagent's; None when only parsing can tell."""
+    told = one_result(line)
+    if told is None:
+        return None
+    tool_use_id, sidechain = told
+    return ToolResults("", "", (ToolResult(tool_use_id, UnreadResult(line, tool_use_id),
+                                           False),)), sidechain
+
+
+def skim_line(line: bytes, stats: ParseStats | None = None) -> Event | None:
+    """``parse_line`` for readers of whole sessions (the watcher): the same event for
+    every line that can matter, the others skipped unparsed.
+
+    A skipped line is counted as ``other_type``, or ``bad_json`` when it is not even a
+    JSON object; a broken line that starts like a skipped type is not told apart.
+    (Tool results are parsed: the watcher's sessions often repeat a call, whose results
+    are then read anyway; the history scan leaves them unread, ``unread_result``.)"""
+    if sort_line(line) < KEEP:
+        if stats is not None:
+            head = line.lstrip()[:1]
+            stats.count(None, "other_type" if head == b"{" else "blank" if not head
+                        else "bad_json")
+        return None
+    return parse_line(line, stats)
