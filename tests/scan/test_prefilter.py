@@ -7,7 +7,6 @@ from pathlib import Path
 import orjson
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from loop_killer.engine.transcript import ParseStats, ToolResults, UnreadResult, parse_line
 from loop_killer.engine.prefilter import (
     COST,
     COST_STATE,
@@ -19,6 +18,7 @@ from loop_killer.engine.prefilter import (
     skim_line,
     sort_line,
 )
+from loop_killer.engine.transcript import ParseStats, ToolResults, UnreadResult, parse_line
 from loop_killer.scan.transcript import scan_bytes
 
 from .planted import Session, Use
