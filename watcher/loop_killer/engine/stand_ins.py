@@ -217,6 +217,11 @@ class ToolCounts:
 
     def feed(self, event: Event) -> list[ToolRepeat]:
         """Take one transcript event; one ToolRepeat per tool result it counted."""
+        if isinstance(event, AssistantPart):
+            if not event.tool_calls:
+                return []  # most lines: text or thinking, nothing to count
+        elif not isinstance(event, (ToolResults, TurnStart)):
+            return []  # re-prompts, system lines, goal status: nothing to count
         return [repeat for fed in self._stand_ins.events(event)
                 for repeat in self.counter.feed(fed)]
 

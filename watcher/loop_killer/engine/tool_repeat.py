@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Final
 from ..digest import hex_digest
 
 if TYPE_CHECKING:
-    from .transcript import Event
+    from .transcript import AssistantPart, Event, ToolResults, TurnStart
 
 __all__ = [
     "DEFAULT_IGNORED",
@@ -326,8 +326,7 @@ class ToolRepeatCounter:
         A person's prompt resets; re-prompts and meta messages do not. A result written
         before its own call (seen in old transcripts) is counted when the call arrives.
         """
-        from .transcript import AssistantPart, ToolResults, TurnStart  # not needed by the hooks
-
+        AssistantPart, ToolResults, TurnStart = _EVENTS or _event_classes()
         if isinstance(event, TurnStart):
             if event.kind == "prompt":
                 self.reset()
@@ -375,6 +374,19 @@ class ToolRepeatCounter:
                 counter._calls.pop(item[0], None)
                 counter._calls[item[0]] = (item[1], item[2])
         return counter
+
+
+_EVENTS: tuple[type[AssistantPart], type[ToolResults], type[TurnStart]] | None = None
+
+
+def _event_classes() -> tuple[type[AssistantPart], type[ToolResults], type[TurnStart]]:
+    """The event classes ``feed`` reads, imported on its first call (the hooks never feed
+    events, and need not import the transcript reader)."""
+    global _EVENTS
+    from .transcript import AssistantPart, ToolResults, TurnStart
+
+    _EVENTS = (AssistantPart, ToolResults, TurnStart)
+    return _EVENTS
 
 
 def _put(table: dict[str, Any], key: str, value: Any) -> None:
