@@ -53,10 +53,13 @@ _TOP_TYPES = {b"user": KEEP, b"assistant": KEEP, b"system": KEEP, b"cost-state":
 def _top_type(line: bytes) -> tuple[bytes, int] | None:
     """The line's own ``type`` and where its value ends, when its first ``"type":"`` is a
     key of the line's own object (no object or array opens before it); else None."""
-    first = line.find(b'"type":"', 0, _HEAD_WITHIN)
-    if first < 0 or line[:1] != b"{" or line.find(b"{", 1, first) >= 0 or \
-            line.find(b"[", 1, first) >= 0:
-        return None
+    if line.startswith(b'{"type":"'):
+        first = 1  # the first key (Claude Code's bookkeeping lines)
+    else:
+        first = line.find(b'"type":"', 0, _HEAD_WITHIN)
+        if first < 0 or line[:1] != b"{" or line.find(b"{", 1, first) >= 0 or \
+                line.find(b"[", 1, first) >= 0:
+            return None
     end = line.find(b'"', first + 8)
     return (line[first + 8:end], end) if end > 0 else None
 
