@@ -12,13 +12,18 @@ from loop_killer.engine.prefilter import (
     COST_STATE,
     KEEP,
     SKIP,
-    as_main_line,
     may_matter,
     one_result,
     skim_line,
     sort_line,
 )
-from loop_killer.engine.transcript import ParseStats, ToolResults, UnreadResult, parse_line
+from loop_killer.engine.transcript import (
+    ParseStats,
+    ToolResults,
+    TurnStart,
+    UnreadResult,
+    parse_line,
+)
 from loop_killer.scan.transcript import scan_bytes
 
 from .planted import Session, Use
@@ -37,7 +42,7 @@ def test_every_fixture_line_it_skips_is_ignored_by_the_engine() -> None:
     assert len(skipped) > 50  # it does skip: attachments, api records, progress...
     for line in skipped:
         assert parse_line(line) is None, line[:200]
-        assert parse_line(as_main_line(line)) is None, line[:200]
+        assert parse_line(line, subagent=True) is None, line[:200]
 
 
 def test_the_same_lines_pretty_printed_are_still_kept() -> None:
@@ -70,7 +75,7 @@ def test_hand_written_lines_never_lose_an_event(kind: str, before: str, after: s
     line = ("{" + ",".join(fields) + "}").encode()
     if not may_matter(line):
         assert parse_line(line) is None
-        assert parse_line(as_main_line(line)) is None
+        assert parse_line(line, subagent=True) is None
 
 
 @settings(max_examples=300, deadline=None)
@@ -131,10 +136,8 @@ def test_subagent_lines_are_read_as_their_own_conversation() -> None:
     line = b'{"parentUuid":null,"isSidechain":true,"type":"user","message":{"role":"user",' \
            b'"content":"say \\"isSidechain\\":true"},"uuid":"u","timestamp":"t"}'
     assert parse_line(line) is None
-    event = parse_line(as_main_line(line))
-    assert event is not None
-    assert as_main_line(line).count(b"isSidechain") == 2  # the quoted text is left alone
-    assert b'say \\"isSidechain\\":true' in as_main_line(line)
+    event = parse_line(line, subagent=True)
+    assert isinstance(event, TurnStart) and event.text == 'say "isSidechain":true'
 
 
 _BLOCK = '{"tool_use_id":"toolu_01A","type":"tool_result","content":%s%s}'
@@ -163,7 +166,7 @@ def test_a_result_told_unparsed_is_the_one_the_parser_reads(
     if told is None:
         return
     tool_use_id, sidechain = told
-    main, side = parse_line(line), parse_line(as_main_line(line))
+    main, side = parse_line(line), parse_line(line, subagent=True)
     assert (main is None) == sidechain
     assert isinstance(side, ToolResults)
     assert [r.tool_use_id for r in side.results] == [tool_use_id]
@@ -174,7 +177,7 @@ def test_a_result_told_unparsed_is_the_one_the_parser_reads(
 def test_most_fixture_results_are_told_unparsed() -> None:
     results = told = 0
     for line in fixture_lines():
-        if isinstance(parse_line(as_main_line(line)), ToolResults):
+        if isinstance(parse_line(line, subagent=True), ToolResults):
             results += 1
             told += one_result(line) is not None
     assert results > 100 and told > 0.8 * results
@@ -186,3 +189,51 @@ def test_skimming_gives_every_fixture_line_the_event_parsing_gives() -> None:
     assert [skim_line(line, stats) for line in lines] == [parse_line(line) for line in lines]
     assert stats.skipped["other_type"] > 50  # most of these were never parsed
     assert skim_line(b"not json at all", stats) is None and stats.broken == 1
+
+
+# Lines an adversarial review built against the byte tests: keys that end in an escaped
+# quote and "type" (or "isSidechain"), a second result without its id, a nested flag.
+_HOSTILE = [
+    rb'{"a\"type":"progress","type":"user","message":{"role":"user","content":"hello"}}',
+    rb'{"x\"type":"attachment","type":"assistant","message":{"content":"hi"}}',
+    (rb'{"a\"type":"user","message":{"role":"user","content":[{"tool_use_id":"T1",'
+    rb'"type":"tool_result","content":"x"}]}}'),
+    (rb'{"a\"isSidechain":true,"type":"user","message":{"role":"user","content":['
+    rb'{"tool_use_id":"T1","type":"tool_result","content":"x"}]}}'),
+    (rb'{"a\"isSidechain":false,"isSidechain":true,"type":"user","message":{"role":"user",'
+    rb'"content":[{"tool_use_id":"T1","type":"tool_result","content":"x"}]}}'),
+    (rb'{"type":"user","message":{"role":"user","content":[{"tool_use_id":"T1",'
+    rb'"type":"tool_result","content":"a"},{"type":"tool_result","content":"b"}]}}'),
+    (rb'{"isSidechain":true,"type":"user","message":{"role":"user","content":['
+    rb'{"tool_use_id":"T1","type":"tool_result","content":[{"isSidechain":true}]}]}}'),
+    (rb'{"parentUuid":null,"isSidechain":true,"type":"user","message":{"role":"user",'
+    rb'"content":[{"tool_use_id":"T1","type":"tool_result","content":[{"isSidechain":true}]}'
+    rb']},"uuid":"u","timestamp":"t"}'),
+]
+
+
+def check_contracts(line: bytes) -> None:
+    """What every byte test promises of one line."""
+    main, side = parse_line(line), parse_line(line, subagent=True)
+    if sort_line(line) < KEEP:
+        assert main is None and side is None, line
+    assert skim_line(line) == main, line
+    told = one_result(line)
+    if told is not None:
+        tool_use_id, sidechain = told
+        assert (main is None) == sidechain, line
+        assert isinstance(side, ToolResults), line
+        assert [r.tool_use_id for r in side.results] == [tool_use_id], line
+        assert UnreadResult(line, tool_use_id).read() == (side.results[0].content,
+                                                          side.results[0].is_error), line
+
+
+def test_hostile_lines_keep_every_promise() -> None:
+    for line in _HOSTILE:
+        orjson.loads(line)  # (valid JSON, no key twice: within the assumptions)
+        check_contracts(line)
+
+
+def test_every_fixture_line_keeps_every_promise() -> None:
+    for line in fixture_lines():
+        check_contracts(line)

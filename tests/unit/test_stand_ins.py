@@ -8,7 +8,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from loop_killer.engine import stand_ins as standins
-from loop_killer.engine.stand_ins import StandIns
+from loop_killer.engine.stand_ins import ToolCounts
 from loop_killer.engine.tool_repeat import REFUSED_MARK, ToolRepeatCounter
 from loop_killer.engine.transcript import (
     AssistantPart,
@@ -66,13 +66,12 @@ def events(steps: list[tuple[str, int, int, bool]], unread_at: frozenset[int] = 
 
 def counts(feed: list[Event], *, through: bool, max_held: int | None = None
            ) -> list[tuple[str, str, int]]:
+    """What the counter said of each result: fed directly (the counter's own pairing of
+    calls and results is the reference) or through stand-ins."""
     counter = ToolRepeatCounter()
-    layer = StandIns(counter.ignored, max_held=max_held)
-    seen = []
-    for event in feed:
-        for fed in (layer.events(event) if through else [event]):
-            seen += [(r.tool_use_id, r.call, r.count) for r in counter.feed(fed)]
-    return seen
+    counts = ToolCounts(counter, max_held=max_held)
+    feed_one = counts.feed if through else counter.feed
+    return [(r.tool_use_id, r.call, r.count) for event in feed for r in feed_one(event)]
 
 
 @settings(max_examples=400, deadline=None)
@@ -140,17 +139,47 @@ def test_unread_results_count_as_read_ones(
 
 
 def test_an_unread_first_result_is_never_read() -> None:
-    counter = ToolRepeatCounter()
-    layer = StandIns(counter.ignored)
+    counts = ToolCounts(ToolRepeatCounter())
     part = AssistantPart("m", "a", "t", "", True, False, (ToolCall("id1", "Bash",
                                                                      {"command": "ls"}),))
     broken = UnreadResult(b"{not json", "id1")
-    fed = layer.events(part) + layer.events(ToolResults("r", "t", (ToolResult(
+    fed = counts.feed(part) + counts.feed(ToolResults("r", "t", (ToolResult(
         "id1", broken, False),)))
-    assert [r.count for event in fed for r in counter.feed(event)] == [1]
+    assert [r.count for r in fed] == [1]
     # Compared with the next result, it is read: a broken line equals no real output.
     part2 = AssistantPart("m2", "a2", "t", "", True, False, (ToolCall("id2", "Bash",
                                                                        {"command": "ls"}),))
-    fed = layer.events(part2) + layer.events(ToolResults("r2", "t", (ToolResult(
+    fed = counts.feed(part2) + counts.feed(ToolResults("r2", "t", (ToolResult(
         "id2", "file.txt", False),)))
-    assert [r.count for event in fed for r in counter.feed(event)] == [1]
+    assert [r.count for r in fed] == [1]
+
+
+def test_outputs_equal_in_python_but_not_in_json_are_not_the_same() -> None:
+    counts = ToolCounts(ToolRepeatCounter())
+    found = []
+    for n, content in enumerate([True, 1, 1.0, [{"type": "image", "w": 1}],
+                                 [{"type": "image", "w": 1.0}]]):
+        found += counts.feed(AssistantPart(f"m{n}", f"a{n}", "t", "", True, False,
+                                           (ToolCall(f"id{n}", "Read", {"p": 1}),)))
+        found += counts.feed(ToolResults(f"r{n}", "t", (ToolResult(f"id{n}", content,
+                                                                   False),)))
+    assert [r.count for r in found] == [1, 1, 1, 1, 1]
+
+
+def test_one_pairing_of_calls_and_results_as_the_counter_pairs_them() -> None:
+    # A call id given twice in one reply, its result early; a thousand calls waiting.
+    twice = [TurnStart("u", "t", "prompt", "x"),
+             ToolResults("r0", "t", (ToolResult("c", "out", False),)),
+             AssistantPart("m", "a", "t", "", True, False,
+                           (ToolCall("c", "Read", {"p": 1}), ToolCall("c", "Read", {"p": 1}))),
+             ToolResults("r1", "t", (ToolResult("c", "out", False),))]
+    waiting = [AssistantPart(f"m{n}", f"a{n}", "t", "", True, False,
+                             (ToolCall(f"p{n}", "Bash", {"command": f"echo {n}"}),))
+               for n in range(1000)]
+    waiting += [ToolResults("rx", "t", (ToolResult("x", "out", False),)),
+                AssistantPart("mx", "ax", "t", "", True, False,
+                              (ToolCall("x", "Bash", {"command": "ls"}),)),
+                ToolResults("rp", "t", (ToolResult("p0", "0", False),))]
+    for feed in (twice, waiting):
+        assert counts(feed, through=True) == counts(feed, through=False)
+        assert counts(feed, through=False)  # (something was counted)

@@ -19,8 +19,8 @@ import re
 
 from .transcript import Event, ParseStats, ToolResult, ToolResults, UnreadResult, parse_line
 
-__all__ = ["COST", "COST_STATE", "KEEP", "RESULT", "SIDECHAIN", "SKIP", "as_main_line",
-           "may_matter", "one_result", "skim_line", "sort_line", "unread_result"]
+__all__ = ["COST", "COST_STATE", "KEEP", "RESULT", "SKIP", "may_be_subagents", "may_matter",
+           "one_result", "skim_line", "sort_line", "unread_result"]
 
 # The type names the engine reads, with any spacing JSON allows around the colon (Claude
 # Code writes none), and the cost-state type: one pass of this pattern over a line (several
@@ -33,9 +33,13 @@ _GOAL_STATUS = b"goal_status"
 COST_STATE = b'"type":"cost-state"'
 """Claude Code 2.1.33x: the session's running cost, as Claude Code computed it."""
 
-SIDECHAIN = b'"isSidechain":true'
-"""A subagent's line (inline in old main transcripts; every line of a subagent's file)."""
-_SIDECHAIN_ANY = re.compile(rb'"isSidechain"[ \t\r\n]*:[ \t\r\n]*true')
+_SIDECHAIN = re.compile(rb'"isSidechain"[ \t\r\n]*:[ \t\r\n]*true')
+
+
+def may_be_subagents(line: bytes) -> bool:
+    """False when the line is surely not a subagent's (inline in old main transcripts,
+    Claude Code 1.0.x: ``isSidechain`` true; every line of a subagent's own file)."""
+    return _SIDECHAIN.search(line) is not None
 
 
 _HEAD_WITHIN = 16384  # the top-level keys before a line's type are short (ids, paths)
@@ -57,8 +61,10 @@ def _top_type(line: bytes) -> tuple[bytes, int] | None:
         first = 1  # the first key (Claude Code's bookkeeping lines)
     else:
         first = line.find(b'"type":"', 0, _HEAD_WITHIN)
-        if first < 0 or line[:1] != b"{" or line.find(b"{", 1, first) >= 0 or \
-                line.find(b"[", 1, first) >= 0:
+        # (after a comma: its quote opens a key; a key ending in an escaped quote and
+        # "type" holds the same bytes, after a backslash)
+        if first < 0 or line[:1] != b"{" or line[first - 1] != 44 or \
+                line.find(b"{", 1, first) >= 0 or line.find(b"[", 1, first) >= 0:
             return None
     end = line.find(b'"', first + 8)
     return (line[first + 8:end], end) if end > 0 else None
@@ -97,15 +103,6 @@ def may_matter(line: bytes) -> bool:
     return sort_line(line) >= KEEP
 
 
-def as_main_line(line: bytes) -> bytes:
-    """A subagent's line with its ``isSidechain`` flag cleared, so that ``parse_line``
-    reads it as the conversation of its own scope (a subagent's tool calls and results).
-
-    Only a real key can match: inside a JSON string every quote is escaped.
-    """
-    return _SIDECHAIN_ANY.sub(b'"isSidechain":false', line)
-
-
 # A user line that opens, at the top level, on one tool result block, as Claude Code
 # writes it: its type, then its message, whose content starts with that block.
 _RESULT_HEAD = b'"type":"user","message":{"role":"user","content":[{"tool_use_id":"'
@@ -119,10 +116,10 @@ def one_result(line: bytes) -> tuple[str, bool] | None:
     (``UnreadResult``) unless its call repeats.
 
     Sure because a quote inside a JSON string is escaped: the head below is the line's
-    own structure, at the top level when no object or array opens before it; no other
-    ``tool_use_id`` follows (a result block without one, which answers no call, is not
-    looked for). Besides the module's assumption, one that every JSON writer meets: no
-    key twice in one object.
+    own structure, at the top level when no object or array opens before it; nothing
+    named ``tool_…`` follows it (no other result block, with or without its id), and its
+    ``isSidechain`` key, if any, is one before it. Besides the module's assumption, one
+    that every JSON writer meets: no key twice in one object.
     """
     top = _top_type(line)
     if top is None or top[0] != b"user":
@@ -131,13 +128,16 @@ def one_result(line: bytes) -> tuple[str, bool] | None:
     if not line.startswith(_RESULT_HEAD, start):
         return None
     found = _RESULT_ID.match(line, start + len(_RESULT_HEAD))
-    if found is None or line.find(b'"tool_use_id"', found.end()) >= 0:
+    if found is None or line.find(b'"tool_', found.end()) >= 0:
         return None
     tool_use_id = found.group(1).decode()
-    flag = line.find(b'"isSidechain"', 0, start)
-    if flag < 0:
+    flags = line.count(b'"isSidechain"', 0, start)
+    if flags == 0:
         # Claude Code writes it before the message; if not there, it must be nowhere.
         return (tool_use_id, False) if line.find(b'"isSidechain"', start) < 0 else None
+    flag = line.find(b'"isSidechain"', 0, start)
+    if flags > 1 or line[flag - 1] != 44:  # (not a key of its own: see _top_type)
+        return None
     value = line[flag + 13: flag + 19]
     if value[:5] == b":true":
         return tool_use_id, True

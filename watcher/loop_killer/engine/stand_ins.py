@@ -93,32 +93,30 @@ class StandIns:
         self._held = 0  # bytes of contents kept in ``_last``
         self._tokens = 0
 
-    def events(self, event: Event) -> list[Event]:
-        """What to feed the counter in place of ``event`` (usually one event)."""
+    def pairs(self, event: Event) -> list[tuple[str, Any, ToolResult]]:
+        """The results ``event`` completes, each with its call's name and input and its
+        stand-in, in the order the counter's own ``feed`` would count them (pairing calls
+        and results as it does: one pairing, so the two can never drift apart)."""
+        done: list[tuple[str, Any, ToolResult]] = []
         if isinstance(event, AssistantPart):
-            late: list[ToolResult] = []
             for call in event.tool_calls:
                 early = self._early.pop(call.tool_use_id, None)
                 if early is not None:
-                    late.append(self._stand_in(call.name, call.input, early))
+                    done.append((call.name, call.input,
+                                 self._stand_in(call.name, call.input, early)))
                 else:
                     _put(self._calls, call.tool_use_id, (call.name, call.input))
-            if not late:
-                return [event]
-            return [event, ToolResults(event.uuid, event.timestamp, tuple(late))]
-        if isinstance(event, ToolResults):
-            results: list[ToolResult] = []
+        elif isinstance(event, ToolResults):
             for result in event.results:
                 known = self._calls.pop(result.tool_use_id, None)
                 if known is None:
                     _put(self._early, result.tool_use_id, result)
                 else:
-                    results.append(self._stand_in(known[0], known[1], result))
-            return [ToolResults(event.uuid, event.timestamp, tuple(results))] if results else []
-        if isinstance(event, TurnStart) and event.kind == "prompt":
+                    done.append((known[0], known[1], self._stand_in(known[0], known[1], result)))
+        elif isinstance(event, TurnStart) and event.kind == "prompt":
             self._last.clear()  # the counter starts afresh: so do the comparisons
             self._held = 0
-        return [event]
+        return done
 
     def _stand_in(self, name: str, tool_input: Any, result: ToolResult) -> ToolResult:
         ignored = self._ignored_names.get(name)
@@ -132,10 +130,10 @@ class StandIns:
         if isinstance(content, UnreadResult):
             if last is None:
                 # Compared with nothing yet: it stays unread, with a stand-in of its own.
-                # (Were it loop-killer's own refusal, it would count 0, not 1, and so would
-                # the call's refusals right after it; the call's next real result counts
-                # 1 either way, so no loop can tell. The hooks never refuse a call's first
-                # attempt in a turn anyway.)
+                # (Were it loop-killer's own refusal, which counts nothing, it would count
+                # 1, and so would the call's refusals right after it; its next real result
+                # counts 1 either way, so no loop can tell. And the hooks only refuse a
+                # call that gave results in the turn: those are kept here.)
                 return self._keep(call, _Last(content, False, None, self._new_token(),
                                               len(content.line)), result.tool_use_id)
             content, is_error = content.read()
@@ -148,7 +146,9 @@ class StandIns:
             if isinstance(last.content, UnreadResult):
                 last.content, last.is_error = last.content.read()
             before = last.content
-            if last.is_error == is_error and before is not None and before == content:
+            # (strings only: in Python True == 1 == 1.0, which JSON tells apart)
+            if last.is_error == is_error and type(before) is str and type(content) is str \
+                    and before == content:
                 token, key = last.token, last.key  # the very same output
             else:
                 previous = last.key if last.key is not None else result_key(
@@ -222,6 +222,9 @@ class ToolCounts:
                 return []  # most lines: text or thinking, nothing to count
         elif not isinstance(event, (ToolResults, TurnStart)):
             return []  # re-prompts, system lines, goal status: nothing to count
-        return [repeat for fed in self._stand_ins.events(event)
-                for repeat in self.counter.feed(fed)]
+        if isinstance(event, TurnStart) and event.kind == "prompt":
+            self.counter.reset()
+        return [self.counter.record(name, tool_input, result.content, result.is_error,
+                                    result.tool_use_id)
+                for name, tool_input, result in self._stand_ins.pairs(event)]
 

@@ -315,15 +315,19 @@ def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def parse_line(line: bytes, stats: ParseStats | None = None) -> Event | None:
-    """Classify one transcript line; None (with the reason counted in ``stats``) if skipped."""
-    event, reason = _classify(line)
+def parse_line(line: bytes, stats: ParseStats | None = None, *, subagent: bool = False
+               ) -> Event | None:
+    """Classify one transcript line; None (with the reason counted in ``stats``) if skipped.
+
+    ``subagent``: read a subagent's (``isSidechain``) line as its own scope's conversation,
+    where it is otherwise skipped as not the main session's."""
+    event, reason = _classify(line, subagent)
     if stats is not None:
         stats.count(event, reason)
     return event
 
 
-def _classify(line: bytes) -> tuple[Event | None, str]:
+def _classify(line: bytes, subagent: bool = False) -> tuple[Event | None, str]:
     if not line or line.isspace():  # (no copy of a long line)
         return None, "blank"
     entry = _load(line)
@@ -334,7 +338,7 @@ def _classify(line: bytes) -> tuple[Event | None, str]:
     kind = entry.get("type")
     if kind not in ("user", "assistant", "system", "attachment"):
         return None, "other_type"
-    if entry.get("isSidechain") is True:
+    if not subagent and entry.get("isSidechain") is True:
         return None, "sidechain"
     uuid = _str(entry.get("uuid"))
     timestamp = _str(entry.get("timestamp"))

@@ -22,8 +22,7 @@ from ..engine.prefilter import (
     COST,
     KEEP,
     RESULT,
-    SIDECHAIN,
-    as_main_line,
+    may_be_subagents,
     sort_line,
     unread_result,
 )
@@ -195,7 +194,7 @@ class TranscriptScan:
             self._side_line(line)
             return None
         event = parse_line(line, self._main.stats)
-        if event is None and SIDECHAIN in line:
+        if event is None and may_be_subagents(line):
             self._side_line(line)  # a subagent's line, inline (Claude Code 1.0.x)
         return event
 
@@ -211,7 +210,7 @@ class TranscriptScan:
 
     def _side_line(self, line: bytes) -> None:
         scope = self._side(line)
-        event = parse_line(as_main_line(line), scope.stats)
+        event = parse_line(line, scope.stats, subagent=True)
         if event is not None:
             scope.event(event, self._loops)
 
