@@ -192,7 +192,7 @@ def test_skimming_gives_every_fixture_line_the_event_parsing_gives() -> None:
 
 
 # Lines an adversarial review built against the byte tests: keys that end in an escaped
-# quote and "type" (or "isSidechain"), a second result without its id, a nested flag.
+# quote and "type" (or "isSidechain"), a second result without an id, a nested flag.
 _HOSTILE = [
     rb'{"a\"type":"progress","type":"user","message":{"role":"user","content":"hello"}}',
     rb'{"x\"type":"attachment","type":"assistant","message":{"content":"hi"}}',
@@ -223,7 +223,8 @@ def check_contracts(line: bytes) -> None:
         tool_use_id, sidechain = told
         assert (main is None) == sidechain, line
         assert isinstance(side, ToolResults), line
-        assert [r.tool_use_id for r in side.results] == [tool_use_id], line
+        # (a result block without an id answers no call: the API refuses one)
+        assert [r.tool_use_id for r in side.results if r.tool_use_id] == [tool_use_id], line
         assert UnreadResult(line, tool_use_id).read() == (side.results[0].content,
                                                           side.results[0].is_error), line
 

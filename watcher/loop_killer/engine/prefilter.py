@@ -116,9 +116,10 @@ def one_result(line: bytes) -> tuple[str, bool] | None:
     (``UnreadResult``) unless its call repeats.
 
     Sure because a quote inside a JSON string is escaped: the head below is the line's
-    own structure, at the top level when no object or array opens before it; nothing
-    named ``tool_…`` follows it (no other result block, with or without its id), and its
-    ``isSidechain`` key, if any, is one before it. Besides the module's assumption, one
+    own structure, at the top level when no object or array opens before it; no other
+    ``tool_use_id`` follows it (a result block without one, which the API refuses and
+    Claude Code never writes, would answer no call: not looked for, as that costs a
+    slower scan), and its ``isSidechain`` key, if any, is one before it. Besides the module's assumption, one
     that every JSON writer meets: no key twice in one object.
     """
     top = _top_type(line)
@@ -128,7 +129,7 @@ def one_result(line: bytes) -> tuple[str, bool] | None:
     if not line.startswith(_RESULT_HEAD, start):
         return None
     found = _RESULT_ID.match(line, start + len(_RESULT_HEAD))
-    if found is None or line.find(b'"tool_', found.end()) >= 0:
+    if found is None or line.find(b'"tool_use_id"', found.end()) >= 0:
         return None
     tool_use_id = found.group(1).decode()
     flags = line.count(b'"isSidechain"', 0, start)
