@@ -36,6 +36,7 @@ from .tool_repeat import (
     call_key,
     is_ignored,
     is_refusal,
+    put_pending,
     result_key,
 )
 from .transcript import AssistantPart, Event, ToolResult, ToolResults, TurnStart, UnreadResult
@@ -45,7 +46,6 @@ __all__ = ["MAX_HELD_BYTES", "StandIns", "ToolCounts"]
 MAX_HELD_BYTES = 32 << 20
 """Contents kept for comparison; beyond it the oldest are replaced by their key."""
 _MAX_LAST = 8 * MAX_CALLS  # calls remembered (the counter forgets long before: safe)
-_MAX_PENDING = 1000  # calls waiting for results, results waiting for calls (as the counter)
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
@@ -105,12 +105,12 @@ class StandIns:
                     done.append((call.name, call.input,
                                  self._stand_in(call.name, call.input, early)))
                 else:
-                    _put(self._calls, call.tool_use_id, (call.name, call.input))
+                    put_pending(self._calls, call.tool_use_id, (call.name, call.input))
         elif isinstance(event, ToolResults):
             for result in event.results:
                 known = self._calls.pop(result.tool_use_id, None)
                 if known is None:
-                    _put(self._early, result.tool_use_id, result)
+                    put_pending(self._early, result.tool_use_id, result)
                 else:
                     done.append((known[0], known[1], self._stand_in(known[0], known[1], result)))
         elif isinstance(event, TurnStart) and event.kind == "prompt":
@@ -195,13 +195,6 @@ class StandIns:
         while len(self._last) > _MAX_LAST:
             oldest = self._last.pop(next(iter(self._last)))
             self._held -= oldest.size
-
-
-def _put(table: dict[str, Any], key: str, value: Any) -> None:
-    table.pop(key, None)
-    table[key] = value
-    while len(table) > _MAX_PENDING:
-        del table[next(iter(table))]
 
 
 class ToolCounts:

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_IGNORED",
     "MAX_CALLS",
+    "MAX_PENDING",
     "REFUSED_MARK",
     "RULE_TOOL_REPEAT",
     "STATE_VERSION",
@@ -49,6 +50,7 @@ __all__ = [
     "call_label",
     "is_ignored",
     "is_refusal",
+    "put_pending",
     "repeat_label",
     "result_key",
 ]
@@ -86,7 +88,8 @@ MAX_CALLS = 200
 STATE_VERSION = 1
 
 _SHELL_TOOLS = frozenset({"Bash", "PowerShell"})
-_MAX_PENDING = 1000  # tool calls (and early results) waiting for their other half in ``feed``
+MAX_PENDING = 1000
+"""Tool calls (and early results) waiting for their other half in ``feed``."""
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _ISO_MOMENT = re.compile(
@@ -339,12 +342,12 @@ class ToolRepeatCounter:
                     found.append(self.record(call.name, call.input, early[0], early[1],
                                              call.tool_use_id))
                 else:
-                    _put(self._pending, call.tool_use_id, (call.name, call.input))
+                    put_pending(self._pending, call.tool_use_id, (call.name, call.input))
         elif isinstance(event, ToolResults):
             for result in event.results:
                 pending = self._pending.pop(result.tool_use_id, None)
                 if pending is None:
-                    _put(self._early, result.tool_use_id, (result.content, result.is_error))
+                    put_pending(self._early, result.tool_use_id, (result.content, result.is_error))
                     continue
                 found.append(self.record(pending[0], pending[1], result.content,
                                          result.is_error, result.tool_use_id))
@@ -389,8 +392,10 @@ def _event_classes() -> tuple[type[AssistantPart], type[ToolResults], type[TurnS
     return _EVENTS
 
 
-def _put(table: dict[str, Any], key: str, value: Any) -> None:
+def put_pending(table: dict[str, Any], key: str, value: Any) -> None:
+    """Keep a call (or an early result) waiting for its other half, newest last; the
+    oldest give way beyond ``MAX_PENDING``. (``StandIns`` pairs by this same rule.)"""
     table.pop(key, None)
     table[key] = value
-    while len(table) > _MAX_PENDING:
+    while len(table) > MAX_PENDING:
         del table[next(iter(table))]
