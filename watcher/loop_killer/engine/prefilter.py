@@ -1,16 +1,20 @@
 """Which transcript lines can matter, decided from their bytes before any parsing.
 
-Most of a transcript's bytes are lines no rule reads: file snapshots, API request
-records, progress lines, attachments other than ``goal_status``; and tool results, whose
-content only matters once their call repeats. Parsing them is most of the cost of
-reading whole sessions (the watcher, ``loop-killer scan``), so ``skim_line`` skips the
-former unparsed, and the scan leaves a lone tool result unread (``unread_result``), by
-byte patterns that never change a result: a
-line is skipped only when its top-level ``type`` cannot be one whose lines the engine's
-``parse_line`` turns into an event (``user``, ``assistant``, ``system``, or an
-``attachment`` holding a ``goal_status``): the line must then hold ``"type":"user"`` (or
-assistant, system, attachment; with any spacing JSON allows). The one assumption: keys and these type names are written without ``\\u`` escapes, as
-every JSON writer does.
+Most of a transcript's bytes are lines no rule reads (file snapshots, API request
+records, progress lines, attachments other than ``goal_status``) and tool results, whose
+content matters only once their call repeats. Parsing them is most of the cost of
+reading whole sessions, so:
+
+* ``sort_line`` tells the lines ``parse_line`` would surely turn into no event (their
+  own ``type`` is none of ``user``, ``assistant``, ``system``, or an ``attachment``
+  holding a ``goal_status``); ``skim_line`` (the watcher) skips them unparsed;
+* ``one_result`` tells a line that is exactly one tool result; ``unread_result`` (the
+  history scan) hands it on unread (``UnreadResult``).
+
+Never at the cost of a result: a quote inside a JSON string is escaped, so the bytes
+looked for are the line's own structure. Two assumptions, which every JSON writer meets:
+keys and these type names are written without ``\\u`` escapes, and no object holds a
+key twice.
 """
 
 from __future__ import annotations
@@ -119,8 +123,7 @@ def one_result(line: bytes) -> tuple[str, bool] | None:
     own structure, at the top level when no object or array opens before it; no other
     ``tool_use_id`` follows it (a result block without one, which the API refuses and
     Claude Code never writes, would answer no call: not looked for, as that costs a
-    slower scan), and its ``isSidechain`` key, if any, is one before it. Besides the module's assumption, one
-    that every JSON writer meets: no key twice in one object.
+    slower scan), and its ``isSidechain`` key, if any, is one before it.
     """
     top = _top_type(line)
     if top is None or top[0] != b"user":

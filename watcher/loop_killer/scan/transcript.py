@@ -1,13 +1,14 @@
 """One transcript file's bytes in, in any chunks; its loops and token usage out (pure).
 
 A main transcript's events are judged by the engine's ``RunDetector``, the one judge the
-watcher and the Stop hook use (re-prompt loops, from its detections), and its events go to a ``ToolLoops`` (tool-repeat loops); lines that old
-versions wrote inline for a subagent (``isSidechain``) form a scope of their own, with
-its own counter. A subagent's own file is scanned for tool-repeat loops only: a
-subagent has no Stop-hook re-prompts of its own.
+watcher and the Stop hook use (re-prompt loops, from its detections), and go to a
+``ToolLoops`` (tool-repeat loops); lines that old versions wrote inline for a subagent
+(``isSidechain``) form a scope of their own, with its own counter. A subagent's own file
+is scanned for tool-repeat loops only: a subagent has no Stop-hook re-prompts of its own.
 
-Lines that cannot matter are skipped unparsed (``prefilter``); ``cost-state`` lines
-(Claude Code 2.1.33x) give the session's cost as Claude Code computed it.
+Lines that cannot matter are skipped unparsed, and a lone tool result is left unread
+until its call repeats (the engine's ``prefilter``); ``cost-state`` lines (Claude Code
+2.1.33x) give the session's cost as Claude Code computed it.
 """
 
 from __future__ import annotations
