@@ -19,8 +19,8 @@ results differ from those of other results, so the counter is told no error flag
 A result may come unread (``UnreadResult``, from ``loop-killer scan``): it is read only
 when it must be compared, which a call's first result in a turn never is.
 
-Results that arrive before their call are held until it comes, then handed on with it,
-as the counter itself would do. Pure; memory bounded by ``MAX_HELD_BYTES`` of contents.
+Calls and results are paired by the counter's own pairing (``ToolPairing``). Pure;
+memory bounded by ``MAX_HELD_BYTES`` of contents.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..digest import digest
+from .pairing import Paired, ToolPairing
 from .tool_repeat import (
     MAX_CALLS,
     ToolRepeat,
@@ -36,10 +37,17 @@ from .tool_repeat import (
     call_key,
     is_ignored,
     is_refusal,
-    put_pending,
     result_key,
 )
-from .transcript import AssistantPart, Event, ToolResult, ToolResults, TurnStart, UnreadResult
+from .transcript import (
+    AssistantPart,
+    Event,
+    ToolCall,
+    ToolResult,
+    ToolResults,
+    TurnStart,
+    UnreadResult,
+)
 
 __all__ = ["MAX_HELD_BYTES", "StandIns", "ToolCounts"]
 
@@ -78,8 +86,8 @@ class StandIns:
     ``ignored``: the counter's ignored tools (their results pass unchanged).
     """
 
-    __slots__ = ("_calls", "_early", "_held", "_ignored", "_ignored_names", "_last",
-                 "_tokens", "max_held")
+    __slots__ = ("_held", "_ignored", "_ignored_names", "_last", "_pairing", "_tokens",
+                 "max_held")
 
     def __init__(self, ignored: frozenset[str], *, max_held: int | None = None) -> None:
         self._ignored = ignored
@@ -87,36 +95,19 @@ class StandIns:
         # which follows many sessions at once, less per session).
         self.max_held = MAX_HELD_BYTES if max_held is None else max_held
         self._ignored_names: dict[str, bool] = {}  # tool name -> ignored (names are few)
-        self._calls: dict[str, tuple[str, Any]] = {}  # tool_use_id -> (name, input)
-        self._early: dict[str, ToolResult] = {}  # results that came before their call
+        self._pairing = ToolPairing()
         self._last: dict[bytes, _Last] = {}  # call digest -> its previous result
         self._held = 0  # bytes of contents kept in ``_last``
         self._tokens = 0
 
-    def pairs(self, event: Event) -> list[tuple[str, Any, ToolResult]]:
-        """The results ``event`` completes, each with its call's name and input and its
-        stand-in, in the order the counter's own ``feed`` would count them (pairing calls
-        and results as it does: one pairing, so the two can never drift apart)."""
-        done: list[tuple[str, Any, ToolResult]] = []
-        if isinstance(event, AssistantPart):
-            for call in event.tool_calls:
-                early = self._early.pop(call.tool_use_id, None)
-                if early is not None:
-                    done.append((call.name, call.input,
-                                 self._stand_in(call.name, call.input, early)))
-                else:
-                    put_pending(self._calls, call.tool_use_id, (call.name, call.input))
-        elif isinstance(event, ToolResults):
-            for result in event.results:
-                known = self._calls.pop(result.tool_use_id, None)
-                if known is None:
-                    put_pending(self._early, result.tool_use_id, result)
-                else:
-                    done.append((known[0], known[1], self._stand_in(known[0], known[1], result)))
-        elif isinstance(event, TurnStart) and event.kind == "prompt":
+    def pairs(self, event: Event) -> list[Paired]:
+        """The results ``event`` completes, each with its call (``ToolPairing``, the
+        counter's own pairing) and with its stand-in for its content."""
+        if self._pairing.starts_afresh(event):
             self._last.clear()  # the counter starts afresh: so do the comparisons
             self._held = 0
-        return done
+        return [(part, call, self._stand_in(call.name, call.input, result))
+                for part, call, result in self._pairing.pair(event)]
 
     def _stand_in(self, name: str, tool_input: Any, result: ToolResult) -> ToolResult:
         ignored = self._ignored_names.get(name)
@@ -210,14 +201,17 @@ class ToolCounts:
 
     def feed(self, event: Event) -> list[ToolRepeat]:
         """Take one transcript event; one ToolRepeat per tool result it counted."""
+        return [repeat for _, _, repeat in self.feed_paired(event)]
+
+    def feed_paired(self, event: Event) -> list[tuple[AssistantPart, ToolCall, ToolRepeat]]:
+        """``feed``, each count with its call and the reply that made the call."""
         if isinstance(event, AssistantPart):
             if not event.tool_calls:
                 return []  # most lines: text or thinking, nothing to count
         elif not isinstance(event, (ToolResults, TurnStart)):
             return []  # re-prompts, system lines, goal status: nothing to count
-        if isinstance(event, TurnStart) and event.kind == "prompt":
+        if ToolPairing.starts_afresh(event):
             self.counter.reset()
-        return [self.counter.record(name, tool_input, result.content, result.is_error,
-                                    result.tool_use_id)
-                for name, tool_input, result in self._stand_ins.pairs(event)]
-
+        return [(part, call, self.counter.record(call.name, call.input, result.content,
+                                                 result.is_error, result.tool_use_id))
+                for part, call, result in self._stand_ins.pairs(event)]

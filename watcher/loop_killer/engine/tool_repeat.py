@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING, Any, Final
 from ..digest import hex_digest
 
 if TYPE_CHECKING:
-    from .transcript import AssistantPart, Event, ToolResults, TurnStart
+    from .pairing import ToolPairing
+    from .transcript import Event
 
 __all__ = [
     "DEFAULT_IGNORED",
     "MAX_CALLS",
-    "MAX_PENDING",
     "REFUSED_MARK",
     "RULE_TOOL_REPEAT",
     "STATE_VERSION",
@@ -50,7 +50,6 @@ __all__ = [
     "call_label",
     "is_ignored",
     "is_refusal",
-    "put_pending",
     "repeat_label",
     "result_key",
 ]
@@ -88,8 +87,6 @@ MAX_CALLS = 200
 STATE_VERSION = 1
 
 _SHELL_TOOLS = frozenset({"Bash", "PowerShell"})
-MAX_PENDING = 1000
-"""Tool calls (and early results) waiting for their other half in ``feed``."""
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _ISO_MOMENT = re.compile(
@@ -261,7 +258,7 @@ class ToolRepeatCounter:
     call must be refused; ``reset`` is the person speaking.
     """
 
-    __slots__ = ("_block", "_calls", "_early", "_ignored", "_pending")
+    __slots__ = ("_block", "_calls", "_ignored", "_pairing")
 
     def __init__(self, *, ignored: frozenset[str] = DEFAULT_IGNORED,
                  block: int = TOOL_REPEAT_BLOCK) -> None:
@@ -269,10 +266,7 @@ class ToolRepeatCounter:
         self._block = block  # identical results after which the next attempt is refused
         # call digest -> (result digest, count); insertion order is recency.
         self._calls: dict[str, tuple[str, int]] = {}
-        # For ``feed``: tool calls seen, waiting for their results (id -> name, input),
-        # and results that arrived before their call (id -> content, is_error).
-        self._pending: dict[str, tuple[str, Any]] = {}
-        self._early: dict[str, tuple[Any, bool]] = {}
+        self._pairing: ToolPairing | None = None  # ``feed``'s, made on its first call
 
     @property
     def ignored(self) -> frozenset[str]:
@@ -329,29 +323,15 @@ class ToolRepeatCounter:
         A person's prompt resets; re-prompts and meta messages do not. A result written
         before its own call (seen in old transcripts) is counted when the call arrives.
         """
-        AssistantPart, ToolResults, TurnStart = _EVENTS or _event_classes()
-        if isinstance(event, TurnStart):
-            if event.kind == "prompt":
-                self.reset()
-            return []
-        found: list[ToolRepeat] = []
-        if isinstance(event, AssistantPart):
-            for call in event.tool_calls:
-                early = self._early.pop(call.tool_use_id, None)
-                if early is not None:
-                    found.append(self.record(call.name, call.input, early[0], early[1],
-                                             call.tool_use_id))
-                else:
-                    put_pending(self._pending, call.tool_use_id, (call.name, call.input))
-        elif isinstance(event, ToolResults):
-            for result in event.results:
-                pending = self._pending.pop(result.tool_use_id, None)
-                if pending is None:
-                    put_pending(self._early, result.tool_use_id, (result.content, result.is_error))
-                    continue
-                found.append(self.record(pending[0], pending[1], result.content,
-                                         result.is_error, result.tool_use_id))
-        return found
+        pairing = self._pairing
+        if pairing is None:
+            from .pairing import ToolPairing  # (the hooks never feed events)
+
+            pairing = self._pairing = ToolPairing()
+        if pairing.starts_afresh(event):
+            self.reset()
+        return [self.record(call.name, call.input, result.content, result.is_error,
+                            result.tool_use_id) for _, call, result in pairing.pair(event)]
 
     def to_state(self) -> dict[str, Any]:
         """The counts as a small JSON-ready value (digests only; ``feed``'s pairing of
@@ -377,25 +357,3 @@ class ToolRepeatCounter:
                 counter._calls.pop(item[0], None)
                 counter._calls[item[0]] = (item[1], item[2])
         return counter
-
-
-_EVENTS: tuple[type[AssistantPart], type[ToolResults], type[TurnStart]] | None = None
-
-
-def _event_classes() -> tuple[type[AssistantPart], type[ToolResults], type[TurnStart]]:
-    """The event classes ``feed`` reads, imported on its first call (the hooks never feed
-    events, and need not import the transcript reader)."""
-    global _EVENTS
-    from .transcript import AssistantPart, ToolResults, TurnStart
-
-    _EVENTS = (AssistantPart, ToolResults, TurnStart)
-    return _EVENTS
-
-
-def put_pending(table: dict[str, Any], key: str, value: Any) -> None:
-    """Keep a call (or an early result) waiting for its other half, newest last; the
-    oldest give way beyond ``MAX_PENDING``. (``StandIns`` pairs by this same rule.)"""
-    table.pop(key, None)
-    table[key] = value
-    while len(table) > MAX_PENDING:
-        del table[next(iter(table))]

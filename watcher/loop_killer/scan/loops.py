@@ -36,7 +36,7 @@ from ..engine.tool_repeat import (
     ToolRepeatCounter,
     call_label,
 )
-from ..engine.transcript import AssistantPart, Event, ToolResults, TurnStart
+from ..engine.transcript import AssistantPart, Event, ToolCall, ToolResults, TurnStart
 from .ledger import UsageLedger
 from .records import Loop
 
@@ -44,7 +44,6 @@ __all__ = ["MAX_STREAKS", "RepromptLoops", "ToolLoops"]
 
 MAX_STREAKS = 1000
 """Calls followed at once within one turn (the least recently seen close first)."""
-_MAX_CALLS_PENDING = 1000  # tool calls waiting for their result
 _LABEL = 80
 
 
@@ -140,7 +139,7 @@ class _Streak:
 class ToolLoops:
     """Tool-repeat loops of one scope (a session, or one subagent), fed its events."""
 
-    __slots__ = ("_block", "_calls", "_counts", "_ledger", "_streaks", "_warn")
+    __slots__ = ("_block", "_counts", "_ledger", "_streaks", "_warn")
 
     def __init__(self, ledger: UsageLedger, counter: ToolRepeatCounter | None = None, *,
                  warn: int = TOOL_REPEAT_WARN, block: int = TOOL_REPEAT_BLOCK) -> None:
@@ -149,27 +148,14 @@ class ToolLoops:
         self._warn, self._block = warn, block  # as configured (``loop_killer.config``)
         # The counter judges; stand-ins spare it masking outputs it need not compare.
         self._counts = ToolCounts(counter)
-        # tool_use_id -> (message id, timestamp, tool name, input) of calls not yet answered
-        self._calls: dict[str, tuple[str, str, str, Any]] = {}
         self._streaks: dict[bytes, _Streak] = {}  # call digest -> its streak, by recency
 
     def feed(self, event: Event) -> list[Loop]:
         """Take one event; return the loops it closed."""
-        if isinstance(event, AssistantPart):
-            if not event.tool_calls:
-                return []  # nothing for the counter (most lines: text, thinking)
-            for call in event.tool_calls:
-                self._calls.pop(call.tool_use_id, None)
-                self._calls[call.tool_use_id] = (event.message_id, event.timestamp,
-                                                 call.name, call.input)
-                if len(self._calls) > _MAX_CALLS_PENDING:
-                    del self._calls[next(iter(self._calls))]
-        elif not isinstance(event, (ToolResults, TurnStart)):
-            return []  # re-prompts, system lines, goal status: the counter ignores them
         closed: list[Loop] = []
         timestamp = event.timestamp if isinstance(event, (AssistantPart, ToolResults)) else ""
-        for repeat in self._counts.feed(event):
-            closed.extend(self._count(repeat, timestamp))
+        for part, call, repeat in self._counts.feed_paired(event):
+            closed.extend(self._count(part, call, repeat, timestamp))
         if isinstance(event, TurnStart) and event.kind == "prompt":
             closed.extend(self.finish())  # the person spoke: the counter started afresh
         return closed
@@ -178,15 +164,13 @@ class ToolLoops:
         """Close every streak (the turn, or the transcript, is over)."""
         streaks = list(self._streaks.values())
         self._streaks.clear()
-        self._calls.clear()
         return [loop for streak in streaks if (loop := self._loop(streak)) is not None]
 
-    def _count(self, repeat: ToolRepeat, timestamp: str) -> list[Loop]:
-        call = self._calls.pop(repeat.tool_use_id, None)
+    def _count(self, part: AssistantPart, call: ToolCall, repeat: ToolRepeat,
+               timestamp: str) -> list[Loop]:
         if repeat.count == 0:
             return []  # a tool that polls by design: never counted
-        message_id, called_at, name, tool_input = call if call else ("", timestamp,
-                                                                     repeat.name, None)
+        message_id, called_at = part.message_id, part.timestamp
         key = digest(repeat.call.encode("utf-8", "surrogatepass"))
         streak = self._streaks.pop(key, None)
         closed: list[Loop] = []
@@ -197,7 +181,7 @@ class ToolLoops:
             if streak is None or repeat.count != streak.count + 1:
                 if streak is not None and (loop := self._loop(streak)) is not None:
                     closed.append(loop)
-                streak = _Streak(name, tool_input if call else None, called_at or timestamp)
+                streak = _Streak(call.name, call.input, called_at or timestamp)
             streak.calls.append((repeat.count, message_id))
             streak.count = repeat.count
         streak.last_at = called_at or streak.last_at

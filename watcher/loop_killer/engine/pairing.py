@@ -1,0 +1,63 @@
+"""Tool calls paired with their results, as a transcript gives them (pure).
+
+The one pairing every counter of a whole transcript uses: the counter's own ``feed``,
+its stand-ins (``StandIns``) and the scan's tool loops. A result written before its own
+call (seen in old transcripts) waits for the call; at most ``MAX_PENDING`` calls wait for
+results and results for calls, the oldest giving way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .transcript import AssistantPart, Event, ToolCall, ToolResult, ToolResults, TurnStart
+
+__all__ = ["MAX_PENDING", "Paired", "ToolPairing"]
+
+MAX_PENDING = 1000
+"""Tool calls (and early results) waiting for their other half."""
+
+Paired = tuple[AssistantPart, ToolCall, ToolResult]
+"""A result with its call and the reply that made the call."""
+
+
+class ToolPairing:
+    """Pairs the tool calls and results of one scope (a session, or one subagent)."""
+
+    __slots__ = ("_calls", "_early")
+
+    def __init__(self) -> None:
+        self._calls: dict[str, tuple[AssistantPart, ToolCall]] = {}  # waiting for results
+        self._early: dict[str, ToolResult] = {}  # results that came before their call
+
+    @staticmethod
+    def starts_afresh(event: Event) -> bool:
+        """A person's prompt: every count starts afresh (re-prompts and meta messages do
+        not reset)."""
+        return isinstance(event, TurnStart) and event.kind == "prompt"
+
+    def pair(self, event: Event) -> list[Paired]:
+        """The results ``event`` completes, in the order they are to be counted."""
+        done: list[Paired] = []
+        if isinstance(event, AssistantPart):
+            for call in event.tool_calls:
+                early = self._early.pop(call.tool_use_id, None)
+                if early is not None:
+                    done.append((event, call, early))
+                else:
+                    _put(self._calls, call.tool_use_id, (event, call))
+        elif isinstance(event, ToolResults):
+            for result in event.results:
+                made = self._calls.pop(result.tool_use_id, None)
+                if made is None:
+                    _put(self._early, result.tool_use_id, result)
+                else:
+                    done.append((made[0], made[1], result))
+        return done
+
+
+def _put(table: dict[str, Any], key: str, value: Any) -> None:
+    table.pop(key, None)
+    table[key] = value
+    while len(table) > MAX_PENDING:
+        del table[next(iter(table))]
