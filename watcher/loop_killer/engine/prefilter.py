@@ -24,7 +24,7 @@ import re
 from .transcript import Event, ParseStats, ToolResult, ToolResults, UnreadResult, parse_line
 
 __all__ = ["COST", "COST_STATE", "KEEP", "RESULT", "SKIP", "may_be_subagents", "may_matter",
-           "one_result", "skim_line", "sort_line", "unread_result"]
+           "one_result", "skim_line", "skipped_reason", "sort_line", "unread_result"]
 
 # The type names the engine reads, with any spacing JSON allows around the colon (Claude
 # Code writes none), and the cost-state type: one pass of this pattern over a line (several
@@ -169,8 +169,15 @@ def skim_line(line: bytes, stats: ParseStats | None = None) -> Event | None:
     are then read anyway; the history scan leaves them unread, ``unread_result``.)"""
     if sort_line(line) < KEEP:
         if stats is not None:
-            head = line.lstrip()[:1]
-            stats.count(None, "other_type" if head == b"{" else "blank" if not head
-                        else "bad_json")
+            stats.count(None, skipped_reason(line))
         return None
     return parse_line(line, stats)
+
+
+def skipped_reason(line: bytes) -> str:
+    """Why a line ``sort_line`` skips goes unread, as ``ParseStats`` counts it:
+    ``other_type``, ``blank``, or ``bad_json`` when it is not even a JSON object."""
+    if line[:1] == b"{":
+        return "other_type"  # (most lines: no copy of a long one)
+    head = line.lstrip()[:1]
+    return "other_type" if head == b"{" else "blank" if not head else "bad_json"

@@ -24,6 +24,7 @@ from ..engine.prefilter import (
     KEEP,
     RESULT,
     may_be_subagents,
+    skipped_reason,
     sort_line,
     unread_result,
 )
@@ -187,7 +188,7 @@ class TranscriptScan:
             if kind == COST:
                 self._read_cost_state(line)
             if self._prefilter:
-                if line[:1] != b"{" and line.lstrip()[:1] not in (b"{", b""):
+                if skipped_reason(line) == "bad_json":
                     self._garbage += 1  # not even a JSON object: counted without parsing
                 return None
         self.parsed += 1
