@@ -127,13 +127,17 @@ def _kind(entry: os.DirEntry[str]) -> str:
     return "other"
 
 
-def _list_project(folder: str, project: str, listing: Listing, since: float | None) -> None:
+def _entries(folder: str, listing: Listing) -> list[os.DirEntry[str]]:
+    """A folder's entries by name; none (counted as unreadable) if it cannot be listed."""
     try:
-        entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+        return sorted(os.scandir(folder), key=lambda entry: entry.name)
     except OSError:
         listing.skipped[SKIP_UNREADABLE] += 1
-        return
-    for entry in entries:
+        return []
+
+
+def _list_project(folder: str, project: str, listing: Listing, since: float | None) -> None:
+    for entry in _entries(folder, listing):
         kind = _kind(entry)
         if entry.name.endswith(".jsonl"):
             session_id = session_id_of(Path(entry.path))
@@ -155,12 +159,7 @@ def _list_subagents(session_folder: str, session_id: str, project: str, listing:
         return
     if not stat.S_ISDIR(info.st_mode):
         return
-    try:
-        entries = sorted(os.scandir(subagents), key=lambda entry: entry.name)
-    except OSError:
-        listing.skipped[SKIP_UNREADABLE] += 1
-        return
-    for entry in entries:
+    for entry in _entries(subagents, listing):
         if entry.name.endswith(".jsonl"):
             _add(entry, _kind(entry), project, session_id, True, listing, since)
 
