@@ -183,13 +183,19 @@ def _recorder(tmp_path: Path, state: Path, real: str = sys.executable) -> Path:
     """Record (as ``loop-killer install`` does) an interpreter that leaves a mark when it is
     started, then runs the real one: proof of whether the launcher started the package."""
     marker = tmp_path / "package-started"
-    script = tmp_path / "recorded-bin" / "python3"
+    _record_script(state, tmp_path / "recorded-bin",
+                   f'echo started >> "{marker}"\nexec "{real}" "$@"')
+    return marker
+
+
+def _record_script(state: Path, folder: Path, body: str) -> None:
+    """Record a shell script as the interpreter ``loop-killer install`` found."""
+    script = folder / "python3"
     script.parent.mkdir()
-    script.write_text(f'#!/bin/sh\necho started >> "{marker}"\nexec "{real}" "$@"\n')
+    script.write_text(f"#!/bin/sh\n{body}\n")
     script.chmod(0o755)
     state.mkdir(parents=True, exist_ok=True)
     (state / "python").write_text(f"{script}\n")
-    return marker
 
 
 def _run(python: str, plugin: Path, stdin: bytes, *args: str,
@@ -370,12 +376,7 @@ def test_odd_things_at_the_tools_path_never_hang_the_hook(
 def _copying_python(tmp_path: Path, state: Path) -> Path:
     """A recorded "interpreter" that only keeps what it finds on its stdin."""
     copy = tmp_path / "stdin-copy"
-    script = tmp_path / "copy-bin" / "python3"
-    script.parent.mkdir()
-    script.write_text(f'#!/bin/sh\n"{shutil.which("cat")}" > "{copy}"\n')
-    script.chmod(0o755)
-    state.mkdir(parents=True, exist_ok=True)
-    (state / "python").write_text(f"{script}\n")
+    _record_script(state, tmp_path / "copy-bin", f'"{shutil.which("cat")}" > "{copy}"')
     return copy
 
 
