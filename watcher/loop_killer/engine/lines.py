@@ -8,7 +8,10 @@ newline can never grow a process without bound.
 
 from __future__ import annotations
 
-__all__ = ["MAX_LINE_BYTES", "LineBuffer"]
+__all__ = ["MAX_LINE_BYTES", "LineBuffer", "Span"]
+
+Span = tuple[int, bytes, int, int]
+"""A line in a buffer: (its offset in the file, the buffer, its start and end in it)."""
 
 MAX_LINE_BYTES = 32 * 1024 * 1024
 """The longest line kept. Claude Code's own lines stay far below it (it caps pasted
@@ -44,35 +47,43 @@ class LineBuffer:
 
     def feed(self, chunk: bytes) -> list[tuple[int, bytes]]:
         """The lines completed by ``chunk``: (start offset, line without its newline)."""
+        return [(offset, buffer[start:end]) for offset, buffer, start, end in self.spans(chunk)]
+
+    def spans(self, chunk: bytes) -> list[Span]:
+        """``feed`` without copying lines out of ``chunk``: each line completed by it as
+        (start offset, buffer, start, end), the line being ``buffer[start:end]``. The
+        buffer is ``chunk`` itself, or, for a line begun in earlier chunks, that line."""
         base = self.offset
         self.offset += len(chunk)
         newline = chunk.find(b"\n")
         if newline < 0:
             self._hold(chunk)
             return []
-        lines: list[tuple[int, bytes]] = []
+        spans: list[Span] = []
         if self._skipping:
             self._skipping = False
         elif self._partial:
             self._partial += chunk[:newline]
             if len(self._partial) <= self.max_line:
-                lines.append((base - (len(self._partial) - newline), bytes(self._partial)))
+                line = bytes(self._partial)
+                spans.append((base + newline - len(line), line, 0, len(line)))
             else:
                 self.oversized += 1
             self._partial = bytearray()
         elif newline <= self.max_line:
-            lines.append((base, chunk[:newline]))
+            spans.append((base, chunk, 0, newline))
         else:
             self.oversized += 1
         start = newline + 1
-        while (newline := chunk.find(b"\n", start)) >= 0:
-            if newline - start <= self.max_line:
-                lines.append((base + start, chunk[start:newline]))
+        find, max_line = chunk.find, self.max_line
+        while (newline := find(b"\n", start)) >= 0:
+            if newline - start <= max_line:
+                spans.append((base + start, chunk, start, newline))
             else:
                 self.oversized += 1
             start = newline + 1
         self._hold(chunk[start:])
-        return lines
+        return spans
 
     def _hold(self, rest: bytes) -> None:
         if self._skipping or not rest:

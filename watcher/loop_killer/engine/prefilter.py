@@ -20,11 +20,12 @@ key twice.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from .transcript import Event, ParseStats, ToolResult, ToolResults, UnreadResult, parse_line
 
 __all__ = ["COST", "COST_STATE", "KEEP", "RESULT", "SKIP", "may_be_subagents", "may_matter",
-           "one_result", "skim_line", "skipped_reason", "sort_line", "unread_result"]
+           "one_result", "skim_line", "skim_span", "skipped_reason", "sort_line", "unread_result"]
 
 # The type names the engine reads, with any spacing JSON allows around the colon (Claude
 # Code writes none), and the cost-state type: one pass of this pattern over a line (several
@@ -58,48 +59,51 @@ RESULT = 3
 _TOP_TYPES = {b"user": KEEP, b"assistant": KEEP, b"system": KEEP, b"cost-state": COST}
 
 
-def _top_type(line: bytes) -> tuple[bytes, int] | None:
+def _top_type(line: bytes, start: int, end: int) -> tuple[bytes, int] | None:
     """The line's own ``type`` and where its value ends, when its first ``"type":"`` is a
     key of the line's own object (no object or array opens before it); else None."""
-    if line.startswith(b'{"type":"'):
-        first = 1  # the first key (Claude Code's bookkeeping lines)
+    if line.startswith(b'{"type":"', start, end):
+        first = start + 1  # the first key (Claude Code's bookkeeping lines)
     else:
-        first = line.find(b'"type":"', 0, _HEAD_WITHIN)
+        first = line.find(b'"type":"', start, min(end, start + _HEAD_WITHIN))
         # (after a comma: its quote opens a key; a key ending in an escaped quote and
         # "type" holds the same bytes, after a backslash)
-        if first < 0 or line[:1] != b"{" or line[first - 1] != 44 or \
-                line.find(b"{", 1, first) >= 0 or line.find(b"[", 1, first) >= 0:
+        if first < 0 or line[start] != 123 or line[first - 1] != 44 or \
+                line.find(b"{", start + 1, first) >= 0 or line.find(b"[", start + 1, first) >= 0:
             return None
-    end = line.find(b'"', first + 8)
-    return (line[first + 8:end], end) if end > 0 else None
+    value_end = line.find(b'"', first + 8, end)
+    return (line[first + 8:value_end], value_end) if value_end > 0 else None
 
 
-def sort_line(line: bytes) -> int:
-    """``KEEP`` unless ``parse_line`` would surely give no event for ``line``; then ``COST``
-    if it may be a ``cost-state`` line, else ``SKIP``. ``RESULT`` (to keep, too) for a line
-    that starts like one tool result: ``one_result`` may tell it unparsed."""
-    top = _top_type(line)
+def sort_line(line: bytes, start: int = 0, end: int | None = None) -> int:
+    """``KEEP`` unless ``parse_line`` would surely give no event for ``line`` (or for
+    ``line[start:end]``, read in place); then ``COST`` if it may be a ``cost-state`` line,
+    else ``SKIP``. ``RESULT`` (to keep, too) for a line that starts like one tool result:
+    ``one_result`` may tell it unparsed."""
+    end = len(line) if end is None else end
+    top = _top_type(line, start, end)
     if top is not None:
         # Most lines: the type is one of the first keys, and a key is never written twice.
         if top[0] == b"attachment":
-            return KEEP if _GOAL_STATUS in line else SKIP
-        if top[0] == b"user" and line.startswith(_RESULT_HEAD, top[1] - 12):
+            return KEEP if line.find(_GOAL_STATUS, start, end) >= 0 else SKIP
+        if top[0] == b"user" and line.startswith(_RESULT_HEAD, top[1] - 12, end):
             return RESULT
         return _TOP_TYPES.get(top[0], SKIP)
     cost = SKIP
-    found = _TYPE.search(line)
+    found = _TYPE.search(line, start, end)
     while found is not None and found.group(1) == b"cost-state":
         cost = COST
-        found = _TYPE.search(line, found.end())
+        found = _TYPE.search(line, found.end(), end)
     if found is None:
         return cost
     if found.group(1) != b"attachment":
         return KEEP
     # Only goal_status attachments are events (the name must then appear in the line),
     # unless the line's own type is another one, written after a nested "attachment".
-    if _GOAL_STATUS in line or _CONVERSATION.search(line, found.end()) is not None:
+    if line.find(_GOAL_STATUS, start, end) >= 0 or \
+            _CONVERSATION.search(line, found.end(), end) is not None:
         return KEEP
-    return COST if cost or COST_STATE in line else SKIP
+    return COST if cost or line.find(COST_STATE, start, end) >= 0 else SKIP
 
 
 def may_matter(line: bytes) -> bool:
@@ -113,11 +117,12 @@ _RESULT_HEAD = b'"type":"user","message":{"role":"user","content":[{"tool_use_id
 _RESULT_ID = re.compile(rb'([!#-\[\]-~]{1,256})","type":"tool_result",')
 
 
-def one_result(line: bytes) -> tuple[str, bool] | None:
+def one_result(line: bytes, start: int = 0, end: int | None = None
+               ) -> tuple[str, bool] | None:
     """``(tool_use_id, sidechain)`` when the line's bytes alone say that ``parse_line``
-    would read it as one tool result, ``tool_use_id`` (in a subagent's scope when
-    ``sidechain``); None when only parsing can tell. The line is then left unread
-    (``UnreadResult``) unless its call repeats.
+    would read it (or ``line[start:end]``) as one tool result, ``tool_use_id`` (in a
+    subagent's scope when ``sidechain``); None when only parsing can tell. The line is
+    then left unread (``UnreadResult``) unless its call repeats.
 
     Sure because a quote inside a JSON string is escaped: the head below is the line's
     own structure, at the top level when no object or array opens before it; no other
@@ -125,21 +130,22 @@ def one_result(line: bytes) -> tuple[str, bool] | None:
     Claude Code never writes, would answer no call: not looked for, as that costs a
     slower scan), and its ``isSidechain`` key, if any, is one before it.
     """
-    top = _top_type(line)
+    end = len(line) if end is None else end
+    top = _top_type(line, start, end)
     if top is None or top[0] != b"user":
         return None
-    start = top[1] - 12  # where '"type":"user' starts
-    if not line.startswith(_RESULT_HEAD, start):
+    head = top[1] - 12  # where '"type":"user' starts
+    if not line.startswith(_RESULT_HEAD, head, end):
         return None
-    found = _RESULT_ID.match(line, start + len(_RESULT_HEAD))
-    if found is None or line.find(b'"tool_use_id"', found.end()) >= 0:
+    found = _RESULT_ID.match(line, head + len(_RESULT_HEAD), end)
+    if found is None or line.find(b'"tool_use_id"', found.end(), end) >= 0:
         return None
     tool_use_id = found.group(1).decode()
-    flags = line.count(b'"isSidechain"', 0, start)
+    flags = line.count(b'"isSidechain"', start, head)
     if flags == 0:
         # Claude Code writes it before the message; if not there, it must be nowhere.
-        return (tool_use_id, False) if line.find(b'"isSidechain"', start) < 0 else None
-    flag = line.find(b'"isSidechain"', 0, start)
+        return (tool_use_id, False) if line.find(b'"isSidechain"', head, end) < 0 else None
+    flag = line.find(b'"isSidechain"', start, head)
     if flags > 1 or line[flag - 1] != 44:  # (not a key of its own: see _top_type)
         return None
     value = line[flag + 13: flag + 19]
@@ -148,15 +154,19 @@ def one_result(line: bytes) -> tuple[str, bool] | None:
     return (tool_use_id, False) if value == b":false" else None
 
 
-def unread_result(line: bytes) -> tuple[ToolResults, bool] | None:
+def unread_result(line: bytes, start: int = 0, end: int | None = None,
+                  source: Callable[[], bytes] | None = None
+                  ) -> tuple[ToolResults, bool] | None:
     """The event of a lone tool result (``one_result``), its content left unread, and
-    whether it is a subagent's; None when only parsing can tell."""
-    told = one_result(line)
+    whether it is a subagent's; None when only parsing can tell. The line is kept for
+    the reading (a copy of ``line[start:end]``) unless ``source`` gives it again."""
+    told = one_result(line, start, end)
     if told is None:
         return None
     tool_use_id, sidechain = told
-    return ToolResults("", "", (ToolResult(tool_use_id, UnreadResult(line, tool_use_id),
-                                           False),)), sidechain
+    end = len(line) if end is None else end
+    unread = UnreadResult(source or line[start:end], tool_use_id, end - start)
+    return ToolResults("", "", (ToolResult(tool_use_id, unread, False),)), sidechain
 
 
 def skim_line(line: bytes, stats: ParseStats | None = None) -> Event | None:
@@ -167,17 +177,24 @@ def skim_line(line: bytes, stats: ParseStats | None = None) -> Event | None:
     JSON object; a broken line that starts like a skipped type is not told apart.
     (Tool results are parsed: the watcher's sessions often repeat a call, whose results
     are then read anyway; the history scan leaves them unread, ``unread_result``.)"""
-    if sort_line(line) < KEEP:
+    return skim_span(line, 0, len(line), stats)
+
+
+def skim_span(buffer: bytes, start: int, end: int, stats: ParseStats | None = None
+              ) -> Event | None:
+    """``skim_line`` of ``buffer[start:end]``, which is copied only to be parsed."""
+    if sort_line(buffer, start, end) < KEEP:
         if stats is not None:
-            stats.count(None, skipped_reason(line))
+            stats.count(None, skipped_reason(buffer, start, end))
         return None
-    return parse_line(line, stats)
+    return parse_line(buffer[start:end], stats)
 
 
-def skipped_reason(line: bytes) -> str:
+def skipped_reason(line: bytes, start: int = 0, end: int | None = None) -> str:
     """Why a line ``sort_line`` skips goes unread, as ``ParseStats`` counts it:
     ``other_type``, ``blank``, or ``bad_json`` when it is not even a JSON object."""
-    if line[:1] == b"{":
+    end = len(line) if end is None else end
+    if start < end and line[start] == 123:
         return "other_type"  # (most lines: no copy of a long one)
-    head = line.lstrip()[:1]
+    head = line[start:end].lstrip()[:1]
     return "other_type" if head == b"{" else "blank" if not head else "bad_json"

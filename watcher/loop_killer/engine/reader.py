@@ -25,6 +25,7 @@ __all__ = [
     "EventReader",
     "LineEvent",
     "LineParser",
+    "SpanParser",
     "Step",
     "TranscriptReader",
     "detect_transcript",
@@ -34,6 +35,10 @@ LineParser = Callable[[bytes, ParseStats], "Event | None"]
 """Turns one whole line into its event (None to skip it, counted in the stats):
 ``parse_line``, or a caller's wrapper around it (the history scan skips lines that
 cannot matter before parsing, and routes a subagent's inline lines elsewhere)."""
+
+SpanParser = Callable[[bytes, int, int, ParseStats], "Event | None"]
+"""A ``LineParser`` given the line as ``buffer[start:end]`` (``LineBuffer.spans``), so that
+lines it skips are never copied out of the bytes read (the watcher and the scan)."""
 
 _NOTHING: tuple[()] = ()
 
@@ -62,15 +67,17 @@ class EventReader:
     """The first stages alone: bytes in any chunks -> whole lines -> events, each with
     where its line sits in the file (``offset``: where the first byte fed sits).
     Lines that hold no event are counted in ``stats`` and give no step. ``parse``: how
-    one line becomes an event (``parse_line`` unless a caller wraps it)."""
+    one line becomes an event (``parse_line`` unless a caller wraps it); or
+    ``parse_span``, the same given the line in place."""
 
     __slots__ = ("_lines", "_parse", "stats")
 
     def __init__(self, *, offset: int = 0, max_line: int = MAX_LINE_BYTES,
-                 parse: LineParser = parse_line) -> None:
+                 parse: LineParser = parse_line, parse_span: SpanParser | None = None
+                 ) -> None:
         self.stats = ParseStats()
         self._lines = LineBuffer(offset, max_line=max_line)
-        self._parse = parse
+        self._parse = parse_span if parse_span is not None else _copying(parse)
 
     @property
     def offset(self) -> int:
@@ -92,15 +99,21 @@ class EventReader:
         found: list[LineEvent] = []
         stats = self.stats
         parse = self._parse
-        for start, line in self._lines.feed(chunk):
-            event = parse(line, stats)
+        for offset, buffer, start, end in self._lines.spans(chunk):
+            event = parse(buffer, start, end, stats)
             if event is not None:
-                found.append(LineEvent(start, start + len(line) + 1, event))
+                found.append(LineEvent(offset, offset + end - start + 1, event))
         return found
 
     def reset(self, offset: int | None = None) -> None:
         """Forget a partial line (after a truncation, say); optionally move ``offset``."""
         self._lines.reset(offset)
+
+
+def _copying(parse: LineParser) -> SpanParser:
+    def parse_span(buffer: bytes, start: int, end: int, stats: ParseStats) -> Event | None:
+        return parse(buffer[start:end], stats)
+    return parse_span
 
 
 class TranscriptReader:
@@ -123,12 +136,14 @@ class TranscriptReader:
         max_line: int = MAX_LINE_BYTES,
         detector: RunDetector | None = None,
         parse: LineParser = parse_line,
+        parse_span: SpanParser | None = None,
         thresholds: Thresholds = DEFAULT_THRESHOLDS,
     ) -> None:
         self.detector = detector or RunDetector(session_id, live=live,
                                                 already_fired=already_fired,
                                                 thresholds=thresholds)
-        self.events = EventReader(offset=offset, max_line=max_line, parse=parse)
+        self.events = EventReader(offset=offset, max_line=max_line, parse=parse,
+                                  parse_span=parse_span)
 
     @property
     def stats(self) -> ParseStats:

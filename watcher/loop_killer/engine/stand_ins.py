@@ -71,7 +71,7 @@ class _Last:
 
 def _size(content: Any) -> int:
     if isinstance(content, UnreadResult):
-        return len(content.line)
+        return content.size
     if isinstance(content, str):
         return len(content)
     if isinstance(content, list):
@@ -126,7 +126,7 @@ class StandIns:
                 # counts 1 either way, so no loop can tell. And the hooks only refuse a
                 # call that gave results in the turn: those are kept here.)
                 return self._keep(call, _Last(content, False, None, self._new_token(),
-                                              len(content.line)), result.tool_use_id)
+                                              content.size), result.tool_use_id)
             content, is_error = content.read()
         if is_refusal(content, is_error=is_error):
             return ToolResult(result.tool_use_id, content, is_error)  # never compared

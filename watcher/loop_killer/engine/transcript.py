@@ -10,6 +10,7 @@ types, ...) are skipped, and broken lines are counted, never fatal.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Final, Literal
@@ -87,18 +88,26 @@ class UnreadResult:
     if the line turns out not to hold it).
     """
 
-    __slots__ = ("line", "tool_use_id")
+    __slots__ = ("size", "source", "tool_use_id")
 
     BROKEN: Final = "\x00loop-killer: unreadable tool result line"
-    """Stands for the content of a line that did not parse."""
+    """Stands for the content of a line that did not parse (or could not be read again)."""
 
-    def __init__(self, line: bytes, tool_use_id: str) -> None:
-        self.line = line
+    def __init__(self, source: bytes | Callable[[], bytes], tool_use_id: str,
+                 size: int | None = None) -> None:
+        # The line, or how to read it again (the scan: from the file, so that the most
+        # bytes of a history are never copied); ``size``: its length.
+        self.source = source
         self.tool_use_id = tool_use_id
+        self.size = len(source) if isinstance(source, bytes) else (size or 0)
 
     def read(self) -> tuple[Any, bool]:
         """(content, is_error), as ``parse_line`` gives them."""
-        entry = _load(self.line)
+        try:
+            line = self.source if isinstance(self.source, bytes) else self.source()
+        except OSError:
+            return self.BROKEN, True
+        entry = _load(line)
         message = entry.get("message") if isinstance(entry, dict) else None
         content = message.get("content") if isinstance(message, dict) else None
         for result in _tool_results(content):

@@ -18,6 +18,7 @@ import os
 import stat
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from ..config import Settings
@@ -211,7 +212,7 @@ def read_transcript(transcript: Transcript, *, prefilter: bool = True,
         scan = TranscriptScan(path=transcript.path, project=transcript.project,
                               session_id=transcript.session_id,
                               subagent=transcript.subagent, prefilter=prefilter,
-                              settings=settings)
+                              settings=settings, reread=partial(_reread, fd))
         while chunk := os.read(fd, chunk_bytes):
             scan.feed(chunk)
         return scan.finish()
@@ -224,6 +225,12 @@ def read_transcript(transcript: Transcript, *, prefilter: bool = True,
         return skipped(SKIP_FAILED)
     finally:
         os.close(fd)
+
+
+def _reread(fd: int, offset: int, length: int) -> bytes:
+    """A line read again (a tool result the scan left unread, to compare it): the file
+    is only ever appended to, so its bytes there are the ones scanned."""
+    return os.pread(fd, length, offset)
 
 
 def _is_link(path: str) -> bool:

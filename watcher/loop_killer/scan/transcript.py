@@ -14,6 +14,8 @@ until its call repeats (the engine's ``prefilter``); ``cost-state`` lines (Claud
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from functools import partial
 
 import orjson
 
@@ -86,9 +88,13 @@ class TranscriptScan:
     ``subagent``: the file is a subagent's. ``prefilter``: skip lines that cannot matter
     without parsing them (off only to prove it changes nothing). ``settings``: the thresholds and
     ignored tools (``loop_killer.config``; the documented defaults unless given).
+    ``reread``: reads (offset, length) bytes of the file again; given, a tool result left
+    unread is read again from the file when it must be compared, instead of being kept.
     """
 
     __slots__ = (
+        "_chunk",
+        "_chunk_at",
         "_cost_state",
         "_events",
         "_garbage",
@@ -97,6 +103,7 @@ class TranscriptScan:
         "_prefilter",
         "_reader",
         "_reprompts",
+        "_reread",
         "_settings",
         "_side_scope",
         "bytes_read",
@@ -111,8 +118,11 @@ class TranscriptScan:
     def __init__(self, *, path: str = "", project: str = "", session_id: str = "",
                  subagent: bool = False, prefilter: bool = True,
                  settings: Settings | None = None,
-                 max_line: int = MAX_LINE_BYTES) -> None:
+                 max_line: int = MAX_LINE_BYTES,
+                 reread: Callable[[int, int], bytes] | None = None) -> None:
         self.path, self.project, self.session_id = path, project, session_id
+        self._reread = reread
+        self._chunk, self._chunk_at = b"", 0
         self.subagent = subagent
         self._prefilter = prefilter
         self._loops: list[Loop] = []
@@ -130,17 +140,19 @@ class TranscriptScan:
             self._main: _Scope | None = None
             self._reprompts: RepromptLoops | None = None
             self._reader: TranscriptReader | None = None
-            self._events = EventReader(max_line=max_line, parse=self._parse)
+            self._events = EventReader(max_line=max_line, parse_span=self._parse)
         else:
             self._main = _Scope(settings)
             self._side_scope = None  # made on the first inline subagent line
             self._reprompts = RepromptLoops(self._main.ledger)
-            self._reader = TranscriptReader(session_id, max_line=max_line, parse=self._parse,
+            self._reader = TranscriptReader(session_id, max_line=max_line,
+                                            parse_span=self._parse,
                                             thresholds=settings.thresholds)
             self._events = self._reader.events
 
     def feed(self, chunk: bytes) -> None:
         """Take the file's next bytes."""
+        self._chunk, self._chunk_at = chunk, self.bytes_read
         self.bytes_read += len(chunk)
         if self._reader is None:
             self._events.feed(chunk)  # every event went to the subagent's scope
@@ -170,28 +182,30 @@ class TranscriptScan:
             parsed=self.parsed, broken=broken, oversized=self._events.oversized_lines,
         )
 
-    def _parse(self, line: bytes, stats: ParseStats) -> Event | None:
-        """One line's event for the main scope (the reader's parser)."""
+    def _parse(self, buffer: bytes, start: int, end: int, stats: ParseStats) -> Event | None:
+        """One line's event for the main scope (the reader's parser): the line is
+        ``buffer[start:end]``, copied out only to be parsed."""
         self.lines += 1
-        kind = sort_line(line)
+        kind = sort_line(buffer, start, end)
         if kind == RESULT and self._prefilter:
-            result = unread_result(line)
+            result = unread_result(buffer, start, end, self._source(buffer, start, end))
             if result is not None:
                 # Most of a history's bytes: read only if the call repeats (``StandIns``).
                 unread, sidechain = result
                 if self._main is None or sidechain:
-                    self._side(line).event(unread, self._loops)
+                    self._side(buffer, start, end).event(unread, self._loops)
                     return None
                 return unread
         elif kind < KEEP:
             # No conversation type in it: a cost-state line is one of these.
             if kind == COST:
-                self._read_cost_state(line)
+                self._read_cost_state(buffer[start:end])
             if self._prefilter:
-                if skipped_reason(line) == "bad_json":
+                if skipped_reason(buffer, start, end) == "bad_json":
                     self._garbage += 1  # not even a JSON object: counted without parsing
                 return None
         self.parsed += 1
+        line = buffer[start:end]
         if self._main is None:
             self._side_line(line)
             return None
@@ -200,10 +214,17 @@ class TranscriptScan:
             self._side_line(line)  # a subagent's line, inline (Claude Code 1.0.x)
         return event
 
-    def _side(self, line: bytes) -> _Scope:
-        """The subagent's scope (made on its first line)."""
+    def _source(self, buffer: bytes, start: int, end: int) -> Callable[[], bytes] | None:
+        """How to read a line of the chunk being fed again from the file, if that can
+        be done (else the line is copied, ``unread_result``)."""
+        if self._reread is None or buffer is not self._chunk:
+            return None
+        return partial(self._reread, self._chunk_at + start, end - start)
+
+    def _side(self, line: bytes, start: int = 0, end: int | None = None) -> _Scope:
+        """The subagent's scope (made on its first line, ``line[start:end]``)."""
         if not self.session_id:
-            found = _SESSION_ID.search(line)
+            found = _SESSION_ID.search(line, start, len(line) if end is None else end)
             if found:
                 self.session_id = found.group(1).decode()
         if self._side_scope is None:

@@ -39,7 +39,7 @@ from ..engine import (
     TurnStart,
     parse_timestamp,
 )
-from ..engine.prefilter import skim_line
+from ..engine.prefilter import skim_span
 from ..state import records
 from ..state.files import open_transcript
 from ..state.inbox import discard_request, peek_request
@@ -203,7 +203,8 @@ class Sessions:
         if self.settings.project_off(folder=Path(path).parent.name):
             thresholds = replace(thresholds, off=frozenset({RULE_SAME, RULE_IDLE}))
         return TranscriptReader(session_id, offset=offset, live=data is None,
-                                already_fired=known, thresholds=thresholds, parse=skim_line)
+                                already_fired=known, thresholds=thresholds,
+                                parse_span=skim_span)
 
     def _wake(self, tracked: Tracked) -> None:
         """Rebuild a dormant session's reader from its tail up to what was read, as the
