@@ -15,6 +15,8 @@ from loop_killer.engine.prefilter import (
     may_matter,
     one_result,
     skim_line,
+    skim_span,
+    skipped_reason,
     sort_line,
 )
 from loop_killer.engine.transcript import (
@@ -218,6 +220,13 @@ def check_contracts(line: bytes) -> None:
     if sort_line(line) < KEEP:
         assert main is None and side is None, line
     assert skim_line(line) == main, line
+    # Read in place, between other lines, every test says the same.
+    buffer = b'{"type":"user"}\n' + line + b'\n{"isSidechain":true,"tool_use_id":"x"'
+    start, end = 16, 16 + len(line)
+    assert sort_line(buffer, start, end) == sort_line(line), line
+    assert one_result(buffer, start, end) == one_result(line), line
+    assert skipped_reason(buffer, start, end) == skipped_reason(line), line
+    assert skim_span(buffer, start, end) == main, line
     told = one_result(line)
     if told is not None:
         tool_use_id, sidechain = told
