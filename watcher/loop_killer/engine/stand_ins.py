@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..digest import digest
-from .pairing import Paired, ToolPairing
+from .pairing import ToolPairing
 from .tool_repeat import (
     MAX_CALLS,
     ToolRepeat,
@@ -100,22 +100,25 @@ class StandIns:
         self._held = 0  # bytes of contents kept in ``_last``
         self._tokens = 0
 
-    def pairs(self, event: Event) -> list[Paired]:
+    def pairs(self, event: Event) -> list[tuple[AssistantPart, ToolCall, str, ToolResult]]:
         """The results ``event`` completes, each with its call (``ToolPairing``, the
-        counter's own pairing) and with its stand-in for its content."""
+        counter's own pairing), the call's ``call_key`` and its stand-in for its content."""
         if self._pairing.starts_afresh(event):
             self._last.clear()  # the counter starts afresh: so do the comparisons
             self._held = 0
-        return [(part, call, self._stand_in(call.name, call.input, result))
-                for part, call, result in self._pairing.pair(event)]
+        paired: list[tuple[AssistantPart, ToolCall, str, ToolResult]] = []
+        for part, call, result in self._pairing.pair(event):
+            key = call_key(call.name, call.input)
+            paired.append((part, call, key, self._stand_in(call.name, key, result)))
+        return paired
 
-    def _stand_in(self, name: str, tool_input: Any, result: ToolResult) -> ToolResult:
+    def _stand_in(self, name: str, call_text: str, result: ToolResult) -> ToolResult:
         ignored = self._ignored_names.get(name)
         if ignored is None:
             ignored = self._ignored_names[name] = is_ignored(name, self._ignored)
         if ignored:
             return result  # the counter never looks at these: hand them on as they are
-        call = digest(call_key(name, tool_input).encode("utf-8", "surrogatepass"))
+        call = digest(call_text.encode("utf-8", "surrogatepass"))
         last = self._last.get(call)
         content, is_error = result.content, result.is_error
         if isinstance(content, UnreadResult):
@@ -212,6 +215,6 @@ class ToolCounts:
             return []  # re-prompts, system lines, goal status: nothing to count
         if ToolPairing.starts_afresh(event):
             self.counter.reset()
-        return [(part, call, self.counter.record(call.name, call.input, result.content,
-                                                 result.is_error, result.tool_use_id))
-                for part, call, result in self._stand_ins.pairs(event)]
+        return [(part, call, self.counter.record_call(key, call.name, result.content,
+                                                      result.is_error, result.tool_use_id))
+                for part, call, key, result in self._stand_ins.pairs(event)]

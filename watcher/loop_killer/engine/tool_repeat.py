@@ -282,7 +282,12 @@ class ToolRepeatCounter:
 
         A result that is loop-killer's own refusal leaves the count as it was.
         """
-        call = call_key(name, tool_input)
+        return self.record_call(call_key(name, tool_input), name, content, is_error,
+                                tool_use_id)
+
+    def record_call(self, call: str, name: str, content: object, is_error: bool,
+                    tool_use_id: str = "") -> ToolRepeat:
+        """``record`` of a call already keyed: ``call`` is ``call_key(name, input)``."""
         if is_ignored(name, self._ignored):
             return ToolRepeat(call, name, tool_use_id, 0)
         digest = _digest(call)
