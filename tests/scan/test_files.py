@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from loop_killer.scan import files
 from loop_killer.scan.files import (
     SKIP_LINK,
     SKIP_NOT_REGULAR,
@@ -18,6 +19,7 @@ from loop_killer.scan.files import (
     read_transcript,
 )
 from loop_killer.scan.pool import scan_transcripts
+from loop_killer.scan.transcript import scan_bytes
 from loop_killer.state.paths import projects_dir
 
 from .planted import Session, Use
@@ -197,3 +199,33 @@ def test_scanning_never_writes_to_a_transcript(root: Path) -> None:
     after = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in root.rglob("*")
              if p.is_file()}
     assert before == after and path in after
+
+
+def test_results_left_unread_are_read_again_from_the_file(root: Path,
+                                                         monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    # Results are left unread (not even copied) and read back from the file when their
+    # call repeats: the same loops and tokens as read from memory, in any chunking.
+    session = Session(MAIN)
+    session.prompt("go")
+    for output in ("1 failed", "2 failed", "2 failed", "2 failed", "2 failed"):
+        session.noise()
+        session.tool_round("pytest -k auth", output, Use(5, 3))
+    path = session.write(root / "-home-dev-proj" / f"{MAIN}.jsonl")
+    (transcript,) = find_transcripts(root).transcripts
+    in_memory = scan_bytes(path.read_bytes(), chunk_size=7, prefilter=False)
+    reread: list[tuple[int, int]] = []
+    read_again = files._reread
+
+    def counted(fd: int, offset: int, length: int) -> bytes:
+        reread.append((offset, length))
+        return read_again(fd, offset, length)
+
+    monkeypatch.setattr(files, "_reread", counted)
+    for chunk_bytes in (97, 1 << 20):
+        result = read_transcript(transcript, chunk_bytes=chunk_bytes)
+        assert [loop.replies for loop in result.loops] == [4]
+        assert result.loops == in_memory.loops and result.usage == in_memory.usage
+    # (in small chunks, a line cut between two is whole only in a copy: that is kept)
+    assert reread and all(path.read_bytes()[offset:offset + length].startswith(b"{")
+                          for offset, length in reread)

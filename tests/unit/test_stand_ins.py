@@ -183,3 +183,12 @@ def test_one_pairing_of_calls_and_results_as_the_counter_pairs_them() -> None:
     for feed in (twice, waiting):
         assert counts(feed, through=True) == counts(feed, through=False)
         assert counts(feed, through=False)  # (something was counted)
+
+
+def test_a_result_that_cannot_be_read_again_is_a_broken_one() -> None:
+    def gone() -> bytes:
+        raise OSError("the file is gone")
+
+    assert UnreadResult(gone, "id1", 100).read() == (UnreadResult.BROKEN, True)
+    line = unread("id1", "3 passed", False).source
+    assert UnreadResult(lambda: line, "id1", 100).read() == ("3 passed", False)
