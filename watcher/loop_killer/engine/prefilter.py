@@ -7,7 +7,8 @@ reading whole sessions, so:
 
 * ``sort_line`` tells the lines ``parse_line`` would surely turn into no event (their
   own ``type`` is none of ``user``, ``assistant``, ``system``, or an ``attachment``
-  holding a ``goal_status``); ``skim_line`` (the watcher) skips them unparsed;
+  holding a ``goal_status``); ``skim_line`` and ``skim_span`` (the watcher) skip them
+  unparsed, and uncopied when read in place;
 * ``one_result`` tells a line that is exactly one tool result; ``unread_result`` (the
   history scan) hands it on unread (``UnreadResult``).
 
