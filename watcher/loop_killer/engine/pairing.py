@@ -36,6 +36,14 @@ class ToolPairing:
         not reset)."""
         return isinstance(event, TurnStart) and event.kind == "prompt"
 
+    @staticmethod
+    def may_pair(event: Event) -> bool:
+        """False for the events that neither pair nor start afresh (most of them: a reply
+        with no tool call, a re-prompt, a system line...), told cheaply."""
+        if isinstance(event, AssistantPart):
+            return bool(event.tool_calls)
+        return isinstance(event, (ToolResults, TurnStart))
+
     def pair(self, event: Event) -> list[Paired]:
         """The results ``event`` completes, in the order they are to be counted."""
         done: list[Paired] = []

@@ -44,8 +44,6 @@ from .transcript import (
     Event,
     ToolCall,
     ToolResult,
-    ToolResults,
-    TurnStart,
     UnreadResult,
 )
 
@@ -208,11 +206,8 @@ class ToolCounts:
 
     def feed_paired(self, event: Event) -> list[tuple[AssistantPart, ToolCall, ToolRepeat]]:
         """``feed``, each count with its call and the reply that made the call."""
-        if isinstance(event, AssistantPart):
-            if not event.tool_calls:
-                return []  # most lines: text or thinking, nothing to count
-        elif not isinstance(event, (ToolResults, TurnStart)):
-            return []  # re-prompts, system lines, goal status: nothing to count
+        if not ToolPairing.may_pair(event):
+            return []  # most lines: text or thinking, nothing to count
         if ToolPairing.starts_afresh(event):
             self.counter.reset()
         return [(part, call, self.counter.record_call(key, call.name, result.content,
