@@ -189,6 +189,29 @@ def test_a_result_that_cannot_be_read_again_is_a_broken_one() -> None:
     def gone() -> bytes:
         raise OSError("the file is gone")
 
-    assert UnreadResult(gone, "id1", 100).read() == (UnreadResult.BROKEN, True)
+    assert UnreadResult(gone, "id1").read() == (UnreadResult.BROKEN, True)
     line = unread("id1", "3 passed", False).source
-    assert UnreadResult(lambda: line, "id1", 100).read() == ("3 passed", False)
+    assert UnreadResult(lambda: line, "id1").read() == ("3 passed", False)
+
+
+def test_results_read_again_from_their_file_take_no_room() -> None:
+    # Kept for comparison, a result that can be read again holds no bytes: it is never
+    # read just to make room, however many there are.
+    read: list[str] = []
+
+    def again(tool_use_id: str, line: bytes) -> UnreadResult:
+        def source() -> bytes:
+            read.append(tool_use_id)
+            return line  # (never called: nothing is compared)
+        return UnreadResult(source, tool_use_id)
+
+    counts = ToolCounts(ToolRepeatCounter(), max_held=64)
+    for n in range(50):
+        call = ToolCall(f"id{n}", "Bash", {"command": f"ls {n}"})
+        line = unread(f"id{n}", "x" * 200, False).source
+        assert isinstance(line, bytes)
+        fed = counts.feed(AssistantPart(f"m{n}", f"a{n}", "t", "", True, False, (call,)))
+        fed += counts.feed(ToolResults("", "", (ToolResult(f"id{n}", again(f"id{n}", line),
+                                                           False),)))
+        assert [r.count for r in fed] == [1]
+    assert read == []

@@ -165,8 +165,7 @@ def unread_result(line: bytes, start: int = 0, end: int | None = None,
     if told is None:
         return None
     tool_use_id, sidechain = told
-    end = len(line) if end is None else end
-    unread = UnreadResult(source or line[start:end], tool_use_id, end - start)
+    unread = UnreadResult(source or line[start:end], tool_use_id)
     return ToolResults("", "", (ToolResult(tool_use_id, unread, False),)), sidechain
 
 

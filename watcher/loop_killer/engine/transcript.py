@@ -88,18 +88,21 @@ class UnreadResult:
     if the line turns out not to hold it).
     """
 
-    __slots__ = ("size", "source", "tool_use_id")
+    __slots__ = ("source", "tool_use_id")
 
     BROKEN: Final = "\x00loop-killer: unreadable tool result line"
     """Stands for the content of a line that did not parse (or could not be read again)."""
 
-    def __init__(self, source: bytes | Callable[[], bytes], tool_use_id: str,
-                 size: int | None = None) -> None:
+    def __init__(self, source: bytes | Callable[[], bytes], tool_use_id: str) -> None:
         # The line, or how to read it again (the scan: from the file, so that the most
-        # bytes of a history are never copied); ``size``: its length.
+        # bytes of a history are never copied).
         self.source = source
         self.tool_use_id = tool_use_id
-        self.size = len(source) if isinstance(source, bytes) else (size or 0)
+
+    @property
+    def size(self) -> int:
+        """Bytes it holds in memory (none when it reads its line again)."""
+        return len(self.source) if isinstance(self.source, bytes) else 0
 
     def read(self) -> tuple[Any, bool]:
         """(content, is_error), as ``parse_line`` gives them."""
