@@ -25,20 +25,22 @@ __all__ = [
     "EventReader",
     "LineEvent",
     "LineParser",
-    "SpanParser",
     "Step",
     "TranscriptReader",
     "detect_transcript",
 ]
 
-LineParser = Callable[[bytes, ParseStats], "Event | None"]
-"""Turns one whole line into its event (None to skip it, counted in the stats):
-``parse_line``, or a caller's wrapper around it (the history scan skips lines that
-cannot matter before parsing, and routes a subagent's inline lines elsewhere)."""
+LineParser = Callable[[bytes, int, int, ParseStats], "Event | None"]
+"""Turns one whole line, ``buffer[start:end]`` (``LineBuffer.spans``), into its event
+(None to skip it, counted in the stats): ``parse_line`` on a copy of it, or a caller's
+parser that copies only the lines it parses (the watcher's ``skim_span``; the history
+scan, which also leaves lone tool results unread and routes a subagent's inline lines
+elsewhere)."""
 
-SpanParser = Callable[[bytes, int, int, ParseStats], "Event | None"]
-"""A ``LineParser`` given the line as ``buffer[start:end]`` (``LineBuffer.spans``), so that
-lines it skips are never copied out of the bytes read (the watcher and the scan)."""
+
+def _parse_copy(buffer: bytes, start: int, end: int, stats: ParseStats) -> Event | None:
+    return parse_line(buffer[start:end], stats)
+
 
 _NOTHING: tuple[()] = ()
 
@@ -67,17 +69,15 @@ class EventReader:
     """The first stages alone: bytes in any chunks -> whole lines -> events, each with
     where its line sits in the file (``offset``: where the first byte fed sits).
     Lines that hold no event are counted in ``stats`` and give no step. ``parse``: how
-    one line becomes an event (``parse_line`` unless a caller wraps it); or
-    ``parse_span``, the same given the line in place."""
+    one line becomes an event (``parse_line`` unless a caller gives its own)."""
 
     __slots__ = ("_lines", "_parse", "stats")
 
     def __init__(self, *, offset: int = 0, max_line: int = MAX_LINE_BYTES,
-                 parse: LineParser = parse_line, parse_span: SpanParser | None = None
-                 ) -> None:
+                 parse: LineParser = _parse_copy) -> None:
         self.stats = ParseStats()
         self._lines = LineBuffer(offset, max_line=max_line)
-        self._parse = parse_span if parse_span is not None else _copying(parse)
+        self._parse = parse
 
     @property
     def offset(self) -> int:
@@ -110,12 +110,6 @@ class EventReader:
         self._lines.reset(offset)
 
 
-def _copying(parse: LineParser) -> SpanParser:
-    def parse_span(buffer: bytes, start: int, end: int, stats: ParseStats) -> Event | None:
-        return parse(buffer[start:end], stats)
-    return parse_span
-
-
 class TranscriptReader:
     """One session transcript's bytes in, in any chunks; steps out.
 
@@ -135,15 +129,13 @@ class TranscriptReader:
         already_fired: Collection[str] = (),
         max_line: int = MAX_LINE_BYTES,
         detector: RunDetector | None = None,
-        parse: LineParser = parse_line,
-        parse_span: SpanParser | None = None,
+        parse: LineParser = _parse_copy,
         thresholds: Thresholds = DEFAULT_THRESHOLDS,
     ) -> None:
         self.detector = detector or RunDetector(session_id, live=live,
                                                 already_fired=already_fired,
                                                 thresholds=thresholds)
-        self.events = EventReader(offset=offset, max_line=max_line, parse=parse,
-                                  parse_span=parse_span)
+        self.events = EventReader(offset=offset, max_line=max_line, parse=parse)
 
     @property
     def stats(self) -> ParseStats:

@@ -24,7 +24,6 @@ from typing import Any
 
 from ..digest import digest
 from ..engine.answers import Answer
-from ..engine.pairing import ToolPairing
 from ..engine.reader import Step
 from ..engine.rules import rule_phrase
 from ..engine.run import Detection
@@ -153,8 +152,6 @@ class ToolLoops:
 
     def feed(self, event: Event) -> list[Loop]:
         """Take one event; return the loops it closed."""
-        if not ToolPairing.may_pair(event):
-            return []
         closed: list[Loop] = []
         timestamp = event.timestamp if isinstance(event, (AssistantPart, ToolResults)) else ""
         for part, call, repeat in self._counts.feed_paired(event):

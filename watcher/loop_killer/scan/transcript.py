@@ -140,13 +140,13 @@ class TranscriptScan:
             self._main: _Scope | None = None
             self._reprompts: RepromptLoops | None = None
             self._reader: TranscriptReader | None = None
-            self._events = EventReader(max_line=max_line, parse_span=self._parse)
+            self._events = EventReader(max_line=max_line, parse=self._parse)
         else:
             self._main = _Scope(settings)
             self._side_scope = None  # made on the first inline subagent line
             self._reprompts = RepromptLoops(self._main.ledger)
             self._reader = TranscriptReader(session_id, max_line=max_line,
-                                            parse_span=self._parse,
+                                            parse=self._parse,
                                             thresholds=settings.thresholds)
             self._events = self._reader.events
 
