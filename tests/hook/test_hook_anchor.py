@@ -249,3 +249,35 @@ def test_an_unsafe_or_broken_anchor_file_is_no_anchor(
     if kind == "symlink":
         # Replaced by a file of our own (rename over the link), the target untouched.
         assert not path.is_symlink() and json.loads(target.read_text())["skip"] == 5
+
+
+def test_the_clock_stepping_back_between_two_stops_does_not_make_a_twin(
+    tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wall clock is set back 10 s between two Stops (NTP, a person): the next hook
+    started, by the clock, before the last anchor was saved. It is still the next reply
+    (a twin runs at the same time; the boot clock says which came first), so the loop is
+    stopped at the 3rd answer, not the 4th."""
+    session = Session(tmp_path, state)
+    assert session.hook(1, "A") is None
+    wall = time.time
+    monkeypatch.setattr(time, "time", lambda: wall() - 10.0)
+    assert session.hook(2, "B") is None
+    assert session.anchor().base == session.reprompt_uuid(2)
+    assert session.hook(3, "B") is not None
+
+
+def test_an_anchor_saved_before_a_restart_of_the_machine_is_no_twins(state: Path) -> None:
+    """The boot clock starts again at a restart: an anchor saved later on it than now was
+    saved before the restart, not by a twin of this hook."""
+    save_anchor(str(state), SESSION, Anchor("r1", 0, offset=10, prompt_id=PROMPT),
+                prev=None, size=100)
+    path = Path(anchor_path(str(state), SESSION))
+    record = json.loads(path.read_bytes())
+    record["boot"] += 3600.0
+    path.write_text(json.dumps(record))
+    saved = read_anchor(str(state), SESSION)
+    assert saved is not None and not saved.is_twins(time.time() - 1.0)
+    record["boot"] -= 3600.0
+    path.write_text(json.dumps(record))
+    assert read_anchor(str(state), SESSION).is_twins(time.time() - 1.0)

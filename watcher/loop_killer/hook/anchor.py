@@ -17,7 +17,9 @@ chain never skips a reply. ``base`` "" means the last turn start written before
 Claude Code starts the next Stop's hooks only after every hook of this Stop has ended, so
 an anchor saved AFTER this hook process started was saved for this very reply, by a twin
 (the plugin loaded twice): it is not counted again; the anchor before it (``prev``) is the
-one this reply's place is judged from.
+one this reply's place is judged from. "After" is told on the boot clock (``boot_clock``),
+which nobody sets: the wall clock set back between two Stops would make the next reply's
+hook look older than the last anchor, a twin of the reply before.
 
 Small, private, written atomically, read without following links; a missing or broken
 file is simply no anchor.
@@ -52,6 +54,14 @@ TWIN_MARGIN = 0.015
 """An anchor saved later than this many seconds before this hook process started is a
 twin's, for this same reply. (The previous Stop's hooks ended an API round trip before
 this one started; the process start time read from ``/proc`` is good to about 20 ms.)"""
+
+
+def boot_clock() -> float:
+    """Seconds on a clock every process shares and nobody sets (Linux: since boot,
+    suspend included, the clock of ``/proc/uptime``)."""
+    if hasattr(time, "CLOCK_BOOTTIME"):
+        return time.clock_gettime(time.CLOCK_BOOTTIME)
+    return time.monotonic()
 
 
 class Anchor:
@@ -109,18 +119,32 @@ class Anchor:
 
 
 class Saved:
-    """An anchor file: the anchor, the one it was judged from, when it was written."""
+    """An anchor file: the anchor, the one it was judged from, when it was written (wall
+    clock ``at``; ``boot``: on ``boot_clock``, None in a file from before it was kept)."""
 
-    __slots__ = ("anchor", "at", "prev")
+    __slots__ = ("anchor", "at", "boot", "prev")
 
-    def __init__(self, anchor: Anchor, prev: Anchor | None, at: float) -> None:
+    def __init__(self, anchor: Anchor, prev: Anchor | None, at: float,
+                 boot: float | None = None) -> None:
         self.anchor = anchor
         self.prev = prev
         self.at = at
+        self.boot = boot
 
     def is_twins(self, spawn_time: float | None) -> bool:
-        """Saved after this hook process started: by another hook for this same reply."""
-        return spawn_time is not None and self.at > spawn_time - TWIN_MARGIN
+        """Saved after this hook process started: by another hook for this same reply.
+
+        ``spawn_time`` (wall clock, a moment ago) only gives this process's age; when the
+        file says when it was saved on the boot clock, the two are compared there, so a
+        wall clock set back or forward between two Stops changes nothing."""
+        if spawn_time is None:
+            return False
+        if self.boot is None:
+            return self.at > spawn_time - TWIN_MARGIN
+        now = boot_clock()
+        started = now - (time.time() - spawn_time)
+        # Later than now: saved before the machine restarted, long before this process.
+        return started - TWIN_MARGIN < self.boot <= now
 
 
 def anchor_path(state: str, session_id: str) -> str:
@@ -136,10 +160,12 @@ def read_anchor(state: str, session_id: str) -> Saved | None:
     if record is None or record.get("v") != ANCHOR_VERSION:
         return None
     anchor = Anchor.from_fields(record)
-    at = record.get("at")
+    at, boot = record.get("at"), record.get("boot")
     if anchor is None or not isinstance(at, (int, float)) or isinstance(at, bool):
         return None
-    return Saved(anchor, Anchor.from_fields(record.get("prev")), float(at))
+    if not isinstance(boot, (int, float)) or isinstance(boot, bool):
+        boot = None  # saved before the boot clock was kept: the wall clock it is
+    return Saved(anchor, Anchor.from_fields(record.get("prev")), float(at), boot)
 
 
 def previous_anchor(saved: Saved | None, *, spawn_time: float | None, prompt_id: str
@@ -165,7 +191,8 @@ def save_anchor(state: str, session_id: str, anchor: Anchor, *, prev: Anchor | N
 
     record = {"v": ANCHOR_VERSION, **anchor.fields(),
               "prev": prev.fields() if prev is not None else None,
-              "size": size if size is not None else -1, "at": time.time()}
+              "size": size if size is not None else -1, "at": time.time(),
+              "boot": boot_clock()}
     try:
         write_private_file(Path(anchor_path(state, session_id)), orjson.dumps(record))
     except OSError:
