@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from loop_killer.hook.stop_hook import run
-from loop_killer.state.inbox import ClearRequest, write_request
+from loop_killer.state.inbox import ClearRequest, InvalidRequest, discard_request, write_request
 
 from .kit import fixture_transcript, journal, lines_of, raw, stop_input, write
 
@@ -161,3 +161,79 @@ def test_a_path_like_session_id_in_the_hook_input_is_ignored(transcript: Path, s
         assert run(raw(stop_input(transcript, session_id=bad or "x", active=False)
                        | ({"session_id": bad} if bad == "" else {})), env=_env(state)) is None
     assert (state / "requests" / f"{SESSION}.json").exists()  # untouched
+
+
+# -- issue 21: links, owners, one session id in two projects ------------------------------
+
+
+def test_a_linked_requests_folder_is_never_acted_on_nor_emptied(
+        tmp_path: Path, transcript: Path, state: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / f"{SESSION}.json").write_bytes(_request(transcript).to_json())
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "requests").symlink_to(outside)
+    assert run(raw(stop_input(transcript, active=False)), env=_env(state)) is None
+    assert (outside / f"{SESSION}.json").exists()  # not moved
+    assert not (state / "claimed").exists() or not list((state / "claimed").iterdir())
+
+
+def test_a_request_another_user_owns_is_never_acted_on(transcript: Path, state: Path) -> None:
+    path = write_request(state, _request(transcript))
+    os.chown(path, 65534, 65534)
+    assert run(raw(stop_input(transcript, active=False)), env=_env(state)) is None
+    assert journal(state) == []
+
+
+@pytest.mark.parametrize("how", ["another owner", "writable by others"])
+def test_a_request_in_a_folder_others_can_write_is_never_acted_on(
+        transcript: Path, state: Path, how: str) -> None:
+    write_request(state, _request(transcript))
+    folder = state / "requests"
+    if how == "another owner":
+        os.chown(folder, 65534, 65534)
+    else:
+        os.chmod(folder, 0o777)
+    assert run(raw(stop_input(transcript, active=False)), env=_env(state)) is None
+    assert journal(state) == []
+    assert (folder / f"{SESSION}.json").exists()
+
+
+def test_a_request_for_the_same_id_in_another_project_waits_for_its_own_stop(
+        tmp_path: Path, transcript: Path, state: Path) -> None:
+    twin = write(tmp_path / "other-proj" / f"{SESSION}.jsonl", lines_of(transcript))
+    write_request(state, _request(transcript))
+    assert run(raw(stop_input(twin, active=False)), env=_env(state)) is None
+    assert (state / "requests" / f"{SESSION}.json").exists()  # left for its own session
+    output = run(raw(stop_input(transcript, active=False)), env=_env(state))
+    assert output is not None and output["continue"] is False
+
+
+def test_a_request_naming_its_transcript_by_another_path_is_still_its_own(
+        tmp_path: Path, transcript: Path, state: Path) -> None:
+    alias = tmp_path / "alias"
+    alias.symlink_to(transcript.parent)  # a ~/.claude reached through a link, say
+    write_request(state, _request(alias / transcript.name))
+    output = run(raw(stop_input(transcript, active=False)), env=_env(state))
+    assert output is not None and output["continue"] is False
+
+
+def test_a_request_that_names_no_transcript_is_not_acted_on(transcript: Path, state: Path
+                                                            ) -> None:
+    folder = state / "requests"
+    folder.mkdir(parents=True)
+    os.chmod(folder, 0o700)
+    (folder / f"{SESSION}.json").write_bytes(_request(transcript, transcript_path="").to_json())
+    assert run(raw(stop_input(transcript, active=False)), env=_env(state)) is None
+    assert journal(state) == []
+    with pytest.raises(InvalidRequest):
+        write_request(state, _request(transcript, transcript_path=""))
+
+
+def test_a_prompt_in_one_project_withdraws_only_its_own_request(
+        tmp_path: Path, transcript: Path, state: Path) -> None:
+    write_request(state, _request(transcript))
+    other = str(tmp_path / "other-proj" / f"{SESSION}.jsonl")
+    assert not discard_request(state, SESSION, "a prompt", transcript_path=other)
+    assert (state / "requests" / f"{SESSION}.json").exists()
+    assert discard_request(state, SESSION, "a prompt", transcript_path=str(transcript))

@@ -13,7 +13,7 @@ from loop_killer.engine.tool_repeat import ToolRepeatCounter
 from loop_killer.tools import store
 from loop_killer.tools.hook import run_input
 
-from .kit import SESSION, before, failed, prompt
+from .kit import FAIL, SESSION, before, failed, prompt
 
 
 def run(data: object, **env: str) -> dict | None:
@@ -45,11 +45,23 @@ def test_an_unreadable_state_refuses_nothing(state: Path, junk: bytes) -> None:
     assert run(failed()) is None  # and counting starts afresh
 
 
-def test_an_oversized_state_refuses_nothing(state: Path) -> None:
+def test_a_state_beyond_the_read_bound_refuses_nothing(state: Path) -> None:
+    path = blocked_state(state)
+    kept = path.read_text()
+    path.write_text(kept[:-1] + " " * store.MAX_READ_BYTES + "}")
+    assert run(before()) is None
+
+
+def test_a_state_over_the_cap_keeps_the_main_scopes_counts(state: Path) -> None:
+    """An older version's file grown past the cap is read (up to a bound) and trimmed on
+    the next save: the main session's refusal is not silently wiped."""
     path = blocked_state(state)
     kept = path.read_text()
     path.write_text(kept[:-1] + " " * store.MAX_STATE_BYTES + "}")
-    assert run(before()) is None
+    assert run(before()) is not None
+    run(failed("other"))
+    assert path.stat().st_size < store.MAX_STATE_BYTES
+    assert run(before()) is not None
 
 
 def test_a_state_file_that_is_a_link_is_not_followed(state: Path, tmp_path: Path) -> None:
@@ -160,3 +172,122 @@ def test_stale_state_files_are_pruned_when_a_new_one_is_made(state: Path) -> Non
     run(failed())
     assert not old.exists() and fresh.exists()
     assert (folder / f"{SESSION}.json").exists()
+
+
+# -- issue 21: links, owners, odd text, many subagents -----------------------------------
+
+
+def test_a_linked_tools_folder_is_neither_read_nor_reset_through(state: Path, tmp_path: Path
+                                                                 ) -> None:
+    """Counts planted behind a link never refuse a call, and the prompt's reset removes
+    nothing through it (nothing lost)."""
+    path = blocked_state(state)
+    elsewhere = tmp_path / "elsewhere"
+    (state / "tools").rename(elsewhere)
+    (state / "tools").symlink_to(elsewhere)
+    assert run(before()) is None
+    assert run(prompt()) is None
+    assert (elsewhere / path.name).exists()
+
+
+def test_a_linked_state_folder_is_never_read_or_written_through(isolated_home: Path,
+                                                                tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    config.mkdir()
+    (config / "loop-killer").symlink_to(elsewhere)
+    env = {"CLAUDE_CONFIG_DIR": str(config)}
+    for _ in range(4):
+        run(failed(), **env)
+    assert run(before(), **env) is None
+    assert list(elsewhere.iterdir()) == []
+    # Counts planted there are not read either.
+    (elsewhere / "tools").mkdir()
+    store.save(str(elsewhere / "tools" / f"{SESSION}.json"), blocked_counts())
+    assert run(before(), **env) is None
+
+
+def blocked_counts() -> dict:
+    counter = ToolRepeatCounter()
+    for _ in range(4):
+        counter.record("Bash", {"command": "npm test"}, FAIL, True)
+    return store.put(None, "main", counter)
+
+
+def test_counts_another_user_owns_refuse_nothing(state: Path) -> None:
+    path = blocked_state(state)
+    os.chown(path, 65534, 65534)
+    assert run(before()) is None
+
+
+def test_a_tools_folder_others_can_write_refuses_nothing(state: Path) -> None:
+    blocked_state(state)
+    os.chmod(state / "tools", 0o777)
+    assert run(before()) is None
+
+
+def journal_records(state: Path) -> list[dict]:
+    lines = (state / "detections.jsonl").read_bytes().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+@pytest.mark.parametrize("field", ["tool_use_id", "tool_name", "agent_type",
+                                   "transcript_path"])
+def test_a_lone_surrogate_in_the_input_still_warns_logs_and_refuses(state: Path, field: str
+                                                                    ) -> None:
+    odd = "Bash\ud800" if field == "tool_name" else "x\ud800y"
+    extra = {field: odd, **({"agent_id": "agent1"} if field == "agent_type" else {})}
+    outs = [run({**failed(), **extra}) for _ in range(4)]
+    assert [out is not None for out in outs] == [False, False, True, True]
+    assert "TOOL_REPEAT" in outs[2]["systemMessage"]
+    assert run({**before(), **extra}) is not None
+    records = journal_records(state)
+    assert [r["event"] for r in records] == ["detection", "refusal"]
+    assert "\\ud800" in records[0]["tool" if field == "tool_name" else field]  # escaped
+
+
+def test_a_lone_surrogate_in_the_agent_id_still_counts(state: Path) -> None:
+    agent = {"agent_id": "sub\udfffagent", "agent_type": "general"}
+    outs = [run(failed(**agent)) for _ in range(4)]
+    assert [out is not None for out in outs] == [False, False, True, True]
+    assert run(before(**agent)) is not None
+    assert run(before()) is None  # the main session's own call is another scope
+
+
+def test_many_subagents_never_push_the_main_scope_out(state: Path) -> None:
+    """27 subagents of 200 calls each in one turn: the file stays under its cap and the
+    main session's 5th attempt is still refused."""
+    blocked_state(state)
+    path = store.state_path(state, SESSION)
+    for agent in range(27):
+        kept = store.load(path)
+        counter = store.counter(kept, f"agent{agent}", store_settings())
+        for call in range(200):
+            counter.record("Bash", {"command": f"make {agent}-{call}"}, "ok", False)
+        store.save(path, store.put(kept, f"agent{agent}", counter))
+        assert os.path.getsize(path) < store.MAX_STATE_BYTES
+    run(failed("one more", agent_id="agent27"))
+    assert os.path.getsize(path) < store.MAX_STATE_BYTES
+    assert run(before()) is not None
+    kept = json.loads(Path(path).read_text())
+    assert next(iter(kept["scopes"])) == "main"
+
+
+def store_settings():
+    from loop_killer.config import load_settings
+
+    return load_settings(Path(os.environ["CLAUDE_CONFIG_DIR"]) / "loop-killer")
+
+
+def test_put_bounds_any_state_and_keeps_main_first() -> None:
+    full = ToolRepeatCounter()
+    for call in range(500):
+        full.record("Bash", {"command": f"c{call}"}, "r", False)
+    data = store.put(None, "main", full)
+    for agent in range(store.MAX_SCOPES * 2):
+        data = store.put(data, f"agent-{agent:03d}-" + "x" * 40, full)
+        size = len(json.dumps(data, separators=(",", ":")))
+        assert size <= store.STATE_BUDGET
+        assert next(iter(data["scopes"])) == "main"
+    assert len(data["scopes"]) <= store.MAX_SCOPES

@@ -21,8 +21,9 @@ one this reply's place is judged from. "After" is told on the boot clock (``boot
 which nobody sets: the wall clock set back between two Stops would make the next reply's
 hook look older than the last anchor, a twin of the reply before.
 
-Small, private, written atomically, read without following links; a missing or broken
-file is simply no anchor.
+Small, private, written atomically, read without following links (nor a linked ``hook/``
+or state folder: ``state.paths.state_folder``); a missing or broken file is simply no
+anchor.
 """
 
 from __future__ import annotations
@@ -155,7 +156,12 @@ def anchor_path(state: str, session_id: str) -> str:
 def read_anchor(state: str, session_id: str) -> Saved | None:
     """The session's anchor file, or None (missing, unsafe, broken)."""
     from ..state.files import read_json_object
+    from ..state.paths import state_folder
 
+    try:
+        state_folder(state, ANCHOR_DIR)
+    except OSError:
+        return None
     record = read_json_object(anchor_path(state, session_id), _MAX_BYTES)
     if record is None or record.get("v") != ANCHOR_VERSION:
         return None
@@ -188,12 +194,14 @@ def save_anchor(state: str, session_id: str, anchor: Anchor, *, prev: Anchor | N
     import orjson
 
     from ..state.files import write_private_file
+    from ..state.paths import state_folder
 
     record = {"v": ANCHOR_VERSION, **anchor.fields(),
               "prev": prev.fields() if prev is not None else None,
               "size": size if size is not None else -1, "at": time.time(),
               "boot": boot_clock()}
     try:
+        state_folder(state, ANCHOR_DIR, create=True)
         write_private_file(Path(anchor_path(state, session_id)), orjson.dumps(record))
     except OSError:
         return False

@@ -5,6 +5,7 @@ knows: session, answer, rule, transcript and its size at the stop) and names
 ``<state>/outcomes/<key>.json`` as the plan's ``outcome_path``, which the mod (over)writes
 with ``{"status": "queued" | "cleared" | "no_goal" | "failed" | "unknown", "output", ...}``.
 The next hook run (any session) logs each settled plan once and removes both files.
+Neither is done through a linked ``outcomes/`` or state folder (``state.paths.state_folder``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..state.files import read_json_object, write_private_file
+from ..state.paths import state_folder
 from .notice import OUTCOME_CLEARED, OUTCOME_FAILED, OUTCOME_NO_GOAL, OUTCOME_SENT, Outcome
 from .screen import find_proof
 from .wait import read_new_bytes
@@ -46,6 +48,7 @@ def write_mod_plan_record(state: str, key: str, record: dict[str, Any]) -> str:
     import orjson
 
     plan_path, outcome_path = outcome_paths(state, key)
+    state_folder(state, OUTCOMES_DIR, create=True)
     write_private_file(Path(plan_path), orjson.dumps(record) + b"\n")
     return outcome_path
 
@@ -59,8 +62,8 @@ def sweep_mod_outcomes(
     """Log every plan the mod has settled (or never settled, after ``STALE_OUTCOME``) as one
     detection-log line, and remove its files; return how many were logged. Quiet and cheap
     when there are none."""
-    folder = os.path.join(state, OUTCOMES_DIR)
     try:
+        folder = state_folder(state, OUTCOMES_DIR)
         plans = [entry for entry in os.scandir(folder) if entry.name.endswith(".plan")]
     except OSError:
         return 0

@@ -94,7 +94,8 @@ def _take_request(state: Path, hook_input: decide.HookInput, env: dict[str, str]
         last_prompt_at = None
     from ..state.inbox import claim_request
 
-    request = claim_request(state, session_id, last_prompt_at=last_prompt_at)
+    request = claim_request(state, session_id, transcript_path=hook_input.transcript_path,
+                            last_prompt_at=last_prompt_at)
     if request is None:
         return None
     key = records.record_key(request.prompt_uuid, request.answer_uuid)

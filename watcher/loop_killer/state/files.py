@@ -35,8 +35,9 @@ class NotAFile(OSError):
     """The path is not a regular file (a FIFO, a device, a folder) or it is too large."""
 
 
-def read_small_file(path: Path | str, limit: int) -> bytes:
-    """The bytes of a regular file of at most ``limit`` bytes.
+def read_small_file(path: Path | str, limit: int, *, owned: bool = False) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes; with ``owned``, only of a
+    file this user owns that nobody else can write (one that is acted on).
 
     Raises FileNotFoundError, NotAFile, or OSError (ELOOP for a symlink).
     """
@@ -45,6 +46,8 @@ def read_small_file(path: Path | str, limit: int) -> bytes:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise NotAFile(f"{path}: not a regular file")
+        if owned and (info.st_uid != os.getuid() or info.st_mode & 0o022):
+            raise NotAFile(f"{path}: owned by another user or writable by others")
         if info.st_size > limit:
             raise NotAFile(f"{path}: oversized ({info.st_size} bytes)")
         with os.fdopen(fd, "rb", closefd=False) as handle:
@@ -56,10 +59,11 @@ def read_small_file(path: Path | str, limit: int) -> bytes:
     return data
 
 
-def read_json_object(path: Path | str, limit: int = 256 * 1024) -> dict[str, Any] | None:
+def read_json_object(path: Path | str, limit: int = 256 * 1024, *, owned: bool = False
+                     ) -> dict[str, Any] | None:
     """A small JSON object file, or None when it is missing, unsafe or not an object."""
     try:
-        value = orjson.loads(read_small_file(path, limit))
+        value = orjson.loads(read_small_file(path, limit, owned=owned))
     except (OSError, orjson.JSONDecodeError):
         return None
     return value if isinstance(value, dict) else None

@@ -4,6 +4,11 @@ Written by the watcher (or ``loop-killer clear``) atomically (temp file + rename
 ``<state>/requests/<session>.json``; taken by the session's Stop hook exactly once by
 renaming it into ``<state>/claimed/`` (a rename succeeds for one claimer only); read
 only after the claim, never following a symlink, and validated before it is acted on.
+
+A request names its transcript: two projects may hold sessions of the same id, and a
+Stop hook acts only on a request for its own transcript (another's is left waiting).
+It is acted on only when this user owns it, in folders only this user can write
+(``paths.state_folder``, ``private``), none of them a link.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import orjson
 
 from ..engine.rules import RULES, Rule
 from .files import NotAFile, read_small_file, write_private_file
-from .paths import ensure_private_dir, is_plain_id
+from .paths import NotAFolder, is_plain_id, same_transcript, state_folder
 
 __all__ = [
     "MAX_REQUEST_AGE",
@@ -36,6 +41,9 @@ __all__ = [
     "write_private_file",
     "write_request",
 ]
+
+REQUESTS_DIR = "requests"
+CLAIMED_DIR = "claimed"
 
 log = logging.getLogger(__name__)
 
@@ -84,15 +92,25 @@ class ClearRequest:
 
 
 def request_path(state: Path, session_id: str) -> Path:
+    """Where the session's request waits (a path only: ``_requests`` checks the folders)."""
     if not is_plain_id(session_id):
         raise InvalidRequest(f"not a plain session id: {session_id!r}")
-    return state / "requests" / f"{session_id}.json"
+    return state / REQUESTS_DIR / f"{session_id}.json"
+
+
+def _requests(state: Path, session_id: str, *, create: bool = False) -> Path:
+    """``request_path``, its folders checked: no links, owned by this user and private.
+    Raises InvalidRequest, NotAFolder, FileNotFoundError (no folder yet)."""
+    path = request_path(state, session_id)
+    state_folder(state, REQUESTS_DIR, create=create, private=True)
+    return path
 
 
 def write_request(state: Path, request: ClearRequest) -> Path:
     """Publish a request for its session (replacing an older one); return its path."""
-    path = request_path(state, request.session_id)
-    ensure_private_dir(state)
+    if not request.transcript_path:
+        raise InvalidRequest("a request must name its session's transcript")
+    path = _requests(state, request.session_id, create=True)
     write_private_file(path, request.to_json())
     return path
 
@@ -122,7 +140,7 @@ def parse_request(data: bytes, *, expected_session: str) -> ClearRequest:
             run_length=_field(raw, "run_length", int),
             answer_uuid=_field(raw, "answer_uuid", str),
             answer_digest=_field(raw, "answer_digest", str),
-            transcript_path=_field(raw, "transcript_path", str),
+            transcript_path=_transcript(raw),
             created_at=float(_field(raw, "created_at", (int, float))),
             source=_choice(raw, "source", SOURCES),
             prompt_uuid=_optional_text(raw, "prompt_uuid"),
@@ -130,6 +148,13 @@ def parse_request(data: bytes, *, expected_session: str) -> ClearRequest:
     except (TypeError, ValueError) as error:
         raise InvalidRequest(str(error)) from None
     return request
+
+
+def _transcript(raw: dict[str, Any]) -> str:
+    value = _field(raw, "transcript_path", str)
+    if not value:
+        raise InvalidRequest("names no transcript")
+    return str(value)
 
 
 def _choice(raw: dict[str, Any], name: str, choices: tuple[Any, ...]) -> Any:
@@ -155,7 +180,7 @@ def _field(raw: dict[str, Any], name: str, kind: type | tuple[type, ...]) -> Any
 
 def _read_no_follow(path: Path) -> bytes:
     try:
-        return read_small_file(path, MAX_REQUEST_BYTES)
+        return read_small_file(path, MAX_REQUEST_BYTES, owned=True)
     except NotAFile as error:
         raise InvalidRequest(str(error).split(": ", 1)[-1]) from None
 
@@ -166,7 +191,7 @@ def peek_request(state: Path, session_id: str) -> ClearRequest | None:
     Invalid request files are logged and left alone (``claim_request`` removes them).
     """
     try:
-        path = request_path(state, session_id)
+        path = _requests(state, session_id)
         return parse_request(_read_no_follow(path), expected_session=session_id)
     except FileNotFoundError:
         return None
@@ -176,35 +201,38 @@ def peek_request(state: Path, session_id: str) -> ClearRequest | None:
 
 
 def claim_request(
-    state: Path, session_id: str, *, now: float | None = None, last_prompt_at: float | None = None
+    state: Path, session_id: str, *, transcript_path: str, now: float | None = None,
+    last_prompt_at: float | None = None
 ) -> ClearRequest | None:
-    """Take the session's pending request, exactly once across concurrent claimers.
+    """Take the session's pending request for ``transcript_path``, exactly once across
+    concurrent claimers.
 
-    Returns the request if it is valid and fresh. A hostile, broken or stale request is
-    taken out of the inbox too (so it cannot fire later), logged, and None is returned.
+    Returns the request if it is valid and fresh. A request for another transcript (a
+    session of the same id in another project) is left waiting for its own Stop hook. A
+    hostile, broken or stale request is taken out of the inbox too (so it cannot fire
+    later), logged, and None is returned.
     """
     try:
-        source = request_path(state, session_id)
-    except InvalidRequest as error:
-        log.warning("not claiming: %s", error)
-        return None
-    claimed_dir = state / "claimed"
-    target = claimed_dir / f"{session_id}.{os.getpid()}.{time.time_ns()}.json"
-    try:
-        if claimed_dir.is_symlink():  # never chmod, fill or prune someone else's folder
-            raise OSError(f"{claimed_dir} is a symlink")
-        ensure_private_dir(claimed_dir)
+        source = _requests(state, session_id)
+        if _for_another_transcript(_waiting(source, session_id), transcript_path):
+            return None
+        claimed_dir = state_folder(state, CLAIMED_DIR, create=True, private=True)
+        target = claimed_dir / f"{session_id}.{os.getpid()}.{time.time_ns()}.json"
         os.rename(source, target)  # atomic: exactly one claimer wins
     except FileNotFoundError:
         return None
-    except OSError as error:
-        log.warning("cannot claim clear request for %s: %s", session_id, error)
+    except (InvalidRequest, OSError) as error:  # NotAFolder: said once by ``state_folder``
+        if not isinstance(error, NotAFolder):
+            log.warning("cannot claim clear request for %s: %s", session_id, error)
         return None
     try:
         request = parse_request(_read_no_follow(target), expected_session=session_id)
     except (InvalidRequest, OSError) as error:
         log.warning("rejected clear request for %s: %s", session_id, _reason(error))
         _unlink_quietly(target)
+        return None
+    if _for_another_transcript(request, transcript_path):
+        _put_back(target, source)  # replaced between the look and the claim
         return None
     stale = request.is_stale(time.time() if now is None else now, last_prompt_at=last_prompt_at)
     if stale:
@@ -215,11 +243,42 @@ def claim_request(
     return request
 
 
-def discard_request(state: Path, session_id: str, why: str) -> bool:
-    """Remove a session's pending request (superseded, say); True if one was there."""
+def _waiting(path: Path, session_id: str) -> ClearRequest | None:
+    """The valid request at ``path``, quietly (None for none or a broken one)."""
     try:
-        os.unlink(request_path(state, session_id))
-    except (FileNotFoundError, InvalidRequest):
+        return parse_request(_read_no_follow(path), expected_session=session_id)
+    except (InvalidRequest, OSError):
+        return None
+
+
+def _for_another_transcript(request: ClearRequest | None, transcript_path: str) -> bool:
+    if request is None or same_transcript(request.transcript_path, transcript_path):
+        return False
+    log.info("left the clear request for %s waiting: it is for %s, not %s",
+             request.session_id, request.transcript_path, transcript_path)
+    return True
+
+
+def _put_back(taken: Path, source: Path) -> None:
+    """Return a claimed request to the inbox, unless a newer one is there already."""
+    try:
+        os.link(taken, source, follow_symlinks=False)
+    except OSError:
+        pass
+    _unlink_quietly(taken)
+
+
+def discard_request(state: Path, session_id: str, why: str, *, transcript_path: str = ""
+                    ) -> bool:
+    """Remove a session's pending request (superseded, say); True if one was there. With
+    ``transcript_path``, a valid request for another transcript is kept."""
+    try:
+        path = _requests(state, session_id)
+        if transcript_path and _for_another_transcript(_waiting(path, session_id),
+                                                       transcript_path):
+            return False
+        os.unlink(path)
+    except (FileNotFoundError, InvalidRequest, NotAFolder):
         return False
     except OSError as error:
         log.warning("cannot remove clear request for %s: %s", session_id, error)

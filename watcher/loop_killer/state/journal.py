@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from .files import append_line
-from .paths import ensure_private_dir
+from .paths import state_folder
 
 __all__ = [
     "JOURNAL_NAME",
@@ -51,14 +51,33 @@ def journal_path(state: Path) -> Path:
 def append(state: Path, record: dict[str, Any]) -> None:
     """Append one record (``event`` and ``at`` are filled in when missing)."""
     record = {"at": time.time(), **record}
-    line = orjson.dumps(record) + b"\n"
+    try:
+        line = orjson.dumps(record) + b"\n"
+    except TypeError:  # text from hook input that is not UTF-8 (a lone surrogate)
+        line = orjson.dumps(_encodable(record)) + b"\n"
     path = journal_path(state)
     try:
-        ensure_private_dir(state)
+        state_folder(state, create=True)
         _rotate_if_large(path)
         append_line(path, line)
     except OSError as error:
         log.error("cannot write the detection log %s: %s", path, error)
+
+
+def _encodable(value: Any) -> Any:
+    """``value`` with text that UTF-8 cannot hold escaped (``\\ud800``, visibly), and
+    anything else orjson refuses given as its ``repr``: the record is written, not lost."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_encodable(str(key)): _encodable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_encodable(item) for item in value]
+    if value is None or isinstance(value, (bool, float)):
+        return value
+    if isinstance(value, int) and -(2**63) <= value < 2**64:
+        return value
+    return _encodable(repr(value))
 
 
 def _rotated(path: Path) -> Path:
@@ -110,6 +129,7 @@ def read_recent(
     """
     path = journal_path(state)
     try:
+        state_folder(state)
         fd, info = _open_log(path)
     except FileNotFoundError:
         return
@@ -159,6 +179,7 @@ class JournalTail:
 
     def read_new(self) -> list[dict[str, Any]]:
         try:
+            state_folder(self.path.parent)  # never read through a linked state folder
             info = os.stat(self.path, follow_symlinks=False)
         except FileNotFoundError:
             return []

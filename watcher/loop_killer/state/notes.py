@@ -1,6 +1,6 @@
 """Things said to the person once: a marker file per thing said, ``<state>/notes/<key>``.
 
-Created exclusively (never through a link: ``paths.ensure_private_dir``), so concurrent
+Created exclusively (never through a link: ``paths.state_folder``), so concurrent
 hooks say a thing once between them. When the marker cannot be written, the thing is
 said anyway: saying it twice beats never saying it.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .files import create_new
-from .paths import ensure_private_dir, is_plain_id
+from .paths import is_plain_id, state_folder
 
 __all__ = ["NOTES_DIR", "first_time"]
 
@@ -22,6 +22,6 @@ def first_time(state: Path, key: str) -> bool:
     if not is_plain_id(key):
         raise ValueError(f"not a plain key: {key!r}")
     try:
-        return create_new(ensure_private_dir(state / NOTES_DIR) / key)
+        return create_new(state_folder(state, NOTES_DIR, create=True) / key)
     except OSError:
         return True

@@ -9,17 +9,26 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 __all__ = [
+    "STATE_FOLDERS",
     "NotAFolder",
     "config_dir",
     "ensure_private_dir",
     "is_plain_id",
     "is_session_file_name",
+    "linked_state_folders",
     "list_transcripts",
+    "owned_privately",
     "projects_dir",
     "request_waiting",
+    "same_transcript",
     "session_id_of",
     "state_dir",
+    "state_folder",
 ]
+
+STATE_FOLDERS = ("requests", "claimed", "fired", "hook", "tools", "outcomes", "notes",
+                 "status")
+"""The state folder's sub-folders (``state_folder`` is the one way into each)."""
 
 # A session id as Claude Code makes them (a UUID), or any plain name: never a path.
 _PLAIN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -53,7 +62,85 @@ class NotAFolder(OSError):
     """A state folder is a symlink, or not a folder at all: never written into."""
 
 
-def ensure_private_dir(path: Path | str) -> Path:
+def state_folder(state: Path | str, *names: str, create: bool = False,
+                 private: bool = False) -> Path:
+    """``<state>/<names...>``, checked before any file in it is read or written: neither
+    the state folder itself nor any folder below it on the way is a link (or anything but
+    a folder). The one rule for every state sub-folder: a link there would send our reads
+    and writes (and a chmod) wherever it points.
+
+    ``create``: missing folders are made (0700); otherwise a missing one raises
+    FileNotFoundError. ``private``: each folder must also be owned by this user and
+    writable by nobody else (where a file in it is acted on: a clear request, say), else
+    NotAFolder. A link or a non-folder raises NotAFolder, and is logged once per process
+    (``loop-killer doctor`` lists them: ``linked_state_folders``). Links above the state
+    folder (a ``~/.claude`` kept in a dotfiles repository) are the person's own choice.
+    """
+    root = folder = Path(state)
+    for name in ("", *names):
+        folder = folder / name if name else folder
+        found = _lstat(folder) if private else None  # as found, before any chmod
+        try:
+            ensure_private_dir(folder, create=create)
+            if found is not None and not owned_privately(found):
+                raise NotAFolder(f"{folder}: owned by another user or writable by others")
+        except NotAFolder as error:
+            _report(root, folder, error)
+            raise
+    return folder
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+
+
+def owned_privately(info: os.stat_result) -> bool:
+    """Owned by this user and writable by nobody else (a file or a folder's ``lstat``)."""
+    return info.st_uid == os.getuid() and not info.st_mode & 0o022
+
+
+_said: set[str] = set()  # folders already reported by this process
+
+
+def _report(root: Path, folder: Path, error: NotAFolder) -> None:
+    """Log a linked folder once: once per process, and (a marker in ``notes/``) once in
+    all for a sub-folder, so each hook process does not say it again."""
+    if str(folder) in _said:
+        return
+    _said.add(str(folder))
+    if folder.parent == root and folder.name != "notes":
+        from .files import create_new
+
+        try:
+            if not create_new(state_folder(root, "notes", create=True) / f"linked-{folder.name}"):
+                return
+        except OSError:
+            pass  # said anyway: twice beats never
+    import logging  # only here: a hook's usual run never imports it
+
+    logging.getLogger(__name__).warning("%s; loop-killer leaves it alone", error)
+
+
+def linked_state_folders(state: Path | str) -> list[Path]:
+    """The state folder and its sub-folders that are links (or not folders): each is left
+    alone (``state_folder``). For ``loop-killer doctor``; missing ones are fine."""
+    found = []
+    for path in (Path(state), *(Path(state) / name for name in STATE_FOLDERS)):
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(info.st_mode):
+            found.append(path)
+            if path == Path(state):
+                break  # what is below it is not ours to look at
+    return found
+
+
+def ensure_private_dir(path: Path | str, *, create: bool = True) -> Path:
     """Create ``path`` (and parents) readable by this user only; return it.
 
     The folder itself must be a real folder, not a link: a link planted where a state
@@ -65,6 +152,8 @@ def ensure_private_dir(path: Path | str) -> Path:
     try:
         info = os.lstat(path)
     except FileNotFoundError:
+        if not create:
+            raise
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
         info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode):
@@ -106,6 +195,20 @@ def session_id_of(transcript: Path) -> str | None:
     return stem if is_plain_id(stem) else None
 
 
+def same_transcript(one: str, other: str) -> bool:
+    """Whether two paths name the same transcript: the same text once normalised, or the
+    same file (one reached through a linked ``~/.claude``, say). Never opens either."""
+    if not one or not other:
+        return False
+    if os.path.normpath(one) == os.path.normpath(other):
+        return True
+    try:
+        first, second = os.stat(one), os.stat(other)
+    except (OSError, ValueError):
+        return False
+    return (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino)
+
+
 def list_transcripts(root: str) -> Iterator[tuple[str, os.DirEntry[str]]]:
     """Every ``<root>/<project>/<session>.jsonl`` (subagent files left out), unordered.
 
@@ -130,5 +233,6 @@ def list_transcripts(root: str) -> Iterator[tuple[str, os.DirEntry[str]]]:
 
 def request_waiting(state: Path | str, session_id: str) -> bool:
     """Whether something sits at the session's clear-request path (``inbox.request_path``),
-    looked at without reading or following it: the cheap test before claiming one."""
+    looked at without reading it: the cheap test before claiming one (which checks the
+    folders on the way: ``state_folder``)."""
     return os.path.lexists(os.path.join(state, "requests", f"{session_id}.json"))

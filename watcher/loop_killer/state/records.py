@@ -28,7 +28,7 @@ from pathlib import Path
 import orjson
 
 from .files import create_new, read_small_file
-from .paths import ensure_private_dir, is_plain_id
+from .paths import is_plain_id, state_folder
 
 __all__ = [
     "ACTED_SUFFIX",
@@ -58,17 +58,18 @@ def record_key(prompt_uuid: str, answer_uuid: str = "") -> str | None:
     return None
 
 
-def _folder(state: Path, session_id: str) -> Path:
+def _folder(state: Path, session_id: str, *, create: bool = False) -> Path:
+    """``fired/<session>``, checked (``state_folder``): neither it, ``fired/`` nor the
+    state folder is a link. Raises ValueError, NotAFolder, FileNotFoundError."""
     if not is_plain_id(session_id):
         raise ValueError(f"not a plain session id: {session_id!r}")
-    return state / RECORDS_DIR / session_id
+    return state_folder(state, RECORDS_DIR, session_id, create=create)
 
 
-def _create(path: Path, data: bytes) -> bool:
-    """Create ``path`` exclusively (never through a link); False when it exists."""
-    ensure_private_dir(path.parent.parent)  # ``fired/`` itself must not be a link either
-    ensure_private_dir(path.parent)
-    return create_new(path, data)
+def _create(state: Path, session_id: str, name: str, data: bytes) -> bool:
+    """Create the record ``name`` exclusively (never through a link); False when it
+    exists."""
+    return create_new(_folder(state, session_id, create=True) / name, data)
 
 
 def record_detection(state: Path, session_id: str, key: str, *, source: str, rule: str
@@ -81,7 +82,7 @@ def record_detection(state: Path, session_id: str, key: str, *, source: str, rul
     if not is_plain_id(key):
         raise ValueError(f"not a plain record key: {key!r}")
     data = orjson.dumps({"source": source, "rule": rule, "at": time.time()})
-    return _create(_folder(state, session_id) / key, data)
+    return _create(state, session_id, key, data)
 
 
 def first_to_record(state: Path, session_id: str, key: str | None, *, source: str, rule: str,
@@ -113,7 +114,7 @@ def mark_acted(state: Path, session_id: str, key: str) -> bool:
     """Note that a Stop hook stopped the turn for ``key``; True for the first one only."""
     if not is_plain_id(key):
         raise ValueError(f"not a plain record key: {key!r}")
-    return _create(_folder(state, session_id) / f"{key}{ACTED_SUFFIX}", b"")
+    return _create(state, session_id, f"{key}{ACTED_SUFFIX}", b"")
 
 
 def recorded_keys(state: Path, session_id: str, *, acted_only: bool = False) -> set[str]:
@@ -121,8 +122,6 @@ def recorded_keys(state: Path, session_id: str, *, acted_only: bool = False) -> 
     which a Stop hook stopped the turn; empty when none or unsafe."""
     try:
         folder = _folder(state, session_id)
-        if not os.path.isdir(folder) or os.path.islink(folder):
-            return set()
         keys: set[str] = set()
         with os.scandir(folder) as entries:
             for entry in entries:
@@ -142,8 +141,9 @@ def adopt(state: Path, old: str, new: str) -> int:
     were copied. Records the new id already has are kept."""
     try:
         source = _folder(state, old)
-        names = os.listdir(source) if not os.path.islink(source) else []
-        target = _folder(state, new)
+        names = os.listdir(source)
+        if not is_plain_id(new):
+            return 0
     except (OSError, ValueError):
         return 0
     copied = 0
@@ -152,7 +152,7 @@ def adopt(state: Path, old: str, new: str) -> int:
             continue
         try:
             data = read_small_file(source / name, 4096)
-            copied += _create(target / name, data)
+            copied += _create(state, new, name, data)
         except OSError:
             continue
     return copied
@@ -161,12 +161,14 @@ def adopt(state: Path, old: str, new: str) -> int:
 def forget_session(state: Path, session_id: str) -> int:
     """Remove a session's records (its transcript is gone); how many files went."""
     try:
-        folder = _folder(state, session_id)
-        if os.path.islink(folder):
-            os.unlink(folder)
+        if not is_plain_id(session_id):
             return 0
-        names = os.listdir(folder)
-    except (OSError, ValueError):
+        folder = state_folder(state, RECORDS_DIR) / session_id
+        if os.path.islink(folder):
+            os.unlink(folder)  # the link goes, never what it points to
+            return 0
+        names = os.listdir(_folder(state, session_id))
+    except OSError:
         return 0
     removed = 0
     for name in names:

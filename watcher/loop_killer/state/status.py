@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import orjson
 
 from .files import read_json_object, write_private_file
-from .paths import is_plain_id
+from .paths import is_plain_id, state_folder
 
 __all__ = [
     "HEARTBEAT_INTERVAL",
@@ -115,10 +115,15 @@ def heartbeat_path(state: Path) -> Path:
 
 
 def write_heartbeat(state: Path, beat: WatcherHeartbeat) -> None:
+    state_folder(state, create=True)  # never written through a linked state folder
     write_private_file(heartbeat_path(state), orjson.dumps(asdict(beat)))
 
 
 def read_heartbeat(state: Path) -> WatcherHeartbeat | None:
+    try:
+        state_folder(state)
+    except OSError:
+        return None
     return _build(WatcherHeartbeat, read_json_object(heartbeat_path(state)))
 
 
@@ -146,12 +151,15 @@ def session_status_path(state: Path, session_id: str) -> Path:
 
 
 def write_session_status(state: Path, status: SessionStatus) -> None:
-    write_private_file(session_status_path(state, status.session_id), orjson.dumps(asdict(status)))
+    path = session_status_path(state, status.session_id)
+    state_folder(state, "status", create=True)
+    write_private_file(path, orjson.dumps(asdict(status)))
 
 
 def read_session_status(state: Path, session_id: str) -> SessionStatus | None:
     try:
         path = session_status_path(state, session_id)
-    except ValueError:
+        state_folder(state, "status")
+    except (OSError, ValueError):
         return None
     return _build(SessionStatus, read_json_object(path))

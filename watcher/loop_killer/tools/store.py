@@ -3,7 +3,15 @@
 One small JSON file per session, created on its first counted result and removed when the
 person's next prompt resets everything, so the plugin's launcher can skip ``PreToolUse``
 and ``UserPromptSubmit`` at once for a session without one. It holds one counter state
-(``ToolRepeatCounter.to_state``, digests only) per scope: ``main`` and each subagent.
+(``ToolRepeatCounter.to_state``, digests only) per scope: ``main`` first, then each
+subagent, oldest first. ``put`` keeps it under ``STATE_BUDGET`` (fewer calls per
+subagent, the oldest subagents dropped first, the main scope never), so however many
+subagents run, the file never outgrows ``MAX_STATE_BYTES`` and the main session's counts
+are never lost. A subagent's scope is keyed by a digest of its ``agent_id`` unless the id
+is a short plain name (any text in the input must read back).
+
+The folder is taken through ``state.paths.state_folder``: never a link (nor the state
+folder), owned by this user and private; a file another user owns is never read.
 
 Hooks for parallel tool calls run at the same time: every read-modify-write holds an
 exclusive ``flock`` on ``<state>/tools/.lock``, waited for at most ``LOCK_WAIT`` seconds
@@ -22,8 +30,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..config import Settings
-from ..engine.tool_repeat import ToolRepeatCounter
-from ..state.paths import ensure_private_dir, is_plain_id
+from ..engine.tool_repeat import MAX_CALLS, ToolRepeatCounter
+from ..state.paths import is_plain_id, state_folder
 
 __all__ = [
     "FOLDER",
@@ -31,6 +39,8 @@ __all__ = [
     "MAX_SCOPES",
     "MAX_STATE_BYTES",
     "STALE_AFTER",
+    "STATE_BUDGET",
+    "SUBAGENT_CALLS",
     "Busy",
     "counter",
     "load",
@@ -44,9 +54,19 @@ __all__ = [
 
 FOLDER = "tools"
 MAX_STATE_BYTES = 256 * 1024
-"""A state file larger than this is not ours (or broken): it is treated as empty."""
+"""The most a state file ever holds (``put`` keeps it under ``STATE_BUDGET``)."""
+STATE_BUDGET = MAX_STATE_BYTES - 8 * 1024
+"""The bytes ``put`` keeps a state within (room for the envelope and a margin)."""
+MAX_READ_BYTES = 4 * MAX_STATE_BYTES
+"""A larger file (an older version's, say) is still read up to this, so the main scope's
+counts survive it; the next save trims it. Beyond this it is not ours: logged, empty."""
 MAX_SCOPES = 32
 """Scopes (the main session and its subagents) kept per session; the oldest go first."""
+SUBAGENT_CALLS = 100
+"""Calls kept per subagent (the main scope keeps the engine's ``MAX_CALLS``): 31
+subagents of 100 calls and a main of 200 stay well under the budget."""
+MAIN = "main"
+"""The main session's scope (``tools.hook.MAIN_SCOPE``)."""
 LOCK_WAIT = 2.0
 """Seconds a hook waits for another hook of the same session before it fails open."""
 STALE_AFTER = 7 * 24 * 3600.0
@@ -67,12 +87,26 @@ def state_path(state: os.PathLike[str] | str, session_id: str) -> str:
     return os.path.join(os.fspath(state), FOLDER, f"{session_id}.json")
 
 
+def _folder(state: os.PathLike[str] | str, *, create: bool = False) -> str:
+    """``<state>/tools``, checked: no link on the way, ours, private (else OSError)."""
+    return os.fspath(state_folder(os.fspath(state), FOLDER, create=create, private=True))
+
+
+def scope_key(scope: str) -> str:
+    """The key a scope is kept under: a short plain name as it is, anything else (a lone
+    surrogate, which would not read back; a long id) by digest."""
+    if scope == MAIN or (is_plain_id(scope) and len(scope) <= 64):
+        return scope
+    from ..digest import hex_digest
+
+    return f"agent-{hex_digest(scope, 32)}"
+
+
 @contextmanager
 def locked(state: os.PathLike[str] | str, *, wait: float | None = None) -> Iterator[None]:
     """Hold the tool hooks' lock; raises Busy when another hook holds it past ``wait``
     seconds (default ``LOCK_WAIT``)."""
-    folder = os.path.join(os.fspath(state), FOLDER)
-    ensure_private_dir(folder)
+    folder = _folder(state, create=True)
     fd = os.open(os.path.join(folder, _LOCK_NAME),
                  os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
     try:
@@ -96,28 +130,68 @@ def load(path: str) -> dict[str, Any] | None:
     """The session's state, or None when there is none (missing, unsafe or unreadable)."""
     from ..state.files import read_json_object
 
-    data = read_json_object(path, MAX_STATE_BYTES)
-    if data is None or data.get("v") != _VERSION or not isinstance(data.get("scopes"), dict):
+    try:
+        _folder(os.path.dirname(os.path.dirname(path)))
+    except OSError:
+        return None  # a linked or foreign folder: said once by ``state_folder``
+    data = read_json_object(path, MAX_READ_BYTES, owned=True)
+    if data is None:
+        if _larger_than(path, MAX_READ_BYTES):
+            import logging
+
+            logging.getLogger(__name__).warning(
+                "%s is over %d bytes: not ours, counted afresh", path, MAX_READ_BYTES)
+        return None
+    if data.get("v") != _VERSION or not isinstance(data.get("scopes"), dict):
         return None
     return data
+
+
+def _larger_than(path: str, size: int) -> bool:
+    try:
+        return os.lstat(path).st_size > size
+    except OSError:
+        return False
 
 
 def counter(data: dict[str, Any] | None, scope: str, settings: Settings) -> ToolRepeatCounter:
     """The counter of one scope (``main`` or a subagent's id), empty if it has none."""
     scopes = data.get("scopes") if data is not None else None
-    kept = scopes.get(scope) if isinstance(scopes, dict) else None
+    kept = scopes.get(scope_key(scope)) if isinstance(scopes, dict) else None
     return ToolRepeatCounter.from_state(kept, ignored=settings.ignore_tools,
                                         block=settings.tool_repeat_block)
 
 
 def put(data: dict[str, Any] | None, scope: str, counts: ToolRepeatCounter) -> dict[str, Any]:
-    """The state with one scope's counter replaced (that scope becomes the most recent)."""
-    scopes = dict(data["scopes"]) if data is not None else {}
-    scopes.pop(scope, None)
-    scopes[scope] = counts.to_state()
-    while len(scopes) > MAX_SCOPES:
-        del scopes[next(iter(scopes))]
-    return {"v": _VERSION, "scopes": scopes}
+    """The state with one scope's counter replaced (that scope becomes the most recent
+    subagent), bounded: the main scope first, each subagent's newest ``SUBAGENT_CALLS``
+    calls, at most ``MAX_SCOPES`` scopes, and within ``STATE_BUDGET`` bytes, the oldest
+    subagents dropped first."""
+    import json
+
+    old = data.get("scopes") if data is not None else None
+    scopes: dict[str, Any] = dict(old) if isinstance(old, dict) else {}
+    key = scope_key(scope)
+    scopes.pop(key, None)
+    scopes[key] = counts.to_state()
+    main = scopes.pop(MAIN, None)
+    subagents = [(name, _newest_calls(value, SUBAGENT_CALLS))
+                 for name, value in scopes.items() if isinstance(name, str)]
+    kept = [(MAIN, _newest_calls(main, MAX_CALLS))] if main is not None else []
+    sizes = [len(json.dumps({name: value}, separators=(",", ":")))
+             for name, value in kept + subagents]
+    total = sum(sizes)
+    while subagents and (total > STATE_BUDGET or len(kept) + len(subagents) > MAX_SCOPES):
+        subagents.pop(0)
+        total -= sizes.pop(len(kept))
+    return {"v": _VERSION, "scopes": dict(kept + subagents)}
+
+
+def _newest_calls(value: Any, limit: int) -> Any:
+    """A scope's counter state with only its ``limit`` most recent calls."""
+    if isinstance(value, dict) and isinstance(value.get("calls"), list):
+        return {**value, "calls": value["calls"][-limit:]}
+    return value
 
 
 def save(path: str, data: dict[str, Any]) -> None:
@@ -126,12 +200,14 @@ def save(path: str, data: dict[str, Any]) -> None:
 
     from ..state.files import write_private_file
 
+    _folder(os.path.dirname(os.path.dirname(path)), create=True)
     write_private_file(path, json.dumps(data, separators=(",", ":")).encode("ascii"))
 
 
 def remove(path: str) -> bool:
     """Forget a session's counts (the person spoke); True if there were any."""
     try:
+        _folder(os.path.dirname(os.path.dirname(path)))
         os.unlink(path)
     except FileNotFoundError:
         return False
@@ -141,10 +217,9 @@ def remove(path: str) -> bool:
 def prune(state: os.PathLike[str] | str, *, now: float, keep: str = "") -> int:
     """Remove state files untouched for ``STALE_AFTER`` (and stray temp files), except
     ``keep``; how many were removed."""
-    folder = os.path.join(os.fspath(state), FOLDER)
     removed = 0
     try:
-        entries = list(os.scandir(folder))
+        entries = list(os.scandir(_folder(state)))
     except OSError:
         return 0
     for entry in entries:

@@ -130,7 +130,8 @@ class Responder:
             tracked.last_prompt_timestamp = event.timestamp
             return
         withdrawn = request_waiting(self.state, tracked.session_id) and discard_request(
-            self.state, tracked.session_id, "superseded by a new prompt")
+            self.state, tracked.session_id, "superseded by a new prompt",
+            transcript_path=tracked.path)
         if tracked.pending is not None:
             if withdrawn:
                 self.resolve(tracked, Outcome("superseded",
