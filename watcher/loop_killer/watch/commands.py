@@ -7,7 +7,9 @@ watcher removes those); ``--json`` gives the same to scripts (``pending_request`
 
 ``clear SESSION`` writes a manual clear request (rule MANUAL, source manual) for one
 session, named by its id or a unique prefix of it; the session's next Stop hook takes it
-like any other. Exit status 0 when written, 1 when no single session matches, 2 for
+like any other. The request names the session's transcript: when sessions of that id sit
+in several projects, ``--project TEXT`` (text of the project folder's name or path)
+chooses one. Exit status 0 when written, 1 when no single session matches, 2 for
 something that is not a session id.
 """
 
@@ -47,6 +49,9 @@ def add_arguments_status(parser: argparse.ArgumentParser) -> None:
 def add_arguments_clear(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("session", metavar="SESSION",
                         help="the session id, or a prefix of it that names one session")
+    parser.add_argument("--project", metavar="TEXT", default=None,
+                        help="only project folders whose name or path contains TEXT (to "
+                             "choose between sessions of one id in several projects)")
     parser.add_argument("--root", type=Path, default=None,
                         help="folder of project folders (default: $CLAUDE_CONFIG_DIR/projects)")
     _state_option(parser)
@@ -172,18 +177,31 @@ def status(args: argparse.Namespace) -> int:
 # -- clear ------------------------------------------------------------------------------
 
 
-def find_sessions(root: Path, state: Path, prefix: str) -> dict[str, str]:
-    """Session ids (exactly ``prefix``, else starting with it) -> transcript path."""
-    known: dict[str, str] = {}
+def find_sessions(root: Path, state: Path, prefix: str, *, project: str | None = None
+                  ) -> dict[str, list[str]]:
+    """Session ids (exactly ``prefix``, else starting with it) -> their transcripts (one
+    per project holding a session of that id), in project folders whose name or path
+    contains ``project`` (any case) when given."""
+    wanted = project.casefold() if project else None
+
+    def chosen(path: str) -> bool:
+        folder = os.path.dirname(path)
+        return wanted is None or wanted in os.path.basename(folder).casefold() \
+            or wanted in folder.casefold()
+
+    known: dict[str, list[str]] = {}
     for path, _entry in list_transcripts(str(root)):
         session_id = session_id_of(Path(path))
-        if session_id is not None and session_id.startswith(prefix):
-            known.setdefault(session_id, path)
+        if session_id is not None and session_id.startswith(prefix) and chosen(path):
+            known.setdefault(session_id, []).append(path)
     for session_id in _ids_in(state / "status"):
         if session_id.startswith(prefix) and session_id not in known:
             found = read_session_status(state, session_id)
-            if found is not None and os.path.exists(found.transcript_path):
-                known[session_id] = found.transcript_path
+            if (found is not None and os.path.exists(found.transcript_path)
+                    and chosen(found.transcript_path)):
+                known[session_id] = [found.transcript_path]
+    for paths in known.values():
+        paths.sort()
     if prefix in known:
         return {prefix: known[prefix]}
     return known
@@ -192,21 +210,34 @@ def find_sessions(root: Path, state: Path, prefix: str) -> dict[str, str]:
 def clear(args: argparse.Namespace) -> int:
     root, state = _dirs(args)
     wanted = args.session.strip()
+    project = getattr(args, "project", None)
     if not is_plain_id(wanted):
         print(f"loop-killer clear: {wanted!r} is not a session id", file=sys.stderr)
         return 2
-    matches = find_sessions(root, state, wanted)
+    matches = find_sessions(root, state, wanted, project=project)
     if not matches:
-        print(f"loop-killer clear: no session {wanted!r} under {root}", file=sys.stderr)
+        within = f" in a project matching {project!r}" if project else ""
+        print(f"loop-killer clear: no session {wanted!r} under {root}{within}",
+              file=sys.stderr)
         return 1
     if len(matches) > 1:
         print(f"loop-killer clear: {wanted!r} names {len(matches)} sessions; give more of "
               "the id:", file=sys.stderr)
-        for session_id, path in sorted(matches.items()):
-            print(f"  {session_id}  {Path(path).parent.name}", file=sys.stderr)
+        for session_id, paths in sorted(matches.items()):
+            for path in paths:
+                print(f"  {session_id}  {Path(path).parent.name}", file=sys.stderr)
         return 1
-    (session_id, transcript), = matches.items()
+    (session_id, transcripts), = matches.items()
+    if len(transcripts) > 1:
+        print(f"loop-killer clear: session {session_id} is in {len(transcripts)} projects; "
+              "choose one with --project TEXT:", file=sys.stderr)
+        for path in transcripts:
+            print(f"  {Path(path).parent.name}  ({path})", file=sys.stderr)
+        return 1
+    transcript = transcripts[0]
     found = read_session_status(state, session_id)
+    if found is not None and found.transcript_path != transcript:
+        found = None  # the status of the other project's session of that id
     run_length = found.run_length if found else 0
     request = ClearRequest(
         session_id=session_id, rule=RULE_MANUAL, count=run_length, run_length=run_length,
@@ -219,13 +250,13 @@ def clear(args: argparse.Namespace) -> int:
     except (OSError, InvalidRequest) as error:
         print(f"loop-killer clear: cannot write the request: {error}", file=sys.stderr)
         return 1
-    project = Path(transcript).parent.name
+    project_name = Path(transcript).parent.name
     journal.append(state, {
         "event": "detection", "session_id": session_id, "answer_uuid": "", "rule": RULE_MANUAL,
-        "count": run_length, "project": project, "transcript_path": transcript,
+        "count": run_length, "project": project_name, "transcript_path": transcript,
         "snippet": "", "source": "manual",
     })
-    label = report.project_label(project, os.environ.get("HOME"))
+    label = report.project_label(project_name, os.environ.get("HOME"))
     note = f" (it replaces a pending {replaced.rule} request)" if replaced else ""
     print(f"clear request written for {label} {session_id}{note}: its next Stop hook will "
           "end the turn and clear the goal")
