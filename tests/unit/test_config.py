@@ -90,8 +90,81 @@ def test_projects_switched_off_by_path_prefix_or_by_claude_codes_folder_name():
     assert settings.project_off(cwd="/home/me/scratch/deep/er")
     assert not settings.project_off(cwd="/home/me/scratchpad")
     assert settings.project_off(folder="-home-me-scratch")
-    assert settings.project_off(folder="-home-me-scratch-deep")
     assert not settings.project_off(folder="-home-me-other")
+
+
+def test_a_project_path_matches_at_a_folder_boundary_only():
+    settings = parse_settings(b'[projects]\noff = ["/home/dev/proj"]', {})
+    assert settings.project_off(cwd="/home/dev/proj")
+    assert settings.project_off(cwd="/home/dev/proj/sub")
+    assert not settings.project_off(cwd="/home/dev/proj-2")
+    assert not settings.project_off(cwd="/home/dev/proj.old")
+    # The folder name alone: -home-dev-proj-2 is /home/dev/proj-2 or /home/dev/proj/2.
+    assert settings.project_off(folder="-home-dev-proj")
+    assert not settings.project_off(folder="-home-dev-proj-2")
+    # The real cwd, when known, is what counts.
+    assert settings.project_off(cwd="/home/dev/proj/2", folder="-home-dev-proj-2")
+    assert not settings.project_off(cwd="/home/dev/proj-2", folder="-home-dev-proj-2")
+
+
+def test_the_last_cwd_of_a_transcript_tail_is_its_real_project_path():
+    from loop_killer.config import transcript_cwd
+
+    line = b'{"type":"user","cwd":"/home/dev/proj-2","message":{"content":"x"}}\n'
+    nested = b'{"type":"user","toolUseResult":{"cwd":"/elsewhere"},"cwd":"/home/dev/a"}\n'
+    assert transcript_cwd(None) == "" and transcript_cwd(b"") == ""
+    assert transcript_cwd(line) == "/home/dev/proj-2"
+    assert transcript_cwd(line + nested) == "/home/dev/a"  # the line's own, not a nested one
+    assert transcript_cwd(line + b'{"type":"summary"}\n' + b'{"cwd":"/cut') == "/home/dev/proj-2"
+    # A tool result quoting a line is text: its quotes are escaped, it is never taken.
+    quoted = b'{"type":"user","message":{"content":"{\\"cwd\\":\\"/x\\"}"}}\n'
+    assert transcript_cwd(line + quoted) == "/home/dev/proj-2"
+
+
+@pytest.mark.parametrize("entries", [[""], ["  "], ["", "/home/me/scratch"]])
+def test_an_empty_project_prefix_is_refused_not_everywhere(entries):
+    text = b"[projects]\noff = " + repr(entries).replace("'", '"').encode()
+    settings = parse_settings(text, {}, where="/s/config.toml")
+    assert "" not in settings.projects_off and "  " not in settings.projects_off
+    assert not settings.project_off(cwd="/home/dev/proj", folder="-home-dev-proj")
+    assert any("projects.off" in p and "empty" in p for p in settings.problems), \
+        settings.problems
+
+
+@pytest.mark.parametrize("text,said", [
+    (b"[rule]\nsame_reply_turns = 2", "unknown table [rule] (did you mean [rules]?)"),
+    (b"[rules]\nsame_reply_turn = 2",
+     "unknown key rules.same_reply_turn (did you mean rules.same_reply_turns?)"),
+    (b"[projects]\nof = ['/x']", "unknown key projects.of"),
+    (b"x = 1", "unknown key x"),
+    (b"same_reply_turns = 2\n[rules]",
+     "unknown key same_reply_turns (did you mean rules.same_reply_turns?)"),
+    (b"[rules.more]\ny = 1", "unknown key rules.more"),
+])
+def test_misspelled_keys_and_tables_are_reported(text, said):
+    settings = parse_settings(text, {}, where="/s/config.toml")
+    assert settings.thresholds == DEFAULT_THRESHOLDS
+    assert any(said in problem and problem.startswith("/s/config.toml: ")
+               for problem in settings.problems), settings.problems
+
+
+def test_an_unknown_name_is_shown_without_control_codes():
+    settings = parse_settings(b'"\\u001b]0;x\\u0007\\u202e" = 1', {})
+    assert settings.problems and not any(
+        ch in problem for problem in settings.problems for ch in "\x1b\x07\u202e")
+
+
+@pytest.mark.parametrize("text", [
+    b"[rules]\noff = " + b"[" * 500 + b"]" * 500,
+    b"x = " + b"[" * 500 + b"]" * 500,
+    b"x = " + b"{a=" * 500 + b"1" + b"}" * 500,
+    b"[rules]\noff = " + b"[" * 100_000,
+], ids=["rules.off", "top-level", "inline-tables", "unclosed"])
+def test_arrays_nested_deep_are_a_reported_problem_not_a_crash(text):
+    settings = parse_settings(text, {}, where="/s/config.toml")
+    assert settings.thresholds == DEFAULT_THRESHOLDS and settings.rules_off == frozenset()
+    assert any(p.startswith("/s/config.toml: not valid TOML") for p in settings.problems), \
+        settings.problems
 
 
 def test_the_file_is_read_safely(tmp_path: Path):

@@ -23,7 +23,8 @@ The environment (the shell that starts ``claude``, or the ``env`` block of its
 ``LOOP_KILLER_RULES_OFF`` (comma-separated), ``LOOP_KILLER_PROJECTS_OFF`` (``:``-separated),
 ``LOOP_KILLER_IGNORE_TOOLS`` and ``LOOP_KILLER_TOOL_REPEAT=off``.
 
-A bad file (syntax, a wrong type, a value out of range) never stops anything: the
+A bad file (syntax, nesting too deep for the parser, a wrong type, a value out of
+range, a misspelled key or table, an empty project path) never stops anything: the
 defaults hold for what is wrong, and ``problems`` says what and where (``doctor``, the
 watcher's start-up and the next hook notice show it). The engine's constants stay the
 documented defaults.
@@ -31,12 +32,15 @@ documented defaults.
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from .engine.rules import (
     DEFAULT_THRESHOLDS,
@@ -53,8 +57,10 @@ from .engine.tool_repeat import (
     TOOL_REPEAT_BLOCK,
     TOOL_REPEAT_WARN,
 )
+from .printable import printable
 
-__all__ = ["CONFIG_NAME", "Settings", "config_path", "load_settings", "parse_settings"]
+__all__ = ["CONFIG_NAME", "Settings", "config_path", "load_settings", "parse_settings",
+           "transcript_cwd"]
 
 CONFIG_NAME = "config.toml"
 _MAX_BYTES = 64 * 1024
@@ -91,20 +97,61 @@ class Settings:
         return rule not in self.rules_off
 
     def project_off(self, *, cwd: str = "", folder: str = "") -> bool:
-        """Whether loop-killer does nothing for a session in this project: ``cwd`` (a
-        real path, from hook input) or ``folder`` (the project folder's name, the path
-        with every character but letters and digits made ``-``, as Claude Code names it)."""
-        for prefix in self.projects_off:
-            if cwd and (cwd == prefix or cwd.startswith(prefix.rstrip("/") + "/")):
-                return True
-            mangled = _mangle(prefix.rstrip("/"))
-            if folder and (folder == mangled or folder.startswith(mangled + "-")):
-                return True
-        return False
+        """Whether loop-killer does nothing for a session in this project (the hooks and
+        the watcher alike ask here).
+
+        ``cwd``: the session's real path (hook input, a transcript line's ``cwd``), under
+        a prefix at a folder boundary: ``/home/dev/proj`` covers ``/home/dev/proj/sub``,
+        never ``/home/dev/proj-2``. When known, it alone decides.
+
+        ``folder``: the project folder's name (the path with every character but ASCII
+        letters and digits made ``-``, as Claude Code names it), for a session whose cwd
+        is not known yet. The boundary is lost in it (``-home-dev-proj-2`` is
+        ``/home/dev/proj-2`` or ``/home/dev/proj/2``), so only a prefix's own folder
+        matches: a sub-folder's session is switched off once its cwd is known.
+        """
+        if cwd:
+            return any(_within(cwd, prefix) for prefix in self.projects_off)
+        return bool(folder) and any(folder == _mangle(prefix.rstrip("/") or "/")
+                                    for prefix in self.projects_off)
+
+
+def _within(path: str, prefix: str) -> bool:
+    base = prefix.rstrip("/")
+    return path in (prefix, base) or path.startswith(base + "/")
 
 
 def _mangle(path: str) -> str:
     return "".join(ch if ch.isascii() and ch.isalnum() else "-" for ch in path)
+
+
+_CWD = b'"cwd":"'
+_CWD_TRIES = 8
+
+
+def transcript_cwd(data: bytes | None) -> str:
+    """The real path of a transcript's session (its last line's top-level ``cwd``, as
+    Claude Code writes on every user and assistant line) in ``data``, the bytes of its
+    tail; "" when none is there. A ``"cwd":"`` quoted in a tool's output is escaped
+    text, never matched; one in a nested object is passed over (the line is parsed)."""
+    if not data:
+        return ""
+    end = len(data)
+    for _ in range(_CWD_TRIES):
+        at = data.rfind(_CWD, 0, end)
+        if at < 0:
+            return ""
+        start = data.rfind(b"\n", 0, at) + 1
+        stop = data.find(b"\n", at)
+        try:
+            entry = orjson.loads(data[start:stop if stop >= 0 else len(data)])
+        except orjson.JSONDecodeError:
+            entry = None
+        cwd = entry.get("cwd") if isinstance(entry, dict) else None
+        if isinstance(cwd, str) and cwd:
+            return cwd
+        end = start  # a cut or odd line: the one before it
+    return ""
 
 
 def config_path(state: Path) -> Path:
@@ -137,6 +184,7 @@ def parse_settings(text: bytes | None, env: Mapping[str, str], *, where: str = C
     table: dict[str, Any] = {}
     if text is not None:
         table = _parse_toml(text, where, found)
+        _report_unknown(table, where, found)
     sources: dict[str, str] = {}
     numbers: dict[str, float] = {}
     for name, (section, key, variable, default, low, high) in _NUMBERS.items():
@@ -172,8 +220,9 @@ def parse_settings(text: bytes | None, env: Mapping[str, str], *, where: str = C
     if env.get("LOOP_KILLER_TOOL_REPEAT", "").strip().lower() in _OFF_WORDS:
         rules_off = (*rules_off, RULE_TOOL_REPEAT)
         sources["rules_off"] = "$LOOP_KILLER_TOOL_REPEAT"
-    projects = _names(table, "projects", "off", "LOOP_KILLER_PROJECTS_OFF", os.pathsep, env,
-                      where, found, sources, "projects_off")
+    projects = _paths(_names(table, "projects", "off", "LOOP_KILLER_PROJECTS_OFF",
+                             os.pathsep, env, where, found, sources, "projects_off"),
+                      sources["projects_off"], found)
     ignored = _ignored(table, env, where, found, sources)
     thresholds = replace(DEFAULT_THRESHOLDS, same_reply_turns=int(numbers["same_reply_turns"]),
                          idle_turns=int(numbers["idle_turns"]), similar=numbers["similar"],
@@ -184,7 +233,7 @@ def parse_settings(text: bytes | None, env: Mapping[str, str], *, where: str = C
         tool_repeat_block=int(numbers["tool_repeat_block"]),
         ignore_tools=ignored,
         rules_off=frozenset(rule for rule in rules_off if rule in SWITCHABLE_RULES),
-        projects_off=tuple(os.path.expanduser(p) for p in projects),
+        projects_off=projects,
         sources=sources,
         problems=tuple(found),
     )
@@ -200,7 +249,80 @@ def _parse_toml(text: bytes, where: str, found: list[str]) -> dict[str, Any]:
         return parsed
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         found.append(f"{where}: not valid TOML ({error}); using the defaults")
-        return {}
+    except RecursionError:  # arrays or tables nested deeper than the parser can go
+        found.append(f"{where}: not valid TOML (nested too deeply); using the defaults")
+    except Exception as error:  # noqa: BLE001 - a bad file must never stop a hook
+        found.append(f"{where}: not valid TOML ({type(error).__name__}); using the defaults")
+    return {}
+
+
+_MAX_UNKNOWN = 5  # unknown names said one by one; beyond, how many more
+
+
+def _known_names() -> dict[str, frozenset[str]]:
+    known: dict[str, set[str]] = {"rules": {"off"}, "tools": {"ignore"}, "projects": {"off"}}
+    for section, key, *_ in _NUMBERS.values():
+        known.setdefault(section, set()).add(key)
+    return {section: frozenset(keys) for section, keys in known.items()}
+
+
+_KNOWN = _known_names()
+
+
+def _report_unknown(table: dict[str, Any], where: str, found: list[str]) -> None:
+    """Say each name the file has that no setting reads: a misspelled one would
+    otherwise be passed over in silence, the default holding where a value was meant."""
+    unknown: list[str] = []
+    for name, value in table.items():
+        keys = _KNOWN.get(name)
+        if keys is None:
+            shown = f"[{_shown(name)}]" if isinstance(value, dict) else _shown(name)
+            unknown.append(f"unknown {'table' if isinstance(value, dict) else 'key'} "
+                           f"{shown}{_guess(name, None)}")
+        elif isinstance(value, dict):
+            unknown += [f"unknown key {name}.{_shown(key)}{_guess(key, name)}"
+                        for key in value if key not in keys]
+    for problem in unknown[:_MAX_UNKNOWN]:
+        found.append(f"{where}: {problem}; ignored")
+    if len(unknown) > _MAX_UNKNOWN:
+        found.append(f"{where}: {len(unknown) - _MAX_UNKNOWN} more unknown names; ignored")
+
+
+def _guess(name: str, section: str | None) -> str:
+    """`` (did you mean …?)`` for a name close to a known one: a key of ``section``; at
+    the top, a table, else a key written above its table; "" when none is close."""
+    if section is not None:
+        return _closest(name, {key: f"{section}.{key}" for key in _KNOWN[section]})
+    return (_closest(name, {table: f"[{table}]" for table in _KNOWN})
+            or _closest(name, {key: f"{table}.{key}" for table, keys in sorted(_KNOWN.items())
+                               for key in sorted(keys)}))
+
+
+def _closest(name: str, options: dict[str, str]) -> str:
+    close = difflib.get_close_matches(name, sorted(options), n=1)
+    return f" (did you mean {options[close[0]]}?)" if close else ""
+
+
+def _shown(name: str) -> str:
+    """A name from the file as it may be shown: on one line, no control codes."""
+    return printable(name, 60) or repr(name)
+
+
+def _paths(prefixes: Iterable[str], source: str, found: list[str]) -> tuple[str, ...]:
+    """The project paths switched off, ``~`` expanded; an empty one (it would switch
+    loop-killer off everywhere) or a relative one (it would match nothing) is refused."""
+    kept: list[str] = []
+    for prefix in prefixes:
+        path = os.path.expanduser(prefix)
+        if not path.strip():
+            found.append(f"{source}: projects.off holds an empty path, which would switch "
+                         "loop-killer off everywhere; ignored")
+        elif not os.path.isabs(path):
+            found.append(f"{source}: projects.off: {_shown(prefix)} is not an absolute path "
+                         "(it would match nothing); ignored")
+        else:
+            kept.append(path)
+    return tuple(kept)
 
 
 def _section(table: dict[str, Any], name: str, where: str, found: list[str]
