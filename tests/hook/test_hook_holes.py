@@ -129,3 +129,58 @@ def test_a_project_switched_off_is_left_alone(tmp_path: Path) -> None:
         stop = next(s for s in stops(lines) if s.number == number)
         write(transcript, lines[: stop.first])
         assert run(raw(stop_input(transcript, message=stop.text)), env=_env(tmp_path)) is None
+
+
+# -- issue 21: the state folder itself a link; a linked folder said once -------------------
+
+
+def test_a_linked_state_folder_is_never_written_through(tmp_path: Path) -> None:
+    lines = lines_of(fixture_transcript("goal-same"))
+    third = next(stop for stop in stops(lines) if stop.number == 3)
+    transcript = write(tmp_path / "proj" / "s1.jsonl", lines[: third.first])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o755)
+    os.chmod(elsewhere, 0o755)
+    (tmp_path / "c").mkdir()
+    _state(tmp_path).symlink_to(elsewhere)
+    output = None
+    for number in (1, 2, 3):
+        stop = next(s for s in stops(lines) if s.number == number)
+        write(transcript, lines[: stop.first])
+        output = run(raw(stop_input(transcript, message=stop.text)), env=_env(tmp_path))
+    tool = {**H, "hook_event_name": "PostToolUseFailure", "tool_name": "Bash", "cwd": "/p",
+            "tool_input": {"command": "make"}, "error": "x", "tool_use_id": "toolu_1",
+            "transcript_path": str(transcript)}
+    for _ in range(4):
+        _quiet(run_hook_process(tool, env=_env(tmp_path), timeout=TIMEOUT))
+    assert list(elsewhere.iterdir()) == []
+    assert elsewhere.stat().st_mode & 0o777 == 0o755
+    assert output is not None and output["continue"] is False  # the loop is still stopped
+
+
+def test_a_linked_folder_is_said_once_in_the_hooks_log(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    state = _state(tmp_path)
+    state.mkdir(parents=True)
+    (state / "tools").symlink_to(elsewhere)
+    (elsewhere / "s1.json").write_text("{}")  # the launcher's cheap look finds counts
+    tool = {**H, "hook_event_name": "PreToolUse", "tool_name": "Bash", "cwd": "/p",
+            "tool_input": {"command": "make"}, "tool_use_id": "toolu_1",
+            "transcript_path": str(tmp_path / "s1.jsonl")}
+    for _ in range(3):
+        assert _quiet(run_hook_process(tool, env=_env(tmp_path), timeout=TIMEOUT)) is None
+    said = [line for line in (state / "hook-errors.log").read_text().splitlines()
+            if "tools" in line]
+    assert len(said) == 1 and "not a folder" in said[0]
+
+
+def test_doctor_can_list_the_linked_state_folders(tmp_path: Path) -> None:
+    from loop_killer.state.paths import linked_state_folders
+
+    state = _state(tmp_path)
+    (state / "fired").mkdir(parents=True)
+    assert linked_state_folders(state) == []
+    (state / "hook").symlink_to(tmp_path)
+    (state / "requests").symlink_to(tmp_path)
+    assert sorted(linked_state_folders(state)) == [state / "hook", state / "requests"]
