@@ -178,7 +178,7 @@ def test_hooks_of_parallel_calls_lose_no_count(state: Path) -> None:
         assert proc.wait(timeout=60) == 0 and stderr == b""
         outputs.append(json.loads(stdout) if stdout.strip() else None)
     kept = json.loads(state_file(state).read_text())
-    assert [count for _, _, count in kept["scopes"]["main"]["calls"]] == [8]
+    assert [item[2] for item in kept["scopes"]["main"]["calls"]] == [8]
     warned = [out for out in outputs if out and "systemMessage" in out]
     assert len(warned) == 1  # exactly one hook saw the 3rd result
 

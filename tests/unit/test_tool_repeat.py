@@ -32,6 +32,7 @@ from loop_killer.engine.tool_repeat import (
     call_label,
     is_ignored,
     is_refusal,
+    repeat_label,
     result_key,
 )
 
@@ -115,7 +116,12 @@ def test_call_label_is_one_short_printable_line() -> None:
     ("✕ login (45 ms)", "✕ login (3 ms)"),
     ("real\t0m0.003s", "real\t1m2.5s"),
     ("<object at 0x7ffd1234abcd>", "<object at 0x55aa00ff9911>"),
-    ("started 1712345678", "started 1712349999"),
+    ("started at 1712345678", "started at 1712349999"),
+    ('{"ts": 1712345678}', '{"ts": 1712349999}'),
+    ("created_at=1712345678123", "created_at=1712349999000"),
+    ("t=1712345678.123456 done", "t=1712349999.000001 done"),
+    ("slept until 1712345678.25", "slept until 1712349999.75"),
+    ("now 1712345678.123", "now 1712349999.456"),
 ])
 def test_results_differing_only_in_noise_are_the_same(first: str, second: str) -> None:
     assert result_key(first, is_error=True) == result_key(second, is_error=True)
@@ -190,7 +196,7 @@ def test_other_calls_in_between_do_not_reset_a_call() -> None:
     for n in range(4):
         seen.append(counter.record("Bash", bash("npm test"), FAIL, True).count)
         counter.record("Read", {"file_path": f"src/{n}.js"}, "code", False)
-        counter.record("Edit", {"file_path": "src/a.js", "old": str(n)}, "ok", False)
+        counter.record("Grep", {"pattern": f"n{n}"}, "no matches", False)
     assert seen == [1, 2, 3, 4]
 
 
@@ -472,3 +478,113 @@ def test_the_fast_masking_patterns_match_their_plain_forms(pieces):
     for name, plain in _PLAIN_PATTERNS.items():
         fast = getattr(tool_repeat, name)
         assert fast.sub("<x>", text) == re.sub(plain, "<x>", text), (name, text)
+
+
+# -- issue 21: no false refusals -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("first, second", [
+    # ls -l of a file growing past 1 GB: a size is not a time
+    ("-rw-r--r-- 1 dev dev 1073741824 Dec  1 11:00 big.bin",
+     "-rw-r--r-- 1 dev dev 1181116006 Dec  1 11:00 big.bin"),
+    ("1073741824 bytes copied", "1395864371 bytes copied"),
+    ("order id 1234567890", "order id 1987654321"),
+    ("count: 1500000000", "count: 1500000001"),
+])
+def test_a_size_count_or_id_of_ten_digits_is_not_masked_as_a_time(first: str,
+                                                                    second: str) -> None:
+    assert result_key(first, is_error=False) != result_key(second, is_error=False)
+
+
+def test_a_growing_file_polled_with_ls_is_never_warned_nor_refused() -> None:
+    counter = ToolRepeatCounter()
+    counts = [counter.record("Bash", bash("ls -l big.bin"),
+                             f"-rw-r--r-- 1 dev dev {1_000_000_000 + n * 80_000_000} big.bin",
+                             False).count for n in range(6)]
+    assert counts == [1] * 6
+    assert counter.refusal("Bash", bash("ls -l big.bin")) is None
+
+
+def test_one_command_in_many_folders_is_many_calls() -> None:
+    counter = ToolRepeatCounter()
+    counts = [counter.record("Bash", bash("npm test"), "PASS 12 tests", False,
+                             cwd=f"/repo/packages/p{n}").count for n in range(6)]
+    assert counts == [1] * 6
+    assert counter.refusal("Bash", bash("npm test"), cwd="/repo/packages/p5") is None
+    # ...while the same command in the same folder is still the same call
+    for _ in range(3):
+        counter.record("Bash", bash("npm test"), "PASS 12 tests", False, cwd="/repo/packages/p5")
+    refusal = counter.refusal("Bash", bash("npm test"), cwd="/repo/packages/p5")
+    assert refusal is not None and refusal.count == 4
+    assert repeat_label(refusal) == "Bash: npm test"
+
+
+def test_a_check_after_each_edit_checks_something_new() -> None:
+    counter = ToolRepeatCounter()
+    counts = []
+    for n in range(6):
+        counter.record("Edit", {"file_path": "src/a.js", "old_string": f"v{n}",
+                                "new_string": f"v{n + 1}"}, "The file was updated.", False)
+        counts.append(counter.record("Bash", bash("npm test"), "PASS 12 tests", False).count)
+    assert counts == [1] * 6
+    assert counter.refusal("Bash", bash("npm test")) is None
+
+
+def test_the_same_failing_check_with_nothing_changed_is_still_caught() -> None:
+    counter = ToolRepeatCounter()
+    counter.record("Edit", {"file_path": "src/a.js", "old_string": "a", "new_string": "b"},
+                   "The file was updated.", False)
+    counts = [counter.record("Bash", bash("npm test"), FAIL, True).count for _ in range(4)]
+    assert counts == [1, 2, 3, 4]
+    assert counter.refusal("Bash", bash("npm test")) is not None
+
+
+def test_an_edit_that_failed_or_repeats_itself_changes_nothing() -> None:
+    counter = ToolRepeatCounter()
+    write = {"file_path": "src/a.js", "content": "same"}
+    counts = []
+    for _ in range(4):
+        counter.record("Edit", {"file_path": "a", "old_string": "x", "new_string": "y"},
+                       "String to replace not found", True)  # failed: no change
+        counter.record("Write", write, "File written.", False)  # the same write again
+        counts.append(counter.record("Bash", bash("npm test"), FAIL, True).count)
+    # The first Write changed the file (before the first test run); its repeats did not.
+    assert counts == [1, 2, 3, 4]
+
+
+def test_refused_attempts_are_counted_in_the_turn_and_kept_across_processes() -> None:
+    counter = ToolRepeatCounter()
+    assert [counter.note_refusal() for _ in range(2)] == [1, 2]
+    again = ToolRepeatCounter.from_state(counter.to_state())
+    assert again.note_refusal() == 3
+    again.reset()
+    assert again.refused == 0
+
+
+def test_a_state_file_of_the_earlier_shape_is_still_read() -> None:
+    digest = "d" * 20
+    counter = ToolRepeatCounter.from_state({"v": 1, "calls": [[digest, "r" * 20, 4]]})
+    assert len(counter) == 1 and counter.refused == 0
+
+
+def test_a_result_nested_too_deep_for_recursion_is_still_keyed() -> None:
+    deep: object = "leaf 12:00:01"
+    other: object = "leaf 13:14:15"
+    for _ in range(5000):
+        deep, other = [deep], [other]
+    assert result_key(deep, is_error=False) == result_key(other, is_error=False)
+    nested: object = {"k": 1}
+    for n in range(3000):
+        nested = {"a": nested, "b": [n]}
+    assert result_key(nested, is_error=False).startswith("ok:")
+    counter = ToolRepeatCounter()
+    assert [counter.record("mcp__x__y", nested, nested, False).count
+            for _ in range(2)] == [1, 2]
+
+
+def test_a_huge_output_is_masked_in_bounded_time_and_still_compared() -> None:
+    from loop_killer.engine.tool_repeat import MAX_MASKED
+
+    noise = "12:00:01 " * (MAX_MASKED // 9 + 10)
+    assert result_key(noise + "A", is_error=False) != result_key(noise + "B", is_error=False)
+    assert result_key(noise + "A", is_error=False) == result_key(noise + "A", is_error=False)

@@ -110,7 +110,8 @@ def test_tool_results_are_part_of_the_answer():
     uuid = t.tool_result("toolu_1", "auth tests: 3 passed, 1 failed")
     event = parse_line(t.lines[-1])
     assert event == ToolResults(uuid, event.timestamp, (
-        ToolResult("toolu_1", "auth tests: 3 passed, 1 failed", is_error=False),))
+        ToolResult("toolu_1", "auth tests: 3 passed, 1 failed", is_error=False,
+                   cwd="/home/dev/proj"),))
     assert not is_run_boundary(event)
 
 

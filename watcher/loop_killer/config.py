@@ -8,6 +8,7 @@ idle_turns = 6            # IDLE_TURNS
 similar = 0.6             # SIMILAR (word-set Jaccard)
 tool_repeat_warn = 3      # TOOL_REPEAT_WARN
 tool_repeat_block = 4     # TOOL_REPEAT_BLOCK
+tool_repeat_stop = 3      # TOOL_REPEAT_STOP (refused attempts in a turn that end it)
 off = ["IDLE_TURNS"]      # rules switched off: SAME_REPLY_TURNS, IDLE_TURNS, TOOL_REPEAT
 
 [tools]
@@ -20,7 +21,8 @@ off = ["/home/me/scratch"]           # path prefixes where loop-killer does noth
 The environment (the shell that starts ``claude``, or the ``env`` block of its
 ``settings.json``): ``LOOP_KILLER_SAME_REPLY_TURNS``, ``LOOP_KILLER_IDLE_TURNS``,
 ``LOOP_KILLER_SIMILAR``, ``LOOP_KILLER_TOOL_REPEAT_WARN``, ``LOOP_KILLER_TOOL_REPEAT_BLOCK``,
-``LOOP_KILLER_RULES_OFF`` (comma-separated), ``LOOP_KILLER_PROJECTS_OFF`` (``:``-separated),
+``LOOP_KILLER_TOOL_REPEAT_STOP``, ``LOOP_KILLER_RULES_OFF`` (comma-separated),
+``LOOP_KILLER_PROJECTS_OFF`` (``:``-separated),
 ``LOOP_KILLER_IGNORE_TOOLS`` and ``LOOP_KILLER_TOOL_REPEAT=off``.
 
 A bad file (syntax, nesting too deep for the parser, a wrong type, a value out of
@@ -55,6 +57,7 @@ from .engine.tool_repeat import (
     DEFAULT_IGNORED,
     RULE_TOOL_REPEAT,
     TOOL_REPEAT_BLOCK,
+    TOOL_REPEAT_STOP,
     TOOL_REPEAT_WARN,
 )
 from .printable import printable
@@ -77,6 +80,8 @@ _NUMBERS: dict[str, tuple[str, str, str, float, float, float]] = {
                          TOOL_REPEAT_WARN, 2, 100),
     "tool_repeat_block": ("rules", "tool_repeat_block", "LOOP_KILLER_TOOL_REPEAT_BLOCK",
                           TOOL_REPEAT_BLOCK, 2, 1000),
+    "tool_repeat_stop": ("rules", "tool_repeat_stop", "LOOP_KILLER_TOOL_REPEAT_STOP",
+                         TOOL_REPEAT_STOP, 1, 1000),
 }
 
 
@@ -87,6 +92,7 @@ class Settings:
     thresholds: Thresholds = DEFAULT_THRESHOLDS
     tool_repeat_warn: int = TOOL_REPEAT_WARN
     tool_repeat_block: int = TOOL_REPEAT_BLOCK
+    tool_repeat_stop: int = TOOL_REPEAT_STOP  # refused attempts in one turn that end it
     ignore_tools: frozenset[str] = DEFAULT_IGNORED
     rules_off: frozenset[str] = frozenset()
     projects_off: tuple[str, ...] = ()
@@ -231,6 +237,7 @@ def parse_settings(text: bytes | None, env: Mapping[str, str], *, where: str = C
         thresholds=thresholds,
         tool_repeat_warn=int(numbers["tool_repeat_warn"]),
         tool_repeat_block=int(numbers["tool_repeat_block"]),
+        tool_repeat_stop=int(numbers["tool_repeat_stop"]),
         ignore_tools=ignored,
         rules_off=frozenset(rule for rule in rules_off if rule in SWITCHABLE_RULES),
         projects_off=projects,

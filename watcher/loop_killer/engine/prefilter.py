@@ -165,8 +165,34 @@ def unread_result(line: bytes, start: int = 0, end: int | None = None,
     if told is None:
         return None
     tool_use_id, sidechain = told
+    cwd = _lone_cwd(line, start, len(line) if end is None else end)
+    if cwd is None:
+        return None
     unread = UnreadResult(source or line[start:end], tool_use_id)
-    return ToolResults("", "", (ToolResult(tool_use_id, unread, False),)), sidechain
+    return ToolResults("", "", (ToolResult(tool_use_id, unread, False, cwd),)), sidechain
+
+
+_CWD_KEY = b'"cwd":"'
+
+
+def _lone_cwd(line: bytes, start: int, end: int) -> str | None:
+    """The line's ``cwd`` ("" when it has none) when its bytes alone tell it: exactly one
+    ``"cwd":"`` key (a key: after a comma), its value without escapes; None when only
+    parsing can tell (Claude Code writes one top-level ``cwd`` and no tool result of its
+    own holds another)."""
+    found = line.find(_CWD_KEY, start, end)
+    if found < 0:
+        return ""
+    value_start = found + len(_CWD_KEY)
+    value_end = line.find(b'"', value_start, end)
+    if (line[found - 1] != 44 or value_end < 0
+            or line.find(_CWD_KEY, value_end, end) >= 0
+            or line.find(b"\\", value_start, value_end) >= 0):
+        return None
+    try:
+        return line[value_start:value_end].decode()
+    except UnicodeDecodeError:
+        return None
 
 
 def skim_line(line: bytes, stats: ParseStats | None = None) -> Event | None:

@@ -31,6 +31,7 @@ from typing import Any
 from ..digest import digest
 from .pairing import ToolPairing
 from .tool_repeat import (
+    FILE_CHANGING_TOOLS,
     MAX_CALLS,
     ToolRepeat,
     ToolRepeatCounter,
@@ -106,7 +107,7 @@ class StandIns:
             self._held = 0
         paired: list[tuple[AssistantPart, ToolCall, str, ToolResult]] = []
         for part, call, result in self._pairing.pair(event):
-            key = call_key(call.name, call.input)
+            key = call_key(call.name, call.input, result.cwd)
             paired.append((part, call, key, self._stand_in(call.name, key, result)))
         return paired
 
@@ -127,10 +128,10 @@ class StandIns:
                 # counts 1 either way, so no loop can tell. And the hooks only refuse a
                 # call that gave results in the turn: those are kept here.)
                 return self._keep(call, _Last(content, False, None, self._new_token(),
-                                              content.size), result.tool_use_id)
+                                              content.size), result)
             content, is_error = content.read()
         if is_refusal(content, is_error=is_error):
-            return ToolResult(result.tool_use_id, content, is_error)  # never compared
+            return ToolResult(result.tool_use_id, content, is_error, result.cwd)  # never compared
         key: str | None = None
         if last is None:
             token = self._new_token()
@@ -147,10 +148,9 @@ class StandIns:
                     before, is_error=last.is_error)
                 key = result_key(content, is_error=is_error)
                 token = last.token if key == previous else self._new_token()
-        return self._keep(call, _Last(content, is_error, key, token, _size(content)),
-                          result.tool_use_id)
+        return self._keep(call, _Last(content, is_error, key, token, _size(content)), result)
 
-    def _keep(self, call: bytes, last: _Last, tool_use_id: str) -> ToolResult:
+    def _keep(self, call: bytes, last: _Last, result: ToolResult) -> ToolResult:
         """Remember a call's newest result; what the counter gets for it (equal stand-ins
         are equal outputs, error or not: the flag is in the stand-in)."""
         before = self._last.pop(call, None)
@@ -159,7 +159,13 @@ class StandIns:
         self._last[call] = last
         self._held += last.size
         self._trim()
-        return ToolResult(tool_use_id, last.token, False)
+        return ToolResult(result.tool_use_id, last.token, False, result.cwd)
+
+    def failed(self, call_text: str) -> bool:
+        """Whether the call's last result was an error, as far as read (the stand-ins
+        hand the counter no error flag)."""
+        last = self._last.get(digest(call_text.encode("utf-8", "surrogatepass")))
+        return last is not None and last.is_error
 
     def _new_token(self) -> str:
         number, letters = self._tokens, []
@@ -210,6 +216,8 @@ class ToolCounts:
             return []  # most lines: text or thinking, nothing to count
         if ToolPairing.starts_afresh(event):
             self.counter.reset()
-        return [(part, call, self.counter.record_call(key, call.name, result.content,
-                                                      result.is_error, result.tool_use_id))
-                for part, call, key, result in self._stand_ins.pairs(event)]
+        stand_ins = self._stand_ins
+        return [(part, call, self.counter.record_call(
+                    key, call.name, result.content, result.is_error, result.tool_use_id,
+                    failed=stand_ins.failed(key) if call.name in FILE_CHANGING_TOOLS else None))
+                for part, call, key, result in stand_ins.pairs(event)]

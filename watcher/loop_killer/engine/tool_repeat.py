@@ -3,7 +3,9 @@
 Pure: plain values in, plain values out; no files, no clock.
 
 * A *call* is a tool's name plus its input (``call_key``): canonical JSON of the input, or
-  for a shell tool (``Bash``, ``PowerShell``) only its command, whitespace collapsed.
+  for a shell tool (``Bash``, ``PowerShell``) only its command, whitespace collapsed; and
+  the folder it runs in (the session's ``cwd``), where known: ``npm test`` in six packages
+  of a monorepo is six calls.
 * Its *result* is the tool's output made comparable (``result_key``): ANSI codes,
   timestamps and clock times, durations and memory addresses are masked, and whether it
   was an error is kept.
@@ -11,9 +13,13 @@ Pure: plain values in, plain values out; no files, no clock.
   that call's count afresh at 1. Counts are per call within the person's turn: other calls
   in between change nothing, nor do Stop-hook re-prompts; the person's next prompt
   (``reset``) clears them all. Subagents keep their own counter (one counter per scope).
+* A change the session made to the files (a successful ``Edit``, ``Write``, ``MultiEdit``
+  or ``NotebookEdit`` that is not itself a repeat) starts every count afresh at its next
+  result: a check run after an edit checks something new.
 * On the ``TOOL_REPEAT_WARN``-th identical result the model is told to stop; once a call
   has ``TOOL_REPEAT_BLOCK`` identical results, its next attempt is refused (``refusal``)
-  until the person speaks or the call changes.
+  until the person speaks, the call changes or the session changes a file; after
+  ``TOOL_REPEAT_STOP`` refused attempts in one turn the turn itself is ended (the hooks).
 * Tools that poll by design (``DEFAULT_IGNORED``) are never counted.
 
 The counter keeps only digests: per call, its last result and count, at most
@@ -38,11 +44,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_IGNORED",
+    "FILE_CHANGING_TOOLS",
     "MAX_CALLS",
+    "MAX_MASKED",
     "REFUSED_MARK",
     "RULE_TOOL_REPEAT",
     "STATE_VERSION",
     "TOOL_REPEAT_BLOCK",
+    "TOOL_REPEAT_STOP",
     "TOOL_REPEAT_WARN",
     "ToolRepeat",
     "ToolRepeatCounter",
@@ -51,6 +60,7 @@ __all__ = [
     "is_ignored",
     "is_refusal",
     "repeat_label",
+    "result_digest",
     "result_key",
 ]
 
@@ -62,6 +72,13 @@ context, to stop, say why it keeps failing, and change something or ask."""
 TOOL_REPEAT_BLOCK = 4
 """After this many identical results of one call, the next attempt of that same call is
 refused before it runs, until the person speaks again or the call changes."""
+
+TOOL_REPEAT_STOP = 3
+"""After this many refused attempts in one turn (of calls past TOOL_REPEAT_BLOCK), the turn
+is ended: a model that keeps retrying a refused call is a loop of its own."""
+
+FILE_CHANGING_TOOLS: frozenset[str] = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
+"""Tools whose success changes the files: a repeat of any call after one is a new check."""
 
 RULE_TOOL_REPEAT: Final = "TOOL_REPEAT"
 """The rule's name in the detection log."""
@@ -85,6 +102,7 @@ MAX_CALLS = 200
 """Calls remembered per counter; the least recently seen are forgotten first."""
 
 STATE_VERSION = 1
+_CWD_MARK = "\n@ "  # between a call and its folder in a call key (never inside a call)
 
 _SHELL_TOOLS = frozenset({"Bash", "PowerShell"})
 
@@ -96,6 +114,13 @@ _ISO_MOMENT = re.compile(
 # placed after that digit: ``re`` then skips ahead to digits instead of trying every
 # position (several times faster on a long output; tests pin them to the plain forms).
 _EPOCH = re.compile(r"1(?<![\w.]1)\d{9}(?:\d{3})?(?:\.\d+)?(?![\w.])")
+# A 10- or 13-digit number is a Unix time only where it reads as one: a fraction of 3+
+# digits (``time.time()``), or a time word just before it (``"ts": 1700000000``,
+# ``created_at=1700000000``). A size (``ls -l``), a count or an id is not a time.
+_TIME_WORD = re.compile(
+    r"(?:time|stamp|date|epoch|created|updated|modified|expires?|since|until|when|clock"
+    r"|_at|\bts|\bat|\bt)[\"']?\s*[:=]?\s*[\"']?\s*$", re.IGNORECASE)
+_TIME_WORD_REACH = 24
 # hh:mm[:ss[.frac]] [AM|PM] (hour 0-23), not part of a longer run such as file.py:12:34.
 _CLOCK = re.compile(
     r"\d(?<![\w:.]\d)\d?(?<![3-9]\d)(?<!2[4-9])"
@@ -133,22 +158,62 @@ class ToolRepeat:
 
 
 def _canonical(value: object) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      default=str)
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                          default=str)
+    except RecursionError:  # nested deeper than the encoder goes: hostile, still counted
+        return _canonical_flat(value)
 
 
-def call_key(name: str, tool_input: object) -> str:
-    """The call as a comparable string: the tool's name, then its input.
+def _canonical_flat(value: object) -> str:
+    """``_canonical`` without recursion (an explicit stack), for values nested too deep."""
+    out: list[str] = []
+    stack: list[object] = [value]
+    close = object()  # marks where a container's closing bracket goes
+    brackets: list[str] = []
+    while stack:
+        item = stack.pop()
+        if item is close:
+            out.append(brackets.pop())
+        elif isinstance(item, tuple) and len(item) == 2 and item[0] is close:
+            out.append(str(item[1]))  # a separator or a key, already written out
+        elif isinstance(item, dict):
+            out.append("{")
+            brackets.append("}")
+            stack.append(close)
+            for index, key in enumerate(sorted(item, key=str, reverse=True)):
+                stack.append(item[key])
+                prefix = "" if index == len(item) - 1 else ","
+                stack.append((close, prefix + json.dumps(str(key), ensure_ascii=False) + ":"))
+        elif isinstance(item, list):
+            out.append("[")
+            brackets.append("]")
+            stack.append(close)
+            for index, element in enumerate(reversed(item)):
+                stack.append(element)
+                if index != len(item) - 1:
+                    stack.append((close, ","))
+        else:
+            out.append(json.dumps(item, ensure_ascii=False, default=str))
+    return "".join(out)
+
+
+def call_key(name: str, tool_input: object, cwd: str = "") -> str:
+    """The call as a comparable string: the tool's name, then its input, then (when
+    known) the folder it runs in.
 
     For a shell tool the input is its command with whitespace collapsed (a different
     ``description`` or ``timeout`` is the same call); for any other tool, the input's
-    canonical JSON (keys sorted).
+    canonical JSON (keys sorted). ``cwd``: the session's working folder as the call ran
+    (a hook's ``cwd``; a tool result line's ``cwd``), so one command in many folders is
+    many calls.
     """
+    where = f"{_CWD_MARK}{cwd}" if cwd else ""
     if name in _SHELL_TOOLS and isinstance(tool_input, dict):
         command = tool_input.get("command")
         if isinstance(command, str):
-            return f"{name} {' '.join(command.split())}"
-    return f"{name} {_canonical(tool_input)}"
+            return f"{name} {' '.join(command.split())}{where}"
+    return f"{name} {_canonical(tool_input)}{where}"
 
 
 def call_label(name: str, tool_input: object, limit: int = 80) -> str:
@@ -169,8 +234,8 @@ def call_label(name: str, tool_input: object, limit: int = 80) -> str:
 
 def repeat_label(repeat: ToolRepeat, limit: int = 80) -> str:
     """``call_label`` of the call a ToolRepeat is about, from its key alone."""
-    rest = repeat.call[len(repeat.name) + 1:] if repeat.call.startswith(
-        repeat.name + " ") else repeat.call
+    call = repeat.call.split(_CWD_MARK, 1)[0]
+    rest = call[len(repeat.name) + 1:] if call.startswith(repeat.name + " ") else call
     if repeat.name in _SHELL_TOOLS:
         return call_label(repeat.name, {"command": rest}, limit)
     try:
@@ -186,25 +251,50 @@ def repeat_label(repeat: ToolRepeat, limit: int = 80) -> str:
 _MASKED_CHARACTERS = "0123456789\x1b"
 
 
+MAX_MASKED = 1 << 20
+"""Characters of one output masked; the rest is compared as it is (a crafted output of
+many megabytes costs a bounded time, and at worst two runs count as different)."""
+
+
 def _mask(text: str) -> str:
+    if len(text) > MAX_MASKED:
+        return _mask(text[:MAX_MASKED]) + "\x00" + _digest(text[MAX_MASKED:])
     if text.isascii() and not any(character in text for character in _MASKED_CHARACTERS):
         return text
     text = _ANSI.sub("", text)
     text = _ISO_MOMENT.sub("<time>", text)
-    text = _EPOCH.sub("<time>", text)
+    text = _EPOCH.sub(_epoch_or_not, text)
     text = _CLOCK.sub("<time>", text)
     text = _ADDRESS.sub("0x…", text)
     return _DURATION.sub("<duration>", text)
 
 
+def _epoch_or_not(match: re.Match[str]) -> str:
+    """``<time>`` for a number that reads as a Unix time (see ``_TIME_WORD``), else itself."""
+    number = match.group()
+    fraction = number.find(".")
+    if fraction >= 0 and len(number) - fraction > 3:
+        return "<time>"
+    start = match.start()
+    before = match.string[max(0, start - _TIME_WORD_REACH):start]
+    return "<time>" if _TIME_WORD.search(before) else number
+
+
 def _masked(value: object) -> object:
     """Every string of a JSON value masked (so ANSI codes are gone before JSON escapes them)."""
+    try:
+        return _masked_nested(value)
+    except RecursionError:  # nested deeper than Python recurses: masked as its flat text
+        return _mask(_canonical_flat(value))
+
+
+def _masked_nested(value: object) -> object:
     if isinstance(value, str):
         return _mask(value)
     if isinstance(value, list):
-        return [_masked(item) for item in value]
+        return [_masked_nested(item) for item in value]
     if isinstance(value, dict):
-        return {key: _masked(item) for key, item in value.items()}
+        return {key: _masked_nested(item) for key, item in value.items()}
     return value
 
 
@@ -255,17 +345,21 @@ class ToolRepeatCounter:
 
     ``record`` takes each result as it comes (the hooks), ``feed`` takes transcript events
     (the watcher, ``loop-killer scan``); ``refusal`` says whether the next attempt of a
-    call must be refused; ``reset`` is the person speaking.
+    call must be refused, ``note_refusal`` counts the refused attempts of the turn;
+    ``reset`` is the person speaking.
     """
 
-    __slots__ = ("_block", "_calls", "_ignored", "_pairing")
+    __slots__ = ("_block", "_calls", "_changes", "_ignored", "_pairing", "refused")
 
     def __init__(self, *, ignored: frozenset[str] = DEFAULT_IGNORED,
                  block: int = TOOL_REPEAT_BLOCK) -> None:
         self._ignored = ignored
         self._block = block  # identical results after which the next attempt is refused
-        # call digest -> (result digest, count); insertion order is recency.
-        self._calls: dict[str, tuple[str, int]] = {}
+        # call digest -> (result digest, count, changes); insertion order is recency.
+        # ``changes``: how many file changes the session had made at that result.
+        self._calls: dict[str, tuple[str, int, int]] = {}
+        self._changes = 0  # file changes made in the turn (FILE_CHANGING_TOOLS)
+        self.refused = 0  # attempts refused in the turn
         self._pairing: ToolPairing | None = None  # ``feed``'s, made on its first call
 
     @property
@@ -277,50 +371,70 @@ class ToolRepeatCounter:
         return len(self._calls)
 
     def record(self, name: str, tool_input: object, content: object, is_error: bool,
-               tool_use_id: str = "") -> ToolRepeat:
+               tool_use_id: str = "", *, cwd: str = "") -> ToolRepeat:
         """Count one result of a call; where that call stands now.
 
         A result that is loop-killer's own refusal leaves the count as it was.
         """
-        return self.record_call(call_key(name, tool_input), name, content, is_error,
+        return self.record_call(call_key(name, tool_input, cwd), name, content, is_error,
                                 tool_use_id)
 
     def record_call(self, call: str, name: str, content: object, is_error: bool,
-                    tool_use_id: str = "") -> ToolRepeat:
-        """``record`` of a call already keyed: ``call`` is ``call_key(name, input)``."""
+                    tool_use_id: str = "", *, result: str | None = None,
+                    failed: bool | None = None) -> ToolRepeat:
+        """``record`` of a call already keyed: ``call`` is ``call_key(name, input, cwd)``.
+
+        ``result``: the result's digest (``result_digest``), when computed already (the
+        hooks compute it before they take their lock). ``failed``: whether the call
+        failed, when ``is_error`` does not say it (the stand-ins hand on no error flag).
+        """
         if is_ignored(name, self._ignored):
             return ToolRepeat(call, name, tool_use_id, 0)
         digest = _digest(call)
         if is_refusal(content, is_error=is_error):
             return ToolRepeat(call, name, tool_use_id, self._count(digest))
-        result = _digest(result_key(content, is_error=is_error))
+        if result is None:
+            result = result_digest(content, is_error=is_error)
         last = self._calls.pop(digest, None)
-        count = last[1] + 1 if last is not None and last[0] == result else 1
-        self._calls[digest] = (result, count)
+        count = last[1] + 1 if (last is not None and last[0] == result
+                                and last[2] == self._changes) else 1
+        if name in FILE_CHANGING_TOOLS and count == 1 and not (
+                is_error if failed is None else failed):
+            self._changes += 1  # a new change to the files: every check after it is new
+        self._calls[digest] = (result, count, self._changes)
         while len(self._calls) > MAX_CALLS:
             del self._calls[next(iter(self._calls))]
         return ToolRepeat(call, name, tool_use_id, count)
 
-    def count(self, name: str, tool_input: object) -> int:
-        """Identical results in a row of this call so far (0 if ignored or never seen)."""
+    def count(self, name: str, tool_input: object, *, cwd: str = "") -> int:
+        """Identical results in a row of this call so far, with no file changed since (0
+        if ignored or never seen)."""
         if is_ignored(name, self._ignored):
             return 0
-        return self._count(_digest(call_key(name, tool_input)))
+        return self._count(_digest(call_key(name, tool_input, cwd)))
 
     def _count(self, digest: str) -> int:
         last = self._calls.get(digest)
-        return last[1] if last is not None else 0
+        return last[1] if last is not None and last[2] == self._changes else 0
 
-    def refusal(self, name: str, tool_input: object, tool_use_id: str = "") -> ToolRepeat | None:
+    def refusal(self, name: str, tool_input: object, tool_use_id: str = "", *,
+                cwd: str = "") -> ToolRepeat | None:
         """Where the call stands when its next attempt must be refused, else None."""
-        count = self.count(name, tool_input)
+        count = self.count(name, tool_input, cwd=cwd)
         if count < self._block:
             return None
-        return ToolRepeat(call_key(name, tool_input), name, tool_use_id, count)
+        return ToolRepeat(call_key(name, tool_input, cwd), name, tool_use_id, count)
+
+    def note_refusal(self) -> int:
+        """One more attempt refused in this turn; how many so far."""
+        self.refused += 1
+        return self.refused
 
     def reset(self) -> None:
         """The person spoke: every count starts afresh."""
         self._calls.clear()
+        self._changes = 0
+        self.refused = 0
 
     def feed(self, event: Event) -> list[ToolRepeat]:
         """Take one transcript event; one ToolRepeat per tool result it counted.
@@ -336,13 +450,15 @@ class ToolRepeatCounter:
         if pairing.starts_afresh(event):
             self.reset()
         return [self.record(call.name, call.input, result.content, result.is_error,
-                            result.tool_use_id) for _, call, result in pairing.pair(event)]
+                            result.tool_use_id, cwd=result.cwd)
+                for _, call, result in pairing.pair(event)]
 
     def to_state(self) -> dict[str, Any]:
         """The counts as a small JSON-ready value (digests only; ``feed``'s pairing of
         calls and results is not kept)."""
-        return {"v": STATE_VERSION,
-                "calls": [[call, result, count] for call, (result, count) in self._calls.items()]}
+        return {"v": STATE_VERSION, "changes": self._changes, "refused": self.refused,
+                "calls": [[call, result, count, changes]
+                          for call, (result, count, changes) in self._calls.items()]}
 
     @classmethod
     def from_state(cls, state: object, *, ignored: frozenset[str] = DEFAULT_IGNORED,
@@ -355,10 +471,24 @@ class ToolRepeatCounter:
         calls = state.get("calls")
         if not isinstance(calls, list):
             return counter
+        counter._changes = _small(state.get("changes"))
+        counter.refused = _small(state.get("refused"))
         for item in calls[-MAX_CALLS:]:
-            if (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str)
-                    and isinstance(item[1], str) and isinstance(item[2], int)
-                    and not isinstance(item[2], bool) and 0 < item[2] < 1_000_000):
+            if (isinstance(item, list) and len(item) in (3, 4) and isinstance(item[0], str)
+                    and isinstance(item[1], str) and 0 < _small(item[2])):
+                changes = _small(item[3]) if len(item) == 4 else 0
                 counter._calls.pop(item[0], None)
-                counter._calls[item[0]] = (item[1], item[2])
+                counter._calls[item[0]] = (item[1], item[2], changes)
         return counter
+
+
+def _small(value: object) -> int:
+    """A count read back from a state file: a plain int in range, else 0."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1_000_000:
+        return value
+    return 0
+
+
+def result_digest(content: object, *, is_error: bool) -> str:
+    """The digest of ``result_key``: what the counter keeps of a result."""
+    return _digest(result_key(content, is_error=is_error))

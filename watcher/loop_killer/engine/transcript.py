@@ -76,6 +76,7 @@ class ToolResult:
     tool_use_id: str
     content: Any  # a string or a list of blocks, as written; or an UnreadResult
     is_error: bool  # (with an UnreadResult: not known until it is read)
+    cwd: str = ""  # the session's folder when the result came back ("" unknown)
 
 
 class UnreadResult:
@@ -290,12 +291,12 @@ def _tool_calls(content: Any) -> tuple[ToolCall, ...]:
     )
 
 
-def _tool_results(content: Any) -> tuple[ToolResult, ...]:
+def _tool_results(content: Any, cwd: str = "") -> tuple[ToolResult, ...]:
     if not isinstance(content, list):
         return ()
     return tuple(
         ToolResult(_str(block.get("tool_use_id")), block.get("content"),
-                   block.get("is_error") is True)
+                   block.get("is_error") is True, cwd)
         for block in content
         if isinstance(block, dict) and block.get("type") == "tool_result"
     )
@@ -427,7 +428,7 @@ def _assistant(
 
 
 def _user(entry: dict[str, Any], content: Any, uuid: str, timestamp: str) -> tuple[Event | None, str]:
-    results = _tool_results(content)
+    results = _tool_results(content, _str(entry.get("cwd")))
     if results:
         return ToolResults(uuid, timestamp, results), ""
     text = _text_of(content)
