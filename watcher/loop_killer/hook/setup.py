@@ -194,8 +194,11 @@ def doctor(args: argparse.Namespace, *, run: Runner | None = None,
     env = os.environ if env is None else env
     run = run or _runner(env)
     checks = run_checks(claude=getattr(args, "claude", None), run=run, env=env)
+    from ..printable import printable
+
     for check in checks:
-        print(f"{check.level.upper():<5} {check.what}: {check.detail}")
+        # Details quote paths and files others may write: no control codes reach the terminal.
+        print(f"{check.level.upper():<5} {check.what}: {printable(check.detail)}")
     return 1 if any(check.level == "fail" for check in checks) else 0
 
 
@@ -318,12 +321,15 @@ def _check_state(env: Mapping[str, str]) -> Check:
 
 def _check_settings(env: Mapping[str, str]) -> Check:
     from ..config import config_path, load_settings
+    from ..printable import printable
 
     state = state_dir(env)
     settings = load_settings(state, env)
     if settings.problems:
-        return Check("warn", "settings", "; ".join(settings.problems) + " (the defaults hold "
-                     "for what is wrong; see loop-killer config)")
+        # Each problem quotes the file (names, values): one line, no control codes.
+        said = "; ".join(printable(problem, 300) for problem in settings.problems)
+        return Check("warn", "settings", f"{said} (the defaults hold for what is wrong; see "
+                     "loop-killer config)")
     where = config_path(state)
     return Check("ok", "settings", f"{where} is read" if where.exists() else
                  f"the documented defaults (no {where}); see loop-killer config")
