@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from loop_killer.hook.stop_hook import run
-from loop_killer.state.inbox import ClearRequest, InvalidRequest, discard_request, write_request
+from loop_killer.state.inbox import ClearRequest, discard_request, write_request
 
 from .kit import fixture_transcript, journal, lines_of, raw, stop_input, write
 
@@ -218,16 +218,16 @@ def test_a_request_naming_its_transcript_by_another_path_is_still_its_own(
     assert output is not None and output["continue"] is False
 
 
-def test_a_request_that_names_no_transcript_is_not_acted_on(transcript: Path, state: Path
-                                                            ) -> None:
-    folder = state / "requests"
-    folder.mkdir(parents=True)
-    os.chmod(folder, 0o700)
-    (folder / f"{SESSION}.json").write_bytes(_request(transcript, transcript_path="").to_json())
-    assert run(raw(stop_input(transcript, active=False)), env=_env(state)) is None
-    assert journal(state) == []
-    with pytest.raises(InvalidRequest):
-        write_request(state, _request(transcript, transcript_path=""))
+@pytest.mark.parametrize("twin", [False, True])
+def test_a_request_naming_no_transcript_is_taken_only_for_an_unambiguous_id(
+        tmp_path: Path, transcript: Path, state: Path, twin: bool) -> None:
+    """One written by hand (or before requests had to name their transcript)."""
+    if twin:
+        write(tmp_path / "other-proj" / f"{SESSION}.jsonl", lines_of(transcript))
+    write_request(state, _request(transcript, transcript_path=""))
+    output = run(raw(stop_input(transcript, active=False)), env=_env(state))
+    assert (output is not None) == (not twin)
+    assert (state / "requests" / f"{SESSION}.json").exists() == twin
 
 
 def test_a_prompt_in_one_project_withdraws_only_its_own_request(

@@ -6,7 +6,9 @@ renaming it into ``<state>/claimed/`` (a rename succeeds for one claimer only); 
 only after the claim, never following a symlink, and validated before it is acted on.
 
 A request names its transcript: two projects may hold sessions of the same id, and a
-Stop hook acts only on a request for its own transcript (another's is left waiting).
+Stop hook acts only on a request for its own transcript (another's is left waiting). One
+that names none (written by hand, say) is acted on only while its session id is in one
+project alone.
 It is acted on only when this user owns it, in folders only this user can write
 (``paths.state_folder``, ``private``), none of them a link.
 """
@@ -108,8 +110,6 @@ def _requests(state: Path, session_id: str, *, create: bool = False) -> Path:
 
 def write_request(state: Path, request: ClearRequest) -> Path:
     """Publish a request for its session (replacing an older one); return its path."""
-    if not request.transcript_path:
-        raise InvalidRequest("a request must name its session's transcript")
     path = _requests(state, request.session_id, create=True)
     write_private_file(path, request.to_json())
     return path
@@ -140,7 +140,7 @@ def parse_request(data: bytes, *, expected_session: str) -> ClearRequest:
             run_length=_field(raw, "run_length", int),
             answer_uuid=_field(raw, "answer_uuid", str),
             answer_digest=_field(raw, "answer_digest", str),
-            transcript_path=_transcript(raw),
+            transcript_path=_field(raw, "transcript_path", str),
             created_at=float(_field(raw, "created_at", (int, float))),
             source=_choice(raw, "source", SOURCES),
             prompt_uuid=_optional_text(raw, "prompt_uuid"),
@@ -148,13 +148,6 @@ def parse_request(data: bytes, *, expected_session: str) -> ClearRequest:
     except (TypeError, ValueError) as error:
         raise InvalidRequest(str(error)) from None
     return request
-
-
-def _transcript(raw: dict[str, Any]) -> str:
-    value = _field(raw, "transcript_path", str)
-    if not value:
-        raise InvalidRequest("names no transcript")
-    return str(value)
 
 
 def _choice(raw: dict[str, Any], name: str, choices: tuple[Any, ...]) -> Any:
@@ -252,11 +245,32 @@ def _waiting(path: Path, session_id: str) -> ClearRequest | None:
 
 
 def _for_another_transcript(request: ClearRequest | None, transcript_path: str) -> bool:
-    if request is None or same_transcript(request.transcript_path, transcript_path):
+    if request is None:
         return False
+    if request.transcript_path:
+        if same_transcript(request.transcript_path, transcript_path):
+            return False
+    elif not _in_other_projects(request.session_id, transcript_path):
+        return False  # names no transcript, but its session id names only this one
     log.info("left the clear request for %s waiting: it is for %s, not %s",
-             request.session_id, request.transcript_path, transcript_path)
+             request.session_id, request.transcript_path or "a session of that id in "
+             "another project too", transcript_path)
     return True
+
+
+def _in_other_projects(session_id: str, transcript_path: str) -> bool:
+    """Whether a session of this id has a transcript in another project folder beside
+    this transcript's (or that cannot be told)."""
+    project = os.path.dirname(os.path.abspath(transcript_path))
+    root = os.path.dirname(project)
+    try:
+        with os.scandir(root) as folders:
+            return any(
+                folder.path != project
+                and os.path.lexists(os.path.join(folder.path, f"{session_id}.jsonl"))
+                for folder in folders)
+    except OSError:
+        return True
 
 
 def _put_back(taken: Path, source: Path) -> None:
