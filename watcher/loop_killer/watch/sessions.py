@@ -26,7 +26,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from ..config import Settings, load_settings
+from ..config import Settings, load_settings, transcript_cwd
 from ..engine import (
     MAX_LINE_BYTES,
     PROMPT_REPROMPT,
@@ -180,7 +180,7 @@ class Sessions:
             return None
         self.unreadable.pop(path, None)
         reader = self._reader(path, session_id, start, data)
-        tracked = self._new_tracked(path, session_id, now_seen.key, reader)
+        tracked = self._new_tracked(path, session_id, now_seen.key, reader, transcript_cwd(data))
         tracked.follower.offset = start + len(data)
         tracked.follower.remember(data)
         tracked.last_activity = now_seen.mtime
@@ -200,7 +200,7 @@ class Sessions:
         if data is not None and len(known) * len(data) <= _MATCH_BUDGET:
             known = {key for key in known if key.encode() in data}
         thresholds = self.settings.thresholds
-        if self.settings.project_off(folder=Path(path).parent.name):
+        if self.settings.project_off(cwd=transcript_cwd(data), folder=Path(path).parent.name):
             thresholds = replace(thresholds, off=frozenset({RULE_SAME, RULE_IDLE}))
         return TranscriptReader(session_id, offset=offset, live=data is None,
                                 already_fired=known, thresholds=thresholds,
@@ -217,7 +217,7 @@ class Sessions:
         if dormant is not None:
             detector.goal = dormant.goal
         tracked.reader = reader
-        tracked.tools = self.tool_repeats.counter(tracked.project)
+        tracked.tools = self.tool_repeats.counter(tracked.project, transcript_cwd(data))
         try:
             self._ingest(tracked, data, time.time(), live=False)
         except BaseException:
@@ -366,11 +366,11 @@ class Sessions:
         return gone[1]
 
     def _new_tracked(self, path: str, session_id: str, key: FileKey,
-                     reader: TranscriptReader) -> Tracked:
+                     reader: TranscriptReader, cwd: str = "") -> Tracked:
         # One string per project folder, shared by its sessions (thousands are followed).
         project = sys.intern(os.path.basename(os.path.dirname(path)))
         tracked = Tracked(path, session_id, project, Follower(path, key, reader.offset), reader,
-                          tools=self.tool_repeats.counter(project))
+                          tools=self.tool_repeats.counter(project, cwd))
         self.tracked[path] = tracked
         self.by_key[key] = path
         return tracked

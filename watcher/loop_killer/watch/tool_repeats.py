@@ -47,11 +47,13 @@ class ToolRepeats:
         self.home = home
         self.settings = settings
 
-    def counter(self, project: str) -> ToolCounts | None:
-        """A counter for a session of this project folder (None: the rule is off there),
-        behind stand-ins: an output is masked only when its call's output changed."""
+    def counter(self, project: str, cwd: str = "") -> ToolCounts | None:
+        """A counter for a session of this project folder, whose real path is ``cwd`` when
+        known (None: the rule is off there), behind stand-ins: an output is masked only
+        when its call's output changed."""
         settings = self.settings
-        if not settings.rule_on(RULE_TOOL_REPEAT) or settings.project_off(folder=project):
+        if not settings.rule_on(RULE_TOOL_REPEAT) or settings.project_off(cwd=cwd,
+                                                                          folder=project):
             return None
         counter = ToolRepeatCounter(ignored=settings.ignore_tools,
                                     block=settings.tool_repeat_block)
