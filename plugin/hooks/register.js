@@ -237,6 +237,17 @@ async function onStop($, e, next) {
   return answer
 }
 
+// PreToolUse: the brain ends the turn here when a refused call is retried once
+// too often (its answer says continue: false, which this event's outcome does
+// not show; the plan is only given then). Keep the plan, hand on the refusal.
+// This event carries no transcript_path: the plan names it.
+async function onPreToolUse($, e, next) {
+  const result = await next(e)
+  const { plan, answer } = takePlan(objectOr(result))
+  if (plan !== undefined) pending = { ...plan }
+  return plan === undefined ? result : answer
+}
+
 // If onStop fails after the hooks beneath ran, hand on their outcome without
 // our entry, so the brain's plan never reaches the engine or the model.
 async function onStopFailed($, e, next) {
@@ -283,6 +294,7 @@ async function onSessionEnd($, e, next) {
 
 export function register(on) {
   on('classic.Stop', onStop).catch(onStopFailed)
+  on('classic.PreToolUse', onPreToolUse)
   on('turn.complete', onTurnComplete)
   on('command.run', { command: 'goal' }, onGoalCommand)
   on('session.end', onSessionEnd)

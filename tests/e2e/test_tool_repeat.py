@@ -184,3 +184,50 @@ def test_the_rule_is_switched_off_from_the_env_block_of_settings_json(
     assert runs(sandbox) == 5
     assert mentions(mock_api, "loop-killer") == []
     assert journal(sandbox) == []
+
+
+# -- the ladder's last step: retrying a refused call ends the turn -------------------------------
+
+
+def stubborn(command: str) -> Any:
+    """A model that runs ``command`` again after every result, refusals included."""
+
+    def script(index: int, body: dict[str, Any]) -> Reply:
+        return Reply(text="Running it again.", tool_calls=[
+            ToolCall("Bash", {"command": command, "description": f"attempt {index + 1}"})])
+
+    return script
+
+
+def stopped_continuations(entries: list[dict[str, Any]]) -> list[str]:
+    return [
+        str(entry["attachment"].get("message"))
+        for entry in entries
+        if entry.get("type") == "attachment"
+        and isinstance(entry.get("attachment"), dict)
+        and entry["attachment"].get("type") == "hook_stopped_continuation"
+    ]
+
+
+def test_a_model_that_keeps_retrying_a_refused_call_has_its_turn_ended(
+    sandbox: Sandbox, mock_api: MockAnthropic, claude: Path
+) -> None:
+    mock_api.configure(stubborn(FAILING))
+    result = run_headless(sandbox, "Make the tests pass.", version=claude, plugin_dir=PLUGIN,
+                          extra_args=ALLOW_BASH, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert runs(sandbox) == 4  # attempts 5, 6 and 7 were refused; the 7th ended the turn
+    # Requests: 0..3 -> attempts 1..4 run, 4..6 -> attempts 5..7 refused; none after.
+    assert mock_api.count("main") == 7
+    entries = sandbox.read_transcript()
+    stops = stopped_continuations(entries)
+    assert len(stops) == 1 and stops[0].startswith(
+        "loop-killer: TOOL_REPEAT: a refused call tried 3 more times"), stops
+    records = journal(sandbox)
+    assert [(r["event"], r["rule"]) for r in records] == [
+        ("detection", "TOOL_REPEAT"), ("refusal", "TOOL_REPEAT"), ("refusal", "TOOL_REPEAT"),
+        ("refusal", "TOOL_REPEAT"), ("outcome", "TOOL_REPEAT")]
+    assert records[-1]["outcome"] == "stopped_no_goal"
+    # The person is told of the refusal once, not on every refused attempt.
+    notices = person_notices(entries)
+    assert len([n for n in notices if n.startswith("loop-killer: refused")]) == 1, notices

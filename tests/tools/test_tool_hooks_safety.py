@@ -155,7 +155,8 @@ def test_scopes_are_capped_oldest_first(state: Path) -> None:
 def test_the_counts_survive_a_state_written_by_put(state: Path) -> None:
     counter = ToolRepeatCounter()
     for _ in range(4):
-        counter.record("Bash", {"command": "npm test"}, "x", True)
+        counter.record("Bash", {"command": "npm test"}, "x", True,
+                       cwd=before()["cwd"])  # the call in the hook input's folder
     path = store.state_path(state, SESSION)
     store.save(path, store.put(None, "main", counter))
     assert run(before()) is not None
@@ -291,3 +292,30 @@ def test_put_bounds_any_state_and_keeps_main_first() -> None:
         assert size <= store.STATE_BUDGET
         assert next(iter(data["scopes"])) == "main"
     assert len(data["scopes"]) <= store.MAX_SCOPES
+
+
+def test_the_third_refused_attempt_in_a_turn_ends_it_and_says_so_once(state: Path) -> None:
+    for _ in range(4):
+        run(failed())
+    outputs = [run(before()) for _ in range(3)]
+    assert all(out is not None and out["hookSpecificOutput"]["permissionDecision"] == "deny"
+               for out in outputs)
+    first, second, third = outputs
+    assert first is not None and "systemMessage" in first and "continue" not in first
+    assert second is not None and "systemMessage" not in second and "continue" not in second
+    assert third is not None and third["continue"] is False
+    assert third["stopReason"].startswith("loop-killer: TOOL_REPEAT: a refused call tried 3")
+    assert third["systemMessage"].endswith("loop stopped; no goal was set.")
+    # The person's next prompt starts afresh: refusals are counted again from zero.
+    run(prompt())
+    for _ in range(4):
+        run(failed())
+    again = run(before())
+    assert again is not None and "continue" not in again
+
+
+def test_the_same_command_in_another_folder_is_not_refused(state: Path) -> None:
+    for _ in range(4):
+        run(failed())
+    assert run(before()) is not None
+    assert run(before(cwd="/home/dev/proj/packages/b")) is None

@@ -65,12 +65,14 @@ SIMILAR = 0.6
 REPROMPT_PREFIXES = ("stop hook feedback:", "stop hook", "[stop hook", "hook re-prompted")
 """Lower-cased prefixes of a re-prompt's text (checked after leading whitespace)."""
 
-Rule = Literal["SAME_REPLY_TURNS", "IDLE_TURNS", "MANUAL"]
-"""What fired: one of the two rules, or a clear asked for by hand."""
+Rule = Literal["SAME_REPLY_TURNS", "IDLE_TURNS", "MANUAL", "TOOL_REPEAT"]
+"""What fired: one of the two rules, a clear asked for by hand, or the tool-repeat rule's
+last step (a refused call retried ``tool_repeat_stop`` times in one turn)."""
 
 RULE_SAME: Final = "SAME_REPLY_TURNS"
 RULE_IDLE: Final = "IDLE_TURNS"
 RULE_MANUAL: Final = "MANUAL"  # a clear asked for by hand, not a rule of the detector
+RULE_REFUSED_RETRIES: Final = "TOOL_REPEAT"  # (engine.tool_repeat.RULE_TOOL_REPEAT) its stop
 RULES: Final[tuple[Rule, ...]] = (RULE_SAME, RULE_IDLE, RULE_MANUAL)
 
 _LEADING_SPACE = re.compile(r"\s*")
@@ -175,6 +177,8 @@ def rule_phrase(rule: str, count: int) -> str:
         return f"{count} replies to re-prompts without any tool use"
     if rule == RULE_MANUAL:
         return "asked by hand with loop-killer clear"
+    if rule == RULE_REFUSED_RETRIES:
+        return f"a refused call tried {count} more times"
     return f"{count} replies"
 
 

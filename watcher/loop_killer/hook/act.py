@@ -86,7 +86,8 @@ def fire(what: Fired, *, hook_input: HookInput, state: Path, env: dict[str, str]
             except OSError:
                 pass
         plan = notice.mod_plan(firing, plan_id=key, session_id=hook_input.session_id,
-                               clear_goal=clear_goal, outcome_path=outcome_path)
+                               clear_goal=clear_goal, outcome_path=outcome_path,
+                               transcript_path=transcript)
         outcome = notice.OUTCOME_QUEUED if clear_goal else notice.OUTCOME_NO_GOAL
     elif goal_set and hands in (decide.HANDS_TMUX, decide.HANDS_SCREEN):
         acted = hands

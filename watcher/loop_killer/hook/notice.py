@@ -177,6 +177,7 @@ def mod_plan(
     session_id: str,
     clear_goal: bool,
     outcome_path: str,
+    transcript_path: str = "",
 ) -> dict[str, Any]:
     """The instructions for the mod: whether to run ``/goal clear``, and the one line (and
     toast) to show for each result of it, once that result is known (``{output}``: what
@@ -190,6 +191,7 @@ def mod_plan(
         "v": MOD_PROTOCOL,
         "id": plan_id,
         "session_id": session_id,
+        "transcript_path": transcript_path,  # (a PreToolUse's event does not carry it)
         "rule": firing.rule,
         "count": firing.count,
         "stop_reason": stop_reason(firing),

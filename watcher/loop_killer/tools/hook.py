@@ -8,7 +8,9 @@ and prints what it returns.
   ``ToolRepeatCounter``, kept in ``store``); on the TOOL_REPEAT_WARN-th identical result
   tell the model to stop and the person what happened, and log a detection; at
   TOOL_REPEAT_BLOCK and beyond tell the model the call is now refused.
-* ``PreToolUse``: refuse a call that reached TOOL_REPEAT_BLOCK (and log the refusal).
+* ``PreToolUse``: refuse a call that reached TOOL_REPEAT_BLOCK (and log the refusal); the
+  TOOL_REPEAT_STOP-th refused attempt in the person's turn also ends the turn (and gets
+  the goal cleared, as a re-prompt loop's stop does): the ladder's last step.
 * ``UserPromptSubmit``: the person spoke; forget the session's counts.
 
 Subagents (input with ``agent_id``) count in their own scope. The hooks fail open: bad
@@ -93,16 +95,36 @@ def _before(data: dict[str, Any], state: str, path: str, name: str, scope: str,
     if kept is None:
         return None
     tool_input = data.get("tool_input")
-    refusal = store.counter(kept, scope, settings).refusal(name, tool_input,
-                                                          _text(data.get("tool_use_id")))
-    if refusal is None:
-        return None
+    cwd = _text(data.get("cwd"))
+    tool_use_id = _text(data.get("tool_use_id"))
+    if store.counter(kept, scope, settings).refusal(name, tool_input, cwd=cwd) is None:
+        return None  # the common case: decided without the lock
+    try:
+        with store.locked(state):  # count the refused attempt: the ladder's last step
+            kept = store.load(path)
+            counts = store.counter(kept, scope, settings)
+            refusal = counts.refusal(name, tool_input, tool_use_id, cwd=cwd)
+            if refusal is None:
+                return None
+            refused = counts.note_refusal()
+            store.save(path, store.put(kept, scope, counts))
+    except store.Busy:
+        refused = 0  # refused all the same; the count of refusals waits for the next one
+        refusal = store.counter(kept, scope, settings).refusal(name, tool_input, tool_use_id,
+                                                               cwd=cwd)
+        if refusal is None:
+            return None
     from ..engine.tool_repeat import call_label
     from . import words
 
     label = call_label(name, tool_input, words.LABEL_LIMIT)
     _log(state, "refusal", data, refusal, label, scope)
-    return words.refusal(label, refusal.count)
+    if scope == MAIN_SCOPE and refused >= settings.tool_repeat_stop:
+        from .stop import stop_turn
+
+        return stop_turn(data, state=state, label=label, refused=refused,
+                         output=words.refusal(label, refusal.count, first=False))
+    return words.refusal(label, refusal.count, first=refused <= 1)
 
 
 def _after(data: dict[str, Any], state: str, path: str, event: str, name: str, scope: str,
@@ -114,12 +136,18 @@ def _after(data: dict[str, Any], state: str, path: str, event: str, name: str, s
     else:
         content, is_error = data.get("tool_response"), False
     tool_input = data.get("tool_input")
+    from ..engine.tool_repeat import call_key, result_digest
+
+    # Keyed before the lock, which every hook of every session waits for: a huge output
+    # costs its own hook the time, never another's.
+    call = call_key(name, tool_input, _text(data.get("cwd")))
+    result = result_digest(content, is_error=is_error)
     try:
         with store.locked(state):
             kept = store.load(path)
             counts = store.counter(kept, scope, settings)
-            repeat = counts.record(name, tool_input, content, is_error,
-                                   _text(data.get("tool_use_id")))
+            repeat = counts.record_call(call, name, content, is_error,
+                                        _text(data.get("tool_use_id")), result=result)
             if repeat.count == 0:
                 return None
             store.save(path, store.put(kept, scope, counts))

@@ -59,19 +59,21 @@ def final_warning(event: str, label: str, count: int) -> dict[str, Any]:
     return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": model}}
 
 
-def refusal(label: str, count: int) -> dict[str, Any]:
-    """PreToolUse output refusing an attempt of a call that reached TOOL_REPEAT_BLOCK."""
+def refusal(label: str, count: int, *, first: bool = True) -> dict[str, Any]:
+    """PreToolUse output refusing an attempt of a call that reached TOOL_REPEAT_BLOCK.
+    The person is told once a turn (``first``); later refusals say nothing to them."""
     call = _call(label)
     reason = (
         f"{REFUSED_MARK} to run this call again: {call} gave {phrase(count)} "
         f"({RULE_TOOL_REPEAT}). Do not retry it. Explain why it keeps giving the same "
         "result, then try something different or ask the person; it runs again after the "
-        "person's next message."
+        "person's next message. Retrying a refused call again and again ends the turn."
     )
     person = f"{MARK}refused {call}: it gave {phrase(count)} ({RULE_TOOL_REPEAT}); it runs " \
              "again after your next message"
+    output: dict[str, Any] = {"systemMessage": person} if first else {}
     return {
-        "systemMessage": person,
+        **output,
         "hookSpecificOutput": {
             "hookEventName": "PreToolUse",
             "permissionDecision": "deny",
