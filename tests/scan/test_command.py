@@ -225,3 +225,21 @@ def test_the_scan_judges_with_the_settings_in_force(capsys: pytest.CaptureFixtur
     code, out, err = run(capsys, "--json")
     assert code == 0 and "same_reply_turns must be a whole number" in err
     assert len(json.loads(out)["loops"]) == 2  # the defaults hold
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_prices_file_that_is_not_a_file_is_one_clear_line_and_exit_2(tmp_path: Path,
+                                                                       kind: str) -> None:
+    """``--prices FIFO`` blocked for ever and ``--prices /dev/zero`` read until the memory
+    ran out; the process here is bounded in both, so the test fails rather than hangs."""
+    path = tmp_path / "prices.json" if kind == "fifo" else Path("/dev/zero")
+    if kind == "fifo":
+        os.mkfifo(path)
+    code = ("import resource, sys\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+            "from loop_killer import cli\n"
+            "sys.exit(cli.main(sys.argv[1:]))\n")
+    done = subprocess.run([sys.executable, "-c", code, "scan", "--prices", str(path)],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == f"loop-killer scan: {path}: not a regular file\n"

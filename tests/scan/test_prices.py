@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from loop_killer.scan.prices import DEFAULT_PRICES, Price, PriceError, PriceTable, load_prices
+from loop_killer.scan.prices import (
+    DEFAULT_PRICES,
+    MAX_PRICE_BYTES,
+    Price,
+    PriceError,
+    PriceTable,
+    load_prices,
+)
 from loop_killer.scan.records import Tokens
 
 
@@ -87,3 +97,49 @@ def test_bad_price_files_are_refused_with_a_reason(tmp_path: Path, text: str) ->
 def test_a_missing_price_file_is_refused(tmp_path: Path) -> None:
     with pytest.raises(PriceError):
         load_prices(tmp_path / "none.json")
+
+
+def _load_in_a_child(path: Path) -> subprocess.CompletedProcess[str]:
+    """``load_prices`` in a process of its own, bounded in time and memory: a FIFO must
+    not block it, /dev/zero must not fill the machine's memory."""
+    code = ("import sys, resource\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+            "from loop_killer.scan.prices import PriceError, load_prices\n"
+            "try:\n"
+            "    load_prices(sys.argv[1])\n"
+            "except PriceError as error:\n"
+            "    print(error)\n")
+    return subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                          text=True, timeout=60, check=False)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
+def test_a_price_file_that_is_not_a_regular_file_is_refused_at_once(tmp_path: Path,
+                                                                    kind: str) -> None:
+    path = {"fifo": tmp_path / "prices.json", "device": Path("/dev/zero"),
+            "folder": tmp_path}[kind]
+    if kind == "fifo":
+        os.mkfifo(path)
+    done = _load_in_a_child(path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"{path}: not a regular file"
+
+
+def test_an_oversized_price_file_is_refused_unread(tmp_path: Path) -> None:
+    path = tmp_path / "prices.json"
+    path.write_bytes(b'{"m": [1, 2, 3, 4]}' + b" " * MAX_PRICE_BYTES)
+    with pytest.raises(PriceError, match=r"prices.json: too large \(over 1 MB\)"):
+        load_prices(path)
+
+
+def test_a_price_file_named_through_a_link_is_read(tmp_path: Path) -> None:
+    (tmp_path / "real.json").write_text('{"m": [1, 2, 3, 4]}')
+    (tmp_path / "prices.json").symlink_to(tmp_path / "real.json")
+    assert load_prices(tmp_path / "prices.json") == {"m": Price(1, 2, 3, 4)}
+
+
+def test_a_toml_price_file_nested_too_deeply_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "prices.toml"
+    path.write_bytes(b"m = " + b"[" * 500 + b"]" * 500)
+    with pytest.raises(PriceError, match="prices.toml: .*nested too deeply"):
+        load_prices(path)

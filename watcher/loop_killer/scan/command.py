@@ -64,8 +64,8 @@ def scan(args: argparse.Namespace) -> int:
 
     try:
         prices = PriceTable(load_prices(args.prices) if args.prices else None)
-    except PriceError as error:
-        print(f"loop-killer scan: {error}", file=sys.stderr)
+    except PriceError as error:  # the file's path and keys, as given: shown cleaned
+        print(f"loop-killer scan: {printable(str(error), 300)}", file=sys.stderr)
         return 2
     root = Path(args.root).expanduser() if getattr(args, "root", None) else projects_dir()
     started = time.monotonic()

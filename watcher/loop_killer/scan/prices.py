@@ -13,12 +13,16 @@ transcript does not say which were 1-hour writes.
 Override or extend the table with ``--prices FILE``: JSON or TOML, mapping a model
 prefix to its four prices, as an object (``{"input": 3, "output": 15, "cache_read": 0.3,
 "cache_creation": 3.75}``) or a list in that order. The file's keys are tried first (its
-longest match wins: ``claude`` alone prices every Claude model), then the defaults.
+longest match wins: ``claude`` alone prices every Claude model), then the defaults. It is
+read as the hooks read their files: a regular file of at most ``MAX_PRICE_BYTES``, never
+blocking (a FIFO or a device is refused at once).
 """
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -29,7 +33,11 @@ import orjson
 
 from .records import Tokens
 
-__all__ = ["DEFAULT_PRICES", "Price", "PriceError", "PriceTable", "load_prices"]
+__all__ = ["DEFAULT_PRICES", "MAX_PRICE_BYTES", "Price", "PriceError", "PriceTable",
+           "load_prices"]
+
+MAX_PRICE_BYTES = 1 << 20
+"""The largest price file read (a table of every model ever made is a few kB)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,14 +158,31 @@ _FIELDS = ("input", "output", "cache_read", "cache_creation")
 def load_prices(path: Path | str) -> dict[str, Price]:
     """A price file's entries (see the module's docstring), to put over the defaults."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise PriceError(f"{path}: {error.strerror or error}") from None
+    data = _read(path)
     parsed = _parse(path, data)
     if not isinstance(parsed, dict):
         raise PriceError(f"{path}: expected a table of model prefix -> prices")
     return {str(key): _entry(path, str(key), value) for key, value in parsed.items()}
+
+
+def _read(path: Path) -> bytes:
+    """The file's bytes, as the hooks read theirs (``state.files.read_small_file``); a link
+    the person named is followed first: only the file it leads to must be regular."""
+    from ..state.files import NotAFile, read_small_file
+
+    real = os.path.realpath(path)
+    try:
+        return read_small_file(real, MAX_PRICE_BYTES)
+    except NotAFile:
+        try:
+            regular = stat.S_ISREG(os.stat(real).st_mode)
+        except OSError:
+            regular = False
+        reason = f"too large (over {MAX_PRICE_BYTES >> 20} MB)" if regular else \
+            "not a regular file"
+        raise PriceError(f"{path}: {reason}") from None
+    except OSError as error:
+        raise PriceError(f"{path}: {error.strerror or error}") from None
 
 
 def _parse(path: Path, data: bytes) -> Any:
@@ -174,6 +199,8 @@ def _parse(path: Path, data: bytes) -> Any:
             return tomllib.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
             raise PriceError(f"{path}: neither JSON nor TOML ({error})") from None
+        except RecursionError:  # arrays or tables nested deeper than the parser goes
+            raise PriceError(f"{path}: neither JSON nor TOML (nested too deeply)") from None
     raise PriceError(f"{path}: TOML needs Python 3.11 or later; use JSON")
 
 
