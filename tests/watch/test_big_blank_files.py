@@ -111,3 +111,68 @@ def test_a_catch_up_cut_short_by_its_budget_says_so_once(env, caplog) -> None:
         sessions.catch_up(str(path), pending_requests=set())
     said = [r.getMessage() for r in caplog.records if "were read back" in r.getMessage()]
     assert len(said) == 1 and str(path) in said[0] and "not counted" in said[0]
+
+
+def _followed(env, read_limit: int) -> tuple[Sessions, Lines, Path]:
+    s = Lines()
+    path = s.path_in(env.root)
+    append(path, s.goal_loop(2) + s.reprompt())
+    sessions = Sessions(env.state, read_limit=read_limit)
+    assert not sessions.sync(str(path))  # followed from its start, live
+    return sessions, s, path
+
+
+def _read_on(sessions: Sessions, path: Path) -> int:
+    """Bring the file up to date as the watcher does, a read limit at a time; the most
+    memory Python held meanwhile."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        while sessions.sync(str(path)):
+            pass
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_blank_lines_appended_to_a_followed_file_are_stepped_over_unparsed(
+        env, monkeypatch) -> None:
+    """Issue 21: 100 MB of newlines appended to a live transcript took the watcher to
+    1.5 GB and 108 s of CPU, a Python step (and a kept tuple) per newline. Work is counted:
+    no blank line reaches the parser, and what is held stays near one read."""
+    from loop_killer.watch import sessions as sessions_module
+
+    parsed: list[int] = []
+    real = sessions_module.skim_span
+
+    def counting(buffer, start, end, stats=None):  # type: ignore[no-untyped-def]
+        parsed.append(end - start)
+        return real(buffer, start, end, stats)
+
+    monkeypatch.setattr(sessions_module, "skim_span", counting)
+    sessions, s, path = _followed(env, read_limit=MB)
+    before = len(parsed)
+    with path.open("ab") as handle:
+        handle.write(b"\n" * (8 * MB) + b" \r\n\t\n" * 1000 + b"\n" * 12345)
+    peak = _read_on(sessions, path)
+    assert len(parsed) == before  # not one blank line parsed
+    assert peak < 4 * MB  # of 8 MB appended: one read and its copy, not a tuple per line
+    reader = sessions.tracked[str(path)].reader
+    assert reader is not None and reader.stats.skipped["blank"] == 8 * MB + 2000 + 12345
+    append(path, s.answer())  # and the loop is judged where it was left
+    sessions.sync(str(path))
+    assert env.has_request(s.session_id)
+
+
+def test_tiny_lines_appended_to_a_followed_file_are_never_all_held_at_once(env) -> None:
+    """Lines that are not blank are parsed one by one, but never kept as a list as long
+    as the read: memory stays near one read whatever the lines."""
+    sessions, s, path = _followed(env, read_limit=MB)
+    with path.open("ab") as handle:
+        handle.write(b"x\n" * MB)
+    peak = _read_on(sessions, path)
+    assert peak < 4 * MB
+    append(path, s.answer())
+    sessions.sync(str(path))
+    assert env.has_request(s.session_id)

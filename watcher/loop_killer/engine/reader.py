@@ -68,15 +68,16 @@ class Step:
 class EventReader:
     """The first stages alone: bytes in any chunks -> whole lines -> events, each with
     where its line sits in the file (``offset``: where the first byte fed sits).
-    Lines that hold no event are counted in ``stats`` and give no step. ``parse``: how
-    one line becomes an event (``parse_line`` unless a caller gives its own)."""
+    Lines that hold no event are counted in ``stats`` and give no step (lines that
+    cannot be JSON objects, blank or without a ``{``, are never handed to ``parse``). ``parse``: how one line becomes an event (``parse_line``
+    unless a caller gives its own)."""
 
     __slots__ = ("_lines", "_parse", "stats")
 
     def __init__(self, *, offset: int = 0, max_line: int = MAX_LINE_BYTES,
                  parse: LineParser = _parse_copy) -> None:
         self.stats = ParseStats()
-        self._lines = LineBuffer(offset, max_line=max_line)
+        self._lines = LineBuffer(offset, max_line=max_line, skip_non_json=True)
         self._parse = parse
 
     @property
@@ -99,10 +100,17 @@ class EventReader:
         found: list[LineEvent] = []
         stats = self.stats
         parse = self._parse
-        for offset, buffer, start, end in self._lines.spans(chunk):
+        lines = self._lines
+        blank, not_json = lines.blank, lines.not_json
+        for offset, buffer, start, end in lines.iter_spans(chunk):
             event = parse(buffer, start, end, stats)
             if event is not None:
                 found.append(LineEvent(offset, offset + end - start + 1, event))
+        blank, not_json = lines.blank - blank, lines.not_json - not_json
+        if blank or not_json:  # stepped over unparsed: counted as parsing them would
+            stats.lines += blank + not_json
+            stats.skipped["blank"] += blank
+            stats.skipped["bad_json"] += not_json
         return found
 
     def reset(self, offset: int | None = None) -> None:
