@@ -243,3 +243,34 @@ def test_a_prices_file_that_is_not_a_file_is_one_clear_line_and_exit_2(tmp_path:
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == f"loop-killer scan: {path}: not a regular file\n"
+
+
+def test_json_is_cleaned_of_control_codes_as_the_table_is(capsys: pytest.CaptureFixture[str],
+                                                          tmp_path: Path) -> None:
+    """A project folder, a root and a timestamp holding a bidi override and C1 codes
+    (which JSON leaves raw, unlike C0 ones) never reach the terminal; the JSON is valid."""
+    from loop_killer.printable import printable
+
+    root = tmp_path / "r\u202eoot"
+    evil = "-home-dev-\u202eevil\x9b[2J"
+    a = Session(SESSION_A, cwd="/home/dev/x")
+    a.prompt("go")
+    a.goal()
+    a.reply("ok", Use(1, 1))
+    for _ in range(4):
+        a.reprompt()
+        a.reply(SAME, Use(10, 10))
+    a.cost_state(1.0)
+    path = root / evil / f"{SESSION_A}.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(a.data().replace(b'Z"', b'Z\\u202e\\u0085"'))  # in every timestamp
+    code, out, _ = run(capsys, "--json", "--root", str(root))
+    assert code == 0
+    assert not any(ch in out for ch in "\u202e\x9b\x85"), out
+    document = json.loads(out)
+    (loop,) = document["loops"]
+    assert loop["project"] == printable(evil) == "-home-dev- evil [2J"
+    assert loop["transcript_path"] == f"{tmp_path}/r oot/{printable(evil)}/{SESSION_A}.jsonl"
+    assert loop["first_at"].endswith("Z")
+    assert document["sessions"][0]["project"] == printable(evil)
+    assert document["scan"]["root"] == f"{tmp_path}/r oot"

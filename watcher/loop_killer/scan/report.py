@@ -2,7 +2,8 @@
 
 Pure: a ``Summary`` in, text out (``Progress`` is the one part that writes, to the
 stream it is given). Every text taken from a transcript or a folder name goes through
-``printable`` before it reaches a terminal.
+``printable`` before it reaches a terminal, in the JSON too: JSON escapes C0 codes but
+leaves C1 codes and bidi overrides raw, and it is read on terminals (``jq``, ``less``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any, TextIO
 import orjson
 
 from ..engine.transcript import parse_timestamp
-from ..printable import printable
+from ..printable import printable, without_controls
 from ..watch.report import project_label
 from .summary import LoopRow, Summary
 
@@ -41,7 +42,8 @@ def json_document(summary: Summary, *, root: str = "") -> dict[str, Any]:
             "cost_usd": _usd(summary.cost_usd),
         },
         "sessions": [
-            {"session_id": s.session_id, "project": s.project, "loops": s.loops,
+            {"session_id": printable(s.session_id), "project": printable(s.project),
+             "loops": s.loops,
              "loops_cost_usd": _usd(s.loops_cost_usd),
              "estimated_cost_usd": _usd(s.estimated_cost_usd),
              "claude_code_cost_usd": (None if s.claude_code_cost_usd is None
@@ -49,7 +51,7 @@ def json_document(summary: Summary, *, root: str = "") -> dict[str, Any]:
             for s in summary.sessions
         ],
         "scan": {
-            "root": root,
+            "root": _path(root),
             "transcripts": summary.transcripts,
             "bytes": summary.bytes_read,
             "lines": summary.lines,
@@ -65,18 +67,24 @@ def json_document(summary: Summary, *, root: str = "") -> dict[str, Any]:
 def _loop(row: LoopRow) -> dict[str, Any]:
     loop = row.loop
     return {
-        "session_id": row.session_id,
-        "project": row.project,
-        "transcript_path": row.transcript_path,
+        "session_id": printable(row.session_id),
+        "project": printable(row.project),
+        "transcript_path": _path(row.transcript_path),
         "kind": loop.kind,
-        "rule": loop.rule,
+        "rule": printable(loop.rule),
         "replies": loop.replies,
-        "first_at": loop.first_at,
-        "last_at": loop.last_at,
+        "first_at": printable(loop.first_at),
+        "last_at": printable(loop.last_at),
         "tokens": loop.total_tokens.to_dict(),
         "avoidable_tokens": loop.avoidable_tokens.total,
         "cost_usd": _usd(row.cost_usd),
     }
+
+
+def _path(path: str) -> str:
+    """A path without the codes ``printable`` takes out (line breaks aside: JSON escapes
+    them), its spacing kept: a script opens the path given, changed only if it held some."""
+    return without_controls(path)
 
 
 def json_bytes(summary: Summary, *, root: str = "") -> bytes:
