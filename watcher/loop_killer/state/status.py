@@ -20,10 +20,12 @@ from .files import read_json_object, write_private_file
 from .paths import is_plain_id, state_folder
 
 __all__ = [
+    "BEHIND_LAG",
     "HEARTBEAT_INTERVAL",
     "HEARTBEAT_STALE",
     "SessionStatus",
     "WatcherHeartbeat",
+    "falling_behind",
     "read_heartbeat",
     "read_session_status",
     "session_status_path",
@@ -48,6 +50,21 @@ class WatcherHeartbeat:
     sessions: int = 0
     polling: bool = False
     version: int = STATUS_VERSION
+    lag: float = 0.0  # the longest a file-system event waited, since the last beat (s)
+    waiting: int = 0  # events come in while the watcher was busy, not yet handled
+
+
+BEHIND_LAG = 3.0
+"""Events waiting this many seconds or more: the watcher is falling behind (a flood of
+writes), and a loop is caught that much later."""
+
+
+def falling_behind(beat: WatcherHeartbeat) -> str | None:
+    """What ``loop-killer status`` says of a watcher falling behind; None when it is not."""
+    if beat.lag < BEHIND_LAG:
+        return None
+    return (f"falling behind: file events waited up to {beat.lag:.1f} s "
+            f"({beat.waiting} waiting)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,17 +2,22 @@
 
 Events are only hints. The watchdog callback (its own thread) does nothing but decide
 whether a path can matter (``relevance``, pure) and put it on a queue; the watcher's one
-thread does all reading. The reconcile pass lists the tree (``list_transcripts``) and
-compares the project folders' marks (``folder_marks``) so a lost event costs latency,
-never a detection. When the native observer cannot start
-(inotify limits, say), ``start_observer`` says why and the watcher polls instead.
+thread does all reading. The queue keeps one entry per path however many events name it,
+so a flood of writes costs memory by the sessions, not by the events, and says how long
+its oldest hint waited (how far behind the watcher is). The reconcile pass lists the tree
+(``list_transcripts``) and compares the project folders' marks (``folder_marks``) so a
+lost event costs latency, never a detection; when the kernel says it dropped events (its
+inotify queue overflowed: watchdog only logs it) an ``OVERFLOW`` hint asks for that pass
+at once. When the native observer cannot start (inotify limits, say), ``start_observer``
+says why and the watcher polls instead.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import queue
+import threading
+import time
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -34,13 +39,16 @@ from ..state.paths import is_session_file_name, list_transcripts
 __all__ = [
     "DIR",
     "FILE",
+    "OVERFLOW",
     "ROOT",
     "STOP",
     "EventQueue",
+    "Taken",
     "FolderMark",
     "folder_entries",
     "folder_marks",
     "list_transcripts",
+    "listen_for_overflow",
     "observer_healthy",
     "relevance",
     "start_observer",
@@ -53,7 +61,12 @@ log = logging.getLogger("loop_killer.watch")
 FILE = "file"  # a session transcript may have changed
 DIR = "dir"  # a project folder appeared, moved or went away
 ROOT = "root"  # the watched root itself went away
+OVERFLOW = "overflow"  # the kernel dropped events: whatever changed must be looked for
 STOP = "stop"
+
+_OVERFLOW_LOGGERS = ("watchdog.observers.inotify_c", "watchdog.observers.inotify")
+"""Where watchdog 7 says the kernel's inotify queue overflowed (``IN_Q_OVERFLOW``): it
+rebuilds its watches and logs a warning, and tells its handlers nothing."""
 
 EVENT_TYPES = [
     FileCreatedEvent, FileModifiedEvent, FileMovedEvent, FileDeletedEvent,
@@ -87,30 +100,57 @@ def relevance(root: str, path: str, is_directory: bool) -> str | None:
     return FILE if is_session_file_name(rest[cut + 1:]) else None
 
 
+class Taken:
+    """What one ``EventQueue.take`` found: the hints, how many events they stand for, and
+    how long the oldest of them waited (seconds)."""
+
+    __slots__ = ("events", "hints", "waited")
+
+    def __init__(self, hints: list[tuple[str, str]], events: int, waited: float) -> None:
+        self.hints = hints
+        self.events = events
+        self.waited = waited
+
+
 class EventQueue:
-    """Hints from any thread to the watcher's thread."""
+    """Hints from any thread to the watcher's thread, coalesced: a hint put again before
+    it is taken is kept once, where it was first put."""
 
     def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[tuple[str, str]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._ready = threading.Event()
+        self._hints: dict[tuple[str, str], None] = {}
+        self._events = 0  # puts since the last take, repeats included
+        self._since = 0.0  # when the oldest hint waiting was put (monotonic)
 
     def put(self, kind: str, path: str = "") -> None:
-        self._queue.put((kind, path))
+        with self._lock:
+            if not self._hints:
+                self._since = time.monotonic()
+            self._hints[(kind, path)] = None
+            self._events += 1
+        self._ready.set()
 
-    def take(self, timeout: float, *, most: int = 100_000) -> list[tuple[str, str]]:
+    @property
+    def waiting(self) -> int:
+        """Events put since the last take (repeats of a hint included)."""
+        return self._events
+
+    def take(self, timeout: float) -> list[tuple[str, str]]:
         """Wait up to ``timeout`` seconds for a hint; return it with all already queued,
-        duplicates removed, in order."""
-        try:
-            first = self._queue.get(timeout=max(0.0, timeout)) if timeout > 0 else (
-                self._queue.get_nowait())
-        except queue.Empty:
-            return []
-        items = {first: None}
-        for _ in range(most):
-            try:
-                items[self._queue.get_nowait()] = None
-            except queue.Empty:
-                break
-        return list(items)
+        each once, in the order they were first put."""
+        return self.take_counted(timeout).hints
+
+    def take_counted(self, timeout: float) -> Taken:
+        """``take``, with how many events the hints stand for and how long they waited."""
+        if timeout > 0:
+            self._ready.wait(timeout)
+        with self._lock:
+            self._ready.clear()
+            hints, self._hints = self._hints, {}
+            events, self._events = self._events, 0
+            waited = time.monotonic() - self._since if hints else 0.0
+        return Taken(list(hints), events, waited)
 
 
 class _Handler(FileSystemEventHandler):
@@ -130,6 +170,35 @@ class _Handler(FileSystemEventHandler):
             kind = relevance(self._root, path, event.is_directory)
             if kind is not None:
                 self._hints.put(kind, path)
+
+
+class _OverflowListener(logging.Handler):
+    """Turns watchdog's warning that the kernel dropped events into an ``OVERFLOW`` hint."""
+
+    def __init__(self, hints: EventQueue) -> None:
+        super().__init__(logging.WARNING)
+        self.hints = hints
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "overflow" in str(record.msg).lower():
+            self.hints.put(OVERFLOW)
+
+
+def listen_for_overflow(hints: EventQueue) -> Callable[[], None]:
+    """Put an ``OVERFLOW`` hint on ``hints`` whenever watchdog says the kernel's event
+    queue overflowed; returns what stops listening."""
+    listener = _OverflowListener(hints)
+    loggers = [logging.getLogger(name) for name in _OVERFLOW_LOGGERS]
+    for logger in loggers:
+        if not logger.isEnabledFor(logging.WARNING):
+            logger.setLevel(logging.WARNING)  # quieted: we still must hear of it
+        logger.addHandler(listener)
+
+    def stop() -> None:
+        for logger in loggers:
+            logger.removeHandler(listener)
+
+    return stop
 
 
 def start_observer(root: str, hints: EventQueue, *, factory: Callable[[], Any] | None = None

@@ -121,6 +121,22 @@ def startup_line(*, root: str, sessions: int, projects: int, runs: int, seconds:
     )
 
 
+def behind_line(*, lag: float, events: int, seconds: float, unread_files: int,
+                for_seconds: float) -> str:
+    """The line logged while the watcher falls behind a flood of writes."""
+    rate = events / seconds if seconds > 0 else 0.0
+    unread = (f", {unread_files} file{'s' if unread_files != 1 else ''} with bytes left "
+              f"to read" if unread_files else "")
+    since = f" for {for_seconds:.0f} s" if for_seconds >= 1 else ""
+    return (f"falling behind{since}: file events or bytes written waited up to {lag:.1f} s "
+            f"({rate:,.0f} events/s{unread}); loops are caught that much later")
+
+
+def caught_up_line(seconds: float) -> str:
+    """The line logged once the watcher has caught up again."""
+    return f"caught up again after {seconds:.0f} s behind"
+
+
 def _text(record: Mapping[str, Any], *names: str) -> str:
     for name in names:
         value = record.get(name)

@@ -14,10 +14,18 @@ cost seconds at most) and the project folders (a file created, renamed or delete
 changes its folder); every ``sweep_interval`` it stats every transcript. When polling,
 every pass stats everything. Every ``housekeeping_interval`` the reconcile pass also
 keeps the state folder and memory from growing (``Sessions.housekeep``).
+
+A flood of writes must not bury a loop: hints are coalesced by path (``EventQueue``), a
+batch reads for at most ``HANDLE_BUDGET`` seconds before the timers get their turn, and
+when the kernel drops events (its queue overflowed) every transcript is looked at at once.
+How far behind the watcher is (``Pace``: the longest a hint or unread bytes waited) goes
+in the heartbeat and, past ``BEHIND_LAG``, in the log; once caught up, the memory the
+flood took is given back.
 """
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import threading
@@ -29,6 +37,7 @@ from typing import Any
 from ..state.journal import JournalTail
 from ..state.paths import ensure_private_dir
 from ..state.status import (
+    BEHIND_LAG,
     HEARTBEAT_INTERVAL,
     WatcherHeartbeat,
     heartbeat_path,
@@ -40,6 +49,7 @@ from .follower import Change, Seen, classify, seen_of
 from .observer import (
     DIR,
     FILE,
+    OVERFLOW,
     ROOT,
     STOP,
     EventQueue,
@@ -47,6 +57,7 @@ from .observer import (
     folder_entries,
     folder_marks,
     list_transcripts,
+    listen_for_overflow,
     observer_healthy,
     start_observer,
     stop_observer,
@@ -55,9 +66,11 @@ from .outcomes import OUTCOME_TIMEOUT
 from .sessions import IDLE_AFTER, Sessions
 
 __all__ = [
+    "HANDLE_BUDGET",
     "HOT_FOR",
     "HOUSEKEEPING_INTERVAL",
     "POLL_INTERVAL",
+    "Pace",
     "RECONCILE_INTERVAL",
     "SWEEP_INTERVAL",
     "Watcher",
@@ -89,6 +102,55 @@ within the same clock tick as the listing would leave its mtime as it was."""
 
 JOURNAL_TAIL_INTERVAL = 0.5
 ROOT_CHECK_INTERVAL = 1.0
+
+HANDLE_BUDGET = 1.0
+"""Seconds of reading in one batch of hints before the timers get their turn (the
+heartbeat, the safety net, the Stop hooks' log); what is left is read next, first."""
+
+BEHIND_REPEAT = 60.0
+"""Seconds between two log lines saying the watcher is still behind."""
+
+
+class Pace:
+    """How far behind the watcher's one thread is: the longest a hint waited to be taken,
+    or bytes written waited to be read, between two beats; what to log about it (pure:
+    fed figures and the time, never reads a clock)."""
+
+    __slots__ = ("_said_at", "behind_since", "events", "lag")
+
+    def __init__(self) -> None:
+        self.lag = 0.0
+        self.events = 0  # events the hints taken since the last beat stood for
+        self.behind_since: float | None = None
+        self._said_at = 0.0
+
+    def took(self, waited: float, events: int) -> None:
+        self.lag = max(self.lag, waited)
+        self.events += events
+
+    def unread_for(self, seconds: float) -> None:
+        """Bytes written that long ago are still unread (read in steps)."""
+        self.lag = max(self.lag, seconds)
+
+    def beat(self, now: float, *, interval: float, unread_files: int
+             ) -> tuple[float, str | None, bool]:
+        """(the lag since the last beat, a line to log or None, whether the watcher just
+        caught up); starts the next interval."""
+        lag, events = self.lag, self.events
+        self.lag, self.events = 0.0, 0
+        if lag >= BEHIND_LAG:
+            if self.behind_since is None:
+                self.behind_since = self._said_at = now
+            elif now - self._said_at < BEHIND_REPEAT:
+                return lag, None, False
+            self._said_at = now
+            return lag, report.behind_line(lag=lag, events=events, seconds=interval,
+                                           unread_files=unread_files,
+                                           for_seconds=now - self.behind_since), False
+        if self.behind_since is not None:
+            took, self.behind_since = now - self.behind_since, None
+            return lag, report.caught_up_line(took), True
+        return lag, None, False
 
 
 class Watcher:
@@ -136,6 +198,10 @@ class Watcher:
         self._folders: dict[str, FolderMark] = {}  # project folder -> its mark
         self._starting = False  # catching up: hints for files not caught up yet wait
         self._deferred: list[tuple[str, str]] = []
+        self.pace = Pace()
+        self._unread_since: dict[str, float] = {}  # files read in steps: since when (monotonic)
+        self._last_beat = time.monotonic()
+        self.overflows = 0  # times the kernel said it dropped events
 
     @property
     def reconcile_interval(self) -> float:
@@ -152,11 +218,13 @@ class Watcher:
 
     def run(self) -> None:
         ensure_private_dir(self.state)
+        stop_listening = listen_for_overflow(self.hints)
         try:
             self._start()
             self.ready.set()
             self._loop()
         finally:
+            stop_listening()
             self.ready.set()
             self._shutdown()
 
@@ -222,9 +290,11 @@ class Watcher:
             now = time.monotonic()
             deadline = min(next_beat, next_reconcile, next_tail)
             wait = 0.0 if self._again else deadline - now
-            hints = self.hints.take(wait)
-            if self._again:
-                hints.extend((FILE, path) for path in self._again)
+            taken = self.hints.take_counted(wait)
+            self.pace.took(taken.waited, taken.events)
+            hints = taken.hints
+            if self._again:  # what was left to read comes first: it waited longest
+                hints = list(dict.fromkeys([(FILE, path) for path in self._again] + hints))
                 self._again = []
             if hints:
                 self._guarded(self._handle, hints)
@@ -262,13 +332,30 @@ class Watcher:
                 return
             if kind == ROOT:
                 self._reconcile()
+            if kind == OVERFLOW:
+                self._overflowed()
         for folder in folders:
             self._sync_folder(folder)
-        hot_until = time.monotonic() + HOT_FOR
-        for kind, path in hints:
-            if kind == FILE and not self._stopping.is_set():
-                self._hot[path] = hot_until
-                self._sync(path)
+        started = time.monotonic()
+        hot_until = started + HOT_FOR
+        files = [path for kind, path in hints if kind == FILE]
+        for index, path in enumerate(files):
+            if self._stopping.is_set():
+                return
+            if time.monotonic() - started > HANDLE_BUDGET:
+                self._again[:0] = files[index:]  # the timers' turn; these are read next
+                return
+            self._hot[path] = hot_until
+            self._sync(path)
+
+    def _overflowed(self) -> None:
+        """The kernel dropped file events: look at every transcript now, not at the next
+        sweep (a lost write to a live session must not wait two minutes)."""
+        self.overflows += 1
+        log.warning("file events were lost (the kernel's event queue overflowed: "
+                    "a flood of writes); looking at every transcript now")
+        if not self._starting:
+            self._sweep()
 
     def _sync(self, path: str) -> None:
         try:
@@ -278,6 +365,9 @@ class Watcher:
             return
         if more:
             self._again.append(path)
+            self._unread_since.setdefault(path, time.monotonic())
+        else:
+            self._unread_since.pop(path, None)
 
     def _sync_folder(self, folder: str) -> None:
         """A project folder changed: follow the transcripts that appeared in it (or were
@@ -440,9 +530,20 @@ class Watcher:
     # -- heartbeat, detection log -----------------------------------------------------
 
     def _beat(self) -> None:
+        now = time.monotonic()
+        if self._unread_since:
+            self.pace.unread_for(now - min(self._unread_since.values()))
+        lag, line, caught_up = self.pace.beat(now, interval=now - self._last_beat,
+                                              unread_files=len(self._unread_since))
+        self._last_beat = now
+        if line is not None:
+            log.warning("%s", line)
+        if caught_up:
+            _release_memory()
         beat = WatcherHeartbeat(
             pid=os.getpid(), started_at=self.started_at, beat_at=time.time(),
-            root=str(self.root), sessions=len(self.sessions.tracked), polling=self.polling)
+            root=str(self.root), sessions=len(self.sessions.tracked), polling=self.polling,
+            lag=round(lag, 3), waiting=self.hints.waiting)
         try:
             write_heartbeat(self.state, beat)
         except OSError as error:
@@ -472,6 +573,18 @@ class Watcher:
                 os.unlink(heartbeat_path(self.state))
         except OSError:
             pass
+
+
+def _release_memory() -> None:
+    """Give back what a flood took: collect cycles, then (glibc) return the freed heap to
+    the system, which ``free`` alone leaves with the process."""
+    gc.collect()
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: its allocator gives back on its own
+        pass
 
 
 def _pending_requests(state: Path) -> set[str]:
