@@ -251,8 +251,9 @@ def test_a_previous_turns_anchor_is_not_used(tmp_path: Path, scenario: str, form
 
 
 def test_a_run_that_starts_at_a_tool_call_still_finds_the_turns_start(tmp_path: Path) -> None:
-    """The kickoff's answer ran a tool: the trailing run starts there, after the turn's
-    start; the first hook reads back to the turn's start, the next ones to their anchor."""
+    """The kickoff's answer ran a tool: a tool call is no run boundary (whether it was
+    work depends on the results before it), so the backward scan reads back to the turn's
+    start; the first hook reads from there, the next ones from their anchor."""
     lines = without_summaries(with_tool_use_in_first_reply(
         lines_of(fixture_transcript("goal-same"))))
     first = answer(lines, 1)
@@ -261,7 +262,7 @@ def test_a_run_that_starts_at_a_tool_call_still_finds_the_turns_start(tmp_path: 
         run_start = find_run_start(handle)
     kickoff = sum(len(line) for line in lines[: next(
         i for i, line in enumerate(lines) if b"A session-scoped Stop hook" in line)])
-    assert run_start > kickoff  # the run starts at the tool call, after the turn's start
+    assert run_start <= kickoff  # the turn's start (the kickoff), not the tool call
     assert read_tail(str(path)).start <= kickoff
     seen = [item for item in walk(tmp_path, lines, spawn=30.0) if item.stop.number <= 4]
     assert firing_numbers(seen) == {3: {"A", "B", "B+attachment", "C"}}

@@ -371,13 +371,92 @@ def test_an_answer_that_used_a_tool_ends_the_run():
     assert detection.run_length == 3 and detection.answer_uuid == uuids[0]
 
 
-def test_repeating_tool_rounds_never_fire():
+def test_tool_rounds_whose_results_are_new_never_fire():
+    # A migration that advances, tests that fail differently: every answer is work.
     t = Transcript()
     _goal(t)
+    for n in range(8):
+        t.reprompt()
+        t.tool_round("Running the auth tests.", f"{n + 3} passed, {8 - n} failed",
+                     "One auth test still fails; I will keep working on it.")
+    assert _detect(t) == []
+
+
+def test_tool_rounds_that_only_repeat_a_result_are_no_work():
+    # The loop people report most: a /goal whose model re-runs the same failing command
+    # in every answer and says the same thing each time.
+    t = Transcript()
+    _goal(t)
+    uuids = []
     for _ in range(8):
         t.reprompt()
-        t.tool_round("Running the auth tests.", "3 passed, 1 failed",
-                     "One auth test still fails; I will keep working on it.")
+        uuids.append(t.tool_round("Running the auth tests.", "3 passed, 1 failed",
+                                  "One auth test still fails; I will keep working on it."))
+    detections = _detect(t)
+    # The first answer's result is new (work); answers 2, 3, 4 repeat it: the 3rd similar
+    # answer with no new result fires, then the run starts afresh (answers 5, 6, 7).
+    assert _summary(detections) == [(RULE_SAME, tuple(uuids[1:4])),
+                                    (RULE_SAME, tuple(uuids[4:7]))]
+
+
+def test_a_result_seen_in_the_answer_to_the_goal_s_kickoff_is_not_new():
+    t = Transcript()
+    t.goal()  # (the /goal command is the person's prompt: the turn starts here)
+    t.tool_round("Running the auth tests.", "3 passed, 1 failed", "Acknowledged; on it.")
+    uuids = []
+    for _ in range(3):
+        t.reprompt()
+        uuids.append(t.tool_round("Running the auth tests.", "3 passed, 1 failed",
+                                  "One auth test still fails; I will keep working on it."))
+    assert _summary(_detect(t)) == [(RULE_SAME, tuple(uuids))]
+
+
+def test_results_that_alternate_are_new_only_the_first_time():
+    t = Transcript()
+    _goal(t)
+    uuids = []
+    for n in range(5):
+        t.reprompt()
+        uuids.append(t.tool_round("Running the flaky test.", "PASS" if n % 2 else "FAIL",
+                                  "The flaky test still flips; running it again."))
+    assert _summary(_detect(t)) == [(RULE_SAME, tuple(uuids[2:5]))]
+
+
+def test_a_person_s_prompt_makes_every_result_new_again():
+    t = Transcript()
+    _goal(t)
+    for _ in range(2):
+        t.reprompt()
+        t.tool_round("Running the auth tests.", "3 passed, 1 failed", SAME)
+    t.prompt("Keep going.")
+    t.reply("On it.")
+    t.reprompt()
+    t.tool_round("Running the auth tests.", "3 passed, 1 failed", SAME)  # new in this turn
+    t.loop([SAME] * 2)
+    assert _detect(t) == []
+
+
+def test_a_refused_call_is_no_work():
+    t = Transcript()
+    _goal(t)
+    uuids = []
+    for _ in range(3):
+        t.reprompt()
+        t.reply("Running the auth tests.", tool="Bash")
+        t.tool_result(t.last_tool_use_id, "PreToolUse:Bash hook error: loop-killer: refused "
+                      "to run this call again: Bash: npm test gave the same result 4 times",
+                      is_error=True)
+        uuids.append(t.reply(SAME))
+    assert _summary(_detect(t)) == [(RULE_SAME, tuple(uuids))]
+
+
+def test_a_call_whose_result_is_not_written_is_work():
+    t = Transcript()
+    _goal(t)
+    for _ in range(4):
+        t.reprompt()
+        t.reply("Running the auth tests.", tool="Bash")
+        t.reply(SAME)
     assert _detect(t) == []
 
 
@@ -863,7 +942,7 @@ step = st.one_of(
     st.tuples(st.just("reprompt"), st.integers(0, len(VOCAB) - 1),
               st.integers(0, len(REPROMPT_FORMS) - 1), st.booleans()),
     st.tuples(st.just("reprompt"), st.just(0), st.just(0), st.just(False)),
-    st.tuples(st.just("reprompt_tool"), st.integers(0, len(VOCAB) - 1)),
+    st.tuples(st.just("reprompt_tool"), st.integers(0, len(VOCAB) - 1), st.integers(0, 2)),
     st.tuples(st.just("prompt"), st.integers(0, len(VOCAB) - 1)),
     st.tuples(st.just("kickoff")),
     st.tuples(st.just("interrupt"), st.booleans()),
@@ -882,6 +961,20 @@ def _build(steps, stop_reasons: bool) -> tuple[Transcript, list[tuple[str, tuple
     side = Transcript(sidechain=True, uuid_prefix="5555")
     run: list[tuple[str, str]] = []
     expected = []
+    seen: set[str] = set()  # tool outputs seen in the person's turn
+
+    def add_to_run(uuid: str, text: str) -> None:
+        nonlocal run
+        run.append((uuid, text))
+        chain = 1
+        while chain < len(run) and is_similar(run[-chain - 1][1], run[-chain][1]):
+            chain += 1
+        if chain >= 3:
+            expected.append((RULE_SAME, tuple(u for u, _ in run[-3:])))
+            run = []
+        elif len(run) >= 6:
+            expected.append((RULE_IDLE, tuple(u for u, _ in run[-6:])))
+            run = []
 
     def is_similar(a: str, b: str) -> bool:
         wa, wb = words(a), words(b)
@@ -894,21 +987,20 @@ def _build(steps, stop_reasons: bool) -> tuple[Transcript, list[tuple[str, tuple
             text, form, thinking = VOCAB[args[0]], REPROMPT_FORMS[args[1]], args[2]
             t.reprompt(**form)
             uuid = t.reply(text, thinking=f"pass {n} zebra{n} quokka{n}" if thinking else None)
-            run.append((uuid, text))
-            chain = 1
-            while chain < len(run) and is_similar(run[-chain - 1][1], run[-chain][1]):
-                chain += 1
-            if chain >= 3:
-                expected.append((RULE_SAME, tuple(u for u, _ in run[-3:])))
-                run = []
-            elif len(run) >= 6:
-                expected.append((RULE_IDLE, tuple(u for u, _ in run[-6:])))
-                run = []
+            add_to_run(uuid, text)
         elif kind == "reprompt_tool":
+            # Work only when its result is new in the person's turn (engine.work).
+            output = f"{args[1]} failed"
             t.reprompt()
-            t.tool_round("Running the tests.", "1 failed", VOCAB[args[0]])
-            run = []
+            text = "Running the tests.\n" + VOCAB[args[0]]
+            uuid = t.tool_round("Running the tests.", output, VOCAB[args[0]])
+            if output in seen:
+                add_to_run(uuid, text)
+            else:
+                run = []
+            seen.add(output)
         elif kind == "prompt":
+            seen.clear()
             t.prompt(f"please continue {n}")
             t.reply(VOCAB[args[0]])
             run = []

@@ -159,7 +159,8 @@ def test_text_then_tool_use_lines_share_the_message_id_and_are_not_final():
     assert (text_part.text, text_part.used_tool, text_part.final) == (
         "Running the auth tests.", False, False)
     assert (tool_part.text, tool_part.used_tool, tool_part.final) == ("", True, False)
-    assert is_run_boundary(tool_part)
+    # Tool use alone is no run boundary: whether it was work depends on earlier results.
+    assert not is_run_boundary(tool_part)
 
 
 def test_thinking_line_carrying_end_turn_is_not_final_and_has_no_text():

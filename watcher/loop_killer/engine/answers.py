@@ -49,15 +49,24 @@ class Answer:
     used_tool: bool
     message_ids: tuple[str, ...] = ()  # the API replies it is made of, in order
     last_text: str = ""  # the text of its last API reply (what ``last_assistant_message`` holds)
+    # Whether its tool work produced something new in the turn (``work.TurnWork``); None
+    # while not judged (then any tool use counts as work).
+    new_work: bool | None = None
 
     @property
     def digest(self) -> str:
         return text_digest(self.text)
 
     @property
+    def did_work(self) -> bool:
+        """Its tool work produced something new (unjudged: it used a tool)."""
+        return self.used_tool if self.new_work is None else self.new_work
+
+    @property
     def in_run(self) -> bool:
-        """Whether this answer extends a run: it answers a re-prompt and used no tool."""
-        return self.prompt == PROMPT_REPROMPT and not self.used_tool
+        """Whether this answer extends a run: it answers a re-prompt and did no work (no
+        tool call, or none whose result was new in the turn)."""
+        return self.prompt == PROMPT_REPROMPT and not self.did_work
 
 
 @dataclass(slots=True)

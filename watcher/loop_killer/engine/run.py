@@ -7,11 +7,11 @@ all decide with this one class.
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, replace
 from typing import Any
 
-from .answers import Answer, AnswerAssembler, PromptKind
+from .answers import PROMPT_REPROMPT, Answer, AnswerAssembler, PromptKind
 from .rules import (
     DEFAULT_THRESHOLDS,
     RULE_IDLE,
@@ -23,7 +23,8 @@ from .rules import (
     similarity,
     words,
 )
-from .transcript import Event, GoalStatus, TurnStart
+from .transcript import Discard, Event, GoalStatus, TurnStart
+from .work import TurnWork
 
 __all__ = ["Detection", "RunAnswer", "RunDetector"]
 
@@ -110,6 +111,7 @@ class RunDetector:
         "live",
         "session_id",
         "thresholds",
+        "work",
     )
 
     def __init__(
@@ -130,6 +132,7 @@ class RunDetector:
         self.last_answer: Answer | None = None
         self.goal: GoalStatus | None = None
         self.answers_seen = 0
+        self.work = TurnWork()  # what the turn's tool work has produced so far
 
     @property
     def run_length(self) -> int:
@@ -167,9 +170,18 @@ class RunDetector:
         # The event may first complete the answer in progress (stop_reason is null on
         # every line in some versions): count that answer in the run it belongs to...
         result = self._count(self._assembler.feed(event))
+        if isinstance(event, Discard):
+            self.work.close(judge=False)  # a void answer's results were seen all the same
+        self.work.feed(event)  # (its calls and results belong to the next answer)
         if isinstance(event, TurnStart):
             self._reset()  # ...then a person's prompt ends the run at once
         return result
+
+    def feed_work(self, events: Iterable[Event]) -> None:
+        """The tool calls and results of an answer that ``add_answer`` is then given
+        whole (the Stop hook's reply N)."""
+        for event in events:
+            self.work.feed(event)
 
     def step_flush(self) -> tuple[tuple[Answer, ...], tuple[Detection, ...]]:
         """The reader has caught up with the file: count a reply marked final."""
@@ -198,6 +210,11 @@ class RunDetector:
     def add_answer(self, answer: Answer) -> Detection | None:
         """Count one complete answer; return a detection if a rule fires."""
         self.answers_seen += 1
+        # Whether its tool work produced anything new matters only to an answer to a
+        # re-prompt that used a tool (the results are keyed only then).
+        judged = self.work.close(judge=answer.prompt == PROMPT_REPROMPT and answer.used_tool)
+        if judged is not None and answer.new_work is None:
+            answer = replace(answer, new_work=judged)
         self.last_answer = answer
         if not answer.in_run:
             self._reset()

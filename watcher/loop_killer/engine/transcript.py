@@ -465,6 +465,7 @@ def is_run_boundary(event: Event | None) -> bool:
     """True for events before which nothing can matter to the current run.
 
     Used to read a transcript backwards only as far as the trailing run needs: a turn
-    start resets the run, and so does an answer that used a tool.
+    start resets the run. (An answer that used a tool no longer does by itself: whether
+    its work was new depends on the results seen earlier in the turn, ``work``.)
     """
-    return isinstance(event, TurnStart) or (isinstance(event, AssistantPart) and event.used_tool)
+    return isinstance(event, TurnStart)

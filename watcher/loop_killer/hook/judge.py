@@ -81,13 +81,16 @@ def judge(
                            thresholds=thresholds)
     _feed(detector, (item.event for item in events[: located.feed_until]))
     detector.go_live()
-    parts = [item for item in events[located.parts_from : located.parts_until]
-             if isinstance(item.event, AssistantPart)]
+    reply = events[located.parts_from : located.parts_until]
+    parts = [item for item in reply if isinstance(item.event, AssistantPart)]
     used_tool = any(
         isinstance(item.event, ToolResults)
         or (isinstance(item.event, AssistantPart) and item.event.used_tool)
-        for item in events[located.parts_from : located.parts_until]
+        for item in reply
     )
+    # Its calls and results: whether they produced anything new in the turn is the
+    # engine's to judge (``engine.work``), as for every other answer.
+    detector.feed_work(item.event for item in reply)
     last_part = parts[-1].event if parts else None
     if message is None and not parts:
         # Nothing to count: the reply is neither in the input nor in the file.
