@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from .harness import Sandbox, read_jsonl, run_headless
-from .mock_api import MockAnthropic, Reply, ToolCall
+from .mock_api import EvaluatorPolicy, MockAnthropic, Reply, ToolCall
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN = REPO / "plugin"
@@ -231,3 +231,69 @@ def test_a_model_that_keeps_retrying_a_refused_call_has_its_turn_ended(
     # The person is told of the refusal once, not on every refused attempt.
     notices = person_notices(entries)
     assert len([n for n in notices if n.startswith("loop-killer: refused")]) == 1, notices
+
+
+# -- the two kinds of loop as one: a /goal that re-runs the same failing command ------------------
+
+GOAL = "/goal all tests in test/auth pass"
+SAME_WORDS = "The auth tests still fail the same way; I will run them again."
+
+
+def goal_statuses(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [entry["attachment"] for entry in entries if entry.get("type") == "attachment"
+            and isinstance(entry.get("attachment"), dict)
+            and entry["attachment"].get("type") == "goal_status"]
+
+
+def rerunner(command: str, *, text: Any = SAME_WORDS) -> Any:
+    """Every answer runs ``command`` once, then says ``text`` (a function of the answer)."""
+
+    def script(index: int, body: dict[str, Any]) -> Reply:
+        if index % 2 == 0:
+            return Reply(text="Running the auth tests.", tool_calls=[
+                ToolCall("Bash", {"command": command, "description": "Run the auth tests"})])
+        return Reply(text=text(index // 2) if callable(text) else text)
+
+    return script
+
+
+def test_a_goal_that_reruns_the_same_failing_command_ends_and_the_goal_is_cleared(
+    sandbox: Sandbox, mock_api: MockAnthropic, claude: Path
+) -> None:
+    mock_api.configure(rerunner(FAILING), evaluator=EvaluatorPolicy())
+    result = run_headless(sandbox, GOAL, version=claude, plugin_dir=PLUGIN,
+                          extra_args=ALLOW_BASH, timeout=120)
+    assert result.returncode == 0, result.stderr
+    # The kickoff's answer runs the command (its result is new); the answers to the 1st,
+    # 2nd and 3rd re-prompts run it again and get nothing new: no work, 3 similar replies.
+    # Two requests an answer (the call, then the words): 8 main requests, then no more.
+    assert mock_api.count("main") == 8
+    assert runs(sandbox) == 4
+    records = journal(sandbox)
+    stops = [r for r in records if r["event"] == "detection" and r["rule"] != "TOOL_REPEAT"]
+    assert [r["rule"] for r in stops] == ["SAME_REPLY_TURNS"]
+    outcomes = [r["outcome"] for r in records if r["event"] == "outcome"]
+    statuses = goal_statuses(sandbox.read_transcript())
+    if "2.1.250" in str(claude):  # no mod, no terminal pane: the goal is only paused
+        assert outcomes == ["not_possible"]
+    else:
+        assert any(s.get("met") is True and s.get("sentinel") is True for s in statuses)
+        assert result.output is not None
+        assert result.output["result"].startswith("loop-killer: SAME_REPLY_TURNS ("), result.output
+        assert result.output["result"].endswith("loop stopped, goal cleared.")
+
+
+def test_a_goal_whose_work_advances_runs_until_it_is_met(
+    sandbox: Sandbox, mock_api: MockAnthropic, claude: Path
+) -> None:
+    # Similar words in every answer, but each run of the tests gets further: work.
+    command = "echo run >> runs.txt; echo \"auth tests: $(wc -l < runs.txt) passed, 1 failed\""
+    mock_api.configure(rerunner(command), evaluator=EvaluatorPolicy(met_on=6))
+    result = run_headless(sandbox, GOAL, version=claude, plugin_dir=PLUGIN,
+                          extra_args=ALLOW_BASH, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert mock_api.count("main") == 12  # 6 rounds of the call and the words
+    assert runs(sandbox) == 6
+    final = goal_statuses(sandbox.read_transcript())[-1]
+    assert final["met"] is True and not final.get("sentinel")  # the evaluator ended it
+    assert journal(sandbox) == []
