@@ -27,7 +27,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="loop-killer",
-        description="End Claude Code sessions stuck in a Stop-hook re-prompt loop.",
+        description="Stop the loops Claude Code sessions get stuck in. A re-prompt loop (a "
+                    "Stop hook such as /goal re-prompts, the model answers without working): "
+                    "the turn is stopped and the goal cleared. A tool-repeat loop (the same "
+                    "tool call gives the same result again and again): the model is warned, "
+                    "then the call is refused until you speak.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, function, help_text) in COMMANDS.items():

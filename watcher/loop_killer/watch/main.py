@@ -95,8 +95,13 @@ def _positive(text: str) -> float:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="loop-killer-watch",
-        description="Follow every Claude Code session live; when one is stuck in a "
-                    "Stop-hook re-prompt loop, ask its Stop hook to end it.",
+        description="Follow every Claude Code session live and print each loop and what "
+                    "was done about it. A re-prompt loop (a Stop hook such as /goal "
+                    "re-prompts, the model answers without working): its Stop hook is asked "
+                    "to stop the turn, then the goal is cleared. A tool-repeat loop (the "
+                    "same tool call gives the same result again and again): the plugin's "
+                    "hooks warn the model, then refuse that call until you speak; the "
+                    "watcher shows it.",
     )
     parser.add_argument("--root", type=Path, default=None,
                         help="folder of project folders to watch "
