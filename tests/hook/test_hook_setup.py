@@ -169,10 +169,13 @@ def test_doctor_reports_each_check(tmp_path: Path, own_home: Path) -> None:
         {"id": "loop-killer@loop-killer", "version": "0.1.0", "enabled": True,
          "readFromFolder": "/x/plugin"}])
     state = own_home / ".claude" / "loop-killer"
+    # The hook's python3 is this test's own, whatever python3 the outer PATH has first.
+    _python3_running(sys.executable, claude.parent)
     env = {**os.environ, "PATH": f"{claude.parent}{os.pathsep}{os.environ['PATH']}",
            "TMUX": "/tmp/tmux-0/default,1,0", "TMUX_PANE": "%3"}
     checks = {c.what: c for c in setup.run_checks(claude=None, run=_run_with(env), env=env)}
     assert checks["hook python"].level == "ok"
+    assert "imports loop_killer and orjson" in checks["hook python"].detail
     assert checks["plugin"].level == "ok" and "/x/plugin" in checks["plugin"].detail
     assert checks["claude version"].level == "warn"
     assert "older than 2.1.287" in checks["claude version"].detail
@@ -221,7 +224,21 @@ def test_doctor_knows_when_the_hooks_python3_lacks_the_package(tmp_path: Path) -
     setup.record_interpreter(setup.state_dir(env))
     checks = {c.what: c for c in setup.run_checks(claude=None, run=_run_with(env), env=env)}
     assert checks["hook python"].level == "ok"
-    assert "recorded" in checks["hook python"].detail
+    # An OK line says what will be used, not only what fails.
+    detail = checks["hook python"].detail
+    assert f"lacks loop_killer/orjson; the hook uses {os.path.abspath(sys.executable)} " \
+           "(recorded by loop-killer install)" in detail
+    assert "cannot" not in detail
+
+
+def _python3_running(python: str, folder: Path) -> Path:
+    """A ``python3`` in ``folder`` that runs ``python`` (a wrapper, not a link: a venv's
+    python started through a link elsewhere would not see the venv)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    wrapper = folder / "python3"
+    wrapper.write_text(f'#!/bin/sh\nexec "{python}" "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper
 
 
 def test_the_cli_dispatches_install_and_doctor(tmp_path: Path) -> None:

@@ -232,16 +232,17 @@ def _check_hook_python(run: Runner, env: Mapping[str, str]) -> Check:
         if done.returncode == 0:
             return Check("ok", "hook python", f"python3 on PATH ({done.stdout.strip()}) "
                                               "imports loop_killer and orjson")
-        results.append(f"python3 on PATH ({python3}) cannot import loop_killer/orjson")
+        results.append(f"python3 on PATH ({python3}) lacks loop_killer/orjson")
     else:
         results.append("no python3 on PATH (the plugin's hook runs python3)")
     recorded = _recorded(env)
     if recorded and os.access(recorded, os.X_OK):
         done = run([recorded, "-c", probe])
         if done.returncode == 0:
-            return Check("ok", "hook python", "; ".join(results) + f"; the launcher uses the "
-                                                               f"recorded {recorded}")
-        results.append(f"the recorded {recorded} cannot either")
+            # Said as what will be used, so an OK line does not read as a failure.
+            return Check("ok", "hook python", "; ".join(results) + f"; the hook uses "
+                                              f"{recorded} (recorded by loop-killer install)")
+        results.append(f"the recorded {recorded} lacks them too")
     else:
         results.append("no interpreter recorded (run loop-killer install)")
     return Check("fail", "hook python", "; ".join(results))
