@@ -18,7 +18,6 @@ from loop_killer.engine import (
     ToolResults,
     TurnStart,
     parse_line,
-    tool_repeat,
 )
 from loop_killer.engine.tool_repeat import (
     DEFAULT_IGNORED,
@@ -33,8 +32,9 @@ from loop_killer.engine.tool_repeat import (
     is_ignored,
     is_refusal,
     repeat_label,
-    result_key,
 )
+from loop_killer.engine import masking
+from loop_killer.engine.masking import result_key
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 FAIL = "FAIL test/auth/login.test.js\n  ✕ login fails with a wrong password (12 ms)"
@@ -476,7 +476,7 @@ def test_the_fast_masking_patterns_match_their_plain_forms(pieces):
 
     text = "".join(pieces)
     for name, plain in _PLAIN_PATTERNS.items():
-        fast = getattr(tool_repeat, name)
+        fast = getattr(masking, name)
         assert fast.sub("<x>", text) == re.sub(plain, "<x>", text), (name, text)
 
 
@@ -583,7 +583,7 @@ def test_a_result_nested_too_deep_for_recursion_is_still_keyed() -> None:
 
 
 def test_a_huge_output_is_masked_in_bounded_time_and_still_compared() -> None:
-    from loop_killer.engine.tool_repeat import MAX_MASKED
+    from loop_killer.engine.masking import MAX_MASKED
 
     noise = "12:00:01 " * (MAX_MASKED // 9 + 10)
     assert result_key(noise + "A", is_error=False) != result_key(noise + "B", is_error=False)

@@ -38,8 +38,8 @@ from .tool_repeat import (
     call_key,
     is_ignored,
     is_refusal,
-    result_key,
 )
+from .masking import result_key
 from .transcript import (
     AssistantPart,
     Event,

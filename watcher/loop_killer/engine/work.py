@@ -23,7 +23,8 @@ from typing import Any
 
 from ..digest import hex_digest
 from .pairing import ToolPairing
-from .tool_repeat import DEFAULT_IGNORED, call_key, is_ignored, is_refusal, result_key
+from .masking import result_key
+from .tool_repeat import DEFAULT_IGNORED, call_key, is_ignored, is_refusal
 from .transcript import AssistantPart, Event, ToolResult, UnreadResult
 
 __all__ = ["MAX_HELD_BYTES", "MAX_KEPT", "TurnWork"]

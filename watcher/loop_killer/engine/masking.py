@@ -1,0 +1,161 @@
+"""Tool outputs made comparable (pure): the masking of the tool-repeat rule.
+
+``result_key`` is what every consumer compares: the output with ANSI codes, ISO dates and
+times, Unix times (only where a number reads as one), clock times, durations and memory
+addresses masked, and whether it was an error. Process ids, temporary file names, hashes,
+UUIDs, port numbers and ``\r`` progress bars are NOT masked (two outputs that differ in
+them are different results: at worst a loop is caught later, never a call refused by
+mistake). ``canonical`` is the JSON form of a call's input or a structured output.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ..digest import hex_digest
+
+__all__ = ["MAX_MASKED", "canonical", "result_key"]
+
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_ISO_MOMENT = re.compile(
+    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
+)
+# The patterns below start with a digit and check what comes before it with a lookbehind
+# placed after that digit: ``re`` then skips ahead to digits instead of trying every
+# position (several times faster on a long output; tests pin them to the plain forms).
+_EPOCH = re.compile(r"1(?<![\w.]1)\d{9}(?:\d{3})?(?:\.\d+)?(?![\w.])")
+# A 10- or 13-digit number is a Unix time only where it reads as one: a fraction of 3+
+# digits (``time.time()``), or a time word just before it (``"ts": 1700000000``,
+# ``created_at=1700000000``). A size (``ls -l``), a count or an id is not a time.
+_TIME_WORD = re.compile(
+    r"(?:time|stamp|date|epoch|created|updated|modified|expires?|since|until|when|clock"
+    r"|_at|\bts|\bat|\bt)[\"']?\s*[:=]?\s*[\"']?\s*$", re.IGNORECASE)
+_TIME_WORD_REACH = 24
+# hh:mm[:ss[.frac]] [AM|PM] (hour 0-23), not part of a longer run such as file.py:12:34.
+_CLOCK = re.compile(
+    r"\d(?<![\w:.]\d)\d?(?<![3-9]\d)(?<!2[4-9])"
+    r":[0-5]\d(?::[0-5]\d(?:[.,]\d+)?)?(?:\s?[AaPp][Mm])?(?![\w:])"
+)
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
+_UNIT = r"(?:ns|[µμu]s|ms|seconds?|secs?|s|minutes?|mins?|m(?=\d)|hours?|hrs?|h)(?![^\W\d_])"
+_DURATION = re.compile(
+    rf"\d(?<![\w.]\d)\d*(?:\.\d+)?\s?{_UNIT}(?:\d+(?:\.\d+)?\s?{_UNIT})*"
+)
+
+
+
+
+def canonical(value: object) -> str:
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                          default=str)
+    except RecursionError:  # nested deeper than the encoder goes: hostile, still counted
+        return canonical_flat(value)
+
+
+def canonical_flat(value: object) -> str:
+    """``_canonical`` without recursion (an explicit stack), for values nested too deep."""
+    out: list[str] = []
+    stack: list[object] = [value]
+    close = object()  # marks where a container's closing bracket goes
+    brackets: list[str] = []
+    while stack:
+        item = stack.pop()
+        if item is close:
+            out.append(brackets.pop())
+        elif isinstance(item, tuple) and len(item) == 2 and item[0] is close:
+            out.append(str(item[1]))  # a separator or a key, already written out
+        elif isinstance(item, dict):
+            out.append("{")
+            brackets.append("}")
+            stack.append(close)
+            for index, key in enumerate(sorted(item, key=str, reverse=True)):
+                stack.append(item[key])
+                prefix = "" if index == len(item) - 1 else ","
+                stack.append((close, prefix + json.dumps(str(key), ensure_ascii=False) + ":"))
+        elif isinstance(item, list):
+            out.append("[")
+            brackets.append("]")
+            stack.append(close)
+            for index, element in enumerate(reversed(item)):
+                stack.append(element)
+                if index != len(item) - 1:
+                    stack.append((close, ","))
+        else:
+            out.append(json.dumps(item, ensure_ascii=False, default=str))
+    return "".join(out)
+
+
+
+# Every pattern above matches a digit or an escape: an ASCII text with neither is left as
+# it is. (Looked for one character at a time: ``re`` scans a character class at a tenth
+# of the speed.)
+_MASKED_CHARACTERS = "0123456789\x1b"
+
+
+MAX_MASKED = 1 << 20
+"""Characters of one output masked; the rest is compared as it is (a crafted output of
+many megabytes costs a bounded time, and at worst two runs count as different)."""
+
+
+def _mask(text: str) -> str:
+    if len(text) > MAX_MASKED:
+        return _mask(text[:MAX_MASKED]) + "\x00" + hex_digest(text[MAX_MASKED:], 20)
+    if text.isascii() and not any(character in text for character in _MASKED_CHARACTERS):
+        return text
+    text = _ANSI.sub("", text)
+    text = _ISO_MOMENT.sub("<time>", text)
+    text = _EPOCH.sub(_epoch_or_not, text)
+    text = _CLOCK.sub("<time>", text)
+    text = _ADDRESS.sub("0x…", text)
+    return _DURATION.sub("<duration>", text)
+
+
+def _epoch_or_not(match: re.Match[str]) -> str:
+    """``<time>`` for a number that reads as a Unix time (see ``_TIME_WORD``), else itself."""
+    number = match.group()
+    fraction = number.find(".")
+    if fraction >= 0 and len(number) - fraction > 3:
+        return "<time>"
+    start = match.start()
+    before = match.string[max(0, start - _TIME_WORD_REACH):start]
+    return "<time>" if _TIME_WORD.search(before) else number
+
+
+def _masked(value: object) -> object:
+    """Every string of a JSON value masked (so ANSI codes are gone before JSON escapes them)."""
+    try:
+        return _masked_nested(value)
+    except RecursionError:  # nested deeper than Python recurses: masked as its flat text
+        return _mask(canonical_flat(value))
+
+
+def _masked_nested(value: object) -> object:
+    if isinstance(value, str):
+        return _mask(value)
+    if isinstance(value, list):
+        return [_masked_nested(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _masked_nested(item) for key, item in value.items()}
+    return value
+
+
+def result_key(content: object, *, is_error: bool) -> str:
+    """A tool's output made comparable: ``error:`` or ``ok:``, then the masked output.
+
+    ``content`` is what the tool gave back: a string, a list of content blocks (text
+    blocks count by their text), or any JSON value (a hook's ``tool_response``).
+    ANSI codes, timestamps and clock times, durations (``1.2s``, ``45 ms``) and memory
+    addresses (``0x7ffd…``) are masked, so two runs differing only in those are equal.
+    """
+    if isinstance(content, str):
+        text = _mask(content)
+    elif isinstance(content, list) and all(
+        isinstance(block, dict) and block.get("type") == "text" for block in content
+    ):
+        text = _mask("\n".join(str(block.get("text", "")) for block in content))
+    else:
+        text = canonical(_masked(content))
+    return ("error:" if is_error else "ok:") + text
+
