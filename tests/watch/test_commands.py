@@ -151,3 +151,29 @@ def test_status_shows_live_tool_repeat_counts_next_to_re_prompt_runs(env, start_
     append(path, s.prompt("Let us try another way."))  # the person spoke: counts reset
     wait_for(lambda: (st := env.status(s.session_id)) and not st.tool_repeats,
              what="the counts reset")
+
+
+def test_status_says_when_the_watcher_falls_behind(env, capsys):
+    import os
+    import time
+
+    from loop_killer.state.status import WatcherHeartbeat, write_heartbeat
+
+    now = time.time()
+    write_heartbeat(env.state, WatcherHeartbeat(
+        pid=os.getpid(), started_at=now - 60, beat_at=now, root=str(env.root),
+        lag=7.5, waiting=1234))
+    code, out, _ = run(capsys, "status")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("watcher: running")
+    assert lines[1] == "  falling behind: file events waited up to 7.5 s (1234 waiting)"
+    _, out, _ = run(capsys, "status", "--json")
+    shown = orjson.loads(out)["watcher"]
+    assert (shown["lag"], shown["waiting"]) == (7.5, 1234)
+    assert shown["falling_behind"].startswith("falling behind")
+
+    write_heartbeat(env.state, WatcherHeartbeat(
+        pid=os.getpid(), started_at=now - 60, beat_at=now, root=str(env.root)))
+    _, out, _ = run(capsys, "status")
+    assert "falling behind" not in out

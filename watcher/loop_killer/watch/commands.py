@@ -28,7 +28,7 @@ from ..engine.rules import RULE_MANUAL
 from ..state import journal
 from ..state.inbox import ClearRequest, InvalidRequest, peek_request, write_request
 from ..state.paths import is_plain_id, list_transcripts, projects_dir, session_id_of, state_dir
-from ..state.status import SessionStatus, read_session_status, watcher_alive
+from ..state.status import SessionStatus, falling_behind, read_session_status, watcher_alive
 from . import report
 
 __all__ = ["add_arguments_clear", "add_arguments_config", "add_arguments_status", "clear",
@@ -112,7 +112,8 @@ def collect(state: Path, *, now: float | None = None) -> dict[str, Any]:
         "watcher": None if beat is None else {
             "alive": True, "pid": beat.pid, "started_at": beat.started_at,
             "beat_at": beat.beat_at, "root": beat.root, "sessions": beat.sessions,
-            "polling": beat.polling,
+            "polling": beat.polling, "lag": beat.lag, "waiting": beat.waiting,
+            "falling_behind": falling_behind(beat),
         },
         "state_dir": str(state),
         "sessions": sessions,
@@ -147,6 +148,8 @@ def status(args: argparse.Namespace) -> int:
         how = "polling" if beat["polling"] else "watching"
         print(f"watcher: running (pid {beat['pid']}, {how} {beat['root']}, "
               f"{beat['sessions']} sessions, started {report.ago(now - beat['started_at'])})")
+        if beat["falling_behind"]:
+            print(f"  {beat['falling_behind']}")
     else:
         print("watcher: not running (start it with: loop-killer-watch)")
     if not data["sessions"]:
