@@ -173,12 +173,17 @@ class TranscriptScan:
         scopes = [scope for scope in (self._main, self._side_scope) if scope is not None]
         for scope in scopes:
             scope.finish(self._loops)
-        broken = self._garbage + sum(scope.stats.broken for scope in scopes)
+        # Lines without a "{" never reach ``_parse``: the reader steps over them and
+        # counts them in its own stats (blank, or bad_json: broken).
+        stepped_over = self._events.stats
+        broken = (self._garbage + stepped_over.broken
+                  + sum(scope.stats.broken for scope in scopes))
         return FileResult(
             path=self.path, project=self.project, session_id=self.session_id,
             subagent=self.subagent, loops=tuple(self._loops),
             usage=add_model_tokens(*(scope.ledger.totals() for scope in scopes)),
-            cost_state=self._cost_state, bytes_read=self.bytes_read, lines=self.lines,
+            cost_state=self._cost_state, bytes_read=self.bytes_read,
+            lines=self.lines + stepped_over.lines,
             parsed=self.parsed, broken=broken, oversized=self._events.oversized_lines,
         )
 
