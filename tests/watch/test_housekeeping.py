@@ -299,3 +299,32 @@ def test_an_idle_session_goes_dormant_and_resumes_where_it_was(env, start_watche
     assert request.answer_uuid == s.answer_uuids[-1]
     assert [r["answer_uuid"] for r in env.logged(2, s.session_id)] == [
         s.answer_uuids[-4], s.answer_uuids[-1]]
+
+
+# -- 4. never through a linked folder ------------------------------------------------------
+
+
+def test_housekeeping_never_reads_or_removes_through_a_linked_folder(env, tmp_path):
+    from loop_killer.state.status import SessionStatus, write_session_status
+    from loop_killer.watch.housekeeping import Housekeeper
+    from loop_killer.watch.watcher import _pending_requests
+
+    # Another folder, laid out like a state folder, that links in the state folder reach.
+    elsewhere = tmp_path / "elsewhere"
+    expired = "0000dead-0000-4000-8000-000000000001"
+    write_request(elsewhere, request_for(expired, age=MAX_REQUEST_AGE + 60))
+    gone = "0000dead-0000-4000-8000-000000000002"
+    write_session_status(elsewhere, SessionStatus(
+        session_id=gone, transcript_path=str(tmp_path / "gone.jsonl"), project="p",
+        offset=0, run_length=1, chain_length=1, awaiting=None, last_answer_uuid="",
+        last_answer_digest="", last_activity=0.0, updated_at=0.0))
+    outside = sorted(p for p in elsewhere.rglob("*") if p.is_file())
+    env.state.mkdir(parents=True)
+    (env.state / "requests").symlink_to(elsewhere / "requests")
+    (env.state / "status").symlink_to(elsewhere / "status")
+
+    keeper = Housekeeper(env.state, home=None)
+    assert keeper.expire_requests({}, time.time()) == set()
+    assert keeper.sweep_statuses(set()) == 0
+    assert _pending_requests(env.state) == set()
+    assert sorted(p for p in elsewhere.rglob("*") if p.is_file()) == outside

@@ -229,3 +229,23 @@ def test_a_reply_the_hook_cut_is_not_requested_after_a_rename(env, start_watcher
              what="the reply read under the new name")
     assert not env.has_request(new_id) and not env.has_request(s.session_id)
     assert [r["source"] for r in env.detections()] == ["hook"]
+
+
+def test_a_prompt_in_one_project_leaves_the_request_for_another_projects_session(
+        env, start_watcher):
+    # One session id in two projects: the request names project A's transcript; a prompt
+    # written in project B while no watcher ran supersedes nothing of A's.
+    a = Lines(cwd="/home/dev/a")
+    a_path = a.path_in(env.root)
+    append(a_path, a.goal_loop(3))
+    b = Lines(session_id=a.session_id, cwd="/home/dev/b")
+    b_path = b.path_in(env.root)
+    append(b_path, b.goal_loop(1))
+    write_request(env.state, ClearRequest(
+        session_id=a.session_id, rule="SAME_REPLY_TURNS", count=3, run_length=3,
+        answer_uuid=a.answer_uuids[-1], answer_digest="", transcript_path=str(a_path),
+        created_at=time.time() - 5, source="watcher"))
+    append(b_path, b.prompt("Something else, in project b."))  # after the request
+    start_watcher()
+    request = peek_request(env.state, a.session_id)
+    assert request is not None and request.transcript_path == str(a_path)

@@ -22,7 +22,7 @@ from ..state.inbox import (
     InvalidRequest,
     parse_request,
 )
-from ..state.paths import is_plain_id
+from ..state.paths import is_plain_id, state_folder
 from ..state.status import read_session_status
 from . import report
 from .publish import unpublish_request
@@ -47,10 +47,10 @@ class Housekeeper:
         """Remove the clear requests no Stop hook will act on any more (older than
         ``MAX_REQUEST_AGE``: their session never stopped again); one line each. Returns
         the sessions whose request went."""
-        folder = self.state / "requests"
-        try:
+        try:  # never through a link: it would send the unlinks wherever it points
+            folder = state_folder(self.state, "requests", private=True)
             names = os.listdir(folder)
-        except OSError:
+        except OSError:  # NotAFolder: said once by ``state_folder``
             return set()
         removed: set[str] = set()
         for name in names:
@@ -88,8 +88,8 @@ class Housekeeper:
     def sweep_statuses(self, followed: set[str]) -> int:
         """Remove the statuses this watcher wrote (``status/<id>.json``), and the detection
         records, of transcripts that no longer exist: deleted while no watcher ran, say."""
-        folder = self.state / "status"
-        try:
+        try:  # never through a link, as above
+            folder = state_folder(self.state, "status", private=True)
             names = os.listdir(folder)
         except OSError:
             return 0

@@ -252,7 +252,8 @@ class Sessions:
         request = peek_request(self.state, tracked.session_id)
         if request is not None and prompt_at > request.created_at:
             discard_request(self.state, tracked.session_id,
-                            "superseded by a prompt written while no watcher ran")
+                            "superseded by a prompt written while no watcher ran",
+                            transcript_path=tracked.path)  # not another project's
 
     # -- following ----------------------------------------------------------------------
 

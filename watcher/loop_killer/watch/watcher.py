@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..state.journal import JournalTail
-from ..state.paths import ensure_private_dir
+from ..state.paths import ensure_private_dir, state_folder
 from ..state.status import (
     BEHIND_LAG,
     HEARTBEAT_INTERVAL,
@@ -588,7 +588,8 @@ def _release_memory() -> None:
 
 
 def _pending_requests(state: Path) -> set[str]:
-    try:
-        return {name[:-5] for name in os.listdir(state / "requests") if name.endswith(".json")}
+    try:  # a linked requests/ holds nothing of ours: never listed through
+        folder = state_folder(state, "requests", private=True)
+        return {name[:-5] for name in os.listdir(folder) if name.endswith(".json")}
     except OSError:
         return set()
