@@ -257,3 +257,27 @@ def test_versions_are_parsed() -> None:
     assert setup.parse_version("garbage") is None
     assert setup.multiplexer({"STY": "123.pts-0.host"}) == "screen"
     assert setup.multiplexer({}) is None
+
+
+def test_doctor_never_writes_through_a_linked_state_folder_and_names_linked_sub_folders(
+    tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    state = tmp_path / "state"
+    state.symlink_to(elsewhere)
+    env = {**os.environ, "LOOP_KILLER_STATE_DIR": str(state)}
+    check = setup._check_state(env)
+    assert check.level == "fail" and "is a link" in check.detail
+    assert list(elsewhere.iterdir()) == []  # no temporary file made through it
+
+    state.unlink()
+    state.mkdir()
+    (elsewhere / "requests").mkdir()
+    (state / "requests").symlink_to(elsewhere / "requests")
+    check = setup._check_state(env)
+    assert check.level == "fail"
+    assert "requests/ is a link" in check.detail and "remove" in check.detail
+    assert list((elsewhere / "requests").iterdir()) == []
+    (state / "requests").unlink()
+    assert setup._check_state(env).level == "ok"

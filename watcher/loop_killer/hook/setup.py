@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..state.paths import config_dir, state_dir
+from ..state.paths import config_dir, ensure_private_dir, linked_state_folders, state_dir
 from .terminal import Runner, command_runner
 
 __all__ = [
@@ -311,12 +311,22 @@ def _check_watcher(env: Mapping[str, str]) -> Check:
 
 def _check_state(env: Mapping[str, str]) -> Check:
     state = state_dir(env)
+    linked = linked_state_folders(state)
+    if linked and linked[0] == state:  # nothing is made or written through it
+        return Check("fail", "state folder", f"{state} is a link (or not a folder): "
+                     "loop-killer leaves it alone and keeps no state; make it a real folder")
     try:
-        state.mkdir(mode=0o700, parents=True, exist_ok=True)
+        ensure_private_dir(state)  # refuses a link, as every state write does
         with tempfile.NamedTemporaryFile(dir=state, prefix=".doctor-"):
             pass
     except OSError as error:
         return Check("fail", "state folder", f"{state} is not writable: {error}")
+    if linked:
+        names = ", ".join(f"{path.name}/" for path in linked)
+        return Check("fail", "state folder", f"{state} is writable, but {names} "
+                     f"{'is a link' if len(linked) == 1 else 'are links'} (or not folders): "
+                     "loop-killer leaves them alone, and what they are for does not work; "
+                     "remove them")
     return Check("ok", "state folder", f"{state} is writable")
 
 
