@@ -170,6 +170,7 @@ def _run_here(raw):
     try:
         from loop_killer.hook.entry import main as hook_main
     except Exception:  # noqa: BLE001 - ImportError, or a SyntaxError from a Python too old
+        _forget_package()
         return None
     if getattr(getattr(hook_main, "__code__", None), "co_argcount", 1) == 0:
         # An older package reads stdin itself.
@@ -184,17 +185,28 @@ def _run_here(raw):
 
 def _findable(name):
     """Whether a top-level module can be imported here, as ``importlib.util.find_spec``
-    would say (that module alone costs a few ms to import)."""
+    would say (that module alone costs a few ms to import). A namespace package (no
+    origin) is not the module: an editable install leaves ``loop_killer/_plugin`` in
+    site-packages, and without its .pth that folder alone is all a path finder sees."""
     for finder in sys.meta_path:
         find_spec = getattr(finder, "find_spec", None)
         if find_spec is None:
             continue
         try:
-            if find_spec(name, None) is not None:
-                return True
+            spec = find_spec(name, None)
         except Exception:  # noqa: BLE001, S112 - a broken finder: ask the next one
             continue
+        if spec is not None:
+            return getattr(spec, "origin", None) not in (None, "namespace")
     return False
+
+
+def _forget_package():
+    """Drop what a failed import left of loop_killer (a stale or partial package), so the
+    next place tried imports it afresh instead of finding the broken one in sys.modules."""
+    for name in list(sys.modules):
+        if name == "loop_killer" or name.startswith("loop_killer."):
+            del sys.modules[name]
 
 
 def _refill_stdin(raw):
@@ -311,7 +323,7 @@ def _note_missing(tried):
     text = (
         "loop-killer: its hooks cannot find the loop-killer Python package (with orjson) "
         "for " + pythons + ", so loops are not being stopped. In loop-killer's source "
-        "folder run: pipx install . && loop-killer install"
+        "folder run: pipx install --force . && ~/.local/bin/loop-killer install"
     )
     data_dir = os.environ.get("CLAUDE_PLUGIN_DATA") or state_dir(os.environ)
     marker = os.path.join(data_dir, MARKER_NAME)

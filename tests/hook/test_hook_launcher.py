@@ -124,31 +124,92 @@ def test_a_stale_recorded_interpreter_is_skipped(
     assert output is not None and "systemMessage" in output and "continue" not in output
 
 
+def _clone(root: Path) -> Path:
+    """A source checkout: plugin/ beside watcher/loop_killer (and what pip needs to build)."""
+    shutil.copytree(LAUNCHER.parents[1], root / "plugin",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(LAUNCHER.parents[2] / "watcher" / "loop_killer",
+                    root / "watcher" / "loop_killer",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(LAUNCHER.parents[2] / ".claude-plugin", root / ".claude-plugin")
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(LAUNCHER.parents[2] / name, root / name)
+    return root
+
+
+def _orjson_alone(folder: Path) -> Path:
+    """A folder holding orjson and nothing else (this suite's site-packages may also hold
+    loop_killer, which would hide the fallback under test)."""
+    import orjson
+
+    folder.mkdir(parents=True)
+    (folder / "orjson").symlink_to(Path(orjson.__file__).parent, target_is_directory=True)
+    return folder
+
+
+def _launch_in_checkout(python: str, checkout: Path, looping: dict, path: list[Path],
+                        tmp_path: Path) -> dict:
+    """The checkout's launcher run by ``python`` with exactly ``path`` as its site (no
+    site-packages, no .pth files); nothing recorded, no loop-killer on PATH: only the
+    checkout beside it can give the package."""
+    env = {**os.environ, "PYTHONNOUSERSITE": "1", "PATH": str(tmp_path / "no-bin"),
+           "PYTHONPATH": os.pathsep.join(map(str, path)),
+           "CLAUDE_PLUGIN_DATA": str(tmp_path / "plugin-data")}
+    done = subprocess.run([python, "-S", str(checkout / "plugin" / "hooks" / "launch.py")],
+                          input=raw(looping), capture_output=True, env=env, timeout=60,
+                          check=False, cwd=tmp_path)
+    assert done.returncode == 0 and done.stderr == b"", done.stderr
+    output = json.loads(done.stdout)
+    assert output.get("continue") is False, output  # stopped, not "cannot find the package"
+    return output
+
+
 def test_in_a_source_checkout_the_launcher_finds_the_package_beside_it(
     tmp_path: Path, looping: dict
 ) -> None:
     """A python3 with orjson but without loop_killer installed, in a clone: ../watcher."""
-    checkout = tmp_path / "clone"
-    shutil.copytree(LAUNCHER.parents[1], checkout / "plugin")
-    shutil.copytree(LAUNCHER.parents[2] / "watcher" / "loop_killer", checkout / "watcher" /
-                    "loop_killer", ignore=shutil.ignore_patterns("__pycache__"))
-    code = ("import sys, runpy; sys.path = [p for p in sys.path if 'watcher' not in p "
-            "and 'loop_killer' not in p]; import importlib.util as u; "
-            "assert u.find_spec('orjson'); "
-            "sys.argv = [sys.argv[1]]; runpy.run_path(sys.argv[0], run_name='__main__')")
-    env = {**os.environ, "PYTHONNOUSERSITE": "1"}
-    # Hide the editable install: run with -S (no site) plus orjson's folder on the path.
-    import orjson
+    checkout = _clone(tmp_path / "clone")
+    _launch_in_checkout(sys.executable, checkout, looping,
+                        [_orjson_alone(tmp_path / "orjson-only")], tmp_path)
 
-    site_dir = str(Path(orjson.__file__).parents[1])
-    env["PYTHONPATH"] = site_dir
-    done = subprocess.run([sys.executable, "-S", "-c", code,
-                           str(checkout / "plugin" / "hooks" / "launch.py")],
-                          input=raw(looping), capture_output=True, env=env, timeout=60,
-                          check=False)
-    assert done.returncode == 0, done.stderr
-    output = json.loads(done.stdout)
-    assert output["continue"] is False
+
+@pytest.mark.parametrize("leftover", ["namespace", "stale"])
+def test_a_leftover_loop_killer_folder_does_not_hide_the_checkout(
+    tmp_path: Path, looping: dict, leftover: str
+) -> None:
+    """Ahead of the checkout on the path: the ``loop_killer/_plugin`` folder an editable
+    install leaves in site-packages (no ``__init__.py``: a namespace package), or an old
+    package without the hook entry. Either is not the package; the checkout is used."""
+    checkout = _clone(tmp_path / "clone")
+    site = tmp_path / "site-packages"
+    (site / "loop_killer" / "_plugin" / "plugin").mkdir(parents=True)
+    if leftover == "stale":
+        (site / "loop_killer" / "__init__.py").write_text("")
+    _launch_in_checkout(sys.executable, checkout, looping,
+                        [site, _orjson_alone(tmp_path / "orjson-only")], tmp_path)
+
+
+def test_after_pip_install_e_in_a_venv_the_checkout_still_runs_the_hook(
+    tmp_path: Path, looping: dict
+) -> None:
+    """The layout for real: ``pip install -e`` of a checkout into a venv (hatchling, orjson
+    and watchdog from PyPI), then that venv's site-packages without its .pth files."""
+    checkout = _clone(tmp_path / "clone")
+    folder = tmp_path / "venv"
+    venv.create(folder, with_pip=True, symlinks=True)
+    python = str(folder / "bin" / "python")
+    done = subprocess.run([python, "-m", "pip", "install", "--quiet",
+                           "--disable-pip-version-check", "-e", str(checkout)],
+                          capture_output=True, text=True, timeout=600, check=False)
+    if done.returncode != 0:
+        reason = f"pip install -e failed (no index reachable?): {done.stderr[-500:]}"
+        if os.environ.get("CI", "").strip().lower() in ("true", "1", "yes"):
+            pytest.fail(f"{reason} (CI=true: this test must run)", pytrace=False)
+        pytest.skip(reason)
+    (site,) = folder.glob("lib/python3*/site-packages")
+    assert (site / "loop_killer" / "_plugin").is_dir()  # what hatch's force-include leaves
+    assert not (site / "loop_killer" / "__init__.py").exists()
+    _launch_in_checkout(python, checkout, looping, [site], tmp_path)
 
 
 @pytest.mark.parametrize("kind", ["fifo", "symlink", "folder"])
