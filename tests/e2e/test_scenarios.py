@@ -84,9 +84,10 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-CLEARED_LINE = "loop-killer: SAME_REPLY_TURNS (3 similar replies in a row): loop stopped, goal cleared."
-PAUSED_LINE = ("loop-killer: SAME_REPLY_TURNS (3 similar replies in a row): loop stopped, goal "
-               "only paused: type /goal clear to clear it")
+CLEARED_LINE = ("loop-killer: SAME_REPLY_TURNS (3 similar replies to re-prompts): loop stopped, "
+                "goal cleared.")
+PAUSED_LINE = ("loop-killer: SAME_REPLY_TURNS (3 similar replies to re-prompts): loop stopped, "
+               "goal only paused: type /goal clear to clear it")
 
 
 def cleared(entries: list[dict[str, Any]]) -> bool:

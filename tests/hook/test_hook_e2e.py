@@ -50,7 +50,7 @@ def sandbox(tmp_path: Path, mock: MockAnthropic) -> Sandbox:
     return Sandbox.create(tmp_path / "sb", mock)
 
 
-ONE_LINE = ("loop-killer: SAME_REPLY_TURNS (3 similar replies in a row): loop stopped, goal "
+ONE_LINE = ("loop-killer: SAME_REPLY_TURNS (3 similar replies to re-prompts): loop stopped, goal "
             "cleared.")
 
 
@@ -146,7 +146,7 @@ def test_tui_without_mods_types_goal_clear_into_its_own_tmux_pane(
 def test_tui_with_the_mod_leaves_the_typing_to_the_mod(
     sandbox: Sandbox, mock: MockAnthropic
 ) -> None:
-    reason = "loop-killer: SAME_REPLY_TURNS: 3 similar replies in a row; turn stopped"
+    reason = "loop-killer: SAME_REPLY_TURNS: 3 similar replies to re-prompts; turn stopped"
     tui, screen = _tui_until_outcome(sandbox, "2.1.328", reason)
     try:
         assert "Stop says:" not in screen

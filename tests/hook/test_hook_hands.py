@@ -118,7 +118,7 @@ def test_inside_tmux_the_hook_types_goal_clear_and_confirms_it(
     assert find_proof(transcript.read_bytes()) == "all tests in test/auth pass"
     assert output is not None and output["continue"] is False
     assert output["systemMessage"] == (
-        "loop-killer: SAME_REPLY_TURNS (3 similar replies in a row): loop stopped, goal "
+        "loop-killer: SAME_REPLY_TURNS (3 similar replies to re-prompts): loop stopped, goal "
         "cleared.")
     assert output["terminalSequence"] == (
         "\x1b]9;loop-killer: loop stopped (SAME_REPLY_TURNS), goal cleared\x07")
@@ -205,8 +205,8 @@ def test_without_a_goal_nothing_is_typed(tmp_path: Path, state: Path, tmux_pane)
                  env=_env(state, **pane.env))
     assert pane.submitted() == []
     assert output is not None and output["systemMessage"] == (
-        "loop-killer: SAME_REPLY_TURNS (3 similar replies in a row): loop stopped; no goal was "
-        "set.")
+        "loop-killer: SAME_REPLY_TURNS (3 similar replies to re-prompts): loop stopped; no goal "
+        "was set.")
     outcome = next(r for r in journal(state) if r["event"] == "outcome")
     assert (outcome["outcome"], outcome["hands"]) == ("stopped_no_goal", "none")
 
@@ -221,7 +221,7 @@ def test_no_proof_means_sent_but_not_confirmed(tmp_path: Path, state: Path, tmux
     assert 1.4 <= took < 1.5 + 8  # the bounded wait for the proof (generous: a loaded CI)
     assert output is not None
     assert output["systemMessage"] == (
-        "loop-killer: SAME_REPLY_TURNS (3 similar replies in a row): loop stopped; the result "
+        "loop-killer: SAME_REPLY_TURNS (3 similar replies to re-prompts): loop stopped; the result "
         "of /goal clear is unknown (no proof within 1.5 s): if the goal is still set, type "
         "/goal clear.")
 
@@ -260,7 +260,7 @@ def test_outside_any_multiplexer_the_notice_says_what_to_do(tmp_path: Path, stat
     transcript = _cut(tmp_path, "goal-same")
     output = run(raw(stop_input(transcript)), env=_env(state))
     assert output is not None and output["systemMessage"] == (
-        "loop-killer: SAME_REPLY_TURNS (3 similar replies in a row): loop stopped, goal only "
+        "loop-killer: SAME_REPLY_TURNS (3 similar replies to re-prompts): loop stopped, goal only "
         "paused: type /goal clear to clear it (no loop-killer mod in this Claude Code, and not "
         "in tmux or screen).")
 

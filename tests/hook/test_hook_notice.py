@@ -15,7 +15,7 @@ MANUAL = Firing("MANUAL", 2, 2, "manual")
 
 def test_the_stop_reason_starts_with_the_marker_and_names_the_rule() -> None:
     assert notice.stop_reason(SAME) == (
-        "loop-killer: SAME_REPLY_TURNS: 3 similar replies in a row; turn stopped")
+        "loop-killer: SAME_REPLY_TURNS: 3 similar replies to re-prompts; turn stopped")
     assert notice.stop_reason(IDLE) == (
         "loop-killer: IDLE_TURNS: 6 replies to re-prompts without any tool use; turn stopped")
     assert notice.stop_reason(MANUAL).startswith("loop-killer: MANUAL: ")
@@ -49,13 +49,13 @@ def test_each_outcome_has_its_one_line_notice(outcome: str, why: str, expected: 
 
 def test_the_notice_names_the_rule_then_the_result_of_goal_clear() -> None:
     assert notice.notice(SAME, notice.OUTCOME_CLEARED) == (
-        "loop-killer: SAME_REPLY_TURNS (3 similar replies in a row): loop stopped, goal "
+        "loop-killer: SAME_REPLY_TURNS (3 similar replies to re-prompts): loop stopped, goal "
         "cleared.")
     assert notice.notice(MANUAL, notice.OUTCOME_CLEARED) == (
         "loop-killer: MANUAL (asked by hand with loop-killer clear): stopped this turn as "
         "asked, goal cleared.")
     assert notice.notice(SAME, notice.OUTCOME_SENT, wait=3) == (
-        "loop-killer: SAME_REPLY_TURNS (3 similar replies in a row): loop stopped; the result "
+        "loop-killer: SAME_REPLY_TURNS (3 similar replies to re-prompts): loop stopped; the result "
         "of /goal clear is unknown after 3 s: if the goal is still set, type /goal clear.")
     assert notice.notice(SAME, notice.OUTCOME_CLEARED, prefix=False).startswith(
         "SAME_REPLY_TURNS (")
@@ -82,8 +82,9 @@ def test_the_output_without_the_mod_carries_the_notice_and_a_desktop_notificatio
     output = notice.hook_output(SAME, notice.OUTCOME_CLEARED)
     assert output == {
         "continue": False,
-        "stopReason": "loop-killer: SAME_REPLY_TURNS: 3 similar replies in a row; turn stopped",
-        "systemMessage": "loop-killer: SAME_REPLY_TURNS (3 similar replies in a row): loop "
+        "stopReason": ("loop-killer: SAME_REPLY_TURNS: 3 similar replies to re-prompts; turn "
+                       "stopped"),
+        "systemMessage": "loop-killer: SAME_REPLY_TURNS (3 similar replies to re-prompts): loop "
                          "stopped, goal cleared.",
         "terminalSequence": "\x1b]9;loop-killer: loop stopped (SAME_REPLY_TURNS), goal "
                             "cleared\x07",
@@ -91,7 +92,7 @@ def test_the_output_without_the_mod_carries_the_notice_and_a_desktop_notificatio
     assert "decision" not in output
 
 
-RULE = "SAME_REPLY_TURNS (3 similar replies in a row): loop stopped"
+RULE = "SAME_REPLY_TURNS (3 similar replies to re-prompts): loop stopped"
 
 
 def test_the_output_with_the_mod_hands_it_a_plan_and_every_text() -> None:

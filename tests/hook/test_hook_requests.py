@@ -45,7 +45,7 @@ def test_a_fresh_request_stops_the_turn_and_is_taken(transcript: Path, state: Pa
     output = run(raw(stop_input(transcript, active=False)), env=_env(state))
     assert output is not None and output["continue"] is False
     assert output["stopReason"] == (
-        "loop-killer: SAME_REPLY_TURNS: 3 similar replies in a row; turn stopped")
+        "loop-killer: SAME_REPLY_TURNS: 3 similar replies to re-prompts; turn stopped")
     assert not (state / "requests" / f"{SESSION}.json").exists()
     outcome = [r for r in journal(state) if r["event"] == "outcome"]
     assert len(outcome) == 1 and outcome[0]["source"] == "hook"

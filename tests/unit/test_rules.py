@@ -230,7 +230,7 @@ def test_text_digest_never_fails_on_odd_text():
 def test_rule_phrase_words_each_rule_for_the_hook_and_the_watcher_alike():
     from loop_killer.engine import rule_phrase
 
-    assert rule_phrase("SAME_REPLY_TURNS", 3) == "3 similar replies in a row"
+    assert rule_phrase("SAME_REPLY_TURNS", 3) == "3 similar replies to re-prompts"
     assert rule_phrase("IDLE_TURNS", 6) == "6 replies to re-prompts without any tool use"
     assert "loop-killer clear" in rule_phrase("MANUAL", 0)
 

@@ -172,7 +172,9 @@ def similar(text_a: str, words_a: frozenset[str], text_b: str, words_b: frozense
 def rule_phrase(rule: str, count: int) -> str:
     """What a rule saw, in words, for every line a person reads (hook notice, watcher)."""
     if rule == RULE_SAME:
-        return f"{count} similar replies in a row"
+        # Replies to re-prompts only: the answer before the run (a /goal's kickoff) may
+        # read the same, and the number must be the one a person counts on screen.
+        return f"{count} similar replies to re-prompts"
     if rule == RULE_IDLE:
         return f"{count} replies to re-prompts without any tool use"
     if rule == RULE_MANUAL:

@@ -98,12 +98,12 @@ class Firing:
 
 
 def rule_label(firing: Firing) -> str:
-    """``SAME_REPLY_TURNS: 3 similar replies in a row`` (the ``stopReason``'s form)."""
+    """``SAME_REPLY_TURNS: 3 similar replies to re-prompts`` (the ``stopReason``'s form)."""
     return f"{printable(firing.rule, 64)}: {rule_phrase(firing.rule, firing.count)}"
 
 
 def rule_head(firing: Firing) -> str:
-    """``SAME_REPLY_TURNS (3 similar replies in a row)``: how the notice names the rule."""
+    """``SAME_REPLY_TURNS (3 similar replies to re-prompts)``: how the notice names the rule."""
     return f"{printable(firing.rule, 64)} ({rule_phrase(firing.rule, firing.count)})"
 
 
