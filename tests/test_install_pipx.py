@@ -12,15 +12,25 @@ through the shebang of pipx's ``loop-killer`` on PATH.
 
 Needs the network (pipx and the package's dependencies come from PyPI): without it the
 tests skip on a laptop and fail under CI=true.
+
+And the README's Quick start block itself, run as written by bash with the pipx on PATH
+(Debian's, from apt, in CI), in a fresh HOME whose PATH lacks ``~/.local/bin``: twice, as a
+person who pastes it again would.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import queue
+import re
+import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
+import threading
+import time
 import venv
 from dataclasses import dataclass
 from pathlib import Path
@@ -214,3 +224,97 @@ def test_the_pipx_venv_is_not_this_test_environment(pipx_install: PipxInstall) -
                  pipx_install.env)
     assert Path(probe.stdout.decode().strip()).is_relative_to(pipx_install.venv)
     assert sysconfig.get_path("purelib") not in probe.stdout.decode()
+
+
+# -- the Quick start block, as a person pastes it ------------------------------------------
+
+FRESH_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # Debian's
+WATCHER_STARTED = re.compile(r"^\d\d:\d\d:\d\d\s+(waiting for \S+ to appear|watching |polling )")
+BLOCK_DEADLINE = 600.0  # pipx builds the wheel and fetches its dependencies from PyPI
+
+
+def quick_start_block() -> str:
+    """The first shell block of the README's Quick start section, as it is shown."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index("## Quick start")
+    section = text[start:text.index("\n## ", start + 1)]
+    return re.findall(r"```sh\n(.*?)```", section, re.DOTALL)[0].strip()
+
+
+def _run_until_the_watcher_starts(block: str, env: dict[str, str]) -> str:
+    """Run ``block`` with bash from the checkout until the watcher prints its start-up
+    line, then end the whole process group (the watcher runs forever). All output."""
+    proc = subprocess.Popen(["bash", "-c", block], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line.decode("utf-8", "replace"))
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    seen: list[str] = []
+    deadline = time.monotonic() + BLOCK_DEADLINE
+    try:
+        while True:
+            try:
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError("no watcher start-up line within "
+                                     f"{BLOCK_DEADLINE:g} s:\n{''.join(seen)}") from None
+            if line is None:
+                raise AssertionError(f"the block ended ({proc.wait()}) before the watcher "
+                                     f"started:\n{''.join(seen)}")
+            seen.append(line)
+            if WATCHER_STARTED.match(line):
+                return "".join(seen)
+    finally:
+        _end_group(proc)
+
+
+def _end_group(proc: subprocess.Popen[bytes]) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=30)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def test_the_quick_start_block_works_as_written_on_a_fresh_account(tmp_path: Path) -> None:
+    pipx = shutil.which("pipx", path=FRESH_PATH) or shutil.which("pipx")
+    if pipx is None:
+        _unavailable("pipx is not installed (apt install pipx): the README's Quick start "
+                     "runs it")
+    block = quick_start_block()
+    home = tmp_path / "home"
+    home.mkdir()
+    folders = FRESH_PATH.split(os.pathsep)
+    if str(Path(pipx).parent) not in folders:
+        folders.append(str(Path(pipx).parent))
+    path = os.pathsep.join(folders)
+    assert str(home / ".local" / "bin") not in path  # the commands are not on PATH yet
+    # A fresh account: no PIPX_*, XDG_* or VIRTUAL_ENV from whoever runs the tests, so pipx
+    # puts everything under this HOME; the real ~/.local and ~/.claude are never touched.
+    env = {"HOME": str(home), "PATH": path, "LANG": "C.UTF-8", "SHELL": "/bin/bash",
+           "CLAUDE_CONFIG_DIR": str(home / ".claude"), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    for name in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_CONFIG_FILE",
+                 "SSL_CERT_FILE", "SSL_CERT_DIR", "HTTPS_PROXY", "https_proxy", "NO_PROXY",
+                 "no_proxy", "USER", "LOGNAME"):
+        if name in os.environ:
+            env[name] = os.environ[name]
+    # Twice: pasting the block again must work as well (no "already seems to be installed").
+    for attempt in (1, 2):
+        output = _run_until_the_watcher_starts(block, env)
+        assert "command not found" not in output, output
+        recorded = (home / ".claude" / "loop-killer" / "python").read_text().strip()
+        assert Path(recorded).is_relative_to(home), recorded  # pipx's venv under this HOME
+        assert "claude plugin install loop-killer@loop-killer" in output, output
+        assert str(home / ".claude" / "projects") in output.splitlines()[-1], attempt
