@@ -11,6 +11,7 @@ different commands, are never touched.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -297,3 +298,94 @@ def test_a_goal_whose_work_advances_runs_until_it_is_met(
     final = goal_statuses(sandbox.read_transcript())[-1]
     assert final["met"] is True and not final.get("sentinel")  # the evaluator ended it
     assert journal(sandbox) == []
+
+
+# -- no false refusals (issue 21), on the real binary -----------------------------------------
+
+
+def scripted(calls: list[tuple[str, dict[str, Any]]], done: str = "Done.") -> Any:
+    """A model that makes each call once, in order, then says ``done``."""
+
+    def script(index: int, body: dict[str, Any]) -> Reply:
+        if index < len(calls):
+            name, tool_input = calls[index]
+            return Reply(tool_calls=[ToolCall(name, tool_input)])
+        return Reply(text=done)
+
+    return script
+
+
+def test_a_check_after_each_edit_is_never_warned_nor_refused(
+    sandbox: Sandbox, mock_api: MockAnthropic, claude: Path
+) -> None:
+    target = sandbox.project / "version.txt"
+    target.write_text("v0\n")
+    calls: list[tuple[str, dict[str, Any]]] = [("Read", {"file_path": str(target)})]
+    for n in range(6):
+        calls.append(("Edit", {"file_path": str(target), "old_string": f"v{n}",
+                               "new_string": f"v{n + 1}"}))
+        calls.append(("Bash", {"command": "echo run >> runs.txt; echo 'all 12 tests passed'"}))
+    mock_api.configure(scripted(calls))
+    result = run_headless(sandbox, "Bump the version and test each step.", version=claude,
+                          plugin_dir=PLUGIN, extra_args=["--allowedTools", "Bash,Edit,Read"],
+                          timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert target.read_text() == "v6\n"  # every edit was made
+    assert runs(sandbox) == 6  # every check ran
+    assert mentions(mock_api, "loop-killer") == []
+    assert journal(sandbox) == []
+
+
+def test_one_command_in_many_folders_is_never_refused(
+    sandbox: Sandbox, mock_api: MockAnthropic, claude: Path
+) -> None:
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for n in range(6):
+        (sandbox.project / "packages" / f"p{n}").mkdir(parents=True)
+        calls.append(("Bash", {"command": f"cd {sandbox.project}/packages/p{n}"}))
+        calls.append(("Bash", {"command": "echo run >> ../../runs.txt; echo 'PASS 12 tests'"}))
+    mock_api.configure(scripted(calls))
+    result = run_headless(sandbox, "Test every package.", version=claude, plugin_dir=PLUGIN,
+                          extra_args=ALLOW_BASH, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert runs(sandbox) == 6
+    assert mentions(mock_api, "loop-killer") == []
+    assert journal(sandbox) == []
+
+
+def test_a_growing_file_polled_with_ls_is_never_refused(
+    sandbox: Sandbox, mock_api: MockAnthropic, claude: Path
+) -> None:
+    # A sparse file past 1 GB, 80 MB bigger at every poll: ten-digit sizes starting with 1.
+    (sandbox.project / "big.bin").write_bytes(b"")
+    os.truncate(sandbox.project / "big.bin", 1_000_000_000)
+    poll = "truncate -s +80000000 big.bin && ls -l big.bin && echo run >> runs.txt"
+    mock_api.configure(scripted([("Bash", {"command": poll})] * 6))
+    result = run_headless(sandbox, "Watch the download.", version=claude, plugin_dir=PLUGIN,
+                          extra_args=ALLOW_BASH, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert runs(sandbox) == 6
+    assert mentions(mock_api, "loop-killer") == []
+
+
+def test_a_file_edited_back_and_forth_is_told_to_the_model(
+    sandbox: Sandbox, mock_api: MockAnthropic, claude: Path
+) -> None:
+    target = sandbox.project / "m.py"
+    target.write_text("import a\n")
+    moves = [("import a", "import b"), ("import b", "import a"), ("import a", "import b")]
+    calls: list[tuple[str, dict[str, Any]]] = [("Read", {"file_path": str(target)})]
+    calls += [("Edit", {"file_path": str(target), "old_string": old, "new_string": new})
+              for old, new in moves]
+    mock_api.configure(scripted(calls))
+    result = run_headless(sandbox, "Fix the import.", version=claude, plugin_dir=PLUGIN,
+                          extra_args=["--allowedTools", "Edit,Read"], timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert target.read_text() == "import b\n"  # warned, never refused
+    # The request after the third edit (edit, revert, edit) carries the warning.
+    assert mentions(mock_api, "going back and forth") == [4]
+    records = journal(sandbox)
+    assert [(r["event"], r["rule"], r["count"]) for r in records] == [
+        ("detection", "EDIT_OSCILLATION", 2)]
+    notices = person_notices(sandbox.read_transcript())
+    assert any("EDIT_OSCILLATION" in n for n in notices), notices

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from loop_killer.engine import IDLE_TURNS, RULE_IDLE, RULE_SAME, SAME_REPLY_TURNS
+from loop_killer.engine.rules import RULE_EDIT_OSCILLATION
 from loop_killer.engine.tool_repeat import RULE_TOOL_REPEAT, TOOL_REPEAT_WARN
 from loop_killer.scan.records import Tokens
 from loop_killer.scan.transcript import scan_bytes
@@ -241,3 +242,32 @@ def test_chunking_never_changes_the_loops() -> None:
     for size in (1, 5, 97, 4096):
         assert scan_bytes(data, chunk_size=size).loops == whole.loops
     assert len(whole.loops) == 2
+
+
+def test_a_goal_that_only_repeats_a_result_is_a_reprompt_loop() -> None:
+    """Work means something new (engine.work): answers whose tool work only gives back a
+    result already seen in the turn are a re-prompt loop, as the hook and the watcher
+    judge them."""
+    session = goal_session()
+    for use in uses(6):
+        session.reprompt()
+        session.tool_round("npm test", "FAIL test/auth.test.js\n1 failing", use, is_error=True)
+        session.reply(SAME_TEXT, Use(3, 3))
+    loops = scan_bytes(session.data()).loops
+    assert ("reprompt", RULE_SAME) in {(loop.kind, loop.rule) for loop in loops}
+    assert ("tool", RULE_TOOL_REPEAT) in {(loop.kind, loop.rule) for loop in loops}
+
+
+def test_a_file_edited_back_and_forth_is_an_oscillation_loop() -> None:
+    session = Session()
+    session.prompt("fix the import")
+    edits = uses(3, base=700)
+    for (old, new), use in zip((("a", "b"), ("b", "a"), ("a", "b")), edits):
+        (tool_id,) = session.reply(None, use, tools=[("Edit", {
+            "file_path": "m.py", "old_string": old, "new_string": new})])
+        session.results((tool_id, "The file m.py has been updated successfully."))
+    (loop,) = scan_bytes(session.data(), session_id=session.session_id).loops
+    assert (loop.kind, loop.rule, loop.replies) == ("tool", RULE_EDIT_OSCILLATION, 2)
+    assert loop.total_tokens == tokens(edits)  # edit, revert, edit
+    assert loop.avoidable_tokens.total == 0  # a warning: nothing was cut
+    assert loop.label == "Edit: m.py"

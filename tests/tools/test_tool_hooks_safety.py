@@ -319,3 +319,26 @@ def test_the_same_command_in_another_folder_is_not_refused(state: Path) -> None:
         run(failed())
     assert run(before()) is not None
     assert run(before(cwd="/home/dev/proj/packages/b")) is None
+
+
+def test_a_file_edited_back_and_forth_is_told_to_the_model_and_logged(state: Path) -> None:
+    from .kit import succeeded
+
+    def edit(old: str, new: str) -> dict[str, Any]:
+        return succeeded(tool="Edit", tool_input={"file_path": "/home/dev/proj/m.py",
+                                                   "old_string": old, "new_string": new},
+                         tool_response={"filePath": "/home/dev/proj/m.py"})
+
+    outputs = [run(edit(old, new)) for old, new in (("a", "b"), ("b", "a"), ("a", "b"))]
+    assert outputs[:2] == [None, None]
+    told = outputs[2]
+    assert told is not None
+    assert "going back and forth" in told["hookSpecificOutput"]["additionalContext"]
+    assert told["systemMessage"].startswith("loop-killer: Edit: /home/dev/proj/m.py: edited back")
+    assert "EDIT_OSCILLATION" in told["systemMessage"]
+    records = [json.loads(line) for line in (state / "detections.jsonl").read_text().splitlines()]
+    assert [(r["event"], r["rule"], r["count"]) for r in records] == [
+        ("detection", "EDIT_OSCILLATION", 2)]
+    # never a refusal: the same edit runs again
+    assert run(before(tool="Edit", tool_input={"file_path": "/home/dev/proj/m.py",
+                                              "old_string": "b", "new_string": "a"})) is None

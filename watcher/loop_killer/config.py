@@ -9,7 +9,9 @@ similar = 0.6             # SIMILAR (word-set Jaccard)
 tool_repeat_warn = 3      # TOOL_REPEAT_WARN
 tool_repeat_block = 4     # TOOL_REPEAT_BLOCK
 tool_repeat_stop = 3      # TOOL_REPEAT_STOP (refused attempts in a turn that end it)
-off = ["IDLE_TURNS"]      # rules switched off: SAME_REPLY_TURNS, IDLE_TURNS, TOOL_REPEAT
+edit_oscillation_warn = 2 # EDIT_OSCILLATION (a file edited back to an earlier content)
+off = ["IDLE_TURNS"]      # rules switched off: SAME_REPLY_TURNS, IDLE_TURNS, TOOL_REPEAT,
+                          # EDIT_OSCILLATION
 
 [tools]
 ignore = ["default", "mcp__ci__*"]   # never counted; "default" is the built-in list
@@ -21,7 +23,8 @@ off = ["/home/me/scratch"]           # path prefixes where loop-killer does noth
 The environment (the shell that starts ``claude``, or the ``env`` block of its
 ``settings.json``): ``LOOP_KILLER_SAME_REPLY_TURNS``, ``LOOP_KILLER_IDLE_TURNS``,
 ``LOOP_KILLER_SIMILAR``, ``LOOP_KILLER_TOOL_REPEAT_WARN``, ``LOOP_KILLER_TOOL_REPEAT_BLOCK``,
-``LOOP_KILLER_TOOL_REPEAT_STOP``, ``LOOP_KILLER_RULES_OFF`` (comma-separated),
+``LOOP_KILLER_TOOL_REPEAT_STOP``, ``LOOP_KILLER_EDIT_OSCILLATION_WARN``,
+``LOOP_KILLER_RULES_OFF`` (comma-separated),
 ``LOOP_KILLER_PROJECTS_OFF`` (``:``-separated),
 ``LOOP_KILLER_IGNORE_TOOLS`` and ``LOOP_KILLER_TOOL_REPEAT=off``.
 
@@ -47,18 +50,21 @@ import orjson
 from .engine.rules import (
     DEFAULT_THRESHOLDS,
     IDLE_TURNS,
+    RULE_EDIT_OSCILLATION,
     RULE_IDLE,
     RULE_SAME,
     SAME_REPLY_TURNS,
     SIMILAR,
     Thresholds,
 )
+from .engine.edits import EDIT_OSCILLATION_WARN
 from .engine.tool_repeat import (
     DEFAULT_IGNORED,
     RULE_TOOL_REPEAT,
     TOOL_REPEAT_BLOCK,
     TOOL_REPEAT_STOP,
     TOOL_REPEAT_WARN,
+    ToolRepeatCounter,
 )
 from .printable import printable
 
@@ -67,7 +73,7 @@ __all__ = ["CONFIG_NAME", "Settings", "config_path", "load_settings", "parse_set
 
 CONFIG_NAME = "config.toml"
 _MAX_BYTES = 64 * 1024
-SWITCHABLE_RULES = (RULE_SAME, RULE_IDLE, RULE_TOOL_REPEAT)
+SWITCHABLE_RULES = (RULE_SAME, RULE_IDLE, RULE_TOOL_REPEAT, RULE_EDIT_OSCILLATION)
 _OFF_WORDS = frozenset({"0", "off", "false", "no"})
 
 # setting -> (table, key, environment variable, default, low, high)
@@ -82,6 +88,8 @@ _NUMBERS: dict[str, tuple[str, str, str, float, float, float]] = {
                           TOOL_REPEAT_BLOCK, 2, 1000),
     "tool_repeat_stop": ("rules", "tool_repeat_stop", "LOOP_KILLER_TOOL_REPEAT_STOP",
                          TOOL_REPEAT_STOP, 1, 1000),
+    "edit_oscillation_warn": ("rules", "edit_oscillation_warn",
+                              "LOOP_KILLER_EDIT_OSCILLATION_WARN", EDIT_OSCILLATION_WARN, 1, 100),
 }
 
 
@@ -93,6 +101,7 @@ class Settings:
     tool_repeat_warn: int = TOOL_REPEAT_WARN
     tool_repeat_block: int = TOOL_REPEAT_BLOCK
     tool_repeat_stop: int = TOOL_REPEAT_STOP  # refused attempts in one turn that end it
+    edit_oscillation_warn: int = EDIT_OSCILLATION_WARN  # a file's returns that warn
     ignore_tools: frozenset[str] = DEFAULT_IGNORED
     rules_off: frozenset[str] = frozenset()
     projects_off: tuple[str, ...] = ()
@@ -101,6 +110,15 @@ class Settings:
 
     def rule_on(self, rule: str) -> bool:
         return rule not in self.rules_off
+
+    def tool_counter(self, state: object = None) -> ToolRepeatCounter:
+        """A tool-repeat counter with these settings (its counts from ``state``, a
+        ``to_state`` value, when given): the hooks, the watcher and the scan alike."""
+        oscillation = (self.edit_oscillation_warn if self.rule_on(RULE_EDIT_OSCILLATION)
+                       else 0)
+        return ToolRepeatCounter.from_state(state, ignored=self.ignore_tools,
+                                            block=self.tool_repeat_block,
+                                            oscillation=oscillation)
 
     def project_off(self, *, cwd: str = "", folder: str = "") -> bool:
         """Whether loop-killer does nothing for a session in this project (the hooks and
@@ -238,6 +256,7 @@ def parse_settings(text: bytes | None, env: Mapping[str, str], *, where: str = C
         tool_repeat_warn=int(numbers["tool_repeat_warn"]),
         tool_repeat_block=int(numbers["tool_repeat_block"]),
         tool_repeat_stop=int(numbers["tool_repeat_stop"]),
+        edit_oscillation_warn=int(numbers["edit_oscillation_warn"]),
         ignore_tools=ignored,
         rules_off=frozenset(rule for rule in rules_off if rule in SWITCHABLE_RULES),
         projects_off=projects,

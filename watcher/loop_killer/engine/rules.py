@@ -36,8 +36,10 @@ __all__ = [
     "DEFAULT_THRESHOLDS",
     "IDLE_TURNS",
     "REPROMPT_PREFIXES",
+    "RULE_EDIT_OSCILLATION",
     "RULE_IDLE",
     "RULE_MANUAL",
+    "RULE_REFUSED_RETRIES",
     "RULE_SAME",
     "SAME_REPLY_TURNS",
     "SIMILAR",
@@ -73,6 +75,7 @@ RULE_SAME: Final = "SAME_REPLY_TURNS"
 RULE_IDLE: Final = "IDLE_TURNS"
 RULE_MANUAL: Final = "MANUAL"  # a clear asked for by hand, not a rule of the detector
 RULE_REFUSED_RETRIES: Final = "TOOL_REPEAT"  # (engine.tool_repeat.RULE_TOOL_REPEAT) its stop
+RULE_EDIT_OSCILLATION: Final = "EDIT_OSCILLATION"  # (engine.edits) a warning, never a stop
 RULES: Final[tuple[Rule, ...]] = (RULE_SAME, RULE_IDLE, RULE_MANUAL)
 
 _LEADING_SPACE = re.compile(r"\s*")
@@ -181,6 +184,8 @@ def rule_phrase(rule: str, count: int) -> str:
         return "asked by hand with loop-killer clear"
     if rule == RULE_REFUSED_RETRIES:
         return f"a refused call tried {count} more times"
+    if rule == RULE_EDIT_OSCILLATION:
+        return f"edited back to an earlier version {count} times"
     return f"{count} replies"
 
 

@@ -204,8 +204,14 @@ class RunDetector:
     def _count(self, answers: list[Answer]) -> tuple[tuple[Answer, ...], tuple[Detection, ...]]:
         if not answers:
             return (), ()
-        detections = [self.add_answer(answer) for answer in answers]
-        return tuple(answers), tuple(d for d in detections if d is not None)
+        judged: list[Answer] = []  # as counted: with whether their work was new
+        detections: list[Detection] = []
+        for answer in answers:
+            detection = self.add_answer(answer)
+            judged.append(self.last_answer or answer)
+            if detection is not None:
+                detections.append(detection)
+        return tuple(judged), tuple(detections)
 
     def add_answer(self, answer: Answer) -> Detection | None:
         """Count one complete answer; return a detection if a rule fires."""

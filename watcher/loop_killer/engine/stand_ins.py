@@ -219,5 +219,6 @@ class ToolCounts:
         stand_ins = self._stand_ins
         return [(part, call, self.counter.record_call(
                     key, call.name, result.content, result.is_error, result.tool_use_id,
-                    failed=stand_ins.failed(key) if call.name in FILE_CHANGING_TOOLS else None))
+                    failed=stand_ins.failed(key) if call.name in FILE_CHANGING_TOOLS else None,
+                    tool_input=call.input))
                 for part, call, key, result in stand_ins.pairs(event)]

@@ -35,7 +35,9 @@ from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any, Final
 
 from ..digest import hex_digest
+from .edits import EDIT_OSCILLATION_WARN, EditHistory
 from .masking import canonical, result_key
+from .rules import RULE_EDIT_OSCILLATION
 
 if TYPE_CHECKING:
     from .pairing import ToolPairing
@@ -51,6 +53,7 @@ __all__ = [
     "TOOL_REPEAT_BLOCK",
     "TOOL_REPEAT_STOP",
     "TOOL_REPEAT_WARN",
+    "TOOL_CALL_RULES",
     "ToolRepeat",
     "ToolRepeatCounter",
     "call_key",
@@ -79,6 +82,9 @@ FILE_CHANGING_TOOLS: frozenset[str] = frozenset({"Edit", "Write", "MultiEdit", "
 
 RULE_TOOL_REPEAT: Final = "TOOL_REPEAT"
 """The rule's name in the detection log."""
+
+TOOL_CALL_RULES: Final = (RULE_TOOL_REPEAT, RULE_EDIT_OSCILLATION)
+"""The rules the tool-call hooks judge (the detection log names a call for each)."""
 
 DEFAULT_IGNORED: frozenset[str] = frozenset({
     # Reading a background job's (or agent's) output until it finishes: polling by design.
@@ -116,6 +122,9 @@ class ToolRepeat:
     name: str
     tool_use_id: str
     count: int
+    # Another shape this result completes (``edits.RULE_EDIT_OSCILLATION``), and its count.
+    shape: str = ""
+    shape_count: int = 0
 
     @property
     def warn(self) -> bool:
@@ -208,12 +217,16 @@ class ToolRepeatCounter:
     ``reset`` is the person speaking.
     """
 
-    __slots__ = ("_block", "_calls", "_changes", "_ignored", "_pairing", "refused")
+    __slots__ = ("_block", "_calls", "_changes", "_edits", "_ignored", "_oscillation",
+                 "_pairing", "refused")
 
     def __init__(self, *, ignored: frozenset[str] = DEFAULT_IGNORED,
-                 block: int = TOOL_REPEAT_BLOCK) -> None:
+                 block: int = TOOL_REPEAT_BLOCK,
+                 oscillation: int = EDIT_OSCILLATION_WARN) -> None:
         self._ignored = ignored
         self._block = block  # identical results after which the next attempt is refused
+        self._oscillation = oscillation  # a file's returns that warn (0: never)
+        self._edits = EditHistory()
         # call digest -> (result digest, count, changes); insertion order is recency.
         # ``changes``: how many file changes the session had made at that result.
         self._calls: dict[str, tuple[str, int, int]] = {}
@@ -236,16 +249,17 @@ class ToolRepeatCounter:
         A result that is loop-killer's own refusal leaves the count as it was.
         """
         return self.record_call(call_key(name, tool_input, cwd), name, content, is_error,
-                                tool_use_id)
+                                tool_use_id, tool_input=tool_input)
 
     def record_call(self, call: str, name: str, content: object, is_error: bool,
                     tool_use_id: str = "", *, result: str | None = None,
-                    failed: bool | None = None) -> ToolRepeat:
+                    failed: bool | None = None, tool_input: object = None) -> ToolRepeat:
         """``record`` of a call already keyed: ``call`` is ``call_key(name, input, cwd)``.
 
         ``result``: the result's digest (``result_digest``), when computed already (the
         hooks compute it before they take their lock). ``failed``: whether the call
         failed, when ``is_error`` does not say it (the stand-ins hand on no error flag).
+        ``tool_input``: the call's input, for the shapes that read it (edits).
         """
         if is_ignored(name, self._ignored):
             return ToolRepeat(call, name, tool_use_id, 0)
@@ -257,13 +271,17 @@ class ToolRepeatCounter:
         last = self._calls.pop(digest, None)
         count = last[1] + 1 if (last is not None and last[0] == result
                                 and last[2] == self._changes) else 1
+        shape, returns = "", 0
         if name in FILE_CHANGING_TOOLS and count == 1 and not (
                 is_error if failed is None else failed):
             self._changes += 1  # a new change to the files: every check after it is new
+            returns = self._edits.note(name, tool_input)
+            if self._oscillation and returns == self._oscillation:
+                shape = RULE_EDIT_OSCILLATION
         self._calls[digest] = (result, count, self._changes)
         while len(self._calls) > MAX_CALLS:
             del self._calls[next(iter(self._calls))]
-        return ToolRepeat(call, name, tool_use_id, count)
+        return ToolRepeat(call, name, tool_use_id, count, shape, returns if shape else 0)
 
     def count(self, name: str, tool_input: object, *, cwd: str = "") -> int:
         """Identical results in a row of this call so far, with no file changed since (0
@@ -294,6 +312,7 @@ class ToolRepeatCounter:
         self._calls.clear()
         self._changes = 0
         self.refused = 0
+        self._edits.clear()
 
     def feed(self, event: Event) -> list[ToolRepeat]:
         """Take one transcript event; one ToolRepeat per tool result it counted.
@@ -317,20 +336,23 @@ class ToolRepeatCounter:
         calls and results is not kept)."""
         return {"v": STATE_VERSION, "changes": self._changes, "refused": self.refused,
                 "calls": [[call, result, count, changes]
-                          for call, (result, count, changes) in self._calls.items()]}
+                          for call, (result, count, changes) in self._calls.items()],
+                "edits": self._edits.to_state()}
 
     @classmethod
     def from_state(cls, state: object, *, ignored: frozenset[str] = DEFAULT_IGNORED,
-                   block: int = TOOL_REPEAT_BLOCK) -> ToolRepeatCounter:
+                   block: int = TOOL_REPEAT_BLOCK,
+                   oscillation: int = EDIT_OSCILLATION_WARN) -> ToolRepeatCounter:
         """A counter with the counts of ``to_state``; whatever is not understood is left
         out (an unreadable state is an empty counter: nothing is refused by mistake)."""
-        counter = cls(ignored=ignored, block=block)
+        counter = cls(ignored=ignored, block=block, oscillation=oscillation)
         if not isinstance(state, dict) or state.get("v") != STATE_VERSION:
             return counter
         calls = state.get("calls")
         if not isinstance(calls, list):
             return counter
         counter._changes = _small(state.get("changes"))
+        counter._edits = EditHistory.from_state(state.get("edits"))
         counter.refused = _small(state.get("refused"))
         for item in calls[-MAX_CALLS:]:
             if (isinstance(item, list) and len(item) in (3, 4) and isinstance(item[0], str)

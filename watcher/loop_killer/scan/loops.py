@@ -28,7 +28,9 @@ from ..engine.reader import Step
 from ..engine.rules import rule_phrase
 from ..engine.run import Detection
 from ..engine.stand_ins import ToolCounts
+from ..engine.edits import MAX_FILES, edited_file
 from ..engine.tool_repeat import (
+    FILE_CHANGING_TOOLS,
     RULE_TOOL_REPEAT,
     TOOL_REPEAT_BLOCK,
     TOOL_REPEAT_WARN,
@@ -139,7 +141,7 @@ class _Streak:
 class ToolLoops:
     """Tool-repeat loops of one scope (a session, or one subagent), fed its events."""
 
-    __slots__ = ("_block", "_counts", "_ledger", "_streaks", "_warn")
+    __slots__ = ("_block", "_changes", "_counts", "_ledger", "_streaks", "_warn")
 
     def __init__(self, ledger: UsageLedger, counter: ToolRepeatCounter | None = None, *,
                  warn: int = TOOL_REPEAT_WARN, block: int = TOOL_REPEAT_BLOCK) -> None:
@@ -149,6 +151,8 @@ class ToolLoops:
         # The counter judges; stand-ins spare it masking outputs it need not compare.
         self._counts = ToolCounts(counter)
         self._streaks: dict[bytes, _Streak] = {}  # call digest -> its streak, by recency
+        # file -> the replies that changed it last (an oscillation's replies), by recency
+        self._changes: dict[str, list[str]] = {}
 
     def feed(self, event: Event) -> list[Loop]:
         """Take one event; return the loops it closed."""
@@ -164,6 +168,7 @@ class ToolLoops:
         """Close every streak (the turn, or the transcript, is over)."""
         streaks = list(self._streaks.values())
         self._streaks.clear()
+        self._changes.clear()
         return [loop for streak in streaks if (loop := self._loop(streak)) is not None]
 
     def _count(self, part: AssistantPart, call: ToolCall, repeat: ToolRepeat,
@@ -171,6 +176,10 @@ class ToolLoops:
         if repeat.count == 0:
             return []  # a tool that polls by design: never counted
         message_id, called_at = part.message_id, part.timestamp
+        if call.name in FILE_CHANGING_TOOLS:
+            oscillation = self._changed(call, repeat, message_id, called_at or timestamp)
+            if oscillation is not None:
+                return [oscillation]
         key = digest(repeat.call.encode("utf-8", "surrogatepass"))
         streak = self._streaks.pop(key, None)
         closed: list[Loop] = []
@@ -191,6 +200,24 @@ class ToolLoops:
             if (loop := self._loop(oldest)) is not None:
                 closed.append(loop)
         return closed
+
+    def _changed(self, call: ToolCall, repeat: ToolRepeat, message_id: str,
+                 at: str) -> Loop | None:
+        """Note the reply that changed a file; the loop when the change completes an
+        oscillation (a warning: its replies are the file's last ``returns + 1`` changes,
+        none of them avoidable)."""
+        path = edited_file(call.input)
+        replies = self._changes.pop(path, [])
+        replies = [*replies[-7:], message_id]
+        self._changes[path] = replies
+        if len(self._changes) > MAX_FILES:
+            del self._changes[next(iter(self._changes))]
+        if not repeat.shape:
+            return None
+        involved = replies[-(repeat.shape_count + 1):]
+        return Loop("tool", repeat.shape, repeat.shape_count, at, at,
+                    self._ledger.tokens_of(involved), self._ledger.tokens_of(()),
+                    call_label(call.name, call.input, _LABEL))
 
     def _loop(self, streak: _Streak) -> Loop | None:
         warn = self._warn

@@ -31,7 +31,7 @@ from ..engine.prefilter import (
     unread_result,
 )
 from ..engine.reader import EventReader, Step, TranscriptReader
-from ..engine.tool_repeat import RULE_TOOL_REPEAT, ToolRepeatCounter
+from ..engine.tool_repeat import RULE_TOOL_REPEAT
 from ..engine.transcript import (
     AssistantPart,
     Event,
@@ -58,8 +58,7 @@ class _Scope:
 
     def __init__(self, settings: Settings) -> None:
         self.ledger = UsageLedger()
-        counter = ToolRepeatCounter(ignored=settings.ignore_tools,
-                                    block=settings.tool_repeat_block)
+        counter = settings.tool_counter()
         # None when the tool-repeat rule is switched off: no tool loop is looked for.
         self.tools = ToolLoops(self.ledger, counter, warn=settings.tool_repeat_warn,
                                block=settings.tool_repeat_block) if settings.rule_on(

@@ -147,7 +147,8 @@ def _after(data: dict[str, Any], state: str, path: str, event: str, name: str, s
             kept = store.load(path)
             counts = store.counter(kept, scope, settings)
             repeat = counts.record_call(call, name, content, is_error,
-                                        _text(data.get("tool_use_id")), result=result)
+                                        _text(data.get("tool_use_id")), result=result,
+                                        tool_input=tool_input)
             if repeat.count == 0:
                 return None
             store.save(path, store.put(kept, scope, counts))
@@ -158,12 +159,16 @@ def _after(data: dict[str, Any], state: str, path: str, event: str, name: str, s
         import time
 
         store.prune(state, now=time.time(), keep=path)
-    if repeat.count < settings.tool_repeat_warn:
+    if repeat.count < settings.tool_repeat_warn and not repeat.shape:
         return None
     from ..engine.tool_repeat import call_label
     from . import words
 
     label = call_label(name, tool_input, words.LABEL_LIMIT)
+    if repeat.shape:  # a file edited back and forth (edits.RULE_EDIT_OSCILLATION)
+        if scope != MAIN_SCOPE or _first_to_record(state, data, repeat):
+            _log(state, "detection", data, repeat, label, scope)
+        return words.oscillation(event, label, repeat.shape_count)
     if repeat.count == settings.tool_repeat_warn:
         # Only the main session's transcript is followed by the watcher too: a subagent's
         # warning is this hook's alone to log.
@@ -184,7 +189,7 @@ def _first_to_record(state: str, data: dict[str, Any], repeat: ToolRepeat) -> bo
 
     return records.first_to_record(Path(state), str(data.get("session_id")),
                                    records.record_key(repeat.tool_use_id), source="hook",
-                                   rule=RULE_TOOL_REPEAT)
+                                   rule=repeat.shape or RULE_TOOL_REPEAT)
 
 
 def _log(state: str, kind: str, data: dict[str, Any], repeat: ToolRepeat, label: str,
@@ -196,11 +201,11 @@ def _log(state: str, kind: str, data: dict[str, Any], repeat: ToolRepeat, label:
 
     record: dict[str, Any] = {
         "event": kind,
-        "rule": RULE_TOOL_REPEAT,
+        "rule": repeat.shape or RULE_TOOL_REPEAT,
         "session_id": data.get("session_id"),
         "tool": repeat.name,
         "call": label,
-        "count": repeat.count,
+        "count": repeat.shape_count if repeat.shape else repeat.count,
         "tool_use_id": repeat.tool_use_id,
         # The project folder's name, as every other record of the log names it.
         "project": os.path.basename(os.path.dirname(_text(data.get("transcript_path")))),

@@ -158,8 +158,7 @@ def counter(data: dict[str, Any] | None, scope: str, settings: Settings) -> Tool
     """The counter of one scope (``main`` or a subagent's id), empty if it has none."""
     scopes = data.get("scopes") if data is not None else None
     kept = scopes.get(scope_key(scope)) if isinstance(scopes, dict) else None
-    return ToolRepeatCounter.from_state(kept, ignored=settings.ignore_tools,
-                                        block=settings.tool_repeat_block)
+    return settings.tool_counter(kept)
 
 
 def put(data: dict[str, Any] | None, scope: str, counts: ToolRepeatCounter) -> dict[str, Any]:

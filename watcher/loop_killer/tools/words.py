@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..engine.rules import RULE_EDIT_OSCILLATION, rule_phrase
 from ..engine.tool_repeat import REFUSED_MARK, RULE_TOOL_REPEAT, TOOL_REPEAT_BLOCK
 from ..hook.notice import MARK
 from ..printable import printable
 
-__all__ = ["LABEL_LIMIT", "final_warning", "phrase", "refusal", "warning"]
+__all__ = ["LABEL_LIMIT", "final_warning", "oscillation", "phrase", "refusal", "warning"]
 
 LABEL_LIMIT = 120
 """The most characters of a call shown in one line."""
@@ -47,6 +48,25 @@ def warning(event: str, label: str, count: int, *, block: int = TOOL_REPEAT_BLOC
     person = (f"{MARK}{call} gave {phrase(count)} ({RULE_TOOL_REPEAT}); the model was told "
               f"to change course, and after {block} the call is refused")
     return _after(event, model, person)
+
+
+def oscillation(event: str, label: str, returns: int) -> dict[str, Any]:
+    """After an edit that took a file back to an earlier content for the ``returns``-th
+    time in the turn (EDIT_OSCILLATION): tell the model, and the person. Never a refusal."""
+    call = _call(label)
+    model = (
+        f"{MARK}this edit ({call}) took the file back to a version it already had in this "
+        f"turn, for the {_ordinal(returns)} time: you are going back and forth between "
+        "versions. Stop editing it. Say in one or two sentences which version is right "
+        "and why, then keep that one, or ask the person."
+    )
+    person = (f"{MARK}{call}: {rule_phrase(RULE_EDIT_OSCILLATION, returns)} "
+              f"({RULE_EDIT_OSCILLATION}); the model was told to settle on one version")
+    return _after(event, model, person)
+
+
+def _ordinal(number: int) -> str:
+    return {1: "first", 2: "second", 3: "third"}.get(number, f"{number}th")
 
 
 def final_warning(event: str, label: str, count: int) -> dict[str, Any]:

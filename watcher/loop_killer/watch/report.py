@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..engine.rules import RULE_MANUAL, rule_phrase
-from ..engine.tool_repeat import RULE_TOOL_REPEAT
-from ..printable import printable
+from ..engine.tool_repeat import RULE_TOOL_REPEAT, TOOL_CALL_RULES
+from ..printable import printable, wrap
 
 __all__ = [
     "OUTCOME_LABELS",
@@ -91,10 +91,15 @@ def outcome_line(*, project: str, session_id: str, outcome: str, detail: str,
 
 
 def tool_repeat_line(*, project: str, session_id: str, call: str, count: int,
-                     refused: bool = False, source: str = "watcher") -> str:
+                     refused: bool = False, source: str = "watcher",
+                     rule: str = RULE_TOOL_REPEAT) -> str:
     """The line printed when a call gave the same result ``count`` times in a row, or
-    when the PreToolUse hook refused its next attempt (``refused``)."""
+    when the PreToolUse hook refused its next attempt (``refused``); or, for another
+    tool-call ``rule`` (EDIT_OSCILLATION), what it saw."""
     by = "" if source == "watcher" else f" ({source})"
+    if rule != RULE_TOOL_REPEAT:
+        return (f"LOOP      {project}  {short_id(session_id)}  {printable(rule, 40)}: "
+                f"{snippet(call, 80)} {rule_phrase(rule, count)}{by}")
     if refused:
         return (f"{'REFUSED':<9} {project}  {short_id(session_id)}  {RULE_TOOL_REPEAT}: "
                 f"{snippet(call, 80)} not run again after {count} identical results{by}")
@@ -159,12 +164,12 @@ def journal_line(record: Mapping[str, Any], home: str | None = None) -> str | No
         detail = _text(record, "detail", "message", "reason", "note") or outcome
         return outcome_line(project=project, session_id=session_id, outcome=outcome,
                             detail=detail, source=source)
-    if record.get("rule") == RULE_TOOL_REPEAT and event in ("detection", "refusal"):
+    if record.get("rule") in TOOL_CALL_RULES and event in ("detection", "refusal"):
         count = record.get("count")
         return tool_repeat_line(
             project=project, session_id=session_id, call=_text(record, "call", "tool") or "?",
             count=count if isinstance(count, int) and not isinstance(count, bool) else 0,
-            refused=event == "refusal", source=source)
+            refused=event == "refusal", source=source, rule=_text(record, "rule"))
     if event == "detection" and record.get("rule") == RULE_MANUAL:
         return f"ASKED     {project}  {short_id(session_id)}  MANUAL: clear asked by hand ({source})"
     if event == "detection":
@@ -192,10 +197,40 @@ def ago(seconds: float) -> str:
     return f"{seconds / 86400:.0f} d ago"
 
 
-def table(header: list[str], rows: list[list[str]]) -> list[str]:
-    """Left-aligned columns, two spaces apart; every cell cleaned of control codes."""
+def table(header: list[str], rows: list[list[str]], width: int | None = None) -> list[str]:
+    """Left-aligned columns, two spaces apart; every cell cleaned of control codes. Given
+    a ``width`` (a terminal's) the table fits it: the widest columns are narrowed and
+    their cells wrapped inside them, a row taking as many lines as it needs."""
     header = [printable(cell) for cell in header]
     rows = [[printable(cell) for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
-            for row in [header, *rows]]
+    if width is not None:
+        widths = _fitted(widths, width - 2 * (len(widths) - 1))
+    lines = []
+    for row in [header, *rows]:
+        pieces = [wrap(cell, size, indent=0) for cell, size in zip(row, widths)]
+        for k in range(max(len(piece) for piece in pieces)):
+            lines.append("  ".join((piece[k] if k < len(piece) else "").ljust(size)
+                                   for piece, size in zip(pieces, widths)).rstrip())
+    return lines
+
+
+_NARROWEST = 12
+"""A column is never narrowed below this (or its natural width)."""
+
+
+def _fitted(widths: list[int], room: int) -> list[int]:
+    """``widths`` with the widest narrowed, a column at a time, until they add up to
+    ``room`` at most (or every column is down to ``_NARROWEST``)."""
+    widths = list(widths)
+    excess = sum(widths) - room
+    while excess > 0:
+        widest = max(range(len(widths)), key=lambda i: widths[i])
+        if widths[widest] <= _NARROWEST:
+            break
+        second = max((w for i, w in enumerate(widths) if i != widest), default=0)
+        # Down to the next widest at once; level with it, one column at a time.
+        step = max(1, min(excess, widths[widest] - max(second, _NARROWEST)))
+        widths[widest] -= step
+        excess -= step
+    return widths

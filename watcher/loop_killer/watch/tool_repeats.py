@@ -19,7 +19,6 @@ from ..engine.stand_ins import ToolCounts
 from ..engine.tool_repeat import (
     RULE_TOOL_REPEAT,
     ToolRepeat,
-    ToolRepeatCounter,
     repeat_label,
 )
 from ..state import journal, records
@@ -55,9 +54,7 @@ class ToolRepeats:
         if not settings.rule_on(RULE_TOOL_REPEAT) or settings.project_off(cwd=cwd,
                                                                           folder=project):
             return None
-        counter = ToolRepeatCounter(ignored=settings.ignore_tools,
-                                    block=settings.tool_repeat_block)
-        return ToolCounts(counter, max_held=HELD_PER_SESSION)
+        return ToolCounts(settings.tool_counter(), max_held=HELD_PER_SESSION)
 
     def feed(self, tracked: Tracked, event: Event, *, live: bool) -> None:
         counter = tracked.tools
@@ -67,7 +64,7 @@ class ToolRepeats:
             tracked.tool_streaks.clear()  # the person spoke: every count starts afresh
         for repeat in counter.feed(event):
             _note_streak(tracked.tool_streaks, repeat)
-            if live and repeat.count == self.settings.tool_repeat_warn:
+            if live and (repeat.shape or repeat.count == self.settings.tool_repeat_warn):
                 self._detected(tracked, repeat)
 
     def _detected(self, tracked: Tracked, repeat: ToolRepeat) -> None:
@@ -76,19 +73,20 @@ class ToolRepeats:
                         report.session_label(tracked.project, tracked.session_id, self.home),
                         error)
 
+        rule = repeat.shape or RULE_TOOL_REPEAT
+        count = repeat.shape_count if repeat.shape else repeat.count
         if not records.first_to_record(self.state, tracked.session_id,
                                        records.record_key(repeat.tool_use_id),
-                                       source="watcher", rule=RULE_TOOL_REPEAT,
-                                       on_error=cannot):
+                                       source="watcher", rule=rule, on_error=cannot):
             return  # the PostToolUse hook logged it (and warned the model)
         label = repeat_label(repeat, _LABEL)
         journal.append(self.state, {
             "event": "detection",
-            "rule": RULE_TOOL_REPEAT,
+            "rule": rule,
             "session_id": tracked.session_id,
             "tool": repeat.name,
             "call": label,
-            "count": repeat.count,
+            "count": count,
             "tool_use_id": repeat.tool_use_id,
             "project": tracked.project,
             "transcript_path": tracked.path,
@@ -96,7 +94,7 @@ class ToolRepeats:
         })
         events.warning(report.tool_repeat_line(
             project=report.project_label(tracked.project, self.home),
-            session_id=tracked.session_id, call=label, count=repeat.count))
+            session_id=tracked.session_id, call=label, count=count, rule=rule))
 
 
 def _note_streak(streaks: dict[str, tuple[str, int]], repeat: ToolRepeat) -> None:

@@ -1,0 +1,185 @@
+"""The loop shapes other agents catch (issue 16): which loop-killer builds, and the tests
+that decided it, on the transcript shapes Claude Code writes.
+
+* cycles (A, B, A, B with the same results): no rule of their own; the per-call count
+  already sees each call repeat, whatever runs in between;
+* oscillating edits (edit, revert, edit): EDIT_OSCILLATION, a warning;
+* the same failure from varied calls (goose): not built, for the false alarm below;
+* thinking that repeats while the visible text varies: not built; IDLE_TURNS ends it.
+"""
+
+from __future__ import annotations
+
+import pytest
+from builders import Transcript
+from loop_killer.engine import detect_transcript
+from loop_killer.engine.edits import EDIT_OSCILLATION_WARN, EditHistory
+from loop_killer.engine.rules import RULE_EDIT_OSCILLATION, RULE_IDLE
+from loop_killer.engine.tool_repeat import TOOL_REPEAT_BLOCK, TOOL_REPEAT_WARN, ToolRepeatCounter
+from loop_killer.engine.transcript import parse_line
+
+
+def bash(command: str) -> dict[str, str]:
+    return {"command": command}
+
+
+# -- cycles ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("length", [2, 3, 4, 5])
+def test_a_cycle_of_calls_is_warned_at_its_third_round_and_refused_at_its_fifth(
+        length: int) -> None:
+    """Gemini CLI acts after 5 identical calls in a row, so it never sees A, B, A, B; the
+    per-call count does, for a cycle of any length: warned in round 3, the 5th round's
+    first call refused."""
+    counter = ToolRepeatCounter()
+    calls = [bash(f"step {n}") for n in range(length)]
+    first_warning = first_refusal = None
+    for round_ in range(1, 6):
+        for index, call in enumerate(calls):
+            if counter.refusal("Bash", call) is not None:
+                first_refusal = first_refusal or (round_, index)
+                continue
+            repeat = counter.record("Bash", call, f"output of {index}", False)
+            if repeat.count == TOOL_REPEAT_WARN and first_warning is None:
+                first_warning = (round_, index)
+    assert first_warning == (TOOL_REPEAT_WARN, 0)
+    assert first_refusal == (TOOL_REPEAT_BLOCK + 1, 0)
+
+
+def test_a_cycle_whose_results_change_is_never_a_loop() -> None:
+    counter = ToolRepeatCounter()
+    counts = [counter.record("Bash", bash(call), f"{call} at step {n}", False).count
+              for n in range(6) for call in ("make", "make test")]
+    assert set(counts) == {1}
+
+
+# -- oscillating edits -----------------------------------------------------------------------
+
+
+def edit(path: str, old: str, new: str) -> dict[str, str]:
+    return {"file_path": path, "old_string": old, "new_string": new}
+
+
+def test_edit_revert_edit_is_an_oscillation_told_once() -> None:
+    counter = ToolRepeatCounter()
+    moves = [("a", "b"), ("b", "a"), ("a", "b"), ("b", "a"), ("a", "b")]
+    shapes = [counter.record("Edit", edit("src/x.py", old, new), "updated", False)
+              for old, new in moves]
+    assert [(r.shape, r.shape_count) for r in shapes] == [
+        ("", 0), ("", 0), (RULE_EDIT_OSCILLATION, EDIT_OSCILLATION_WARN), ("", 0), ("", 0)]
+
+
+def test_rewriting_a_file_back_and_forth_is_an_oscillation() -> None:
+    counter = ToolRepeatCounter()
+    contents = ["v1", "v2", "v1", "v2"]
+    shapes = [counter.record("Write", {"file_path": "a.txt", "content": c}, "written", False).shape
+              for c in contents]
+    assert shapes == ["", "", "", RULE_EDIT_OSCILLATION]
+
+
+def test_a_multi_edit_undone_and_redone_is_an_oscillation() -> None:
+    history = EditHistory()
+    forth = {"file_path": "m.py", "edits": [edit("", "a", "b"), edit("", "c", "d")]}
+    back = {"file_path": "m.py", "edits": [edit("", "d", "c"), edit("", "b", "a")]}
+    assert [history.note("MultiEdit", e) for e in (forth, back, forth)] == [0, 1, 2]
+
+
+def test_edits_that_move_on_are_never_an_oscillation() -> None:
+    counter = ToolRepeatCounter()
+    steps = [("v1", "v2"), ("v2", "v3"), ("v3", "v4"), ("v4", "v5"), ("v5", "v6")]
+    assert {counter.record("Edit", edit("f.py", o, n), "updated", False).shape
+            for o, n in steps} == {""}
+    # the same change in two files, back and forth in neither, is not one either
+    for path in ("one.py", "two.py"):
+        counter.record("Edit", edit(path, "x", "y"), "updated", False)
+    assert counter.record("Edit", edit("one.py", "y", "x"), "updated", False).shape == ""
+
+
+def test_failed_edits_and_a_person_s_prompt_count_nothing() -> None:
+    counter = ToolRepeatCounter()
+    counter.record("Edit", edit("f.py", "a", "b"), "updated", False)
+    counter.record("Edit", edit("f.py", "b", "a"), "String not found", True)  # failed
+    assert counter.record("Edit", edit("f.py", "a", "b"), "updated", False).shape == ""
+    counter.reset()
+    counter.record("Edit", edit("f.py", "b", "a"), "updated", False)
+    assert counter.record("Edit", edit("f.py", "a", "b"), "updated", False).shape == ""
+
+
+def test_the_oscillation_is_kept_across_hook_processes_and_can_be_off() -> None:
+    counter = ToolRepeatCounter()
+    counter.record("Edit", edit("f.py", "a", "b"), "updated", False)
+    counter.record("Edit", edit("f.py", "b", "a"), "updated", False)
+    again = ToolRepeatCounter.from_state(counter.to_state())
+    assert again.record("Edit", edit("f.py", "a", "b"), "updated", False).shape
+    off = ToolRepeatCounter.from_state(counter.to_state(), oscillation=0)
+    assert off.record("Edit", edit("f.py", "a", "b"), "updated", False).shape == ""
+
+
+def test_the_oscillation_is_seen_in_a_transcript_as_the_hooks_see_it() -> None:
+    t = Transcript()
+    t.prompt("Fix the flaky import.")
+    for old, new in (("import a", "import b"), ("import b", "import a"),
+                     ("import a", "import b")):
+        t.reply("Editing.", tool="Edit")
+        last = parse_line(t.lines[-1])
+        call_id = last.tool_calls[0].tool_use_id
+        # the builder's Edit input is fixed: rewrite it as this move
+        t.lines[-1] = t.lines[-1].replace(
+            b'"input":{"command":"npm test"}',
+            b'"input":{"file_path":"m.py","old_string":"%s","new_string":"%s"}' % (
+                old.encode(), new.encode()))
+        t.tool_result(call_id, "The file m.py has been updated successfully.")
+    counter = ToolRepeatCounter()
+    shapes = [r.shape for raw in t.lines if (event := parse_line(raw)) is not None
+              for r in counter.feed(event)]
+    assert shapes == ["", "", RULE_EDIT_OSCILLATION]
+
+
+# -- the same failure from varied calls (goose): not built ------------------------------------
+
+
+def _same_failure_would_warn(results: list[tuple[str, str, bool]], threshold: int = 3) -> bool:
+    """goose's rule: the same tool fails with the same error text ``threshold`` times in a
+    row, whatever the arguments."""
+    streak, last = 0, None
+    for tool, output, failed in results:
+        key = (tool, output) if failed else None
+        streak = streak + 1 if key is not None and key == last else (1 if key else 0)
+        last = key
+        if streak >= threshold:
+            return True
+    return False
+
+
+def test_the_same_failure_from_varied_calls_would_warn_on_an_ordinary_search() -> None:
+    """Why SAME_FAILURE is not built: a search across places that each find nothing is
+    the commonest sequence of identical failures in real sessions (grep and test exit 1
+    with nothing printed; Claude Code writes "Exit code 1" alone), and it is no loop.
+    The loop the rule aims at (pip install foo==1.0, ==1.1, foo) prints the version it
+    tried, so its errors differ; a run of answers to re-prompts that only repeat results
+    is ended by the re-prompt rules (engine.work), and a repeated call by TOOL_REPEAT."""
+    search = [("Bash", "Exit code 1", True)] * 3  # grep -rn TODO src/a, src/b, src/c
+    assert _same_failure_would_warn(search)
+    pip = [("Bash", f"ERROR: No matching distribution found for foo=={v}", True)
+           for v in ("1.0", "1.1", "1.2")]
+    assert not _same_failure_would_warn(pip)
+
+
+# -- thinking that repeats: not built -------------------------------------------------------
+
+
+def test_a_run_whose_thinking_repeats_while_the_text_varies_ends_by_idle_turns() -> None:
+    """Why a thinking rule is not built: such a run does no work, so IDLE_TURNS ends it at
+    its 6th answer; and Claude Code writes thinking for few models (an empty block with
+    a signature otherwise: tests/fixtures/claude-code-2.1.328/thinking-omitted)."""
+    t = Transcript()
+    t.goal()
+    t.reply("Acknowledged.")
+    texts = ["Reading the tests.", "Checking the fixtures.", "Looking at the mocks.",
+             "Inspecting the config.", "Reviewing the imports.", "Tracing the session."]
+    for text in texts:
+        t.reprompt()
+        t.reply(text, thinking="I should run the auth tests again and see if they pass.")
+    (detection,) = detect_transcript(t.data(), t.session_id)
+    assert detection.rule == RULE_IDLE and detection.count == 6
