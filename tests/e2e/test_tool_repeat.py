@@ -389,3 +389,22 @@ def test_a_file_edited_back_and_forth_is_told_to_the_model(
         ("detection", "EDIT_OSCILLATION", 2)]
     notices = person_notices(sandbox.read_transcript())
     assert any("EDIT_OSCILLATION" in n for n in notices), notices
+
+
+def test_retrying_a_refused_call_inside_a_goal_ends_the_turn_and_clears_the_goal(
+    sandbox: Sandbox, mock_api: MockAnthropic, claude_332: Path
+) -> None:
+    # The answer to the goal's kickoff never ends: it retries the call after every result,
+    # refusals included, so no Stop (and no re-prompt rule) comes between.
+    mock_api.configure(stubborn(FAILING), evaluator=EvaluatorPolicy())
+    result = run_headless(sandbox, GOAL, version=claude_332, plugin_dir=PLUGIN,
+                          extra_args=ALLOW_BASH, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert runs(sandbox) == 4
+    assert mock_api.count("main") == 7
+    assert mock_api.count("evaluator") == 0  # the turn ended before any Stop
+    statuses = goal_statuses(sandbox.read_transcript())
+    assert statuses[-1].get("met") is True and statuses[-1].get("sentinel") is True
+    assert result.output is not None
+    assert result.output["result"] == ("loop-killer: TOOL_REPEAT (a refused call tried 3 more "
+                                       "times): loop stopped, goal cleared."), result.output
