@@ -14,7 +14,13 @@ from typing import Any
 
 import pytest
 
-from .harness import INSTALL_HINT, Sandbox, TuiSession, binary_env_var, claude_binary
+from .harness import (
+    Sandbox,
+    TuiSession,
+    claude_binary,
+    missing_claude_reason,
+    missing_tool_reason,
+)
 from .mock_api import MockAnthropic
 
 
@@ -32,10 +38,7 @@ def _unavailable(reason: str) -> None:
 def require_claude(version: str) -> Path:
     path = claude_binary(version)
     if path is None:
-        _unavailable(
-            f"Claude Code {version} binary not found: {INSTALL_HINT} {version} "
-            f"(or set {binary_env_var(version)} to the binary)"
-        )
+        _unavailable(missing_claude_reason(version))
         raise AssertionError("unreachable")  # pytest.skip/fail raise
     return path
 
@@ -78,7 +81,7 @@ def claude_250() -> Path:
 def tmux() -> str:
     path = shutil.which("tmux")
     if path is None:
-        _unavailable("tmux is not installed (apt-get install tmux)")
+        _unavailable(missing_tool_reason("tmux"))
         raise AssertionError("unreachable")
     return path
 

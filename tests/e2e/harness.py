@@ -50,6 +50,8 @@ __all__ = [
     "install_plugin",
     "installed_plugins",
     "make_project",
+    "missing_claude_reason",
+    "missing_tool_reason",
     "prepare_tui_home",
     "project_folder_name",
     "read_jsonl",
@@ -84,8 +86,12 @@ def _account_home() -> str | None:
 
 
 # Captured at import, before any fixture swaps HOME for a temp dir (the suite's conftest does):
-# the binaries cache and pyenv live in the real home.
+# pyenv lives in the real home.
 _REAL_HOME = Path(_account_home() or os.environ.get("HOME") or Path.home())
+# The HOME the suite was started with: scripts/install-claude-code installs under $HOME, so
+# the tests look under the same one (not the account's, which differs under sudo -E, or
+# with HOME set to another folder).
+_HOME_AT_START = Path(os.environ.get("HOME") or Path.home())
 
 LOGIN_TEST_JS = """\
 const assert = require('assert');
@@ -105,9 +111,27 @@ test('login fails with a wrong password', () => {
 
 
 def claude_cache_dir() -> Path:
-    """Where scripts/install-claude-code puts versions (same env var and default)."""
+    """Where scripts/install-claude-code puts versions, by its rule:
+    ``${LOOP_KILLER_CLAUDE_CACHE:-$HOME/.cache/loop-killer/claude-code}``."""
     env = os.environ.get("LOOP_KILLER_CLAUDE_CACHE")
-    return Path(env) if env else _REAL_HOME / ".cache" / "loop-killer" / "claude-code"
+    return Path(env) if env else _HOME_AT_START / ".cache" / "loop-killer" / "claude-code"
+
+
+def missing_claude_reason(version: str) -> str:
+    """Why a test cannot run Claude Code ``version``: where it looked, and the fix."""
+    variable = binary_env_var(version)
+    explicit = os.environ.get(variable)
+    if explicit:
+        return f"Claude Code {version}: {variable} is {explicit}, not an executable file"
+    return (f"Claude Code {version} not found in {claude_cache_dir() / version}: run "
+            f"scripts/install-claude-code {version} (it installs into "
+            f"$LOOP_KILLER_CLAUDE_CACHE, else $HOME/.cache/loop-killer/claude-code), or set "
+            f"{variable} to the binary")
+
+
+def missing_tool_reason(tool: str) -> str:
+    """Why a test cannot run without ``tool`` (tmux, screen), and the fix."""
+    return f"{tool} is not installed (apt install {tool})"
 
 
 def binary_env_var(version: str) -> str:
@@ -138,7 +162,7 @@ def _resolve_binary(version: str | Path) -> Path:
         return version
     path = claude_binary(version)
     if path is None:
-        raise FileNotFoundError(f"Claude Code {version} is not installed ({INSTALL_HINT})")
+        raise FileNotFoundError(missing_claude_reason(version))
     return path
 
 
@@ -578,7 +602,7 @@ class TuiSession:
 
     def start(self) -> Self:
         if shutil.which("tmux") is None:
-            raise FileNotFoundError("tmux is not installed")
+            raise FileNotFoundError(missing_tool_reason("tmux"))
         if self.prepare:
             prepare_tui_home(self.sandbox, version=self.version, trust=[self.cwd])
         # A private server on a socket in a short-lived dir of our own (-S): a user's tmux is

@@ -18,6 +18,8 @@ from e2e.harness import (
     assistant_texts,
     claude_binary,
     goal_statuses,
+    missing_claude_reason,
+    missing_tool_reason,
     run_headless,
 )
 from e2e.mock_api import EvaluatorPolicy, MockAnthropic, Reply
@@ -31,7 +33,7 @@ CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 def _binary(version: str) -> Path:
     path = claude_binary(version)
     if path is None:
-        message = f"Claude Code {version} is not installed (scripts/install-claude-code)"
+        message = missing_claude_reason(version)
         if CI:
             pytest.fail(message)
         pytest.skip(message)
@@ -106,7 +108,8 @@ def _tui_until_outcome(sandbox: Sandbox, version: str, shown: str) -> tuple[TuiS
     """Run a /goal loop in the TUI until the hook logged its outcome and ``shown`` and the
     cleared goal are on screen (the hook's own line shows once its process has ended)."""
     if shutil.which("tmux") is None:
-        pytest.fail("tmux is not installed") if CI else pytest.skip("tmux is not installed")
+        message = missing_tool_reason("tmux")
+        pytest.fail(message) if CI else pytest.skip(message)
     tui = TuiSession(sandbox, version=_binary(version), plugin_dir=PLUGIN)
     tui.start()
     tui.wait_ready()

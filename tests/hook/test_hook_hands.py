@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from e2e.harness import missing_tool_reason
 from loop_killer.hook.screen import find_proof, hardcopy_text, read_prompt_input
 from loop_killer.hook.stop_hook import run
 
@@ -28,8 +29,8 @@ def _need(tool: str) -> str:
     path = shutil.which(tool)
     if path is None:
         if CI:
-            pytest.fail(f"{tool} is not installed (CI must run these tests)")
-        pytest.skip(f"{tool} is not installed")
+            pytest.fail(f"{missing_tool_reason(tool)} (CI must run these tests)")
+        pytest.skip(missing_tool_reason(tool))
     return path
 
 

@@ -141,7 +141,9 @@ def test_install_with_the_real_claude_cli_is_idempotent(
     version: str, tmp_path: Path, own_home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     if _real_claude(version) is None:
-        pytest.skip(f"Claude Code {version} is not installed (scripts/install-claude-code)")
+        from e2e.harness import missing_claude_reason
+
+        pytest.skip(missing_claude_reason(version))
     claude = str(_real_claude(version))
     env = {**os.environ, "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1",
            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
