@@ -342,3 +342,31 @@ def test_a_file_edited_back_and_forth_is_told_to_the_model_and_logged(state: Pat
     # never a refusal: the same edit runs again
     assert run(before(tool="Edit", tool_input={"file_path": "/home/dev/proj/m.py",
                                               "old_string": "b", "new_string": "a"})) is None
+
+
+def test_an_output_is_keyed_before_the_lock_every_session_shares(
+        state: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A crafted output of many megabytes costs its own hook the time, never another
+    session's hook waiting for the lock (issue 21: 31 MB took 8 s under the lock)."""
+    from loop_killer.engine import tool_repeat
+
+    held_while_keying: list[bool] = []
+    real = tool_repeat.result_key
+
+    def keyed(content: object, *, is_error: bool) -> str:
+        lock = state / "tools" / ".lock"
+        if lock.exists():
+            fd = os.open(lock, os.O_RDWR)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                held_while_keying.append(False)
+            except BlockingIOError:
+                held_while_keying.append(True)
+            finally:
+                os.close(fd)
+        return real(content, is_error=is_error)
+
+    monkeypatch.setattr(tool_repeat, "result_key", keyed)
+    for _ in range(3):
+        run(failed())
+    assert held_while_keying and not any(held_while_keying)
