@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from loop_killer.engine import IDLE_TURNS, RULE_IDLE, RULE_SAME, SAME_REPLY_TURNS
 from loop_killer.engine.rules import RULE_EDIT_OSCILLATION
 from loop_killer.engine.tool_repeat import RULE_TOOL_REPEAT, TOOL_REPEAT_WARN
@@ -271,3 +273,22 @@ def test_a_file_edited_back_and_forth_is_an_oscillation_loop() -> None:
     assert loop.total_tokens == tokens(edits)  # edit, revert, edit
     assert loop.avoidable_tokens.total == 0  # a warning: nothing was cut
     assert loop.label == "Edit: m.py"
+
+
+def test_a_tool_result_nested_500_deep_loses_nothing() -> None:
+    """Issue 21: a result nested ~500 deep made the scan drop the whole transcript, its
+    re-prompt loops included, with a traceback."""
+    deep: object = {"rows": "none at 12:00:01"}
+    for _ in range(250):  # an object and an array a level: 500 deep
+        deep = {"inner": [deep]}
+    session = goal_session()
+    for use in uses(6):
+        session.reprompt()
+        (tool_id,) = session.reply(None, use, tools=[("mcp__db__query", {"q": "select 1"})])
+        session.results((tool_id, [{"type": "text", "text": "x"}, "DEEP"]))
+        # (written by the standard library: orjson writes nothing past 255 deep)
+        session.lines[-1] = session.lines[-1].replace(b'"DEEP"', json.dumps(deep).encode())
+        session.reply(SAME_TEXT, Use(3, 3))
+    result = scan_bytes(session.data(), session_id=session.session_id)
+    assert {(loop.kind, loop.rule) for loop in result.loops} == {
+        ("reprompt", RULE_SAME), ("tool", RULE_TOOL_REPEAT)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from loop_killer.engine.tool_repeat import REFUSED_MARK
 
@@ -191,3 +192,14 @@ def test_bad_input_is_ignored_quietly(state: Path) -> None:
     assert launch({**before(), "session_id": None}) is None
     assert not (state / "tools").exists() or not any(
         p.suffix == ".json" for p in (state / "tools").iterdir())
+
+
+def test_a_tool_result_nested_500_deep_is_still_counted(state: Path) -> None:
+    """Issue 21: a result nested ~500 deep crashed the PostToolUse hook (not counted)."""
+    deep: Any = {"leaf": "done at 12:00:01"}
+    for _ in range(250):  # an object and an array a level: 500 deep
+        deep = {"inner": [deep]}
+    outputs = [launch(succeeded(tool="mcp__db__query", tool_input={"q": "select 1"},
+                                tool_response=deep)) for _ in range(3)]
+    assert outputs[:2] == [None, None]
+    assert outputs[2] is not None and "3 times" in outputs[2]["systemMessage"]
