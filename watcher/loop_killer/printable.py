@@ -4,13 +4,19 @@ Transcripts, project folder names and hook input are written by others: a reply 
 ``\\x1b]0;PWNED\\x07\\x1b[2J`` must not retitle or wipe the terminal that shows it. Every
 line loop-killer prints (hook notices and toasts, the watcher's terminal and log lines,
 ``loop-killer status``, ``scan``) goes through ``printable``.
+
+What is printed to a terminal also fits it: ``terminal_width`` says how wide the terminal
+a stream writes to is (None for a file or a pipe, which keep one record per line), and
+``wrap`` cuts a line to that width at spaces, with a hanging indent.
 """
 
 from __future__ import annotations
 
+import os
 import re
+from typing import TextIO
 
-__all__ = ["printable", "without_controls"]
+__all__ = ["MIN_WIDTH", "printable", "terminal_width", "without_controls", "wrap"]
 
 # C0 and C1 control characters (ESC, BEL, CSI ...), DEL, and the bidirectional and
 # line-separating code points that can reorder or split what a terminal shows.
@@ -31,3 +37,50 @@ def without_controls(text: str) -> str:
     """``text`` with each run of control characters made one space, its spacing and line
     breaks otherwise kept (for log lines aligned in columns, and tracebacks)."""
     return "\n".join(_CONTROL.sub(" ", line) for line in text.split("\n"))
+
+
+MIN_WIDTH = 40
+"""Narrower than this, a terminal gets the lines unwrapped (wrapping would only shred them)."""
+
+
+def terminal_width(stream: TextIO | None) -> int | None:
+    """The columns of the terminal ``stream`` writes to (``$COLUMNS`` first, as shells and
+    ``shutil`` do); None when it is not a terminal: a file or a pipe gets whole lines."""
+    try:
+        if stream is None or not stream.isatty():
+            return None
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # closed, or a stand-in without a fd
+        return None
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(fd).columns
+        except OSError:
+            return None
+    return columns if columns >= MIN_WIDTH else None
+
+
+def wrap(line: str, width: int | None, indent: int = 4) -> list[str]:
+    """``line`` as lines of at most ``width`` columns, cut at spaces, each after the first
+    indented by ``indent`` spaces (a word longer than a line is cut); ``[line]`` when
+    ``width`` is None or it fits. Runs of spaces inside the line (aligned columns) are kept
+    where the line is not cut."""
+    if width is None or len(line) <= width:
+        return [line]
+    indent = max(0, min(indent, width // 2))
+    lines: list[str] = []
+    rest, room = line, width
+    while len(rest) > room:
+        cut = rest.rfind(" ", 0, room + 1)
+        if cut <= 0 or not rest[:cut].strip():
+            cut = room  # no space to cut at: cut the word
+        lines.append(rest[:cut].rstrip())
+        rest = rest[cut:].lstrip(" ")
+        room = width - indent
+    if rest:
+        lines.append(rest)
+    return [lines[0], *(" " * indent + piece for piece in lines[1:])]
