@@ -480,3 +480,32 @@ def test_old_version_headless_stops_the_turn_with_an_honest_notice(
     shown = " ".join(notices(entries)) + json.dumps(output) + stderr
     assert PAUSED_LINE in shown, shown
     assert entry_text(stop_hook_feedback(entries)[0]).startswith("Stop hook feedback:")
+
+
+def test_tui_a_goal_rerunning_the_same_failing_command_is_cut_and_cleared(
+    sandbox: Sandbox, mock_api: MockAnthropic, claude_332: Path,
+    tui: Callable[..., TuiSession],
+) -> None:
+    """In the terminal UI the transcript lags the Stop hook (the reply's last line is often
+    not written yet): the answer's call and result, written before it, still tell that its
+    work brought nothing new (engine.work), and the loop ends on the 3rd similar answer."""
+    settings = sandbox.home / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text(json.dumps({"permissions": {"allow": ["Bash"]}}))
+
+    def script(index: int, body: dict) -> Reply:
+        if index % 2 == 0:
+            return Reply(text="Running the auth tests.", delay=0.1, tool_calls=[
+                ToolCall("Bash", {"command": "echo 'auth tests: 3 passed, 1 failed'; exit 1",
+                                  "description": "Run the auth tests"})])
+        return Reply(text=SAME, delay=0.3)
+
+    mock_api.configure(script, evaluator=EvaluatorPolicy())
+    session = tui(version=claude_332, plugin_dir=PLUGIN,
+                  extra_args=["--permission-mode", "acceptEdits"])
+    _tui_goal_loop(session, mock_api)
+    assert settled_main_count(mock_api) == 8  # the kickoff's answer and 3 more, 2 requests each
+    assert cleared(sandbox.read_transcript())
+    assert CLEARED_LINE in one_line(session.wait_for("goal cleared.", timeout=10))
+    detections = journal_events(sandbox, "detection")
+    assert [d["rule"] for d in detections if d["rule"] != "TOOL_REPEAT"] == ["SAME_REPLY_TURNS"]
