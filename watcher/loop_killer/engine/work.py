@@ -32,7 +32,7 @@ __all__ = ["MAX_HELD_BYTES", "MAX_KEPT", "TurnWork"]
 MAX_KEPT = 4096
 """Results remembered per turn (keyed or waiting to be); the oldest are forgotten first."""
 
-MAX_HELD_BYTES = 4 << 20
+MAX_HELD_BYTES = 1 << 20
 """Contents of results waiting to be keyed; past this the oldest are keyed at once."""
 
 
