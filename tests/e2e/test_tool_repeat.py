@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from .harness import Sandbox, read_jsonl, run_headless
+from .harness import Sandbox, goal_statuses, read_jsonl, run_headless
 from .mock_api import EvaluatorPolicy, MockAnthropic, Reply, ToolCall
 
 REPO = Path(__file__).resolve().parents[2]
@@ -95,15 +95,20 @@ def journal(sandbox: Sandbox) -> list[dict[str, Any]]:
     return read_jsonl(path) if path.exists() else []
 
 
-def person_notices(entries: list[dict[str, Any]]) -> list[str]:
-    """The hook system messages Claude Code showed the person (from the transcript)."""
+def attachment_texts(entries: list[dict[str, Any]], kind: str, field: str) -> list[str]:
+    """The ``field`` of every attachment of type ``kind`` in the transcript, in order."""
     return [
-        str(entry["attachment"].get("content"))
+        str(entry["attachment"].get(field))
         for entry in entries
         if entry.get("type") == "attachment"
         and isinstance(entry.get("attachment"), dict)
-        and entry["attachment"].get("type") == "hook_system_message"
+        and entry["attachment"].get("type") == kind
     ]
+
+
+def person_notices(entries: list[dict[str, Any]]) -> list[str]:
+    """The hook system messages Claude Code showed the person (from the transcript)."""
+    return attachment_texts(entries, "hook_system_message", "content")
 
 
 def mentions(mock: MockAnthropic, text: str) -> list[int]:
@@ -201,13 +206,8 @@ def stubborn(command: str) -> Any:
 
 
 def stopped_continuations(entries: list[dict[str, Any]]) -> list[str]:
-    return [
-        str(entry["attachment"].get("message"))
-        for entry in entries
-        if entry.get("type") == "attachment"
-        and isinstance(entry.get("attachment"), dict)
-        and entry["attachment"].get("type") == "hook_stopped_continuation"
-    ]
+    """Why a hook ended the turn (``continue: false`` outside a Stop), as recorded."""
+    return attachment_texts(entries, "hook_stopped_continuation", "message")
 
 
 def test_a_model_that_keeps_retrying_a_refused_call_has_its_turn_ended(
@@ -238,12 +238,6 @@ def test_a_model_that_keeps_retrying_a_refused_call_has_its_turn_ended(
 
 GOAL = "/goal all tests in test/auth pass"
 SAME_WORDS = "The auth tests still fail the same way; I will run them again."
-
-
-def goal_statuses(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [entry["attachment"] for entry in entries if entry.get("type") == "attachment"
-            and isinstance(entry.get("attachment"), dict)
-            and entry["attachment"].get("type") == "goal_status"]
 
 
 def rerunner(command: str, *, text: Any = SAME_WORDS) -> Any:

@@ -371,14 +371,23 @@ def test_an_answer_that_used_a_tool_ends_the_run():
     assert detection.run_length == 3 and detection.answer_uuid == uuids[0]
 
 
+STILL_FAILS = "One auth test still fails; I will keep working on it."
+
+
+def _tool_rounds(t: Transcript, outputs: list[str], closing: str = STILL_FAILS) -> list[str]:
+    """One answer to a re-prompt per output: a call, that output, the closing words."""
+    uuids = []
+    for output in outputs:
+        t.reprompt()
+        uuids.append(t.tool_round("Running the auth tests.", output, closing))
+    return uuids
+
+
 def test_tool_rounds_whose_results_are_new_never_fire():
     # A migration that advances, tests that fail differently: every answer is work.
     t = Transcript()
     _goal(t)
-    for n in range(8):
-        t.reprompt()
-        t.tool_round("Running the auth tests.", f"{n + 3} passed, {8 - n} failed",
-                     "One auth test still fails; I will keep working on it.")
+    _tool_rounds(t, [f"{n + 3} passed, {8 - n} failed" for n in range(8)])
     assert _detect(t) == []
 
 
@@ -387,11 +396,7 @@ def test_tool_rounds_that_only_repeat_a_result_are_no_work():
     # in every answer and says the same thing each time.
     t = Transcript()
     _goal(t)
-    uuids = []
-    for _ in range(8):
-        t.reprompt()
-        uuids.append(t.tool_round("Running the auth tests.", "3 passed, 1 failed",
-                                  "One auth test still fails; I will keep working on it."))
+    uuids = _tool_rounds(t, ["3 passed, 1 failed"] * 8)
     detections = _detect(t)
     # The first answer's result is new (work); answers 2, 3, 4 repeat it: the 3rd similar
     # answer with no new result fires, then the run starts afresh (answers 5, 6, 7).
@@ -403,22 +408,15 @@ def test_a_result_seen_in_the_answer_to_the_goal_s_kickoff_is_not_new():
     t = Transcript()
     t.goal()  # (the /goal command is the person's prompt: the turn starts here)
     t.tool_round("Running the auth tests.", "3 passed, 1 failed", "Acknowledged; on it.")
-    uuids = []
-    for _ in range(3):
-        t.reprompt()
-        uuids.append(t.tool_round("Running the auth tests.", "3 passed, 1 failed",
-                                  "One auth test still fails; I will keep working on it."))
+    uuids = _tool_rounds(t, ["3 passed, 1 failed"] * 3)
     assert _summary(_detect(t)) == [(RULE_SAME, tuple(uuids))]
 
 
 def test_results_that_alternate_are_new_only_the_first_time():
     t = Transcript()
     _goal(t)
-    uuids = []
-    for n in range(5):
-        t.reprompt()
-        uuids.append(t.tool_round("Running the flaky test.", "PASS" if n % 2 else "FAIL",
-                                  "The flaky test still flips; running it again."))
+    uuids = _tool_rounds(t, ["FAIL", "PASS", "FAIL", "PASS", "FAIL"],
+                         "The flaky test still flips; running it again.")
     assert _summary(_detect(t)) == [(RULE_SAME, tuple(uuids[2:5]))]
 
 
