@@ -118,13 +118,12 @@ def test_the_watcher_shows_what_the_hook_logged_before_the_clear_it_read(
     import logging
 
     from loop_killer.engine import GoalStatus
-    from loop_killer.watch import report
     from loop_killer.watch.follower import Follower
     from loop_killer.watch.respond import Responder
+    from loop_killer.watch.retell import tell
     from loop_killer.watch.tracked import Tracked
 
     caplog.set_level(logging.INFO, logger="loop_killer.watch.events")
-    events = logging.getLogger("loop_killer.watch.events")
     responder = Responder(state, home=None, history_age=600)
     path = str(tmp_path / "proj" / "s.jsonl")
     tracked = Tracked(path=path, session_id="s1234567", project="proj",
@@ -136,10 +135,26 @@ def test_the_watcher_shows_what_the_hook_logged_before_the_clear_it_read(
                     "rule": "SAME_REPLY_TURNS", "count": 3, "source": "hook"},
                    {"event": "outcome", "session_id": "s1234567", "project": "proj",
                     "outcome": "clear_queued", "detail": "queued", "source": "hook"}):
-        line = report.journal_line(record)  # the watcher's next read of the log
-        assert line is not None
-        events.info(line)
+        # The watcher's next read of the log: QUEUED is on the way to the clear.
+        responder.say(tell(responder.narrator, record, home=None, now=time.time()))
     responder.tick(time.monotonic())
     shown = [r.getMessage().split()[0] for r in caplog.records if r.name.endswith("events")]
-    assert shown == ["LOOP", "QUEUED", "CLEARED"]
+    assert shown == ["LOOP", "CLEARED"]
     assert [r["outcome"] for r in journal(state)] == ["cleared"]  # logged at once
+
+
+def test_two_sweepers_log_a_plan_once(tmp_path: Path, state: Path) -> None:
+    """The watcher and a Stop hook sweep at once: whoever takes the plan logs it."""
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_bytes(b"")
+    _report(_plan(state, "s.9", transcript), "cleared", "Goal cleared: tests pass")
+    records: list[dict] = []
+    inner: list[int] = []
+
+    def append_while_another_sweeps(record: dict) -> None:
+        inner.append(sweep_mod_outcomes(str(state), records.append))
+        records.append(record)
+
+    assert sweep_mod_outcomes(str(state), append_while_another_sweeps) == 1
+    assert inner == [0] and len(records) == 1
+    assert os.listdir(state / "outcomes") == []

@@ -1,5 +1,6 @@
-"""Desktop notifications (``loop-killer-watch --notify``): one per loop, a summary for a
-storm, nothing but one log line where no notifier exists."""
+"""Desktop notifications (``loop-killer-watch --notify``): a sentence per outcome, each
+session's first stop at once, a summary of the rest (sent when the watcher stops too),
+nothing but one log line where no notifier exists."""
 
 from __future__ import annotations
 
@@ -9,27 +10,55 @@ import stat
 from pathlib import Path
 
 import pytest
-from loop_killer.watch.notify import NotifyHandler, Throttle, install, notifier_command
+from loop_killer.watch.narrate import Notice
+from loop_killer.watch.notify import Notifier, Throttle, notifier_command
 
 from .helpers import wait_for
 from .lines import Lines, append
 
 
-def test_the_first_loop_shows_at_once_and_a_storm_becomes_one_summary():
+def _stop(session: str, text: str, who: str = "billing") -> Notice:
+    return Notice(session, who, text, stop=True)
+
+
+def _warn(session: str, text: str, who: str = "billing") -> Notice:
+    return Notice(session, who, text, stop=False)
+
+
+def test_each_sessions_first_stop_shows_at_once_and_more_of_it_become_one_summary():
     throttle = Throttle(window=60)
-    assert throttle.offer("LOOP a", now=0) == ["LOOP a"]
-    assert throttle.offer("LOOP b", now=1) == []
-    assert throttle.offer("LOOP c", now=2) == []
+    assert throttle.offer(_stop("s1", "billing: loop stopped"), now=0) == [
+        "billing: loop stopped"]
+    # Another session's first stop is never held back by the first one's window.
+    assert throttle.offer(_stop("s2", "auth: loop stopped", "auth"), now=1) == [
+        "auth: loop stopped"]
+    assert throttle.offer(_stop("s1", "billing: again"), now=2) == []
+    assert throttle.offer(_stop("s1", "billing: and again"), now=3) == []
     assert throttle.next_due == 60
     assert throttle.due(now=59) == []
-    (summary,) = throttle.due(now=60)
-    assert summary.startswith("2 more loops stopped in the last 60 s")
+    assert throttle.due(now=60) == [
+        "billing: 2 more loops stopped in the last 60 s; see the watcher's terminal"]
     assert throttle.next_due is None
-    assert throttle.offer("LOOP d", now=61) == []  # still quiet after the summary
-    # A late loop brings out the summary of the last window; it then waits for its own.
-    summary = "1 more loop stopped in the last 60 s; see the watcher's terminal"
-    assert throttle.offer("LOOP e", now=200) == [summary]
-    assert throttle.next_due == 260
+
+
+def test_a_warning_never_holds_back_a_stop():
+    throttle = Throttle(window=60)
+    assert throttle.offer(_warn("s1", "billing: Bash: npm test gave the same result 3 "
+                                      "times; the model was warned"), now=0) != []
+    assert throttle.offer(_stop("s1", "billing: loop stopped, goal cleared"), now=1) == [
+        "billing: loop stopped, goal cleared"]
+
+
+def test_what_is_gathered_is_shown_when_the_watcher_stops():
+    shown: list[list[str]] = []
+    notifier = Notifier(throttle=Throttle(window=600), command=lambda text: ["show", text],
+                        run=shown.append)
+    notifier.offer(_stop("s1", "billing: loop stopped"))
+    notifier.offer(_stop("s1", "billing: loop stopped again"))
+    notifier.close()
+    assert [argv[1] for argv in shown] == [
+        "billing: loop stopped",
+        "billing: 1 more loop stopped in the last 600 s; see the watcher's terminal"]
 
 
 def test_the_notifier_is_notify_send_or_osascript_and_never_a_shell():
@@ -43,17 +72,10 @@ def test_the_notifier_is_notify_send_or_osascript_and_never_a_shell():
 
 def test_none_available_is_said_once_in_the_log(caplog):
     caplog.set_level(logging.WARNING, logger="loop_killer")
-    handler = NotifyHandler(throttle=Throttle(window=0), command=lambda text: None)
-    try:
-        logger = logging.getLogger("test.notify")
-        logger.addHandler(handler)
-        for _ in range(3):
-            logger.warning("LOOP proj s1 SAME_REPLY_TURNS")
-        wait_for(lambda: any("neither notify-send" in r.getMessage() for r in caplog.records),
-                 what="the log line")
-    finally:
-        logging.getLogger("test.notify").removeHandler(handler)
-        handler.close()
+    notifier = Notifier(throttle=Throttle(window=0), command=lambda text: None)
+    for attempt in range(3):
+        notifier.offer(_stop(f"s{attempt}", "billing: loop stopped"))
+    notifier.close()
     assert sum("neither notify-send" in r.getMessage() for r in caplog.records) == 1
 
 
@@ -69,17 +91,20 @@ def fake_notify_send(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return shown
 
 
-def test_the_watcher_notifies_each_loop_it_reports(env, start_watcher, fake_notify_send):
-    handler = install(throttle=Throttle(window=0))
-    try:
-        env.root.mkdir(parents=True)
-        start_watcher()
-        s = Lines()
-        append(s.path_in(env.root), s.goal_loop(3))
-        wait_for(lambda: fake_notify_send.exists() and fake_notify_send.read_text(),
-                 what="the notification")
-    finally:
-        logging.getLogger("loop_killer.watch.events").removeHandler(handler)
-        handler.close()
-    (line,) = fake_notify_send.read_text().splitlines()
-    assert line.startswith("LOOP") and "SAME_REPLY_TURNS" in line and s.session_id[:8] in line
+def test_the_watcher_notifies_once_the_outcome_is_known(env, start_watcher,
+                                                        fake_notify_send):
+    notifier = Notifier(throttle=Throttle(window=0))
+    env.root.mkdir(parents=True)
+    runner = start_watcher(notify=notifier.offer)
+    s = Lines(cwd="/home/dev/billing")
+    path = s.path_in(env.root)
+    append(path, s.goal_loop(3))
+    wait_for(lambda: env.has_request(s.session_id), what="the request")
+    assert not fake_notify_send.exists()  # a request is no news yet
+    append(path, s.cleared())
+    wait_for(lambda: fake_notify_send.exists() and fake_notify_send.read_text(),
+             what="the notification")
+    runner.stop()
+    notifier.close()
+    assert fake_notify_send.read_text().splitlines() == [
+        "home-dev-billing: loop stopped, goal cleared (3 similar replies to re-prompts)"]

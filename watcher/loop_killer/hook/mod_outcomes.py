@@ -4,7 +4,8 @@ For each plan handed to the mod, the hook writes ``<state>/outcomes/<key>.plan``
 knows: session, answer, rule, transcript and its size at the stop) and names
 ``<state>/outcomes/<key>.json`` as the plan's ``outcome_path``, which the mod (over)writes
 with ``{"status": "queued" | "cleared" | "no_goal" | "failed" | "unknown", "output", ...}``.
-The next hook run (any session) logs each settled plan once and removes both files.
+The watcher (every half second) and the next hook run (any session) log each settled
+plan once and remove both files: whoever takes the plan record first (a rename) logs it.
 Neither is done through a linked ``outcomes/`` or state folder (``state.paths.state_folder``).
 """
 
@@ -86,8 +87,13 @@ def sweep_mod_outcomes(
         line = _outcome_line(plan, _read_record(outcome_path) or {}, age=age)
         if line is None:
             continue
+        taken = f"{plan_path}.{os.getpid()}.taken"
+        try:  # the watcher and every Stop hook sweep: one of them logs it
+            os.rename(plan_path, taken)
+        except OSError:
+            continue
         append(line)
-        _remove_quietly(plan_path)
+        _remove_quietly(taken)
         _remove_quietly(outcome_path)
         logged += 1
     return logged

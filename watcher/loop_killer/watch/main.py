@@ -14,9 +14,10 @@ import signal
 import sys
 from pathlib import Path
 from types import FrameType
+from typing import TextIO
 
 from ..config import load_settings
-from ..printable import without_controls
+from ..printable import terminal_width, without_controls, wrap
 from ..state.paths import ensure_private_dir, projects_dir, state_dir
 from . import notify
 from .watcher import POLL_INTERVAL, RECONCILE_INTERVAL, SWEEP_INTERVAL, Watcher
@@ -56,10 +57,25 @@ def acquire_lock(state: Path) -> int:
 
 class PrintableFormatter(logging.Formatter):
     """Log lines for a terminal: paths and texts from transcripts lose their control
-    codes (a traceback keeps its lines)."""
+    codes (a traceback keeps its lines). Given the ``stream`` they go to, and it is a
+    terminal, each line is wrapped to its width (read at every line: a terminal can be
+    resized) under the time, not mid-word by the terminal; a file or a pipe gets one
+    record per line."""
+
+    def __init__(self, fmt: str, datefmt: str, *, stream: TextIO | None = None) -> None:
+        super().__init__(fmt, datefmt)
+        self.stream = stream
 
     def format(self, record: logging.LogRecord) -> str:
-        return without_controls(super().format(record))
+        text = without_controls(super().format(record))
+        width = terminal_width(self.stream)
+        if width is None:
+            return text
+        return "\n".join(piece for line in text.split("\n")
+                         for piece in wrap(line, width, indent=_UNDER_THE_TIME))
+
+
+_UNDER_THE_TIME = len("12:34:56  ")
 
 
 def configure_logging(*, verbose: bool) -> None:
@@ -68,13 +84,14 @@ def configure_logging(*, verbose: bool) -> None:
     logging.raiseExceptions = False  # a closed pipe must not print tracebacks
     events = logging.getLogger("loop_killer.watch.events")
     out = logging.StreamHandler(sys.stdout)
-    out.setFormatter(PrintableFormatter("%(asctime)s  %(message)s", "%H:%M:%S"))
+    out.setFormatter(PrintableFormatter("%(asctime)s  %(message)s", "%H:%M:%S",
+                                        stream=sys.stdout))
     events.handlers[:] = [out]
     events.setLevel(logging.INFO)
     events.propagate = False
     err = logging.StreamHandler(sys.stderr)
     err.setFormatter(PrintableFormatter("%(asctime)s  %(levelname)s  %(message)s",
-                                        "%H:%M:%S"))
+                                        "%H:%M:%S", stream=sys.stderr))
     package = logging.getLogger("loop_killer")
     package.handlers[:] = [err]
     package.setLevel(logging.DEBUG if verbose else logging.WARNING)
@@ -140,10 +157,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     for problem in load_settings(state).problems:
         log.warning("settings: %s", problem)
-    if args.notify:
-        notify.install()
+    notifier = notify.Notifier() if args.notify else None
     watcher = Watcher(root=root, state=state, poll=args.poll,
-                      reconcile_interval=args.reconcile_interval)
+                      reconcile_interval=args.reconcile_interval,
+                      notify=notifier.offer if notifier is not None else None)
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         watcher.stop()
@@ -159,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         os.close(lock)
+        if notifier is not None:
+            notifier.close()  # a summary still gathered is shown before the end
     logging.getLogger("loop_killer.watch.events").info("loop-killer-watch stopped")
     return 0
 

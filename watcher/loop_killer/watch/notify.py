@@ -1,13 +1,16 @@
 """Desktop notifications from the watcher (``loop-killer-watch --notify``).
 
-People run the watcher in a spare terminal and are often in another window. Every loop
-the watcher reports (its terminal lines that start with ``LOOP``: its own detections and
-the ones the hooks logged) becomes a desktop notification: ``notify-send`` on Linux,
-``osascript`` on macOS; where neither exists, nothing but one log line saying so.
+People run the watcher in a spare terminal and are often in another window. What the
+``Narrator`` finds worth it becomes a desktop notification, in a sentence: a stopped loop
+once its outcome is known (``billing: loop stopped, goal cleared (3 similar replies to
+re-prompts)``), a tool call repeating as a warning (``billing: Bash: npm test gave the
+same result 3 times; the model was warned``). ``notify-send`` on Linux, ``osascript`` on
+macOS; where neither exists, nothing but one log line saying so.
 
-``Throttle`` (pure) keeps a storm of sessions from becoming fifty pop-ups: the first loop
-is shown at once, the ones within the next ``WINDOW`` seconds are gathered into one
-summary shown when the window ends.
+``Throttle`` (pure) keeps one busy session from becoming a pop-up a minute: per session,
+and apart for stops and warnings, the first is shown at once (a session's first stop is
+never held back, whatever came before), the ones within the next ``WINDOW`` seconds are
+gathered into one summary, shown when the window ends or when the watcher stops.
 """
 
 from __future__ import annotations
@@ -23,52 +26,81 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..printable import printable
+from .narrate import Notice
 
-__all__ = ["WINDOW", "NotifyHandler", "Throttle", "install", "notifier_command"]
+__all__ = ["WINDOW", "Notifier", "Throttle", "notifier_command"]
 
 log = logging.getLogger("loop_killer.watch")
 
 WINDOW = 60.0
-"""Seconds after a notification during which further loops are gathered into a summary."""
+"""Seconds after a session's notification during which its next ones are gathered."""
 
 TITLE = "loop-killer"
 _WAKE = ""  # put on the queue only to make the worker look at the throttle again
 _TIMEOUT = 5.0  # seconds for one notify-send / osascript call
+_CLOSE_WAIT = 2 * _TIMEOUT  # seconds the watcher's exit waits for the last ones
+
+
+@dataclass(slots=True)
+class _Window:
+    quiet_until: float
+    who: str
+    gathered: int = 0
 
 
 @dataclass(slots=True)
 class Throttle:
-    """At most one notification per ``window`` seconds; what comes within a window is
-    summed up when it ends. Pure: the caller passes the time."""
+    """Per session and kind (stop or warning), at most one notification per ``window``
+    seconds; what comes within a window is summed up when it ends. Pure: the caller
+    passes the time."""
 
     window: float = WINDOW
-    _quiet_until: float = 0.0
-    _gathered: list[str] = field(default_factory=list)
+    _windows: dict[tuple[str, bool], _Window] = field(default_factory=dict)
 
-    def offer(self, text: str, now: float) -> list[str]:
-        """A loop was reported: what to show now (nothing, when it is gathered)."""
+    def offer(self, notice: Notice, now: float) -> list[str]:
+        """A notice: what to show now (nothing, when it is gathered)."""
         shown = self.due(now)
-        if now < self._quiet_until:
-            self._gathered.append(text)
+        key = (notice.session_id, notice.stop)
+        window = self._windows.get(key)
+        if window is not None and now < window.quiet_until:
+            window.gathered += 1
+            window.who = notice.who
             return shown
-        self._quiet_until = now + self.window
-        return [*shown, text]
+        self._windows[key] = _Window(now + self.window, notice.who)
+        return [*shown, notice.text]
 
     def due(self, now: float) -> list[str]:
-        """The summary of a window that has ended, if anything was gathered in it."""
-        if not self._gathered or now < self._quiet_until:
-            return []
-        count, self._gathered = len(self._gathered), []
-        self._quiet_until = now + self.window
-        plural = "s" if count != 1 else ""
-        summary = (f"{count} more loop{plural} stopped in the last {self.window:.0f} s; "
-                   "see the watcher's terminal")
-        return [summary]
+        """The summaries of the windows that have ended with something gathered."""
+        shown = []
+        for key, window in list(self._windows.items()):
+            if now < window.quiet_until:
+                continue
+            if window.gathered:
+                shown.append(self._summary(key[1], window))
+                window.gathered, window.quiet_until = 0, now + self.window
+            else:
+                del self._windows[key]
+        return shown
+
+    def flush(self) -> list[str]:
+        """Every summary still gathered (the watcher is stopping)."""
+        shown = [self._summary(stop, window) for (_, stop), window in self._windows.items()
+                 if window.gathered]
+        self._windows.clear()
+        return shown
 
     @property
     def next_due(self) -> float | None:
         """When ``due`` may have something to show (None: nothing gathered)."""
-        return self._quiet_until if self._gathered else None
+        return min((w.quiet_until for w in self._windows.values() if w.gathered),
+                   default=None)
+
+    def _summary(self, stop: bool, window: _Window) -> str:
+        count = window.gathered
+        what = (f"loop{'s' if count != 1 else ''} stopped" if stop
+                else f"warning{'s' if count != 1 else ''}")
+        return (f"{window.who}: {count} more {what} in the last {self.window:.0f} s; see the "
+                "watcher's terminal")
 
 
 def notifier_command(text: str, *, platform: str = sys.platform,
@@ -85,35 +117,49 @@ def notifier_command(text: str, *, platform: str = sys.platform,
     return None
 
 
-class NotifyHandler(logging.Handler):
-    """Turns the watcher's ``LOOP`` lines into (throttled) desktop notifications; the
-    commands run on a thread of their own so the watcher never waits for them."""
+def run_quietly(argv: Sequence[str]) -> None:
+    """Run a notifier command; its output is nobody's business."""
+    subprocess.run(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, timeout=_TIMEOUT, check=False)
+
+
+class Notifier:
+    """Shows the watcher's notices (throttled) as desktop notifications; the commands run
+    on a thread of their own so the watcher never waits for them. ``command`` and
+    ``run`` are the seams: what to run for a text, and how."""
 
     def __init__(self, *, throttle: Throttle | None = None,
                  command: Callable[[str], Sequence[str] | None] = notifier_command,
+                 run: Callable[[Sequence[str]], None] = run_quietly,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        super().__init__(level=logging.INFO)
         self.throttle = throttle or Throttle()
         self.command = command
+        self.run = run
         self.clock = clock
         self._lock = threading.Lock()
         self._outbox: queue.Queue[str | None] = queue.Queue()
-        self._worker = threading.Thread(target=self._run, name="notify", daemon=True)
+        self._worker = threading.Thread(target=self._work, name="notify", daemon=True)
         self._worker.start()
         self._said_unavailable = False
 
-    def emit(self, record: logging.LogRecord) -> None:
-        text = record.getMessage()
-        if not text.startswith("LOOP"):
-            return
+    def offer(self, notice: Notice) -> None:
+        """A notice from the watcher's thread: shown now, or gathered for a summary."""
         with self._lock:
-            shown = self.throttle.offer(" ".join(text.split()), self.clock())
+            shown = self.throttle.offer(notice, self.clock())
         for item in shown:
             self._outbox.put(item)
         if not shown:
             self._outbox.put(_WAKE)  # gathered: the worker now has a summary to wait for
 
-    def _run(self) -> None:
+    def close(self) -> None:
+        """Show the summaries still gathered, then stop (waiting a little for them)."""
+        with self._lock:
+            for item in self.throttle.flush():
+                self._outbox.put(item)
+        self._outbox.put(None)
+        self._worker.join(_CLOSE_WAIT)
+
+    def _work(self) -> None:
         while True:
             with self._lock:
                 next_due = self.throttle.next_due
@@ -122,8 +168,9 @@ class NotifyHandler(logging.Handler):
                 text = self._outbox.get(timeout=wait)
             except queue.Empty:
                 with self._lock:
-                    for shown in self.throttle.due(self.clock()):
-                        self._show(shown)
+                    due = self.throttle.due(self.clock())
+                for shown in due:
+                    self._show(shown)
                 continue
             if text is None:
                 return
@@ -139,18 +186,6 @@ class NotifyHandler(logging.Handler):
                             "here; loops are shown in this terminal only")
             return
         try:
-            subprocess.run(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, timeout=_TIMEOUT, check=False)
+            self.run(argv)
         except (OSError, subprocess.SubprocessError) as error:
             log.warning("desktop notification failed: %s", error)
-
-    def close(self) -> None:
-        self._outbox.put(None)
-        super().close()
-
-
-def install(*, throttle: Throttle | None = None) -> NotifyHandler:
-    """Notify for every loop the watcher reports from now on."""
-    handler = NotifyHandler(throttle=throttle)
-    logging.getLogger("loop_killer.watch.events").addHandler(handler)
-    return handler

@@ -19,12 +19,17 @@ hook's ``LOOP``/``QUEUED`` lines, long before the log's next read. So an outcome
 held and shown at the next ``tick``, after the log has been read up to then: whatever the
 Stop hook wrote before that outcome happened (everything it wrote before its turn ended)
 is shown before it.
+
+Every line about a loop, the watcher's own and the other writers', goes through one
+``Narrator`` (``narrate``): one LOOP line and one outcome line per loop, and the desktop
+notification (``notify``, when given) once the outcome is known.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..engine import Detection, GoalStatus, SystemEntry, TurnStart, text_digest
@@ -32,6 +37,7 @@ from ..state import journal, records
 from ..state.inbox import ClearRequest, InvalidRequest, discard_request, write_request
 from ..state.paths import request_waiting
 from . import report
+from .narrate import Narrator, Notice, Said
 from .outcomes import OUTCOME_TIMEOUT, Outcome, PendingOutcome, at_deadline, is_historic
 from .tracked import Tracked
 
@@ -51,7 +57,9 @@ class Responder:
         self.history_age = history_age
         self.outcome_timeout = outcome_timeout
         self.watching: dict[str, Tracked] = {}  # path -> session with a pending outcome
-        self.held: list[tuple[int, str]] = []  # outcome lines for the next tick: (level, line)
+        self.held: list[_Held] = []  # outcomes for the next tick, in the order found
+        self.narrator = Narrator()
+        self.notify: Callable[[Notice], None] | None = None  # desktop notifications
 
     def name(self, tracked: Tracked) -> str:
         return report.session_label(tracked.project, tracked.session_id, self.home)
@@ -106,9 +114,13 @@ class Responder:
             "snippet": report.snippet(answer.text, 200),
             "source": "watcher",
         })
-        events.warning(report.detection_line(
-            project=report.project_label(tracked.project, self.home), session_id=session_id,
-            rule=detection.rule, count=detection.count, text=answer.text))
+        who = report.project_label(tracked.project, self.home)
+        self.say(self.narrator.detection(
+            session_id, (answer.uuid, answer.prompt_uuid, detection.answer_uuid), who=who,
+            rule=detection.rule, count=detection.count, now=time.time(),
+            line=report.detection_line(project=who, session_id=session_id,
+                                       rule=detection.rule, count=detection.count,
+                                       text=answer.text)))
         self._pending(tracked, detection.answer_uuid, detection.rule, now)
 
     def _record(self, tracked: Tracked, key: str | None, detection: Detection, *,
@@ -142,10 +154,8 @@ class Responder:
             log.info("%s: removed a clear request left over from a loop that ended",
                      self.name(tracked))
         elif withdrawn:
-            self.held.append((logging.INFO, report.outcome_line(
-                project=report.project_label(tracked.project, self.home),
-                session_id=tracked.session_id, outcome="superseded",
-                detail="a new prompt came first: request withdrawn")))
+            self._hold(tracked, (), Outcome("superseded",
+                                            "a new prompt came first: request withdrawn"), "")
 
     # -- outcomes -----------------------------------------------------------------------
 
@@ -203,11 +213,7 @@ class Responder:
                 "transcript_path": tracked.path,
                 "source": "watcher",
             })
-            line = report.outcome_line(project=report.project_label(tracked.project, self.home),
-                                       session_id=tracked.session_id,
-                                       outcome=outcome.kind, detail=outcome.detail)
-            level = logging.WARNING if outcome.kind in ("continued", "none") else logging.INFO
-            self.held.append((level, line))
+            self._hold(tracked, (pending.answer_uuid,), outcome, pending.rule)
         if final:
             tracked.pending = None
             self.watching.pop(tracked.path, None)
@@ -228,10 +234,37 @@ class Responder:
             self.show_held()
 
     def show_held(self) -> None:
-        """Print the outcome lines held for the next tick, in the order they were found."""
+        """Tell the outcomes held for the next tick, in the order they were found, then
+        the passing ones nothing final followed in time (``Narrator``)."""
         held, self.held = self.held, []
-        for level, line in held:
-            events.log(level, line)
+        now = time.time()
+        for item in held:
+            self.say(self.narrator.outcome(
+                item.session_id, item.keys, kind=item.kind, line=item.line, source="watcher",
+                rule=item.rule, who=item.who, now=now))
+        self.say(self.narrator.due(now))
+
+    def _hold(self, tracked: Tracked, keys: tuple[str, ...], outcome: Outcome, rule: str
+              ) -> None:
+        who = report.project_label(tracked.project, self.home)
+        self.held.append(_Held(tracked.session_id, keys, outcome.kind, rule, who,
+                               report.outcome_line(project=who, session_id=tracked.session_id,
+                                                   outcome=outcome.kind,
+                                                   detail=outcome.detail)))
+
+    def say(self, said: Iterable[Said]) -> None:
+        """Print each line (its writer printed those without one) and pass each
+        notification on."""
+        for item in said:
+            if item.line is not None:
+                events.log(item.level, item.line)
+            if item.notice is not None and self.notify is not None:
+                self.notify(item.notice)
+
+    def close(self) -> None:
+        """The watcher is stopping: what was held or waiting is said now."""
+        self.show_held()
+        self.say(self.narrator.flush())
 
     def _expire(self, monotonic_now: float) -> None:
         for path, tracked in list(self.watching.items()):
@@ -249,3 +282,14 @@ class Responder:
                 timeout=self.outcome_timeout,
             )
             self.resolve(tracked, outcome)
+
+
+class _Held:
+    """An outcome the watcher found, told at the next tick."""
+
+    __slots__ = ("keys", "kind", "line", "rule", "session_id", "who")
+
+    def __init__(self, session_id: str, keys: tuple[str, ...], kind: str, rule: str, who: str,
+                 line: str) -> None:
+        self.session_id, self.keys, self.kind = session_id, keys, kind
+        self.rule, self.who, self.line = rule, who, line

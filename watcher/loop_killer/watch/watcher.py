@@ -31,9 +31,12 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from ..hook.mod_outcomes import sweep_mod_outcomes
+from ..state import journal
 from ..state.journal import JournalTail
 from ..state.paths import ensure_private_dir, state_folder
 from ..state.status import (
@@ -62,7 +65,9 @@ from .observer import (
     start_observer,
     stop_observer,
 )
+from .narrate import Notice
 from .outcomes import OUTCOME_TIMEOUT
+from .retell import tell
 from .sessions import IDLE_AFTER, Sessions
 
 __all__ = [
@@ -170,6 +175,7 @@ class Watcher:
         observer_factory: Callable[[], Any] | None = None,
         housekeeping_interval: float = HOUSEKEEPING_INTERVAL,
         idle_after: float = IDLE_AFTER,
+        notify: Callable[[Notice], None] | None = None,
     ) -> None:
         self.root = Path(root)
         self.state = Path(state)
@@ -182,6 +188,7 @@ class Watcher:
         self.housekeeping_interval = housekeeping_interval
         self.sessions = Sessions(self.state, home=self.home, outcome_timeout=outcome_timeout,
                                  idle_after=idle_after)
+        self.sessions.respond.notify = notify  # desktop notifications (``--notify``)
         self.hints = EventQueue()
         self.ready = threading.Event()  # set once catch-up is done
         self.started_at = time.time()
@@ -551,13 +558,17 @@ class Watcher:
 
     def _tail_journal(self) -> None:
         """Show what the Stop hooks logged, and follow the loops they cut on their own
-        (what fired is on disk, in ``state.records``: nothing to note here)."""
+        (what fired is on disk, in ``state.records``: nothing to note here). What the mod
+        reported of a clear is logged first, as the next Stop hook would (``sweep``)."""
+        try:
+            sweep_mod_outcomes(str(self.state), partial(journal.append, self.state))
+        except OSError as error:
+            log.debug("cannot sweep the mod's outcomes: %s", error)
+        respond = self.sessions.respond
         for record in self._journal.read_new():
+            respond.say(tell(respond.narrator, record, home=self.home, now=time.time()))
             if record.get("source") == "watcher":
                 continue
-            line = report.journal_line(record, self.home)
-            if line is not None:
-                events.info(line)
             session_id, uuid = record.get("session_id"), record.get("answer_uuid")
             rule = record.get("rule")
             if (record.get("event") == "detection" and record.get("source") == "hook"
@@ -567,6 +578,8 @@ class Watcher:
 
     def _shutdown(self) -> None:
         self._unwatch()
+        self._guarded(self._tail_journal)  # what the hooks logged last, and then
+        self._guarded(self.sessions.respond.close)  # what was held is said before the end
         try:
             beat = read_heartbeat(self.state)
             if beat is not None and beat.pid == os.getpid():

@@ -1,0 +1,189 @@
+"""What the watcher prints and notifies about each loop: one LOOP line and one outcome
+line, in order, however many writers report it; notifications in sentences."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+import orjson
+from loop_killer.hook.mod_outcomes import write_mod_plan_record
+from loop_killer.state import journal, records
+from loop_killer.watch.narrate import Narrator, Notice
+
+from .helpers import wait_for
+from .lines import Lines, append
+
+
+def _lines_of(caplog, session_id: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.name.endswith("events") and session_id[:8] in r.getMessage()]
+
+
+def _log_read(runner, env) -> bool:
+    """The watcher has read the detection log to its end."""
+    path = journal.journal_path(env.state)
+    return path.exists() and runner.watcher._journal.offset == path.stat().st_size
+
+
+def _mod_cleared(env, s: Lines, path: Path, answer_uuid: str) -> None:
+    """What the Stop hook and the mod do for a stopped loop on 2.1.287+: the hook logs
+    its queued clear and leaves a plan; the turn stops, the mod runs /goal clear (the
+    goal's clear in the transcript) and reports it in its outcome file."""
+    plan_id = f"{s.session_id}.1"
+    outcome_path = write_mod_plan_record(str(env.state), plan_id, {
+        "id": plan_id, "session_id": s.session_id, "answer_uuid": answer_uuid,
+        "rule": "SAME_REPLY_TURNS", "project": s.project, "transcript_path": str(path),
+        "offset": path.stat().st_size})
+    journal.append(env.state, {
+        "event": "outcome", "session_id": s.session_id, "answer_uuid": answer_uuid,
+        "rule": "SAME_REPLY_TURNS", "project": s.project, "transcript_path": str(path),
+        "outcome": "clear_queued", "hands": "mod", "source": "hook",
+        "detail": "loop-killer: SAME_REPLY_TURNS (3 similar replies to re-prompts): loop "
+                  "stopped; /goal clear queued."})
+    append(path, [s.summary(prevented=True)])
+    append(path, s.cleared())
+    Path(outcome_path).write_text(json.dumps({"v": 1, "id": plan_id, "status": "cleared",
+                                              "output": "Goal cleared: tests pass"}))
+
+
+def test_a_loop_stopped_and_cleared_by_the_mod_is_told_once(env, start_watcher, caplog):
+    caplog.set_level(logging.INFO, logger="loop_killer")
+    env.root.mkdir(parents=True)
+    notices: list[Notice] = []
+    runner = start_watcher(notify=notices.append)
+    s = Lines(cwd="/home/dev/billing")
+    path = s.path_in(env.root)
+    append(path, s.goal_loop(3))
+    wait_for(lambda: env.has_request(s.session_id), what="the request")
+    _mod_cleared(env, s, path, s.answer_uuids[-1])
+    # The mod's report is logged (by the watcher's own sweep, not the next Stop hook's)...
+    wait_for(lambda: env.records("outcome", session_id=s.session_id, hands="mod",
+                                 outcome="cleared"), what="the mod's report logged")
+    wait_for(lambda: _log_read(runner, env), what="the log read to its end")
+    runner.stop()
+    # ... and the person reads one LOOP line and one outcome line, in that order.
+    assert [line.split()[0] for line in _lines_of(caplog, s.session_id)] == ["LOOP", "CLEARED"]
+    assert [n.text for n in notices] == [  # the project as lines name it
+        "home-dev-billing: loop stopped, goal cleared (3 similar replies to re-prompts)"]
+    assert notices[0].stop
+
+
+def test_a_loop_the_hook_cut_first_is_told_once_too(env, start_watcher, caplog):
+    caplog.set_level(logging.INFO, logger="loop_killer")
+    env.root.mkdir(parents=True)
+    runner = start_watcher()
+    s = Lines(cwd="/home/dev/billing")
+    path = s.path_in(env.root)
+    append(path, s.goal_loop(2))
+    wait_for(lambda: env.status(s.session_id) is not None, what="the session's status")
+    # The hook judged reply 3 before it was on disk: it knows the re-prompt, not the answer.
+    third = s.loop(1)
+    prompt_uuid = orjson.loads(third[0])["uuid"]
+    assert records.first_to_record(env.state, s.session_id, prompt_uuid, source="hook",
+                                   rule="SAME_REPLY_TURNS")
+    journal.append(env.state, {"event": "detection", "session_id": s.session_id,
+                               "answer_uuid": "", "prompt_uuid": prompt_uuid,
+                               "project": s.project, "rule": "SAME_REPLY_TURNS", "count": 3,
+                               "source": "hook"})
+    wait_for(lambda: _lines_of(caplog, s.session_id), what="the hook's LOOP line")
+    append(path, third)
+    _mod_cleared(env, s, path, "")
+    wait_for(lambda: env.records("outcome", session_id=s.session_id, hands="mod",
+                                 outcome="cleared"), what="the mod's report logged")
+    wait_for(lambda: _log_read(runner, env), what="the log read to its end")
+    runner.stop()
+    assert [line.split()[0] for line in _lines_of(caplog, s.session_id)] == ["LOOP", "CLEARED"]
+
+
+def test_a_passing_outcome_is_said_when_nothing_final_follows():
+    narrator = Narrator(settle=5)
+    said = narrator.detection("s1", ["a1"], who="billing", rule="SAME_REPLY_TURNS", count=3,
+                              line="LOOP billing", now=0)
+    assert [x.line for x in said] == ["LOOP billing"] and said[0].notice is None
+    assert narrator.outcome("s1", ["a1"], kind="stopped", line="STOPPED", source="watcher",
+                            who="billing", now=1) == []
+    assert narrator.due(5) == []
+    (told,) = narrator.due(6)
+    assert told.line == "STOPPED" and told.notice is not None
+    assert told.notice.text == "billing: loop stopped (3 similar replies to re-prompts)"
+    # The same news again is dropped; news that differs (the clear failed) is said once.
+    assert narrator.outcome("s1", ["a1"], kind="stopped", line="STOPPED", source="watcher",
+                            who="billing", now=7) == []
+    (failed,) = narrator.outcome("s1", [], kind="clear_failed", line="FAILED", source="hook",
+                                 who="billing", now=8)
+    assert failed.notice is not None and "/goal clear failed" in failed.notice.text
+    assert narrator.outcome("s1", ["a1"], kind="cleared", line="CLEARED", source="hook",
+                            who="billing", now=9) == []
+    # The same detection from another writer is the same loop; a new one is a new loop.
+    assert narrator.detection("s1", ["a1"], who="billing", rule="SAME_REPLY_TURNS",
+                              count=3, line="LOOP again", now=10) == []
+    assert [x.line for x in narrator.detection("s1", ["a2"], who="billing",
+                                               rule="IDLE_TURNS", count=5, line="LOOP 2",
+                                               now=11)] == ["LOOP 2"]
+
+
+def test_a_passing_outcome_is_said_when_the_watcher_stops():
+    narrator = Narrator(settle=60)
+    narrator.detection("s1", ["a1"], who="p", rule="SAME_REPLY_TURNS", count=3, line="L", now=0)
+    narrator.outcome("s1", ["a1"], kind="clear_queued", line="QUEUED", source="hook",
+                     who="p", now=1)
+    assert [x.line for x in narrator.flush()] == ["QUEUED"]
+
+
+def test_tool_repeats_notify_as_warnings_and_a_refusal_that_ends_the_turn_as_a_stop():
+    from loop_killer.watch.retell import tell
+
+    narrator = Narrator()
+    base = {"session_id": "s1", "project": "-home-dev-api", "source": "hook",
+            "rule": "TOOL_REPEAT", "call": "Bash: npm test"}
+    (warned,) = tell(narrator, {**base, "event": "detection", "count": 3,
+                                "tool_use_id": "t3"}, home="/home/dev", now=0)
+    assert warned.notice is not None and not warned.notice.stop
+    assert warned.notice.text == ("api: Bash: npm test gave the same result 3 times; the "
+                                  "model was warned")
+    for attempt in range(3):
+        (refused,) = tell(narrator, {**base, "event": "refusal", "count": 3,
+                                     "tool_use_id": f"r{attempt}"}, home="/home/dev", now=1)
+        assert refused.line is not None and refused.line.startswith("REFUSED")
+        assert refused.notice is None
+    (stopped,) = tell(narrator, {**base, "event": "outcome", "outcome": "stopped_no_goal",
+                                 "answer_uuid": "r2", "detail": "loop stopped"},
+                      home="/home/dev", now=2)
+    assert stopped.notice is not None and stopped.notice.stop
+    assert stopped.notice.text == ("api: loop stopped; no goal was set (Bash: npm test "
+                                   "refused 3 times)")
+
+
+def test_the_watchers_own_tool_repeat_line_is_printed_once_and_notified(env):
+    from loop_killer.watch.retell import tell
+
+    narrator = Narrator()
+    record = {"event": "detection", "session_id": "s1", "project": "p", "source": "watcher",
+              "rule": "TOOL_REPEAT", "call": "Bash: ls", "count": 3, "tool_use_id": "t"}
+    (said,) = tell(narrator, record, home=None, now=0)
+    assert said.line is None  # tool_repeats printed it
+    assert said.notice is not None and "Bash: ls gave the same result 3 times" in \
+        said.notice.text
+
+
+def test_no_late_outcome_reaches_the_terminal_after_the_final_one(env, start_watcher, caplog):
+    caplog.set_level(logging.INFO, logger="loop_killer")
+    env.root.mkdir(parents=True)
+    runner = start_watcher()
+    s = Lines()
+    path = s.path_in(env.root)
+    append(path, s.goal_loop(3))
+    wait_for(lambda: env.has_request(s.session_id), what="the request")
+    append(path, s.cleared())
+    wait_for(lambda: any(x.startswith("CLEARED") for x in _lines_of(caplog, s.session_id)),
+             what="the CLEARED line")
+    journal.append(env.state, {"event": "outcome", "session_id": s.session_id,
+                               "answer_uuid": s.answer_uuids[-1], "project": s.project,
+                               "outcome": "cleared", "detail": "/goal clear: Goal cleared",
+                               "source": "hook", "hands": "mod"})  # 40 s later, say
+    wait_for(lambda: _log_read(runner, env), what="the log read")
+    runner.stop()  # what it read is told before it ends
+    assert [line.split()[0] for line in _lines_of(caplog, s.session_id)] == ["LOOP", "CLEARED"]

@@ -1,0 +1,254 @@
+"""What the watcher tells a person about each loop: one LOOP line, one outcome line (pure).
+
+A loop is reported by several writers: the watcher reads it in the transcript, a Stop hook
+may have judged it first, the hook logs what it did (``clear_queued``), the watcher reads
+the turn stop and the goal's clear, and the mod's own report follows. Each of them is
+right, and without this they were all printed: LOOP, QUEUED, STOPPED, CLEARED, then a
+second ``CLEARED (hook)`` when the mod's report was swept.
+
+``Narrator`` keeps, per session, the loop being told (the keys it is known by: answer and
+re-prompt uuids, the mod's plan id, a tool result's id) and says:
+
+* its LOOP line once (a detection naming known keys is the same loop);
+* its outcome once: a final one (the goal cleared, no goal, /goal clear failed, the loop
+  went on, ...) at once; a passing one (the turn stopped, /goal clear queued or typed
+  without proof yet) only when nothing final follows within ``SETTLE`` seconds. An outcome
+  belongs to the session's latest loop unless its keys name an older one; once the final
+  outcome is said, the rest are the same news and are dropped; after a passing one was
+  said, a final one of another kind is still said (it is news: /goal clear failed).
+
+What is worth a desktop notification comes out with the line (``Notice``), in a sentence:
+a stopped loop once its outcome is known, a tool-repeat warning as a warning, a tool
+call refused until the turn ended as a stop. Pure: the caller passes the time.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from ..engine.rules import RULE_MANUAL, RULE_REFUSED_RETRIES, rule_phrase
+from ..printable import printable
+
+__all__ = ["FINAL_OUTCOMES", "PASSING_OUTCOMES", "SETTLE", "VERDICTS", "Narrator", "Notice",
+           "Said"]
+
+SETTLE = 8.0
+"""Seconds a passing outcome (the turn stopped, /goal clear queued) waits for the final
+one before it is said: the mod's bounded wait is 3 s, typing's 1.5 s."""
+
+PASSING_OUTCOMES = frozenset({"stopped", "clear_queued", "sent_unconfirmed"})
+"""Outcomes on the way to the final one."""
+
+FINAL_OUTCOMES = frozenset({"cleared", "stopped_no_goal", "not_possible", "clear_failed",
+                            "continued", "superseded", "none"})
+
+KEPT_LOOPS = 8
+"""Loops remembered per session (their keys: a late record of one is recognised)."""
+
+FORGET_AFTER = 3600.0
+"""Seconds after its last loop was told that a quiet session is forgotten."""
+
+# What the person is told of each outcome, after "<project>: ".
+VERDICTS = {
+    "cleared": "loop stopped, goal cleared",
+    "stopped_no_goal": "loop stopped; no goal was set",
+    "stopped": "loop stopped",
+    "clear_queued": "loop stopped; what /goal clear did is not known yet",
+    "sent_unconfirmed": "loop stopped; what /goal clear did is unknown: type /goal clear "
+                        "if the goal is still set",
+    "not_possible": "loop stopped, goal only paused: type /goal clear",
+    "clear_failed": "loop stopped, but /goal clear failed: the goal is only paused",
+    "continued": "the loop went on after the request to stop it",
+    "none": "nothing happened yet; the request to stop the loop is still pending",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """A desktop notification: ``text`` says it all; ``who`` names the session's project
+    (for a summary of several); ``stop``: a stopped loop, else a warning."""
+
+    session_id: str
+    who: str
+    text: str
+    stop: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Said:
+    """A line for the watcher's terminal (None: already printed by its writer), and the
+    notification that goes with it, if any."""
+
+    level: int
+    line: str | None
+    notice: Notice | None = None
+
+
+@dataclass(slots=True)
+class _Loop:
+    keys: set[str]
+    who: str  # the project, as lines name it
+    rule: str = ""
+    count: int = 0
+    told: str = ""  # "": no outcome said yet; "passing" or "final"
+    told_kind: str = ""
+    passing: tuple[str, str, str] | None = None  # (kind, line, source) waiting to be said
+    due_at: float = 0.0
+    call: str = ""  # a refused tool call's label (a tool-repeat stop)
+
+
+@dataclass(slots=True)
+class _Session:
+    loops: list[_Loop] = field(default_factory=list)  # oldest first; the last is current
+    refused_call: str = ""  # the last call refused in this session
+    refusals: int = 0  # calls refused since its last tool-repeat warning
+    last_at: float = 0.0
+
+
+def _keys(values: Iterable[object]) -> set[str]:
+    return {value for value in values if isinstance(value, str) and value}
+
+
+class Narrator:
+    """Per session, the loop being told; see the module's docstring. One thread."""
+
+    def __init__(self, *, settle: float = SETTLE) -> None:
+        self.settle = settle
+        self._sessions: dict[str, _Session] = {}
+
+    # -- what happened ---------------------------------------------------------------
+
+    def detection(self, session_id: str, keys: Iterable[object], *, who: str, rule: str,
+                  count: int, line: str | None, now: float) -> list[Said]:
+        """A rule fired (a re-prompt loop, or a manual request): its LOOP line, unless the
+        loop is known already. ``line`` None: printed by its writer already."""
+        session = self._session(session_id, now)
+        found = _keys(keys)
+        if found and any(found & loop.keys for loop in session.loops):
+            return []
+        said = self._flush_current(session, session_id)
+        self._open(session, _Loop(found, who, rule, count))
+        if line is not None:
+            said.append(Said(logging.WARNING, line))
+        return said
+
+    def warning(self, session_id: str, keys: Iterable[object], *, who: str, call: str,
+                text: str, line: str | None, now: float) -> list[Said]:
+        """A tool call repeating (the model is warned, or refused later): its line once,
+        and a notification as a warning."""
+        session = self._session(session_id, now)
+        found = _keys(keys)
+        if found and any(found & loop.keys for loop in session.loops):
+            return []
+        said = self._flush_current(session, session_id)
+        self._open(session, _Loop(found, who, call=call, told="final"))  # nothing to wait for
+        session.refusals = 0
+        notice = Notice(session_id, who, f"{who}: {text}", stop=False)
+        return [*said, Said(logging.WARNING, line, notice)]
+
+    def refusal(self, session_id: str, *, call: str, line: str, now: float) -> list[Said]:
+        """A call refused by the PreToolUse hook: said each time (a few a turn at most)."""
+        session = self._session(session_id, now)
+        session.refused_call = call
+        session.refusals += 1
+        return [Said(logging.INFO, line)]
+
+    def outcome(self, session_id: str, keys: Iterable[object], *, kind: str, line: str,
+                source: str, rule: str = "", who: str, now: float) -> list[Said]:
+        """What became of a loop, from any writer: said once, when final (see above)."""
+        session = self._session(session_id, now)
+        found = _keys(keys)
+        loop = next((loop for loop in reversed(session.loops) if found & loop.keys), None)
+        if loop is None and session.loops and not (
+                rule == RULE_REFUSED_RETRIES and session.loops[-1].rule != rule):
+            loop = session.loops[-1]
+        said: list[Said] = []
+        if loop is None:  # its detection came before this watcher: a loop of its own
+            said = self._flush_current(session, session_id)
+            loop = self._open(session, _Loop(found, who, rule))
+        loop.keys |= found
+        if rule and not loop.rule:
+            loop.rule = rule
+        if rule == RULE_REFUSED_RETRIES and not loop.call:
+            loop.call, loop.count = session.refused_call, session.refusals
+        if loop.told == "final":
+            return said  # the same news again (a late report of what was said)
+        if kind not in FINAL_OUTCOMES and kind in PASSING_OUTCOMES:
+            if loop.told == "":
+                loop.passing = (kind, line, source)
+                loop.due_at = now + self.settle
+            return said
+        if loop.told == "passing" and kind == loop.told_kind:
+            return said
+        loop.told, loop.told_kind, loop.passing = "final", kind, None
+        return [*said, self._said(session_id, loop, kind, line)]
+
+    # -- the clock -------------------------------------------------------------------
+
+    def due(self, now: float) -> list[Said]:
+        """Passing outcomes nothing final followed within ``settle`` seconds: said now."""
+        said: list[Said] = []
+        for session_id, session in list(self._sessions.items()):
+            for loop in session.loops:
+                if loop.passing is not None and loop.due_at <= now:
+                    said.append(self._tell_passing(session_id, loop))
+            if now - session.last_at > FORGET_AFTER and not any(
+                    loop.passing for loop in session.loops):
+                del self._sessions[session_id]
+        return said
+
+    def flush(self) -> list[Said]:
+        """Everything still waiting, said now (the watcher is stopping)."""
+        return [self._tell_passing(session_id, loop)
+                for session_id, session in self._sessions.items()
+                for loop in session.loops if loop.passing is not None]
+
+    @property
+    def next_due(self) -> float | None:
+        dues = [loop.due_at for session in self._sessions.values() for loop in session.loops
+                if loop.passing is not None]
+        return min(dues, default=None)
+
+    # -- inside ----------------------------------------------------------------------
+
+    def _session(self, session_id: str, now: float) -> _Session:
+        session = self._sessions.setdefault(session_id, _Session())
+        session.last_at = now
+        return session
+
+    def _open(self, session: _Session, loop: _Loop) -> _Loop:
+        session.loops.append(loop)
+        del session.loops[:-KEPT_LOOPS]
+        return loop
+
+    def _flush_current(self, session: _Session, session_id: str) -> list[Said]:
+        """A new loop begins: what the last one was waiting to say is said first."""
+        if session.loops and session.loops[-1].passing is not None:
+            return [self._tell_passing(session_id, session.loops[-1])]
+        return []
+
+    def _tell_passing(self, session_id: str, loop: _Loop) -> Said:
+        assert loop.passing is not None
+        kind, line, _source = loop.passing
+        loop.passing, loop.told, loop.told_kind = None, "passing", kind
+        return self._said(session_id, loop, kind, line)
+
+    def _said(self, session_id: str, loop: _Loop, kind: str, line: str) -> Said:
+        level = logging.WARNING if kind in ("continued", "none", "clear_failed",
+                                            "not_possible") else logging.INFO
+        verdict = VERDICTS.get(kind)
+        if verdict is None:  # superseded (the person spoke), or a kind unknown here
+            return Said(level, line)
+        return Said(level, line, Notice(session_id, loop.who,
+                                        f"{loop.who}: {verdict} ({self._why(loop)})"))
+
+    @staticmethod
+    def _why(loop: _Loop) -> str:
+        if loop.rule == RULE_REFUSED_RETRIES and loop.call:
+            times = f" {loop.count} times" if loop.count > 1 else ""
+            return f"{printable(loop.call, 80)} refused{times}"
+        if loop.rule and (loop.count or loop.rule == RULE_MANUAL):
+            return rule_phrase(loop.rule, loop.count)
+        return printable(loop.rule, 40) or "a loop"
