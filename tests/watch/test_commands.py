@@ -177,3 +177,67 @@ def test_status_says_when_the_watcher_falls_behind(env, capsys):
         pid=os.getpid(), started_at=now - 60, beat_at=now, root=str(env.root)))
     _, out, _ = run(capsys, "status")
     assert "falling behind" not in out
+
+
+def test_status_shows_a_refused_call_as_refused_and_the_last_loops_with_their_outcome(
+        env, capsys):
+    import time
+
+    from loop_killer.state import journal
+    from loop_killer.state.status import SessionStatus, write_session_status
+
+    now = time.time()
+    api, billing = Lines(cwd="/home/dev/api"), Lines(cwd="/home/dev/billing")
+    for s in (api, billing):
+        append(s.path_in(env.root), s.goal_loop(1))
+    call = "Bash: cat server.log"
+    write_session_status(env.state, SessionStatus(
+        session_id=api.session_id, transcript_path=str(api.path_in(env.root)),
+        project=api.project, offset=0, run_length=0, chain_length=0, awaiting=None,
+        last_answer_uuid="", last_answer_digest="", last_activity=now, updated_at=now,
+        tool_repeats=[{"call": call, "count": 4}]))
+    base = {"project": api.project, "session_id": api.session_id, "rule": "TOOL_REPEAT",
+            "call": call, "source": "hook"}
+    for record in (
+            {"event": "detection", "session_id": billing.session_id,
+             "project": billing.project, "rule": "SAME_REPLY_TURNS", "count": 3,
+             "answer_uuid": "a1", "source": "watcher", "at": now - 300},
+            {"event": "outcome", "session_id": billing.session_id, "project": billing.project,
+             "rule": "SAME_REPLY_TURNS", "outcome": "clear_queued", "source": "hook",
+             "at": now - 299},
+            {"event": "outcome", "session_id": billing.session_id, "project": billing.project,
+             "rule": "SAME_REPLY_TURNS", "outcome": "cleared", "source": "watcher",
+             "at": now - 298},
+            {"event": "outcome", "session_id": billing.session_id, "project": billing.project,
+             "rule": "SAME_REPLY_TURNS", "outcome": "stopped", "source": "watcher",
+             "at": now - 297},  # a passing outcome after the final one changes nothing
+            {**base, "event": "detection", "count": 3, "tool_use_id": "t3", "at": now - 60},
+            {**base, "event": "refusal", "count": 4, "at": now - 30},
+            {**base, "event": "refusal", "count": 4, "at": now - 20}):
+        journal.append(env.state, record)
+
+    _, out, _ = run(capsys, "status", "--json")
+    data = orjson.loads(out)
+    (shown,) = data["sessions"]
+    assert shown["refused"]["call"] == call and shown["refused"]["attempts"] == 2
+    assert [(r["rule"], r["outcome"]) for r in data["recent"]] == [
+        ("TOOL_REPEAT", "warned"), ("SAME_REPLY_TURNS", "cleared")]
+    _, out, _ = run(capsys, "status")
+    row = next(line for line in out.splitlines() if api.session_id[:8] in line
+               and " ago " not in line)
+    assert row.split()[2:4] == ["-", "-"]  # no re-prompt run: no 0 0
+    assert row.rstrip().endswith("Bash: cat server.log x4, refused 2 times")
+    recent = out.split("recent loops (newest first):\n", 1)[1].splitlines()
+    assert recent[0].startswith("  60 s ago home-dev-api ")  # (HOME is not /home/dev)
+    assert "the model was warned" in recent[0]
+    assert recent[1].startswith("  5 min ago home-dev-billing ")
+    assert recent[1].endswith("SAME_REPLY_TURNS (3 similar replies to re-prompts): loop "
+                              "stopped, goal cleared")
+
+    # The person spoke: the watcher starts the counts afresh, and the refusal is over.
+    write_session_status(env.state, SessionStatus(
+        session_id=api.session_id, transcript_path=str(api.path_in(env.root)),
+        project=api.project, offset=0, run_length=1, chain_length=1, awaiting=None,
+        last_answer_uuid="", last_answer_digest="", last_activity=now, updated_at=now))
+    _, out, _ = run(capsys, "status", "--json")
+    assert orjson.loads(out)["sessions"][0]["refused"] is None

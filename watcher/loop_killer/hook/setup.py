@@ -194,11 +194,14 @@ def doctor(args: argparse.Namespace, *, run: Runner | None = None,
     env = os.environ if env is None else env
     run = run or _runner(env)
     checks = run_checks(claude=getattr(args, "claude", None), run=run, env=env)
-    from ..printable import printable
+    from ..printable import printable, terminal_width, wrap
 
+    width = terminal_width(sys.stdout)
     for check in checks:
         # Details quote paths and files others may write: no control codes reach the terminal.
-        print(f"{check.level.upper():<5} {check.what}: {printable(check.detail)}")
+        line = f"{check.level.upper():<5} {check.what}: {printable(check.detail)}"
+        for piece in wrap(line, width, indent=len("FAIL  ")):
+            print(piece)
     return 1 if any(check.level == "fail" for check in checks) else 0
 
 

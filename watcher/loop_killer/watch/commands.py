@@ -24,12 +24,14 @@ from typing import Any
 
 import orjson
 
-from ..engine.rules import RULE_MANUAL
+from ..engine.rules import RULE_MANUAL, RULE_REFUSED_RETRIES, rule_phrase
+from ..printable import printable, terminal_width, wrap
 from ..state import journal
 from ..state.inbox import ClearRequest, InvalidRequest, peek_request, write_request
 from ..state.paths import is_plain_id, list_transcripts, projects_dir, session_id_of, state_dir
 from ..state.status import SessionStatus, falling_behind, read_session_status, watcher_alive
 from . import report
+from .narrate import FINAL_OUTCOMES, VERDICTS
 
 __all__ = ["add_arguments_clear", "add_arguments_config", "add_arguments_status", "clear",
            "config", "status"]
@@ -63,6 +65,13 @@ def _dirs(args: argparse.Namespace) -> tuple[Path, Path]:
     return Path(root).expanduser(), Path(state).expanduser()
 
 
+def _say(line: str, width: int | None, indent: int = 2) -> None:
+    """Print ``line`` cleaned of control codes, wrapped to a terminal's ``width``."""
+    lead = line[: len(line) - len(line.lstrip(" "))]  # an indent of its own is kept
+    for piece in wrap(lead + printable(line), width, indent):
+        print(piece)
+
+
 def _ids_in(folder: Path) -> list[str]:
     try:
         names = os.listdir(folder)
@@ -74,10 +83,16 @@ def _ids_in(folder: Path) -> list[str]:
 # -- status -----------------------------------------------------------------------------
 
 
+RECENT_SHOWN = 5
+"""Loops (and tool-repeat warnings) ``status`` lists under the sessions, newest first."""
+
+
 def collect(state: Path, *, now: float | None = None) -> dict[str, Any]:
     """What ``status`` shows, as plain data."""
     now = time.time() if now is None else now
     beat = watcher_alive(state, now=now)
+    logged = list(journal.read_recent(state, max_bytes=_RECENT_BYTES))
+    refusals = _refusals(logged)
     session_ids = set(_ids_in(state / "status")) | set(_ids_in(state / "requests"))
     sessions: list[dict[str, Any]] = []
     for session_id in sorted(session_ids):
@@ -87,6 +102,7 @@ def collect(state: Path, *, now: float | None = None) -> dict[str, Any]:
             found = None  # a transcript gone since
         if request is None and (found is None or not (found.run_length or found.tool_repeats)):
             continue
+        refused = _refused_now(refusals.get(session_id), found.tool_repeats if found else [])
         stale = request.is_stale(now) if request is not None else None
         shown = None if request is None else {
             "rule": request.rule, "source": request.source, "count": request.count,
@@ -104,6 +120,7 @@ def collect(state: Path, *, now: float | None = None) -> dict[str, Any]:
             "last_answer_uuid": found.last_answer_uuid if found else "",
             "status_updated_at": found.updated_at if found else None,
             "tool_repeats": found.tool_repeats if found else [],
+            "refused": refused,
             "pending_request": None if stale else shown,
             "stale_request": {**shown, "stale": stale} if shown and stale else None,
         })
@@ -117,17 +134,101 @@ def collect(state: Path, *, now: float | None = None) -> dict[str, Any]:
         },
         "state_dir": str(state),
         "sessions": sessions,
+        "recent": recent_loops(logged, limit=RECENT_SHOWN),
     }
 
 
-def _streaks(streaks: list[dict[str, Any]]) -> str:
-    """``Bash: npm test x3`` for the call repeating most, and how many others do."""
+_RECENT_BYTES = 512 * 1024  # of the detection log's tail: far more than 5 loops
+
+
+def _refusals(logged: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per session, its last refused call and how many times in a row it was refused."""
+    found: dict[str, dict[str, Any]] = {}
+    for record in logged:
+        session_id, call = record.get("session_id"), record.get("call")
+        if (record.get("event") != "refusal" or not isinstance(session_id, str)
+                or not isinstance(call, str)):
+            continue
+        last = found.get(session_id)
+        attempts = last["attempts"] + 1 if last and last["call"] == call else 1
+        found[session_id] = {"call": call, "attempts": attempts, "at": record.get("at")}
+    return found
+
+
+def _refused_now(refusal: dict[str, Any] | None, streaks: list[dict[str, Any]]
+                 ) -> dict[str, Any] | None:
+    """The session's last refusal while it still holds: its call is still repeating (the
+    watcher starts every count afresh when the person speaks)."""
+    if refusal is None:
+        return None
+    refused = str(refusal["call"]).rstrip("…")
+    for streak in streaks:
+        call = str(streak.get("call", "")).rstrip("…") if isinstance(streak, dict) else ""
+        if call and (call.startswith(refused) or refused.startswith(call)):
+            return refusal
+    return None
+
+
+def recent_loops(logged: list[dict[str, Any]], *, limit: int) -> list[dict[str, Any]]:
+    """The last ``limit`` loops in the log, newest first, each with what became of it:
+    a detection (a tool-repeat warning: "warned"), then the outcomes of its session that
+    followed (the last final one, else the last on the way); a turn ended by refusals is
+    an outcome alone."""
+    loops: list[dict[str, Any]] = []
+    latest: dict[str, dict[str, Any]] = {}
+    loop: dict[str, Any] | None
+    for record in logged:
+        event, session_id = record.get("event"), record.get("session_id")
+        if not isinstance(session_id, str):
+            continue
+        at = record.get("at") if isinstance(record.get("at"), (int, float)) else None
+        raw_rule = record.get("rule")
+        rule = raw_rule if isinstance(raw_rule, str) else ""
+        if event == "detection":
+            call = record.get("call")
+            raw_count = record.get("count")
+            count = raw_count if isinstance(raw_count, int) else 0
+            loop = {"session_id": session_id, "project": record.get("project") or "",
+                    "rule": rule, "at": at,
+                    "what": (f"{call}: same result {count} times" if isinstance(call, str)
+                             else rule_phrase(rule, count)),
+                    "outcome": "warned" if isinstance(call, str) else None}
+            loops.append(loop)
+            latest[session_id] = loop
+        elif event == "outcome":
+            loop = latest.get(session_id)
+            kind = record.get("outcome")
+            if not isinstance(kind, str):
+                continue
+            if loop is None or (rule == RULE_REFUSED_RETRIES and loop["rule"] != rule):
+                loop = {"session_id": session_id, "project": record.get("project") or "",
+                        "rule": rule, "at": at, "what": "a refused call tried again",
+                        "outcome": None}
+                loops.append(loop)
+                latest[session_id] = loop
+            if loop["outcome"] not in FINAL_OUTCOMES or kind in FINAL_OUTCOMES:
+                loop["outcome"] = kind
+    return loops[::-1][:limit]
+
+
+def _streaks(streaks: list[dict[str, Any]], refused: dict[str, Any] | None = None) -> str:
+    """``Bash: npm test x3`` for the call repeating most, and how many others do; a call
+    refused since (until the person speaks) says so: its count no longer moves."""
     shown = [s for s in streaks if isinstance(s, dict) and isinstance(s.get("count"), int)]
     if not shown:
         return "-"
     top = max(shown, key=lambda s: int(s["count"]))
     more = f" (+{len(shown) - 1})" if len(shown) > 1 else ""
-    return f"{report.snippet(str(top.get('call', '?')), 40)} x{top['count']}{more}"
+    text = f"{report.snippet(str(top.get('call', '?')), 40)} x{top['count']}{more}"
+    if refused is not None:
+        attempts = int(refused["attempts"])
+        text += f", refused{f' {attempts} times' if attempts > 1 else ''}"
+    return text
+
+
+def _run(length: int, chain: int) -> tuple[str, str]:
+    """RUN and SIMILAR: ``-`` when the session is in no re-prompt run (a tool loop)."""
+    return ("-", "-") if not length else (str(length), str(chain))
 
 
 def _project_of(request: ClearRequest | None) -> str:
@@ -143,38 +244,54 @@ def status(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         return 0 if data["watcher"] else 1
     home = os.environ.get("HOME")
+    width = terminal_width(sys.stdout)
     beat = data["watcher"]
     if beat:
         how = "polling" if beat["polling"] else "watching"
-        print(f"watcher: running (pid {beat['pid']}, {how} {beat['root']}, "
-              f"{beat['sessions']} sessions, started {report.ago(now - beat['started_at'])})")
+        _say(f"watcher: running (pid {beat['pid']}, {how} {beat['root']}, "
+             f"{beat['sessions']} sessions, started {report.ago(now - beat['started_at'])})",
+             width)
         if beat["falling_behind"]:
-            print(f"  {beat['falling_behind']}")
+            _say(f"  {beat['falling_behind']}", width, indent=4)
     else:
-        print("watcher: not running (start it with: loop-killer-watch)")
+        _say("watcher: not running (start it with: loop-killer-watch)", width)
     if not data["sessions"]:
-        print("no session is in a re-prompt run or repeating a tool call")
-        return 0 if beat else 1
-    if not beat:
-        print("(figures below are from when a watcher last ran)")
-    rows = []
-    for s in data["sessions"]:
-        request = s["pending_request"] or s["stale_request"]
-        rows.append([
-            report.project_label(s["project"], home),
-            report.short_id(s["session_id"]),
-            str(s["run_length"]),
-            str(s["chain_length"]),
-            report.ago(now - s["last_activity"]) if s["last_activity"] else "?",
-            f"{'pending' if s['pending_request'] else 'stale'} ({request['rule']}, "
-            f"{report.ago(now - request['created_at'])})" if request else "-",
-            _streaks(s["tool_repeats"]),
-        ])
-    for line in report.table(
-            ["PROJECT", "SESSION", "RUN", "SIMILAR", "LAST ACTIVITY", "CLEAR REQUEST",
-             "TOOL REPEATS"], rows):
-        print(line)
+        _say("no session is in a re-prompt run or repeating a tool call", width)
+    else:
+        if not beat:
+            _say("(figures below are from when a watcher last ran)", width)
+        rows = []
+        for s in data["sessions"]:
+            request = s["pending_request"] or s["stale_request"]
+            rows.append([
+                report.project_label(s["project"], home),
+                report.short_id(s["session_id"]),
+                *_run(s["run_length"], s["chain_length"]),
+                report.ago(now - s["last_activity"]) if s["last_activity"] else "?",
+                f"{'pending' if s['pending_request'] else 'stale'} ({request['rule']}, "
+                f"{report.ago(now - request['created_at'])})" if request else "-",
+                _streaks(s["tool_repeats"], s["refused"]),
+            ])
+        for line in report.table(
+                ["PROJECT", "SESSION", "RUN", "SIMILAR", "LAST ACTIVITY", "CLEAR REQUEST",
+                 "TOOL REPEATS"], rows, width):
+            print(line)
+    if data["recent"]:
+        _say("recent loops (newest first):", width)
+        for loop in data["recent"]:
+            _say(f"  {_recent_line(loop, now, home)}", width, indent=4)
     return 0 if beat else 1
+
+
+def _recent_line(loop: dict[str, Any], now: float, home: str | None) -> str:
+    """``2 min ago  billing a26ba613  SAME_REPLY_TURNS (3 similar replies to re-prompts):
+    loop stopped, goal cleared``."""
+    when = report.ago(now - loop["at"]) if loop["at"] is not None else "?"
+    outcome = loop["outcome"]
+    said = ("the model was warned" if outcome == "warned" else
+            VERDICTS.get(outcome, outcome) if outcome else "outcome not known yet")
+    return (f"{when}  {report.session_label(str(loop['project']), loop['session_id'], home)}"
+            f"  {loop['rule'] or '?'} ({loop['what']}): {said}")
 
 
 # -- clear ------------------------------------------------------------------------------
@@ -297,12 +414,13 @@ def config(args: argparse.Namespace) -> int:
         sys.stdout.buffer.write(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
         sys.stdout.flush()
         return 1 if settings.problems else 0
-    print(f"config file: {config_path(state)}")
+    width = terminal_width(sys.stdout)
+    _say(f"config file: {config_path(state)}", width)
     rows = [[name, ", ".join(map(str, value)) if isinstance(value, list) else str(value),
              settings.sources.get(name, "default")] for name, value in values.items()]
-    for line in report.table(["SETTING", "VALUE", "FROM"], rows):
+    for line in report.table(["SETTING", "VALUE", "FROM"], rows, width):
         print(line)
     for problem in settings.problems:
-        print(f"problem: {report.snippet(problem, 300)}")
+        _say(f"problem: {report.snippet(problem, 300)}", width)
     return 1 if settings.problems else 0
 

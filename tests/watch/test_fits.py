@@ -1,0 +1,109 @@
+"""What a person sees fits the terminal: at 80 columns, on a pseudo-terminal, every line
+of ``config``, ``status``, ``doctor`` and the watcher is at most 80 columns, wrapped at
+spaces under a hanging indent; to a pipe each record stays on one line."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+from loop_killer.printable import wrap
+
+from .lines import Lines, append
+from .terminal import OnTerminal
+
+
+def _cli(*args: str) -> list[str]:
+    found = shutil.which("loop-killer")
+    return [found, *args] if found else [sys.executable, "-m", "loop_killer.cli", *args]
+
+
+def _fits(text: str, columns: int = 80) -> None:
+    too_wide = [line for line in text.splitlines() if len(line) > columns]
+    assert not too_wide, f"wider than {columns} columns:\n" + "\n".join(too_wide)
+
+
+def test_wrap_cuts_at_spaces_under_a_hanging_indent():
+    line = "12:00:01  LOOP      billing  a26ba613  SAME_REPLY_TURNS: " + "word " * 30
+    pieces = wrap(line, 80, indent=10)
+    assert len(pieces) > 1 and all(len(piece) <= 80 for piece in pieces)
+    assert all(piece.startswith(" " * 10) and piece[10] != " " for piece in pieces[1:])
+    assert " ".join(piece.strip() for piece in pieces) == line.strip()
+    assert wrap(line, None) == [line]  # a file or a pipe: one record per line
+    assert wrap("x" * 100, 40, indent=4) == ["x" * 40, "    " + "x" * 36, "    " + "x" * 24]
+
+
+def test_config_fits_80_columns_on_a_terminal_and_stays_whole_in_a_pipe():
+    shown = OnTerminal(_cli("config")).finish()
+    _fits(shown)
+    lines = shown.splitlines()
+    row = next(i for i, line in enumerate(lines) if line.startswith("ignore_tools"))
+    assert lines[row + 1].startswith(" " * len("ignore_tools"))  # wrapped in its column
+    piped = subprocess.run(_cli("config"), capture_output=True, text=True, check=False).stdout
+    (whole,) = [line for line in piped.splitlines() if line.startswith("ignore_tools")]
+    assert len(whole) > 80
+
+
+def test_doctor_fits_80_columns_on_a_terminal():
+    shown = OnTerminal(_cli("doctor")).finish(60)
+    _fits(shown)
+    assert any(line.startswith(("OK", "WARN", "FAIL")) for line in shown.splitlines())
+
+
+def test_status_fits_80_columns_on_a_terminal(env):
+    import time
+
+    from loop_killer.state import journal
+    from loop_killer.state.status import SessionStatus, write_session_status
+
+    for n in range(3):
+        s = Lines(cwd=f"/home/dev/a-rather-long-project-folder-name-{n}")
+        path = s.path_in(env.root)
+        append(path, s.goal_loop(2))
+        write_session_status(env.state, SessionStatus(
+            session_id=s.session_id, transcript_path=str(path), project=s.project,
+            offset=0, run_length=0, chain_length=0, awaiting=None, last_answer_uuid="",
+            last_answer_digest="", last_activity=time.time(), updated_at=time.time(),
+            tool_repeats=[{"call": "Bash: cat /home/dev/some/long/path/to/a/file.txt | "
+                                   "grep -v something | sort | uniq -c", "count": 4}]))
+        journal.append(env.state, {
+            "event": "detection", "session_id": s.session_id, "rule": "SAME_REPLY_TURNS",
+            "count": 3, "project": s.project, "source": "hook", "answer_uuid": f"a{n}",
+            "snippet": "I am still working on getting the auth tests to pass, again."})
+    shown = OnTerminal(_cli("status")).finish()
+    _fits(shown)
+    assert "a-rather-long-project-folder-name-0" in shown.replace("\n", "")
+
+
+def test_the_watchers_lines_fit_80_columns_on_a_terminal(env):
+    from .conftest import watch_command
+
+    env.root.mkdir(parents=True)
+    watcher = OnTerminal([*watch_command(), "--reconcile-interval", "1"])
+    try:
+        watcher.read_until(lambda text: "caught up" in text or "watching" in text)
+        s = Lines(cwd="/home/dev/a-project-whose-name-is-long-enough-to-matter")
+        append(s.path_in(env.root), s.goal_loop(3))
+        shown = watcher.read_until(lambda text: "clear requested" in text)
+        os.kill(watcher.proc.pid, signal.SIGINT)
+        shown = watcher.finish()
+    finally:
+        watcher.kill()
+    _fits(shown)
+    lines = shown.splitlines()
+    loop = next(i for i, line in enumerate(lines) if "  LOOP  " in line)
+    assert lines[loop + 1].startswith(" " * 10) and not lines[loop + 1][10].isspace()
+
+
+def test_the_log_formatter_wraps_only_on_a_terminal(tmp_path):
+    from loop_killer.watch.main import PrintableFormatter
+
+    record = logging.LogRecord("x", logging.INFO, __file__, 1, "word " * 40, None, None)
+    with open(tmp_path / "log", "w") as to_a_file:
+        formatter = PrintableFormatter("%(asctime)s  %(message)s", "%H:%M:%S",
+                                       stream=to_a_file)
+        assert "\n" not in formatter.format(record)
