@@ -18,6 +18,9 @@ ignore = ["default", "mcp__ci__*"]   # never counted; "default" is the built-in 
 
 [projects]
 off = ["/home/me/scratch"]           # path prefixes where loop-killer does nothing
+
+[watcher]
+metrics = "127.0.0.1:9464"           # serve Prometheus metrics there (loop-killer[metrics])
 ```
 
 The environment (the shell that starts ``claude``, or the ``env`` block of its
@@ -105,6 +108,7 @@ class Settings:
     ignore_tools: frozenset[str] = DEFAULT_IGNORED
     rules_off: frozenset[str] = frozenset()
     projects_off: tuple[str, ...] = ()
+    metrics: str = ""  # HOST:PORT where the watcher serves Prometheus metrics ("" none)
     sources: Mapping[str, str] = field(default_factory=dict)  # setting -> where from
     problems: tuple[str, ...] = ()
 
@@ -248,6 +252,12 @@ def parse_settings(text: bytes | None, env: Mapping[str, str], *, where: str = C
                              os.pathsep, env, where, found, sources, "projects_off"),
                       sources["projects_off"], found)
     ignored = _ignored(table, env, where, found, sources)
+    metrics = _section(table, "watcher", where, found).get("metrics", "")
+    sources["metrics"] = where if metrics else "default"
+    if not isinstance(metrics, str):
+        found.append(f"{where}: watcher.metrics must be a string such as "
+                     "\"127.0.0.1:9464\"; ignored")
+        metrics, sources["metrics"] = "", "default"
     thresholds = replace(DEFAULT_THRESHOLDS, same_reply_turns=int(numbers["same_reply_turns"]),
                          idle_turns=int(numbers["idle_turns"]), similar=numbers["similar"],
                          off=frozenset(rules_off) & {RULE_SAME, RULE_IDLE})
@@ -260,6 +270,7 @@ def parse_settings(text: bytes | None, env: Mapping[str, str], *, where: str = C
         ignore_tools=ignored,
         rules_off=frozenset(rule for rule in rules_off if rule in SWITCHABLE_RULES),
         projects_off=projects,
+        metrics=metrics.strip(),
         sources=sources,
         problems=tuple(found),
     )
@@ -286,7 +297,8 @@ _MAX_UNKNOWN = 5  # unknown names said one by one; beyond, how many more
 
 
 def _known_names() -> dict[str, frozenset[str]]:
-    known: dict[str, set[str]] = {"rules": {"off"}, "tools": {"ignore"}, "projects": {"off"}}
+    known: dict[str, set[str]] = {"rules": {"off"}, "tools": {"ignore"}, "projects": {"off"},
+                                   "watcher": {"metrics"}}
     for section, key, *_ in _NUMBERS.values():
         known.setdefault(section, set()).add(key)
     return {section: frozenset(keys) for section, keys in known.items()}
