@@ -8,7 +8,8 @@ or starts anything else:
 
 * ``Stop`` without ``stop_hook_active``, no clear request at
   ``<state>/requests/<session>.json`` and no mod plan waiting in ``<state>/outcomes/``;
-* ``PreToolUse`` / ``UserPromptSubmit`` without ``<state>/tools/<session>.json``;
+* ``PreToolUse`` without ``<state>/tools/<session>.refuse`` (no call of the session would
+  be refused now), ``UserPromptSubmit`` without ``<state>/tools/<session>.json``;
 * input that is not JSON, not an object, or larger than ``MAX_INPUT_BYTES``.
 
 Anything else runs the package's ``loop_killer.hook.entry.main`` with the same bytes,
@@ -78,6 +79,11 @@ def tools_path(state, session_id):
     return os.path.join(state, "tools", session_id + ".json")
 
 
+def refusal_marker(state, session_id):
+    """Present while some call of the session would be refused (``tools.store``)."""
+    return os.path.join(state, "tools", session_id + ".refuse")
+
+
 def parse_input(raw):
     """The hook input as JSON, parsed as ``json.loads`` does; None when it is too large,
     broken or nested too deeply. The C scanner ``json`` itself uses, without importing
@@ -127,6 +133,8 @@ def needs_package(data, env):
     if not is_plain_id(session_id):
         return True  # odd input: the package decides
     state = state_dir(env)
+    if event == "PreToolUse":  # only a call that may be refused needs the package
+        return _present(refusal_marker(state, session_id))
     if event != "Stop":
         return _present(tools_path(state, session_id))
     if data.get("stop_hook_active") is True:

@@ -320,9 +320,14 @@ def test_a_tool_history_sends_the_tool_events_to_the_package(
     marker = _recorder(tmp_path, state)
     (state / "tools").mkdir()
     (state / "tools" / "other.json").write_text("{}")
+    (state / "tools" / "other.refuse").write_text("")
     _run(bare_python, plugin_copy, _event(event, tool_name="Bash"))
     assert not marker.exists()
     (state / "tools" / "s.json").write_text("{}")
+    _run(bare_python, plugin_copy, _event(event, tool_name="Bash"))
+    # A PreToolUse needs the package only when a call of the session may be refused.
+    assert marker.exists() == (event == "UserPromptSubmit")
+    (state / "tools" / "s.refuse").write_text("")
     _run(bare_python, plugin_copy, _event(event, tool_name="Bash"))
     assert marker.exists()
 

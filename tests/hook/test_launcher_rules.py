@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from loop_killer.hook.entry import MAX_INPUT_BYTES
 from loop_killer.state.inbox import request_path
 from loop_killer.state.paths import config_dir, is_plain_id, state_dir
+from loop_killer.tools.store import refusal_marker
 from loop_killer.tools.store import state_path as tools_state_path
 
 from .kit import LAUNCHER
@@ -90,6 +91,8 @@ def test_the_request_and_tools_files_are_where_the_package_keeps_them(
                                                                                session_id)
     assert Path(launcher.tools_path(str(state), session_id)) == (
         state / "tools" / f"{session_id}.json") == Path(tools_state_path(state, session_id))
+    assert launcher.refusal_marker(str(state), session_id) == refusal_marker(
+        tools_state_path(state, session_id))
 
 
 def test_the_input_limit_is_the_packages() -> None:
@@ -194,9 +197,16 @@ def test_a_waiting_mod_plan_is_for_the_package(env: dict[str, str]) -> None:
 @pytest.mark.parametrize("kind", ["file", "symlink", "fifo"])
 def test_tool_events_need_the_package_only_with_a_history(env: dict[str, str], event: str,
                                                           kind: str, tmp_path: Path) -> None:
+    """A person's prompt resets a session with counts; a PreToolUse needs the package only
+    while a call of the session may be refused (its marker beside the counts)."""
     assert not _needs(env, hook_event_name=event, tool_name="Bash")
     path = Path(launcher.tools_path(env["LOOP_KILLER_STATE_DIR"], "s1"))
-    path.parent.mkdir(parents=True)
+    if event == "PreToolUse":
+        path.parent.mkdir(parents=True)
+        path.write_text("{}")
+        assert not _needs(env, hook_event_name=event, tool_name="Bash")
+        path = Path(launcher.refusal_marker(env["LOOP_KILLER_STATE_DIR"], "s1"))
+    path.parent.mkdir(parents=True, exist_ok=True)
     _plant(path, kind, tmp_path)
     assert _needs(env, hook_event_name=event, tool_name="Bash")
     assert not _needs(env, hook_event_name=event, tool_name="Bash", session_id="s2")

@@ -7,6 +7,7 @@ import fcntl
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from loop_killer.engine.tool_repeat import ToolRepeatCounter
@@ -158,7 +159,7 @@ def test_the_counts_survive_a_state_written_by_put(state: Path) -> None:
         counter.record("Bash", {"command": "npm test"}, "x", True,
                        cwd=before()["cwd"])  # the call in the hook input's folder
     path = store.state_path(state, SESSION)
-    store.save(path, store.put(None, "main", counter))
+    store.save(path, store.put(None, "main", counter), refusable=counter.refusable())
     assert run(before()) is not None
 
 
@@ -205,7 +206,7 @@ def test_a_linked_state_folder_is_never_read_or_written_through(isolated_home: P
     assert list(elsewhere.iterdir()) == []
     # Counts planted there are not read either.
     (elsewhere / "tools").mkdir()
-    store.save(str(elsewhere / "tools" / f"{SESSION}.json"), blocked_counts())
+    store.save(str(elsewhere / "tools" / f"{SESSION}.json"), blocked_counts(), refusable=True)
     assert run(before(), **env) is None
 
 
@@ -266,7 +267,7 @@ def test_many_subagents_never_push_the_main_scope_out(state: Path) -> None:
         counter = store.counter(kept, f"agent{agent}", store_settings())
         for call in range(200):
             counter.record("Bash", {"command": f"make {agent}-{call}"}, "ok", False)
-        store.save(path, store.put(kept, f"agent{agent}", counter))
+        store.save(path, store.put(kept, f"agent{agent}", counter), refusable=True)
         assert os.path.getsize(path) < store.MAX_STATE_BYTES
     run(failed("one more", agent_id="agent27"))
     assert os.path.getsize(path) < store.MAX_STATE_BYTES
@@ -370,3 +371,23 @@ def test_an_output_is_keyed_before_the_lock_every_session_shares(
     for _ in range(3):
         run(failed())
     assert held_while_keying and not any(held_while_keying)
+
+
+def test_the_refusal_marker_is_there_exactly_while_a_call_may_be_refused(state: Path) -> None:
+    """The launcher starts the package for a PreToolUse only when the marker is there."""
+    marker = Path(store.refusal_marker(store.state_path(state, SESSION)))
+    for _ in range(3):
+        run(failed())
+    assert not marker.exists()  # warned, nothing refusable yet
+    run(failed())
+    assert marker.exists()  # the 5th attempt will be refused
+    from .kit import succeeded
+
+    run(succeeded(tool="Edit", tool_input={"file_path": "/home/dev/proj/a.js",
+                                          "old_string": "a", "new_string": "b"}))
+    assert not marker.exists()  # a change to the files: every call runs again
+    for _ in range(4):
+        run(failed())
+    assert marker.exists()
+    run(prompt())
+    assert not marker.exists()  # the person spoke

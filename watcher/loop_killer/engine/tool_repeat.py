@@ -302,6 +302,12 @@ class ToolRepeatCounter:
             return None
         return ToolRepeat(call_key(name, tool_input, cwd), name, tool_use_id, count)
 
+    def refusable(self) -> bool:
+        """Whether any call's next attempt would be refused now (the launcher runs the
+        package for a PreToolUse only then: ``tools.store``'s marker)."""
+        return any(count >= self._block and changes == self._changes
+                   for _, count, changes in self._calls.values())
+
     def note_refusal(self) -> int:
         """One more attempt refused in this turn; how many so far."""
         self.refused += 1

@@ -26,6 +26,7 @@ import os
 import stat
 import time
 from collections.abc import Iterator
+import contextlib
 from contextlib import contextmanager
 from typing import Any
 
@@ -38,6 +39,7 @@ __all__ = [
     "LOCK_WAIT",
     "MAX_SCOPES",
     "MAX_STATE_BYTES",
+    "REFUSAL_SUFFIX",
     "STALE_AFTER",
     "STATE_BUDGET",
     "SUBAGENT_CALLS",
@@ -47,12 +49,14 @@ __all__ = [
     "locked",
     "prune",
     "put",
+    "refusal_marker",
     "remove",
     "save",
     "state_path",
 ]
 
 FOLDER = "tools"
+REFUSAL_SUFFIX = ".refuse"
 MAX_STATE_BYTES = 256 * 1024
 """The most a state file ever holds (``put`` keeps it under ``STATE_BUDGET``)."""
 STATE_BUDGET = MAX_STATE_BYTES - 8 * 1024
@@ -193,20 +197,39 @@ def _newest_calls(value: Any, limit: int) -> Any:
     return value
 
 
-def save(path: str, data: dict[str, Any]) -> None:
-    """Write the session's state atomically (private file, private folder)."""
+def refusal_marker(path: str) -> str:
+    """Beside a session's counts: present while some call's next attempt would be refused.
+    The plugin's launcher looks only for it before a ``PreToolUse`` (one ``lstat``), so
+    every other call runs without starting the package."""
+    return path.removesuffix(".json") + REFUSAL_SUFFIX
+
+
+def save(path: str, data: dict[str, Any], *, refusable: bool) -> None:
+    """Write the session's state atomically (private file, private folder), then its
+    refusal marker (``refusable``: some scope's counter would refuse a call now). The
+    marker comes second: a crash between the two leaves it missing, which refuses
+    nothing."""
     import json
 
     from ..state.files import write_private_file
 
     _folder(os.path.dirname(os.path.dirname(path)), create=True)
     write_private_file(path, json.dumps(data, separators=(",", ":")).encode("ascii"))
+    marker = refusal_marker(path)
+    if refusable:
+        if not os.path.lexists(marker):
+            write_private_file(marker, b"")
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(marker)
 
 
 def remove(path: str) -> bool:
     """Forget a session's counts (the person spoke); True if there were any."""
     try:
         _folder(os.path.dirname(os.path.dirname(path)))
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(refusal_marker(path))
         os.unlink(path)
     except FileNotFoundError:
         return False
@@ -223,11 +246,11 @@ def prune(state: os.PathLike[str] | str, *, now: float, keep: str = "") -> int:
         return 0
     for entry in entries:
         if entry.name == _LOCK_NAME or entry.path == keep or not entry.name.endswith(
-                (".json", ".tmp")):
+                (".json", REFUSAL_SUFFIX, ".tmp")):
             continue
         try:
             info = entry.stat(follow_symlinks=False)
-            if now - info.st_mtime > (STALE_AFTER if entry.name.endswith(".json") else 3600):
+            if now - info.st_mtime > (3600 if entry.name.endswith(".tmp") else STALE_AFTER):
                 os.unlink(entry.path)
                 removed += 1
         except OSError:
