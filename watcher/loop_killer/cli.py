@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "doctor": ("loop_killer.hook.setup", "doctor", "check that everything is in place"),
     "hook": ("loop_killer.hook.entry", "cli_main", "run the hook for the event on stdin"),
     "scan": ("loop_killer.scan.command", "scan", "every past loop in the history, and its cost"),
+    "top": ("loop_killer.top.app", "top", "every session active lately, live, one row each"),
 }
 
 

@@ -1,0 +1,287 @@
+"""``loop-killer top``: the rows from plain data, the screen at 80 and 120 columns, keys,
+and the state reader over a real state folder (no terminal: tests/watch/test_top_tmux.py
+drives the real screen)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from loop_killer.state import journal
+from loop_killer.state.inbox import peek_request
+from loop_killer.state.status import SessionStatus, WatcherHeartbeat, write_session_status
+from loop_killer.top.app import StateReader, ask_to_clear, decode_keys, parse_window
+from loop_killer.top.rows import (
+    Attention,
+    LastDetection,
+    Limits,
+    build_screen,
+    fold_record,
+    money,
+    tokens_text,
+)
+from loop_killer.top.view import render, visible_rows
+from loop_killer.watch.usage import Spent, UsageTally, reply_tokens
+from rich.console import Console
+
+from .conftest import Env
+from .lines import Lines, append, data
+
+NOW = 1_800_000_000.0
+
+
+def status(session_id: str, **changes: object) -> SessionStatus:
+    base = SessionStatus(
+        session_id=session_id, transcript_path=f"/p/-home-dev-{session_id}/{session_id}.jsonl",
+        project=f"-home-dev-proj-{session_id}", offset=100, run_length=0, chain_length=0,
+        awaiting=None, last_answer_uuid="", last_answer_digest="", last_activity=NOW - 10,
+        updated_at=NOW - 10)
+    return replace(base, **changes)  # type: ignore[arg-type]
+
+
+def screen_of(*statuses: SessionStatus, detections: dict[str, LastDetection] | None = None,
+              beat: WatcherHeartbeat | None = None, window: float = 3600.0):
+    return build_screen(statuses, detections or {}, {}, beat=beat, limits=Limits(), now=NOW,
+                        window=window, home="/home/dev")
+
+
+# -- rows ---------------------------------------------------------------------------------
+
+
+def test_what_each_session_is_doing_sorted_by_what_needs_attention_first() -> None:
+    screen = screen_of(
+        status("working", awaiting="turn", last_activity=NOW - 1),
+        status("waiting"),
+        status("repeating", tool_repeats=[{"call": "Bash: npm test", "count": 3}]),
+        status("refused", tool_repeats=[{"call": "Bash: ls nope", "count": 4},
+                                        {"call": "Read: a.py", "count": 2}]),
+        status("run", run_length=4, chain_length=2, awaiting="reprompt"),
+        status("near", run_length=2, chain_length=2, awaiting="reprompt"),
+        status("stopped"),
+        status("old", last_activity=NOW - 7200),
+        detections={"stopped": LastDetection("SAME_REPLY_TURNS", 3, NOW - 20, "",
+                                             "cleared", NOW - 15)})
+    doing = {row.session_id: row.doing for row in screen.rows}
+    assert [row.session_id for row in screen.rows] == [
+        "refused", "near", "run", "repeating", "stopped", "waiting", "working"]
+    assert doing["refused"] == "refused: Bash: ls nope x4"
+    assert doing["near"] == "re-prompt run 2/6, 2/3 similar"  # 2 of 3 similar: nearer
+    assert doing["run"] == "re-prompt run 4/6, 2/3 similar"
+    assert doing["repeating"] == "repeating Bash: npm test x3"
+    assert doing["stopped"] == "loop stopped (SAME_REPLY_TURNS)"
+    assert doing["waiting"] == "waiting for you"
+    assert doing["working"] == "working"
+    assert "old" not in doing  # outside the window
+    assert screen.summary == "7 sessions active in the last 1 h; 3 in a loop, 1 repeating a call"
+    assert screen.rows[0].project_text == "proj-refused"  # the home folder left out
+
+
+def test_a_clear_request_is_shown_and_kept_in_view_past_the_window() -> None:
+    screen = screen_of(status("asked", pending_request=True, last_activity=NOW - 9000))
+    (row,) = screen.rows
+    assert row.attention == Attention.RUN
+    assert row.doing == "clear requested: next Stop ends the loop"
+
+
+def test_a_stopped_loop_is_no_longer_what_a_session_does_once_it_works_again() -> None:
+    last = {"s": LastDetection("TOOL_REPEAT", 3, NOW - 600, "", "stopped_no_goal", NOW - 600)}
+    assert screen_of(status("s"), detections=last).rows[0].doing == "waiting for you"
+    assert screen_of(status("s", last_activity=NOW - 590), detections=last
+                     ).rows[0].doing == "loop stopped (TOOL_REPEAT)"
+    assert screen_of(status("s", awaiting="turn", last_activity=NOW - 590), detections=last
+                     ).rows[0].doing == "working"
+
+
+def test_the_watcher_line_says_when_no_watcher_runs() -> None:
+    assert screen_of().watcher.startswith("WATCHER NOT RUNNING")
+    assert not screen_of().watcher_running
+    beat = WatcherHeartbeat(pid=42, started_at=NOW - 100, beat_at=NOW - 1, root="/r",
+                            sessions=31)
+    screen = screen_of(beat=beat)
+    assert screen.watcher_running
+    assert screen.watcher == "watcher running (pid 42, 31 sessions followed, beat 1s ago)"
+
+
+def test_the_last_detection_and_its_outcome_from_the_log_records() -> None:
+    known: dict[str, LastDetection] = {}
+    records = [
+        {"event": "detection", "session_id": "a", "rule": "SAME_REPLY_TURNS", "count": 3,
+         "at": NOW - 30, "snippet": "I am still working", "answer_uuid": "u1"},
+        {"event": "outcome", "session_id": "a", "rule": "SAME_REPLY_TURNS",
+         "outcome": "clear_queued", "at": NOW - 29},
+        {"event": "outcome", "session_id": "a", "rule": "SAME_REPLY_TURNS",
+         "outcome": "cleared", "at": NOW - 28},
+        {"event": "outcome", "session_id": "a", "rule": "SAME_REPLY_TURNS",
+         "outcome": "stopped", "at": NOW - 27},  # a passing word after the last one
+        {"event": "detection", "session_id": "b", "rule": "TOOL_REPEAT", "count": 3,
+         "call": "Bash: npm test", "at": NOW - 5},
+        {"event": "outcome", "session_id": "c", "rule": "TOOL_REPEAT", "count": 3,
+         "outcome": "stopped_no_goal", "at": NOW - 4},  # the ladder's stop: no detection
+        {"event": "refusal", "session_id": "b", "rule": "TOOL_REPEAT", "at": NOW - 3},
+        {"event": "detection", "session_id": 7, "rule": "X"},  # not a session: skipped
+        {"event": "detection", "session_id": "d", "rule": "MANUAL", "count": 0, "at": "x"},
+    ]
+    for record in records:
+        fold_record(known, record)
+    assert known["a"].outcome == "cleared"
+    screen = screen_of(*(status(name) for name in "abcd"), detections=known)
+    shown = {row.session_id: row.detection for row in screen.rows}
+    assert shown["a"] == "SAME_REPLY_TURNS x3 -> CLEARED 28s ago"
+    assert shown["b"] == "TOOL_REPEAT x3 Bash: npm test -> WARNED 5s ago"
+    assert shown["c"] == "TOOL_REPEAT x3 -> STOPPED 4s ago"
+    assert shown["d"].startswith("MANUAL clear -> PENDING")
+
+
+def test_figures() -> None:
+    assert [tokens_text(n) for n in (950, 12_345, 4_500_000)] == ["950", "12.3k", "4.5M"]
+    assert [money(x) for x in (0, 0.004, 3.1, 12345.6)] == ["$0", "<$0.01", "$3.10",
+                                                            "$12,346"]
+    spent = {"a": (Spent(1234, 0.05), Spent(2_000_000, 12.5))}
+    screen = build_screen([status("a")], {}, spent, beat=None, limits=Limits(), now=NOW,
+                          window=3600)
+    assert (screen.rows[0].turn, screen.rows[0].total) == ("1.2k $0.05", "2.0M $12.50")
+
+
+# -- the screen ---------------------------------------------------------------------------
+
+
+def _drawn(width: int, height: int, rows: int, selected: int = 0
+           ) -> tuple[list[str], list[str]]:
+    """The lines drawn, and the sessions' short ids in row order."""
+    statuses = [status(f"{i:08x}-aaaa", run_length=i % 3,
+                       project=f"-home-dev-a-rather-long-project-name-{i}",
+                       tool_repeats=[{"call": "Bash: " + "x" * 200, "count": 2}])
+                for i in range(rows)]
+    screen = screen_of(*statuses)
+    console = Console(width=width, height=height, record=True, color_system=None,
+                      force_terminal=True)
+    console.print(render(screen, selected=selected, width=width, height=height, message="",
+                         now=NOW))
+    return console.export_text().splitlines(), [row.session_text for row in screen.rows]
+
+
+@pytest.mark.parametrize("width", [80, 100, 120, 200])
+def test_the_screen_fits_the_terminal_from_80_columns(width: int) -> None:
+    lines, ids = _drawn(width, 45, 30)
+    assert all(len(line) <= width for line in lines)
+    assert len(lines) <= 45
+    assert all(any(short in line for line in lines) for short in ids)  # every session
+    header = next(line for line in lines if "PROJECT" in line)
+    assert ("TURN/TOTAL" in header) == (width < 110)
+
+
+def test_rows_beyond_the_height_scroll_with_the_selection() -> None:
+    assert visible_rows(10, 0, 40) == range(10)
+    assert visible_rows(100, 0, 25) == range(20)
+    assert visible_rows(100, 99, 25) == range(80, 100)
+    assert 50 in visible_rows(100, 50, 25)
+    lines, ids = _drawn(120, 25, 100, selected=60)
+    assert len(lines) <= 25
+    assert any("80 more" in line for line in lines)
+    assert any(ids[60] in line for line in lines)
+    assert not any(ids[0] in line for line in lines)
+
+
+def test_keys_and_windows() -> None:
+    assert decode_keys(b"\x1b[A\x1b[Bjkcq") == ["up", "down", "down", "up", "c", "q"]
+    assert decode_keys(b"\x1b[1;5Cq") == ["q"]  # an unknown sequence is skipped whole
+    assert [parse_window(t) for t in ("90s", "30m", "1h", "2d", "15")] == [
+        90, 1800, 3600, 172800, 900]
+    with pytest.raises(argparse.ArgumentTypeError):
+        parse_window("soon")
+
+
+# -- tokens, the state reader, the clear key ----------------------------------------------
+
+
+def test_tokens_of_the_turn_and_the_session() -> None:
+    session = Lines()
+    lines = session.prompt() + session.answer("one", tool=True) + session.prompt()
+    lines += session.answer("two") + session.answer("three")
+    tally = UsageTally()
+    blob = data(lines)
+    for at in range(0, len(blob), 97):  # in any chunks
+        tally.feed(blob[at:at + 97])
+    turn = sum(t.total for _, t in tally.turn())
+    total = sum(t.total for _, t in tally.session())
+    assert (turn, total) == (40, 80)  # 20 tokens a reply; the first turn had two
+    assert tally.offset == len(blob)
+
+
+def test_mean_tokens_of_a_loops_replies(tmp_path: Path) -> None:
+    session = Lines()
+    path = tmp_path / "t.jsonl"
+    append(path, session.goal_loop(4))
+    assert reply_tokens(str(path), 3) == 20.0
+    assert reply_tokens(str(path), 3, tail=3000) == 20.0  # from a tail cut mid-line
+    assert reply_tokens(str(tmp_path / "none.jsonl"), 3) == 0.0
+
+
+def test_the_state_reader_follows_status_files_the_log_and_transcripts(env: Env) -> None:
+    looping, quiet, old = Lines(cwd="/home/dev/loop"), Lines(cwd="/home/dev/quiet"), Lines()
+    for session in (looping, quiet, old):
+        append(session.path_in(env.root), session.prompt() + session.answer("ok"))
+    path = looping.path_in(env.root)
+    now = time.time()
+    write_session_status(env.state, replace(
+        status(looping.session_id), transcript_path=str(path), project=looping.project,
+        run_length=3, last_activity=now))
+    os.utime(old.path_in(env.root), (now - 7200, now - 7200))
+    journal.append(env.state, {"event": "detection", "session_id": looping.session_id,
+                               "rule": "IDLE_TURNS", "count": 6})
+    reader = StateReader(env.state, window=3600, root=env.root)
+    reader.look(now)
+    screen = reader.screen(now)
+    assert {row.session_id for row in screen.rows} == {looping.session_id, quiet.session_id}
+    first = screen.rows[0]
+    assert first.session_id == looping.session_id
+    assert first.doing == "re-prompt run 3/6"
+    assert first.detection.startswith("IDLE_TURNS x6 -> PENDING")
+    assert first.total == "20 <$0.01"
+    append(path, looping.answer("more"))
+    journal.append(env.state, {"event": "outcome", "session_id": looping.session_id,
+                               "rule": "IDLE_TURNS", "outcome": "cleared"})
+    reader.look(time.time())
+    first = reader.screen(time.time()).rows[0]
+    assert first.total == "40 <$0.01"  # read on from where it was
+    assert "-> CLEARED" in first.detection
+    assert not screen.watcher_running
+
+
+def test_the_clear_key_is_loop_killer_clear(env: Env) -> None:
+    session = Lines(cwd="/home/dev/proj")
+    append(session.path_in(env.root), session.prompt() + session.answer("ok"))
+    said = ask_to_clear(session.session_id, session.project, root=env.root, state=env.state)
+    assert said.startswith("clear request written for")
+    request = peek_request(env.state, session.session_id)
+    assert request is not None and request.rule == "MANUAL" and request.source == "manual"
+    assert env.detections(session.session_id)[0]["rule"] == "MANUAL"
+    said = ask_to_clear("0" * 8, "nothing", root=env.root, state=env.state)
+    assert said.startswith("loop-killer clear: no session")
+
+
+def test_no_hook_imports_the_heavy_libraries() -> None:
+    """Every module of the hooks (Stop, tool calls) and what they share, imported in a fresh
+    interpreter: rich, prometheus_client and opentelemetry stay out."""
+    import subprocess
+    import sys
+
+    code = (
+        "import importlib, pkgutil, sys\n"
+        "import loop_killer.hook, loop_killer.tools, loop_killer.engine, loop_killer.state\n"
+        "for package in (loop_killer.hook, loop_killer.tools, loop_killer.engine,\n"
+        "                loop_killer.state):\n"
+        "    for info in pkgutil.iter_modules(package.__path__, package.__name__ + '.'):\n"
+        "        if not info.name.endswith('__main__'):  # (it runs the hook)\n"
+        "            importlib.import_module(info.name)\n"
+        "import loop_killer.config, loop_killer.cli\n"
+        "heavy = sorted(m for m in sys.modules\n"
+        "               if m.split('.')[0] in ('rich', 'prometheus_client', 'opentelemetry'))\n"
+        "print(heavy)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=60)
+    assert done.stdout.strip() == "[]"

@@ -1,0 +1,327 @@
+"""``loop-killer top``: the shell around ``rows`` and ``view`` (state read, keys, screen).
+
+It only reads the watcher's state folder (status files, the detection log, the
+heartbeat), and each shown session's transcript for its tokens, from where it last read:
+the watcher does no work for it. Keys come from the terminal in cbreak mode, read with
+``select`` between two refreshes; ``c`` then ``y`` asks the selected session's next Stop
+hook to end its loop, through ``loop-killer clear``'s own function.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import re
+import select
+import sys
+import termios
+import time
+import tty
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..config import load_settings
+from ..scan.prices import PriceTable
+from ..state import journal
+from ..state.paths import is_plain_id, list_transcripts, projects_dir, session_id_of, state_dir
+from ..state.status import SessionStatus, WatcherHeartbeat, read_session_status, watcher_alive
+from ..watch.usage import Spent, UsageTally, read_new_bytes, spent
+from .rows import LastDetection, Limits, Screen, build_screen, fold_record
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = ["MISSING_RICH", "StateReader", "add_arguments_top", "parse_window", "top"]
+
+MISSING_RICH = ("loop-killer top needs the rich library: pip install rich (or reinstall "
+                "loop-killer, which depends on it)")
+
+REFRESH = 0.5  # seconds between two looks at the state folder
+LISTING_INTERVAL = 10.0  # seconds between two listings of the project folders
+_READ_PER_LOOK = 8 * 1024 * 1024  # transcript bytes read per session per look
+_HISTORY_BYTES = 2 * 1024 * 1024  # of the detection log, read at start
+_WINDOW = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_UNITS = {"": 60.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_window(text: str) -> float:
+    """``90s``, ``30m``, ``1h``, ``2d`` (a bare number is minutes) -> seconds."""
+    found = _WINDOW.match(text)
+    if found is None or float(found.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 30m, 1h, 2d")
+    return float(found.group(1)) * _UNITS[found.group(2)]
+
+
+def add_arguments_top(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--window", type=parse_window, default=3600.0, metavar="AGE",
+                        help="show sessions whose transcript grew within AGE (30m, 1h, 2d; "
+                             "default 1h)")
+    parser.add_argument("--state-dir", type=Path, default=None,
+                        help="loop-killer's state folder (default: $LOOP_KILLER_STATE_DIR or "
+                             "$CLAUDE_CONFIG_DIR/loop-killer)")
+    parser.add_argument("--root", type=Path, default=None,
+                        help="folder of project folders (default: $CLAUDE_CONFIG_DIR/projects)")
+
+
+class _Tokens:
+    """One transcript's usage, read on from where the last look ended."""
+
+    __slots__ = ("path", "tally")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.tally = UsageTally()
+
+    def read_on(self) -> None:
+        try:
+            data, size = read_new_bytes(self.path, self.tally.offset, _READ_PER_LOOK)
+        except OSError:
+            return
+        if size < self.tally.offset:  # rewritten: count it afresh
+            self.tally = UsageTally()
+            return
+        if data:
+            self.tally.feed(data)
+
+
+class StateReader:
+    """What the screen needs, kept up to date from the state folder at each ``look``."""
+
+    def __init__(self, state: Path, *, window: float, root: Path | None = None) -> None:
+        self.state = state
+        self.root = root
+        self.window = window
+        self.at_rest: dict[str, SessionStatus] = {}  # active lately, with no status file
+        self._next_listing = 0.0
+        self.statuses: dict[str, tuple[int, SessionStatus]] = {}  # id -> (mtime_ns, status)
+        self.detections: dict[str, LastDetection] = {}
+        self.tokens: dict[str, _Tokens] = {}
+        self.beat: WatcherHeartbeat | None = None
+        self.prices = PriceTable()
+        self.limits = _limits(state)
+        self._journal = journal.JournalTail(state)
+        self._journal.skip_to_end()  # before the history: a record in between is read twice
+        for record in journal.read_recent(state, max_bytes=_HISTORY_BYTES):
+            fold_record(self.detections, record)
+
+    def look(self, now: float) -> None:
+        self.beat = watcher_alive(self.state, now=now)
+        for record in self._journal.read_new():
+            fold_record(self.detections, record)
+        self._read_statuses(now)
+        if self.root is not None and time.monotonic() >= self._next_listing:
+            self._list_transcripts(self.root, now)
+            self._next_listing = time.monotonic() + LISTING_INTERVAL
+        shown = self._shown()
+        for session_id in list(self.tokens):
+            if session_id not in shown:
+                del self.tokens[session_id]
+        for session_id, status in shown.items():
+            tokens = self.tokens.get(session_id)
+            if tokens is None or tokens.path != status.transcript_path:
+                tokens = self.tokens[session_id] = _Tokens(status.transcript_path)
+            tokens.read_on()
+
+    def _read_statuses(self, now: float) -> None:
+        seen: set[str] = set()
+        try:
+            entries = list(os.scandir(self.state / "status"))
+        except OSError:
+            entries = []
+        for entry in entries:
+            name = entry.name
+            if not name.endswith(".json") or not is_plain_id(name[:-5]):
+                continue
+            try:
+                mtime = entry.stat(follow_symlinks=False).st_mtime_ns
+            except OSError:
+                continue
+            if now - mtime / 1e9 > self.window + 60:  # written long ago: not active
+                continue
+            session_id = name[:-5]
+            seen.add(session_id)
+            known = self.statuses.get(session_id)
+            if known is not None and known[0] == mtime:
+                continue
+            status = read_session_status(self.state, session_id)
+            if status is not None:
+                self.statuses[session_id] = (mtime, status)
+        for session_id in set(self.statuses) - seen:
+            del self.statuses[session_id]
+
+    def _list_transcripts(self, root: Path, now: float) -> None:
+        """Sessions whose transcript grew lately but have no status: the watcher publishes
+        one only for a session it reads live (one at rest before it started has none)."""
+        found: dict[str, SessionStatus] = {}
+        for path, entry in list_transcripts(str(root)):
+            session_id = session_id_of(Path(path))
+            try:
+                mtime = entry.stat(follow_symlinks=False).st_mtime
+            except OSError:
+                continue
+            if session_id is None or now - mtime > self.window:
+                continue
+            found[session_id] = SessionStatus(
+                session_id=session_id, transcript_path=path, project=Path(path).parent.name,
+                offset=0, run_length=0, chain_length=0, awaiting=None, last_answer_uuid="",
+                last_answer_digest="", last_activity=mtime, updated_at=now)
+        self.at_rest = found
+
+    def _shown(self) -> dict[str, SessionStatus]:
+        shown = dict(self.at_rest)
+        shown.update((session_id, status) for session_id, (_, status) in self.statuses.items())
+        return shown
+
+    def screen(self, now: float) -> Screen:
+        spent_by: dict[str, tuple[Spent | None, Spent | None]] = {
+            session_id: (spent(tokens.tally.turn(), self.prices),
+                         spent(tokens.tally.session(), self.prices))
+            for session_id, tokens in self.tokens.items()}
+        return build_screen(self._shown().values(),
+                            self.detections, spent_by, beat=self.beat, limits=self.limits,
+                            now=now, window=self.window, home=os.environ.get("HOME"))
+
+
+def _limits(state: Path) -> Limits:
+    settings = load_settings(state)
+    return Limits(same_reply_turns=settings.thresholds.same_reply_turns,
+                  idle_turns=settings.thresholds.idle_turns,
+                  tool_repeat_block=settings.tool_repeat_block)
+
+
+def ask_to_clear(session_id: str, project: str, *, root: Path, state: Path) -> str:
+    """``loop-killer clear`` for one session (its own function): the line it printed."""
+    from ..watch.commands import clear
+
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
+        clear(argparse.Namespace(session=session_id, project=project, root=root,
+                                 state_dir=state))
+    lines = [line for line in said.getvalue().splitlines() if line.strip()]
+    return lines[0] if lines else "nothing was said"
+
+
+# -- keys -------------------------------------------------------------------------------
+
+UP, DOWN = "up", "down"
+_KEYS = {b"\x1b[A": UP, b"\x1bOA": UP, b"k": UP, b"\x1b[B": DOWN, b"\x1bOB": DOWN,
+         b"j": DOWN}
+
+
+def decode_keys(data: bytes) -> list[str]:
+    """The keys in what the terminal sent: arrows (``up``, ``down``) or characters."""
+    keys: list[str] = []
+    at = 0
+    while at < len(data):
+        for sequence, key in _KEYS.items():
+            if data.startswith(sequence, at):
+                keys.append(key)
+                at += len(sequence)
+                break
+        else:
+            if data[at] == 0x1B:  # another escape sequence: skip it whole
+                end = at + 1
+                while end < len(data) and not (0x40 <= data[end] <= 0x7E and end > at + 1):
+                    end += 1
+                at = end + 1
+                continue
+            keys.append(chr(data[at]))
+            at += 1
+    return keys
+
+
+@contextlib.contextmanager
+def cbreak(fd: int) -> Iterator[None]:
+    """Keys arrive one by one, unechoed, while in this block (Ctrl-C still interrupts)."""
+    saved = termios.tcgetattr(fd)
+    try:
+        tty.setcbreak(fd)
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+def read_keys(fd: int, timeout: float) -> list[str]:
+    ready, _, _ = select.select([fd], [], [], timeout)
+    if not ready:
+        return []
+    try:
+        data = os.read(fd, 64)
+    except OSError:
+        return []
+    return decode_keys(data) if data else ["q"]  # end of input: quit
+
+
+# -- the loop ---------------------------------------------------------------------------
+
+
+def _terminal_size(fd: int, console: Console) -> tuple[int, int]:
+    try:
+        size = os.get_terminal_size(fd)
+    except OSError:
+        return console.size
+    return max(size.columns, 20), max(size.lines, 6)
+
+
+def top(args: argparse.Namespace) -> int:
+    try:
+        from rich.console import Console
+        from rich.live import Live
+    except ImportError:
+        print(MISSING_RICH, file=sys.stderr)
+        return 2
+    from .view import render
+
+    if not sys.stdin.isatty() or not sys.stdout.isatty():
+        print("loop-killer top needs a terminal (try loop-killer status for a snapshot)",
+              file=sys.stderr)
+        return 2
+    state = Path(args.state_dir or state_dir()).expanduser()
+    root = Path(args.root or projects_dir()).expanduser()
+    reader = StateReader(state, window=args.window, root=root)
+    console = Console()
+    fd = sys.stdin.fileno()
+    chosen, message, asking = "", "", ""  # asking: the session a clear awaits 'y' for
+    shown: tuple[object, ...] = ()
+    with cbreak(fd), Live(console=console, screen=True, auto_refresh=False) as live:
+        next_look = 0.0
+        while True:
+            now = time.time()
+            if time.monotonic() >= next_look:
+                reader.look(now)
+                next_look = time.monotonic() + REFRESH
+            screen = reader.screen(now)
+            ids = [row.session_id for row in screen.rows]
+            selected = ids.index(chosen) if chosen in ids else 0  # the selection follows
+            # its session as the rows are sorted again. The terminal's own size, read each
+            # time (a resize), never $COLUMNS/$LINES left over from the shell that started us.
+            width, height = _terminal_size(fd, console)
+            console.size = (width, height)
+            frame = (screen, selected, message, width, height)
+            if frame != shown:  # unchanged: nothing drawn
+                live.update(render(screen, selected=selected, width=width, height=height,
+                                   message=message, now=now), refresh=True)
+                shown = frame
+            for key in read_keys(fd, max(0.05, next_look - time.monotonic())):
+                if asking:
+                    row = next((r for r in screen.rows if r.session_id == asking), None)
+                    if key in ("y", "Y") and row is not None:
+                        message = ask_to_clear(row.session_id, row.project, root=root,
+                                               state=state)
+                    else:
+                        message = "clear cancelled"
+                    asking = ""
+                elif key in ("q", "Q", "\x03"):
+                    return 0
+                elif key in (UP, DOWN) and ids:
+                    step = -1 if key == UP else 1
+                    selected = min(max(0, selected + step), len(ids) - 1)
+                    chosen = ids[selected]
+                elif key in ("c", "C") and screen.rows:
+                    row = screen.rows[selected]
+                    asking = row.session_id
+                    message = (f"end the loop of {row.project_text} {row.session_text}? "
+                               "y: ask its next Stop hook to; any other key: no")

@@ -1,0 +1,258 @@
+"""What ``loop-killer top`` shows, as plain data (pure: values in, rows out).
+
+One ``Row`` per session active in the window, from its status file (the watcher's), the
+detection log's records for it and its token figures. Rows are sorted by what needs the
+person first: a refused call, a re-prompt run or a clear request (the nearer its rule's
+threshold, the higher), a call repeating, a loop just stopped, a session waiting for the
+person, then sessions at work; the most recently active first within each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..engine.rules import RULE_MANUAL
+from ..engine.tool_repeat import TOOL_CALL_RULES
+from ..printable import printable
+from ..state.status import SessionStatus, WatcherHeartbeat
+from ..watch.report import OUTCOME_LABELS, project_label, short_id
+from ..watch.usage import Spent
+
+__all__ = [
+    "FINAL_OUTCOMES",
+    "SETTLE",
+    "STOPPED_OUTCOMES",
+    "Attention",
+    "LastDetection",
+    "Limits",
+    "Row",
+    "Screen",
+    "ago_short",
+    "build_screen",
+    "fold_record",
+    "money",
+    "tokens_text",
+]
+
+# What became of a detection, by the words the watcher and the hooks log (report's labels).
+STOPPED_OUTCOMES = frozenset({"cleared", "stopped", "stopped_no_goal", "clear_queued",
+                              "sent_unconfirmed", "clear_failed"})
+"""The loop's turn was ended (its goal cleared, queued to be, or only paused)."""
+FINAL_OUTCOMES = frozenset({"cleared", "stopped_no_goal", "not_possible", "clear_failed",
+                            "continued", "superseded", "none"})
+"""Last words on a detection: a later passing word (``stopped``, ``clear_queued``) from
+another writer never replaces them."""
+
+SETTLE = 120.0
+"""A loop stopped is still what a session is doing while nothing but the stop's own lines
+(the stop summary, the mod's ``/goal clear``) came after it: seconds of grace."""
+
+
+class Attention:
+    """Sort ranks: lower needs the person sooner."""
+
+    REFUSED = 0
+    RUN = 1  # a re-prompt run, or a clear request waiting for the next Stop hook
+    REPEATING = 2
+    STOPPED = 3
+    WAITING = 4
+    WORKING = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The thresholds the rows compare counts with (the settings in force)."""
+
+    same_reply_turns: int = 3
+    idle_turns: int = 6
+    tool_repeat_block: int = 4
+
+
+@dataclass(frozen=True, slots=True)
+class LastDetection:
+    """A session's latest detection (or tool-repeat stop) and what became of it."""
+
+    rule: str
+    count: int
+    at: float
+    what: str = ""  # the call, or the looping answer's first words
+    outcome: str = ""  # "" until one is logged
+    outcome_at: float = 0.0
+
+
+def fold_record(known: dict[str, LastDetection], record: Mapping[str, Any]) -> None:
+    """Take one detection-log record (in log order) into ``known``, per session."""
+    session_id = record.get("session_id")
+    event = record.get("event")
+    rule = record.get("rule")
+    at = record.get("at")
+    if not isinstance(session_id, str) or not isinstance(rule, str):
+        return
+    at = float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else 0.0
+    count = record.get("count")
+    count = count if isinstance(count, int) and not isinstance(count, bool) else 0
+    if event == "detection":
+        what = record.get("call") or record.get("snippet") or ""
+        known[session_id] = LastDetection(rule, count, at, printable(str(what), 80))
+        return
+    if event != "outcome":
+        return
+    outcome = record.get("outcome")
+    if not isinstance(outcome, str):
+        return
+    last = known.get(session_id)
+    if last is None or (rule != last.rule and at - last.at > SETTLE):
+        # An outcome with no detection before it: the tool-repeat ladder's stop logs one.
+        known[session_id] = LastDetection(rule, count, at, "", outcome, at)
+        return
+    if last.outcome in FINAL_OUTCOMES and outcome not in FINAL_OUTCOMES:
+        return
+    known[session_id] = LastDetection(last.rule, last.count, last.at, last.what, outcome, at)
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    session_id: str
+    project: str  # the project folder's name, as the transcript's folder is named
+    transcript_path: str
+    attention: int
+    urgency: float  # within a rank: how near its threshold (higher first)
+    last_activity: float
+    project_text: str
+    session_text: str
+    doing: str
+    turn: str
+    total: str
+    detection: str
+
+
+@dataclass(frozen=True, slots=True)
+class Screen:
+    """Everything on screen but the selection: the watcher's line, a summary, the rows."""
+
+    watcher: str
+    watcher_running: bool
+    summary: str
+    rows: tuple[Row, ...]
+
+
+def tokens_text(count: int) -> str:
+    """``950``, ``12.3k``, ``4.5M``."""
+    if count < 1000:
+        return str(count)
+    if count < 1_000_000:
+        return f"{count / 1000:.1f}k"
+    return f"{count / 1_000_000:.1f}M"
+
+
+def money(usd: float) -> str:
+    if usd <= 0:
+        return "$0"
+    if usd < 0.01:
+        return "<$0.01"
+    return f"${usd:,.2f}" if usd < 1000 else f"${usd:,.0f}"
+
+
+def _spent_text(figure: Spent | None) -> str:
+    return "-" if figure is None else f"{tokens_text(figure.tokens)} {money(figure.usd)}"
+
+
+def ago_short(seconds: float) -> str:
+    """``now``, ``42s``, ``7m``, ``3h``: an age for a narrow column."""
+    if seconds < 1:
+        return "now"
+    if seconds < 90:
+        return f"{seconds:.0f}s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.0f}h"
+
+
+def _is_working(status: SessionStatus) -> bool:
+    return status.awaiting is not None or bool(status.extra.get("answer_in_progress"))
+
+
+def _doing(status: SessionStatus, last: LastDetection | None, limits: Limits
+           ) -> tuple[int, float, str]:
+    """(rank, urgency, words) for what the session is doing."""
+    streaks = [s for s in status.tool_repeats
+               if isinstance(s, dict) and isinstance(s.get("count"), int)]
+    top = max(streaks, key=lambda s: int(s["count"]), default=None)
+    call = printable(str(top.get("call", "?")), 60) if top is not None else ""
+    count = int(top["count"]) if top is not None else 0
+    if top is not None and count >= limits.tool_repeat_block:
+        return Attention.REFUSED, float(count), f"refused: {call} x{count}"
+    if status.run_length > 0:
+        urgency = max(status.run_length / limits.idle_turns,
+                      status.chain_length / limits.same_reply_turns)
+        similar = (f", {status.chain_length}/{limits.same_reply_turns} similar"
+                   if status.chain_length else "")
+        pending = "; clear requested" if status.pending_request else ""
+        return (Attention.RUN, urgency,
+                f"re-prompt run {status.run_length}/{limits.idle_turns}{similar}{pending}")
+    if status.pending_request:
+        return Attention.RUN, 1.0, "clear requested: next Stop ends the loop"
+    if top is not None and count >= 2:
+        return Attention.REPEATING, float(count), f"repeating {call} x{count}"
+    working = _is_working(status)
+    if (not working and last is not None and last.outcome in STOPPED_OUTCOMES
+            and last.outcome_at >= status.last_activity - SETTLE):
+        return Attention.STOPPED, 0.0, f"loop stopped ({last.rule})"
+    if working:
+        return Attention.WORKING, 0.0, "working"
+    return Attention.WAITING, 0.0, "waiting for you"
+
+
+def _detection_text(last: LastDetection | None, now: float) -> str:
+    if last is None:
+        return "-"
+    shown = "MANUAL clear" if last.rule == RULE_MANUAL else (
+        f"{last.rule} x{last.count}" if last.count else last.rule)
+    if last.rule in TOOL_CALL_RULES and last.what and not last.outcome:
+        shown += f" {last.what}"
+    outcome = (OUTCOME_LABELS.get(last.outcome) or last.outcome.replace("_", " ").upper()
+               if last.outcome else ("WARNED" if last.rule in TOOL_CALL_RULES else "PENDING"))
+    return f"{shown} -> {outcome} {ago_short(now - (last.outcome_at or last.at))} ago"
+
+
+def _watcher_line(beat: WatcherHeartbeat | None, now: float) -> str:
+    if beat is None:
+        return ("WATCHER NOT RUNNING: the figures are from when it last ran; start it with "
+                "loop-killer-watch")
+    behind = f"; falling behind by {beat.lag:.1f} s" if beat.lag >= 3.0 else ""
+    return (f"watcher running (pid {beat.pid}, {beat.sessions} sessions followed, "
+            f"beat {ago_short(now - beat.beat_at)} ago{behind})")
+
+
+def build_screen(statuses: Iterable[SessionStatus], detections: Mapping[str, LastDetection],
+                 spent: Mapping[str, tuple[Spent | None, Spent | None]], *,
+                 beat: WatcherHeartbeat | None, limits: Limits, now: float, window: float,
+                 home: str | None = None) -> Screen:
+    """The rows of every session whose transcript grew within ``window`` seconds (or with a
+    clear request pending), sorted by what needs attention first."""
+    rows: list[Row] = []
+    for status in statuses:
+        if now - status.last_activity > window and not status.pending_request:
+            continue
+        last = detections.get(status.session_id)
+        rank, urgency, doing = _doing(status, last, limits)
+        turn, total = spent.get(status.session_id, (None, None))
+        rows.append(Row(
+            session_id=status.session_id, project=status.project,
+            transcript_path=status.transcript_path, attention=rank, urgency=urgency,
+            last_activity=status.last_activity,
+            project_text=printable(project_label(status.project, home), 60),
+            session_text=short_id(status.session_id), doing=doing,
+            turn=_spent_text(turn), total=_spent_text(total),
+            detection=_detection_text(last, now)))
+    rows.sort(key=lambda r: (r.attention, -r.urgency, -r.last_activity, r.session_id))
+    looping = sum(1 for r in rows if r.attention <= Attention.RUN)
+    repeating = sum(1 for r in rows if r.attention == Attention.REPEATING)
+    hours = window / 3600
+    span = f"{hours:g} h" if hours >= 1 else f"{window / 60:g} min"
+    summary = (f"{len(rows)} session{'s' if len(rows) != 1 else ''} active in the last "
+               f"{span}; {looping} in a loop, {repeating} repeating a call")
+    return Screen(_watcher_line(beat, now), beat is not None, summary, tuple(rows))
+

@@ -1,0 +1,113 @@
+"""A session's token usage and cost, from its transcript's bytes, as they are written.
+
+``UsageTally`` is pure: fed a transcript's bytes in any chunks (from the start, or from
+where the last feed ended), it keeps the tokens of the person's current turn and of the
+whole session, per model, each API reply counted once (the history scan's ``UsageLedger``
+and prices: one way of counting tokens). ``loop-killer top`` keeps one per session shown
+and the watcher's metrics read one over a stopped loop's tail: the watcher's own
+reading never pays for it.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+
+from ..engine.prefilter import skim_span
+from ..engine.reader import EventReader
+from ..engine.transcript import AssistantPart, TurnStart
+from ..scan.ledger import UsageLedger
+from ..scan.prices import PriceTable
+from ..scan.records import ModelTokens, add_model_tokens, sum_tokens
+
+__all__ = ["Spent", "UsageTally", "read_new_bytes", "reply_tokens", "spent"]
+
+
+@dataclass(frozen=True, slots=True)
+class Spent:
+    """Tokens (all four kinds together) and their estimated cost in USD."""
+
+    tokens: int = 0
+    usd: float = 0.0
+
+
+class UsageTally:
+    """Token usage of one transcript: the person's current turn, and everything read."""
+
+    __slots__ = ("_ledger", "_reader", "_turn")
+
+    def __init__(self, *, offset: int = 0) -> None:
+        self._reader = EventReader(offset=offset, parse=skim_span)
+        self._ledger = UsageLedger()
+        self._turn: dict[str, None] = {}  # the current turn's reply ids, oldest first
+
+    @property
+    def offset(self) -> int:
+        """Where the next byte to feed sits in the file (past the last whole line)."""
+        return self._reader.offset + self._reader.pending_bytes
+
+    def feed(self, chunk: bytes) -> None:
+        for line in self._reader.feed(chunk):
+            event = line.event
+            if isinstance(event, AssistantPart):
+                self._ledger.add(event)
+                if event.usage is not None:
+                    self._turn[event.message_id] = None
+            elif isinstance(event, TurnStart) and event.kind == "prompt":
+                self._ledger.end_turn()  # the person spoke: a new turn
+                self._turn.clear()
+
+    def turn(self) -> ModelTokens:
+        """The current turn's replies, per model."""
+        return self._ledger.tokens_of(self._turn)
+
+    def session(self) -> ModelTokens:
+        """Every reply read, per model."""
+        return add_model_tokens(self._ledger.totals(), self.turn())
+
+    def last_replies(self, count: int) -> tuple[int, ModelTokens]:
+        """How many of the turn's last ``count`` replies there are, and their tokens."""
+        ids = list(self._turn)[-count:] if count > 0 else []
+        return len(ids), self._ledger.tokens_of(ids)
+
+
+def spent(tokens: ModelTokens, prices: PriceTable) -> Spent:
+    return Spent(sum_tokens(tokens).total, prices.cost(tokens)[0])
+
+
+def read_new_bytes(path: str, offset: int, limit: int) -> tuple[bytes, int]:
+    """Up to ``limit`` bytes of the file at ``path`` from ``offset``, and its size now.
+    Never follows a link or blocks on a FIFO; a file shorter than ``offset`` (rewritten)
+    gives its size, for the caller to start afresh. Raises OSError."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{path} is not a regular file")
+        if info.st_size <= offset:
+            return b"", info.st_size
+        return os.pread(fd, min(limit, info.st_size - offset), offset), info.st_size
+    finally:
+        os.close(fd)
+
+
+_TAIL_BYTES = 2 * 1024 * 1024
+
+
+def reply_tokens(path: str, replies: int, *, tail: int = _TAIL_BYTES) -> float:
+    """The mean tokens of the last ``replies`` API replies in the transcript at ``path``
+    (read from its last ``tail`` bytes); 0.0 when none can be read."""
+    try:
+        size = os.stat(path, follow_symlinks=False).st_size
+        start = max(0, size - tail)
+        data, _ = read_new_bytes(path, start, tail)
+    except OSError:
+        return 0.0
+    if start > 0:
+        cut = data.find(b"\n")
+        data, start = (data[cut + 1:], start + cut + 1) if cut >= 0 else (b"", size)
+    tally = UsageTally(offset=start)
+    tally.feed(data)
+    found, tokens = tally.last_replies(replies)
+    return sum_tokens(tokens).total / found if found else 0.0
