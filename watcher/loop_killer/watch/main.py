@@ -136,6 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
                              f"(default {RECONCILE_INTERVAL:g}, or {POLL_INTERVAL:g} when "
                              f"polling; every transcript is stat'ed every "
                              f"{SWEEP_INTERVAL:g} s)")
+    parser.add_argument("--metrics", metavar="HOST:PORT", default=None,
+                        help="serve Prometheus metrics at http://HOST:PORT/metrics (also "
+                             "config.toml's [watcher] metrics; needs loop-killer[metrics])")
     parser.add_argument("--notify", action="store_true",
                         help="also show a desktop notification for each loop stopped "
                              "(notify-send or osascript; a storm of them gives a summary)")
@@ -155,8 +158,23 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:
         log.error("cannot take the lock in %s: %s", state, error)
         return 1
-    for problem in load_settings(state).problems:
+    settings = load_settings(state)
+    for problem in settings.problems:
         log.warning("settings: %s", problem)
+    metrics = None
+    if args.metrics or settings.metrics:
+        from .metrics import MetricsSource
+        from .prometheus import MetricsUnavailable, serve_metrics
+
+        try:
+            metrics = serve_metrics(args.metrics or settings.metrics,
+                                    MetricsSource(state, home=os.environ.get("HOME")))
+        except MetricsUnavailable as error:
+            log.error("%s", error)
+            os.close(lock)
+            return 2
+        logging.getLogger("loop_killer.watch.events").info(
+            "Prometheus metrics at http://%s:%d/metrics", *metrics.address)
     notifier = notify.Notifier() if args.notify else None
     watcher = Watcher(root=root, state=state, poll=args.poll,
                       reconcile_interval=args.reconcile_interval,
@@ -176,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         os.close(lock)
+        if metrics is not None:
+            metrics.close()
         if notifier is not None:
             notifier.close()  # a summary still gathered is shown before the end
     logging.getLogger("loop_killer.watch.events").info("loop-killer-watch stopped")

@@ -1,0 +1,246 @@
+"""Loop figures for monitoring systems, from the detection log (one source for them all).
+
+Every detection, outcome and refusal, whoever found it (the watcher, a Stop hook, the
+tool-call hooks), is a line of ``<state>/detections.jsonl``. ``LoopTally`` folds those
+records into counters (pure); ``MetricsSource`` follows the log from the watcher's start
+(read when a monitoring system asks, never in the watcher's loop) and reads the session
+gauges from the published status files. The Prometheus endpoint (``prometheus``) and the
+OpenTelemetry export (``telemetry``) both read a ``MetricsSource``.
+
+* ``loops`` (rule, kind, outcome, project): a loop once, when its first outcome is logged
+  (the Stop hook's or the watcher's word: ``cleared``, ``clear_queued``, ``stopped``,
+  ``continued``, ...); a tool-call warning (``TOOL_REPEAT``, ``EDIT_OSCILLATION``) at
+  once, with outcome ``warned``; the ladder's stop (a refused call retried) by its own
+  outcome line.
+* ``refusals`` (project): each call the PreToolUse hook refused.
+* ``avoided_tokens`` (rule, project): for a re-prompt loop whose turn was stopped, the
+  mean tokens of its last replies (as written in the transcript) times the replies Claude
+  Code would still have allowed: its Stop-hook block cap (``STOP_HOOK_BLOCK_CAP``, 8 by
+  default) minus the run's length. A tool-repeat loop counts none (nothing caps it).
+* gauges: sessions followed (the heartbeat), live (transcript grew within
+  ``LIVE_WITHIN`` s), in a re-prompt run (live, run length > 0).
+
+Label values are bounded: rules and outcomes from fixed lists (else ``other``), kind
+``reprompt`` or ``tool``, and the first ``MAX_PROJECT_LABELS`` projects seen get a label
+of their own; the rest are ``other``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..engine.rules import RULE_EDIT_OSCILLATION, RULE_IDLE, RULE_MANUAL, RULE_SAME
+from ..engine.tool_repeat import RULE_TOOL_REPEAT, TOOL_CALL_RULES
+from ..state.journal import JournalTail
+from ..state.paths import is_plain_id
+from ..state.status import read_heartbeat, read_session_status
+from .report import OUTCOME_LABELS, project_label
+from .usage import reply_tokens
+
+__all__ = [
+    "LIVE_WITHIN",
+    "MAX_PROJECT_LABELS",
+    "OTHER",
+    "STOP_HOOK_BLOCK_CAP",
+    "Gauges",
+    "LoopKey",
+    "LoopTally",
+    "MetricsSource",
+    "parse_address",
+    "read_gauges",
+]
+
+MAX_PROJECT_LABELS = 20
+"""Projects with a label of their own; later ones are counted under ``other``."""
+OTHER = "other"
+LIVE_WITHIN = 300.0
+"""A session is live when its transcript grew within this many seconds."""
+STOP_HOOK_BLOCK_CAP = 8
+"""Claude Code ends a turn itself after this many Stop-hook blocks in a row (its default;
+``CLAUDE_CODE_STOP_HOOK_BLOCK_CAP`` changes it): the most a re-prompt loop could run."""
+
+RULES = frozenset({RULE_SAME, RULE_IDLE, RULE_MANUAL, RULE_TOOL_REPEAT, RULE_EDIT_OSCILLATION})
+OUTCOMES = frozenset({*OUTCOME_LABELS, "warned"})
+STOPPED = frozenset({"cleared", "stopped", "stopped_no_goal", "clear_queued",
+                     "sent_unconfirmed", "clear_failed"})
+"""Outcomes that mean the loop's turn was ended."""
+_REMEMBERED = 10_000  # detections awaiting an outcome, and settled ones, kept at most
+
+LoopKey = tuple[str, str, str, str]  # rule, kind, outcome, project
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    rule: str
+    kind: str
+    project: str
+    run_length: int
+    transcript_path: str
+
+
+class LoopTally:
+    """Counters from detection-log records, fed in log order."""
+
+    def __init__(self, *, home: str | None = None,
+                 max_projects: int = MAX_PROJECT_LABELS,
+                 reply_tokens: Callable[[str, int], float] = reply_tokens) -> None:
+        self.loops: dict[LoopKey, int] = {}
+        self.refusals: dict[str, int] = {}  # project -> refused calls
+        self.avoided_tokens: dict[tuple[str, str], float] = {}  # (rule, project) -> tokens
+        self.home = home
+        self.max_projects = max_projects
+        self.reply_tokens = reply_tokens
+        self._projects: dict[str, str] = {}  # folder -> its label
+        self._pending: OrderedDict[tuple[str, str], _Pending] = OrderedDict()
+        self._settled: OrderedDict[tuple[str, str], None] = OrderedDict()
+
+    def project(self, folder: object) -> str:
+        """The label of a project folder: its readable name while labels are left."""
+        if not isinstance(folder, str) or not folder:
+            return OTHER
+        label = self._projects.get(folder)
+        if label is None:
+            if len(self._projects) >= self.max_projects:
+                return OTHER
+            label = self._projects[folder] = project_label(folder, self.home)[:100] or OTHER
+        return label
+
+    def observe(self, record: Mapping[str, Any]) -> None:
+        event = record.get("event")
+        session = record.get("session_id")
+        if not isinstance(session, str):
+            return
+        raw_rule = record.get("rule")
+        rule = raw_rule if raw_rule in RULES else OTHER
+        kind = "tool" if rule in TOOL_CALL_RULES else "reprompt"
+        project = self.project(record.get("project"))
+        if event == "refusal":
+            self.refusals[project] = self.refusals.get(project, 0) + 1
+        elif event == "detection" and kind == "tool":
+            self._count((rule, kind, "warned", project))  # a warning: no outcome follows
+        elif event == "detection":
+            run_length = _whole(record.get("run_length")) or _whole(record.get("count"))
+            path = record.get("transcript_path")
+            self._remember(self._pending, (session, _text(record.get("answer_uuid"))),
+                           _Pending(rule, kind, project, run_length,
+                                    path if isinstance(path, str) else ""))
+        elif event == "outcome":
+            self._outcome(record, session, rule, kind, project)
+
+    def _outcome(self, record: Mapping[str, Any], session: str, rule: str, kind: str,
+                 project: str) -> None:
+        key = (session, _text(record.get("answer_uuid")))
+        if key in self._settled:
+            return  # a later word on a loop already counted
+        pending = self._pending.pop(key, None)
+        if pending is None:  # the hook's outcome may name no answer: the session's latest
+            key = next((k for k in reversed(self._pending) if k[0] == session), key)
+            pending = self._pending.pop(key, None)
+        if pending is None and rule != RULE_TOOL_REPEAT:
+            return  # its detection came before the watcher started
+        outcome = record.get("outcome")
+        outcome = outcome if outcome in OUTCOMES else OTHER
+        self._remember(self._settled, key, None)
+        if pending is None:  # the tool-repeat ladder's stop: an outcome line alone
+            self._count((rule, kind, outcome, project))
+            return
+        self._count((pending.rule, pending.kind, outcome, pending.project))
+        if pending.kind == "reprompt" and outcome in STOPPED and pending.transcript_path:
+            left = max(0, STOP_HOOK_BLOCK_CAP - pending.run_length)
+            if left:
+                mean = self.reply_tokens(pending.transcript_path, max(1, pending.run_length))
+                where = (pending.rule, pending.project)
+                self.avoided_tokens[where] = self.avoided_tokens.get(where, 0.0) + mean * left
+
+    def _count(self, key: LoopKey) -> None:
+        self.loops[key] = self.loops.get(key, 0) + 1
+
+    @staticmethod
+    def _remember(table: OrderedDict[tuple[str, str], Any], key: tuple[str, str],
+                  value: Any) -> None:
+        table[key] = value
+        table.move_to_end(key)
+        while len(table) > _REMEMBERED:
+            table.popitem(last=False)
+
+
+def _whole(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+@dataclass(frozen=True, slots=True)
+class Gauges:
+    followed: int = 0
+    live: int = 0
+    in_run: int = 0
+
+
+def read_gauges(state: Path, now: float, *, live_within: float = LIVE_WITHIN) -> Gauges:
+    """The session gauges from the heartbeat and the status files written lately."""
+    beat = read_heartbeat(state)
+    live = in_run = 0
+    try:
+        entries = list(os.scandir(state / "status"))
+    except OSError:
+        entries = []
+    for entry in entries:
+        name = entry.name
+        if not name.endswith(".json") or not is_plain_id(name[:-5]):
+            continue
+        try:
+            if now - entry.stat(follow_symlinks=False).st_mtime > live_within:
+                continue  # written before: its transcript has not grown since
+        except OSError:
+            continue
+        status = read_session_status(state, name[:-5])
+        if status is not None and now - status.last_activity <= live_within:
+            live += 1
+            in_run += status.run_length > 0
+    return Gauges(beat.sessions if beat is not None else 0, live, in_run)
+
+
+class MetricsSource:
+    """The tally kept up to date from the detection log, read on demand (thread-safe):
+    the log is followed from when this source was made."""
+
+    def __init__(self, state: Path, *, home: str | None = None,
+                 on_record: Callable[[Mapping[str, Any]], None] | None = None) -> None:
+        self.state = state
+        self.tally = LoopTally(home=home)
+        self.on_record = on_record  # told of each new record (the OpenTelemetry log events)
+        self._tail = JournalTail(state)
+        self._tail.skip_to_end()
+        self.lock = threading.RLock()
+
+    def refresh(self) -> LoopTally:
+        """The tally with every record logged until now (hold ``lock`` to read it)."""
+        with self.lock:
+            for record in self._tail.read_new():
+                self.tally.observe(record)
+                if self.on_record is not None:
+                    self.on_record(record)
+            return self.tally
+
+    def gauges(self) -> Gauges:
+        return read_gauges(self.state, time.time())
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:9464`` for IPv6; ``:9464`` is 127.0.0.1) -> (host, port).
+    Raises ValueError with the reason."""
+    host, sep, port = text.strip().rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{text!r} is not HOST:PORT (such as 127.0.0.1:9464)")
+    host = host.strip("[]") or "127.0.0.1"
+    return host, int(port)

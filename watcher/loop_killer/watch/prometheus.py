@@ -1,0 +1,97 @@
+"""``loop-killer-watch --metrics HOST:PORT``: the loop figures at ``/metrics`` for
+Prometheus, with the official client library (the optional ``metrics`` extra).
+
+The figures are read from a ``metrics.MetricsSource`` when Prometheus scrapes, on the
+client library's own server thread: the watcher's loop never does any of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from .metrics import MetricsSource, parse_address
+
+__all__ = ["MISSING", "MetricsServer", "MetricsUnavailable", "serve_metrics"]
+
+MISSING = ("--metrics needs the Prometheus client library: pip install "
+           "'loop-killer[metrics]' (or pip install prometheus_client)")
+
+
+class MetricsUnavailable(RuntimeError):
+    """The metrics cannot be served; the message says why and what to do."""
+
+
+class _Collector:
+    """Reads the source at each scrape (prometheus_client's custom collector protocol)."""
+
+    def __init__(self, source: MetricsSource) -> None:
+        self.source = source
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        loops = CounterMetricFamily(
+            "loop_killer_loops", "Loops loop-killer caught, counted at their first outcome "
+            "(tool-call warnings at once, outcome warned)",
+            labels=["rule", "kind", "outcome", "project"])
+        refusals = CounterMetricFamily(
+            "loop_killer_tool_refusals", "Tool calls refused for repeating the same result",
+            labels=["project"])
+        avoided = CounterMetricFamily(
+            "loop_killer_avoided_tokens", "Tokens a stopped re-prompt loop would still have "
+            "spent (its mean tokens per reply x the replies Claude Code's block cap allowed)",
+            labels=["rule", "project"])
+        with self.source.lock:
+            tally = self.source.refresh()
+            for (rule, kind, outcome, project), count in tally.loops.items():
+                loops.add_metric([rule, kind, outcome, project], count)
+            for project, count in tally.refusals.items():
+                refusals.add_metric([project], count)
+            for (rule, project), tokens in tally.avoided_tokens.items():
+                avoided.add_metric([rule, project], round(tokens))
+        gauges = self.source.gauges()
+        yield loops
+        yield refusals
+        yield avoided
+        for name, text, value in (
+                ("loop_killer_sessions_followed", "Session transcripts the watcher follows",
+                 gauges.followed),
+                ("loop_killer_sessions_live",
+                 "Sessions whose transcript grew in the last 5 minutes", gauges.live),
+                ("loop_killer_sessions_in_run", "Live sessions in a re-prompt run",
+                 gauges.in_run)):
+            yield GaugeMetricFamily(name, text, value=value)
+
+
+class MetricsServer:
+    def __init__(self, server: Any, thread: Any, address: tuple[str, int]) -> None:
+        self.server = server
+        self.thread = thread
+        self.address = address
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(5)
+
+
+def serve_metrics(address: str, source: MetricsSource) -> MetricsServer:
+    """Serve ``/metrics`` at ``address`` (HOST:PORT) on a thread of its own.
+    Raises MetricsUnavailable (a bad address, a port taken, the library missing)."""
+    try:
+        host, port = parse_address(address)
+    except ValueError as error:
+        raise MetricsUnavailable(f"--metrics: {error}") from None
+    try:
+        from prometheus_client import CollectorRegistry, start_http_server
+    except ImportError:
+        raise MetricsUnavailable(MISSING) from None
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Collector(source))
+    try:
+        server, thread = start_http_server(port, addr=host, registry=registry)
+    except OSError as error:
+        raise MetricsUnavailable(f"--metrics: cannot listen on {host}:{port}: "
+                                 f"{error.strerror or error}") from None
+    return MetricsServer(server, thread, (host, server.server_port))
