@@ -240,7 +240,7 @@ def parse_address(text: str) -> tuple[str, int]:
     """``HOST:PORT`` (``[::1]:9464`` for IPv6; ``:9464`` is 127.0.0.1) -> (host, port).
     Raises ValueError with the reason."""
     host, sep, port = text.strip().rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:  # 0: any free port
         raise ValueError(f"{text!r} is not HOST:PORT (such as 127.0.0.1:9464)")
     host = host.strip("[]") or "127.0.0.1"
     return host, int(port)

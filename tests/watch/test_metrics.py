@@ -1,0 +1,169 @@
+"""The loop figures for monitoring: the tally from detection-log records (pure), the session
+gauges, and the ``/metrics`` endpoint the watcher serves (read over loopback)."""
+
+from __future__ import annotations
+
+import builtins
+import os
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from loop_killer.config import parse_settings
+from loop_killer.state import journal
+from loop_killer.state.status import write_session_status
+from loop_killer.watch import prometheus
+from loop_killer.watch.main import main as watch_main
+from loop_killer.watch.metrics import (
+    OTHER,
+    STOP_HOOK_BLOCK_CAP,
+    LoopTally,
+    MetricsSource,
+    parse_address,
+    read_gauges,
+)
+
+from .conftest import Env
+from .lines import Lines, append
+from .test_top import status
+
+
+def tally(**options: Any) -> LoopTally:
+    return LoopTally(home="/home/dev", reply_tokens=lambda path, replies: 250.0, **options)
+
+
+def detection(session: str, rule: str, **more: Any) -> dict[str, Any]:
+    return {"event": "detection", "session_id": session, "rule": rule,
+            "project": "-home-dev-shop", "transcript_path": "/t.jsonl", **more}
+
+
+def outcome(session: str, rule: str, word: str, **more: Any) -> dict[str, Any]:
+    return {"event": "outcome", "session_id": session, "rule": rule, "outcome": word,
+            "project": "-home-dev-shop", **more}
+
+
+def test_a_loop_counts_once_at_its_first_outcome_with_the_tokens_it_would_have_spent() -> None:
+    figures = tally()
+    figures.observe(detection("s1", "SAME_REPLY_TURNS", answer_uuid="a1", count=3,
+                              run_length=3))
+    assert figures.loops == {}  # no outcome yet
+    figures.observe(outcome("s1", "SAME_REPLY_TURNS", "clear_queued", answer_uuid="a1"))
+    figures.observe(outcome("s1", "SAME_REPLY_TURNS", "cleared", answer_uuid="a1"))
+    assert figures.loops == {("SAME_REPLY_TURNS", "reprompt", "clear_queued", "shop"): 1}
+    # 250 tokens a reply x the 5 replies Claude Code's cap of 8 blocks still allowed.
+    assert figures.avoided_tokens == {("SAME_REPLY_TURNS", "shop"):
+                                      250.0 * (STOP_HOOK_BLOCK_CAP - 3)}
+
+
+def test_a_loop_that_went_on_avoided_nothing_and_a_manual_clear_finds_its_outcome() -> None:
+    figures = tally()
+    figures.observe(detection("s1", "IDLE_TURNS", answer_uuid="a1", run_length=6))
+    figures.observe(outcome("s1", "IDLE_TURNS", "continued", answer_uuid="a1"))
+    figures.observe(detection("s2", "MANUAL", answer_uuid="", count=0))
+    figures.observe(outcome("s2", "MANUAL", "stopped_no_goal", answer_uuid="x"))
+    assert figures.loops == {("IDLE_TURNS", "reprompt", "continued", "shop"): 1,
+                             ("MANUAL", "reprompt", "stopped_no_goal", "shop"): 1}
+    assert figures.avoided_tokens == {("MANUAL", "shop"): 250.0 * STOP_HOOK_BLOCK_CAP}
+
+
+def test_tool_calls_warnings_refusals_and_the_ladders_stop() -> None:
+    figures = tally()
+    figures.observe(detection("s1", "TOOL_REPEAT", tool_use_id="t1", count=3))
+    figures.observe(detection("s1", "EDIT_OSCILLATION", count=2))
+    for _ in range(3):
+        figures.observe({"event": "refusal", "session_id": "s1", "rule": "TOOL_REPEAT",
+                         "project": "-home-dev-shop"})
+    figures.observe(outcome("s1", "TOOL_REPEAT", "clear_queued", answer_uuid="t9"))
+    figures.observe(outcome("s1", "TOOL_REPEAT", "cleared", answer_uuid="t9"))  # the mod's
+    assert figures.loops == {("TOOL_REPEAT", "tool", "warned", "shop"): 1,
+                             ("EDIT_OSCILLATION", "tool", "warned", "shop"): 1,
+                             ("TOOL_REPEAT", "tool", "clear_queued", "shop"): 1}
+    assert figures.refusals == {"shop": 3}
+    assert figures.avoided_tokens == {}
+
+
+def test_label_values_are_bounded() -> None:
+    figures = tally(max_projects=3)
+    for index in range(10):
+        figures.observe({**detection(f"s{index}", "TOOL_REPEAT"),
+                         "project": f"-home-dev-p{index}"})
+    figures.observe(detection("s", "A_RULE_FROM_THE_FUTURE", answer_uuid="u"))
+    figures.observe(outcome("s", "A_RULE_FROM_THE_FUTURE", "exploded", answer_uuid="u"))
+    figures.observe(outcome("old", "SAME_REPLY_TURNS", "cleared"))  # detected before start
+    figures.observe({"event": "detection", "session_id": None, "rule": "TOOL_REPEAT"})
+    projects = {key[3] for key in figures.loops}
+    assert projects == {"p0", "p1", "p2", OTHER}
+    assert figures.loops[("TOOL_REPEAT", "tool", "warned", OTHER)] == 7
+    assert figures.loops[(OTHER, "reprompt", OTHER, OTHER)] == 1
+    assert sum(figures.loops.values()) == 11
+
+
+def test_gauges_from_the_heartbeat_and_the_statuses_written_lately(env: Env) -> None:
+    now = time.time()
+    write_session_status(env.state, status("live1", last_activity=now - 10, run_length=2))
+    write_session_status(env.state, status("live2", last_activity=now - 100))
+    write_session_status(env.state, status("gone", last_activity=now - 4000, run_length=5))
+    gauges = read_gauges(env.state, now)
+    assert (gauges.followed, gauges.live, gauges.in_run) == (0, 2, 1)
+
+
+def test_addresses() -> None:
+    assert parse_address("127.0.0.1:9464") == ("127.0.0.1", 9464)
+    assert parse_address(":9464") == ("127.0.0.1", 9464)
+    assert parse_address("[::1]:9") == ("::1", 9)
+    for bad in ("9464", "host:", "h:99999", "h:x"):
+        with pytest.raises(ValueError):
+            parse_address(bad)
+    assert parse_settings(b'[watcher]\nmetrics = "127.0.0.1:9464"\n', {}).metrics == (
+        "127.0.0.1:9464")
+
+
+def _scrape(address: tuple[str, int]) -> str:
+    with urllib.request.urlopen(f"http://{address[0]}:{address[1]}/metrics",
+                                timeout=5) as answer:
+        return str(answer.read().decode())
+
+
+def test_the_endpoint_serves_what_the_log_holds(env: Env) -> None:
+    pytest.importorskip("prometheus_client")
+    session = Lines(cwd="/home/dev/shop")
+    path = session.path_in(env.root)
+    append(path, session.goal_loop(3))
+    journal.append(env.state, detection("old", "TOOL_REPEAT"))  # before the start: not counted
+    server = prometheus.serve_metrics("127.0.0.1:0", MetricsSource(env.state, home=str(
+        Path("/home/dev"))))
+    try:
+        assert "loop_killer_loops_total" not in _scrape(server.address).replace(
+            "# HELP loop_killer_loops_total", "").replace("# TYPE loop_killer_loops_total", "")
+        journal.append(env.state, {**detection(session.session_id, "SAME_REPLY_TURNS",
+                                               answer_uuid="a", run_length=3),
+                                   "transcript_path": str(path)})
+        journal.append(env.state, outcome(session.session_id, "SAME_REPLY_TURNS", "cleared",
+                                          answer_uuid="a"))
+        text = _scrape(server.address)
+    finally:
+        server.close()
+    assert ('loop_killer_loops_total{kind="reprompt",outcome="cleared",project="shop",'
+            'rule="SAME_REPLY_TURNS"} 1.0') in text
+    # The loop's replies used 20 tokens each (lines.py): 20 x (8 - 3).
+    assert 'loop_killer_avoided_tokens_total{project="shop",rule="SAME_REPLY_TURNS"} 100.0' in text
+    assert "loop_killer_sessions_followed 0.0" in text
+
+
+def test_without_the_library_one_line_says_what_to_install(
+        env: Env, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    real_import = builtins.__import__
+
+    def no_prometheus(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name.startswith("prometheus_client"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_prometheus)
+    assert watch_main(["--metrics", "127.0.0.1:9", "--root", str(env.root)]) == 2
+    err = capsys.readouterr().err
+    assert "pip install 'loop-killer[metrics]'" in err
+    assert len(err.strip().splitlines()) == 1
+    assert not os.path.exists(env.state / "watcher.json")  # it never started watching

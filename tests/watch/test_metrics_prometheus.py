@@ -1,0 +1,152 @@
+"""End to end: the real ``loop-killer-watch --metrics``, a real Prometheus server (Debian's
+``prometheus`` package) scraping it every second on loopback, loops happening, and the
+figures read back through Prometheus' HTTP API. Skipped where Prometheus is not installed,
+never under CI=true (``.ci/run`` installs it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from loop_killer.state import journal
+
+from .conftest import Env
+from .lines import Lines, append
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        return json.loads(answer.read())
+
+
+class Prometheus:
+    def __init__(self, folder: Path, target: str) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = folder / "prometheus.yml"
+        config.write_text(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+            "scrape_configs:\n  - job_name: loop-killer\n"
+            f"    static_configs:\n      - targets: ['{target}']\n")
+        self.log = folder / "prometheus.log"
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(
+                ["prometheus", f"--config.file={config}",
+                 f"--storage.tsdb.path={folder / 'tsdb'}",
+                 f"--web.listen-address=127.0.0.1:{self.port}"],
+                stdout=log, stderr=subprocess.STDOUT, cwd=folder, start_new_session=True)
+        self.until(lambda: self._ready(), 30, "Prometheus to be ready")
+
+    def _ready(self) -> bool:
+        assert self.proc.poll() is None, f"prometheus exited: {self.log.read_text()[-2000:]}"
+        try:
+            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as answer:
+                return bool(answer.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def query(self, expression: str) -> list[dict[str, Any]]:
+        answer = _get(f"{self.url}/api/v1/query?"
+                      + urllib.parse.urlencode({"query": expression}))
+        assert answer["status"] == "success", answer
+        return list(answer["data"]["result"])
+
+    @staticmethod
+    def until(predicate: Any, timeout: float, what: str) -> Any:
+        """Poll every 0.2 s (a request each time, so never faster) until truthy."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = predicate()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+@pytest.fixture
+def prometheus_server(tmp_path: Path) -> Iterator[Any]:
+    if shutil.which("prometheus") is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("prometheus is not installed (CI must run this test): "
+                        "apt-get install -y prometheus")
+        pytest.skip("prometheus is not installed here: apt-get install -y prometheus")
+    pytest.importorskip("prometheus_client")
+    started: list[Prometheus] = []
+
+    def start(target: str) -> Prometheus:
+        started.append(Prometheus(tmp_path, target))
+        return started[-1]
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def test_prometheus_scrapes_the_loops_the_watcher_sees(
+        env: Env, spawn_watcher: Any, prometheus_server: Any) -> None:
+    port = _free_port()
+    watcher = spawn_watcher("--metrics", f"127.0.0.1:{port}")
+    assert f"Prometheus metrics at http://127.0.0.1:{port}/metrics" in watcher.stdout()
+    server = prometheus_server(f"127.0.0.1:{port}")
+    server.until(lambda: server.query('up{job="loop-killer"} == 1'), 30,
+                 "Prometheus to scrape the watcher")
+
+    # A tool-repeat loop the watcher finds in a live transcript: the same call, the same
+    # result, three times in the person's turn.
+    tools = Lines(cwd="/home/dev/shop")
+    lines = tools.prompt()
+    for _ in range(3):
+        lines += tools.answer("Running the tests again.", tool=True, output="1 failing")
+    append(tools.path_in(env.root), lines)
+    # A re-prompt loop: the watcher fires on it; its Stop hook's word is the outcome.
+    goal = Lines(cwd="/home/dev/billing")
+    append(goal.path_in(env.root), goal.goal_loop(3))
+    (fired,) = env.logged(1, goal.session_id)
+    journal.append(env.state, {"event": "outcome", "session_id": goal.session_id,
+                               "answer_uuid": fired["answer_uuid"], "rule": fired["rule"],
+                               "outcome": "cleared", "project": fired["project"],
+                               "transcript_path": fired["transcript_path"], "source": "hook"})
+
+    def loops() -> dict[tuple[str, str, str], float]:
+        return {(s["metric"]["rule"], s["metric"]["outcome"], s["metric"]["project"]):
+                float(s["value"][1]) for s in server.query("loop_killer_loops_total")}
+
+    found = server.until(lambda: len(seen := loops()) >= 2 and seen, 30,
+                         "both loops in Prometheus")
+    # (The projects are named from their folders; the test's HOME is not /home/dev.)
+    assert found == {("TOOL_REPEAT", "warned", "home-dev-shop"): 1.0,
+                     ("SAME_REPLY_TURNS", "cleared", "home-dev-billing"): 1.0}
+    (avoided,) = server.until(lambda: server.query("loop_killer_avoided_tokens_total"), 10,
+                              "the avoided tokens")
+    assert avoided["metric"]["rule"] == "SAME_REPLY_TURNS"
+    assert float(avoided["value"][1]) == 20 * (8 - 3)  # 20 tokens a reply, 5 replies left
+    followed = server.until(
+        lambda: server.query("loop_killer_sessions_followed >= 2"), 10, "the sessions gauge")
+    assert float(followed[0]["value"][1]) == 2
