@@ -40,7 +40,6 @@ documented defaults.
 
 from __future__ import annotations
 
-import difflib
 import os
 import sys
 from collections.abc import Iterable, Mapping
@@ -48,7 +47,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import orjson
 
 from .engine.rules import (
     DEFAULT_THRESHOLDS,
@@ -171,6 +169,8 @@ def transcript_cwd(data: bytes | None) -> str:
             return ""
         start = data.rfind(b"\n", 0, at) + 1
         stop = data.find(b"\n", at)
+        import orjson  # (only the watcher reads transcripts here: not on a hook's path)
+
         try:
             entry = orjson.loads(data[start:stop if stop >= 0 else len(data)])
         except orjson.JSONDecodeError:
@@ -337,6 +337,8 @@ def _guess(name: str, section: str | None) -> str:
 
 
 def _closest(name: str, options: dict[str, str]) -> str:
+    import difflib  # (only for a misspelled name: not on every hook's path)
+
     close = difflib.get_close_matches(name, sorted(options), n=1)
     return f" (did you mean {options[close[0]]}?)" if close else ""
 

@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from fractions import Fraction
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 from ..digest import hex_digest
 from .marks import MARK_RANGES
+
+if TYPE_CHECKING:
+    from fractions import Fraction
 
 __all__ = [
     "DEFAULT_THRESHOLDS",
@@ -104,11 +106,12 @@ class Thresholds:
     @property
     def similar_fraction(self) -> Fraction:
         """``similar`` as an exact fraction, so that exactly 0.6 counts as similar."""
+        from fractions import Fraction  # (a tool-call hook never compares answers)
+
         return Fraction(self.similar).limit_denominator(1000)
 
 
 DEFAULT_THRESHOLDS: Final = Thresholds()
-_SIMILAR_FRACTION = DEFAULT_THRESHOLDS.similar_fraction
 
 
 def leading_space(text: str) -> int:
@@ -163,10 +166,12 @@ def similarity(a: frozenset[str], b: frozenset[str]) -> float:
 
 
 def similar(text_a: str, words_a: frozenset[str], text_b: str, words_b: frozenset[str],
-            fraction: Fraction = _SIMILAR_FRACTION) -> bool:
+            fraction: Fraction | None = None) -> bool:
     """Whether two answers are similar, given their texts and word sets."""
     if not words_a and not words_b:
         return text_a == text_b
+    if fraction is None:
+        fraction = DEFAULT_THRESHOLDS.similar_fraction
     union = len(words_a | words_b)
     shared = len(words_a & words_b)
     return shared * fraction.denominator >= fraction.numerator * union
