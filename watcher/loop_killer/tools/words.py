@@ -83,11 +83,13 @@ def refusal(label: str, count: int, *, first: bool = True) -> dict[str, Any]:
     """PreToolUse output refusing an attempt of a call that reached TOOL_REPEAT_BLOCK.
     The person is told once a turn (``first``); later refusals say nothing to them."""
     call = _call(label)
+    # Claude Code shows the reason to the person too, under the call (the first lines of
+    # it): so it opens with what happened, in their words, and says the rest to the model.
     reason = (
-        f"{REFUSED_MARK} to run this call again: {call} gave {phrase(count)} "
-        f"({RULE_TOOL_REPEAT}). Do not retry it. Explain why it keeps giving the same "
-        "result, then try something different or ask the person; it runs again after the "
-        "person's next message. Retrying a refused call again and again ends the turn."
+        f"{REFUSED_MARK} to run this call again: it gave {phrase(count)} "
+        f"({RULE_TOOL_REPEAT}); it runs again after the person's next message. Do not retry "
+        "it: explain why it keeps giving the same result, then try something different or "
+        "ask the person. Retrying a refused call again and again ends the turn."
     )
     person = f"{MARK}refused {call}: it gave {phrase(count)} ({RULE_TOOL_REPEAT}); it runs " \
              "again after your next message"
