@@ -162,19 +162,25 @@ def main(argv: list[str] | None = None) -> int:
     for problem in settings.problems:
         log.warning("settings: %s", problem)
     metrics = None
+    source = None  # one MetricsSource for the Prometheus endpoint and the OTLP export
     if args.metrics or settings.metrics:
         from .metrics import MetricsSource
         from .prometheus import MetricsUnavailable, serve_metrics
 
         try:
-            metrics = serve_metrics(args.metrics or settings.metrics,
-                                    MetricsSource(state, home=os.environ.get("HOME")))
+            source = MetricsSource(state, home=os.environ.get("HOME"))
+            metrics = serve_metrics(args.metrics or settings.metrics, source)
         except MetricsUnavailable as error:
             log.error("%s", error)
             os.close(lock)
             return 2
         logging.getLogger("loop_killer.watch.events").info(
             "Prometheus metrics at http://%s:%d/metrics", *metrics.address)
+    from .metrics import MetricsSource
+    from .telemetry import start_from_environment  # off unless configured as Claude Code's
+
+    telemetry = start_from_environment(
+        lambda: source or MetricsSource(state, home=os.environ.get("HOME")))
     notifier = notify.Notifier() if args.notify else None
     watcher = Watcher(root=root, state=state, poll=args.poll,
                       reconcile_interval=args.reconcile_interval,
@@ -196,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
         os.close(lock)
         if metrics is not None:
             metrics.close()
+        if telemetry is not None:
+            telemetry.close()
         if notifier is not None:
             notifier.close()  # a summary still gathered is shown before the end
     logging.getLogger("loop_killer.watch.events").info("loop-killer-watch stopped")
