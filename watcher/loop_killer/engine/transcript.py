@@ -140,28 +140,47 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """A reply's token counts (Claude Code repeats them on every line of one message)."""
+    """A reply's token counts (Claude Code repeats them on every line of one message).
+
+    ``cache_creation`` counts every cache write; ``cache_creation_1h`` is the part of it
+    written for an hour (billed higher than a 5-minute write). ``speed`` ("fast" or "")
+    and ``inference_geo`` ("us" or "") say how one reply was served, which its price
+    depends on; a sum keeps them only where every reply in it agrees.
+    """
 
     input: int = 0
     output: int = 0
     cache_read: int = 0
     cache_creation: int = 0
+    cache_creation_1h: int = 0
+    speed: str = ""
+    inference_geo: str = ""
 
     @property
     def total(self) -> int:
         return self.input + self.output + self.cache_read + self.cache_creation
 
+    @property
+    def prompt(self) -> int:
+        """The request's input tokens, cached or not: what a long-prompt price is chosen by."""
+        return self.input + self.cache_read + self.cache_creation
+
     def __add__(self, other: Usage) -> Usage:
         return Usage(self.input + other.input, self.output + other.output,
                      self.cache_read + other.cache_read,
-                     self.cache_creation + other.cache_creation)
+                     self.cache_creation + other.cache_creation,
+                     self.cache_creation_1h + other.cache_creation_1h,
+                     self.speed if self.speed == other.speed else "",
+                     self.inference_geo if self.inference_geo == other.inference_geo else "")
 
     def merged(self, other: Usage) -> Usage:
         """The larger of each count: older Claude Code versions wrote a reply's lines as it
         streamed, so a later line of the same reply may carry larger counts."""
         return Usage(max(self.input, other.input), max(self.output, other.output),
                      max(self.cache_read, other.cache_read),
-                     max(self.cache_creation, other.cache_creation))
+                     max(self.cache_creation, other.cache_creation),
+                     max(self.cache_creation_1h, other.cache_creation_1h),
+                     self.speed or other.speed, self.inference_geo or other.inference_geo)
 
     def to_dict(self) -> dict[str, int]:
         """The JSON shape: ``input``, ``output``, ``cache_read``, ``cache_creation``, ``total``."""
@@ -310,11 +329,19 @@ def _usage(message: dict[str, Any]) -> Usage | None:
     usage = message.get("usage")
     if not isinstance(usage, dict):
         return None
+    cache_creation = _count(usage.get("cache_creation_input_tokens"))
+    split = usage.get("cache_creation")
+    # The 1-hour part of the writes, never more than all of them (as Claude Code bills it).
+    one_hour = min(_count(split.get("ephemeral_1h_input_tokens")), cache_creation) \
+        if isinstance(split, dict) else 0
     return Usage(
         input=_count(usage.get("input_tokens")),
         output=_count(usage.get("output_tokens")),
         cache_read=_count(usage.get("cache_read_input_tokens")),
-        cache_creation=_count(usage.get("cache_creation_input_tokens")),
+        cache_creation=cache_creation,
+        cache_creation_1h=one_hour,
+        speed="fast" if usage.get("speed") == "fast" else "",
+        inference_geo="us" if usage.get("inference_geo") == "us" else "",
     )
 
 
