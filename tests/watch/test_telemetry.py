@@ -176,3 +176,20 @@ def test_without_the_sdk_one_line_says_what_to_install_and_the_watcher_goes_on(
     caplog.clear()
     assert telemetry.start_from_environment(source, {"HOME": str(env.home)}) is None
     assert caplog.records == []  # not configured: not a word
+
+
+def test_an_unreachable_collector_never_holds_the_watchers_stop(env: Env) -> None:
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+    import socket
+    import time
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    plan = plan_export({**ON, "OTEL_EXPORTER_OTLP_ENDPOINT": closed,
+                        "OTEL_METRIC_EXPORT_INTERVAL": "100"})
+    telemetry._quiet_sdk_log()  # as the watcher does: its retries are not this test's output
+    export = telemetry.TelemetryExport(plan, MetricsSource(env.state), poll_every=0.05)
+    started = time.monotonic()
+    export.close(timeout=1.0)
+    assert time.monotonic() - started < 2.5

@@ -377,7 +377,8 @@ class TelemetryExport:
                                       preferred_temporality=temporality)
         reader = PeriodicExportingMetricReader(
             exporter, export_interval_millis=self.plan.metric_interval_ms)
-        provider = MeterProvider(resource=resource, metric_readers=[reader])
+        provider = MeterProvider(resource=resource, metric_readers=[reader],
+                                 shutdown_on_exit=False)  # close() does it, in time
         meter = provider.get_meter("loop_killer", __version__)
         meter.create_observable_counter(
             "loop_killer.loops", [self._loops], unit="{loop}",
@@ -407,7 +408,7 @@ class TelemetryExport:
         except ImportError:
             raise TelemetryUnavailable(MISSING) from None
         assert self.plan.logs is not None
-        provider = LoggerProvider(resource=resource)
+        provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
         provider.add_log_record_processor(BatchLogRecordProcessor(
             OTLPLogExporter(endpoint=self.plan.logs.endpoint,
                             headers=dict(self.plan.logs.headers)),
@@ -465,7 +466,7 @@ class TelemetryExport:
             except Exception:  # export is a side line: the watcher goes on
                 log.exception("OpenTelemetry: cannot read the detection log")
 
-    def close(self, timeout: float = 5.0) -> None:
+    def close(self, timeout: float = 3.0) -> None:
         """Send what is left (events still waiting for an outcome go without one), within
         ``timeout`` seconds: an unreachable collector never holds the watcher's stop."""
         self._stop.set()
@@ -487,6 +488,48 @@ class TelemetryExport:
         closing.join(timeout)
 
 
+class _Seldom(logging.Filter):
+    """One line per ``every`` seconds at most: a collector that is down would otherwise
+    be reported at each export, with each retry."""
+
+    def __init__(self, every: float) -> None:
+        super().__init__()
+        self.every = every
+        self.last = -every
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        now = time.monotonic()
+        if now - self.last < self.every:
+            return False
+        self.last = now
+        return True
+
+
+def _quiet_sdk_log(every: float = 300.0) -> None:
+    """The SDK's complaints (a collector unreachable, a refused batch) go where the
+    watcher's problems go, in its format, errors only (warnings too with --verbose),
+    one every ``every`` seconds at most."""
+    ours = logging.getLogger("loop_killer")
+    forward = _Forward(ours)
+    forward.addFilter(_Seldom(every))  # on the handler: the SDK logs from child loggers
+    sdk = logging.getLogger("opentelemetry")
+    sdk.handlers[:] = [forward]
+    sdk.propagate = False
+    sdk.setLevel(logging.WARNING if ours.isEnabledFor(logging.DEBUG) else logging.ERROR)
+
+
+class _Forward(logging.Handler):
+    """Hands records to another logger's handlers (the watcher's stderr, its format)."""
+
+    def __init__(self, to: logging.Logger) -> None:
+        super().__init__()
+        self.to = to
+
+    def emit(self, record: logging.LogRecord) -> None:
+        for handler in self.to.handlers:
+            handler.handle(record)
+
+
 def start_from_environment(source: Callable[[], MetricsSource],
                            environ: Mapping[str, str] | None = None
                            ) -> TelemetryExport | None:
@@ -503,6 +546,7 @@ def start_from_environment(source: Callable[[], MetricsSource],
     except TelemetryUnavailable as error:
         log.error("%s", error)
         return None
+    _quiet_sdk_log()
     sent = [f"metrics every {plan.metric_interval_ms / 1000:g} s to {plan.metrics.endpoint}"
             if plan.metrics else "",
             f"loop events to {plan.logs.endpoint}" if plan.logs else ""]
