@@ -7,6 +7,8 @@ developer's own tmux pane).
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 _OUTER_VARIABLES = (
@@ -23,4 +25,7 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(home / ".claude"))
     for name in _OUTER_VARIABLES:
         monkeypatch.delenv(name, raising=False)
+    for name in list(os.environ):  # no watcher under test exports to the runner's collector
+        if name.startswith("OTEL_") or name == "CLAUDE_CODE_ENABLE_TELEMETRY":
+            monkeypatch.delenv(name)
     return home
