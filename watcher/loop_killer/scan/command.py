@@ -44,7 +44,8 @@ def add_arguments_scan(parser: argparse.ArgumentParser) -> None:
                         help="print one JSON document (loops, totals, sessions, scan)")
     parser.add_argument("--prices", type=Path, metavar="FILE", default=None,
                         help="JSON or TOML file: model prefix -> USD per million tokens "
-                             "(input, output, cache_read, cache_creation), over the defaults")
+                             "(input, output, cache_read, cache_creation), or LiteLLM's "
+                             "model_prices_and_context_window.json; over the defaults")
     parser.add_argument("--root", type=Path, default=None,
                         help="folder of project folders (default: $CLAUDE_CONFIG_DIR/projects)")
     parser.add_argument("--jobs", type=int, metavar="N", default=None,
@@ -58,12 +59,12 @@ def scan(args: argparse.Namespace) -> int:
     from ..state.paths import projects_dir, state_dir
     from .files import find_transcripts
     from .pool import scan_transcripts
-    from .prices import PriceError, PriceTable, load_prices
+    from .prices import PriceError, PriceTable, read_price_file
     from .report import Progress, human_report, json_bytes
     from .summary import Collector
 
     try:
-        prices = PriceTable(load_prices(args.prices) if args.prices else None)
+        prices = read_price_file(args.prices).table() if args.prices else PriceTable()
     except PriceError as error:  # the file's path and keys, as given: shown cleaned
         print(f"loop-killer scan: {printable(str(error), 300)}", file=sys.stderr)
         return 2

@@ -1,20 +1,36 @@
 """What tokens cost: a per-model price table, a user's override file, and the sum.
 
-Prices are USD per million tokens, for input, output, cache reads and cache writes. A
-model is priced by the longest table key its name starts with, after making the name
-plain: lower case, any provider prefix before ``claude-`` dropped (Bedrock's
-``us.anthropic.claude-…``), ``@`` and ``.`` read as ``-`` (Vertex's ``claude-x@date``).
-So ``claude-opus-4-5-20251101`` is priced as ``claude-opus-4-5``, and a model newer than
-this table as its family (``claude-opus``, ``claude-sonnet``, ``claude-haiku``). A model
-no key matches (``<synthetic>``, another vendor's) costs nothing here and its tokens are
-counted as unpriced. Cache writes are priced at the 5-minute rate (1.25 × input): the
-transcript does not say which were 1-hour writes.
+Prices are USD per million tokens, for input, output, cache reads and cache writes
+(5-minute writes, and 1-hour writes, billed 2 x input unless a price says otherwise). A
+reply is priced as it is billed (``PriceTable.reply_cost``): its 1-hour writes apart, the
+model's long-prompt rates when the request's input (cached or not) passed the model's
+threshold (200k tokens for Sonnet 4 and 4.5, 100k for Haiku 5.5), fast mode's multiple
+(``usage.speed``) and US-only inference at 1.1x (``usage.inference_geo``, as Claude Code
+bills it).
+
+Model names are made plain first: lower case, any provider prefix before ``claude-``
+dropped (Bedrock's ``us.anthropic.claude-…-v1:0``), ``@`` ``.`` ``:`` read as ``-``
+(Vertex's ``claude-x@date``). A built-in entry prices its model and the model's dated or
+provider names (``claude-opus-4-5`` prices ``claude-opus-4-5-20251101``), never a newer
+version (``claude-opus-4-9`` is not ``claude-opus-4``): that one gets its family's
+newest price, marked as a fallback (``Price.fallback``). A model no key matches
+(``<synthetic>``, another vendor's) costs nothing here and its tokens are counted as
+unpriced.
+
+The built-in prices are those of Claude Code's own model catalog (2.1.332), which
+Claude Code bills its ``cost-state`` by; the long-prompt rates of Sonnet 4 and 4.5 and
+the fast-mode multiples are LiteLLM's (what ccusage prices by). Where a fast-mode
+multiple is not known (Opus 5.5, Fable 5.2, Mythos 5.2), ``FAST_FALLBACK`` is used and
+the price is marked as a fallback.
 
 Override or extend the table with ``--prices FILE``: JSON or TOML, mapping a model
 prefix to its four prices, as an object (``{"input": 3, "output": 15, "cache_read": 0.3,
-"cache_creation": 3.75}``) or a list in that order. The file's keys are tried first (its
-longest match wins: ``claude`` alone prices every Claude model), then the defaults. It is
-read as the hooks read their files: a regular file of at most ``MAX_PRICE_BYTES``, never
+"cache_creation": 3.75}``, optionally ``"cache_creation_1h"``) or a list in that order;
+or LiteLLM's ``model_prices_and_context_window.json`` (USD per token, keyed by model
+name, with its ``_above_200k_tokens`` and 1-hour variants), the file ccusage reads. The
+file's keys are tried first (the longest match wins: ``claude`` alone prices every
+Claude model; a LiteLLM key prices its model's names only), then the defaults. It is read
+as the hooks read their files: a regular file of at most ``MAX_PRICE_BYTES``, never
 blocking (a FIFO or a device is refused at once).
 """
 
@@ -25,77 +41,148 @@ import re
 import stat
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
 from .records import Tokens
 
-__all__ = ["DEFAULT_PRICES", "MAX_PRICE_BYTES", "Price", "PriceError", "PriceTable",
-           "load_prices"]
+__all__ = ["DEFAULT_PRICES", "FAMILY_PRICES", "FAST_FALLBACK", "MAX_PRICE_BYTES", "Price",
+           "PriceError", "PriceFile", "PriceTable", "Priced", "load_prices", "read_price_file"]
 
-MAX_PRICE_BYTES = 1 << 20
-"""The largest price file read (a table of every model ever made is a few kB)."""
+MAX_PRICE_BYTES = 8 << 20
+"""The largest price file read (LiteLLM's table of every model is about 1.5 MB)."""
+
+FAST_FALLBACK = 2.0
+"""Fast mode's multiple where a model's own is not known (Opus 4.8's and Opus 5's)."""
+
+_US_ONLY = 1.1  # inference_geo "us": Claude Code bills 1.1x
+
+Priced = Literal["exact", "fallback", "unpriced"]
+"""How sure a reply's price is: its model's own, a family's (or a guessed fast-mode
+multiple), or none at all."""
 
 
 @dataclass(frozen=True, slots=True)
 class Price:
-    """USD per million tokens."""
+    """USD per million tokens.
+
+    ``cache_creation``: a 5-minute cache write; ``cache_creation_1h``: a 1-hour one (None:
+    2 x input, Anthropic's rule). ``long_prompt``: the rates of a request whose input,
+    cached or not, is over ``long_above`` tokens (the whole request is billed at them).
+    ``fast``: fast mode's multiple of every rate (None: not known). ``fallback``: the
+    price is a family's, not the model's own.
+    """
 
     input: float
     output: float
     cache_read: float
     cache_creation: float
+    cache_creation_1h: float | None = None
+    long_prompt: Price | None = None
+    long_above: int = 200_000
+    fast: float | None = None
+    fallback: bool = False
 
-    def cost(self, tokens: Tokens) -> float:
-        """What ``tokens`` cost, in USD."""
-        return (tokens.input * self.input + tokens.output * self.output
-                + tokens.cache_read * self.cache_read
-                + tokens.cache_creation * self.cache_creation) / 1_000_000
+    @property
+    def one_hour_write(self) -> float:
+        return self.input * 2 if self.cache_creation_1h is None else self.cache_creation_1h
+
+    def cost(self, tokens: Tokens, *, one_reply: bool = False) -> float:
+        """What ``tokens`` cost, in USD. ``one_reply``: they are one API reply's, so the
+        long-prompt rates apply if its input passed the threshold (a sum of replies is
+        priced at the base rates)."""
+        rates = self
+        if one_reply and self.long_prompt is not None and tokens.prompt > self.long_above:
+            rates = self.long_prompt
+        five_minute = tokens.cache_creation - tokens.cache_creation_1h
+        usd = (tokens.input * rates.input + tokens.output * rates.output
+               + tokens.cache_read * rates.cache_read + five_minute * rates.cache_creation
+               + tokens.cache_creation_1h * rates.one_hour_write) / 1_000_000
+        if tokens.speed == "fast":
+            usd *= self.fast if self.fast is not None else FAST_FALLBACK
+        if tokens.inference_geo == "us":
+            usd *= _US_ONLY
+        return usd
 
 
-def _price(input_price: float, output_price: float) -> Price:
-    # Anthropic's cache pricing: a read is 0.1 x input, a (5-minute) write 1.25 x input.
-    return Price(input_price, output_price, round(input_price * 0.1, 6),
-                 round(input_price * 1.25, 6))
+def _price(input_price: float, output_price: float, cache_read: float | None = None,
+           **more: Any) -> Price:
+    # Anthropic's cache pricing: a read is 0.1 x input (unless said), a 5-minute write
+    # 1.25 x input, a 1-hour write 2 x input.
+    read = round(input_price * 0.1, 6) if cache_read is None else cache_read
+    return Price(input_price, output_price, read, round(input_price * 1.25, 6),
+                 round(input_price * 2, 6), **more)
 
 
-_OPUS_5 = _price(4, 20)  # as Claude Code 2.1.328 priced claude-opus-5-5 in its cost-state
-_OPUS_4_5 = _price(5, 25)
 _OPUS_4 = _price(15, 75)
+_OPUS_4_5 = _price(5, 25)
+_OPUS_5_5 = _price(4, 20, 0.2)
+_SONNET_4 = _price(3, 15, long_prompt=_price(6, 22.5))  # 1M context: over 200k, all of it
 _SONNET = _price(3, 15)
+_SONNET_5 = _price(2, 10)
+_SONNET_5_5 = _price(2, 10, 0.1)
+_HAIKU_3 = Price(0.25, 1.25, 0.03, 0.3, 0.5)
+_HAIKU_3_5 = _price(0.8, 4)
 _HAIKU_4_5 = _price(1, 5)
+_HAIKU_5_5 = Price(0.1, 0.5, 0.01, 0.125, 0.2, long_prompt=Price(0.5, 2.5, 0.05, 0.625, 1),
+                   long_above=100_000)
+_TIER_10_50 = _price(10, 50)
+_TIER_10_50_READ_0_25 = _price(10, 50, 0.25)
+_TIER_8_40_READ_0_20 = _price(8, 40, 0.2)
 
 DEFAULT_PRICES: Mapping[str, Price] = {
-    # Families, for models newer than this table, and the aliases Claude Code accepts.
-    "claude-opus": _OPUS_5,
-    "claude-sonnet": _SONNET,
-    "claude-haiku": _HAIKU_4_5,
-    "opus": _OPUS_5,
-    "sonnet": _SONNET,
-    "haiku": _HAIKU_4_5,
     # Opus
-    "claude-opus-5": _OPUS_5,
-    "claude-opus-4-5": _OPUS_4_5,
-    "claude-opus-4-6": _OPUS_4_5,
-    "claude-opus-4-1": _OPUS_4,
-    "claude-opus-4-0": _OPUS_4,
-    "claude-opus-4-2025": _OPUS_4,  # claude-opus-4-20250514 (Opus 4.0)
     "claude-3-opus": _OPUS_4,
+    "claude-opus-4": _OPUS_4,  # claude-opus-4-20250514 (Opus 4.0)
+    "claude-opus-4-0": _OPUS_4,
+    "claude-opus-4-1": _OPUS_4,
+    "claude-opus-4-5": _OPUS_4_5,
+    "claude-opus-4-6": replace(_OPUS_4_5, fast=6),
+    "claude-opus-4-7": replace(_OPUS_4_5, fast=6),
+    "claude-opus-4-8": replace(_OPUS_4_5, fast=2),
+    "claude-opus-5": replace(_OPUS_4_5, fast=2),
+    "claude-opus-5-5": _OPUS_5_5,
     # Sonnet
-    "claude-3-7-sonnet": _SONNET,
-    "claude-3-5-sonnet": _SONNET,
     "claude-3-sonnet": _SONNET,
+    "claude-3-5-sonnet": _SONNET,
+    "claude-3-7-sonnet": _SONNET,
+    "claude-sonnet-4": _SONNET_4,  # claude-sonnet-4-20250514 (Sonnet 4.0)
+    "claude-sonnet-4-0": _SONNET_4,
+    "claude-sonnet-4-5": _SONNET_4,
+    "claude-sonnet-4-6": _SONNET,
+    "claude-sonnet-5": _SONNET_5,
+    "claude-sonnet-5-5": _SONNET_5_5,
     # Haiku
+    "claude-3-haiku": _HAIKU_3,
+    "claude-3-5-haiku": _HAIKU_3_5,
     "claude-haiku-4-5": _HAIKU_4_5,
-    "claude-3-5-haiku": _price(0.8, 4),
-    "claude-3-haiku": Price(0.25, 1.25, 0.03, 0.30),
+    "claude-haiku-5-5": _HAIKU_5_5,
+    # Fable, Mythos
+    "claude-fable-5": _TIER_10_50,
+    "claude-fable-5-1": _TIER_10_50_READ_0_25,
+    "claude-fable-5-2": _TIER_8_40_READ_0_20,
+    "claude-mythos-5": _TIER_10_50,
+    "claude-mythos-5-1": _TIER_10_50_READ_0_25,
+    "claude-mythos-5-2": _TIER_8_40_READ_0_20,
 }
-"""The built-in table (USD per million tokens), keyed by model-name prefix."""
+"""Each model's own price (USD per million tokens), keyed by its plain name."""
+
+FAMILY_PRICES: Mapping[str, Price] = {
+    key: replace(price, fallback=True) for key, price in {
+        # A newer model than the table, or an alias: its family's newest price.
+        "claude-opus": _OPUS_5_5, "opus": _OPUS_5_5,
+        "claude-sonnet": _SONNET_5_5, "sonnet": _SONNET_5_5,
+        "claude-haiku": _HAIKU_5_5, "haiku": _HAIKU_5_5,
+        "claude-fable": _TIER_8_40_READ_0_20, "claude-mythos": _TIER_8_40_READ_0_20,
+    }.items()
+}
+"""Prices by family prefix, for models newer than ``DEFAULT_PRICES``: marked fallbacks."""
 
 _SEPARATORS = re.compile(r"[@.:]")
+_NEWER_VERSION = re.compile(r"-\d{1,2}(?!\d)")  # "-9" after "claude-opus-4": another model
 
 
 class PriceError(ValueError):
@@ -110,20 +197,33 @@ def _plain(model: str) -> str:
     return _SEPARATORS.sub("-", name)
 
 
+def _names_model(plain: str, key: str) -> bool:
+    """``key`` is this model's own name: ``plain`` is it, or it with a date, a provider's
+    version or a suffix, not a newer version of it."""
+    return plain.startswith(key) and not _NEWER_VERSION.match(plain, len(key))
+
+
+_Tier = tuple[list[tuple[str, Price]], bool]  # (entries, longest first; keys name models)
+
+
 class PriceTable:
-    """Prices by model-name prefix: a user's ``overrides`` first (the longest matching key
-    of theirs wins, so ``claude`` alone prices every Claude model), then ``defaults``."""
+    """Prices by model name: a user's ``overrides`` first (the longest matching key of
+    theirs wins, so ``claude`` alone prices every Claude model; ``models``: the user's
+    keys that name models, from a LiteLLM file), then ``defaults``, then ``families``."""
 
     __slots__ = ("_cache", "_tiers")
 
     def __init__(self, overrides: Mapping[str, Price] | None = None, *,
-                 defaults: Mapping[str, Price] = DEFAULT_PRICES) -> None:
-        # Longest keys first within each tier: the most specific prefix wins.
-        self._tiers = [
-            sorted(((_plain(key), price) for key, price in tier.items()),
-                   key=lambda item: -len(item[0]))
-            for tier in (overrides or {}, defaults)
-        ]
+                 defaults: Mapping[str, Price] = DEFAULT_PRICES,
+                 families: Mapping[str, Price] = FAMILY_PRICES,
+                 models: Mapping[str, Price] | None = None) -> None:
+        def tier(entries: Mapping[str, Price], names_models: bool) -> _Tier:
+            # Longest keys first: the most specific wins.
+            return (sorted(((_plain(key), price) for key, price in entries.items()),
+                           key=lambda item: -len(item[0])), names_models)
+
+        self._tiers = [tier(overrides or {}, False), tier(models or {}, True),
+                       tier(defaults, True), tier(families, False)]
         self._cache: dict[str, Price | None] = {}
 
     def price_of(self, model: str) -> Price | None:
@@ -132,15 +232,25 @@ class PriceTable:
             return self._cache[model]
         plain = _plain(model)
         found = None
-        for tier in self._tiers:
-            found = next((price for key, price in tier if key and plain.startswith(key)), None)
+        for entries, names_models in self._tiers:
+            found = next((price for key, price in entries if key and (
+                _names_model(plain, key) if names_models else plain.startswith(key))), None)
             if found is not None:
                 break
         self._cache[model] = found
         return found
 
+    def reply_cost(self, model: str, usage: Tokens) -> tuple[float, Priced]:
+        """What one API reply cost as billed (USD), and how sure that price is."""
+        price = self.price_of(model)
+        if price is None:
+            return 0.0, "unpriced"
+        guessed = price.fallback or (usage.speed == "fast" and price.fast is None)
+        return price.cost(usage, one_reply=True), "fallback" if guessed else "exact"
+
     def cost(self, by_model: Iterable[tuple[str, Tokens]]) -> tuple[float, int]:
-        """USD for tokens per model, and how many of the tokens had no price."""
+        """USD for tokens per model (sums of replies: no long-prompt rates), and how many
+        of the tokens had no price."""
         usd = 0.0
         unpriced = 0
         for model, tokens in by_model:
@@ -153,16 +263,93 @@ class PriceTable:
 
 
 _FIELDS = ("input", "output", "cache_read", "cache_creation")
+_ONE_HOUR = "cache_creation_1h"
+
+
+@dataclass(frozen=True, slots=True)
+class PriceFile:
+    """A price file's entries: ``prefixes`` (this project's format: a key prices every
+    model its name starts) or ``models`` (LiteLLM's: a key prices its model's names)."""
+
+    prefixes: dict[str, Price]
+    models: dict[str, Price]
+
+    def table(self) -> PriceTable:
+        """The price table with these entries over the defaults."""
+        return PriceTable(self.prefixes, models=self.models)
+
+
+def read_price_file(path: Path | str) -> PriceFile:
+    """A price file (see the module's docstring), in either format."""
+    path = Path(path)
+    parsed = _parse(path, _read(path))
+    if not isinstance(parsed, dict):
+        raise PriceError(f"{path}: expected a table of model prefix -> prices")
+    if any(isinstance(value, dict) and "input_cost_per_token" in value
+           for value in parsed.values()):
+        return PriceFile({}, _litellm_entries(parsed))
+    return PriceFile({str(key): _entry(path, str(key), value)
+                      for key, value in parsed.items()}, {})
 
 
 def load_prices(path: Path | str) -> dict[str, Price]:
-    """A price file's entries (see the module's docstring), to put over the defaults."""
-    path = Path(path)
-    data = _read(path)
-    parsed = _parse(path, data)
-    if not isinstance(parsed, dict):
-        raise PriceError(f"{path}: expected a table of model prefix -> prices")
-    return {str(key): _entry(path, str(key), value) for key, value in parsed.items()}
+    """A price file's entries, to put over the defaults (either format, as prefixes)."""
+    found = read_price_file(path)
+    return {**found.prefixes, **found.models}
+
+
+def _litellm_entries(parsed: dict[Any, Any]) -> dict[str, Price]:
+    """LiteLLM's entries with a price per input and output token (others, such as its
+    ``sample_spec`` or image models, are left out). Where several keys name one model
+    (``vertex_ai/claude-x``, ``claude-x``), the bare name's entry wins, else the first."""
+    chosen: dict[str, tuple[str, Price]] = {}
+    for key, value in parsed.items():
+        price = _litellm_price(value) if isinstance(value, dict) else None
+        if price is None:
+            continue
+        plain = _plain(str(key).rsplit("/", 1)[-1])
+        bare = str(key).lower() == plain
+        if plain not in chosen or (bare and chosen[plain][0].lower() != plain):
+            chosen[plain] = (str(key), price)
+    return {plain: price for plain, (_, price) in chosen.items()}
+
+
+def _per_million(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+        return round(float(value) * 1_000_000, 9)
+    return None
+
+
+def _litellm_price(entry: dict[str, Any]) -> Price | None:
+    def rate(name: str, suffix: str = "") -> float | None:
+        return _per_million(entry.get(name + suffix))
+
+    def rates(suffix: str, base: Price | None = None) -> Price | None:
+        input_rate, output_rate = rate("input_cost_per_token", suffix), \
+            rate("output_cost_per_token", suffix)
+        if input_rate is None:
+            return None
+        if output_rate is None:
+            output_rate = base.output if base is not None else None
+            if output_rate is None:
+                return None
+        read = rate("cache_read_input_token_cost", suffix)
+        write = rate("cache_creation_input_token_cost", suffix)
+        one_hour = rate("cache_creation_input_token_cost_above_1hr", suffix)
+        return Price(input_rate, output_rate,
+                     round(input_rate * 0.1, 9) if read is None else read,
+                     round(input_rate * 1.25, 9) if write is None else write,
+                     one_hour)
+
+    base = rates("")
+    if base is None:
+        return None
+    long_prompt = rates("_above_200k_tokens", base)
+    special = entry.get("provider_specific_entry")
+    fast = special.get("fast") if isinstance(special, dict) else None
+    return replace(base, long_prompt=long_prompt,
+                   fast=float(fast) if isinstance(fast, (int, float))
+                   and not isinstance(fast, bool) and fast > 0 else None)
 
 
 def _read(path: Path) -> bytes:
@@ -206,10 +393,10 @@ def _parse(path: Path, data: bytes) -> Any:
 
 def _entry(path: Path, key: str, value: Any) -> Price:
     if isinstance(value, dict):
-        unknown = set(value) - set(_FIELDS)
-        if unknown or set(value) != set(_FIELDS):
-            raise PriceError(f"{path}: {key!r} needs exactly {', '.join(_FIELDS)}")
-        numbers = [value[name] for name in _FIELDS]
+        if set(value) - {_ONE_HOUR} != set(_FIELDS):
+            raise PriceError(f"{path}: {key!r} needs exactly {', '.join(_FIELDS)}"
+                             f" (and optionally {_ONE_HOUR})")
+        numbers = [value[name] for name in (*_FIELDS, _ONE_HOUR) if name in value]
     elif isinstance(value, list) and len(value) == 4:
         numbers = value
     else:
@@ -217,4 +404,5 @@ def _entry(path: Path, key: str, value: Any) -> Price:
     if not all(isinstance(n, (int, float)) and not isinstance(n, bool) and n >= 0
                for n in numbers):
         raise PriceError(f"{path}: {key!r}: prices are numbers of USD per million, >= 0")
-    return Price(*(float(n) for n in numbers))
+    rates = [float(n) for n in numbers]
+    return Price(rates[0], rates[1], rates[2], rates[3], rates[4] if len(rates) > 4 else None)
