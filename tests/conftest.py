@@ -7,7 +7,9 @@ developer's own tmux pane).
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Iterator
 
 import pytest
 
@@ -29,3 +31,19 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
         if name.startswith("OTEL_") or name == "CLAUDE_CODE_ENABLE_TELEMETRY":
             monkeypatch.delenv(name)
     return home
+
+
+@pytest.fixture(autouse=True)
+def restored_loggers() -> Iterator[None]:
+    """What a test's call of a command's main() does to logging (its handlers, levels, no
+    propagation: right for a process) is undone after it, so later tests' caplog still
+    hears the package's loggers."""
+    names = ("loop_killer", "loop_killer.watch", "loop_killer.watch.events", "watchdog")
+    saved = {name: (list(logger.handlers), logger.level, logger.propagate)
+             for name in names for logger in [logging.getLogger(name)]}
+    yield
+    for name, (handlers, level, propagate) in saved.items():
+        logger = logging.getLogger(name)
+        logger.handlers[:] = handlers
+        logger.setLevel(level)
+        logger.propagate = propagate
