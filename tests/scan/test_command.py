@@ -24,6 +24,8 @@ SAME = "I am still working on the auth tests; the condition is not met yet."
 LOOP_KEYS = {"session_id", "project", "transcript_path", "kind", "rule", "replies",
              "first_at", "last_at", "tokens", "avoidable_tokens", "cost_usd"}
 TOKEN_KEYS = {"input", "output", "cache_read", "cache_creation", "total"}
+SESSION_KEYS = {"session_id", "project", "first_at", "tokens", "cost_usd", "models", "loops",
+                "loops_cost_usd", "claude_code_cost_usd"}
 
 
 def history(root: Path) -> dict[str, list[Use]]:
@@ -93,7 +95,12 @@ def test_json_document_has_exactly_the_documented_schema(capsys: pytest.CaptureF
     (session_a, _) = document["sessions"]
     assert session_a["session_id"] == SESSION_A
     assert session_a["claude_code_cost_usd"] == 12.5
-    assert session_a["estimated_cost_usd"] > session_a["loops_cost_usd"] > 0
+    assert session_a["cost_usd"] > session_a["loops_cost_usd"] > 0
+    assert set(session_a) == SESSION_KEYS and set(session_a["tokens"]) == TOKEN_KEYS
+    assert session_a["tokens"]["total"] == total(uses["same"]) + 2  # and the first reply
+    (model,) = session_a["models"]
+    assert (model["model"], model["price"]) == ("claude-sonnet-4-5-20250929", "exact")
+    assert model["tokens"] == session_a["tokens"] and model["cost_usd"] == session_a["cost_usd"]
     assert document["scan"]["transcripts"] == 3
 
 

@@ -52,7 +52,7 @@ def test_long_same_loop_with_thinking_counts_each_reply_once() -> None:
     assert loop.total_tokens.total == total(replies)
     # loop-killer would have stopped the turn at the 3rd similar reply
     assert loop.avoidable_tokens == tokens(replies[SAME_REPLY_TURNS:])
-    assert [model for model, _ in loop.tokens] == ["claude-sonnet-4-5-20250929"]
+    assert {reply.model for reply in loop.tokens} == {"claude-sonnet-4-5-20250929"}
 
 
 def test_idle_loop_rule_and_avoidable_tokens() -> None:

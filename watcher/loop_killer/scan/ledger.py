@@ -1,76 +1,112 @@
-"""The token usage of one scope's API replies, counted once per ``message.id``.
+"""The token usage of one scope's API replies, each counted once.
 
 Claude Code writes one assistant line per content block and repeats the reply's
-``usage`` on each of them, so usage is kept per message id (the larger of each count,
-since older versions wrote growing counts while streaming) and summed per model.
+``usage`` on each of them, and the same reply may be written again (a replay after a new
+prompt, a resumed session's copy). A reply is known by its ``message.id`` and
+``requestId`` (the same id with a new request id is another reply); of its copies the
+one with the most tokens is kept (older versions wrote growing counts while streaming).
 
-Pure. Memory is bounded by the replies of the person's current turn (``end_turn``
-folds them into the session's totals), and by ``MAX_OPEN`` whatever a turn holds.
+Pure. The current turn's replies are kept by message id (the loops ask for theirs by
+it): bounded by the turn (``end_turn`` folds them) and by ``MAX_OPEN`` whatever a turn
+holds. Every reply seen is kept as a digest and its counts (``replies``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..digest import digest
 from ..engine.transcript import AssistantPart
-from .records import ModelTokens, Tokens, add_model_tokens
+from .records import ModelTokens, Replies, Reply, ReplyKey, Tokens, by_model
 
-__all__ = ["MAX_OPEN", "UsageLedger"]
+__all__ = ["MAX_OPEN", "UsageLedger", "reply_key"]
 
 MAX_OPEN = 20_000
 """Replies remembered within one turn; beyond it the oldest are folded into the totals
 (a loop that still needs one then counts it no more: far beyond any turn seen)."""
 
 
-class UsageLedger:
-    """Usage per message id for the current turn, and per model for everything seen."""
+def reply_key(message_id: str, request_id: str) -> ReplyKey:
+    """The digest a reply is known by in every file."""
+    return digest(f"{message_id}\0{request_id}".encode("utf-8", "surrogatepass"))
 
-    __slots__ = ("_open", "_totals", "max_open")
+
+def _larger(known: Reply, usage: Tokens, model: str) -> Reply:
+    if usage.total > known.usage.total:
+        return Reply(known.key, known.model or model, usage)
+    return known
+
+
+class UsageLedger:
+    """The current turn's replies by message id, and every reply seen."""
+
+    __slots__ = ("_kept", "_open", "first_at", "last_at", "max_open")
 
     def __init__(self, *, max_open: int = MAX_OPEN) -> None:
-        self._open: dict[str, tuple[str, Tokens]] = {}  # message id -> (model, tokens)
-        self._totals: dict[str, Tokens] = {}
+        # message id -> request id -> the reply (one message id, several requests: rare)
+        self._open: dict[str, dict[str, Reply]] = {}
+        self._kept: dict[ReplyKey, Reply] = {}
         self.max_open = max_open
+        self.first_at = self.last_at = ""  # the earliest and latest times of a reply seen
 
-    def add(self, part: AssistantPart) -> None:
-        """Take one assistant line's usage (lines without usage change nothing)."""
+    def add(self, part: AssistantPart, request_id: str = "") -> None:
+        """Take one assistant line's usage (lines without usage change nothing);
+        ``request_id``: its line's ``requestId``."""
         if part.usage is None:
             return
-        usage = part.usage
-        known = self._open.get(part.message_id)
-        if known is not None:
-            counted = known[1]
-            if counted != usage:
-                self._open[part.message_id] = (known[0] or part.model, counted.merged(usage))
-            return
-        self._open[part.message_id] = (part.model, usage)
-        if len(self._open) > self.max_open:
-            oldest = next(iter(self._open))
-            self._fold(oldest, self._open.pop(oldest))
+        when = part.timestamp
+        if when and (not self.first_at or when < self.first_at):
+            self.first_at = when
+        if when > self.last_at:
+            self.last_at = when
+        requests = self._open.get(part.message_id)
+        if requests is None:
+            requests = self._open[part.message_id] = {}
+            if len(self._open) > self.max_open:
+                oldest = next(iter(self._open))
+                self._fold(self._open.pop(oldest))
+        known = requests.get(request_id)
+        if known is None:
+            requests[request_id] = Reply(reply_key(part.message_id, request_id), part.model,
+                                         part.usage)
+        else:
+            requests[request_id] = _larger(known, part.usage, part.model)
 
-    def tokens_of(self, message_ids: Iterable[str]) -> ModelTokens:
-        """The tokens of these replies per model, each counted once."""
+    def replies_of(self, message_ids: Iterable[str]) -> Replies:
+        """These replies of the current turn, each once."""
         seen: set[str] = set()
-        pairs: list[tuple[str, Tokens]] = []
+        found: list[Reply] = []
         for message_id in message_ids:
             if message_id in seen:
                 continue
             seen.add(message_id)
-            known = self._open.get(message_id)
-            if known is not None:
-                pairs.append(known)
-        return add_model_tokens(pairs)
+            found.extend(self._open.get(message_id, {}).values())
+        return tuple(found)
+
+    def tokens_of(self, message_ids: Iterable[str]) -> ModelTokens:
+        """The tokens of these replies per model, each counted once."""
+        return by_model(self.replies_of(message_ids))
 
     def end_turn(self) -> None:
         """The person spoke: no loop can reach back past this point, fold the turn."""
-        for message_id, entry in self._open.items():
-            self._fold(message_id, entry)
+        for requests in self._open.values():
+            self._fold(requests)
         self._open.clear()
+
+    def replies(self) -> Replies:
+        """Every reply seen so far, each once (call ``end_turn`` first for all of them)."""
+        return tuple(self._kept.values())
 
     def totals(self) -> ModelTokens:
         """Every reply seen so far, per model (call ``end_turn`` first for all of them)."""
-        return tuple(sorted(self._totals.items()))
+        return by_model(self._kept.values())
 
-    def _fold(self, message_id: str, entry: tuple[str, Tokens]) -> None:
-        model, tokens = entry
-        self._totals[model] = self._totals.get(model, Tokens()) + tokens
+    def _fold(self, requests: dict[str, Reply]) -> None:
+        kept = self._kept
+        for reply in requests.values():
+            known = kept.get(reply.key)
+            kept[reply.key] = reply if known is None else _larger(known, reply.usage,
+                                                                   reply.model)
+
+
+

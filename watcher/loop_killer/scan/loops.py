@@ -115,7 +115,7 @@ class RepromptLoops:
         after = [message_id for answer in run.answers[run.fired_at + 1:]
                  for message_id in answer if message_id not in before]
         return [Loop("reprompt", run.rule, len(run.answers), run.first_at, run.last_at,
-                     self._ledger.tokens_of(ids), self._ledger.tokens_of(after), run.label)]
+                     self._ledger.replies_of(ids), self._ledger.replies_of(after), run.label)]
 
 
 def _detection_of(answer: Answer, detections: list[Detection]) -> Detection | None:
@@ -216,7 +216,7 @@ class ToolLoops:
             return None
         involved = replies[-(repeat.shape_count + 1):]
         return Loop("tool", repeat.shape, repeat.shape_count, at, at,
-                    self._ledger.tokens_of(involved), self._ledger.tokens_of(()),
+                    self._ledger.replies_of(involved), self._ledger.replies_of(()),
                     call_label(call.name, call.input, _LABEL))
 
     def _loop(self, streak: _Streak) -> Loop | None:
@@ -231,4 +231,4 @@ class ToolLoops:
         label = (call_label(streak.name, streak.tool_input, _LABEL)
                  if streak.tool_input is not None else streak.name)
         return Loop("tool", RULE_TOOL_REPEAT, streak.count, streak.first_at, streak.last_at,
-                    self._ledger.tokens_of(ids), self._ledger.tokens_of(after), label)
+                    self._ledger.replies_of(ids), self._ledger.replies_of(after), label)

@@ -1,8 +1,9 @@
 """The plain values a history scan produces: token counts, loops, and one file's result.
 
 Pure records (frozen dataclasses) and small functions over them; no I/O. Token counts
-are kept per model so that prices are applied later, in one place (``prices``), after
-the files were read on other cores.
+are kept per API reply (``Reply``: a digest of its ``message.id`` and ``requestId``, its
+model, its usage) so that a reply found in several files is counted once where the
+workers' results meet (``summary``), and priced there, as it was billed, in one place.
 """
 
 from __future__ import annotations
@@ -18,8 +19,12 @@ __all__ = [
     "Loop",
     "LoopKind",
     "ModelTokens",
+    "Replies",
+    "Reply",
+    "ReplyKey",
     "Tokens",
     "add_model_tokens",
+    "by_model",
     "sum_tokens",
 ]
 
@@ -53,14 +58,35 @@ def sum_tokens(by_model: Iterable[tuple[str, Tokens]]) -> Tokens:
     return total
 
 
+ReplyKey = bytes
+"""A digest of a reply's (``message.id``, ``requestId``): the same reply in any file."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One API reply's usage, as its largest copy in one file."""
+
+    key: ReplyKey
+    model: str
+    usage: Tokens
+
+
+Replies = tuple[Reply, ...]
+
+
+def by_model(replies: Iterable[Reply]) -> ModelTokens:
+    """The replies' tokens per model."""
+    return add_model_tokens((reply.model, reply.usage) for reply in replies)
+
+
 @dataclass(frozen=True, slots=True)
 class Loop:
     """One past loop found in one transcript file.
 
     ``replies``: answers in the re-prompt run, or identical results of the tool call.
-    ``tokens``: what the loop's API replies used, per model; ``avoidable``: the part of it
-    spent after the reply at which loop-killer would first have acted (stopped the turn,
-    or warned the model). ``label``: a few words on what looped, for people (the tool call,
+    ``tokens``: the loop's API replies (each once); ``avoidable``: those of them spent
+    after the reply at which loop-killer would first have acted (stopped the turn, or
+    warned the model). ``label``: a few words on what looped, for people (the tool call,
     or the first looping answer), never shown unclean.
     """
 
@@ -69,17 +95,17 @@ class Loop:
     replies: int
     first_at: str
     last_at: str
-    tokens: ModelTokens
-    avoidable: ModelTokens
+    tokens: Replies
+    avoidable: Replies
     label: str = ""
 
     @property
     def total_tokens(self) -> Tokens:
-        return sum_tokens(self.tokens)
+        return sum_tokens(by_model(self.tokens))
 
     @property
     def avoidable_tokens(self) -> Tokens:
-        return sum_tokens(self.avoidable)
+        return sum_tokens(by_model(self.avoidable))
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +114,10 @@ class FileResult:
 
     ``session_id``: the session it belongs to (a subagent's file: its parent session, when
     known). ``subagent``: the file is a subagent's (scanned for tool-repeat loops only).
-    ``usage``: every API reply in the file, counted once, per model (for the session's own
-    total); ``cost_state``: the last ``cost-state`` line's ``totalCostUSD`` (Claude Code
+    ``replies``: every API reply in the file, counted once (its largest copy);
+    ``first_at`` / ``last_at``: the earliest and latest of their times (which file a reply
+    copied into another belongs to: the original began first, or ended first);
+    ``cost_state``: the last ``cost-state`` line's ``totalCostUSD`` (Claude Code
     2.1.33x), if any. ``skipped``: why the file was not read (``link``, ``not_regular``,
     ``unreadable``), empty when it was. ``lines`` / ``parsed`` / ``broken``: lines seen,
     lines handed to the engine's parser, and bad lines: not valid JSON objects among those
@@ -102,7 +130,9 @@ class FileResult:
     session_id: str
     subagent: bool = False
     loops: tuple[Loop, ...] = ()
-    usage: ModelTokens = ()
+    replies: Replies = ()
+    first_at: str = ""
+    last_at: str = ""
     cost_state: float | None = None
     bytes_read: int = 0
     lines: int = 0
@@ -110,3 +140,8 @@ class FileResult:
     broken: int = 0
     oversized: int = 0
     skipped: str = ""
+
+    @property
+    def usage(self) -> ModelTokens:
+        """The file's replies' tokens per model."""
+        return by_model(self.replies)

@@ -17,7 +17,7 @@ import orjson
 from ..engine.transcript import parse_timestamp
 from ..printable import printable, without_controls
 from ..watch.report import project_label
-from .summary import LoopRow, Summary
+from .summary import LoopRow, SessionRow, Summary
 
 __all__ = ["Progress", "human_report", "json_bytes", "json_document"]
 
@@ -29,9 +29,9 @@ def _usd(value: float) -> float:
 def json_document(summary: Summary, *, root: str = "") -> dict[str, Any]:
     """The ``--json`` document.
 
-    ``loops`` and ``totals`` keep the documented schema exactly; ``sessions`` (each
-    looping session's cost beside Claude Code's own total) and ``scan`` (what was read and
-    skipped) are extra top-level keys.
+    ``loops`` and ``totals`` keep the documented schema exactly; ``sessions`` (every
+    session read: its tokens and cost, per model too, its loops' cost, Claude Code's own
+    total) and ``scan`` (what was read and skipped) are extra top-level keys.
     """
     return {
         "loops": [_loop(row) for row in summary.loops],
@@ -41,15 +41,7 @@ def json_document(summary: Summary, *, root: str = "") -> dict[str, Any]:
             "avoidable_tokens": summary.avoidable_tokens.total,
             "cost_usd": _usd(summary.cost_usd),
         },
-        "sessions": [
-            {"session_id": printable(s.session_id), "project": printable(s.project),
-             "loops": s.loops,
-             "loops_cost_usd": _usd(s.loops_cost_usd),
-             "estimated_cost_usd": _usd(s.estimated_cost_usd),
-             "claude_code_cost_usd": (None if s.claude_code_cost_usd is None
-                                      else _usd(s.claude_code_cost_usd))}
-            for s in summary.sessions
-        ],
+        "sessions": [_session(s) for s in summary.sessions],
         "scan": {
             "root": _path(root),
             "transcripts": summary.transcripts,
@@ -60,7 +52,23 @@ def json_document(summary: Summary, *, root: str = "") -> dict[str, Any]:
             "older_than_since": summary.older,
             "avoidable_cost_usd": _usd(summary.avoidable_cost_usd),
             "unpriced_tokens": summary.unpriced_tokens,
+            "fallback_priced_tokens": summary.fallback_tokens,
+            "duplicate_replies": summary.duplicate_replies,
+            "duplicate_loops": summary.duplicate_loops,
         },
+    }
+
+
+def _session(row: SessionRow) -> dict[str, Any]:
+    return {
+        "session_id": printable(row.session_id), "project": printable(row.project),
+        "first_at": printable(row.first_at),
+        "tokens": row.tokens.to_dict(), "cost_usd": _usd(row.cost_usd),
+        "models": [{"model": printable(m.model), "tokens": m.tokens.to_dict(),
+                    "cost_usd": _usd(m.cost_usd), "price": m.priced} for m in row.models],
+        "loops": row.loops, "loops_cost_usd": _usd(row.loops_cost_usd),
+        "claude_code_cost_usd": (None if row.claude_code_cost_usd is None
+                                 else _usd(row.claude_code_cost_usd)),
     }
 
 
@@ -75,8 +83,8 @@ def _loop(row: LoopRow) -> dict[str, Any]:
         "replies": loop.replies,
         "first_at": printable(loop.first_at),
         "last_at": printable(loop.last_at),
-        "tokens": loop.total_tokens.to_dict(),
-        "avoidable_tokens": loop.avoidable_tokens.total,
+        "tokens": row.tokens.to_dict(),
+        "avoidable_tokens": row.avoidable.total,
         "cost_usd": _usd(row.cost_usd),
     }
 
@@ -120,6 +128,9 @@ _LOOP_NAMES = {"SAME_REPLY_TURNS": "re-prompt, same", "IDLE_TURNS": "re-prompt, 
                "TOOL_REPEAT": "tool repeat"}
 
 
+_MARKS = {"exact": "", "fallback": "*", "unpriced": "?"}
+
+
 def _row(row: LoopRow, home: str | None) -> list[str]:
     loop = row.loop
     what = loop.label + (" (subagent)" if row.subagent else "")
@@ -129,9 +140,9 @@ def _row(row: LoopRow, home: str | None) -> list[str]:
         printable(row.session_id[:8]),
         _LOOP_NAMES.get(loop.rule) or printable(loop.rule, 20),
         _number(loop.replies),
-        _number(loop.total_tokens.total),
-        _number(loop.avoidable_tokens.total),
-        _money(row.cost_usd),
+        _number(row.tokens.total),
+        _number(row.avoidable.total),
+        _money(row.cost_usd) + _MARKS[row.priced],
         printable(what),
     ]
 

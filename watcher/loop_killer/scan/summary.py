@@ -1,27 +1,40 @@
-"""Every file's result in, one priced summary of the history's loops out (pure).
+"""Every file's result in, one priced summary of the history out (pure).
 
 ``Collector`` takes ``FileResult`` values one at a time, in any order (they arrive from
-several workers), and keeps only what the report needs: the loops (priced), and per
-session a few numbers (our estimate of its whole cost, and Claude Code's own total from
-its ``cost-state`` lines), so memory does not grow with the bytes read.
+several workers). A reply can be in several files (a resumed session's copy, a replay
+into a subagent's file): it is counted once, over the whole history, as its copy with
+the most tokens, and belongs to that copy's file (of equal copies, the original: the
+file that began first, or ended first). Memory is bounded by the distinct replies (a
+digest and the counts of each), the files (a few fields each) and the loops.
+
+A loop owns its replies: a reply claimed by several loops (the same loop found again in
+a resumed session's copy) belongs to the loop in the file the reply belongs to (else to
+the loop whose file began first), and a loop left owning none of its replies is a copy,
+not a loop. Prices are applied per reply, as it was billed (``PriceTable.reply_cost``).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..engine.transcript import parse_timestamp
 from .files import Listing
-from .prices import PriceTable
-from .records import FileResult, Loop, Tokens
+from .prices import Priced, PriceTable
+from .records import FileResult, Loop, Reply, ReplyKey, Tokens
 
-__all__ = ["Collector", "LoopRow", "SessionRow", "Summary"]
+__all__ = ["Collector", "LoopRow", "ModelRow", "SessionRow", "Summary"]
+
+_WORST: dict[Priced, int] = {"exact": 0, "fallback": 1, "unpriced": 2}
 
 
 @dataclass(frozen=True, slots=True)
 class LoopRow:
-    """A loop with where it happened and what it cost (USD, from the price table)."""
+    """A loop with where it happened and what it cost (USD, from the price table).
+
+    ``tokens`` / ``avoidable``: its own replies' (a reply another loop owns left out).
+    ``priced``: the least sure of its replies' prices."""
 
     loop: Loop
     session_id: str
@@ -30,24 +43,45 @@ class LoopRow:
     subagent: bool
     cost_usd: float
     avoidable_cost_usd: float
+    tokens: Tokens = Tokens()
+    avoidable: Tokens = Tokens()
+    priced: Priced = "exact"
 
     @property
     def sort_key(self) -> tuple[float, int, str]:
         """Biggest first: by cost, then tokens, then the oldest first."""
-        return (-self.cost_usd, -self.loop.total_tokens.total, self.loop.first_at)
+        return (-self.cost_usd, -self.tokens.total, self.loop.first_at)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRow:
+    """One model's part of a session."""
+
+    model: str
+    tokens: Tokens
+    cost_usd: float
+    priced: Priced
 
 
 @dataclass(frozen=True, slots=True)
 class SessionRow:
-    """A session that looped: its loops' cost beside its whole cost, ours and Claude
-    Code's (``claude_code_cost_usd``: None where Claude Code wrote no ``cost-state``)."""
+    """A session read: its tokens and cost per model, its loops' cost, and Claude Code's
+    own total (``claude_code_cost_usd``: None where Claude Code wrote no ``cost-state``).
+    ``first_at``: its first reply's time."""
 
     session_id: str
     project: str
     loops: int
     loops_cost_usd: float
-    estimated_cost_usd: float
+    cost_usd: float
     claude_code_cost_usd: float | None
+    tokens: Tokens = Tokens()
+    models: tuple[ModelRow, ...] = ()
+    first_at: str = ""
+
+    @property
+    def estimated_cost_usd(self) -> float:
+        return self.cost_usd
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,22 +94,44 @@ class Summary:
     avoidable_tokens: Tokens
     cost_usd: float
     avoidable_cost_usd: float
-    unpriced_tokens: int  # tokens of loops whose model has no price
+    unpriced_tokens: int  # tokens of loops' replies whose model has no price
     transcripts: int
     bytes_read: int
     lines: int
     broken_lines: int
     skipped: dict[str, int]
     older: int  # files not read: last written before --since
+    fallback_tokens: int = 0  # tokens of loops' replies priced at a family's price
+    duplicate_replies: int = 0  # copies of a reply found in another file, counted once
+    duplicate_loops: int = 0  # loops found again in a copy of their replies
+
+
+@dataclass(frozen=True, slots=True)
+class _File:
+    session: str  # session id, or the path where none is known
+    project: str
+    path: str
+    subagent: bool
+    first_at: str
+    last_at: str
+
+    @property
+    def rank(self) -> tuple[str, str, str]:
+        """Of two files holding one reply, the original: the one that began first, then
+        the one that ended first (a resumed copy goes on after it), then by path."""
+        return (self.first_at or "\uffff", self.last_at, self.path)
+
+
+@dataclass(slots=True)
+class _Copy:
+    reply: Reply
+    file: int  # index into Collector._files
 
 
 @dataclass(slots=True)
 class _Session:
     project: str = ""
-    estimated_usd: float = 0.0
     cost_state: float | None = None
-    loops: int = 0
-    loops_usd: float = 0.0
 
 
 @dataclass(slots=True)
@@ -88,10 +144,12 @@ class Collector:
 
     prices: PriceTable
     since: float | None = None
-    _rows: list[LoopRow] = field(default_factory=list)
+    _files: list[_File] = field(default_factory=list)
+    _copies: dict[ReplyKey, _Copy] = field(default_factory=dict)
+    _loops: list[tuple[Loop, int]] = field(default_factory=list)
     _sessions: dict[str, _Session] = field(default_factory=dict)
     _skipped: Counter[str] = field(default_factory=Counter)
-    _unpriced: int = 0
+    _duplicates: int = 0
     _transcripts: int = 0
     _bytes: int = 0
     _lines: int = 0
@@ -106,23 +164,30 @@ class Collector:
         self._bytes += result.bytes_read
         self._lines += result.lines
         self._broken += result.broken + result.oversized
-        session = self._sessions.setdefault(result.session_id or result.path, _Session())
+        session_key = result.session_id or result.path
+        session = self._sessions.setdefault(session_key, _Session())
         if not result.subagent or not session.project:
             session.project = result.project
-        session.estimated_usd += self.prices.cost(result.usage)[0]
         if result.cost_state is not None:
             # several files of one session (resumed, forked): the largest total is the latest
             session.cost_state = max(session.cost_state or 0.0, result.cost_state)
-        for loop in result.loops:
-            if not self._wanted(loop):
-                continue
-            cost, unpriced = self.prices.cost(loop.tokens)
-            self._unpriced += unpriced
-            self._rows.append(LoopRow(loop, result.session_id, result.project, result.path,
-                                      result.subagent, cost,
-                                      self.prices.cost(loop.avoidable)[0]))
-            session.loops += 1
-            session.loops_usd += cost
+        index = len(self._files)
+        self._files.append(_File(session_key, result.project, result.path, result.subagent,
+                                 result.first_at, result.last_at))
+        for reply in result.replies:
+            self._take(reply, index)
+        self._loops.extend((loop, index) for loop in result.loops)
+
+    def _take(self, reply: Reply, file: int) -> None:
+        known = self._copies.get(reply.key)
+        if known is None:
+            self._copies[reply.key] = _Copy(reply, file)
+            return
+        self._duplicates += 1
+        bigger = reply.usage.total - known.reply.usage.total
+        if bigger > 0 or (bigger == 0 and self._files[file].rank
+                          < self._files[known.file].rank):
+            self._copies[reply.key] = _Copy(reply, file)
 
     def _wanted(self, loop: Loop) -> bool:
         if self.since is None:
@@ -130,29 +195,113 @@ class Collector:
         ended = parse_timestamp(loop.last_at) or parse_timestamp(loop.first_at)
         return ended is None or ended >= self.since
 
+    def _owners(self, loops: list[tuple[Loop, int]]) -> dict[ReplyKey, int]:
+        """Which loop (index into ``loops``) owns each reply some loop claims."""
+        owners: dict[ReplyKey, int] = {}
+        for index, (loop, file) in enumerate(loops):
+            for reply in loop.tokens:
+                copy = self._copies.get(reply.key)
+                owner = owners.get(reply.key)
+                if owner is None or (copy is not None and copy.file == file
+                                     and loops[owner][1] != file):
+                    owners[reply.key] = index
+        return owners
+
     def summary(self, listing: Listing | None = None) -> Summary:
         """The report so far; ``listing``: what finding the files skipped."""
-        rows = tuple(sorted(self._rows, key=lambda row: row.sort_key))
+        files = self._files
+        # The loops in a fixed order (files first by when they began): the same owners
+        # whatever order the workers finished in.
+        loops = sorted(self._loops, key=lambda item: (files[item[1]].rank, item[0].first_at,
+                                                       item[0].rule, item[0].label))
+        owners = self._owners(loops)
+        costs: dict[ReplyKey, tuple[float, Priced]] = {
+            key: self.prices.reply_cost(copy.reply.model, copy.reply.usage)
+            for key, copy in self._copies.items()}
+        rows: list[LoopRow] = []
+        loops_of: Counter[str] = Counter()
+        loops_usd: dict[str, float] = {}
+        unpriced = fallback = duplicate_loops = 0
+        for index, (loop, file) in enumerate(loops):
+            owned = [reply.key for reply in loop.tokens if owners.get(reply.key) == index]
+            if loop.tokens and not owned:
+                duplicate_loops += 1
+                continue
+            if not self._wanted(loop):
+                continue
+            avoidable = {reply.key for reply in loop.avoidable} & set(owned)
+            tokens, cost, priced = self._sum(owned, costs)
+            avoidable_tokens, avoidable_cost, _ = self._sum(avoidable, costs)
+            for key in owned:
+                usage, (_, how) = self._copies[key].reply.usage, costs[key]
+                unpriced += usage.total if how == "unpriced" else 0
+                fallback += usage.total if how == "fallback" else 0
+            where = files[file]
+            rows.append(LoopRow(loop, where.session if where.session != where.path else "",
+                                where.project, where.path, where.subagent, cost,
+                                avoidable_cost, tokens, avoidable_tokens, priced))
+            loops_of[where.session] += 1
+            loops_usd[where.session] = loops_usd.get(where.session, 0.0) + cost
+        rows.sort(key=lambda row: row.sort_key)
         skipped = Counter(self._skipped)
         older = 0
         if listing is not None:
             skipped.update(listing.skipped)
             older = listing.older
-        sessions = tuple(sorted(
-            (SessionRow(session_id, s.project, s.loops, s.loops_usd, s.estimated_usd,
-                        s.cost_state)
-             for session_id, s in self._sessions.items() if s.loops),
-            key=lambda row: (-row.loops_cost_usd, row.session_id)))
-        tokens = Tokens()
-        avoidable = Tokens()
+        total = Tokens()
+        avoidable_total = Tokens()
         for row in rows:
-            tokens = tokens + row.loop.total_tokens
-            avoidable = avoidable + row.loop.avoidable_tokens
+            total = total + row.tokens
+            avoidable_total = avoidable_total + row.avoidable
         return Summary(
-            loops=rows, sessions=sessions, tokens=tokens, avoidable_tokens=avoidable,
+            loops=tuple(rows), sessions=self._session_rows(costs, loops_of, loops_usd),
+            tokens=total, avoidable_tokens=avoidable_total,
             cost_usd=sum(row.cost_usd for row in rows),
             avoidable_cost_usd=sum(row.avoidable_cost_usd for row in rows),
-            unpriced_tokens=self._unpriced, transcripts=self._transcripts,
+            unpriced_tokens=unpriced, transcripts=self._transcripts,
             bytes_read=self._bytes, lines=self._lines, broken_lines=self._broken,
-            skipped=dict(sorted(skipped.items())), older=older,
+            skipped=dict(sorted(skipped.items())), older=older, fallback_tokens=fallback,
+            duplicate_replies=self._duplicates, duplicate_loops=duplicate_loops,
         )
+
+    def _sum(self, keys: Iterable[ReplyKey], costs: dict[ReplyKey, tuple[float, Priced]]
+             ) -> tuple[Tokens, float, Priced]:
+        tokens = Tokens()
+        usd = 0.0
+        priced: Priced = "exact"
+        for key in keys:
+            tokens = tokens + self._copies[key].reply.usage
+            cost, how = costs[key]
+            usd += cost
+            if _WORST[how] > _WORST[priced]:
+                priced = how
+        return tokens, usd, priced
+
+    def _session_rows(self, costs: dict[ReplyKey, tuple[float, Priced]],
+                      loops_of: Counter[str], loops_usd: dict[str, float]
+                      ) -> tuple[SessionRow, ...]:
+        models: dict[str, dict[str, tuple[Tokens, float, Priced]]] = {}
+        began: dict[str, str] = {}
+        for key, copy in self._copies.items():
+            per_model = models.setdefault(self._files[copy.file].session, {})
+            tokens, usd, priced = per_model.get(copy.reply.model, (Tokens(), 0.0, "exact"))
+            cost, how = costs[key]
+            per_model[copy.reply.model] = (tokens + copy.reply.usage, usd + cost,
+                                           how if _WORST[how] > _WORST[priced] else priced)
+        for file in self._files:
+            if file.first_at and file.first_at < began.get(file.session, "\uffff"):
+                began[file.session] = file.first_at
+        rows = []
+        for session_id, session in self._sessions.items():
+            by_model = tuple(ModelRow(model, tokens, usd, priced) for model, (tokens, usd, priced)
+                             in sorted(models.get(session_id, {}).items()))
+            tokens = Tokens()
+            for row in by_model:
+                tokens = tokens + row.tokens
+            rows.append(SessionRow(session_id, session.project, loops_of[session_id],
+                                   loops_usd.get(session_id, 0.0),
+                                   sum(row.cost_usd for row in by_model), session.cost_state,
+                                   tokens, by_model, began.get(session_id, "")))
+        return tuple(sorted(rows, key=lambda row: (-row.loops_cost_usd, -row.cost_usd,
+                                                   row.session_id)))
+

@@ -41,11 +41,26 @@ from ..engine.transcript import (
 )
 from .ledger import UsageLedger
 from .loops import RepromptLoops, ToolLoops
-from .records import FileResult, Loop, add_model_tokens
+from .records import FileResult, Loop, Reply, ReplyKey
 
 __all__ = ["TranscriptScan", "scan_bytes"]
 
 _SESSION_ID = re.compile(rb'"sessionId":"([A-Za-z0-9][A-Za-z0-9._-]{0,127})"')
+_REQUEST_ID = b'"requestId":"'
+_MAX_REQUEST_ID = 200
+
+
+def request_id(line: bytes, start: int = 0, end: int | None = None) -> str:
+    """The ``requestId`` of an assistant line (``line[start:end]``), or "". The top-level
+    key is written after the message, so the last one is taken (a tool's input may hold
+    a key of that name too); a JSON string cannot hold it unescaped."""
+    end = len(line) if end is None else end
+    found = line.rfind(_REQUEST_ID, start, end)
+    if found < 0:
+        return ""
+    begin = found + len(_REQUEST_ID)
+    close = line.find(b'"', begin, min(end, begin + _MAX_REQUEST_ID))
+    return line[begin:close].decode("utf-8", "replace") if close > 0 else ""
 
 
 _DEFAULTS = Settings()
@@ -65,9 +80,9 @@ class _Scope:
             RULE_TOOL_REPEAT) else None
         self.stats = ParseStats()
 
-    def event(self, event: object, loops: list[Loop]) -> None:
+    def event(self, event: object, loops: list[Loop], request: str = "") -> None:
         if isinstance(event, AssistantPart):
-            self.ledger.add(event)
+            self.ledger.add(event, request)
         if self.tools is not None:
             loops.extend(self.tools.feed(event))  # type: ignore[arg-type]
         if isinstance(event, TurnStart) and event.kind == "prompt":
@@ -102,6 +117,7 @@ class TranscriptScan:
         "_prefilter",
         "_reader",
         "_reprompts",
+        "_requests",
         "_reread",
         "_settings",
         "_side_scope",
@@ -126,6 +142,9 @@ class TranscriptScan:
         self._prefilter = prefilter
         self._loops: list[Loop] = []
         self._cost_state: float | None = None
+        # id() of an assistant event -> its line's requestId, until the event is stepped
+        # (every event parsed is stepped within the same ``feed``).
+        self._requests: dict[int, str] = {}
         self.bytes_read = self.lines = self.parsed = 0
         self._garbage = 0
         settings = settings if settings is not None else _DEFAULTS
@@ -177,10 +196,19 @@ class TranscriptScan:
         stepped_over = self._events.stats
         broken = (self._garbage + stepped_over.broken
                   + sum(scope.stats.broken for scope in scopes))
+        replies: dict[ReplyKey, Reply] = {}
+        for scope in scopes:
+            for reply in scope.ledger.replies():
+                known = replies.get(reply.key)
+                if known is None or reply.usage.total > known.usage.total:
+                    replies[reply.key] = reply
         return FileResult(
             path=self.path, project=self.project, session_id=self.session_id,
             subagent=self.subagent, loops=tuple(self._loops),
-            usage=add_model_tokens(*(scope.ledger.totals() for scope in scopes)),
+            replies=tuple(replies.values()),
+            first_at=min((scope.ledger.first_at for scope in scopes if scope.ledger.first_at),
+                         default=""),
+            last_at=max((scope.ledger.last_at for scope in scopes), default=""),
             cost_state=self._cost_state, bytes_read=self.bytes_read,
             lines=self.lines + stepped_over.lines,
             parsed=self.parsed, broken=broken, oversized=self._events.oversized_lines,
@@ -216,6 +244,8 @@ class TranscriptScan:
         event = parse_line(line, self._main.stats)
         if event is None and may_be_subagents(line):
             self._side_line(line)  # a subagent's line, inline (Claude Code 1.0.x)
+        elif isinstance(event, AssistantPart) and event.usage is not None:
+            self._requests[id(event)] = request_id(line)
         return event
 
     def _source(self, buffer: bytes, start: int, end: int) -> Callable[[], bytes] | None:
@@ -239,7 +269,9 @@ class TranscriptScan:
         scope = self._side(line)
         event = parse_line(line, scope.stats, subagent=True)
         if event is not None:
-            scope.event(event, self._loops)
+            scope.event(event, self._loops, request_id(line)
+                        if isinstance(event, AssistantPart) and event.usage is not None
+                        else "")
 
     def _step(self, step: Step) -> None:
         main, reprompts = self._main, self._reprompts
@@ -247,7 +279,8 @@ class TranscriptScan:
             return
         event = step.event
         if isinstance(event, AssistantPart):
-            main.ledger.add(event)  # usage first: a loop the step closes may hold this reply
+            # usage first: a loop the step closes may hold this reply
+            main.ledger.add(event, self._requests.pop(id(event), ""))
         if step.answers or isinstance(event, TurnStart):
             # (a step without answers changes no re-prompt run unless it starts a turn)
             self._loops.extend(reprompts.step(step))
