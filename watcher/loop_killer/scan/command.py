@@ -13,6 +13,7 @@ import os
 import shutil
 import sys
 import time
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -38,6 +39,14 @@ def add_arguments_scan(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--since", type=parse_since, metavar="DATE", default=None,
                         help="only loops that went on at or after DATE (YYYY-MM-DD or ISO "
                              "8601)")
+    parser.add_argument("--until", type=parse_since, metavar="DATE", default=None,
+                        help="only loops that began at or before DATE (a date alone: its "
+                             "midnight)")
+    parser.add_argument("--top", type=int, metavar="N", default=None,
+                        help="the N biggest loops (default: 20 in the table, all in --json; "
+                             "0: all)")
+    parser.add_argument("--order", choices=("cost", "time"), default="cost",
+                        help="loops by cost, biggest first (default), or by time, oldest first")
     parser.add_argument("--project", metavar="TEXT", default=None,
                         help="only project folders whose name or path contains TEXT")
     parser.add_argument("--json", action="store_true",
@@ -60,8 +69,8 @@ def scan(args: argparse.Namespace) -> int:
     from .files import find_transcripts
     from .pool import scan_transcripts
     from .prices import PriceError, PriceTable, read_price_file
-    from .report import Progress, human_report, json_bytes
-    from .summary import Collector
+    from .report import TOP, Progress, human_report, json_bytes
+    from .summary import Collector, ordered
 
     try:
         prices = read_price_file(args.prices).table() if args.prices else PriceTable()
@@ -74,7 +83,7 @@ def scan(args: argparse.Namespace) -> int:
     for problem in settings.problems:
         print(f"loop-killer scan: settings: {printable(problem, 300)}", file=sys.stderr)
     listing = find_transcripts(root, project=args.project, since=args.since)
-    collector = Collector(prices, since=args.since)
+    collector = Collector(prices, since=args.since, until=getattr(args, "until", None))
     progress = None
     if sys.stderr.isatty():
         progress = Progress(sys.stderr, width=shutil.get_terminal_size().columns)
@@ -89,13 +98,17 @@ def scan(args: argparse.Namespace) -> int:
         return 130
     if progress is not None:
         progress.close()
-    summary = collector.summary(listing)
+    summary = ordered(collector.summary(listing), getattr(args, "order", "cost"))
+    top = getattr(args, "top", None)
     if args.json:
+        if top:
+            summary = replace(summary, loops=summary.loops[:top])
         sys.stdout.buffer.write(json_bytes(summary, root=str(root)))
         sys.stdout.flush()
         return 0
     # Cut the table to the terminal; piped into a file or a pager, keep it whole.
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 0
     sys.stdout.write(human_report(summary, width=width, home=os.environ.get("HOME"),
-                                  root=str(root), seconds=time.monotonic() - started))
+                                  root=str(root), seconds=time.monotonic() - started,
+                                  top=TOP if top is None else top))
     return 0

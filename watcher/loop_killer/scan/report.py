@@ -18,6 +18,7 @@ from ..engine.transcript import parse_timestamp
 from ..printable import printable, without_controls
 from ..watch.report import project_label
 from .summary import LoopRow, SessionRow, Summary
+from .table import box
 
 __all__ = ["Progress", "human_report", "json_bytes", "json_document"]
 
@@ -105,8 +106,15 @@ def json_bytes(summary: Summary, *, root: str = "") -> bytes:
 _HEADER = ("First seen", "Project", "Session", "Loop", "Replies", "Tokens", "Avoidable",
            "Cost", "What")
 _RIGHT = {4, 5, 6, 7}  # numbers are right-aligned
+_CAPS = {1: 28}  # the project's columns
 _MIN_WHAT = 16
-_MAX_PROJECT = 28
+COMPACT_BELOW = 100
+"""Terminals narrower than this get the compact table (as ccusage switches)."""
+_COMPACT_HEADER = ("When", "Project", "Loop", "Tokens", "Cost", "What")
+_COMPACT_RIGHT = {3, 4}
+_COMPACT_CAPS = {1: 12}
+TOP = 20
+"""Loops shown in the table unless ``--top`` says otherwise (the JSON lists them all)."""
 
 
 def _number(value: int) -> str:
@@ -117,82 +125,74 @@ def _money(value: float) -> str:
     return f"${value:,.2f}" if value >= 0.005 or value == 0 else f"${value:.4f}"
 
 
-def _when(timestamp: str) -> str:
+def _when(timestamp: str, short: bool = False) -> str:
     moment = parse_timestamp(timestamp)
     if moment is None:
-        return printable(timestamp, 16) or "?"
-    return datetime.fromtimestamp(moment).strftime("%Y-%m-%d %H:%M")
+        return printable(timestamp, 11 if short else 16) or "?"
+    return datetime.fromtimestamp(moment).strftime("%m-%d %H:%M" if short else "%Y-%m-%d %H:%M")
 
 
 _LOOP_NAMES = {"SAME_REPLY_TURNS": "re-prompt, same", "IDLE_TURNS": "re-prompt, idle",
                "TOOL_REPEAT": "tool repeat"}
-
-
+_SHORT_LOOP_NAMES = {"SAME_REPLY_TURNS": "same", "IDLE_TURNS": "idle", "TOOL_REPEAT": "tool",
+                     "EDIT_OSCILLATION": "edits"}
 _MARKS = {"exact": "", "fallback": "*", "unpriced": "?"}
 
 
-def _row(row: LoopRow, home: str | None) -> list[str]:
+def _row(row: LoopRow, home: str | None, compact: bool) -> list[str]:
     loop = row.loop
-    what = loop.label + (" (subagent)" if row.subagent else "")
-    return [
-        _when(loop.first_at),
-        printable(project_label(row.project, home), _MAX_PROJECT),
-        printable(row.session_id[:8]),
-        _LOOP_NAMES.get(loop.rule) or printable(loop.rule, 20),
-        _number(loop.replies),
-        _number(row.tokens.total),
-        _number(row.avoidable.total),
-        _money(row.cost_usd) + _MARKS[row.priced],
-        printable(what),
-    ]
-
-
-def _box(rows: list[list[str]], total: list[str], width: int) -> list[str]:
-    """A table in box-drawing characters (as ccusage draws them); the last column takes
-    what is left of ``width`` and is cut to fit (``width`` 0: never cut)."""
-    everything = [list(_HEADER), *rows, total]
-    widths = [max(len(r[i]) for r in everything) for i in range(len(_HEADER))]
-    fixed = sum(widths[:-1]) + 3 * len(widths) + 1
-    if width > 0:
-        widths[-1] = max(_MIN_WHAT, min(widths[-1], width - fixed))
-
-    def line(cells: list[str]) -> str:
-        out = []
-        for i, (cell, size) in enumerate(zip(cells, widths)):
-            if len(cell) > size:
-                cell = cell[: size - 1] + "…"
-            out.append(cell.rjust(size) if i in _RIGHT else cell.ljust(size))
-        return "│ " + " │ ".join(out) + " │"
-
-    def rule(left: str, middle: str, right: str) -> str:
-        return left + middle.join("─" * (size + 2) for size in widths) + right
-
-    lines = [rule("┌", "┬", "┐"), line(list(_HEADER)), rule("├", "┼", "┤")]
-    for cells in rows:
-        lines.append(line(cells))
-    lines += [rule("├", "┼", "┤"), line(total), rule("└", "┴", "┘")]
-    return lines
+    what = printable(loop.label + (" (subagent)" if row.subagent else ""))
+    project = printable(project_label(row.project, home))
+    cost = _money(row.cost_usd) + _MARKS[row.priced]
+    if compact:
+        return [_when(loop.first_at, short=True), project,
+                _SHORT_LOOP_NAMES.get(loop.rule) or printable(loop.rule, 11),
+                _number(row.tokens.total), cost, what]
+    return [_when(loop.first_at), project, printable(row.session_id[:8]),
+            _LOOP_NAMES.get(loop.rule) or printable(loop.rule, 20), _number(loop.replies),
+            _number(row.tokens.total), _number(row.avoidable.total), cost, what]
 
 
 def human_report(summary: Summary, *, width: int = 120, home: str | None = None,
-                 root: str = "", seconds: float | None = None) -> str:
-    """The table, biggest loop first, a totals row, then what was read and skipped.
+                 root: str = "", seconds: float | None = None, top: int | None = TOP,
+                 compact: bool | None = None) -> str:
+    """The table, biggest loop first (as ordered in ``summary``), a totals row, then what
+    was read and skipped.
 
-    ``width``: the terminal's columns (0: not a terminal, nothing is cut); ``home``: the person's home folder (left out of
-    project names); ``seconds``: how long the scan took, if it is to be told.
+    ``width``: the terminal's columns (0: not a terminal, nothing is cut); ``compact``:
+    the narrow table (None: when ``width`` is under ``COMPACT_BELOW``); ``top``: the
+    loops shown (None or 0: all; a line says how many more there are); ``home``: the
+    person's home folder (left out of project names); ``seconds``: how long the scan
+    took, if it is to be told.
     """
     out: list[str] = []
+    if compact is None:
+        compact = 0 < width < COMPACT_BELOW
     if summary.loops:
-        rows = [_row(row, home) for row in summary.loops]
+        shown = summary.loops[:top] if top else summary.loops
+        rows = [_row(row, home, compact) for row in shown]
         count = len(summary.loops)
-        total = ["Total", "", "", f"{count} loop{'s' if count != 1 else ''}", "",
-                 _number(summary.tokens.total), _number(summary.avoidable_tokens.total),
-                 _money(summary.cost_usd), f"avoidable: {_money(summary.avoidable_cost_usd)}"]
-        out += _box(rows, total, width)
-        out.append(
-            f"{count} loop{'s' if count != 1 else ''} · {_number(summary.tokens.total)} tokens "
-            f"· {_number(summary.avoidable_tokens.total)} avoidable "
-            f"· {_money(summary.cost_usd)} (avoidable {_money(summary.avoidable_cost_usd)})")
+        loops = f"{count} loop{'s' if count != 1 else ''}"
+        tokens = _number(summary.tokens.total)
+        if compact:
+            out += box(_COMPACT_HEADER, rows, ["Total", "", loops, tokens,
+                                               _money(summary.cost_usd), ""],
+                       right=_COMPACT_RIGHT, caps=_COMPACT_CAPS, width=width, least_last=8)
+        else:
+            out += box(_HEADER, rows, [
+                "Total", "", "", loops, "", tokens, _number(summary.avoidable_tokens.total),
+                _money(summary.cost_usd), f"avoidable: {_money(summary.avoidable_cost_usd)}"],
+                right=_RIGHT, caps=_CAPS, width=width, least_last=_MIN_WHAT)
+        if len(shown) < count:
+            out.append(f"… and {count - len(shown)} more loops (--top 0 shows them all)")
+        out.append(f"{loops} · {tokens} tokens "
+                   f"· {_number(summary.avoidable_tokens.total)} avoidable "
+                   f"· {_money(summary.cost_usd)} (avoidable {_money(summary.avoidable_cost_usd)})")
+        marks = {row.priced for row in summary.loops}
+        if "fallback" in marks:
+            out.append("* priced at its family's price, or a guessed fast-mode multiple")
+        if "unpriced" in marks:
+            out.append("? holds replies of a model without a price (counted as $0)")
     else:
         out.append("No loops found.")
     out += _sessions(summary, home)

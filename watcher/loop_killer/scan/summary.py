@@ -17,14 +17,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..engine.transcript import parse_timestamp
 from .files import Listing
 from .prices import Priced, PriceTable
 from .records import FileResult, Loop, Reply, ReplyKey, Tokens
 
-__all__ = ["Collector", "LoopRow", "ModelRow", "SessionRow", "Summary"]
+__all__ = ["Collector", "LoopRow", "ModelRow", "SessionRow", "Summary", "ordered"]
 
 _WORST: dict[Priced, int] = {"exact": 0, "fallback": 1, "unpriced": 2}
 
@@ -138,12 +138,14 @@ class _Session:
 class Collector:
     """Gathers file results into a ``Summary``.
 
-    ``prices``: the price table; ``since``: drop loops that ended before this moment
-    (seconds since the epoch; a loop without a readable time is kept).
+    ``prices``: the price table; ``since``: drop loops that ended before this moment,
+    ``until``: those that began after it (seconds since the epoch; a loop without a
+    readable time is kept). Sessions are all listed whatever the loops' times.
     """
 
     prices: PriceTable
     since: float | None = None
+    until: float | None = None
     _files: list[_File] = field(default_factory=list)
     _copies: dict[ReplyKey, _Copy] = field(default_factory=dict)
     _loops: list[tuple[Loop, int]] = field(default_factory=list)
@@ -190,6 +192,10 @@ class Collector:
             self._copies[reply.key] = _Copy(reply, file)
 
     def _wanted(self, loop: Loop) -> bool:
+        if self.until is not None:
+            began = parse_timestamp(loop.first_at)
+            if began is not None and began > self.until:
+                return False
         if self.since is None:
             return True
         ended = parse_timestamp(loop.last_at) or parse_timestamp(loop.first_at)
@@ -305,3 +311,12 @@ class Collector:
         return tuple(sorted(rows, key=lambda row: (-row.loops_cost_usd, -row.cost_usd,
                                                    row.session_id)))
 
+
+def ordered(summary: Summary, order: str) -> Summary:
+    """The summary with its loops by ``order``: "cost" (biggest first, as made) or
+    "time" (the oldest first)."""
+    if order != "time":
+        return summary
+    return replace(summary, loops=tuple(sorted(
+        summary.loops, key=lambda row: (parse_timestamp(row.loop.first_at) or 0.0,
+                                        row.loop.first_at))))
