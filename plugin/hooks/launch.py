@@ -33,6 +33,11 @@ and tools file names are copies of the package's (tests pin them equal).
 import os
 import sys
 
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs every hook 2 ms
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any, TypeGuard
+
 TRIED_FLAG = "--loop-killer-tried"
 MARKER_NAME = "missing-package-notice"
 SMALL_FILE = 4096
@@ -47,7 +52,7 @@ _ID_CHARS = frozenset(_ID_FIRST + "._-")
 # -- the cheap decision --------------------------------------------------------------------
 
 
-def state_dir(env):
+def state_dir(env: "Mapping[str, str]") -> str:
     """loop-killer's state folder, as ``loop_killer.state.paths.state_dir`` computes it."""
     configured = env.get("LOOP_KILLER_STATE_DIR")
     if configured:
@@ -55,7 +60,7 @@ def state_dir(env):
     return os.path.join(config_dir(env), "loop-killer")
 
 
-def config_dir(env):
+def config_dir(env: "Mapping[str, str]") -> str:
     """``$CLAUDE_CONFIG_DIR``, else ``$HOME/.claude`` (``loop_killer.state.paths``)."""
     configured = env.get("CLAUDE_CONFIG_DIR")
     if configured:
@@ -63,28 +68,28 @@ def config_dir(env):
     return os.path.join(env.get("HOME") or os.path.expanduser("~"), ".claude")
 
 
-def is_plain_id(value):
+def is_plain_id(value: object) -> "TypeGuard[str]":
     """A session id safe as a file name (``loop_killer.state.paths.is_plain_id``)."""
     return (isinstance(value, str) and 0 < len(value) <= 128 and value[0] in _ID_FIRST
             and _ID_CHARS.issuperset(value) and ".." not in value)
 
 
-def request_path(state, session_id):
+def request_path(state: str, session_id: str) -> str:
     """Where a clear request for the session waits (``loop_killer.state.inbox``)."""
     return os.path.join(state, "requests", session_id + ".json")
 
 
-def tools_path(state, session_id):
+def tools_path(state: str, session_id: str) -> str:
     """The session's tool-call history, kept by the tool-repeat hooks."""
     return os.path.join(state, "tools", session_id + ".json")
 
 
-def refusal_marker(state, session_id):
+def refusal_marker(state: str, session_id: str) -> str:
     """Present while some call of the session would be refused (``tools.store``)."""
     return os.path.join(state, "tools", session_id + ".refuse")
 
 
-def parse_input(raw):
+def parse_input(raw: bytes) -> "Any":
     """The hook input as JSON, parsed as ``json.loads`` does; None when it is too large,
     broken or nested too deeply. The C scanner ``json`` itself uses, without importing
     ``json`` (which imports ``re``: a third of a bare interpreter's start)."""
@@ -95,7 +100,9 @@ def parse_input(raw):
 
         text = raw.decode("utf-8")
         start = len(text) - len(text.lstrip(_WHITESPACE))
-        value, end = make_scanner(_ScanContext())(text, start)
+        # (the C scanner reads its settings off any object, as JSONDecoder hands itself)
+        scan = make_scanner(_ScanContext())  # type: ignore[arg-type]
+        value, end = scan(text, start)
         if not text[end:].strip(_WHITESPACE):
             return value
     except Exception:  # noqa: BLE001, S110 - anything odd: let json decide
@@ -117,12 +124,12 @@ class _ScanContext:
     parse_float = float
     parse_int = int
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"),
                                "NaN": float("nan")}.__getitem__
 
 
-def needs_package(data, env):
+def needs_package(data: "Any", env: "Mapping[str, str]") -> bool:
     """Whether this hook input needs the package (False: nothing to do, exit 0)."""
     if not isinstance(data, dict):
         return False
@@ -142,7 +149,7 @@ def needs_package(data, env):
     return _present(request_path(state, session_id)) or _plans_waiting(state)
 
 
-def _present(path):
+def _present(path: str) -> bool:
     """Whether anything (a file, a link, a FIFO...) sits at ``path``; never opened."""
     try:
         os.lstat(path)
@@ -151,7 +158,7 @@ def _present(path):
     return True
 
 
-def _plans_waiting(state):
+def _plans_waiting(state: str) -> bool:
     """Whether the mod's plan records of an earlier stop wait to be logged (the package's
     hook sweeps them into the detection log). One ``scandir``: usually of a missing or
     empty folder."""
@@ -170,7 +177,7 @@ def _plans_waiting(state):
 # -- finding the package -------------------------------------------------------------------
 
 
-def _run_here(raw):
+def _run_here(raw: bytes) -> "int | None":
     """Run the hook with this interpreter; None when the package is not importable here."""
     # The package needs orjson: check both are there (without the cost of importing them).
     if not (_findable("loop_killer") and _findable("orjson")):
@@ -191,7 +198,7 @@ def _run_here(raw):
     return 0
 
 
-def _findable(name):
+def _findable(name: str) -> bool:
     """Whether a top-level module can be imported here, as ``importlib.util.find_spec``
     would say (that module alone costs a few ms to import). A namespace package (no
     origin) is not the module: an editable install leaves ``loop_killer/_plugin`` in
@@ -209,7 +216,7 @@ def _findable(name):
     return False
 
 
-def _forget_package():
+def _forget_package() -> None:
     """Drop what a failed import left of loop_killer (a stale or partial package), so the
     next place tried imports it afresh instead of finding the broken one in sys.modules."""
     for name in list(sys.modules):
@@ -217,7 +224,7 @@ def _forget_package():
             del sys.modules[name]
 
 
-def _refill_stdin(raw):
+def _refill_stdin(raw: bytes) -> bool:
     """Put the input back on fd 0, from its start, for a process that reads stdin (never
     blocks: a memfd, else an unlinked temporary file). False when neither works."""
     fd = -1
@@ -244,7 +251,7 @@ def _refill_stdin(raw):
     return True
 
 
-def _read_small(path):
+def _read_small(path: str) -> "str | None":
     """The text of a small regular file; None when it is missing, a link, a FIFO or a
     device (opened without following links and without blocking), or unreadable."""
     import stat
@@ -268,7 +275,7 @@ def _read_small(path):
         return None
 
 
-def _recorded_python():
+def _recorded_python() -> "str | None":
     env = os.environ
     for folder in (state_dir(env), os.path.join(config_dir(env), "loop-killer")):
         text = _read_small(os.path.join(folder, "python"))
@@ -279,7 +286,7 @@ def _recorded_python():
     return None
 
 
-def _shebang_python():
+def _shebang_python() -> "str | None":
     """The interpreter a ``loop-killer`` script on PATH runs with, if it says so plainly."""
     for folder in os.environ.get("PATH", "").split(os.pathsep):
         script = os.path.join(folder or ".", "loop-killer")
@@ -308,7 +315,7 @@ def _shebang_python():
     return None
 
 
-def _checkout_source():
+def _checkout_source() -> "str | None":
     """``<checkout>/watcher`` when this plugin folder is ``<checkout>/plugin``."""
     plugin_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     source = os.path.join(os.path.dirname(plugin_root), "watcher")
@@ -317,13 +324,13 @@ def _checkout_source():
     return None
 
 
-def _same(path):
+def _same(path: str) -> str:
     """An interpreter's identity: its path as given (a venv's python links to its base
     interpreter, yet sees other packages, so links are not followed)."""
     return os.path.abspath(path)
 
 
-def _note_missing(tried):
+def _note_missing(tried: "list[str]") -> "dict[str, str] | None":
     """Say once (per set of interpreters tried) that the package is missing."""
     import stat
 
@@ -352,14 +359,35 @@ def _note_missing(tried):
     return {"systemMessage": text}
 
 
-def _read_stdin():
+def _read_stdin() -> bytes:
     try:
         return sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
     except (OSError, ValueError, AttributeError):
         return b""
 
 
-def main():
+def _exec_another(raw: bytes, tried: "list[str]") -> bool:
+    """Start this launcher again in the recorded interpreter, else the one of the
+    ``loop-killer`` on PATH (never one in ``tried``), the input put back on fd 0. Returns
+    only when none took over: True to look further, False when the input could not be
+    put back (nothing more can run)."""
+    for candidate in (_recorded_python(), _shebang_python()):
+        if not candidate or _same(candidate) in tried:
+            continue
+        if not (os.path.isfile(candidate) and os.access(candidate, os.X_OK)):
+            continue
+        if not _refill_stdin(raw):
+            return False
+        try:
+            sys.stdout.flush()
+            os.execv(candidate, [candidate, os.path.abspath(__file__),
+                                 TRIED_FLAG, os.pathsep.join(tried)])
+        except OSError:
+            continue
+    return True
+
+
+def main() -> int:
     args = sys.argv[1:]
     raw = _read_stdin()
     tried = []
@@ -368,24 +396,11 @@ def main():
         tried = [path for path in args[1].split(os.pathsep) if path]
     elif not needs_package(parse_input(raw), os.environ):
         return 0
-    if len(raw) > MAX_INPUT_BYTES:
-        return 0
-    if _run_here(raw) is not None:
+    if len(raw) > MAX_INPUT_BYTES or _run_here(raw) is not None:
         return 0
     tried.append(_same(sys.executable))
-    for candidate in (_recorded_python(), _shebang_python()):
-        if not candidate or _same(candidate) in tried:
-            continue
-        if not (os.path.isfile(candidate) and os.access(candidate, os.X_OK)):
-            continue
-        if not _refill_stdin(raw):
-            return 0
-        try:
-            sys.stdout.flush()
-            os.execv(candidate, [candidate, os.path.abspath(__file__),
-                                 TRIED_FLAG, os.pathsep.join(tried)])
-        except OSError:
-            continue
+    if not _exec_another(raw, tried):
+        return 0
     source = _checkout_source()
     if source is not None and source not in sys.path:
         sys.path.insert(0, source)
@@ -400,7 +415,7 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
+    try:  # noqa: SIM105 - no contextlib: the launcher imports nothing it need not
         main()
     except BaseException:  # noqa: BLE001, S110 - never fail (or re-prompt) the turn
         pass

@@ -60,7 +60,8 @@ def test_1_an_old_plan_naming_a_fifo_never_blocks_later_turns(tmp_path: Path) ->
                                 "transcript_path": str(fifo), "offset": 0, "id": "s1.17"}))
     old = time.time() - 600  # older than 120 s: the sweep reads the transcript named
     os.utime(plan, (old, old))
-    transcript = write(tmp_path / "proj" / "s1.jsonl", lines_of(fixture_transcript("goal-same"))[:3])
+    transcript = write(tmp_path / "proj" / "s1.jsonl",
+                       lines_of(fixture_transcript("goal-same"))[:3])
     for active in (False, True):
         _quiet(run_hook_process(stop_input(transcript, active=active), env=_env(tmp_path),
                                 timeout=TIMEOUT))

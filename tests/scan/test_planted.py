@@ -62,7 +62,7 @@ def test_idle_loop_rule_and_avoidable_tokens() -> None:
              "Compilers translate source programs.", "Mountains erode over geological time.",
              "Jazz improvisation follows chord changes."]
     replies = uses(len(texts), base=300)
-    for text, use in zip(texts, replies):
+    for text, use in zip(texts, replies, strict=True):
         session.reprompt()
         session.reply(text, use)
 
@@ -195,7 +195,7 @@ def test_inline_subagent_lines_count_in_their_own_scope() -> None:
         side.tool_round("ls", "a b c", Use(1, 1))
     side.tool_round("ls", "a b c", Use(9, 9))
     lines = []
-    for a, b in zip(main.lines, side.lines):
+    for a, b in zip(main.lines, side.lines, strict=False):  # the longer one's rest below
         lines += [a, b]
     lines += side.lines[len(main.lines):]
     data = b"".join(line + b"\n" for line in lines)
@@ -264,7 +264,7 @@ def test_a_file_edited_back_and_forth_is_an_oscillation_loop() -> None:
     session = Session()
     session.prompt("fix the import")
     edits = uses(3, base=700)
-    for (old, new), use in zip((("a", "b"), ("b", "a"), ("a", "b")), edits):
+    for (old, new), use in zip((("a", "b"), ("b", "a"), ("a", "b")), edits, strict=True):
         (tool_id,) = session.reply(None, use, tools=[("Edit", {
             "file_path": "m.py", "old_string": old, "new_string": new})])
         session.results((tool_id, "The file m.py has been updated successfully."))

@@ -16,7 +16,7 @@ PIECES = [b"\n", b"\n" * 50, b" \n", b"\r\n", b"\t \x0b\x0c\n", b"  ", b"x\n", b
 
 def _split(data: bytes, rng: random.Random) -> list[bytes]:
     cuts = sorted(rng.sample(range(len(data) + 1), min(len(data), rng.randint(0, 12))))
-    return [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)])]
+    return [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)]
 
 
 def _lines(buffer: LineBuffer, chunks: list[bytes]) -> list[tuple[int, bytes]]:

@@ -261,7 +261,8 @@ def test_an_empty_answer_between_wordy_ones_breaks_the_chain():
 def test_similarity_is_measured_on_words_of_any_script():
     t = Transcript()
     _goal(t)
-    t.loop(["日本語テキスト кошка ＡＢＣ", "ａｂｃ КОШКА 日本語テキスト!", "кошка ＡＢＣ 日本語テキスト"])
+    t.loop(["日本語テキスト кошка ＡＢＣ", "ａｂｃ КОШКА 日本語テキスト!",
+            "кошка ＡＢＣ 日本語テキスト"])
     assert [d.rule for d in _detect(t)] == [RULE_SAME]
 
 
@@ -345,7 +346,7 @@ def test_detection_carries_session_answers_texts_scores_and_timestamps():
         "last_timestamp": stamps[uuids[-1]],
         "similarities": [1.0, 0.875],
         "answers": [{"uuid": u, "timestamp": stamps[u], "text": x[:10]}
-                    for u, x in zip(uuids, texts)],
+                    for u, x in zip(uuids, texts, strict=True)],
     }
 
 
@@ -953,7 +954,8 @@ step = st.one_of(
 )
 
 
-def _build(steps, stop_reasons: bool) -> tuple[Transcript, list[tuple[str, tuple[str, ...]]]]:
+def _build(  # noqa: C901 - the reference model reads best as one table of step kinds
+        steps, stop_reasons: bool) -> tuple[Transcript, list[tuple[str, tuple[str, ...]]]]:
     """Write the steps as a transcript and compute, independently, what must fire."""
     t = Transcript(stop_reasons=stop_reasons)
     side = Transcript(sidechain=True, uuid_prefix="5555")
@@ -1055,5 +1057,5 @@ def test_generated_transcripts_match_the_reference_model_however_chunked(
     raw = t.data()
     assert _summary(detect_transcript(raw, SESSION)) == expected
     cuts = sorted(point % (len(raw) + 1) for point in cut_points)
-    chunks = [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)])]
+    chunks = [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
     assert _summary(detect_transcript(chunks, SESSION)) == expected

@@ -2,10 +2,11 @@
 
 ``claude-code-2.1.328/``, ``claude-code-2.1.332/``: recorded from the real Claude Code
 (see their READMEs and each scenario's ``meta.json``); a scenario recorded on both
-versions must give the same detections, the newer lines 2.1.332 writes changing nothing. ``real-transcripts/``: written by Claude Code 1.0.17 -
-2.1.39 on people's machines (see ``SOURCES.md``). The expected detections are written
-out below and, for the recorded scenarios, also derived from ``meta.json``; the firing
-answers are located in the files independently of the engine.
+versions must give the same detections, the newer lines 2.1.332 writes changing nothing.
+``real-transcripts/``: written by Claude Code 1.0.17 - 2.1.39 on people's machines (see
+``SOURCES.md``). The expected detections are written out below and, for the recorded
+scenarios, also derived from ``meta.json``; the firing answers are located in the files
+independently of the engine.
 """
 
 from __future__ import annotations
@@ -162,7 +163,8 @@ def _reprompt_answers(path: Path) -> list[dict]:
 def _expected_from_meta(observed: dict) -> list[tuple[str, int]]:
     """Apply the rules to what meta.json says the replies were."""
     answers: list[dict] = []
-    for text, trigger in zip(observed["assistant_texts"], observed["assistant_triggers"]):
+    for text, trigger in zip(observed["assistant_texts"], observed["assistant_triggers"],
+                             strict=True):
         if trigger == "tool_result":  # the model went on after its tool call
             answers[-1]["used_tool"] = True
             continue
@@ -302,7 +304,8 @@ def test_tui_goal_clear_fires_once_and_records_the_clear():
     observed = _meta(scenario)["observed"][_meta(scenario)["transcript_files"][0]]
     assert [
         {k: v for k, v in (("met", s.met), ("sentinel", s.sentinel or None),
-                           ("condition", s.condition), ("reason", s.reason or None)) if v is not None}
+                           ("condition", s.condition), ("reason", s.reason or None))
+         if v is not None}
         for s in statuses
     ] == observed["goal_status"]
     assert [s.cleared for s in statuses] == [False, False, False, False, True]
@@ -333,7 +336,8 @@ def test_api_error_scenario_counts_one_answer_and_ignores_the_error():
     assert found(reader.feed(path.read_bytes())) == []
     assert reader.detector.run_length == 1  # the error reply neither counted nor reset
     assert reader.detector.answers_seen == 2  # kickoff answer + one real re-prompt answer
-    assert reader.detector.last_answer.text == "I am still working on getting the auth tests to pass."
+    assert reader.detector.last_answer.text == (
+        "I am still working on getting the auth tests to pass.")
 
 
 def test_tui_interrupt_drops_the_interrupted_answer():
@@ -478,7 +482,8 @@ def test_catch_up_over_a_recorded_loop_then_live():
     assert found(reader.feed(path.read_bytes())) == []
     assert reader.detector.run_length == 8 and reader.detector.would_fire_with_one_more()
     # With the detection log's uuids, a replay fires nothing again.
-    reader = TranscriptReader(detector=RunDetector(path.stem, already_fired=[d.answer_uuid for d in fired]))
+    reader = TranscriptReader(detector=RunDetector(
+        path.stem, already_fired=[d.answer_uuid for d in fired]))
     assert found(reader.feed(path.read_bytes())) == []
     assert reader.detector.run_length == 2
 
@@ -579,6 +584,6 @@ def test_real_bytes_give_the_same_detections_however_chunked(index, cut_points, 
         cuts = sorted({min(len(data), start + p % 64) for p in cut_points})
     else:
         cuts = sorted(p % (len(data) + 1) for p in cut_points)
-    chunks = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)])]
+    chunks = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)]
     assert b"".join(chunks) == data
     assert _summary(detect_transcript(chunks, path.stem)) == _WHOLE[path]

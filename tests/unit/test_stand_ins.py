@@ -131,7 +131,7 @@ def test_unread_results_count_as_read_ones(
     refusals = {f"id{n}" for n, (kind, _, output, _) in enumerate(rounds)
                 if kind == "round" and REFUSED_MARK in str(OUTPUTS[output][0])}
     assert len(lazy) == len(plain)
-    for (tool_use_id, call, count), (_, _, was) in zip(lazy, plain):
+    for (tool_use_id, call, count), (_, _, was) in zip(lazy, plain, strict=True):
         # A refusal counts nothing; an unread one, first of its call in a turn, counts 1
         # (and the call's refusals after it say 1 where they would say 0). The call's next
         # real result counts 1 either way, so no loop can tell.

@@ -17,8 +17,10 @@ from loop_killer.engine import (
     ToolResult,
     ToolResults,
     TurnStart,
+    masking,
     parse_line,
 )
+from loop_killer.engine.masking import result_key
 from loop_killer.engine.tool_repeat import (
     DEFAULT_IGNORED,
     MAX_CALLS,
@@ -33,8 +35,6 @@ from loop_killer.engine.tool_repeat import (
     is_refusal,
     repeat_label,
 )
-from loop_killer.engine import masking
-from loop_killer.engine.masking import result_key
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 FAIL = "FAIL test/auth/login.test.js\n  ✕ login fails with a wrong password (12 ms)"

@@ -38,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, (module_name, function, help_text) in COMMANDS.items():
         sub = subparsers.add_parser(name, help=help_text, description=help_text)
         sub.set_defaults(_target=(module_name, function))
-        if "--help" in sys.argv or "-h" in sys.argv or _wanted(name):
+        if _wanted(name):  # (only its own options: `scan --help` loads no other command)
             module = importlib.import_module(module_name)
             add_arguments = getattr(module, f"add_arguments_{function}", None)
             if add_arguments is not None:

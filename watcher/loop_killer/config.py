@@ -47,7 +47,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-
+from .engine.edits import EDIT_OSCILLATION_WARN
 from .engine.rules import (
     DEFAULT_THRESHOLDS,
     IDLE_TURNS,
@@ -58,7 +58,6 @@ from .engine.rules import (
     SIMILAR,
     Thresholds,
 )
-from .engine.edits import EDIT_OSCILLATION_WARN
 from .engine.tool_repeat import (
     DEFAULT_IGNORED,
     RULE_TOOL_REPEAT,

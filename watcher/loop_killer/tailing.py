@@ -81,8 +81,8 @@ def _blank_run_start(chunk: bytes, stop: int) -> int:
         width *= 8
 
 
-def iter_lines_backwards(
-    handle: BinaryIO,
+def iter_lines_backwards(  # noqa: C901 - one pass over blocks, lines and blank runs:
+    handle: BinaryIO,  # split up, it would cost a call per line on the hooks' hot path
     end: int,
     *,
     block: int = _BLOCK,

@@ -69,8 +69,9 @@ class EventReader:
     """The first stages alone: bytes in any chunks -> whole lines -> events, each with
     where its line sits in the file (``offset``: where the first byte fed sits).
     Lines that hold no event are counted in ``stats`` and give no step (lines that
-    cannot be JSON objects, blank or without a ``{``, are never handed to ``parse``). ``parse``: how one line becomes an event (``parse_line``
-    unless a caller gives its own)."""
+    cannot be JSON objects, blank or without a ``{``, are never handed to ``parse``).
+    ``parse``: how one line becomes an event (``parse_line`` unless a caller gives its
+    own)."""
 
     __slots__ = ("_lines", "_parse", "stats")
 

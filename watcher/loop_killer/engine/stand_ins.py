@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..digest import digest
+from .masking import result_key
 from .pairing import ToolPairing
 from .tool_repeat import (
     FILE_CHANGING_TOOLS,
@@ -39,7 +40,6 @@ from .tool_repeat import (
     is_ignored,
     is_refusal,
 )
-from .masking import result_key
 from .transcript import (
     AssistantPart,
     Event,

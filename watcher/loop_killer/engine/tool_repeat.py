@@ -362,7 +362,7 @@ class ToolRepeatCounter:
         counter.refused = _small(state.get("refused"))
         for item in calls[-MAX_CALLS:]:
             if (isinstance(item, list) and len(item) in (3, 4) and isinstance(item[0], str)
-                    and isinstance(item[1], str) and 0 < _small(item[2])):
+                    and isinstance(item[1], str) and _small(item[2]) > 0):
                 changes = _small(item[3]) if len(item) == 4 else 0
                 counter._calls.pop(item[0], None)
                 counter._calls[item[0]] = (item[1], item[2], changes)

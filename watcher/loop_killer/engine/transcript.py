@@ -289,7 +289,8 @@ def _text_of(content: Any) -> str | None:
     texts = [
         block["text"]
         for block in content
-        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str)
+        if isinstance(block, dict) and block.get("type") == "text"
+        and isinstance(block.get("text"), str)
     ]
     return "\n".join(texts)
 
@@ -454,7 +455,8 @@ def _assistant(
                          _usage(message), _str(message.get("model"))), ""
 
 
-def _user(entry: dict[str, Any], content: Any, uuid: str, timestamp: str) -> tuple[Event | None, str]:
+def _user(entry: dict[str, Any], content: Any, uuid: str, timestamp: str
+          ) -> tuple[Event | None, str]:
     results = _tool_results(content, _str(entry.get("cwd")))
     if results:
         return ToolResults(uuid, timestamp, results), ""

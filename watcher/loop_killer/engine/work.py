@@ -22,8 +22,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..digest import hex_digest
-from .pairing import ToolPairing
 from .masking import result_key
+from .pairing import ToolPairing
 from .tool_repeat import DEFAULT_IGNORED, call_key, is_ignored, is_refusal
 from .transcript import AssistantPart, Event, ToolResult, UnreadResult
 

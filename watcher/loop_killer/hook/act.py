@@ -9,6 +9,7 @@ hook's output JSON (``notice.hook_output``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass
@@ -78,13 +79,11 @@ def fire(what: Fired, *, hook_input: HookInput, state: Path, env: dict[str, str]
         key = f"{hook_input.session_id}.{time.time_ns():x}"
         outcome_path = ""
         if clear_goal:  # without a goal the mod runs nothing and reports nothing
-            try:
+            with contextlib.suppress(OSError):
                 outcome_path = write_mod_plan_record(str(state), key, {
                     **common, "id": key, "offset": file_size(transcript) or 0,
                     "clear_goal": clear_goal, "at": time.time(),
                 })
-            except OSError:
-                pass
         plan = notice.mod_plan(firing, plan_id=key, session_id=hook_input.session_id,
                                clear_goal=clear_goal, outcome_path=outcome_path,
                                transcript_path=transcript)

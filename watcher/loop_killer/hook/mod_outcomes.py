@@ -11,6 +11,7 @@ Neither is done through a linked ``outcomes/`` or state folder (``state.paths.st
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -144,7 +145,5 @@ def _str(value: Any) -> str:
 
 
 def _remove_quietly(path: str) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.unlink(path)
-    except OSError:
-        pass

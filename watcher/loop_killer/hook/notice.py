@@ -130,7 +130,8 @@ def notice(firing: Firing, outcome: Outcome, *, why: str = "", prefix: bool = Tr
         text = f"{head}, goal cleared."
     elif outcome == OUTCOME_FAILED:
         printed = f" ({detail})" if detail else ""
-        text = f"{head}, but /goal clear failed{printed}: the goal is only paused, type /goal clear."
+        text = (f"{head}, but /goal clear failed{printed}: the goal is only paused, type "
+                "/goal clear.")
     elif outcome == OUTCOME_SENT:
         within = f" after {wait:g} s" if wait > 0 else ""
         reason = f" ({detail})" if detail else ""

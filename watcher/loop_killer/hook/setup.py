@@ -3,9 +3,10 @@
 ``install`` records this interpreter (the plugin's launcher uses it when the ``python3``
 on PATH lacks the package): pipx's or uv's tool environment, a virtual environment, or a
 Python installation, always by the path it was started as (a venv's ``bin/python`` is a
-link to its base interpreter, which does not see the venv's packages). Then it registers the plugin with the local ``claude`` CLI
-(``claude plugin marketplace add`` + ``claude plugin install``, both idempotent), or prints
-those commands when no ``claude`` is on PATH.
+link to its base interpreter, which does not see the venv's packages). Then it registers
+the plugin with the local ``claude`` CLI (``claude plugin marketplace add`` + ``claude
+plugin install``, both idempotent), or prints those commands when no ``claude`` is on
+PATH.
 
 The plugin is found as a marketplace folder (``.claude-plugin/marketplace.json`` beside a
 ``plugin/`` folder): the source checkout the package runs from, or the copy a wheel ships

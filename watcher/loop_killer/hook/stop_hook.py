@@ -20,6 +20,7 @@ writes to the transcript.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -189,12 +190,11 @@ class _Anchoring:
         if self.done:
             return
         self.done = True
-        try:
+        # The anchor is best effort, the stop is not.
+        with contextlib.suppress(Exception):
             advance_anchor(self.state, self.input.session_id,
                            size=file_size(self.input.transcript_path),
                            prompt_id=self.input.prompt_id, spawn_time=self.spawn_time)
-        except Exception:  # noqa: BLE001, S110 - the anchor is best effort, the stop is not
-            pass
 
 
 def _sweep_outcomes(state: Path) -> None:
@@ -207,10 +207,8 @@ def _sweep_outcomes(state: Path) -> None:
         return
     from .mod_outcomes import sweep_mod_outcomes
 
-    try:
+    with contextlib.suppress(OSError):
         sweep_mod_outcomes(str(state), lambda record: _append(state, record))
-    except OSError:
-        pass
 
 
 def _append(state: Path, record: dict[str, Any]) -> None:

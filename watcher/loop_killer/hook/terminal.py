@@ -14,6 +14,7 @@ after typing are read), or ``Goal cleared:`` appearing on screen.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import tempfile
@@ -155,10 +156,8 @@ class _Screen(_Terminal):
             return None if data is None else hardcopy_text(data)
         finally:
             _remove_quietly(path)
-            try:
+            with contextlib.suppress(OSError):
                 os.rmdir(folder)
-            except OSError:
-                pass
 
     def type_text(self, text: str) -> None:
         self._screen("stuff", text)
@@ -180,10 +179,8 @@ def _read_small(path: str) -> bytes | None:
 
 
 def _remove_quietly(path: str) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.unlink(path)
-    except OSError:
-        pass
 
 
 def type_goal_clear(

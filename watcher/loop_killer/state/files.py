@@ -8,12 +8,12 @@ Transcripts are opened with ``open_transcript``: never blocking, regular files o
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import time
 from pathlib import Path
 from typing import Any
-
 
 __all__ = [
     "NotAFile",
@@ -98,10 +98,8 @@ def write_private_file(path: Path | str, data: bytes) -> None:
             handle.write(data)
         os.replace(temp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(temp)
-        except OSError:
-            pass
         raise
 
 
@@ -131,10 +129,8 @@ def open_transcript(path: Path | str, *, regular_only: bool = True) -> int:
     """
     fd = -1
     if _NOATIME:
-        try:
+        with contextlib.suppress(PermissionError):
             fd = os.open(path, _READ_FLAGS | _NOATIME)
-        except PermissionError:
-            pass
     if fd < 0:
         fd = os.open(path, _READ_FLAGS)
     if regular_only:

@@ -15,6 +15,7 @@ It is acted on only when this user owns it, in folders only this user can write
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -275,10 +276,8 @@ def _in_other_projects(session_id: str, transcript_path: str) -> bool:
 
 def _put_back(taken: Path, source: Path) -> None:
     """Return a claimed request to the inbox, unless a newer one is there already."""
-    try:
+    with contextlib.suppress(OSError):
         os.link(taken, source, follow_symlinks=False)
-    except OSError:
-        pass
     _unlink_quietly(taken)
 
 
@@ -308,10 +307,8 @@ def _reason(error: BaseException) -> str:
 
 
 def _unlink_quietly(path: Path) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.unlink(path)
-    except OSError:
-        pass
 
 
 _CLAIMED_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.[0-9]+\.[0-9]+\.json")

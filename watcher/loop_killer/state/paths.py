@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
@@ -159,10 +160,9 @@ def ensure_private_dir(path: Path | str, *, create: bool = True) -> Path:
     if not stat.S_ISDIR(info.st_mode):
         raise NotAFolder(f"{path}: not a folder (a link or a file); not writing into it")
     if info.st_mode & 0o077 and info.st_uid == os.getuid():
-        try:
+        # Failing is not ours to fix (a shared mount): the files inside are still 0600.
+        with contextlib.suppress(OSError):
             os.chmod(path, 0o700, follow_symlinks=False)
-        except OSError:
-            pass  # not ours to fix (a shared mount): the files inside are still 0600
     return path
 
 

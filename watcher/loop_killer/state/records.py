@@ -20,6 +20,7 @@ watcher's housekeeping.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -177,8 +178,6 @@ def forget_session(state: Path, session_id: str) -> int:
             removed += 1
         except OSError:
             pass
-    try:
+    with contextlib.suppress(OSError):
         os.rmdir(folder)
-    except OSError:
-        pass
     return removed

@@ -21,12 +21,12 @@ links, no FIFOs, bounded) and written atomically (temp file + rename).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import stat
 import time
 from collections.abc import Iterator
-import contextlib
 from contextlib import contextmanager
 from typing import Any
 

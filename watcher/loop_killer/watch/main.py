@@ -14,13 +14,17 @@ import signal
 import sys
 from pathlib import Path
 from types import FrameType
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from ..config import load_settings
 from ..printable import terminal_width, without_controls, wrap
 from ..state.paths import ensure_private_dir, projects_dir, state_dir
 from . import notify
 from .watcher import POLL_INTERVAL, RECONCILE_INTERVAL, SWEEP_INTERVAL, Watcher
+
+if TYPE_CHECKING:
+    from .metrics import MetricsSource
+    from .prometheus import MetricsServer
 
 __all__ = ["AlreadyRunning", "acquire_lock", "build_parser", "configure_logging", "main"]
 
@@ -145,6 +149,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _serve_metrics(address: str | None, source: MetricsSource) -> MetricsServer | None:
+    """The Prometheus endpoint at ``address`` (None when none is asked for); raises
+    ``MetricsUnavailable`` without the client library."""
+    if not address:
+        return None
+    from .prometheus import serve_metrics
+
+    server = serve_metrics(address, source)
+    logging.getLogger("loop_killer.watch.events").info(
+        "Prometheus metrics at http://%s:%d/metrics", *server.address)
+    return server
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging(verbose=args.verbose)
@@ -161,26 +178,20 @@ def main(argv: list[str] | None = None) -> int:
     settings = load_settings(state)
     for problem in settings.problems:
         log.warning("settings: %s", problem)
-    metrics = None
-    source = None  # one MetricsSource for the Prometheus endpoint and the OTLP export
-    if args.metrics or settings.metrics:
-        from .metrics import MetricsSource
-        from .prometheus import MetricsUnavailable, serve_metrics
-
-        try:
-            source = MetricsSource(state, home=os.environ.get("HOME"))
-            metrics = serve_metrics(args.metrics or settings.metrics, source)
-        except MetricsUnavailable as error:
-            log.error("%s", error)
-            os.close(lock)
-            return 2
-        logging.getLogger("loop_killer.watch.events").info(
-            "Prometheus metrics at http://%s:%d/metrics", *metrics.address)
     from .metrics import MetricsSource
+    from .prometheus import MetricsUnavailable
+
+    # One MetricsSource for the Prometheus endpoint and the OTLP export.
+    source = MetricsSource(state, home=os.environ.get("HOME"))
+    try:
+        metrics = _serve_metrics(args.metrics or settings.metrics, source)
+    except MetricsUnavailable as error:
+        log.error("%s", error)
+        os.close(lock)
+        return 2
     from .telemetry import start_from_environment  # off unless configured as Claude Code's
 
-    telemetry = start_from_environment(
-        lambda: source or MetricsSource(state, home=os.environ.get("HOME")))
+    telemetry = start_from_environment(lambda: source)
     notifier = notify.Notifier() if args.notify else None
     watcher = Watcher(root=root, state=state, poll=args.poll,
                       reconcile_interval=args.reconcile_interval,
@@ -200,12 +211,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         os.close(lock)
-        if metrics is not None:
-            metrics.close()
-        if telemetry is not None:
-            telemetry.close()
-        if notifier is not None:
-            notifier.close()  # a summary still gathered is shown before the end
+        # (the notifier last: a summary still gathered is shown before the end)
+        for service in (metrics, telemetry, notifier):
+            if service is not None:
+                service.close()
     logging.getLogger("loop_killer.watch.events").info("loop-killer-watch stopped")
     return 0
 

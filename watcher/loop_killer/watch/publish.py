@@ -81,7 +81,8 @@ def publish(state: Path, tracked: Tracked, now: float, *, unless_on_disk: bool =
     try:
         write_session_status(state, status)
     except (OSError, ValueError) as error:
-        log.error("%s: cannot write its status: %s", report.session_label(tracked.project, tracked.session_id, home), error)
+        log.error("%s: cannot write its status: %s",
+                  report.session_label(tracked.project, tracked.session_id, home), error)
         return
     tracked.published = key
 
@@ -99,7 +100,8 @@ def unpublish_request(state: Path, tracked: Tracked, now: float, *, home: str | 
     try:
         write_session_status(state, replace(previous, pending_request=False, updated_at=now))
     except (OSError, ValueError) as error:
-        log.error("%s: cannot write its status: %s", report.session_label(tracked.project, tracked.session_id, home), error)
+        log.error("%s: cannot write its status: %s",
+                  report.session_label(tracked.project, tracked.session_id, home), error)
 
 
 def _comparable(status: SessionStatus) -> tuple[Any, ...]:

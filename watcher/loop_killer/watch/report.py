@@ -171,7 +171,8 @@ def journal_line(record: Mapping[str, Any], home: str | None = None) -> str | No
             count=count if isinstance(count, int) and not isinstance(count, bool) else 0,
             refused=event == "refusal", source=source, rule=_text(record, "rule"))
     if event == "detection" and record.get("rule") == RULE_MANUAL:
-        return f"ASKED     {project}  {short_id(session_id)}  MANUAL: clear asked by hand ({source})"
+        return (f"ASKED     {project}  {short_id(session_id)}  MANUAL: clear asked by hand "
+                f"({source})")
     if event == "detection":
         rule = _text(record, "rule") or "?"
         count = record.get("count")
@@ -208,10 +209,11 @@ def table(header: list[str], rows: list[list[str]], width: int | None = None) ->
         widths = _fitted(widths, width - 2 * (len(widths) - 1))
     lines = []
     for row in [header, *rows]:
-        pieces = [wrap(cell, size, indent=0) for cell, size in zip(row, widths)]
+        pieces = [wrap(cell, size, indent=0) for cell, size in zip(row, widths, strict=True)]
         for k in range(max(len(piece) for piece in pieces)):
             lines.append("  ".join((piece[k] if k < len(piece) else "").ljust(size)
-                                   for piece, size in zip(pieces, widths)).rstrip())
+                                   for piece, size in zip(pieces, widths, strict=True)
+                                   ).rstrip())
     return lines
 
 

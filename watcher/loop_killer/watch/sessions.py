@@ -19,6 +19,7 @@ fires twice across restarts, truncations, renames and naps.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -395,10 +396,8 @@ class Sessions:
             (log.warning if busy else log.info)("%s: transcript %s, no longer followed",
                                                   self.respond.name(tracked), why)
         if not keep_status:
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 os.unlink(session_status_path(self.state, tracked.session_id))
-            except (OSError, ValueError):
-                pass
 
     # -- reading lines ------------------------------------------------------------------
 

@@ -2,10 +2,11 @@
 
 Each followed session's events also go to the engine's ``ToolRepeatCounter`` (the same
 counter the tool-call hooks keep per session). When a result brings a call to
-``tool_repeat_warn`` identical results (3 unless configured), the detection is recorded (``state.records``,
-keyed by that result's ``tool_use_id``, as the PostToolUse hook does): only when this
-watcher is first does it log the detection and print its line. The warning to the model
-and the refusals are the hooks' (the watcher shows their log lines as they come).
+``tool_repeat_warn`` identical results (3 unless configured), the detection is recorded
+(``state.records``, keyed by that result's ``tool_use_id``, as the PostToolUse hook
+does): only when this watcher is first does it log the detection and print its line.
+The warning to the model and the refusals are the hooks' (the watcher shows their log
+lines as they come).
 """
 
 from __future__ import annotations

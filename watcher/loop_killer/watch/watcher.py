@@ -49,6 +49,7 @@ from ..state.status import (
 )
 from . import report
 from .follower import Change, Seen, classify, seen_of
+from .narrate import Notice
 from .observer import (
     DIR,
     FILE,
@@ -65,7 +66,6 @@ from .observer import (
     start_observer,
     stop_observer,
 )
-from .narrate import Notice
 from .outcomes import OUTCOME_TIMEOUT
 from .retell import tell
 from .sessions import IDLE_AFTER, Sessions
@@ -277,7 +277,7 @@ class Watcher:
                 seen = None
             found.append((seen.mtime if seen is not None else 0.0, path, seen))
         found.sort(reverse=True)
-        for _mtime, path, seen in found:
+        for _mtime, path, _seen in found:
             if self._stopping.is_set():
                 return
             try:
