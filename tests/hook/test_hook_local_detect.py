@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from loop_killer.engine import detect_transcript
+from loop_killer.engine.reader import detect_transcript
 from loop_killer.hook.anchor import Anchor
 from loop_killer.hook.judge import Judgement, judge
 from loop_killer.hook.stop_hook import run

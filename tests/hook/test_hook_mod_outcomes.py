@@ -117,7 +117,7 @@ def test_the_watcher_shows_what_the_hook_logged_before_the_clear_it_read(
     that read (its tick), so its terminal prints in the order things happened."""
     import logging
 
-    from loop_killer.engine import GoalStatus
+    from loop_killer.engine.transcript import GoalStatus
     from loop_killer.watch.follower import Follower
     from loop_killer.watch.respond import Responder
     from loop_killer.watch.retell import tell

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import json
 
-from loop_killer.engine import IDLE_TURNS, RULE_IDLE, RULE_SAME, SAME_REPLY_TURNS
-from loop_killer.engine.rules import RULE_EDIT_OSCILLATION
+from loop_killer.engine.rules import (
+    IDLE_TURNS,
+    RULE_EDIT_OSCILLATION,
+    RULE_IDLE,
+    RULE_SAME,
+    SAME_REPLY_TURNS,
+)
 from loop_killer.engine.tool_repeat import RULE_TOOL_REPEAT, TOOL_REPEAT_WARN
 from loop_killer.scan.records import Tokens
 from loop_killer.scan.transcript import scan_bytes

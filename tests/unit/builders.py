@@ -17,7 +17,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import orjson
-from loop_killer.engine import Detection, Step
+from loop_killer.engine.reader import Step
+from loop_killer.engine.run import Detection
 
 SESSION = "a26ba613-efc5-4fa5-919a-77fca5250a20"
 CWD = "/home/dev/proj"

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 from loop_killer.config import config_path, load_settings, parse_settings
-from loop_killer.engine import DEFAULT_THRESHOLDS, RULE_IDLE, RULE_SAME, RunDetector
+from loop_killer.engine.rules import DEFAULT_THRESHOLDS, RULE_IDLE, RULE_SAME
+from loop_killer.engine.run import RunDetector
 from loop_killer.engine.tool_repeat import DEFAULT_IGNORED
 
 GOOD = b"""
@@ -185,7 +186,7 @@ def test_the_file_is_read_safely(tmp_path: Path):
 
 def test_the_judge_uses_the_thresholds():
     from builders import Transcript
-    from loop_killer.engine import TranscriptReader
+    from loop_killer.engine.reader import TranscriptReader
 
     settings = parse_settings(b"[rules]\nsame_reply_turns = 4\noff = ['IDLE_TURNS']", {})
     t = Transcript()

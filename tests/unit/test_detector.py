@@ -8,21 +8,18 @@ import pytest
 from builders import KICKOFF, SESSION, Transcript, found, line
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from loop_killer.engine import (
+from loop_killer.engine.answers import Answer, AnswerAssembler
+from loop_killer.engine.reader import TranscriptReader, detect_transcript
+from loop_killer.engine.rules import (
     IDLE_TURNS,
     RULE_IDLE,
     RULE_SAME,
     SAME_REPLY_TURNS,
-    Answer,
-    AnswerAssembler,
-    Detection,
-    RunDetector,
-    TranscriptReader,
-    detect_transcript,
-    parse_line,
     text_digest,
     words,
 )
+from loop_killer.engine.run import Detection, RunDetector
+from loop_killer.engine.transcript import parse_line
 
 SAME = "I am still working on getting the auth tests to pass."
 DISTINCT = [

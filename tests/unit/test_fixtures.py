@@ -22,22 +22,10 @@ import pytest
 from builders import found
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from loop_killer.engine import (
-    RULE_IDLE,
-    RULE_SAME,
-    Detection,
-    Discard,
-    GoalStatus,
-    ParseStats,
-    RunDetector,
-    TranscriptReader,
-    TurnStart,
-    detect_transcript,
-    parse_line,
-    similar,
-    text_digest,
-    words,
-)
+from loop_killer.engine.reader import TranscriptReader, detect_transcript
+from loop_killer.engine.rules import RULE_IDLE, RULE_SAME, similar, text_digest, words
+from loop_killer.engine.run import Detection, RunDetector
+from loop_killer.engine.transcript import Discard, GoalStatus, ParseStats, TurnStart, parse_line
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CC = FIXTURES / "claude-code-2.1.328"

@@ -228,7 +228,7 @@ def test_text_digest_never_fails_on_odd_text():
 
 
 def test_rule_phrase_words_each_rule_for_the_hook_and_the_watcher_alike():
-    from loop_killer.engine import rule_phrase
+    from loop_killer.engine.rules import rule_phrase
 
     assert rule_phrase("SAME_REPLY_TURNS", 3) == "3 similar replies to re-prompts"
     assert rule_phrase("IDLE_TURNS", 6) == "6 replies to re-prompts without any tool use"
@@ -236,7 +236,7 @@ def test_rule_phrase_words_each_rule_for_the_hook_and_the_watcher_alike():
 
 
 def test_combining_vowel_signs_stay_inside_their_words():
-    from loop_killer.engine import words
+    from loop_killer.engine.rules import words
 
     # Devanagari and Thai write vowels as combining marks: they must not cut words.
     assert words("मैंने परीक्षण फिर चलाए") == {"मैंने", "परीक्षण", "फिर", "चलाए"}

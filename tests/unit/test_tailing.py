@@ -7,7 +7,7 @@ import random
 
 import pytest
 from loop_killer import tailing
-from loop_killer.engine import parse_line
+from loop_killer.engine.transcript import parse_line
 from loop_killer.tailing import (
     MAX_RUN_LINES,
     ScanStats,

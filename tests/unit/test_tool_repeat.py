@@ -10,16 +10,7 @@ import pytest
 from builders import Transcript
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from loop_killer.engine import (
-    AssistantPart,
-    Reprompt,
-    ToolCall,
-    ToolResult,
-    ToolResults,
-    TurnStart,
-    masking,
-    parse_line,
-)
+from loop_killer.engine import masking
 from loop_killer.engine.masking import result_key
 from loop_killer.engine.tool_repeat import (
     DEFAULT_IGNORED,
@@ -34,6 +25,15 @@ from loop_killer.engine.tool_repeat import (
     is_ignored,
     is_refusal,
     repeat_label,
+)
+from loop_killer.engine.transcript import (
+    AssistantPart,
+    Reprompt,
+    ToolCall,
+    ToolResult,
+    ToolResults,
+    TurnStart,
+    parse_line,
 )
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

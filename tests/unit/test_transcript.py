@@ -8,11 +8,11 @@ import time
 import orjson
 import pytest
 from builders import API_ERROR_TEXT, CONDITION, SESSION, Transcript, line
-from loop_killer.engine import (
+from loop_killer.engine.lines import LineBuffer
+from loop_killer.engine.transcript import (
     AssistantPart,
     Discard,
     GoalStatus,
-    LineBuffer,
     ParseStats,
     Reprompt,
     SystemEntry,

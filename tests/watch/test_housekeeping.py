@@ -12,7 +12,7 @@ import time
 import tracemalloc
 
 import orjson
-from loop_killer.engine import IDLE_TURNS
+from loop_killer.engine.rules import IDLE_TURNS
 from loop_killer.state import records
 from loop_killer.state.inbox import MAX_REQUEST_AGE, ClearRequest, peek_request, write_request
 from loop_killer.state.status import read_session_status, session_status_path

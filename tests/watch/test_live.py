@@ -10,7 +10,7 @@ import time
 
 import orjson
 import pytest
-from loop_killer.engine import text_digest
+from loop_killer.engine.rules import text_digest
 from loop_killer.state import journal
 from loop_killer.state.inbox import peek_request
 from loop_killer.watch import follower as follower_module

@@ -7,7 +7,7 @@ import os
 import time
 
 import pytest
-from loop_killer.engine import parse_timestamp
+from loop_killer.engine.transcript import parse_timestamp
 from loop_killer.watch import report
 from loop_killer.watch.follower import Change, Seen, classify
 from loop_killer.watch.observer import DIR, FILE, ROOT, relevance

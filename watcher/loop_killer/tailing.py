@@ -18,7 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO, Literal
 
-from .engine import IDLE_TURNS, Reprompt, is_run_boundary, parse_line
+from .engine.rules import IDLE_TURNS
+from .engine.transcript import Reprompt, is_run_boundary, parse_line
 
 __all__ = [
     "MAX_RUN_LINES",

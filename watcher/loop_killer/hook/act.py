@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..engine import GoalStatus
+from ..engine.transcript import GoalStatus
 from ..state import journal
 from . import decide, notice
 from .decide import HookInput

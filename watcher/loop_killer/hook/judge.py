@@ -10,18 +10,11 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
-from ..engine import (
-    DEFAULT_THRESHOLDS,
-    Answer,
-    AssistantPart,
-    Detection,
-    Event,
-    GoalStatus,
-    LineEvent,
-    RunDetector,
-    Thresholds,
-    ToolResults,
-)
+from ..engine.answers import Answer
+from ..engine.reader import LineEvent
+from ..engine.rules import DEFAULT_THRESHOLDS, Thresholds
+from ..engine.run import Detection, RunDetector
+from ..engine.transcript import AssistantPart, Event, GoalStatus, ToolResults
 from .anchor import Anchor
 from .locate import Case, locate_active, locate_turn, reply_text
 from .tail import Tail

@@ -40,22 +40,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..engine import (
-    PROMPT_NONE,
-    PROMPT_REPROMPT,
-    PROMPT_TURN,
-    AnswerAssembler,
+from ..engine.answers import PROMPT_NONE, PROMPT_REPROMPT, PROMPT_TURN, AnswerAssembler, PromptKind
+from ..engine.reader import LineEvent
+from ..engine.rules import text_digest
+from ..engine.transcript import (
     AssistantPart,
     Discard,
     Event,
-    LineEvent,
-    PromptKind,
     Reprompt,
     SystemEntry,
     ToolResults,
     TurnStart,
     parse_timestamp,
-    text_digest,
 )
 from .anchor import Anchor
 

@@ -106,7 +106,7 @@ def find_proof(data: bytes) -> str | None:
     only), or None: the proof that ``/goal clear`` ran."""
     if b"goal_status" not in data:
         return None
-    from ..engine import GoalStatus, parse_line
+    from ..engine.transcript import GoalStatus, parse_line
 
     for line in data.split(b"\n")[:-1]:
         if b"goal_status" not in line:

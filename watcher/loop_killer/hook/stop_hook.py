@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Settings, load_settings
-from ..engine import text_digest
+from ..engine.rules import text_digest
 from ..state import records
 from ..state.files import NotAFile
 from ..state.notes import first_time

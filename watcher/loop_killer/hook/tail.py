@@ -12,15 +12,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from ..engine import (
-    Event,
-    EventReader,
-    GoalStatus,
-    LineEvent,
-    TurnStart,
-    parse_line,
-    parse_timestamp,
-)
+from ..engine.reader import EventReader, LineEvent
+from ..engine.transcript import Event, GoalStatus, TurnStart, parse_line, parse_timestamp
 from ..state.files import open_transcript
 from ..tailing import find_run_start, iter_lines_backwards
 from .anchor import Anchor

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..engine import parse_timestamp
+from ..engine.transcript import parse_timestamp
 
 __all__ = [
     "HISTORY_AGE",

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..engine import text_digest
+from ..engine.rules import text_digest
 from ..state.paths import request_waiting
 from ..state.status import SessionStatus, read_session_status, write_session_status
 from . import report

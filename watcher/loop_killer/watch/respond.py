@@ -32,7 +32,9 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from ..engine import Detection, GoalStatus, SystemEntry, TurnStart, text_digest
+from ..engine.rules import text_digest
+from ..engine.run import Detection
+from ..engine.transcript import GoalStatus, SystemEntry, TurnStart
 from ..state import journal, records
 from ..state.inbox import ClearRequest, InvalidRequest, discard_request, write_request
 from ..state.paths import request_waiting

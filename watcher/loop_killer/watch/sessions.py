@@ -28,19 +28,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..config import Settings, load_settings, transcript_cwd
-from ..engine import (
-    MAX_LINE_BYTES,
-    PROMPT_REPROMPT,
-    RULE_IDLE,
-    RULE_SAME,
-    GoalStatus,
-    Step,
-    SystemEntry,
-    TranscriptReader,
-    TurnStart,
-    parse_timestamp,
-)
+from ..engine.answers import PROMPT_REPROMPT
+from ..engine.lines import MAX_LINE_BYTES
 from ..engine.prefilter import skim_span
+from ..engine.reader import Step, TranscriptReader
+from ..engine.rules import RULE_IDLE, RULE_SAME
+from ..engine.transcript import GoalStatus, SystemEntry, TurnStart, parse_timestamp
 from ..state import records
 from ..state.files import open_transcript
 from ..state.inbox import discard_request, peek_request

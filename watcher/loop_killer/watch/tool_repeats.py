@@ -15,13 +15,13 @@ import logging
 from pathlib import Path
 
 from ..config import Settings
-from ..engine import Event, TurnStart
 from ..engine.stand_ins import ToolCounts
 from ..engine.tool_repeat import (
     RULE_TOOL_REPEAT,
     ToolRepeat,
     repeat_label,
 )
+from ..engine.transcript import Event, TurnStart
 from ..state import journal, records
 from . import report
 from .tracked import Tracked

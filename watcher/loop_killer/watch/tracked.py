@@ -5,8 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine import Answer, GoalStatus, RunDetector, TranscriptReader
+from ..engine.answers import Answer
+from ..engine.reader import TranscriptReader
+from ..engine.run import RunDetector
 from ..engine.stand_ins import ToolCounts
+from ..engine.transcript import GoalStatus
 from .follower import Follower
 from .outcomes import PendingOutcome
 
