@@ -241,3 +241,13 @@ def test_status_shows_a_refused_call_as_refused_and_the_last_loops_with_their_ou
         last_answer_uuid="", last_answer_digest="", last_activity=now, updated_at=now))
     _, out, _ = run(capsys, "status", "--json")
     assert orjson.loads(out)["sessions"][0]["refused"] is None
+
+
+def test_status_tells_an_oscillating_edit_as_what_it_saw() -> None:
+    from loop_killer.watch.commands import recent_loops
+
+    (loop,) = recent_loops([{"event": "detection", "session_id": "s1", "project": "p",
+                             "rule": "EDIT_OSCILLATION", "call": "Edit: m.py", "count": 2,
+                             "source": "hook", "at": 1.0}], limit=5)
+    assert (loop["rule"], loop["outcome"]) == ("EDIT_OSCILLATION", "warned")
+    assert loop["what"] == "Edit: m.py: edited back to an earlier version 2 times"

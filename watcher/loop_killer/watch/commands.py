@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 
 from ..engine.rules import RULE_MANUAL, RULE_REFUSED_RETRIES, rule_phrase
+from ..engine.tool_repeat import RULE_TOOL_REPEAT
 from ..printable import printable, terminal_width, wrap
 from ..state import journal
 from ..state.inbox import ClearRequest, InvalidRequest, peek_request, write_request
@@ -188,10 +189,11 @@ def recent_loops(logged: list[dict[str, Any]], *, limit: int) -> list[dict[str, 
             call = record.get("call")
             raw_count = record.get("count")
             count = raw_count if isinstance(raw_count, int) else 0
+            phrase = (f"same result {count} times" if rule == RULE_TOOL_REPEAT
+                      else rule_phrase(rule, count))
             loop = {"session_id": session_id, "project": record.get("project") or "",
                     "rule": rule, "at": at,
-                    "what": (f"{call}: same result {count} times" if isinstance(call, str)
-                             else rule_phrase(rule, count)),
+                    "what": f"{call}: {phrase}" if isinstance(call, str) else phrase,
                     "outcome": "warned" if isinstance(call, str) else None}
             loops.append(loop)
             latest[session_id] = loop
