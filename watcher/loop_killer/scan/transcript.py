@@ -39,6 +39,7 @@ from ..engine.transcript import (
     TurnStart,
     parse_line,
 )
+from ..engine.typed import NOT_TYPED, Line, typed_event
 from .ledger import UsageLedger
 from .loops import RepromptLoops, ToolLoops
 from .records import FileResult, Loop, Reply, ReplyKey
@@ -62,6 +63,18 @@ def request_id(line: bytes, start: int = 0, end: int | None = None) -> str:
     close = line.find(b'"', begin, min(end, begin + _MAX_REQUEST_ID))
     return line[begin:close].decode("utf-8", "replace") if close > 0 else ""
 
+
+def _request_id(event: Event, entry: Line) -> str:
+    """The ``requestId`` of a reply's line, where its usage is counted."""
+    if isinstance(event, AssistantPart) and event.usage is not None \
+            and isinstance(entry.requestId, str):
+        return entry.requestId if len(entry.requestId) < _MAX_REQUEST_ID else ""
+    return ""
+
+
+# Claude Code's bookkeeping lines (snapshots, progress, queue operations, cost-state) open
+# with their type: told from their bytes (``sort_line``) faster than decoded.
+_TYPE_FIRST = b'{"type":"'
 
 _DEFAULTS = Settings()
 
@@ -216,8 +229,45 @@ class TranscriptScan:
 
     def _parse(self, buffer: bytes, start: int, end: int, stats: ParseStats) -> Event | None:
         """One line's event for the main scope (the reader's parser): the line is
-        ``buffer[start:end]``, copied out only to be parsed."""
+        ``buffer[start:end]``. A bookkeeping line (its type first) is told by its bytes;
+        any other is decoded into the engine's few fields (``typed_event``), or, when it
+        does not fit them, sorted by its bytes and parsed whole (``_sort_and_parse``)."""
         self.lines += 1
+        if self._prefilter and not buffer.startswith(_TYPE_FIRST, start, end):
+            found = typed_event(memoryview(buffer)[start:end],
+                                self._source(buffer, start, end),
+                                subagent=self._main is None)
+            if found is not NOT_TYPED:
+                return self._typed(buffer, start, end, *found)
+        return self._sort_and_parse(buffer, start, end)
+
+    def _typed(self, buffer: bytes, start: int, end: int, event: Event | None, reason: str,
+               entry: Line) -> Event | None:
+        """A decoded line's event for the main scope; the others go where they belong."""
+        self.parsed += 1
+        if reason == "sidechain":  # a subagent's line, inline (Claude Code 1.0.x)
+            found = typed_event(memoryview(buffer)[start:end],
+                                self._source(buffer, start, end), subagent=True)
+            if found is NOT_TYPED:
+                self._side_line(buffer[start:end])
+                return None
+            event, reason, entry = found
+        if self._main is None or entry.isSidechain is True:
+            scope = self._side(buffer, start, end)
+            scope.stats.count(event, reason)
+            if event is not None:
+                scope.event(event, self._loops, _request_id(event, entry))
+            return None
+        self._main.stats.count(event, reason)
+        if event is None:
+            if entry.type == "cost-state":
+                self._cost(entry.totalCostUSD)
+        elif isinstance(event, AssistantPart) and event.usage is not None:
+            self._requests[id(event)] = _request_id(event, entry)
+        return event
+
+    def _sort_and_parse(self, buffer: bytes, start: int, end: int) -> Event | None:
+        """One line's event, sorted by its bytes first (``sort_line``)."""
         kind = sort_line(buffer, start, end)
         if kind == RESULT and self._prefilter:
             result = unread_result(buffer, start, end, self._source(buffer, start, end))
@@ -296,9 +346,11 @@ class TranscriptScan:
         except orjson.JSONDecodeError:
             return
         if isinstance(entry, dict) and entry.get("type") == "cost-state":
-            total = entry.get("totalCostUSD")
-            if isinstance(total, (int, float)) and not isinstance(total, bool) and total >= 0:
-                self._cost_state = float(total)
+            self._cost(entry.get("totalCostUSD"))
+
+    def _cost(self, total: object) -> None:
+        if isinstance(total, (int, float)) and not isinstance(total, bool) and total >= 0:
+            self._cost_state = float(total)
 
 
 def scan_bytes(data: bytes, *, chunk_size: int = 1 << 20, path: str = "",
