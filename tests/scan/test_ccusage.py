@@ -36,10 +36,10 @@ def _ccusage() -> Path:
                str(_HOME_AT_START / ".cache" / "loop-killer" / "ccusage")]
     for folder in filter(None, folders):
         binary = Path(folder) / "node_modules" / "@ccusage" / package / "bin" / "ccusage"
-        if binary.is_file():
+        if binary.is_file() and os.access(binary, os.X_OK):
             return binary
-    how = (f"npm install ccusage@{VERSION} in $CCUSAGE_DIR or ~/.cache/loop-killer/ccusage "
-           "(.ci/run does)")
+    how = (f"npm install ccusage@{VERSION} in $CCUSAGE_DIR or ~/.cache/loop-killer/ccusage, "
+           "and chmod +x its node_modules/@ccusage/*/bin/ccusage (.ci/run does)")
     if os.environ.get("CI") == "true":
         pytest.fail(f"ccusage is not installed (CI must run this test): {how}")
     pytest.skip(f"ccusage is not installed: {how}")
