@@ -292,7 +292,13 @@ def screen_window(tmp_path: Path) -> Iterator:
             sty = next((p.name for p in folder.iterdir() if p.name.endswith("." + name)), "")
             time.sleep(0.05)
         assert sty, "screen did not start"
-        time.sleep(0.5)  # let the fake draw its prompt
+        # Ready once the fake's prompt is drawn: its status line is on screen.
+        copy = tmp_path / f"{name}.screen"
+        deadline = time.monotonic() + 10
+        while "auto mode on" not in (copy.read_text(errors="replace") if copy.exists() else ""):
+            assert time.monotonic() < deadline, "the fake prompt was never drawn"
+            subprocess.run(["screen", "-S", name, "-X", "hardcopy", str(copy)], env=env,
+                           capture_output=True, timeout=10, check=False)
         return {"STY": sty, "WINDOW": "0", "SCREENDIR": str(folder)}, log
 
     yield start
