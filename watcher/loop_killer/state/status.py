@@ -29,6 +29,7 @@ __all__ = [
     "read_heartbeat",
     "read_session_status",
     "session_status_path",
+    "written_statuses",
     "watcher_alive",
     "write_heartbeat",
     "write_session_status",
@@ -165,6 +166,26 @@ def session_status_path(state: Path, session_id: str) -> Path:
     if not is_plain_id(session_id):
         raise ValueError(f"not a plain session id: {session_id!r}")
     return state / "status" / f"{session_id}.json"
+
+
+def written_statuses(state: Path) -> list[tuple[str, float]]:
+    """(session id, when its status was last written, epoch seconds) of every session
+    status file (none through a linked folder: ``state_folder``)."""
+    try:
+        folder = state_folder(state, "status")
+        entries = list(os.scandir(folder))
+    except (OSError, ValueError):
+        return []
+    found = []
+    for entry in entries:
+        name = entry.name
+        if not name.endswith(".json") or not is_plain_id(name[:-5]):
+            continue
+        try:
+            found.append((name[:-5], entry.stat(follow_symlinks=False).st_mtime))
+        except OSError:
+            continue
+    return found
 
 
 def write_session_status(state: Path, status: SessionStatus) -> None:

@@ -26,8 +26,14 @@ from typing import TYPE_CHECKING
 from ..config import load_settings
 from ..scan.prices import PriceTable
 from ..state import journal
-from ..state.paths import is_plain_id, list_transcripts, projects_dir, session_id_of, state_dir
-from ..state.status import SessionStatus, WatcherHeartbeat, read_session_status, watcher_alive
+from ..state.paths import list_transcripts, projects_dir, session_id_of, state_dir
+from ..state.status import (
+    SessionStatus,
+    WatcherHeartbeat,
+    read_session_status,
+    watcher_alive,
+    written_statuses,
+)
 from ..watch.usage import Spent, UsageTally, read_new_bytes, spent
 from .rows import LastDetection, Limits, Screen, build_screen, fold_record
 
@@ -96,7 +102,7 @@ class StateReader:
         self.window = window
         self.at_rest: dict[str, SessionStatus] = {}  # active lately, with no status file
         self._next_listing = 0.0
-        self.statuses: dict[str, tuple[int, SessionStatus]] = {}  # id -> (mtime_ns, status)
+        self.statuses: dict[str, tuple[float, SessionStatus]] = {}  # id -> (when written, status)
         self.detections: dict[str, LastDetection] = {}
         self.tokens: dict[str, _Tokens] = {}
         self.beat: WatcherHeartbeat | None = None
@@ -127,21 +133,9 @@ class StateReader:
 
     def _read_statuses(self, now: float) -> None:
         seen: set[str] = set()
-        try:
-            entries = list(os.scandir(self.state / "status"))
-        except OSError:
-            entries = []
-        for entry in entries:
-            name = entry.name
-            if not name.endswith(".json") or not is_plain_id(name[:-5]):
+        for session_id, mtime in written_statuses(self.state):
+            if now - mtime > self.window + 60:  # written long ago: not active
                 continue
-            try:
-                mtime = entry.stat(follow_symlinks=False).st_mtime_ns
-            except OSError:
-                continue
-            if now - mtime / 1e9 > self.window + 60:  # written long ago: not active
-                continue
-            session_id = name[:-5]
             seen.add(session_id)
             known = self.statuses.get(session_id)
             if known is not None and known[0] == mtime:

@@ -27,7 +27,6 @@ of their own; the rest are ``other``.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import OrderedDict
@@ -39,8 +38,7 @@ from typing import Any
 from ..engine.rules import RULE_EDIT_OSCILLATION, RULE_IDLE, RULE_MANUAL, RULE_SAME
 from ..engine.tool_repeat import RULE_TOOL_REPEAT, TOOL_CALL_RULES
 from ..state.journal import JournalTail
-from ..state.paths import is_plain_id
-from ..state.status import read_heartbeat, read_session_status
+from ..state.status import read_heartbeat, read_session_status, written_statuses
 from .report import OUTCOME_LABELS, project_label
 from .usage import reply_tokens
 
@@ -190,20 +188,10 @@ def read_gauges(state: Path, now: float, *, live_within: float = LIVE_WITHIN) ->
     """The session gauges from the heartbeat and the status files written lately."""
     beat = read_heartbeat(state)
     live = in_run = 0
-    try:
-        entries = list(os.scandir(state / "status"))
-    except OSError:
-        entries = []
-    for entry in entries:
-        name = entry.name
-        if not name.endswith(".json") or not is_plain_id(name[:-5]):
-            continue
-        try:
-            if now - entry.stat(follow_symlinks=False).st_mtime > live_within:
-                continue  # written before: its transcript has not grown since
-        except OSError:
-            continue
-        status = read_session_status(state, name[:-5])
+    for session_id, written in written_statuses(state):
+        if now - written > live_within:
+            continue  # written before: its transcript has not grown since
+        status = read_session_status(state, session_id)
         if status is not None and now - status.last_activity <= live_within:
             live += 1
             in_run += status.run_length > 0
