@@ -26,6 +26,7 @@ from loop_killer.state.status import read_heartbeat, read_session_status
 from loop_killer.watch.watcher import Watcher
 
 from .helpers import wait_for
+from .lines import Lines, append
 
 
 @dataclass
@@ -57,6 +58,27 @@ class Env:
 
     def status(self, session_id: str):
         return read_session_status(self.state, session_id)
+
+    def two_loops(self) -> tuple[Lines, Lines, dict[str, Any]]:
+        """A tool-repeat loop the watcher finds in a live transcript (the same call, the
+        same result, three times in the person's turn) and a re-prompt loop it fires on,
+        whose Stop hook's word (``cleared``) is then logged: what the metrics count. The
+        two sessions' lines, and the re-prompt loop's detection as logged."""
+        tools = Lines(cwd="/home/dev/shop")
+        lines = tools.prompt()
+        for _ in range(3):
+            lines += tools.answer("Running the tests again.", tool=True, output="1 failing")
+        append(tools.path_in(self.root), lines)
+        goal = Lines(cwd="/home/dev/billing")
+        append(goal.path_in(self.root), goal.goal_loop(3))
+        (fired,) = self.logged(1, goal.session_id)
+        journal.append(self.state, {"event": "outcome", "session_id": goal.session_id,
+                                    "answer_uuid": fired["answer_uuid"],
+                                    "rule": fired["rule"], "outcome": "cleared",
+                                    "project": fired["project"],
+                                    "transcript_path": fired["transcript_path"],
+                                    "source": "hook"})
+        return tools, goal, fired
 
 
 @pytest.fixture

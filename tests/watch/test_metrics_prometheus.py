@@ -19,10 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from loop_killer.state import journal
 
 from .conftest import Env
-from .lines import Lines, append
 
 
 def _free_port() -> int:
@@ -118,21 +116,7 @@ def test_prometheus_scrapes_the_loops_the_watcher_sees(
     server.until(lambda: server.query('up{job="loop-killer"} == 1'), 30,
                  "Prometheus to scrape the watcher")
 
-    # A tool-repeat loop the watcher finds in a live transcript: the same call, the same
-    # result, three times in the person's turn.
-    tools = Lines(cwd="/home/dev/shop")
-    lines = tools.prompt()
-    for _ in range(3):
-        lines += tools.answer("Running the tests again.", tool=True, output="1 failing")
-    append(tools.path_in(env.root), lines)
-    # A re-prompt loop: the watcher fires on it; its Stop hook's word is the outcome.
-    goal = Lines(cwd="/home/dev/billing")
-    append(goal.path_in(env.root), goal.goal_loop(3))
-    (fired,) = env.logged(1, goal.session_id)
-    journal.append(env.state, {"event": "outcome", "session_id": goal.session_id,
-                               "answer_uuid": fired["answer_uuid"], "rule": fired["rule"],
-                               "outcome": "cleared", "project": fired["project"],
-                               "transcript_path": fired["transcript_path"], "source": "hook"})
+    tools, goal, fired = env.two_loops()
 
     def loops() -> dict[tuple[str, str, str], float]:
         return {(s["metric"]["rule"], s["metric"]["outcome"], s["metric"]["project"]):

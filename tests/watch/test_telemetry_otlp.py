@@ -18,11 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from loop_killer.state import journal
 
 from .conftest import Env
 from .helpers import wait_for
-from .lines import Lines, append
 
 
 def _needed(module: str) -> Any:
@@ -154,21 +152,7 @@ def test_the_watcher_exports_loops_and_events_to_an_otlp_collector(
     assert (f"OpenTelemetry: metrics every 0.3 s to {receiver.url}/v1/metrics, "
             f"loop events to {receiver.url}/v1/logs") in watcher.stdout()
 
-    # A tool-repeat loop the watcher finds in a live transcript: the same call, the same
-    # result, three times in the person's turn.
-    tools = Lines(cwd="/home/dev/shop")
-    lines = tools.prompt()
-    for _ in range(3):
-        lines += tools.answer("Running the tests again.", tool=True, output="1 failing")
-    append(tools.path_in(env.root), lines)
-    # A re-prompt loop: the watcher fires on it; its Stop hook's word is the outcome.
-    goal = Lines(cwd="/home/dev/billing")
-    append(goal.path_in(env.root), goal.goal_loop(3))
-    (fired,) = env.logged(1, goal.session_id)
-    journal.append(env.state, {"event": "outcome", "session_id": goal.session_id,
-                               "answer_uuid": fired["answer_uuid"], "rule": fired["rule"],
-                               "outcome": "cleared", "project": fired["project"],
-                               "transcript_path": fired["transcript_path"], "source": "hook"})
+    tools, goal, fired = env.two_loops()
 
     events = wait_for(lambda: len(found := loop_events(receiver)) >= 2 and found, 30,
                       "both loop events at the collector")
