@@ -25,7 +25,7 @@ from ..digest import hex_digest
 from .masking import result_key
 from .pairing import ToolPairing
 from .tool_repeat import DEFAULT_IGNORED, call_key, is_ignored, is_refusal
-from .transcript import AssistantPart, Event, ToolResult, UnreadResult
+from .transcript import AssistantPart, Event, ToolCall, ToolResult, UnreadResult
 
 __all__ = ["MAX_HELD_BYTES", "MAX_KEPT", "TurnWork"]
 
@@ -44,8 +44,8 @@ class TurnWork:
     def __init__(self) -> None:
         self._pairing = ToolPairing()
         self._seen: dict[str, None] = {}  # digests of (call, result), oldest first
-        self._pending: list[tuple[str, ToolResult]] = []  # seen, not keyed yet
-        self._this_answer: list[tuple[str, ToolResult]] = []  # the answer in progress
+        self._pending: list[tuple[ToolCall, ToolResult]] = []  # seen, not keyed yet
+        self._this_answer: list[tuple[ToolCall, ToolResult]] = []  # the answer in progress
         self._open_calls: set[str] = set()  # its calls still without a result
         self._held = 0
 
@@ -66,7 +66,7 @@ class TurnWork:
             if is_ignored(call.name, DEFAULT_IGNORED):
                 self._open_calls.add(call.tool_use_id)  # polling by design: always work
                 continue
-            self._this_answer.append((call_key(call.name, call.input, result.cwd), result))
+            self._this_answer.append((call, result))  # keyed only if a verdict needs it
 
     def close(self, *, judge: bool) -> bool | None:
         """The answer in progress is complete (or void). With ``judge``: whether its tool
@@ -89,7 +89,7 @@ class TurnWork:
             self._remember(digest)
         return new
 
-    def _hold(self, item: tuple[str, ToolResult]) -> None:
+    def _hold(self, item: tuple[ToolCall, ToolResult]) -> None:
         self._pending.append(item)
         self._held += _size(item[1].content)
         while self._pending and (self._held > MAX_HELD_BYTES
@@ -118,14 +118,16 @@ class TurnWork:
             del self._seen[next(iter(self._seen))]
 
 
-def _key(call: str, result: ToolResult) -> str | None:
-    """The digest of a call with its masked result; None for a refusal (nothing ran)."""
+def _key(call: ToolCall, result: ToolResult) -> str | None:
+    """The digest of a call (in its folder) with its masked result; None for a refusal
+    (nothing ran)."""
     content, is_error = result.content, result.is_error
     if isinstance(content, UnreadResult):
         content, is_error = content.read()
     if is_refusal(content, is_error=is_error):
         return None
-    return hex_digest(f"{call}\x00{result_key(content, is_error=is_error)}", 24)
+    keyed = call_key(call.name, call.input, result.cwd)
+    return hex_digest(f"{keyed}\x00{result_key(content, is_error=is_error)}", 24)
 
 
 def _size(content: Any) -> int:
