@@ -98,3 +98,22 @@ def test_loops_by_time_and_until() -> None:
     assert by_time == sorted(by_cost) and by_cost != by_time
     until = (START + timedelta(days=2, hours=12)).timestamp()
     assert len(_summary(6, until=until).loops) == 3
+
+
+def test_at_80_columns_every_line_fits_the_cost_state_lines_too() -> None:
+    collector = Collector(PriceTable())
+    for index in range(3):
+        session_id = f"{index:08x}-2222-4333-8444-555555555555"
+        session = Session(session_id, start=START)
+        session.prompt("go")
+        session.goal()
+        for turn in range(4):
+            session.reprompt()
+            session.reply(SAME, Use(100, 10 + turn))
+        session.cost_state(0.5)
+        collector.add(scan_bytes(session.data(), path=f"/p/{session_id}.jsonl",
+                                 project="-home-dev-a-project-with-a-rather-long-name",
+                                 session_id=session_id))
+    text = human_report(collector.summary(), width=80)
+    assert "by Claude Code" in text
+    assert all(display_width(line) <= 80 for line in text.splitlines())

@@ -15,7 +15,7 @@ from typing import Any, TextIO
 import orjson
 
 from ..engine.transcript import parse_timestamp
-from ..printable import printable, without_controls
+from ..printable import printable, without_controls, wrap
 from ..watch.report import project_label
 from .summary import LoopRow, SessionRow, Summary
 from .table import box
@@ -195,21 +195,21 @@ def human_report(summary: Summary, *, width: int = 120, home: str | None = None,
             out.append("? holds replies of a model without a price (counted as $0)")
     else:
         out.append("No loops found.")
-    out += _sessions(summary, home)
+    out += _sessions(summary, home, width)
     out.append(_read_line(summary, root, seconds))
     return "\n".join(out) + "\n"
 
 
-def _sessions(summary: Summary, home: str | None) -> list[str]:
+def _sessions(summary: Summary, home: str | None, width: int) -> list[str]:
     known = [s for s in summary.sessions if s.claude_code_cost_usd is not None]
     if not known:
         return []
     lines = ["", "Sessions where Claude Code recorded its own cost (cost-state):"]
     for s in known[:10]:
-        lines.append(
+        lines += wrap(  # (to the terminal's width, under a hanging indent; 0: not one)
             f"  {printable(s.session_id[:8])}  {printable(project_label(s.project, home), 28)}: "
             f"loops {_money(s.loops_cost_usd)} of {_money(s.estimated_cost_usd)} estimated here"
-            f", {_money(s.claude_code_cost_usd or 0.0)} by Claude Code")
+            f", {_money(s.claude_code_cost_usd or 0.0)} by Claude Code", width or None, 12)
     if len(known) > 10:
         lines.append(f"  … and {len(known) - 10} more (--json lists them all)")
     return lines
