@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 # stop_reason values that mean "the model will not say more in this reply".
-_NOT_FINAL = (None, "tool_use", "pause_turn")
+NOT_FINAL = (None, "tool_use", "pause_turn")
 _INTERRUPTED = "[Request interrupted by user"
 _API_ERROR = "API Error"
 
@@ -414,7 +414,8 @@ def _goal_status(entry: dict[str, Any], uuid: str, timestamp: str) -> tuple[Even
     )
 
 
-_THINKING = frozenset({"thinking", "redacted_thinking"})
+THINKING = frozenset({"thinking", "redacted_thinking"})
+"""Content blocks of a reply that are the model's thinking (never its text)."""
 
 
 def _assistant(
@@ -431,7 +432,7 @@ def _assistant(
         only_thinking = bool(content)
         for block in content:
             kind = block.get("type") if isinstance(block, dict) else None
-            if kind in _THINKING:
+            if kind in THINKING:
                 continue
             only_thinking = False
             if kind == "text":
@@ -450,7 +451,7 @@ def _assistant(
     ):
         return Discard(uuid, timestamp, "api_error"), ""
     message_id = _str(message.get("id")) or uuid
-    final = not only_thinking and message.get("stop_reason") not in _NOT_FINAL
+    final = not only_thinking and message.get("stop_reason") not in NOT_FINAL
     return AssistantPart(message_id, uuid, timestamp, text, used_tool, final, tuple(calls),
                          _usage(message), _str(message.get("model"))), ""
 

@@ -19,6 +19,8 @@ from .rules import is_reprompt
 from .transcript import _API_ERROR as API_ERROR
 from .transcript import _INTERRUPTED as INTERRUPTED
 from .transcript import (
+    NOT_FINAL,
+    THINKING,
     AssistantPart,
     Discard,
     Event,
@@ -142,8 +144,6 @@ def typed_event(line: bytes | memoryview, source: ReadAgain | None = None, *,
     return NOT_TYPED if user is NOT_TYPED else (*user, entry)
 
 
-_THINKING = frozenset({"thinking", "redacted_thinking"})
-_NOT_FINAL = (None, "tool_use", "pause_turn")
 
 
 def _assistant(entry: Line, message: _Message, uuid: str, timestamp: str
@@ -158,7 +158,7 @@ def _assistant(entry: Line, message: _Message, uuid: str, timestamp: str
         only_thinking = bool(content)
         for block in content:
             kind = block.type
-            if kind in _THINKING:
+            if kind in THINKING:
                 continue
             only_thinking = False
             if kind == "text":
@@ -171,7 +171,7 @@ def _assistant(entry: Line, message: _Message, uuid: str, timestamp: str
         return None, "wrong_shape"
     if entry.isApiErrorMessage is True or (not calls and _starts_with(text, API_ERROR)):
         return Discard(uuid, timestamp, "api_error"), ""
-    final = not only_thinking and message.stop_reason not in _NOT_FINAL
+    final = not only_thinking and message.stop_reason not in NOT_FINAL
     return AssistantPart(_str(message.id) or uuid, uuid, timestamp, text, bool(calls), final,
                          tuple(calls), _usage(message.usage), _str(message.model)), ""
 
