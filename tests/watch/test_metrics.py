@@ -3,7 +3,6 @@ gauges, and the ``/metrics`` endpoint the watcher serves (read over loopback).""
 
 from __future__ import annotations
 
-import builtins
 import os
 import time
 import urllib.request
@@ -26,6 +25,7 @@ from loop_killer.watch.metrics import (
 )
 
 from .conftest import Env
+from .helpers import without_library
 from .lines import Lines, append
 from .test_top import status
 
@@ -154,14 +154,7 @@ def test_the_endpoint_serves_what_the_log_holds(env: Env) -> None:
 
 def test_without_the_library_one_line_says_what_to_install(
         env: Env, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    real_import = builtins.__import__
-
-    def no_prometheus(name: str, *args: Any, **kwargs: Any) -> Any:
-        if name.startswith("prometheus_client"):
-            raise ImportError(name)
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_prometheus)
+    without_library(monkeypatch, "prometheus_client")
     assert watch_main(["--metrics", "127.0.0.1:9", "--root", str(env.root)]) == 2
     err = capsys.readouterr().err
     assert "pip install 'loop-killer[metrics]'" in err

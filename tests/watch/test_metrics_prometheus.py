@@ -10,7 +10,6 @@ import os
 import shutil
 import socket
 import subprocess
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -21,6 +20,7 @@ from typing import Any
 import pytest
 
 from .conftest import Env
+from .helpers import wait_for
 
 
 def _free_port() -> int:
@@ -69,14 +69,7 @@ class Prometheus:
     @staticmethod
     def until(predicate: Any, timeout: float, what: str) -> Any:
         """Poll every 0.2 s (a request each time, so never faster) until truthy."""
-        deadline = time.monotonic() + timeout
-        while True:
-            value = predicate()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-            time.sleep(0.2)
+        return wait_for(predicate, timeout, what, every=0.2)
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -4,7 +4,6 @@ one event per detection, and the one line when the SDK is missing."""
 
 from __future__ import annotations
 
-import builtins
 import json
 import logging
 import os
@@ -25,6 +24,7 @@ from loop_killer.watch.telemetry import (
 )
 
 from .conftest import Env
+from .helpers import without_library
 
 ON = {"CLAUDE_CODE_ENABLE_TELEMETRY": "1", "OTEL_METRICS_EXPORTER": "otlp",
       "OTEL_LOGS_EXPORTER": "otlp"}
@@ -153,14 +153,7 @@ def test_one_event_per_detection_with_its_outcome_when_known() -> None:
 
 def test_without_the_sdk_one_line_says_what_to_install_and_the_watcher_goes_on(
         env: Env, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    real_import = builtins.__import__
-
-    def no_opentelemetry(name: str, *args: Any, **kwargs: Any) -> Any:
-        if name.startswith("opentelemetry"):
-            raise ImportError(name)
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_opentelemetry)
+    without_library(monkeypatch, "opentelemetry")
     caplog.set_level(logging.INFO, logger="loop_killer")
     made: list[MetricsSource] = []
 
