@@ -13,13 +13,14 @@ from typing import Any
 import pytest
 from loop_killer.watch import telemetry
 from loop_killer.watch.metrics import MetricsSource
-from loop_killer.watch.telemetry import (
+from loop_killer.watch.telemetry import read_settings_env
+from loop_killer.watch.telemetry_plan import (
     DEFAULT_ENDPOINT,
     ExportPlan,
     LoopEvents,
     parse_pairs,
     plan_export,
-    read_settings_env,
+    settings_env,
     telemetry_variables,
 )
 
@@ -111,7 +112,7 @@ def test_the_env_block_of_claude_codes_settings_is_read(
     (env.home / ".claude" / "settings.json").write_text("{not json")
     assert read_settings_env(os.environ) == {}
     assert read_settings_env({"CLAUDE_CONFIG_DIR": str(env.home / "nowhere")}) == {}
-    assert telemetry.settings_env('{"env": ["x"]}') == {}
+    assert settings_env('{"env": ["x"]}') == {}
 
 
 def detection(session: str, rule: str, **more: Any) -> dict[str, Any]:

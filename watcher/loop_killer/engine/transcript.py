@@ -414,8 +414,7 @@ def _goal_status(entry: dict[str, Any], uuid: str, timestamp: str) -> tuple[Even
     )
 
 
-THINKING = frozenset({"thinking", "redacted_thinking"})
-"""Content blocks of a reply that are the model's thinking (never its text)."""
+THINKING = frozenset({"thinking", "redacted_thinking"})  # blocks that are never a reply's text
 
 
 def _assistant(
