@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 
 from ..config import Settings, load_settings
-from ..engine.tool_repeat import RULE_TOOL_REPEAT, ToolRepeat, ToolRepeatCounter, is_ignored
+from ..engine.tool_repeat import RULE_TOOL_REPEAT, ToolRepeat, is_ignored
 from . import store
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool call does not import typing
@@ -107,8 +107,7 @@ def _before(data: dict[str, Any], state: str, path: str, name: str, scope: str,
             if refusal is None:
                 return None
             refused = counts.note_refusal()
-            store.save(path, store.put(kept, scope, counts),
-                       refusable=_refusable(kept, scope, settings, counts))
+            store.keep(path, kept, scope, counts, settings)
     except store.Busy:
         refused = 0  # refused all the same; the count of refusals waits for the next one
         refusal = store.counter(kept, scope, settings).refusal(name, tool_input, tool_use_id,
@@ -152,8 +151,7 @@ def _after(data: dict[str, Any], state: str, path: str, event: str, name: str, s
                                         tool_input=tool_input)
             if repeat.count == 0:
                 return None
-            store.save(path, store.put(kept, scope, counts),
-                       refusable=_refusable(kept, scope, settings, counts))
+            store.keep(path, kept, scope, counts, settings)
             created = kept is None
     except store.Busy:
         return None
@@ -180,18 +178,6 @@ def _after(data: dict[str, Any], state: str, path: str, event: str, name: str, s
     if repeat.count >= settings.tool_repeat_block:
         return words.final_warning(event, label, repeat.count)
     return None
-
-
-def _refusable(kept: dict[str, Any] | None, scope: str, settings: Settings,
-               counts: ToolRepeatCounter) -> bool:
-    """Whether a call of any scope would now be refused (``store.refusal_marker``)."""
-    if counts.refusable():
-        return True
-    scopes = kept.get("scopes") if kept is not None else None
-    if not isinstance(scopes, dict):
-        return False
-    return any(store.counter(kept, other, settings).refusable() for other in scopes
-               if other != store.scope_key(scope))
 
 
 def _first_to_record(state: str, data: dict[str, Any], repeat: ToolRepeat) -> bool:

@@ -46,6 +46,7 @@ __all__ = [
     "Busy",
     "counter",
     "load",
+    "keep",
     "locked",
     "prune",
     "put",
@@ -202,6 +203,17 @@ def refusal_marker(path: str) -> str:
     The plugin's launcher looks only for it before a ``PreToolUse`` (one ``lstat``), so
     every other call runs without starting the package."""
     return path.removesuffix(".json") + REFUSAL_SUFFIX
+
+
+def keep(path: str, kept: dict[str, Any] | None, scope: str, counts: ToolRepeatCounter,
+         settings: Settings) -> None:
+    """Save the session's state (``kept``, as loaded) with ``scope``'s counter replaced by
+    ``counts``, and its refusal marker: there while a call of any scope would be refused."""
+    scopes = kept.get("scopes") if kept is not None else None
+    refusable = counts.refusable() or isinstance(scopes, dict) and any(
+        counter(kept, other, settings).refusable() for other in scopes
+        if other != scope_key(scope))
+    save(path, put(kept, scope, counts), refusable=refusable)
 
 
 def save(path: str, data: dict[str, Any], *, refusable: bool) -> None:
