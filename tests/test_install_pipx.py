@@ -37,19 +37,10 @@ from pathlib import Path
 
 import pytest
 from hook.kit import answer, fixture_transcript, lines_of, raw, stop_input, write
+from must_run import unavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 CANDIDATES = ("/usr/bin/python3", "/opt/homebrew/bin/python3", "/usr/local/bin/python3")
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
-
-
-def _unavailable(reason: str) -> None:
-    if _in_ci():
-        pytest.fail(f"{reason} (CI=true: this test must run)", pytrace=False)
-    pytest.skip(reason)
 
 
 def _run(argv: list[str], env: dict[str, str], *, timeout: float = 300,
@@ -116,11 +107,11 @@ def pipx_install(tmp_path_factory: pytest.TempPathFactory) -> PipxInstall:
                 "--only-binary=:all:", "--python-version", version.stdout.decode().strip(),
                 "pipx"], {**env, "HOME": str(root)})
     if got.returncode != 0:
-        _unavailable(f"could not install pipx from PyPI: {got.stderr.decode()[-500:]}")
+        unavailable(f"could not install pipx from PyPI: {got.stderr.decode()[-500:]}")
     pipx_env = {**env, "PYTHONPATH": str(lib)}
     done = _run([base, "-m", "pipx", "install", str(ROOT)], pipx_env, cwd=root)
     if done.returncode != 0:
-        _unavailable(f"pipx install . failed: {(done.stdout + done.stderr).decode()[-1500:]}")
+        unavailable(f"pipx install . failed: {(done.stdout + done.stderr).decode()[-1500:]}")
     return PipxInstall(base=base, home=home, bin_dir=bin_dir,
                        venv=pipx_home / "venvs" / "loop-killer", env=env)
 
@@ -291,7 +282,7 @@ def _end_group(proc: subprocess.Popen[bytes]) -> None:
 def test_the_quick_start_block_works_as_written_on_a_fresh_account(tmp_path: Path) -> None:
     pipx = shutil.which("pipx", path=FRESH_PATH) or shutil.which("pipx")
     if pipx is None:
-        _unavailable("pipx is not installed (apt install pipx): the README's Quick start "
+        unavailable("pipx is not installed (apt install pipx): the README's Quick start "
                      "runs it")
     block = quick_start_block()
     home = tmp_path / "home"

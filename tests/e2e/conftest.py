@@ -6,13 +6,13 @@ under CI=true: in CI the e2e tests must really run, never silently skip.
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from must_run import unavailable
 
 from .harness import (
     Sandbox,
@@ -24,21 +24,10 @@ from .harness import (
 from .mock_api import MockAnthropic
 
 
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
-
-
-def _unavailable(reason: str) -> None:
-    """Skip locally, fail in CI."""
-    if in_ci():
-        pytest.fail(f"{reason} (CI=true: e2e tests must not be skipped)", pytrace=False)
-    pytest.skip(reason)
-
-
 def require_claude(version: str) -> Path:
     path = claude_binary(version)
     if path is None:
-        _unavailable(missing_claude_reason(version))
+        unavailable(missing_claude_reason(version))
         raise AssertionError("unreachable")  # pytest.skip/fail raise
     return path
 
@@ -81,7 +70,7 @@ def claude_250() -> Path:
 def tmux() -> str:
     path = shutil.which("tmux")
     if path is None:
-        _unavailable(missing_tool_reason("tmux"))
+        unavailable(missing_tool_reason("tmux"))
         raise AssertionError("unreachable")
     return path
 

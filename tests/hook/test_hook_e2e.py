@@ -5,7 +5,6 @@ tmux pane (2.1.250, which has no mods)."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -23,20 +22,17 @@ from e2e.harness import (
     run_headless,
 )
 from e2e.mock_api import EvaluatorPolicy, MockAnthropic, Reply
+from must_run import unavailable
 
 PLUGIN = Path(__file__).resolve().parents[2] / "plugin"
 CONDITION = "all tests in test/auth pass"
 SAME = "I am still working on getting the auth tests to pass."
-CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
 def _binary(version: str) -> Path:
     path = claude_binary(version)
     if path is None:
-        message = missing_claude_reason(version)
-        if CI:
-            pytest.fail(message)
-        pytest.skip(message)
+        unavailable(missing_claude_reason(version))
     return path
 
 
@@ -108,8 +104,7 @@ def _tui_until_outcome(sandbox: Sandbox, version: str, shown: str) -> tuple[TuiS
     """Run a /goal loop in the TUI until the hook logged its outcome and ``shown`` and the
     cleared goal are on screen (the hook's own line shows once its process has ended)."""
     if shutil.which("tmux") is None:
-        message = missing_tool_reason("tmux")
-        pytest.fail(message) if CI else pytest.skip(message)
+        unavailable(missing_tool_reason("tmux"))
     tui = TuiSession(sandbox, version=_binary(version), plugin_dir=PLUGIN)
     tui.start()
     tui.wait_ready()

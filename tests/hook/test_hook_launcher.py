@@ -14,6 +14,7 @@ import venv
 from pathlib import Path
 
 import pytest
+from must_run import unavailable
 
 from .kit import LAUNCHER, answer, fixture_transcript, lines_of, raw, stop_input, write
 
@@ -202,10 +203,7 @@ def test_after_pip_install_e_in_a_venv_the_checkout_still_runs_the_hook(
                            "--disable-pip-version-check", "-e", str(checkout)],
                           capture_output=True, text=True, timeout=600, check=False)
     if done.returncode != 0:
-        reason = f"pip install -e failed (no index reachable?): {done.stderr[-500:]}"
-        if os.environ.get("CI", "").strip().lower() in ("true", "1", "yes"):
-            pytest.fail(f"{reason} (CI=true: this test must run)", pytrace=False)
-        pytest.skip(reason)
+        unavailable(f"pip install -e failed (no index reachable?): {done.stderr[-500:]}")
     (site,) = folder.glob("lib/python3*/site-packages")
     assert (site / "loop_killer" / "_plugin").is_dir()  # what hatch's force-include leaves
     assert not (site / "loop_killer" / "__init__.py").exists()

@@ -12,14 +12,16 @@ import venv
 from pathlib import Path
 
 import pytest
+from e2e.harness import claude_binary, missing_claude_reason
 from loop_killer.hook import setup
+from loop_killer.hook.decide import parse_version
 from loop_killer.state.status import WatcherHeartbeat, write_heartbeat
+from must_run import unavailable
 
 
 def _real_claude(version: str) -> Path | None:
-    # The e2e harness knows where scripts/install-claude-code puts the binaries.
-    from e2e.harness import claude_binary
-
+    # The e2e harness knows where scripts/install-claude-code puts the binaries (it is
+    # imported with the module, while HOME is still the suite's, not a test's own).
     return claude_binary(version)
 
 
@@ -141,9 +143,7 @@ def test_install_with_the_real_claude_cli_is_idempotent(
     version: str, tmp_path: Path, own_home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     if _real_claude(version) is None:
-        from e2e.harness import missing_claude_reason
-
-        pytest.skip(missing_claude_reason(version))
+        unavailable(missing_claude_reason(version))
     claude = str(_real_claude(version))
     env = {**os.environ, "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1",
            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
@@ -255,8 +255,8 @@ def test_the_cli_dispatches_install_and_doctor(tmp_path: Path) -> None:
 
 
 def test_versions_are_parsed() -> None:
-    assert setup.parse_version("2.1.328 (Claude Code)") == (2, 1, 328)
-    assert setup.parse_version("garbage") is None
+    assert parse_version("2.1.328 (Claude Code)") == (2, 1, 328)
+    assert parse_version("garbage") is None
     assert setup.multiplexer({"STY": "123.pts-0.host"}) == "screen"
     assert setup.multiplexer({}) is None
 

@@ -17,6 +17,7 @@ The order of a hook run (``stop_hook`` carries it out):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -26,6 +27,7 @@ from .notice import MOD_PROTOCOL, OUTCOME_NO_GOAL, OUTCOME_NOT_POSSIBLE, Outcome
 
 __all__ = [
     "HANDS_MOD",
+    "MOD_MIN_VERSION",
     "HANDS_NONE",
     "HANDS_SCREEN",
     "HANDS_TMUX",
@@ -34,6 +36,7 @@ __all__ = [
     "choose_hands",
     "outcome_without_typing",
     "parse_input",
+    "parse_version",
 ]
 
 Hands = Literal["mod", "tmux", "screen", "none"]
@@ -84,6 +87,16 @@ def parse_input(raw: Any) -> HookInput | None:
         mod_version=version if isinstance(version, int) and not isinstance(version, bool) else None,
         prompt_id=_text(raw.get("prompt_id"))[:200],
     )
+
+
+MOD_MIN_VERSION = (2, 1, 287)
+"""The first Claude Code that loads the plugin's mod (the hands that run /goal clear)."""
+
+
+def parse_version(text: str) -> tuple[int, int, int] | None:
+    """``(2, 1, 328)`` from ``2.1.328 (Claude Code)``."""
+    match = re.search(r"(\d+)\.(\d+)\.(\d+)", text)
+    return (int(match[1]), int(match[2]), int(match[3])) if match else None
 
 
 def choose_hands(*, mod_active: bool, env: Mapping[str, str]) -> Hands:

@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Literal
 
 from ..state.paths import config_dir, ensure_private_dir, linked_state_folders, state_dir
+from .decide import MOD_MIN_VERSION, parse_version
 from .terminal import Runner, command_runner
 
 __all__ = [
-    "MOD_MIN_VERSION",
     "PLUGIN_NAME",
     "Check",
     "add_arguments_doctor",
@@ -43,13 +43,10 @@ __all__ = [
     "install",
     "interpreter_kind",
     "multiplexer",
-    "parse_version",
     "record_interpreter",
 ]
 
 PLUGIN_NAME = "loop-killer"
-MOD_MIN_VERSION = (2, 1, 287)
-"""The first Claude Code that loads a plugin's mod (``modules`` in hooks.json)."""
 
 INTERPRETER_FILE = "python"
 _CLI_TIMEOUT = 120.0
@@ -172,12 +169,6 @@ class Check:
     level: Literal["ok", "warn", "fail"]
     what: str
     detail: str
-
-
-def parse_version(text: str) -> tuple[int, int, int] | None:
-    """``(2, 1, 328)`` from ``2.1.328 (Claude Code)``."""
-    match = re.search(r"(\d+)\.(\d+)\.(\d+)", text)
-    return (int(match[1]), int(match[2]), int(match[3])) if match else None
 
 
 def multiplexer(env: Mapping[str, str]) -> str | None:

@@ -19,10 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MOD_MIN_VERSION", "mod_loads", "stop_turn"]
-
-MOD_MIN_VERSION = (2, 1, 287)
-"""The first Claude Code that loads the plugin's mod."""
+__all__ = ["mod_loads", "stop_turn"]
 
 _VERSION_KEY = b'"version":"'
 _TAIL = 64 * 1024
@@ -61,18 +58,17 @@ def stop_turn(data: dict[str, Any], *, state: str, label: str, refused: int,
 def mod_loads(transcript: str) -> bool:
     """Whether the session's Claude Code loads the mod, by the version its transcript's
     last lines name (a PreToolUse input, unlike a Stop's, carries no word from the mod)."""
+    from ..hook.decide import MOD_MIN_VERSION, parse_version
+    from ..state.files import open_transcript
+
     try:
-        fd = os.open(transcript, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = open_transcript(transcript)  # (no FIFO, no device: never blocks)
     except OSError:
         return False
     try:
-        import stat
-
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return False
-        start = max(0, info.st_size - _TAIL)
-        data = os.pread(fd, info.st_size - start, start)
+        size = os.fstat(fd).st_size
+        start = max(0, size - _TAIL)
+        data = os.pread(fd, size - start, start)
     except OSError:
         return False
     finally:
@@ -81,17 +77,8 @@ def mod_loads(transcript: str) -> bool:
     if found < 0:
         return False
     end = data.find(b'"', found + len(_VERSION_KEY))
-    return _version(data[found + len(_VERSION_KEY):end]) >= MOD_MIN_VERSION
-
-
-def _version(text: bytes) -> tuple[int, ...]:
-    parts: list[int] = []
-    for part in text.split(b".")[:3]:
-        digits = part.split(b"-")[0]
-        if not digits.isdigit():
-            return ()
-        parts.append(int(digits))
-    return tuple(parts)
+    version = parse_version(data[found + len(_VERSION_KEY):end].decode("utf-8", "replace"))
+    return version is not None and version >= MOD_MIN_VERSION
 
 
 def _text(value: object) -> str:
