@@ -55,11 +55,12 @@ def _text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def repeater(command: str) -> Any:
-    """A model that runs ``command`` again after every result, until it is refused."""
+def repeater(command: str, *, gives_up: bool = True) -> Any:
+    """A model that runs ``command`` again after every result, until it is refused (or,
+    not ``gives_up``, refusals included)."""
 
     def script(index: int, body: dict[str, Any]) -> Reply:
-        if any(REFUSED in _text(r.get("content")) for r in _last_results(body)):
+        if gives_up and any(REFUSED in _text(r.get("content")) for r in _last_results(body)):
             return Reply(text=GIVE_UP)
         return Reply(text="Running it again.", tool_calls=[
             ToolCall("Bash", {"command": command, "description": f"attempt {index + 1}"})])
@@ -67,15 +68,21 @@ def repeater(command: str) -> Any:
     return script
 
 
-def runner(commands: list[str]) -> Any:
-    """A model that runs each command once, in order, then stops."""
+def scripted(calls: list[tuple[str, dict[str, Any]]], done: str = "Done.") -> Any:
+    """A model that makes each call once, in order, then says ``done``."""
 
     def script(index: int, body: dict[str, Any]) -> Reply:
-        if index < len(commands):
-            return Reply(tool_calls=[ToolCall("Bash", {"command": commands[index]})])
-        return Reply(text="Done.")
+        if index < len(calls):
+            name, tool_input = calls[index]
+            return Reply(tool_calls=[ToolCall(name, tool_input)])
+        return Reply(text=done)
 
     return script
+
+
+def runner(commands: list[str]) -> Any:
+    """A model that runs each Bash command once, in order, then stops."""
+    return scripted([("Bash", {"command": command}) for command in commands])
 
 
 # -- what happened -------------------------------------------------------------------------------
@@ -195,16 +202,6 @@ def test_the_rule_is_switched_off_from_the_env_block_of_settings_json(
 # -- the ladder's last step: retrying a refused call ends the turn -------------------------------
 
 
-def stubborn(command: str) -> Any:
-    """A model that runs ``command`` again after every result, refusals included."""
-
-    def script(index: int, body: dict[str, Any]) -> Reply:
-        return Reply(text="Running it again.", tool_calls=[
-            ToolCall("Bash", {"command": command, "description": f"attempt {index + 1}"})])
-
-    return script
-
-
 def stopped_continuations(entries: list[dict[str, Any]]) -> list[str]:
     """Why a hook ended the turn (``continue: false`` outside a Stop), as recorded."""
     return attachment_texts(entries, "hook_stopped_continuation", "message")
@@ -213,7 +210,7 @@ def stopped_continuations(entries: list[dict[str, Any]]) -> list[str]:
 def test_a_model_that_keeps_retrying_a_refused_call_has_its_turn_ended(
     sandbox: Sandbox, mock_api: MockAnthropic, claude: Path
 ) -> None:
-    mock_api.configure(stubborn(FAILING))
+    mock_api.configure(repeater(FAILING, gives_up=False))
     result = run_headless(sandbox, "Make the tests pass.", version=claude, plugin_dir=PLUGIN,
                           extra_args=ALLOW_BASH, timeout=120)
     assert result.returncode == 0, result.stderr
@@ -297,18 +294,6 @@ def test_a_goal_whose_work_advances_runs_until_it_is_met(
 # -- no false refusals (issue 21), on the real binary -----------------------------------------
 
 
-def scripted(calls: list[tuple[str, dict[str, Any]]], done: str = "Done.") -> Any:
-    """A model that makes each call once, in order, then says ``done``."""
-
-    def script(index: int, body: dict[str, Any]) -> Reply:
-        if index < len(calls):
-            name, tool_input = calls[index]
-            return Reply(tool_calls=[ToolCall(name, tool_input)])
-        return Reply(text=done)
-
-    return script
-
-
 def test_a_check_after_each_edit_is_never_warned_nor_refused(
     sandbox: Sandbox, mock_api: MockAnthropic, claude: Path
 ) -> None:
@@ -390,7 +375,7 @@ def test_retrying_a_refused_call_inside_a_goal_ends_the_turn_and_clears_the_goal
 ) -> None:
     # The answer to the goal's kickoff never ends: it retries the call after every result,
     # refusals included, so no Stop (and no re-prompt rule) comes between.
-    mock_api.configure(stubborn(FAILING), evaluator=EvaluatorPolicy())
+    mock_api.configure(repeater(FAILING, gives_up=False), evaluator=EvaluatorPolicy())
     result = run_headless(sandbox, GOAL, version=claude_332, plugin_dir=PLUGIN,
                           extra_args=ALLOW_BASH, timeout=120)
     assert result.returncode == 0, result.stderr
