@@ -185,8 +185,8 @@ def test_the_file_is_read_safely(tmp_path: Path):
 
 
 def test_the_judge_uses_the_thresholds():
-    from builders import Transcript
     from loop_killer.engine.reader import TranscriptReader
+    from transcripts import Transcript
 
     settings = parse_settings(b"[rules]\nsame_reply_turns = 4\noff = ['IDLE_TURNS']", {})
     t = Transcript()

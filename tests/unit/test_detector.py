@@ -5,7 +5,6 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
-from builders import KICKOFF, SESSION, Transcript, found, line
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from loop_killer.engine.answers import Answer, AnswerAssembler
@@ -20,6 +19,7 @@ from loop_killer.engine.rules import (
 )
 from loop_killer.engine.run import Detection, RunDetector
 from loop_killer.engine.transcript import parse_line
+from transcripts import KICKOFF, SESSION, Transcript, found, line
 
 SAME = "I am still working on getting the auth tests to pass."
 DISTINCT = [
@@ -621,7 +621,7 @@ def test_bookkeeping_and_garbage_lines_change_nothing():
 
 def test_sidechain_lines_inside_the_main_transcript_are_skipped():
     clean, mixed = Transcript(), Transcript()
-    side = Transcript(sidechain=True, uuid_prefix="5555")
+    side = Transcript(sidechain=True, uuid_prefix="55555555")
     for t in (clean, mixed):
         _goal(t)
     for text in [SAME] * 7:
@@ -955,7 +955,7 @@ def _build(  # noqa: C901 - the reference model reads best as one table of step 
         steps, stop_reasons: bool) -> tuple[Transcript, list[tuple[str, tuple[str, ...]]]]:
     """Write the steps as a transcript and compute, independently, what must fire."""
     t = Transcript(stop_reasons=stop_reasons)
-    side = Transcript(sidechain=True, uuid_prefix="5555")
+    side = Transcript(sidechain=True, uuid_prefix="55555555")
     run: list[tuple[str, str]] = []
     expected = []
     seen: set[str] = set()  # tool outputs seen in the person's turn

@@ -19,16 +19,15 @@ from pathlib import Path
 
 import orjson
 import pytest
-from builders import found
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from loop_killer.engine.reader import TranscriptReader, detect_transcript
 from loop_killer.engine.rules import RULE_IDLE, RULE_SAME, similar, text_digest, words
 from loop_killer.engine.run import Detection, RunDetector
 from loop_killer.engine.transcript import Discard, GoalStatus, ParseStats, TurnStart, parse_line
+from transcripts import FIXTURES, FIXTURES_328, found
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-CC = FIXTURES / "claude-code-2.1.328"
+CC = FIXTURES_328
 NEWEST = FIXTURES / "claude-code-2.1.332"
 RECORDED = sorted(path for path in FIXTURES.glob("claude-code-*") if path.is_dir())
 REAL = FIXTURES / "real-transcripts"

@@ -11,12 +11,12 @@ that decided it, on the transcript shapes Claude Code writes.
 from __future__ import annotations
 
 import pytest
-from builders import Transcript
 from loop_killer.engine.edits import EDIT_OSCILLATION_WARN, EditHistory
 from loop_killer.engine.reader import detect_transcript
 from loop_killer.engine.rules import RULE_EDIT_OSCILLATION, RULE_IDLE
 from loop_killer.engine.tool_repeat import TOOL_REPEAT_BLOCK, TOOL_REPEAT_WARN, ToolRepeatCounter
 from loop_killer.engine.transcript import parse_line
+from transcripts import Transcript
 
 
 def bash(command: str) -> dict[str, str]:

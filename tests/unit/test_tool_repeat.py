@@ -3,11 +3,8 @@ result, how counts grow, reset and are refused, and how transcript events feed i
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import orjson
 import pytest
-from builders import Transcript
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from loop_killer.engine import masking
@@ -35,8 +32,8 @@ from loop_killer.engine.transcript import (
     TurnStart,
     parse_line,
 )
+from transcripts import FIXTURES, Transcript
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 FAIL = "FAIL test/auth/login.test.js\n  ✕ login fails with a wrong password (12 ms)"
 
 

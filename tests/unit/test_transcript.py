@@ -7,7 +7,6 @@ import time
 
 import orjson
 import pytest
-from builders import API_ERROR_TEXT, CONDITION, SESSION, Transcript, line
 from loop_killer.engine.lines import LineBuffer
 from loop_killer.engine.transcript import (
     AssistantPart,
@@ -22,6 +21,7 @@ from loop_killer.engine.transcript import (
     is_run_boundary,
     parse_line,
 )
+from transcripts import API_ERROR_TEXT, CONDITION, SESSION, Transcript, line
 
 
 def _events(transcript: Transcript, stats: ParseStats | None = None) -> list:
@@ -45,7 +45,7 @@ def test_stop_hook_feedback_line_is_a_reprompt():
     event = parse_line(t.lines[-1])
     assert isinstance(event, Reprompt)
     assert event.uuid == uuid
-    assert event.timestamp == "2026-11-29T23:42:25.010Z"
+    assert event.timestamp == "2026-03-01T09:00:01.000Z"
     assert event.text.startswith("Stop hook feedback:\n[all tests")
 
 
@@ -248,7 +248,7 @@ def test_goal_status_set_evaluated_and_cleared():
 def test_system_lines_are_kept_with_their_subtype():
     t = Transcript()
     uuid = t.system("stop_hook_summary", hookCount=1)
-    assert parse_line(t.lines[-1]) == SystemEntry(uuid, "2026-11-29T23:42:25.010Z",
+    assert parse_line(t.lines[-1]) == SystemEntry(uuid, "2026-03-01T09:00:01.000Z",
                                                   "stop_hook_summary")
 
 
@@ -261,9 +261,9 @@ def test_bookkeeping_lines_are_skipped_and_counted():
     t.attachment("hook_blocking_error", blockingError="x")
     t.attachment("date", date="2026-11-29")
     stats = ParseStats()
-    assert _events(t, stats) == [None] * 7
-    assert stats.lines == 7 and stats.events == 0
-    assert stats.skipped == {"other_type": 4, "other_attachment": 3}
+    assert _events(t, stats) == [None] * 11
+    assert stats.lines == 11 and stats.events == 0
+    assert stats.skipped == {"other_type": 7, "other_attachment": 4}
     assert stats.broken == 0
 
 
