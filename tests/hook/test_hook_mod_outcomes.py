@@ -9,6 +9,7 @@ from pathlib import Path
 
 from loop_killer.hook.mod_outcomes import outcome_paths, sweep_mod_outcomes, write_mod_plan_record
 from loop_killer.hook.stop_hook import run
+from loop_killer.state.journal import LoopRecord, OutcomeRecord
 
 from .kit import journal, raw, stop_input
 
@@ -33,11 +34,11 @@ def test_a_settled_plan_is_logged_once_and_removed(tmp_path: Path, state: Path) 
     transcript.write_bytes(b"")
     outcome_path = _plan(state, "s.1", transcript)
     _report(outcome_path, "cleared", "Goal cleared: tests pass")
-    records: list[dict] = []
+    records: list[OutcomeRecord] = []
     assert sweep_mod_outcomes(str(state), records.append) == 1
-    assert records[0]["outcome"] == "cleared" and records[0]["hands"] == "mod"
-    assert records[0]["detail"] == "/goal clear: Goal cleared: tests pass"
-    assert records[0]["answer_uuid"] == "a1" and records[0]["source"] == "hook"
+    assert records[0].outcome == "cleared" and records[0].hands == "mod"
+    assert records[0].detail == "/goal clear: Goal cleared: tests pass"
+    assert records[0].answer_uuid == "a1" and records[0].source == "hook"
     assert not any(Path(p).exists() for p in outcome_paths(str(state), "s.1"))
     assert sweep_mod_outcomes(str(state), records.append) == 0
 
@@ -47,11 +48,11 @@ def test_a_queued_plan_waits_then_is_logged_as_unconfirmed(tmp_path: Path, state
     transcript.write_bytes(b"")
     outcome_path = _plan(state, "s.2", transcript)
     _report(outcome_path, "queued")
-    records: list[dict] = []
+    records: list[OutcomeRecord] = []
     assert sweep_mod_outcomes(str(state), records.append) == 0
     assert sweep_mod_outcomes(str(state), records.append, now=time.time() + 600) == 1
-    assert records[0]["outcome"] == "sent_unconfirmed"
-    assert records[0]["detail"] == "the mod never reported what /goal clear did"
+    assert records[0].outcome == "sent_unconfirmed"
+    assert records[0].detail == "the mod never reported what /goal clear did"
 
 
 def test_the_proof_line_outranks_what_the_mod_reported(tmp_path: Path, state: Path) -> None:
@@ -61,9 +62,9 @@ def test_the_proof_line_outranks_what_the_mod_reported(tmp_path: Path, state: Pa
     _report(outcome_path, "failed", "")
     with open(transcript, "ab") as handle:
         handle.write(PROOF)
-    records: list[dict] = []
+    records: list[OutcomeRecord] = []
     sweep_mod_outcomes(str(state), records.append)
-    assert (records[0]["outcome"], records[0]["evidence"]) == ("cleared", "proof line")
+    assert (records[0].outcome, records[0].evidence) == ("cleared", "proof line")
 
 
 def test_a_no_goal_report_and_broken_files(tmp_path: Path, state: Path) -> None:
@@ -74,9 +75,9 @@ def test_a_no_goal_report_and_broken_files(tmp_path: Path, state: Path) -> None:
     Path(plan_path).write_text("not json")
     Path(outcome_path).write_text("{}")
     os.symlink("/etc/passwd", outcome_paths(str(state), "s.6")[0])
-    records: list[dict] = []
+    records: list[OutcomeRecord] = []
     assert sweep_mod_outcomes(str(state), records.append) == 1
-    assert records[0]["outcome"] == "stopped_no_goal"
+    assert records[0].outcome == "stopped_no_goal"
     assert sorted(os.listdir(state / "outcomes")) == []
 
 
@@ -104,7 +105,7 @@ def test_with_the_mod_and_no_goal_no_plan_is_recorded(tmp_path: Path, state: Pat
         "loop-killer: "))
     assert plan["clear_goal"] is False and plan["outcome_path"] == ""
     assert not (state / "outcomes").exists() or not any((state / "outcomes").iterdir())
-    records: list[dict] = []
+    records: list[OutcomeRecord] = []
     assert sweep_mod_outcomes(str(state), records.append, now=time.time() + 600) == 0
     assert [r["outcome"] for r in journal(state) if r["event"] == "outcome"] == [
         "stopped_no_goal"]
@@ -131,10 +132,10 @@ def test_the_watcher_shows_what_the_hook_logged_before_the_clear_it_read(
     responder.follow(tracked, "a1", "SAME_REPLY_TURNS")  # the watcher read reply N
     responder.on_status(tracked, GoalStatus("g", "", True, True, "tests pass", ""))
     assert not [r for r in caplog.records if r.name.endswith("events")]  # held for the tick
-    for record in ({"event": "detection", "session_id": "s1234567", "project": "proj",
-                    "rule": "SAME_REPLY_TURNS", "count": 3, "source": "hook"},
-                   {"event": "outcome", "session_id": "s1234567", "project": "proj",
-                    "outcome": "clear_queued", "detail": "queued", "source": "hook"}):
+    for record in (LoopRecord(session_id="s1234567", project="proj",
+                              rule="SAME_REPLY_TURNS", count=3, source="hook"),
+                   OutcomeRecord(session_id="s1234567", project="proj",
+                                 outcome="clear_queued", detail="queued", source="hook")):
         # The watcher's next read of the log: QUEUED is on the way to the clear.
         responder.say(tell(responder.narrator, record, home=None, now=time.time()))
     responder.tick(time.monotonic())
@@ -148,10 +149,10 @@ def test_two_sweepers_log_a_plan_once(tmp_path: Path, state: Path) -> None:
     transcript = tmp_path / "t.jsonl"
     transcript.write_bytes(b"")
     _report(_plan(state, "s.9", transcript), "cleared", "Goal cleared: tests pass")
-    records: list[dict] = []
+    records: list[OutcomeRecord] = []
     inner: list[int] = []
 
-    def append_while_another_sweeps(record: dict) -> None:
+    def append_while_another_sweeps(record: OutcomeRecord) -> None:
         inner.append(sweep_mod_outcomes(str(state), records.append))
         records.append(record)
 

@@ -36,9 +36,9 @@ def _watcher_fires(state: Path, transcript: Path, answer_uuid: str, prompt_uuid:
         answer_uuid=answer_uuid, answer_digest="ade7c0b305209229",
         transcript_path=str(transcript), created_at=time.time(), source="watcher",
         prompt_uuid=prompt_uuid))
-    journal_module.append(state, {"event": "detection", "session_id": SESSION,
-                                  "answer_uuid": answer_uuid, "prompt_uuid": prompt_uuid,
-                                  "rule": "SAME_REPLY_TURNS", "source": "watcher"})
+    journal_module.append(state, journal_module.LoopRecord(
+        session_id=SESSION, answer_uuid=answer_uuid, prompt_uuid=prompt_uuid,
+        rule="SAME_REPLY_TURNS", source="watcher"))
 
 
 @pytest.fixture(autouse=True)

@@ -7,6 +7,7 @@ in-process in a thread (``start_watcher``) or as the real ``loop-killer-watch`` 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -42,7 +43,11 @@ class Env:
         return self.request(session_id).exists()
 
     def records(self, event: str | None = None, **match: Any) -> list[dict[str, Any]]:
-        return [r for r in journal.read_recent(self.state)
+        """The detection log's lines as they are on disk (each one a record: it reads)."""
+        path = journal.journal_path(self.state)
+        lines = path.read_bytes().split(b"\n")[:-1] if path.exists() else []  # whole ones
+        assert all(journal.decode(json.loads(line)) for line in lines)
+        return [r for r in map(json.loads, lines)
                 if (event is None or r.get("event") == event)
                 and all(r.get(k) == v for k, v in match.items())]
 
@@ -72,12 +77,10 @@ class Env:
         goal = Lines(cwd="/home/dev/billing")
         append(goal.path_in(self.root), goal.goal_loop(3))
         (fired,) = self.logged(1, goal.session_id)
-        journal.append(self.state, {"event": "outcome", "session_id": goal.session_id,
-                                    "answer_uuid": fired["answer_uuid"],
-                                    "rule": fired["rule"], "outcome": "cleared",
-                                    "project": fired["project"],
-                                    "transcript_path": fired["transcript_path"],
-                                    "source": "hook"})
+        journal.append(self.state, journal.OutcomeRecord(
+            session_id=goal.session_id, answer_uuid=fired["answer_uuid"], rule=fired["rule"],
+            outcome="cleared", project=fired["project"],
+            transcript_path=fired["transcript_path"], source="hook"))
         return tools, goal, fired
 
 

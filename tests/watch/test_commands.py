@@ -214,7 +214,7 @@ def test_status_shows_a_refused_call_as_refused_and_the_last_loops_with_their_ou
             {**base, "event": "detection", "count": 3, "tool_use_id": "t3", "at": now - 60},
             {**base, "event": "refusal", "count": 4, "at": now - 30},
             {**base, "event": "refusal", "count": 4, "at": now - 20}):
-        journal.append(env.state, record)
+        journal.append(env.state, journal.decode(record))
 
     _, out, _ = run(capsys, "status", "--json")
     data = orjson.loads(out)
@@ -244,10 +244,11 @@ def test_status_shows_a_refused_call_as_refused_and_the_last_loops_with_their_ou
 
 
 def test_status_tells_an_oscillating_edit_as_what_it_saw() -> None:
+    from loop_killer.state import journal
     from loop_killer.watch.commands import recent_loops
 
-    (loop,) = recent_loops([{"event": "detection", "session_id": "s1", "project": "p",
-                             "rule": "EDIT_OSCILLATION", "call": "Edit: m.py", "count": 2,
-                             "source": "hook", "at": 1.0}], limit=5)
+    (loop,) = recent_loops([journal.ToolRecord(
+        session_id="s1", project="p", rule="EDIT_OSCILLATION", call="Edit: m.py", count=2,
+        source="hook", at=1.0)], limit=5)
     assert (loop["rule"], loop["outcome"]) == ("EDIT_OSCILLATION", "warned")
     assert loop["what"] == "Edit: m.py: edited back to an earlier version 2 times"

@@ -70,10 +70,10 @@ def test_status_fits_80_columns_on_a_terminal(env):
             last_answer_digest="", last_activity=time.time(), updated_at=time.time(),
             tool_repeats=[{"call": "Bash: cat /home/dev/some/long/path/to/a/file.txt | "
                                    "grep -v something | sort | uniq -c", "count": 4}]))
-        journal.append(env.state, {
+        journal.append(env.state, journal.decode({
             "event": "detection", "session_id": s.session_id, "rule": "SAME_REPLY_TURNS",
             "count": 3, "project": s.project, "source": "hook", "answer_uuid": f"a{n}",
-            "snippet": "I am still working on getting the auth tests to pass, again."})
+            "snippet": "I am still working on getting the auth tests to pass, again."}))
     shown = OnTerminal(_cli("status")).finish()
     _fits(shown)
     assert "a-rather-long-project-folder-name-0" in shown.replace("\n", "")

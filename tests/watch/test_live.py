@@ -416,12 +416,12 @@ def test_outcome_after_the_timeout_with_nothing_happening(env, start_watcher):
 def test_hook_outcomes_in_the_log_are_shown(env, start_watcher, caplog):
     caplog.set_level(logging.INFO, logger="loop_killer")
     env.root.mkdir(parents=True)
-    journal.append(env.state, {"event": "outcome", "session_id": "old", "outcome": "cleared",
-                               "source": "hook"})  # from before start-up: not shown
+    journal.append(env.state, journal.OutcomeRecord(session_id="old", outcome="cleared",
+                                                    source="hook"))  # before start-up: not shown
     start_watcher()
-    journal.append(env.state, {"event": "outcome", "session_id": "b4119b1c-7ad2",
+    journal.append(env.state, journal.decode({"event": "outcome", "session_id": "b4119b1c-7ad2",
                                "project": "-home-dev-tui-proj", "outcome": "cleared",
-                               "detail": "Goal cleared: all tests pass", "source": "hook"})
+                               "detail": "Goal cleared: all tests pass", "source": "hook"}))
 
     def shown() -> list[str]:
         return [r.getMessage() for r in caplog.records if r.name.endswith("events")]
@@ -594,9 +594,9 @@ def test_a_loop_the_hook_cut_alone_is_followed_to_its_clear(env, start_watcher, 
         append(path, s.cleared())
         wait_for(lambda: (st := env.status(s.session_id)) and st.goal
                  and st.goal.get("met"), what="the clear read")
-        journal.append(env.state, hook_record)
+        journal.append(env.state, journal.decode(hook_record))
     else:
-        journal.append(env.state, hook_record)
+        journal.append(env.state, journal.decode(hook_record))
         wait_for(lambda: any("(hook)" in r.getMessage() for r in caplog.records),
                  what="the hook's detection picked up from the log")
         append(path, s.cleared())

@@ -34,14 +34,15 @@ def tally(**options: Any) -> LoopTally:
     return LoopTally(home="/home/dev", reply_tokens=lambda path, replies: 250.0, **options)
 
 
-def detection(session: str, rule: str, **more: Any) -> dict[str, Any]:
-    return {"event": "detection", "session_id": session, "rule": rule,
-            "project": "-home-dev-shop", "transcript_path": "/t.jsonl", **more}
+def detection(session: str, rule: str, **more: Any) -> journal.Record | None:
+    """A detection as the log reads it back."""
+    return journal.decode({"event": "detection", "session_id": session, "rule": rule,
+                           "project": "-home-dev-shop", "transcript_path": "/t.jsonl", **more})
 
 
-def outcome(session: str, rule: str, word: str, **more: Any) -> dict[str, Any]:
-    return {"event": "outcome", "session_id": session, "rule": rule, "outcome": word,
-            "project": "-home-dev-shop", **more}
+def outcome(session: str, rule: str, word: str, **more: Any) -> journal.Record | None:
+    return journal.decode({"event": "outcome", "session_id": session, "rule": rule,
+                           "outcome": word, "project": "-home-dev-shop", **more})
 
 
 def test_a_loop_counts_once_at_its_first_outcome_with_the_tokens_it_would_have_spent() -> None:
@@ -73,8 +74,8 @@ def test_tool_calls_warnings_refusals_and_the_ladders_stop() -> None:
     figures.observe(detection("s1", "TOOL_REPEAT", tool_use_id="t1", count=3))
     figures.observe(detection("s1", "EDIT_OSCILLATION", count=2))
     for _ in range(3):
-        figures.observe({"event": "refusal", "session_id": "s1", "rule": "TOOL_REPEAT",
-                         "project": "-home-dev-shop"})
+        figures.observe(journal.ToolRecord(session_id="s1", rule="TOOL_REPEAT", refused=True,
+                                           project="-home-dev-shop"))
     figures.observe(outcome("s1", "TOOL_REPEAT", "clear_queued", answer_uuid="t9"))
     figures.observe(outcome("s1", "TOOL_REPEAT", "cleared", answer_uuid="t9"))  # the mod's
     assert figures.loops == {("TOOL_REPEAT", "tool", "warned", "shop"): 1,
@@ -87,12 +88,11 @@ def test_tool_calls_warnings_refusals_and_the_ladders_stop() -> None:
 def test_label_values_are_bounded() -> None:
     figures = tally(max_projects=3)
     for index in range(10):
-        figures.observe({**detection(f"s{index}", "TOOL_REPEAT"),
-                         "project": f"-home-dev-p{index}"})
+        figures.observe(detection(f"s{index}", "TOOL_REPEAT", project=f"-home-dev-p{index}"))
     figures.observe(detection("s", "A_RULE_FROM_THE_FUTURE", answer_uuid="u"))
     figures.observe(outcome("s", "A_RULE_FROM_THE_FUTURE", "exploded", answer_uuid="u"))
     figures.observe(outcome("old", "SAME_REPLY_TURNS", "cleared"))  # detected before start
-    figures.observe({"event": "detection", "session_id": None, "rule": "TOOL_REPEAT"})
+    assert journal.decode({"event": "detection", "session_id": None}) is None  # not counted
     projects = {key[3] for key in figures.loops}
     assert projects == {"p0", "p1", "p2", OTHER}
     assert figures.loops[("TOOL_REPEAT", "tool", "warned", OTHER)] == 7
@@ -137,9 +137,9 @@ def test_the_endpoint_serves_what_the_log_holds(env: Env) -> None:
     try:
         assert "loop_killer_loops_total" not in _scrape(server.address).replace(
             "# HELP loop_killer_loops_total", "").replace("# TYPE loop_killer_loops_total", "")
-        journal.append(env.state, {**detection(session.session_id, "SAME_REPLY_TURNS",
-                                               answer_uuid="a", run_length=3),
-                                   "transcript_path": str(path)})
+        journal.append(env.state, detection(session.session_id, "SAME_REPLY_TURNS",
+                                            answer_uuid="a", run_length=3,
+                                            transcript_path=str(path)))
         journal.append(env.state, outcome(session.session_id, "SAME_REPLY_TURNS", "cleared",
                                           answer_uuid="a"))
         text = _scrape(server.address)

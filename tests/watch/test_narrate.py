@@ -36,12 +36,12 @@ def _mod_cleared(env, s: Lines, path: Path, answer_uuid: str) -> None:
         "id": plan_id, "session_id": s.session_id, "answer_uuid": answer_uuid,
         "rule": "SAME_REPLY_TURNS", "project": s.project, "transcript_path": str(path),
         "offset": path.stat().st_size})
-    journal.append(env.state, {
+    journal.append(env.state, journal.decode({
         "event": "outcome", "session_id": s.session_id, "answer_uuid": answer_uuid,
         "rule": "SAME_REPLY_TURNS", "project": s.project, "transcript_path": str(path),
         "outcome": "clear_queued", "hands": "mod", "source": "hook",
         "detail": "loop-killer: SAME_REPLY_TURNS (3 similar replies to re-prompts): loop "
-                  "stopped; /goal clear queued."})
+                  "stopped; /goal clear queued."}))
     append(path, [s.summary(prevented=True)])
     append(path, s.cleared())
     Path(outcome_path).write_text(json.dumps({"v": 1, "id": plan_id, "status": "cleared",
@@ -83,10 +83,10 @@ def test_a_loop_the_hook_cut_first_is_told_once_too(env, start_watcher, caplog):
     prompt_uuid = orjson.loads(third[0])["uuid"]
     assert records.first_to_record(env.state, s.session_id, prompt_uuid, source="hook",
                                    rule="SAME_REPLY_TURNS")
-    journal.append(env.state, {"event": "detection", "session_id": s.session_id,
+    journal.append(env.state, journal.decode({"event": "detection", "session_id": s.session_id,
                                "answer_uuid": "", "prompt_uuid": prompt_uuid,
                                "project": s.project, "rule": "SAME_REPLY_TURNS", "count": 3,
-                               "source": "hook"})
+                               "source": "hook"}))
     wait_for(lambda: _lines_of(caplog, s.session_id), what="the hook's LOOP line")
     append(path, third)
     _mod_cleared(env, s, path, "")
@@ -138,19 +138,19 @@ def test_tool_repeats_notify_as_warnings_and_a_refusal_that_ends_the_turn_as_a_s
     narrator = Narrator()
     base = {"session_id": "s1", "project": "-home-dev-api", "source": "hook",
             "rule": "TOOL_REPEAT", "call": "Bash: npm test"}
-    (warned,) = tell(narrator, {**base, "event": "detection", "count": 3,
-                                "tool_use_id": "t3"}, home="/home/dev", now=0)
+    (warned,) = tell(narrator, journal.decode({**base, "event": "detection", "count": 3,
+                                "tool_use_id": "t3"}), home="/home/dev", now=0)
     assert warned.notice is not None and not warned.notice.stop
     assert warned.notice.text == ("api: Bash: npm test gave the same result 3 times; the "
                                   "model was warned")
     for attempt in range(3):
-        (refused,) = tell(narrator, {**base, "event": "refusal", "count": 3,
-                                     "tool_use_id": f"r{attempt}"}, home="/home/dev", now=1)
+        (refused,) = tell(narrator, journal.decode({**base, "event": "refusal", "count": 3,
+                                     "tool_use_id": f"r{attempt}"}), home="/home/dev", now=1)
         assert refused.line is not None and refused.line.startswith("REFUSED")
         assert refused.notice is None
-    (stopped,) = tell(narrator, {**base, "event": "outcome", "outcome": "stopped_no_goal",
-                                 "answer_uuid": "r2", "detail": "loop stopped"},
-                      home="/home/dev", now=2)
+    stop = journal.decode({**base, "event": "outcome", "outcome": "stopped_no_goal",
+                           "answer_uuid": "r2", "detail": "loop stopped"})
+    (stopped,) = tell(narrator, stop, home="/home/dev", now=2)
     assert stopped.notice is not None and stopped.notice.stop
     assert stopped.notice.text == ("api: loop stopped; no goal was set (Bash: npm test "
                                    "refused 3 times)")
@@ -162,7 +162,7 @@ def test_the_watchers_own_tool_repeat_line_is_printed_once_and_notified(env):
     narrator = Narrator()
     record = {"event": "detection", "session_id": "s1", "project": "p", "source": "watcher",
               "rule": "TOOL_REPEAT", "call": "Bash: ls", "count": 3, "tool_use_id": "t"}
-    (said,) = tell(narrator, record, home=None, now=0)
+    (said,) = tell(narrator, journal.decode(record), home=None, now=0)
     assert said.line is None  # tool_repeats printed it
     assert said.notice is not None and "Bash: ls gave the same result 3 times" in \
         said.notice.text
@@ -179,10 +179,10 @@ def test_no_late_outcome_reaches_the_terminal_after_the_final_one(env, start_wat
     append(path, s.cleared())
     wait_for(lambda: any(x.startswith("CLEARED") for x in _lines_of(caplog, s.session_id)),
              what="the CLEARED line")
-    journal.append(env.state, {"event": "outcome", "session_id": s.session_id,
+    journal.append(env.state, journal.decode({"event": "outcome", "session_id": s.session_id,
                                "answer_uuid": s.answer_uuids[-1], "project": s.project,
                                "outcome": "cleared", "detail": "/goal clear: Goal cleared",
-                               "source": "hook", "hands": "mod"})  # 40 s later, say
+                               "source": "hook", "hands": "mod"}))  # 40 s later, say
     wait_for(lambda: _log_read(runner, env), what="the log read")
     runner.stop()  # what it read is told before it ends
     assert [line.split()[0] for line in _lines_of(caplog, s.session_id)] == ["LOOP", "CLEARED"]

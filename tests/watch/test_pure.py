@@ -8,6 +8,7 @@ import time
 
 import pytest
 from loop_killer.engine.transcript import parse_timestamp
+from loop_killer.state import journal
 from loop_killer.watch import report
 from loop_killer.watch.follower import Change, Seen, classify
 from loop_killer.watch.observer import DIR, FILE, ROOT, relevance
@@ -89,14 +90,15 @@ def test_detection_line_names_project_session_rule_count_and_the_reply():
 
 
 def test_journal_line_shows_what_the_hook_reported_and_skips_unknown_records():
-    line = report.journal_line({"event": "outcome", "session_id": "abcdef1234",
+    line = report.journal_line(journal.decode({"event": "outcome", "session_id": "abcdef1234",
                                 "project": "-home-dev-p", "outcome": "cleared",
-                                "detail": "Goal cleared: tests pass", "source": "hook"},
+                                "detail": "Goal cleared: tests pass", "source": "hook"}),
                                "/home/dev")
     assert line is not None
     assert line.startswith("CLEARED") and "p  abcdef12" in line and "(hook)" in line
-    assert report.journal_line({"event": "something-else"}) is None
-    bare = report.journal_line({"event": "outcome", "result": "stopped"})
+    assert journal.decode({"event": "something-else", "session_id": "s"}) is None
+    bare = report.journal_line(journal.decode({"event": "outcome", "session_id": "",
+                                               "result": "stopped"}))
     assert bare is not None and "STOPPED" in bare
 
 
@@ -137,9 +139,10 @@ def test_historic_answers_are_told_by_their_timestamp():
 def test_the_hooks_tool_repeat_records_read_as_lines_in_the_watchers_terminal():
     base = {"rule": "TOOL_REPEAT", "session_id": "a26ba613-efc5", "project": "-home-dev-proj",
             "call": "Bash: npm test", "count": 3, "source": "hook"}
-    assert report.journal_line({**base, "event": "detection"}, "/home/dev") == (
+    assert report.journal_line(journal.decode({**base, "event": "detection"}), "/home/dev") == (
         "LOOP      proj  a26ba613  TOOL_REPEAT: Bash: npm test gave the same result 3 times "
         "in a row (hook)")
-    assert report.journal_line({**base, "event": "refusal", "count": 4}, "/home/dev") == (
+    refusal = journal.decode({**base, "event": "refusal", "count": 4})
+    assert report.journal_line(refusal, "/home/dev") == (
         "REFUSED   proj  a26ba613  TOOL_REPEAT: Bash: npm test not run again after 4 "
         "identical results (hook)")

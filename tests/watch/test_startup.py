@@ -181,7 +181,7 @@ def _hook_fires(env, record: dict) -> None:
     assert records.record_detection(env.state, record["session_id"], key, source="hook",
                                     rule=record["rule"])
     assert records.mark_acted(env.state, record["session_id"], key)
-    journal.append(env.state, record)
+    journal.append(env.state, journal.decode(record))
 
 
 def _hook_cut_record(session_id: str, prompt_line: bytes) -> dict:

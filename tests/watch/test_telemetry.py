@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from loop_killer.state import journal
 from loop_killer.watch import telemetry
 from loop_killer.watch.metrics import MetricsSource
 from loop_killer.watch.telemetry import read_settings_env
@@ -115,9 +116,15 @@ def test_the_env_block_of_claude_codes_settings_is_read(
     assert settings_env('{"env": ["x"]}') == {}
 
 
-def detection(session: str, rule: str, **more: Any) -> dict[str, Any]:
-    return {"event": "detection", "session_id": session, "rule": rule, "at": 1_700_000_000.5,
-            "project": "-home-dev-shop", "count": 3, "source": "watcher", **more}
+def detection(session: str, rule: str, **more: Any) -> journal.Record | None:
+    """A detection as the log reads it back."""
+    return journal.decode({"event": "detection", "session_id": session, "rule": rule,
+                           "at": 1_700_000_000.5, "project": "-home-dev-shop", "count": 3,
+                           "source": "watcher", **more})
+
+
+def outcome(session: str, answer_uuid: str, word: str) -> journal.Record:
+    return journal.OutcomeRecord(session_id=session, answer_uuid=answer_uuid, outcome=word)
 
 
 def test_one_event_per_detection_with_its_outcome_when_known() -> None:
@@ -130,18 +137,15 @@ def test_one_event_per_detection_with_its_outcome_when_known() -> None:
     assert warned.at == 1_700_000_000.5
     # A re-prompt loop's event waits for the outcome: the first one, once.
     assert events.observe(detection("s2", "SAME_REPLY_TURNS", answer_uuid="a"), now=1) == []
-    assert events.observe({"event": "refusal", "session_id": "s2"}, now=2) == []
-    (cleared,) = events.observe({"event": "outcome", "session_id": "s2", "answer_uuid": "a",
-                                 "outcome": "cleared"}, now=3)
+    assert events.observe(journal.ToolRecord(session_id="s2", refused=True), now=2) == []
+    (cleared,) = events.observe(outcome("s2", "a", "cleared"), now=3)
     assert cleared.attributes["outcome"] == "cleared"
     assert cleared.attributes["kind"] == "reprompt" and cleared.attributes["session.id"] == "s2"
-    assert events.observe({"event": "outcome", "session_id": "s2", "answer_uuid": "a",
-                           "outcome": "clear_failed"}, now=4) == []
+    assert events.observe(outcome("s2", "a", "clear_failed"), now=4) == []
     # An outcome naming another answer (the hook's own): the session's latest detection.
     events.observe(detection("s3", "MANUAL", answer_uuid=""), now=5)
     events.observe(detection("s3", "IDLE_TURNS", answer_uuid="b"), now=6)
-    (idle,) = events.observe({"event": "outcome", "session_id": "s3", "answer_uuid": "z",
-                              "outcome": "stopped"}, now=7)
+    (idle,) = events.observe(outcome("s3", "z", "stopped"), now=7)
     assert (idle.attributes["rule"], idle.attributes["outcome"]) == ("IDLE_TURNS", "stopped")
     # No outcome within the wait: sent without one; at the stop, whatever still waits.
     assert events.due(now=64) == []
@@ -149,7 +153,7 @@ def test_one_event_per_detection_with_its_outcome_when_known() -> None:
     assert manual.attributes["rule"] == "MANUAL" and "outcome" not in manual.attributes
     events.observe(detection("s4", "SAME_REPLY_TURNS", answer_uuid="c"), now=70)
     assert [e.attributes["session.id"] for e in events.drain()] == ["s4"]
-    assert events.observe({"event": "detection", "session_id": None}, now=71) == []
+    assert events.observe(journal.LoopRecord(session_id=""), now=71) == []
 
 
 def test_without_the_sdk_one_line_says_what_to_install_and_the_watcher_goes_on(

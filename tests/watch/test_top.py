@@ -119,20 +119,20 @@ def test_the_last_detection_and_its_outcome_from_the_log_records() -> None:
          "outcome": "stopped", "at": NOW - 27},  # a passing word after the last one
         {"event": "detection", "session_id": "b", "rule": "TOOL_REPEAT", "count": 3,
          "call": "Bash: npm test", "at": NOW - 5},
-        {"event": "outcome", "session_id": "c", "rule": "TOOL_REPEAT", "count": 3,
+        {"event": "outcome", "session_id": "c", "rule": "TOOL_REPEAT",
          "outcome": "stopped_no_goal", "at": NOW - 4},  # the ladder's stop: no detection
         {"event": "refusal", "session_id": "b", "rule": "TOOL_REPEAT", "at": NOW - 3},
         {"event": "detection", "session_id": 7, "rule": "X"},  # not a session: skipped
         {"event": "detection", "session_id": "d", "rule": "MANUAL", "count": 0, "at": "x"},
     ]
-    for record in records:
+    for record in filter(None, map(journal.decode, records)):  # session 7: not a record
         fold_record(known, record)
     assert known["a"].outcome == "cleared"
     screen = screen_of(*(status(name) for name in "abcd"), detections=known)
     shown = {row.session_id: row.detection for row in screen.rows}
     assert shown["a"] == "SAME_REPLY_TURNS x3 -> CLEARED 28s ago"
     assert shown["b"] == "TOOL_REPEAT x3 Bash: npm test -> WARNED 5s ago"
-    assert shown["c"] == "TOOL_REPEAT x3 -> STOPPED 4s ago"
+    assert shown["c"] == "TOOL_REPEAT -> STOPPED 4s ago"
     assert shown["d"].startswith("MANUAL clear -> PENDING")
 
 
@@ -231,8 +231,8 @@ def test_the_state_reader_follows_status_files_the_log_and_transcripts(env: Env)
         status(looping.session_id), transcript_path=str(path), project=looping.project,
         run_length=3, last_activity=now))
     os.utime(old.path_in(env.root), (now - 7200, now - 7200))
-    journal.append(env.state, {"event": "detection", "session_id": looping.session_id,
-                               "rule": "IDLE_TURNS", "count": 6})
+    journal.append(env.state, journal.LoopRecord(session_id=looping.session_id,
+                                                 rule="IDLE_TURNS", count=6))
     reader = StateReader(env.state, window=3600, root=env.root)
     reader.look(now)
     screen = reader.screen(now)
@@ -243,8 +243,8 @@ def test_the_state_reader_follows_status_files_the_log_and_transcripts(env: Env)
     assert first.detection.startswith("IDLE_TURNS x6 -> PENDING")
     assert first.total == "20 <$0.01"
     append(path, looping.answer("more"))
-    journal.append(env.state, {"event": "outcome", "session_id": looping.session_id,
-                               "rule": "IDLE_TURNS", "outcome": "cleared"})
+    journal.append(env.state, journal.OutcomeRecord(session_id=looping.session_id,
+                                                    rule="IDLE_TURNS", outcome="cleared"))
     reader.look(time.time())
     first = reader.screen(time.time()).rows[0]
     assert first.total == "40 <$0.01"  # read on from where it was

@@ -55,18 +55,19 @@ def fire(what: Fired, *, hook_input: HookInput, state: Path, env: dict[str, str]
     }
     judgement = what.judgement
     if what.log_detection:
-        journal.append(state, {
-            "event": "detection", **common,
-            "answer_digest": what.answer_digest,
-            "prompt_uuid": judgement.prompt_uuid if judgement else "",
-            "count": firing.count,
-            "run_length": firing.run_length,
-            "reply_in_file": judgement.reply_in_file if judgement else False,
-            "case": judgement.case if judgement else "",
-            "located_by": judgement.located_by if judgement else "",
-            "snippet": (hook_input.last_assistant_message or "")[:200],
-            "source": "hook",
-        })
+        journal.append(state, journal.LoopRecord(
+            session_id=common["session_id"], answer_uuid=common["answer_uuid"],
+            rule=common["rule"], project=common["project"], transcript_path=transcript,
+            answer_digest=what.answer_digest,
+            prompt_uuid=judgement.prompt_uuid if judgement else "",
+            count=firing.count,
+            run_length=firing.run_length,
+            reply_in_file=judgement.reply_in_file if judgement else False,
+            case=judgement.case if judgement else "",
+            located_by=judgement.located_by if judgement else "",
+            snippet=(hook_input.last_assistant_message or "")[:200],
+            source="hook",
+        ))
     goal_set = _goal_set(judgement.goal if judgement else None, transcript)
     hands = decide.choose_hands(mod_active=hook_input.mod_active, env=env)
     plan = None
@@ -94,14 +95,15 @@ def fire(what: Fired, *, hook_input: HookInput, state: Path, env: dict[str, str]
         outcome, why, evidence = typed.outcome, typed.why, typed.evidence
     else:
         outcome, why = decide.outcome_without_typing(goal_set=bool(goal_set), hands=hands)
-    journal.append(state, {
-        "event": "outcome", **common,
-        "outcome": outcome,
-        "hands": acted,
-        "detail": notice.notice(firing, outcome, why=why),
-        "evidence": evidence,
-        "source": "hook",
-    })
+    journal.append(state, journal.OutcomeRecord(
+        session_id=common["session_id"], answer_uuid=common["answer_uuid"],
+        rule=common["rule"], project=common["project"], transcript_path=transcript,
+        outcome=outcome,
+        hands=acted,
+        detail=notice.notice(firing, outcome, why=why),
+        evidence=evidence,
+        source="hook",
+    ))
     return notice.hook_output(firing, outcome, why=why, plan=plan)
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..state.files import read_json_object, write_private_file
+from ..state.journal import OutcomeRecord
 from ..state.paths import state_folder
 from .notice import OUTCOME_CLEARED, OUTCOME_FAILED, OUTCOME_NO_GOAL, OUTCOME_SENT, Outcome
 from .screen import find_proof
@@ -57,7 +58,7 @@ def write_mod_plan_record(state: str, key: str, record: dict[str, Any]) -> str:
 
 def sweep_mod_outcomes(
     state: str,
-    append: Callable[[dict[str, Any]], None],
+    append: Callable[[OutcomeRecord], None],
     *,
     now: float | None = None,
 ) -> int:
@@ -106,7 +107,7 @@ def _read_record(path: str) -> dict[str, Any] | None:
 
 
 def _outcome_line(plan: dict[str, Any], reported: dict[str, Any], *, age: float
-                  ) -> dict[str, Any] | None:
+                  ) -> OutcomeRecord | None:
     status = reported.get("status")
     settled_as = _MOD_STATUS.get(status) if isinstance(status, str) else None
     settled = settled_as is not None
@@ -124,20 +125,19 @@ def _outcome_line(plan: dict[str, Any], reported: dict[str, Any], *, age: float
         detail = "the mod never reported what /goal clear did"
     else:
         detail = f"/goal clear: {output[:200] or outcome}"
-    return {
-        "event": "outcome",
-        "session_id": _str(plan.get("session_id")),
-        "answer_uuid": _str(plan.get("answer_uuid")),
-        "rule": _str(plan.get("rule")),
-        "outcome": outcome,
-        "detail": detail,
-        "evidence": evidence,
-        "hands": "mod",
-        "project": _str(plan.get("project")),
-        "transcript_path": _str(transcript),
-        "plan_id": _str(plan.get("id")),
-        "source": "hook",
-    }
+    return OutcomeRecord(
+        session_id=_str(plan.get("session_id")),
+        answer_uuid=_str(plan.get("answer_uuid")),
+        rule=_str(plan.get("rule")),
+        outcome=outcome,
+        detail=detail,
+        evidence=evidence,
+        hands="mod",
+        project=_str(plan.get("project")),
+        transcript_path=_str(transcript),
+        plan_id=_str(plan.get("id")),
+        source="hook",
+    )
 
 
 def _str(value: Any) -> str:

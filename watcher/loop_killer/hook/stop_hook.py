@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import Settings, load_settings
 from ..engine.rules import text_digest
@@ -37,6 +37,10 @@ from .entry import parse_json
 from .judge import Judgement, judge
 from .tail import last_prompt_time, read_tail
 from .wait import file_size
+
+if TYPE_CHECKING:
+    from ..state.journal import OutcomeRecord
+
 
 # Acting (``act``: the hands, typing, subprocesses), requests (``state.inbox``) and the
 # mod's outcome records are imported only when this turn needs them: most re-prompted
@@ -211,7 +215,7 @@ def _sweep_outcomes(state: Path) -> None:
         sweep_mod_outcomes(str(state), lambda record: _append(state, record))
 
 
-def _append(state: Path, record: dict[str, Any]) -> None:
+def _append(state: Path, record: OutcomeRecord) -> None:
     from ..state import journal
 
     journal.append(state, record)

@@ -1,10 +1,15 @@
 """The detection log: one JSON line per detection and per outcome, across all sessions.
 
 ``<state>/detections.jsonl``, appended with one ``write`` per line (O_APPEND), so the
-watcher and several Stop hooks can add to it at once. This module is its one reader:
-``read_recent`` (and ``fired``) read back only the log's tail, so start-up never grows
-with history; ``JournalTail`` follows what is appended, as the watcher does to learn
-what the Stop hooks logged. Every read is bounded, refuses links and FIFOs, never blocks.
+watcher and several Stop hooks can add to it at once. A line is one of three typed
+records (``LoopRecord``, ``ToolRecord``, ``OutcomeRecord``), written by ``encode`` and read
+back by ``decode`` alone: every writer builds one, every reader gets them (an old line
+reads as well; one that is not a record is skipped, and said).
+
+This module is the log's one reader: ``read_recent`` reads back only its tail, so
+start-up never grows with history; ``JournalTail`` follows what is appended, as the
+watcher does to learn what the hooks logged. Every read is bounded, refuses links and
+FIFOs, never blocks.
 """
 
 from __future__ import annotations
@@ -14,21 +19,29 @@ import os
 import stat
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 
+from ..engine.tool_repeat import TOOL_CALL_RULES
 from .files import append_line
 from .paths import state_folder
 
 __all__ = [
+    "DETECTION",
     "JOURNAL_NAME",
-    "Fired",
+    "OUTCOME",
+    "REFUSAL",
     "JournalTail",
+    "LoopRecord",
+    "OutcomeRecord",
+    "Record",
+    "ToolRecord",
     "append",
-    "fired",
+    "decode",
+    "encode",
     "journal_path",
     "read_recent",
 ]
@@ -39,22 +52,150 @@ JOURNAL_NAME = "detections.jsonl"
 _TAIL_BYTES = 4 * 1024 * 1024
 _ROTATE_BYTES = 32 * 1024 * 1024
 
-# Kinds of records.
-DETECTION = "detection"  # a rule fired (by the watcher or the hook's own detection)
+# Kinds of records, as the log names them (its ``event``).
+DETECTION = "detection"  # a rule fired (by the watcher or a hook), or a clear asked by hand
+REFUSAL = "refusal"  # a tool hook refused a call that kept repeating
 OUTCOME = "outcome"  # what became of it: cleared / stopped / not possible / nothing
+
+
+# -- the records ------------------------------------------------------------------------
+# One line of the log is one of these, written by ``encode`` and read by ``decode``: the
+# field names are the line's keys. A field left None is not written (it is one writer's).
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Logged:
+    """What every record names."""
+
+    event: ClassVar[str]
+    session_id: str
+    rule: str = ""
+    project: str = ""  # the project folder's name (the transcript's folder)
+    transcript_path: str = ""
+    source: str = ""  # who logged it: "watcher", "hook", "manual"
+    at: float = 0.0  # when (seconds since the epoch); ``append`` stamps a record left at 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoopRecord(_Logged):
+    """A re-prompt loop detected (by the watcher or the Stop hook), or a clear asked by hand
+    (rule ``manual``)."""
+
+    event: ClassVar[str] = DETECTION
+    answer_uuid: str = ""  # the answer that fired ("" for a clear asked by hand)
+    prompt_uuid: str = ""  # the re-prompt it answered
+    answer_digest: str = ""
+    count: int = 0
+    run_length: int = 0
+    snippet: str = ""  # the answer's first words
+    # How the Stop hook judged the reply (its records only).
+    reply_in_file: bool | None = None
+    case: str | None = None
+    located_by: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolRecord(_Logged):
+    """A tool call repeating: the model warned (event ``detection``), or the call refused
+    (``refusal``, a tool hook's)."""
+
+    event: ClassVar[str] = DETECTION
+    refused: bool = False  # written as the event: "refusal"
+    tool: str = ""
+    call: str = ""  # the call's label, as the warning names it
+    count: int = 0
+    tool_use_id: str = ""
+    agent_id: str | None = None  # a subagent's calls: which one
+    agent_type: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutcomeRecord(_Logged):
+    """What became of a detection: the turn stopped, the goal cleared, nothing done..."""
+
+    event: ClassVar[str] = OUTCOME
+    answer_uuid: str = ""
+    outcome: str = ""
+    detail: str = ""
+    hands: str | None = None  # what acted: "mod", "tmux", "screen", "none"
+    evidence: str | None = None  # what proved it
+    after_s: float | None = None  # seconds after the detection (the watcher's)
+    plan_id: str | None = None  # the mod's plan it settles
+
+
+Record = LoopRecord | ToolRecord | OutcomeRecord
+"""One line of the detection log."""
+
+_KINDS: dict[str, type] = {"str": str, "int": int, "float": float, "bool": bool,
+                           "str | None": str, "float | None": float, "bool | None": bool}
+_SCHEMA: dict[type, tuple[tuple[str, type, Any], ...]] = {
+    kind: tuple((f.name, _KINDS[str(f.type)], f.default) for f in fields(kind)
+                if f.name not in ("refused", "event"))
+    for kind in (LoopRecord, ToolRecord, OutcomeRecord)
+}
+_TOOL_KEYS = frozenset(("call", "tool", "tool_use_id"))  # a detection of a tool call
+# Older writers' names for a field, read when the field is empty.
+_ALIASES = {"outcome": ("result", "status", "action"),
+            "detail": ("message", "reason", "note"), "call": ("tool",)}
+
+
+def encode(record: Record) -> bytes:
+    """The log line of ``record`` (newline included); ``at`` stamped when left at 0."""
+    event = REFUSAL if isinstance(record, ToolRecord) and record.refused else record.event
+    line: dict[str, Any] = {"at": record.at or time.time(), "event": event}
+    for name, _kind, _default in _SCHEMA[type(record)]:
+        value = getattr(record, name)
+        if value is not None and name != "at":
+            line[name] = value
+    try:
+        return orjson.dumps(line) + b"\n"
+    except TypeError:  # text from hook input that is not UTF-8 (a lone surrogate)
+        return orjson.dumps(_encodable(line)) + b"\n"
+
+
+def decode(value: object) -> Record | None:
+    """The record a decoded JSON line holds; None for anything else. A field of the wrong
+    type reads as its default; a record without a session id is none."""
+    if not isinstance(value, dict) or not isinstance(value.get("session_id"), str):
+        return None
+    event = value.get("event")
+    kind: type[LoopRecord] | type[ToolRecord] | type[OutcomeRecord]
+    if event == OUTCOME:
+        kind = OutcomeRecord
+    elif event == REFUSAL or (event == DETECTION and (
+            value.get("rule") in TOOL_CALL_RULES or not _TOOL_KEYS.isdisjoint(value))):
+        kind = ToolRecord
+    elif event == DETECTION:
+        kind = LoopRecord
+    else:
+        return None
+    found: dict[str, Any] = {}
+    for name, want, default in _SCHEMA[kind]:
+        found[name] = _typed(value.get(name), want, default)
+        for alias in _ALIASES.get(name, ()) if not found[name] else ():
+            found[name] = _typed(value.get(alias), want, default)
+            if found[name]:
+                break
+    if kind is ToolRecord:
+        found["refused"] = event == REFUSAL
+    return kind(**found)
+
+
+def _typed(value: object, want: type, default: Any) -> Any:
+    if isinstance(value, bool) != (want is bool):
+        return default
+    if want is float and isinstance(value, int):
+        return float(value)
+    return value if isinstance(value, want) else default
 
 
 def journal_path(state: Path) -> Path:
     return state / JOURNAL_NAME
 
 
-def append(state: Path, record: dict[str, Any]) -> None:
-    """Append one record (``event`` and ``at`` are filled in when missing)."""
-    record = {"at": time.time(), **record}
-    try:
-        line = orjson.dumps(record) + b"\n"
-    except TypeError:  # text from hook input that is not UTF-8 (a lone surrogate)
-        line = orjson.dumps(_encodable(record)) + b"\n"
+def append(state: Path, record: Record) -> None:
+    """Append one record (``at`` is stamped when left at 0)."""
+    line = encode(record)
     path = journal_path(state)
     try:
         state_folder(state, create=True)
@@ -107,22 +248,30 @@ def _open_log(path: Path) -> tuple[int, os.stat_result]:
     return fd, info
 
 
-def _records(lines: list[bytes], containing: bytes = b"") -> Iterator[dict[str, Any]]:
-    """The JSON objects among ``lines``; blank, broken and non-object lines skipped."""
+def _records(lines: list[bytes], containing: bytes = b"", *, path: Path,
+             level: int = logging.INFO) -> Iterator[Record]:
+    """The records among ``lines``; blank lines skipped, and others not records said
+    (one log line for them all, at ``level``)."""
+    skipped = 0
     for line in lines:
         if not line.strip() or (containing and containing not in line):
             continue
         try:
-            record = orjson.loads(line)
+            record = decode(orjson.loads(line))
         except orjson.JSONDecodeError:
-            continue
-        if isinstance(record, dict):
+            record = None
+        if record is None:
+            skipped += 1
+        else:
             yield record
+    if skipped:
+        log.log(level, "the detection log %s: %d line%s skipped (not a record)", path,
+                skipped, "" if skipped == 1 else "s")
 
 
 def read_recent(
     state: Path, *, max_bytes: int = _TAIL_BYTES, containing: bytes = b""
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[Record]:
     """Records from the last ``max_bytes`` of the log, oldest first; broken lines skipped.
 
     With ``containing``, only lines holding those bytes are parsed (a cheap filter).
@@ -147,7 +296,7 @@ def read_recent(
     lines = data.split(b"\n")
     if start > 0:
         lines = lines[1:]  # the first one is cut
-    yield from _records(lines, containing)
+    yield from _records(lines, containing, path=path)
 
 
 class JournalTail:
@@ -177,7 +326,7 @@ class JournalTail:
             self.key, self.offset = (info.st_dev, info.st_ino), info.st_size
         self._partial, self._skipping = b"", False
 
-    def read_new(self) -> list[dict[str, Any]]:
+    def read_new(self) -> list[Record]:
         try:
             state_folder(self.path.parent)  # never read through a linked state folder
             info = os.stat(self.path, follow_symlinks=False)
@@ -190,7 +339,7 @@ class JournalTail:
             self._failed(OSError("not a regular file"))
             return []
         key = (info.st_dev, info.st_ino)
-        records: list[dict[str, Any]] = []
+        records: list[Record] = []
         if key != self.key:
             if self.key is not None:
                 records = self._read(_rotated(self.path), self.key)  # the old log's rest
@@ -201,7 +350,7 @@ class JournalTail:
             records += self._read(self.path, key)
         return records
 
-    def _read(self, path: Path, key: tuple[int, int]) -> list[dict[str, Any]]:
+    def _read(self, path: Path, key: tuple[int, int]) -> list[Record]:
         """The records in the next bytes of the log at ``path``, if it is ``key``."""
         try:
             fd, info = _open_log(path)
@@ -221,7 +370,7 @@ class JournalTail:
             os.close(fd)
         self._error = ""
         self.offset += len(data)
-        return list(_records(self._lines(data)))
+        return list(_records(self._lines(data), path=path, level=logging.WARNING))
 
     def _lines(self, data: bytes) -> list[bytes]:
         """The whole lines ``data`` completes; a too long partial line is dropped."""
@@ -245,37 +394,3 @@ class JournalTail:
         if text != self._error:
             log.warning("cannot read the detection log %s: %s", self.path, text)
             self._error = text
-
-
-@dataclass(slots=True)
-class Fired:
-    """What already fired in one session: never fire on these again."""
-
-    answers: set[str] = field(default_factory=set)  # uuids of answers that fired
-    prompts: set[str] = field(default_factory=set)  # uuids of the re-prompts they answered
-
-    def __contains__(self, uuid: object) -> bool:
-        return uuid in self.answers or uuid in self.prompts
-
-
-def fired(state: Path, session_id: str | None = None) -> dict[str, Fired]:
-    """Per session, the answers (and re-prompts answered) that already fired.
-
-    The Stop hook may fire on a reply before it is on disk: it then logs the re-prompt
-    the reply answered (``prompt_uuid``) instead of, or besides, the answer's uuid.
-    """
-    found: dict[str, Fired] = {}
-    key = session_id.encode() if session_id else b'"detection"'
-    for record in read_recent(state, containing=key):
-        session = record.get("session_id")
-        if record.get("event") != DETECTION or not isinstance(session, str):
-            continue
-        if session_id is not None and session != session_id:
-            continue
-        entry = found.setdefault(session, Fired())
-        for name, bucket in (("answer_uuid", entry.answers), ("prompt_uuid", entry.prompts)):
-            value = record.get(name)
-            if isinstance(value, str) and value:
-                bucket.add(value)
-    return found
-

@@ -197,25 +197,24 @@ def _log(state: str, kind: str, data: dict[str, Any], repeat: ToolRepeat, label:
     """One record in the detection log, for the watcher and ``loop-killer status``."""
     from pathlib import Path
 
-    from ..state.journal import append
+    from ..state.journal import REFUSAL, ToolRecord, append
 
-    record: dict[str, Any] = {
-        "event": kind,
-        "rule": repeat.shape or RULE_TOOL_REPEAT,
-        "session_id": data.get("session_id"),
-        "tool": repeat.name,
-        "call": label,
-        "count": repeat.shape_count if repeat.shape else repeat.count,
-        "tool_use_id": repeat.tool_use_id,
+    subagent = scope != MAIN_SCOPE
+    append(Path(state), ToolRecord(
+        refused=kind == REFUSAL,
+        rule=repeat.shape or RULE_TOOL_REPEAT,
+        session_id=_text(data.get("session_id")),
+        tool=repeat.name,
+        call=label,
+        count=repeat.shape_count if repeat.shape else repeat.count,
+        tool_use_id=repeat.tool_use_id,
         # The project folder's name, as every other record of the log names it.
-        "project": os.path.basename(os.path.dirname(_text(data.get("transcript_path")))),
-        "transcript_path": _text(data.get("transcript_path")),
-        "source": "hook",
-    }
-    if scope != MAIN_SCOPE:
-        record["agent_id"] = scope
-        record["agent_type"] = _text(data.get("agent_type"))
-    append(Path(state), record)
+        project=os.path.basename(os.path.dirname(_text(data.get("transcript_path")))),
+        transcript_path=_text(data.get("transcript_path")),
+        source="hook",
+        agent_id=scope if subagent else None,
+        agent_type=_text(data.get("agent_type")) if subagent else None,
+    ))
 
 
 def _text(value: object) -> str:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from ..engine.rules import RULE_MANUAL
 from ..engine.tool_repeat import TOOL_CALL_RULES
 from ..printable import printable
+from ..state.journal import LoopRecord, OutcomeRecord, Record, ToolRecord
 from ..state.status import SessionStatus, WatcherHeartbeat
 from ..watch.report import OUTCOME_LABELS, project_label, short_id
 from ..watch.usage import Spent
@@ -82,30 +82,23 @@ class LastDetection:
     outcome_at: float = 0.0
 
 
-def fold_record(known: dict[str, LastDetection], record: Mapping[str, Any]) -> None:
+def fold_record(known: dict[str, LastDetection], record: Record) -> None:
     """Take one detection-log record (in log order) into ``known``, per session."""
-    session_id = record.get("session_id")
-    event = record.get("event")
-    rule = record.get("rule")
-    at = record.get("at")
-    if not isinstance(session_id, str) or not isinstance(rule, str):
+    session_id, rule, at = record.session_id, record.rule, record.at
+    if isinstance(record, ToolRecord) and not record.refused:
+        known[session_id] = LastDetection(rule, record.count, at, printable(record.call, 80))
         return
-    at = float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else 0.0
-    count = record.get("count")
-    count = count if isinstance(count, int) and not isinstance(count, bool) else 0
-    if event == "detection":
-        what = record.get("call") or record.get("snippet") or ""
-        known[session_id] = LastDetection(rule, count, at, printable(str(what), 80))
+    if isinstance(record, LoopRecord):
+        known[session_id] = LastDetection(rule, record.count, at,
+                                          printable(record.snippet, 80))
         return
-    if event != "outcome":
+    if not isinstance(record, OutcomeRecord) or not record.outcome:
         return
-    outcome = record.get("outcome")
-    if not isinstance(outcome, str):
-        return
+    outcome = record.outcome
     last = known.get(session_id)
     if last is None or (rule != last.rule and at - last.at > SETTLE):
         # An outcome with no detection before it: the tool-repeat ladder's stop logs one.
-        known[session_id] = LastDetection(rule, count, at, "", outcome, at)
+        known[session_id] = LastDetection(rule, 0, at, "", outcome, at)
         return
     if last.outcome in FINAL_OUTCOMES and outcome not in FINAL_OUTCOMES:
         return

@@ -142,17 +142,16 @@ def collect(state: Path, *, now: float | None = None) -> dict[str, Any]:
 _RECENT_BYTES = 512 * 1024  # of the detection log's tail: far more than 5 loops
 
 
-def _refusals(logged: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def _refusals(logged: list[journal.Record]) -> dict[str, dict[str, Any]]:
     """Per session, its last refused call and how many times in a row it was refused."""
     found: dict[str, dict[str, Any]] = {}
     for record in logged:
-        session_id, call = record.get("session_id"), record.get("call")
-        if (record.get("event") != "refusal" or not isinstance(session_id, str)
-                or not isinstance(call, str)):
+        if not isinstance(record, journal.ToolRecord) or not record.refused:
             continue
-        last = found.get(session_id)
-        attempts = last["attempts"] + 1 if last and last["call"] == call else 1
-        found[session_id] = {"call": call, "attempts": attempts, "at": record.get("at")}
+        last = found.get(record.session_id)
+        attempts = last["attempts"] + 1 if last and last["call"] == record.call else 1
+        found[record.session_id] = {"call": record.call, "attempts": attempts,
+                                    "at": record.at or None}
     return found
 
 
@@ -170,7 +169,7 @@ def _refused_now(refusal: dict[str, Any] | None, streaks: list[dict[str, Any]]
     return None
 
 
-def recent_loops(logged: list[dict[str, Any]], *, limit: int) -> list[dict[str, Any]]:
+def recent_loops(logged: list[journal.Record], *, limit: int) -> list[dict[str, Any]]:
     """The last ``limit`` loops in the log, newest first, each with what became of it:
     a detection (a tool-repeat warning: "warned"), then the outcomes of its session that
     followed (the last final one, else the last on the way); a turn ended by refusals is
@@ -179,31 +178,24 @@ def recent_loops(logged: list[dict[str, Any]], *, limit: int) -> list[dict[str, 
     latest: dict[str, dict[str, Any]] = {}
     loop: dict[str, Any] | None
     for record in logged:
-        event, session_id = record.get("event"), record.get("session_id")
-        if not isinstance(session_id, str):
-            continue
-        at = record.get("at") if isinstance(record.get("at"), (int, float)) else None
-        raw_rule = record.get("rule")
-        rule = raw_rule if isinstance(raw_rule, str) else ""
-        if event == "detection":
-            call = record.get("call")
-            raw_count = record.get("count")
-            count = raw_count if isinstance(raw_count, int) else 0
-            phrase = (f"same result {count} times" if rule == RULE_TOOL_REPEAT
-                      else rule_phrase(rule, count))
-            loop = {"session_id": session_id, "project": record.get("project") or "",
-                    "rule": rule, "at": at,
-                    "what": f"{call}: {phrase}" if isinstance(call, str) else phrase,
-                    "outcome": "warned" if isinstance(call, str) else None}
+        session_id, rule, at = record.session_id, record.rule, record.at or None
+        if isinstance(record, journal.ToolRecord) and not record.refused:
+            phrase = (f"same result {record.count} times" if rule == RULE_TOOL_REPEAT
+                      else rule_phrase(rule, record.count))
+            loop = {"session_id": session_id, "project": record.project, "rule": rule,
+                    "at": at, "what": f"{record.call}: {phrase}", "outcome": "warned"}
             loops.append(loop)
             latest[session_id] = loop
-        elif event == "outcome":
+        elif isinstance(record, journal.LoopRecord):
+            loop = {"session_id": session_id, "project": record.project, "rule": rule,
+                    "at": at, "what": rule_phrase(rule, record.count), "outcome": None}
+            loops.append(loop)
+            latest[session_id] = loop
+        elif isinstance(record, journal.OutcomeRecord) and record.outcome:
+            kind = record.outcome
             loop = latest.get(session_id)
-            kind = record.get("outcome")
-            if not isinstance(kind, str):
-                continue
             if loop is None or (rule == RULE_REFUSED_RETRIES and loop["rule"] != rule):
-                loop = {"session_id": session_id, "project": record.get("project") or "",
+                loop = {"session_id": session_id, "project": record.project,
                         "rule": rule, "at": at, "what": "a refused call tried again",
                         "outcome": None}
                 loops.append(loop)
@@ -373,11 +365,9 @@ def clear(args: argparse.Namespace) -> int:
         print(f"loop-killer clear: cannot write the request: {error}", file=sys.stderr)
         return 1
     project_name = Path(transcript).parent.name
-    journal.append(state, {
-        "event": "detection", "session_id": session_id, "answer_uuid": "", "rule": RULE_MANUAL,
-        "count": run_length, "project": project_name, "transcript_path": transcript,
-        "snippet": "", "source": "manual",
-    })
+    journal.append(state, journal.LoopRecord(
+        session_id=session_id, rule=RULE_MANUAL, count=run_length, run_length=run_length,
+        project=project_name, transcript_path=transcript, source="manual"))
     label = report.project_label(project_name, os.environ.get("HOME"))
     note = f" (it replaces a pending {replaced.rule} request)" if replaced else ""
     print(f"clear request written for {label} {session_id}{note}: its next Stop hook will "

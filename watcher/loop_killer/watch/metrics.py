@@ -30,14 +30,14 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..engine.rules import RULE_EDIT_OSCILLATION, RULE_IDLE, RULE_MANUAL, RULE_SAME
 from ..engine.tool_repeat import RULE_TOOL_REPEAT, TOOL_CALL_RULES
-from ..state.journal import JournalTail
+from ..state.journal import JournalTail, LoopRecord, OutcomeRecord, Record, ToolRecord
 from ..state.status import read_heartbeat, read_session_status, written_statuses
 from .report import OUTCOME_LABELS, project_label
 from .usage import reply_tokens
@@ -110,31 +110,25 @@ class LoopTally:
             label = self._projects[folder] = project_label(folder, self.home)[:100] or OTHER
         return label
 
-    def observe(self, record: Mapping[str, Any]) -> None:
-        event = record.get("event")
-        session = record.get("session_id")
-        if not isinstance(session, str):
-            return
-        raw_rule = record.get("rule")
-        rule = raw_rule if raw_rule in RULES else OTHER
+    def observe(self, record: Record) -> None:
+        session = record.session_id
+        rule = record.rule if record.rule in RULES else OTHER
         kind = "tool" if rule in TOOL_CALL_RULES else "reprompt"
-        project = self.project(record.get("project"))
-        if event == "refusal":
+        project = self.project(record.project)
+        if isinstance(record, ToolRecord) and record.refused:
             self.refusals[project] = self.refusals.get(project, 0) + 1
-        elif event == "detection" and kind == "tool":
-            self._count((rule, kind, "warned", project))  # a warning: no outcome follows
-        elif event == "detection":
-            run_length = _whole(record.get("run_length")) or _whole(record.get("count"))
-            path = record.get("transcript_path")
-            self._remember(self._pending, (session, _text(record.get("answer_uuid"))),
-                           _Pending(rule, kind, project, run_length,
-                                    path if isinstance(path, str) else ""))
-        elif event == "outcome":
-            self._outcome(record, session, rule, kind, project)
+        elif isinstance(record, ToolRecord):
+            self._count((rule, "tool", "warned", project))  # a warning: no outcome follows
+        elif isinstance(record, LoopRecord):
+            self._remember(self._pending, (session, record.answer_uuid),
+                           _Pending(rule, kind, project, record.run_length or record.count,
+                                    record.transcript_path))
+        else:
+            self._outcome(record, rule, kind, project)
 
-    def _outcome(self, record: Mapping[str, Any], session: str, rule: str, kind: str,
-                 project: str) -> None:
-        key = (session, _text(record.get("answer_uuid")))
+    def _outcome(self, record: OutcomeRecord, rule: str, kind: str, project: str) -> None:
+        session = record.session_id
+        key = (session, record.answer_uuid)
         if key in self._settled:
             return  # a later word on a loop already counted
         pending = self._pending.pop(key, None)
@@ -143,8 +137,7 @@ class LoopTally:
             pending = self._pending.pop(key, None)
         if pending is None and rule != RULE_TOOL_REPEAT:
             return  # its detection came before the watcher started
-        outcome = record.get("outcome")
-        outcome = outcome if outcome in OUTCOMES else OTHER
+        outcome = record.outcome if record.outcome in OUTCOMES else OTHER
         self._remember(self._settled, key, None)
         if pending is None:  # the tool-repeat ladder's stop: an outcome line alone
             self._count((rule, kind, outcome, project))
@@ -173,10 +166,6 @@ def _whole(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def _text(value: object) -> str:
-    return value if isinstance(value, str) else ""
-
-
 @dataclass(frozen=True, slots=True)
 class Gauges:
     followed: int = 0
@@ -203,7 +192,7 @@ class MetricsSource:
     the log is followed from when this source was made."""
 
     def __init__(self, state: Path, *, home: str | None = None,
-                 on_record: Callable[[Mapping[str, Any]], None] | None = None) -> None:
+                 on_record: Callable[[Record], None] | None = None) -> None:
         self.state = state
         self.tally = LoopTally(home=home)
         self.on_record = on_record  # told of each new record (the OpenTelemetry log events)

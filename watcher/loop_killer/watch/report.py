@@ -7,12 +7,11 @@ wording of every line the watcher prints lives in one place.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any
 
 from ..engine.rules import RULE_MANUAL, rule_phrase
-from ..engine.tool_repeat import RULE_TOOL_REPEAT, TOOL_CALL_RULES
+from ..engine.tool_repeat import RULE_TOOL_REPEAT
 from ..printable import printable, wrap
+from ..state.journal import OutcomeRecord, Record, ToolRecord
 
 __all__ = [
     "OUTCOME_LABELS",
@@ -142,47 +141,28 @@ def caught_up_line(seconds: float) -> str:
     return f"caught up again after {seconds:.0f} s behind"
 
 
-def _text(record: Mapping[str, Any], *names: str) -> str:
-    for name in names:
-        value = record.get(name)
-        if isinstance(value, str) and value:
-            return value
-        if isinstance(value, bool):
-            return str(value).lower()
-    return ""
-
-
-def journal_line(record: Mapping[str, Any], home: str | None = None) -> str | None:
+def journal_line(record: Record, home: str | None = None) -> str | None:
     """A line for a detection-log record written by someone else (the Stop hook, a
     ``loop-killer clear``); None for records not worth a line."""
-    event = record.get("event")
-    session_id = _text(record, "session_id") or "?"
-    project = project_label(_text(record, "project"), home) if record.get("project") else "?"
-    source = _text(record, "source") or "?"
-    if event == "outcome":
-        outcome = _text(record, "outcome", "result", "status", "action") or "?"
-        detail = _text(record, "detail", "message", "reason", "note") or outcome
+    session_id = record.session_id or "?"
+    project = project_label(record.project, home) if record.project else "?"
+    source = record.source or "?"
+    if isinstance(record, OutcomeRecord):
+        outcome = record.outcome or "?"
         return outcome_line(project=project, session_id=session_id, outcome=outcome,
-                            detail=detail, source=source)
-    if record.get("rule") in TOOL_CALL_RULES and event in ("detection", "refusal"):
-        count = record.get("count")
+                            detail=record.detail or outcome, source=source)
+    if isinstance(record, ToolRecord):
         return tool_repeat_line(
-            project=project, session_id=session_id, call=_text(record, "call", "tool") or "?",
-            count=count if isinstance(count, int) and not isinstance(count, bool) else 0,
-            refused=event == "refusal", source=source, rule=_text(record, "rule"))
-    if event == "detection" and record.get("rule") == RULE_MANUAL:
+            project=project, session_id=session_id, call=record.call or "?",
+            count=record.count, refused=record.refused, source=source, rule=record.rule)
+    if record.rule == RULE_MANUAL:
         return (f"ASKED     {project}  {short_id(session_id)}  MANUAL: clear asked by hand "
                 f"({source})")
-    if event == "detection":
-        rule = _text(record, "rule") or "?"
-        count = record.get("count")
-        count = count if isinstance(count, int) and not isinstance(count, bool) else 0
-        text = _text(record, "snippet")
-        return (
-            f"LOOP      {project}  {short_id(session_id)}  {rule}: {rule_phrase(rule, count)}"
-            + (f"  \"{snippet(text, 72)}\"" if text else "") + f" ({source})"
-        )
-    return None
+    rule = record.rule or "?"
+    return (
+        f"LOOP      {project}  {short_id(session_id)}  {rule}: {rule_phrase(rule, record.count)}"
+        + (f"  \"{snippet(record.snippet, 72)}\"" if record.snippet else "") + f" ({source})"
+    )
 
 
 def ago(seconds: float) -> str:

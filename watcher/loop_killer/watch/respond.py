@@ -102,20 +102,19 @@ class Responder:
             write_request(self.state, request)
         except (OSError, InvalidRequest) as error:
             log.error("%s: cannot write the clear request: %s", self.name(tracked), error)
-        journal.append(self.state, {
-            "event": "detection",
-            "session_id": session_id,
-            "answer_uuid": detection.answer_uuid,
-            "prompt_uuid": answer.prompt_uuid,
-            "answer_digest": request.answer_digest,
-            "rule": detection.rule,
-            "count": detection.count,
-            "run_length": detection.run_length,
-            "project": tracked.project,
-            "transcript_path": tracked.path,
-            "snippet": report.snippet(answer.text, 200),
-            "source": "watcher",
-        })
+        journal.append(self.state, journal.LoopRecord(
+            session_id=session_id,
+            answer_uuid=detection.answer_uuid,
+            prompt_uuid=answer.prompt_uuid,
+            answer_digest=request.answer_digest,
+            rule=detection.rule,
+            count=detection.count,
+            run_length=detection.run_length,
+            project=tracked.project,
+            transcript_path=tracked.path,
+            snippet=report.snippet(answer.text, 200),
+            source="watcher",
+        ))
         who = report.project_label(tracked.project, self.home)
         self.say(self.narrator.detection(
             session_id, (answer.uuid, answer.prompt_uuid, detection.answer_uuid), who=who,
@@ -203,18 +202,17 @@ class Responder:
         if outcome is not None and outcome.kind in ("cleared", "stopped"):
             tracked.settled = True
         if outcome is not None:
-            journal.append(self.state, {
-                "event": "outcome",
-                "session_id": tracked.session_id,
-                "answer_uuid": pending.answer_uuid,
-                "rule": pending.rule,
-                "outcome": outcome.kind,
-                "detail": outcome.detail,
-                "after_s": round(time.time() - pending.detected_at, 3),
-                "project": tracked.project,
-                "transcript_path": tracked.path,
-                "source": "watcher",
-            })
+            journal.append(self.state, journal.OutcomeRecord(
+                session_id=tracked.session_id,
+                answer_uuid=pending.answer_uuid,
+                rule=pending.rule,
+                outcome=outcome.kind,
+                detail=outcome.detail,
+                after_s=round(time.time() - pending.detected_at, 3),
+                project=tracked.project,
+                transcript_path=tracked.path,
+                source="watcher",
+            ))
             self._hold(tracked, (pending.answer_uuid,), outcome, pending.rule)
         if final:
             tracked.pending = None

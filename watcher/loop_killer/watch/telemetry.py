@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .. import __version__
+from ..state.journal import Record
 from ..state.paths import config_dir
 from .metrics import MetricsSource
 from .telemetry_plan import (
@@ -200,7 +201,7 @@ class TelemetryExport:
             return [self._observation(getattr(self.source.gauges(), which))]
         return observe
 
-    def _on_record(self, record: Mapping[str, Any]) -> None:
+    def _on_record(self, record: Record) -> None:
         """Told of each new record, under the source's lock."""
         if self._emit is not None:
             for event in self.events.observe(record, time.monotonic()):

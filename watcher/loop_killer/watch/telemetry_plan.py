@@ -11,10 +11,10 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
 
 from .. import __version__
 from ..engine.tool_repeat import TOOL_CALL_RULES
+from ..state.journal import LoopRecord, OutcomeRecord, Record, ToolRecord
 from .report import project_label
 
 __all__ = [
@@ -200,23 +200,22 @@ class LoopEvents:
         self.remember = remember
         self._held: OrderedDict[tuple[str, str], _Held] = OrderedDict()
 
-    def observe(self, record: Mapping[str, Any], now: float) -> list[LoopEvent]:
-        session = record.get("session_id")
-        if not isinstance(session, str) or not session:
+    def observe(self, record: Record, now: float) -> list[LoopEvent]:
+        session = record.session_id
+        if not session:
             return []
-        event = record.get("event")
-        if event == "detection":
+        if isinstance(record, LoopRecord) or (isinstance(record, ToolRecord)
+                                              and not record.refused):
             return self._detection(record, session, now)
-        if event == "outcome":
-            key = (session, _text(record.get("answer_uuid")))
+        if isinstance(record, OutcomeRecord):
+            key = (session, record.answer_uuid)
             held = self._held.pop(key, None)
             if held is None:  # the hook's outcome may name no answer: the session's latest
                 key = next((k for k in reversed(self._held) if k[0] == session), key)
                 held = self._held.pop(key, None)
-            outcome = record.get("outcome")
-            if held is not None and isinstance(outcome, str) and outcome:
+            if held is not None and record.outcome:
                 return [LoopEvent(held.event.at, {**held.event.attributes,
-                                                  "outcome": outcome})]
+                                                  "outcome": record.outcome})]
             return [held.event] if held is not None else []
         return []
 
@@ -237,37 +236,31 @@ class LoopEvents:
         self._held.clear()
         return ready
 
-    def _detection(self, record: Mapping[str, Any], session: str,
+    def _detection(self, record: LoopRecord | ToolRecord, session: str,
                    now: float) -> list[LoopEvent]:
-        rule = _text(record.get("rule")) or "other"
+        rule = record.rule or "other"
         kind = "tool" if rule in TOOL_CALL_RULES else "reprompt"
         attributes: dict[str, str | int] = {"session.id": session, "event.name": "loop_detected",
                                             "rule": rule, "kind": kind}
-        at = record.get("at")
-        at = float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else now
+        at = record.at or now
         attributes["event.timestamp"] = datetime.fromtimestamp(at, timezone.utc).isoformat(
             timespec="milliseconds").replace("+00:00", "Z")
-        project = record.get("project")
-        if isinstance(project, str) and project:
-            attributes["project"] = project_label(project, self.home)
-        for name in ("count", "run_length"):
-            value = record.get(name)
-            if isinstance(value, int) and not isinstance(value, bool):
-                attributes[name] = value
-        for name in ("source", "tool"):
-            if value := _text(record.get(name)):
-                attributes[name] = value
+        if record.project:
+            attributes["project"] = project_label(record.project, self.home)
+        attributes["count"] = record.count
+        if isinstance(record, LoopRecord):
+            attributes["run_length"] = record.run_length
+        if record.source:
+            attributes["source"] = record.source
+        if isinstance(record, ToolRecord) and record.tool:
+            attributes["tool"] = record.tool
         event = LoopEvent(at, attributes)
         if kind == "tool":  # a warning: no outcome follows
             return [LoopEvent(at, {**attributes, "outcome": "warned"})]
-        key = (session, _text(record.get("answer_uuid")))
+        key = (session, record.answer_uuid if isinstance(record, LoopRecord) else "")
         self._held[key] = _Held(now, event)
         self._held.move_to_end(key)
         overflow = []
         while len(self._held) > self.remember:
             overflow.append(self._held.popitem(last=False)[1].event)
         return overflow
-
-
-def _text(value: object) -> str:
-    return value if isinstance(value, str) else ""

@@ -81,18 +81,17 @@ class ToolRepeats:
                                        source="watcher", rule=rule, on_error=cannot):
             return  # the PostToolUse hook logged it (and warned the model)
         label = repeat_label(repeat, _LABEL)
-        journal.append(self.state, {
-            "event": "detection",
-            "rule": rule,
-            "session_id": tracked.session_id,
-            "tool": repeat.name,
-            "call": label,
-            "count": count,
-            "tool_use_id": repeat.tool_use_id,
-            "project": tracked.project,
-            "transcript_path": tracked.path,
-            "source": "watcher",
-        })
+        journal.append(self.state, journal.ToolRecord(
+            rule=rule,
+            session_id=tracked.session_id,
+            tool=repeat.name,
+            call=label,
+            count=count,
+            tool_use_id=repeat.tool_use_id,
+            project=tracked.project,
+            transcript_path=tracked.path,
+            source="watcher",
+        ))
         events.warning(report.tool_repeat_line(
             project=report.project_label(tracked.project, self.home),
             session_id=tracked.session_id, call=label, count=count, rule=rule))

@@ -567,14 +567,9 @@ class Watcher:
         respond = self.sessions.respond
         for record in self._journal.read_new():
             respond.say(tell(respond.narrator, record, home=self.home, now=time.time()))
-            if record.get("source") == "watcher":
-                continue
-            session_id, uuid = record.get("session_id"), record.get("answer_uuid")
-            rule = record.get("rule")
-            if (record.get("event") == "detection" and record.get("source") == "hook"
-                    and isinstance(session_id, str) and isinstance(uuid, str)
-                    and isinstance(rule, str)):
-                self.sessions.follow_hook_detection(session_id, uuid, rule)
+            if isinstance(record, journal.LoopRecord) and record.source == "hook":
+                self.sessions.follow_hook_detection(record.session_id, record.answer_uuid,
+                                                    record.rule)
 
     def _shutdown(self) -> None:
         self._unwatch()
