@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import re
 import uuid as uuidlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -54,6 +54,7 @@ API_ERROR_TEXT = (
     "API Error: 529 Overloaded. This is a server-side issue, usually temporary \u2014 try "
     "again in a moment."
 )
+BASH = ("Bash", {"command": "npm test"})  # a tool call, for Transcript.reply(tools=[...])
 _AUTO = object()
 
 
@@ -106,7 +107,7 @@ class Transcript:
         self.model = model
         self.lines: list[bytes] = []
         self.answer_uuids: list[str] = []  # the last line of each reply without a tool call
-        self.last_tool_use_id = ""
+        self.tool_use_ids: list[str] = []  # of the last reply
         self._start = start
         self._age = age
         self._prefix = uuid_prefix or session_id[:8]
@@ -211,9 +212,14 @@ class Transcript:
 
     def tool_result(self, tool_use_id: str, output: str = "ok", *, is_error: bool = False
                     ) -> str:
-        block = {"tool_use_id": tool_use_id, "type": "tool_result", "content": output,
-                 "is_error": is_error}
-        return self.user([block], toolUseResult={"stdout": output, "stderr": ""})
+        return self.results((tool_use_id, output, is_error))
+
+    def results(self, *results: tuple[str, Any] | tuple[str, Any, bool]) -> str:
+        """Tool results in one line: (tool_use_id, content[, is_error])."""
+        blocks = [{"tool_use_id": result[0], "type": "tool_result", "content": result[1],
+                   "is_error": bool(result[2]) if len(result) > 2 else False}
+                  for result in results]
+        return self.user(blocks, toolUseResult={"stdout": str(results[0][1]), "stderr": ""})
 
     def interrupt(self, *, for_tool_use: bool = False) -> str:
         text = "[Request interrupted by user" + (" for tool use]" if for_tool_use else "]")
@@ -245,32 +251,39 @@ class Transcript:
     # -- the model ------------------------------------------------------------------------
 
     def reply(self, text: str | None = "", use: Use = Use(10, 10), *,
-              thinking: str | None = None, tool: str | None = None,
-              command: str = "npm test", stop_reason: Any = _AUTO,
-              message_id: str | None = None) -> str:
-        """One API reply, one line per block (thinking, text, tool_use), one message id,
-        ``use`` on every line. With ``tool`` the last line calls it with ``command``
-        (its id: ``last_tool_use_id``). Returns the uuid of the reply's last line."""
+              thinking: str | None = None, tools: Sequence[tuple[str, Any]] = (),
+              stop_reason: Any = _AUTO, message_id: str | None = None,
+              growing: bool = False) -> str:
+        """One API reply: a line per block (thinking, text, a tool_use per (name, input) in
+        ``tools``: their ids in ``tool_use_ids``), one message id, ``use`` on every line
+        (``growing``: earlier lines carry smaller counts, as older versions wrote them while
+        streaming). Returns the uuid of the reply's last line."""
         self._messages += 1
         message_id = message_id or f"msg_{self._prefix}_{self._messages:06d}"
         if stop_reason is _AUTO:
-            stop_reason = ("tool_use" if tool else "end_turn") if self.stop_reasons else None
+            stop_reason = ("tool_use" if tools else "end_turn") if self.stop_reasons else None
         blocks: list[dict[str, Any]] = []
         if thinking is not None:
             blocks.append({"type": "thinking", "thinking": thinking, "signature": "mocksig_0"})
         if text is not None:
             blocks.append({"type": "text", "text": text})
-        if tool:
-            self.last_tool_use_id = f"toolu_{message_id}"
-            blocks.append({"type": "tool_use", "id": self.last_tool_use_id, "name": tool,
-                           "input": {"command": command}})
+        self.tool_use_ids = [f"toolu_{message_id}_{index}" for index in range(len(tools))]
+        blocks += [{"type": "tool_use", "id": tool_id, "name": name, "input": tool_input}
+                   for tool_id, (name, tool_input) in zip(self.tool_use_ids, tools, strict=True)]
         uuid = ""
         for index, block in enumerate(blocks):
-            uuid = self.assistant_line([block], message_id, stop_reason, use,
+            usage = use
+            if growing and index < len(blocks) - 1:
+                usage = Use(use.input, 1, use.cache_read, use.cache_creation)
+            uuid = self.assistant_line([block], message_id, stop_reason, usage,
                                        apiBlockIndex=index, requestId=f"req_{message_id}")
-        if not tool:
+        if not tools:
             self.answer_uuids.append(uuid)
         return uuid
+
+    @property
+    def last_tool_use_id(self) -> str:
+        return self.tool_use_ids[-1]
 
     def assistant_line(self, content: Any, message_id: str, stop_reason: Any = "end_turn",
                        use: Use = Use(10, 10), **extra: Any) -> str:
@@ -280,16 +293,15 @@ class Transcript:
         return str(self.entry("assistant", {"message": message}, **extra)["uuid"])
 
     def run(self, command: str, output: str = "ok", use: Use = Use(10, 10), *,
-            before: str | None = None, tool: str = "Bash", is_error: bool = False) -> str:
-        """A reply calling ``tool`` with ``command`` (after the text ``before``, if any),
-        then the tool's result. Returns the result's uuid."""
-        self.reply(before, use, tool=tool, command=command)
+            before: str | None = None, is_error: bool = False) -> str:
+        """A reply running ``command`` in Bash (after the text ``before``, if any), then
+        its result. Returns the result's uuid."""
+        self.reply(before, use, tools=[("Bash", {"command": command})])
         return self.tool_result(self.last_tool_use_id, output, is_error=is_error)
 
-    def tool_round(self, before: str | None, output: str, after: str, tool: str = "Bash"
-                   ) -> str:
-        """Text + tool call, the tool's result, then the closing text (an answer with work)."""
-        self.run("npm test", output, before=before, tool=tool)
+    def tool_round(self, before: str | None, output: str, after: str) -> str:
+        """Text + a Bash call, its result, then the closing text (an answer with work)."""
+        self.run("npm test", output, before=before)
         return self.reply(after)
 
     def api_error(self, text: str = API_ERROR_TEXT, *, flagged: bool = True) -> str:

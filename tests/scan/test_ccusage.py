@@ -21,8 +21,9 @@ from loop_killer.scan.pool import scan_transcripts
 from loop_killer.scan.prices import PriceTable
 from loop_killer.scan.summary import Collector
 from must_run import unavailable
+from transcripts import FIXTURES
 
-from .test_dedupe import FIXTURES, _as_projects, _histories
+from .test_dedupe import _as_projects, _histories
 
 VERSION = "20.0.24"
 _HOME_AT_START = Path.home()  # (every test gets a temporary HOME)

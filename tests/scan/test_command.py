@@ -15,8 +15,7 @@ from loop_killer.scan import pool
 from loop_killer.scan.files import find_transcripts
 from loop_killer.scan.report import Progress
 from loop_killer.state.paths import projects_dir
-
-from .planted import START, Session, Use, total
+from transcripts import START, Transcript, Use, total
 
 SESSION_A = "aaaaaaaa-2222-4333-8444-555555555555"
 SESSION_B = "bbbbbbbb-2222-4333-8444-555555555555"
@@ -31,7 +30,7 @@ SESSION_KEYS = {"session_id", "project", "first_at", "tokens", "cost_usd", "mode
 def history(root: Path) -> dict[str, list[Use]]:
     """Two projects: a SAME loop (with a cost-state line) and, a month later, a tool loop
     in a subagent. Returns each loop's replies' usage."""
-    a = Session(SESSION_A, cwd="/home/dev/billing")
+    a = Transcript(SESSION_A, cwd="/home/dev/billing")
     a.prompt("go")
     a.goal()
     a.reply("ok", Use(1, 1))
@@ -42,16 +41,16 @@ def history(root: Path) -> dict[str, list[Use]]:
     a.cost_state(12.5)
     a.write(root / "-home-dev-billing" / f"{SESSION_A}.jsonl")
 
-    b = Session(SESSION_B, cwd="/home/dev/auth")
+    b = Transcript(SESSION_B, cwd="/home/dev/auth")
     b.prompt("hi")
     b.reply("hello", Use(1, 1))
     b.write(root / "-home-dev-auth" / f"{SESSION_B}.jsonl")
-    agent = Session(SESSION_B, sidechain=True, model="claude-haiku-4-5-20251001",
+    agent = Transcript(SESSION_B, sidechain=True, model="claude-haiku-4-5-20251001",
                     start=START.replace(month=4))
     agent.user("find the bug")
     tool = [Use(200 + i, 20) for i in range(4)]
     for use in tool:
-        agent.tool_round("pytest -x", "\x1b[31mFAILED\x1b[0m test_auth.py", use, is_error=True)
+        agent.run("pytest -x", "\x1b[31mFAILED\x1b[0m test_auth.py", use, is_error=True)
     agent.write(root / "-home-dev-auth" / SESSION_B / "subagents" / "agent-x1.jsonl")
     return {"same": same, "tool": tool}
 
@@ -167,7 +166,7 @@ def test_every_core_gives_the_same_result(monkeypatch: pytest.MonkeyPatch) -> No
     root = projects_dir()
     history(root)
     for n in range(6):
-        session = Session(f"cccccccc-2222-4333-8444-{n:012d}")
+        session = Transcript(f"cccccccc-2222-4333-8444-{n:012d}")
         session.prompt("go")
         session.goal()
         for i in range(3 + n):
@@ -260,7 +259,7 @@ def test_json_is_cleaned_of_control_codes_as_the_table_is(capsys: pytest.Capture
 
     root = tmp_path / "r\u202eoot"
     evil = "-home-dev-\u202eevil\x9b[2J"
-    a = Session(SESSION_A, cwd="/home/dev/x")
+    a = Transcript(SESSION_A, cwd="/home/dev/x")
     a.prompt("go")
     a.goal()
     a.reply("ok", Use(1, 1))

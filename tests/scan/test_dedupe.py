@@ -17,17 +17,15 @@ from loop_killer.scan.pool import scan_transcripts
 from loop_killer.scan.prices import PriceTable
 from loop_killer.scan.summary import Collector, Summary
 from loop_killer.scan.transcript import scan_bytes
-
-from tests.scan.planted import Session, Use, total
+from transcripts import FIXTURES, Transcript, Use, total
 
 SAME = "I am still working on the auth tests; the condition is not met yet."
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 A = "aaaaaaaa-2222-4333-8444-555555555555"
 B = "bbbbbbbb-2222-4333-8444-555555555555"
 
 
-def _summary(*files: tuple[Session, str, bool], order: int = 1) -> Summary:
+def _summary(*files: tuple[Transcript, str, bool], order: int = 1) -> Summary:
     """The summary of these sessions' files (session, path, subagent), fed in ``order``."""
     collector = Collector(PriceTable())
     results = [scan_bytes(session.data(), path=path, project="-home-dev-proj",
@@ -38,7 +36,7 @@ def _summary(*files: tuple[Session, str, bool], order: int = 1) -> Summary:
     return collector.summary()
 
 
-def _same_loop(session: Session, uses: list[Use]) -> None:
+def _same_loop(session: Transcript, uses: list[Use]) -> None:
     session.prompt("go")
     session.goal()
     for use in uses:
@@ -53,11 +51,11 @@ def _tokens(summary: Summary) -> dict[str, int]:
 @pytest.mark.parametrize("order", [1, -1])
 def test_a_resumed_sessions_copy_is_counted_once_and_is_not_a_second_loop(order: int) -> None:
     uses = [Use(100 + i, 10) for i in range(5)]
-    original = Session(A)
+    original = Transcript(A)
     _same_loop(original, uses)
-    resumed = Session(B)
+    resumed = Transcript(B)
     resumed.lines = [line.replace(A.encode(), B.encode()) for line in original.lines]
-    resumed._n = original._n  # later lines come after the copy
+    resumed._count = original._count  # later lines come after the copy
     resumed.prompt("and now the docs")
     resumed.reply("Done.", Use(7, 3))
     summary = _summary((original, f"/p/{A}.jsonl", False), (resumed, f"/p/{B}.jsonl", False),
@@ -73,7 +71,7 @@ def test_a_resumed_sessions_copy_is_counted_once_and_is_not_a_second_loop(order:
 
 def test_a_reply_replayed_after_a_new_prompt_is_counted_once() -> None:
     uses = [Use(100 + i, 10) for i in range(5)]
-    session = Session(A)
+    session = Transcript(A)
     _same_loop(session, uses)
     replayed = session.lines[-12:]  # the last replies and their re-prompts, written again
     session.prompt("again")
@@ -84,10 +82,10 @@ def test_a_reply_replayed_after_a_new_prompt_is_counted_once() -> None:
 
 
 def test_a_reply_replayed_into_a_subagents_file_belongs_to_the_main_session() -> None:
-    main = Session(A)
+    main = Transcript(A)
     main.prompt("go")
     main.reply("Looking.", Use(50, 5))
-    agent = Session(A, sidechain=True, model="claude-haiku-4-5-20251001")
+    agent = Transcript(A, sidechain=True, model="claude-haiku-4-5-20251001")
     agent.user("find it")
     agent.lines += main.lines[-1:]  # the main thread's reply, replayed
     agent.reply("Found it.", Use(20, 2), message_id="msg_agent_1")
@@ -100,7 +98,7 @@ def test_a_reply_replayed_into_a_subagents_file_belongs_to_the_main_session() ->
 
 
 def test_the_same_message_id_with_a_new_request_id_is_another_reply() -> None:
-    session = Session(A)
+    session = Transcript(A)
     session.prompt("go")
     session.reply("First try.", Use(10, 1), message_id="msg_same")
     session.reply("Second try.", Use(20, 2), message_id="msg_same")
@@ -115,7 +113,7 @@ def test_the_same_message_id_with_a_new_request_id_is_another_reply() -> None:
 
 
 def test_lines_without_ids_are_each_a_reply() -> None:
-    session = Session(A)
+    session = Transcript(A)
     session.prompt("go")
     for text in ("one", "two"):
         session.entry("assistant", {"message": {
@@ -126,10 +124,10 @@ def test_lines_without_ids_are_each_a_reply() -> None:
 
 
 def test_the_copy_with_the_most_tokens_is_kept_across_files() -> None:
-    cut = Session(A)
+    cut = Transcript(A)
     cut.prompt("go")
     cut.reply("Half", Use(10, 1), message_id="msg_x")
-    whole = Session(B)
+    whole = Transcript(B)
     whole.prompt("go")
     whole.reply("Half and the rest", Use(10, 40), message_id="msg_x")
     summary = _summary((cut, f"/p/{A}.jsonl", False), (whole, f"/p/{B}.jsonl", False))

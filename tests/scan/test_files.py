@@ -21,10 +21,9 @@ from loop_killer.scan.files import (
 from loop_killer.scan.pool import scan_transcripts
 from loop_killer.scan.transcript import scan_bytes
 from loop_killer.state.paths import projects_dir
+from transcripts import FIXTURES, Use
+from transcripts import Transcript as Session  # (scan.files has a Transcript)
 
-from .planted import Session, Use
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 MAIN = "11111111-2222-4333-8444-555555555555"
 
 
@@ -42,7 +41,7 @@ def tool_loop_agent(session_id: str = MAIN) -> Session:
     agent = Session(session_id, sidechain=True)
     agent.user("look into it")
     for _ in range(3):
-        agent.tool_round("cat missing.txt", "No such file", Use(2, 2), is_error=True)
+        agent.run("cat missing.txt", "No such file", Use(2, 2), is_error=True)
     return agent
 
 
@@ -211,7 +210,7 @@ def test_results_left_unread_are_read_again_from_the_file(root: Path,
     session.prompt("go")
     for output in ("1 failed", "2 failed", "2 failed", "2 failed", "2 failed"):
         session.noise()
-        session.tool_round("pytest -k auth", output, Use(5, 3))
+        session.run("pytest -k auth", output, Use(5, 3))
     path = session.write(root / "-home-dev-proj" / f"{MAIN}.jsonl")
     (transcript,) = find_transcripts(root).transcripts
     in_memory = scan_bytes(path.read_bytes(), chunk_size=7, prefilter=False)

@@ -11,8 +11,7 @@ from loop_killer.scan.report import human_report
 from loop_killer.scan.summary import Collector, Summary, ordered
 from loop_killer.scan.table import display_width, fit
 from loop_killer.scan.transcript import scan_bytes
-
-from tests.scan.planted import START, Session, Use
+from transcripts import START, Transcript, Use
 
 SAME = "I am still working on the auth tests; the condition is not met yet."
 PROJECTS = ["-home-dev-billing", "-home-dev-認証テスト", "-home-dev-支付系统-后端",
@@ -23,7 +22,7 @@ def _summary(loops: int, *, until: float | None = None) -> Summary:
     collector = Collector(PriceTable(), until=until)
     for index in range(loops):
         session_id = f"{index:08x}-2222-4333-8444-555555555555"
-        session = Session(session_id, start=START + timedelta(days=index))
+        session = Transcript(session_id, start=START + timedelta(days=index))
         session.prompt("go")
         session.goal()
         for turn in range(3 + index % 4):
@@ -104,7 +103,7 @@ def test_at_80_columns_every_line_fits_the_cost_state_lines_too() -> None:
     collector = Collector(PriceTable())
     for index in range(3):
         session_id = f"{index:08x}-2222-4333-8444-555555555555"
-        session = Session(session_id, start=START)
+        session = Transcript(session_id, start=START)
         session.prompt("go")
         session.goal()
         for turn in range(4):

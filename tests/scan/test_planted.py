@@ -14,8 +14,7 @@ from loop_killer.engine.rules import (
 from loop_killer.engine.tool_repeat import RULE_TOOL_REPEAT, TOOL_REPEAT_WARN
 from loop_killer.scan.records import Tokens
 from loop_killer.scan.transcript import scan_bytes
-
-from .planted import Session, Use, total
+from transcripts import Transcript, Use, total
 
 SAME_TEXT = "I am still working on the auth tests; the condition is not met yet, continuing."
 
@@ -30,8 +29,8 @@ def tokens(items: list[Use]) -> Tokens:
                   sum(u.cache_read for u in items), sum(u.cache_creation for u in items))
 
 
-def goal_session() -> Session:
-    session = Session()
+def goal_session() -> Transcript:
+    session = Transcript()
     session.prompt("/goal all tests in test/auth pass")
     session.goal()
     session.reply("On it.", Use(5, 5))
@@ -81,11 +80,11 @@ def test_idle_loop_rule_and_avoidable_tokens() -> None:
 
 
 def test_tool_repeat_loop_counts_the_calling_replies() -> None:
-    session = Session()
+    session = Transcript()
     session.prompt("make the tests pass")
     calls = uses(6, base=500)
     for use in calls:
-        session.tool_round("npm test", "FAIL test/auth.test.js\n1 failing", use, is_error=True)
+        session.run("npm test", "FAIL test/auth.test.js\n1 failing", use, is_error=True)
     session.reply("The tests keep failing the same way; I need your help.", Use(2, 2))
 
     result = scan_bytes(session.data(), session_id=session.session_id)
@@ -99,19 +98,19 @@ def test_tool_repeat_loop_counts_the_calling_replies() -> None:
 
 
 def test_tool_repeat_needs_the_same_result() -> None:
-    session = Session()
+    session = Transcript()
     session.prompt("watch the build")
     for i, use in enumerate(uses(5)):
-        session.tool_round("make", f"step {i} of 5 done", use)
+        session.run("make", f"step {i} of 5 done", use)
     assert scan_bytes(session.data()).loops == ()
 
 
 def test_a_persons_prompt_ends_a_tool_streak() -> None:
-    session = Session()
+    session = Transcript()
     for _ in range(3):
         session.prompt("try again")
-        session.tool_round("npm test", "1 failing", Use(1, 1))
-        session.tool_round("npm test", "1 failing", Use(1, 1))
+        session.run("npm test", "1 failing", Use(1, 1))
+        session.run("npm test", "1 failing", Use(1, 1))
         session.reply("Still failing.", Use(1, 1))
     assert scan_bytes(session.data()).loops == ()
 
@@ -120,7 +119,7 @@ def test_healthy_goal_work_with_tools_is_no_loop() -> None:
     session = goal_session()
     for i, use in enumerate(uses(8)):
         session.reprompt()
-        session.tool_round(f"pytest test/auth -k case{i}", f"{i} passed, {8 - i} failed", use)
+        session.run(f"pytest test/auth -k case{i}", f"{i} passed, {8 - i} failed", use)
         session.reply(SAME_TEXT, Use(3, 3))
     assert scan_bytes(session.data()).loops == ()
 
@@ -172,11 +171,11 @@ def test_growing_usage_lines_take_the_largest_count() -> None:
 
 
 def test_subagent_file_is_scanned_for_tool_repeats_only() -> None:
-    agent = Session("22222222-2222-4333-8444-555555555555", sidechain=True)
+    agent = Transcript("22222222-2222-4333-8444-555555555555", sidechain=True)
     agent.user("Find why the auth tests fail.")  # the task prompt
     calls = uses(4, base=40)
     for use in calls:
-        agent.tool_round("grep -r token src", "no matches", use)
+        agent.run("grep -r token src", "no matches", use)
     for use in uses(7):  # re-prompt shapes mean nothing in a subagent
         agent.reprompt()
         agent.reply(SAME_TEXT, use)
@@ -191,14 +190,14 @@ def test_subagent_file_is_scanned_for_tool_repeats_only() -> None:
 
 
 def test_inline_subagent_lines_count_in_their_own_scope() -> None:
-    main = Session()
+    main = Transcript()
     main.prompt("investigate")
     # The same call in the main session twice and in the subagent twice: no streak of 3.
-    side = Session(main.session_id, sidechain=True)
+    side = Transcript(main.session_id, sidechain=True)
     for _ in range(2):
-        main.tool_round("ls", "a b c", Use(1, 1))
-        side.tool_round("ls", "a b c", Use(1, 1))
-    side.tool_round("ls", "a b c", Use(9, 9))
+        main.run("ls", "a b c", Use(1, 1))
+        side.run("ls", "a b c", Use(1, 1))
+    side.run("ls", "a b c", Use(9, 9))
     lines = []
     for a, b in zip(main.lines, side.lines, strict=False):  # the longer one's rest below
         lines += [a, b]
@@ -211,10 +210,11 @@ def test_inline_subagent_lines_count_in_their_own_scope() -> None:
 
 
 def test_parallel_identical_calls_in_one_reply_count_its_usage_once() -> None:
-    session = Session()
+    session = Transcript()
     session.prompt("go")
     use = Use(50, 5)
-    ids = session.reply("Running all three.", use, tools=[("Bash", {"command": "make"})] * 3)
+    session.reply("Running all three.", use, tools=[("Bash", {"command": "make"})] * 3)
+    ids = session.tool_use_ids
     session.results(*[(tool_id, "error: no rule") for tool_id in ids])
     (loop,) = scan_bytes(session.data()).loops
     assert loop.replies == 3
@@ -243,7 +243,7 @@ def test_chunking_never_changes_the_loops() -> None:
         session.reply(SAME_TEXT, use, thinking="again")
     session.prompt("tests")
     for use in uses(5):
-        session.tool_round("npm test", "1 failing", use)
+        session.run("npm test", "1 failing", use)
     data = session.data()
     whole = scan_bytes(data, chunk_size=len(data))
     for size in (1, 5, 97, 4096):
@@ -258,7 +258,7 @@ def test_a_goal_that_only_repeats_a_result_is_a_reprompt_loop() -> None:
     session = goal_session()
     for use in uses(6):
         session.reprompt()
-        session.tool_round("npm test", "FAIL test/auth.test.js\n1 failing", use, is_error=True)
+        session.run("npm test", "FAIL test/auth.test.js\n1 failing", use, is_error=True)
         session.reply(SAME_TEXT, Use(3, 3))
     loops = scan_bytes(session.data()).loops
     assert ("reprompt", RULE_SAME) in {(loop.kind, loop.rule) for loop in loops}
@@ -266,12 +266,13 @@ def test_a_goal_that_only_repeats_a_result_is_a_reprompt_loop() -> None:
 
 
 def test_a_file_edited_back_and_forth_is_an_oscillation_loop() -> None:
-    session = Session()
+    session = Transcript()
     session.prompt("fix the import")
     edits = uses(3, base=700)
     for (old, new), use in zip((("a", "b"), ("b", "a"), ("a", "b")), edits, strict=True):
-        (tool_id,) = session.reply(None, use, tools=[("Edit", {
+        session.reply(None, use, tools=[("Edit", {
             "file_path": "m.py", "old_string": old, "new_string": new})])
+        (tool_id,) = session.tool_use_ids
         session.results((tool_id, "The file m.py has been updated successfully."))
     (loop,) = scan_bytes(session.data(), session_id=session.session_id).loops
     assert (loop.kind, loop.rule, loop.replies) == ("tool", RULE_EDIT_OSCILLATION, 2)
@@ -289,7 +290,8 @@ def test_a_tool_result_nested_500_deep_loses_nothing() -> None:
     session = goal_session()
     for use in uses(6):
         session.reprompt()
-        (tool_id,) = session.reply(None, use, tools=[("mcp__db__query", {"q": "select 1"})])
+        session.reply(None, use, tools=[("mcp__db__query", {"q": "select 1"})])
+        (tool_id,) = session.tool_use_ids
         session.results((tool_id, [{"type": "text", "text": "x"}, "DEEP"]))
         # (written by the standard library: orjson writes nothing past 255 deep)
         session.lines[-1] = session.lines[-1].replace(b'"DEEP"', json.dumps(deep).encode())

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import orjson
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -27,10 +25,7 @@ from loop_killer.engine.transcript import (
     parse_line,
 )
 from loop_killer.scan.transcript import scan_bytes
-
-from .planted import Session, Use
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+from transcripts import FIXTURES, Transcript, Use
 
 
 def fixture_lines() -> list[bytes]:
@@ -115,7 +110,7 @@ def test_filtered_and_unfiltered_scans_agree_on_every_fixture() -> None:
 
 
 def test_filtered_and_unfiltered_scans_agree_on_a_planted_history() -> None:
-    session = Session()
+    session = Transcript()
     session.prompt("go")
     session.goal()
     for i in range(8):
@@ -125,7 +120,7 @@ def test_filtered_and_unfiltered_scans_agree_on_a_planted_history() -> None:
     session.prompt("tests")
     for _ in range(4):
         session.noise()
-        session.tool_round("npm test", "1 failing", Use(3, 3))
+        session.run("npm test", "1 failing", Use(3, 3))
     data = session.data()
     fast = scan_bytes(data, prefilter=True)
     slow = scan_bytes(data, prefilter=False)

@@ -19,7 +19,7 @@ from loop_killer.engine.rules import (
 )
 from loop_killer.engine.run import Detection, RunDetector
 from loop_killer.engine.transcript import parse_line
-from transcripts import KICKOFF, SESSION, Transcript, found, line
+from transcripts import BASH, KICKOFF, SESSION, Transcript, found, line
 
 SAME = "I am still working on getting the auth tests to pass."
 DISTINCT = [
@@ -78,7 +78,7 @@ def _answers(t: Transcript) -> list[Answer]:
 def test_reply_lines_are_grouped_by_message_id_and_tool_use_joins_the_answer():
     t = Transcript()
     prompt = t.reprompt()
-    t.reply("Running the auth tests.", tool="Bash")  # a text line, then a tool_use line
+    t.reply("Running the auth tests.", tools=[BASH])  # a text line, then a tool_use line
     t.tool_result(t.last_tool_use_id, "auth tests: 3 passed, 1 failed")
     last = t.reply("One auth test still fails; I will keep working on it.")
     (answer,) = _answers(t)
@@ -438,7 +438,7 @@ def test_a_refused_call_is_no_work():
     uuids = []
     for _ in range(3):
         t.reprompt()
-        t.reply("Running the auth tests.", tool="Bash")
+        t.reply("Running the auth tests.", tools=[BASH])
         t.tool_result(t.last_tool_use_id, "PreToolUse:Bash hook error: loop-killer: refused "
                       "to run this call again: Bash: npm test gave the same result 4 times",
                       is_error=True)
@@ -451,7 +451,7 @@ def test_a_call_whose_result_is_not_written_is_work():
     _goal(t)
     for _ in range(4):
         t.reprompt()
-        t.reply("Running the auth tests.", tool="Bash")
+        t.reply("Running the auth tests.", tools=[BASH])
         t.reply(SAME)
     assert _detect(t) == []
 
@@ -461,7 +461,7 @@ def test_a_reply_whose_tool_use_line_comes_after_its_text_line_used_a_tool():
     _goal(t)
     t.loop([SAME] * 2)
     t.reprompt()
-    t.reply(SAME, tool="Bash")  # same text, but the reply goes on with a tool call
+    t.reply(SAME, tools=[BASH])  # same text, but the reply goes on with a tool call
     t.tool_result(t.last_tool_use_id)
     t.reply("")
     t.loop([SAME] * 2)
@@ -558,7 +558,7 @@ def test_an_interrupted_answer_neither_counts_nor_ends_the_run(for_tool_use):
     uuids = t.loop([SAME] * 2)
     t.reprompt()
     if for_tool_use:
-        t.reply("Let me run the tests.", tool="Bash")
+        t.reply("Let me run the tests.", tools=[BASH])
         t.tool_result(t.last_tool_use_id, "The user doesn't want to proceed.", is_error=True)
     else:
         t.reply("There is one test file in test/auth, ", stop_reason=None)
@@ -629,7 +629,7 @@ def test_sidechain_lines_inside_the_main_transcript_are_skipped():
             t.reprompt()
         # A subagent loops on its own inside the main file (old inline layout).
         side.prompt("Survey the auth tests")
-        side.reply(DISTINCT[0], tool="Bash")
+        side.reply(DISTINCT[0], tools=[BASH])
         side.reprompt()
         side.reply(DISTINCT[1])
         side.interrupt()
@@ -1011,7 +1011,7 @@ def _build(  # noqa: C901 - the reference model reads best as one table of step 
         elif kind == "interrupt":
             t.reprompt()
             if args[0]:
-                t.reply("Let me run it.", tool="Bash")
+                t.reply("Let me run it.", tools=[BASH])
                 t.tool_result(t.last_tool_use_id, "rejected", is_error=True)
             else:
                 t.reply("There is one", stop_reason=None)

@@ -121,14 +121,9 @@ def test_the_oscillation_is_seen_in_a_transcript_as_the_hooks_see_it() -> None:
     t.prompt("Fix the flaky import.")
     for old, new in (("import a", "import b"), ("import b", "import a"),
                      ("import a", "import b")):
-        t.reply("Editing.", tool="Edit")
-        last = parse_line(t.lines[-1])
-        call_id = last.tool_calls[0].tool_use_id
-        # the builder's Edit input is fixed: rewrite it as this move
-        t.lines[-1] = t.lines[-1].replace(
-            b'"input":{"command":"npm test"}',
-            b'"input":{"file_path":"m.py","old_string":"%s","new_string":"%s"}' % (
-                old.encode(), new.encode()))
+        t.reply("Editing.", tools=[("Edit", {"file_path": "m.py", "old_string": old,
+                                             "new_string": new})])
+        call_id = parse_line(t.lines[-1]).tool_calls[0].tool_use_id
         t.tool_result(call_id, "The file m.py has been updated successfully.")
     counter = ToolRepeatCounter()
     shapes = [r.shape for raw in t.lines if (event := parse_line(raw)) is not None

@@ -32,7 +32,7 @@ from loop_killer.engine.transcript import (
     TurnStart,
     parse_line,
 )
-from transcripts import FIXTURES, Transcript
+from transcripts import BASH, FIXTURES, Transcript
 
 FAIL = "FAIL test/auth/login.test.js\n  ✕ login fails with a wrong password (12 ms)"
 
@@ -424,7 +424,7 @@ def test_feed_reads_real_transcript_lines() -> None:
     transcript = Transcript()
     transcript.prompt()
     for _ in range(4):
-        transcript.reply("Running the tests.", tool="Bash")
+        transcript.reply("Running the tests.", tools=[BASH])
         transcript.tool_result(transcript.last_tool_use_id, FAIL, is_error=True)
     counter = ToolRepeatCounter()
     counts = []

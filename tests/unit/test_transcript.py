@@ -21,7 +21,7 @@ from loop_killer.engine.transcript import (
     is_run_boundary,
     parse_line,
 )
-from transcripts import API_ERROR_TEXT, CONDITION, SESSION, Transcript, line
+from transcripts import API_ERROR_TEXT, BASH, CONDITION, SESSION, Transcript, line
 
 
 def _events(transcript: Transcript, stats: ParseStats | None = None) -> list:
@@ -153,7 +153,7 @@ def test_text_line_with_end_turn_is_a_final_part():
 
 def test_text_then_tool_use_lines_share_the_message_id_and_are_not_final():
     t = Transcript()
-    t.reply("Running the auth tests.", tool="Bash")
+    t.reply("Running the auth tests.", tools=[BASH])
     text_part, tool_part = (parse_line(raw) for raw in t.lines[-2:])
     assert text_part.message_id == tool_part.message_id
     assert (text_part.text, text_part.used_tool, text_part.final) == (
@@ -272,7 +272,7 @@ def test_bookkeeping_lines_are_skipped_and_counted():
     [
         lambda t: t.reprompt(),
         lambda t: t.reply("Still working on the auth tests."),
-        lambda t: t.reply("x", tool="Bash"),
+        lambda t: t.reply("x", tools=[BASH]),
         lambda t: t.prompt(),
         lambda t: t.interrupt(),
         lambda t: t.api_error(),
