@@ -43,7 +43,7 @@ MARKER_NAME = "missing-package-notice"
 SMALL_FILE = 4096
 """The most this launcher ever reads of one of its own small files."""
 MAX_INPUT_BYTES = 32 * 1024 * 1024
-"""Hook input larger than this is ignored (as ``loop_killer.hook.entry`` does)."""
+"""Hook input larger than this is ignored (as ``loop_killer.hook`` does)."""
 _WHITESPACE = " \t\n\r"  # JSON's
 _ID_FIRST = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 _ID_CHARS = frozenset(_ID_FIRST + "._-")

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from loop_killer.hook.entry import MAX_INPUT_BYTES
+from loop_killer.hook import MAX_INPUT_BYTES
 from loop_killer.state.inbox import request_path
 from loop_killer.state.paths import config_dir, is_plain_id, state_dir
 from loop_killer.tools.store import refusal_marker

@@ -42,10 +42,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any
 
 from .engine.edits import EDIT_OSCILLATION_WARN
 from .engine.rules import (
@@ -66,7 +62,13 @@ from .engine.tool_repeat import (
     TOOL_REPEAT_WARN,
     ToolRepeatCounter,
 )
-from .printable import printable
+from .value import Value
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool-call hook imports this module
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from pathlib import Path
+    from typing import Any
 
 __all__ = ["CONFIG_NAME", "Settings", "config_path", "load_settings", "parse_settings",
            "transcript_cwd"]
@@ -93,21 +95,38 @@ _NUMBERS: dict[str, tuple[str, str, str, float, float, float]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Settings:
+class Settings(Value):
     """The effective settings, where each came from, and what was wrong."""
 
-    thresholds: Thresholds = DEFAULT_THRESHOLDS
-    tool_repeat_warn: int = TOOL_REPEAT_WARN
-    tool_repeat_block: int = TOOL_REPEAT_BLOCK
-    tool_repeat_stop: int = TOOL_REPEAT_STOP  # refused attempts in one turn that end it
-    edit_oscillation_warn: int = EDIT_OSCILLATION_WARN  # a file's returns that warn
-    ignore_tools: frozenset[str] = DEFAULT_IGNORED
-    rules_off: frozenset[str] = frozenset()
-    projects_off: tuple[str, ...] = ()
-    metrics: str = ""  # HOST:PORT where the watcher serves Prometheus metrics ("" none)
-    sources: Mapping[str, str] = field(default_factory=dict)  # setting -> where from
-    problems: tuple[str, ...] = ()
+    __slots__ = ("thresholds", "tool_repeat_warn", "tool_repeat_block", "tool_repeat_stop",
+                 "edit_oscillation_warn", "ignore_tools", "rules_off", "projects_off",
+                 "metrics", "sources", "problems")
+    thresholds: Thresholds
+    tool_repeat_warn: int
+    tool_repeat_block: int
+    tool_repeat_stop: int  # refused attempts in one turn that end it
+    edit_oscillation_warn: int  # a file's returns to an earlier content that warn
+    ignore_tools: frozenset[str]
+    rules_off: frozenset[str]
+    projects_off: tuple[str, ...]
+    metrics: str  # HOST:PORT where the watcher serves Prometheus metrics ("" none)
+    sources: Mapping[str, str]  # setting -> where it came from
+    problems: tuple[str, ...]
+
+    def __init__(self, *, thresholds: Thresholds = DEFAULT_THRESHOLDS,
+                 tool_repeat_warn: int = TOOL_REPEAT_WARN,
+                 tool_repeat_block: int = TOOL_REPEAT_BLOCK,
+                 tool_repeat_stop: int = TOOL_REPEAT_STOP,
+                 edit_oscillation_warn: int = EDIT_OSCILLATION_WARN,
+                 ignore_tools: frozenset[str] = DEFAULT_IGNORED,
+                 rules_off: frozenset[str] = frozenset(), projects_off: tuple[str, ...] = (),
+                 metrics: str = "", sources: Mapping[str, str] | None = None,
+                 problems: tuple[str, ...] = ()) -> None:
+        self._set(thresholds=thresholds, tool_repeat_warn=tool_repeat_warn,
+                  tool_repeat_block=tool_repeat_block, tool_repeat_stop=tool_repeat_stop,
+                  edit_oscillation_warn=edit_oscillation_warn, ignore_tools=ignore_tools,
+                  rules_off=rules_off, projects_off=projects_off, metrics=metrics,
+                  sources={} if sources is None else sources, problems=problems)
 
     def rule_on(self, rule: str) -> bool:
         return rule not in self.rules_off
@@ -181,17 +200,23 @@ def transcript_cwd(data: bytes | None) -> str:
     return ""
 
 
-def config_path(state: Path) -> Path:
-    return state / CONFIG_NAME
+def config_path(state: Path | str) -> Path:
+    from pathlib import Path
+
+    return Path(_config_file(state))
 
 
-def load_settings(state: Path, env: Mapping[str, str] | None = None) -> Settings:
+def _config_file(state: Path | str) -> str:
+    return os.path.join(state, CONFIG_NAME)
+
+
+def load_settings(state: Path | str, env: Mapping[str, str] | None = None) -> Settings:
     """The settings from ``<state>/config.toml`` (read safely: no links, no FIFOs,
     bounded) and the environment; never raises."""
     from .state.files import NotAFile, read_small_file
 
     env = os.environ if env is None else env
-    path = config_path(state)
+    path = _config_file(state)
     try:
         text: bytes | None = read_small_file(path, _MAX_BYTES)
     except FileNotFoundError:
@@ -257,7 +282,7 @@ def parse_settings(text: bytes | None, env: Mapping[str, str], *, where: str = C
         found.append(f"{where}: watcher.metrics must be a string such as "
                      "\"127.0.0.1:9464\"; ignored")
         metrics, sources["metrics"] = "", "default"
-    thresholds = replace(DEFAULT_THRESHOLDS, same_reply_turns=int(numbers["same_reply_turns"]),
+    thresholds = DEFAULT_THRESHOLDS.replace(same_reply_turns=int(numbers["same_reply_turns"]),
                          idle_turns=int(numbers["idle_turns"]), similar=numbers["similar"],
                          off=frozenset(rules_off) & {RULE_SAME, RULE_IDLE})
     return Settings(
@@ -344,6 +369,8 @@ def _closest(name: str, options: dict[str, str]) -> str:
 
 def _shown(name: str) -> str:
     """A name from the file as it may be shown: on one line, no control codes."""
+    from .printable import printable  # (only for a misspelled name: not on every hook's path)
+
     return printable(name, 60) or repr(name)
 
 

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import os
 import re
-from typing import TextIO
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool-call hook imports this module
+if TYPE_CHECKING:
+    from typing import TextIO
 
 __all__ = ["MIN_WIDTH", "printable", "terminal_width", "without_controls", "wrap"]
 

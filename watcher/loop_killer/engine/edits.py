@@ -17,10 +17,12 @@ warning: reverting is sometimes right.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..digest import hex_digest
 from .masking import canonical
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool-call hook imports this module
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["EDIT_OSCILLATION_WARN", "MAX_FILES", "EditHistory", "edited_file"]
 

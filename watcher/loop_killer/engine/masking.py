@@ -17,31 +17,32 @@ from ..digest import hex_digest
 
 __all__ = ["MAX_MASKED", "canonical", "result_key"]
 
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
-_ISO_MOMENT = re.compile(
+# The patterns are kept as text, compiled by ``re`` on first use (and cached there): a
+# tool-call hook masks one output, which needs a few of them, and compiling them all
+# would cost it 2 ms. Each is tried only where a character it needs is in the text.
+_ANSI = r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]"
+_ISO_MOMENT = (
     r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
 )
 # The patterns below start with a digit and check what comes before it with a lookbehind
 # placed after that digit: ``re`` then skips ahead to digits instead of trying every
 # position (several times faster on a long output; tests pin them to the plain forms).
-_EPOCH = re.compile(r"1(?<![\w.]1)\d{9}(?:\d{3})?(?:\.\d+)?(?![\w.])")
+_EPOCH = r"1(?<![\w.]1)\d{9}(?:\d{3})?(?:\.\d+)?(?![\w.])"
 # A 10- or 13-digit number is a Unix time only where it reads as one: a fraction of 3+
 # digits (``time.time()``), or a time word just before it (``"ts": 1700000000``,
 # ``created_at=1700000000``). A size (``ls -l``), a count or an id is not a time.
-_TIME_WORD = re.compile(
-    r"(?:time|stamp|date|epoch|created|updated|modified|expires?|since|until|when|clock"
-    r"|_at|\bts|\bat|\bt)[\"']?\s*[:=]?\s*[\"']?\s*$", re.IGNORECASE)
+_TIME_WORD = (
+    r"(?i:time|stamp|date|epoch|created|updated|modified|expires?|since|until|when|clock"
+    r"|_at|\bts|\bat|\bt)[\"']?\s*[:=]?\s*[\"']?\s*$")
 _TIME_WORD_REACH = 24
 # hh:mm[:ss[.frac]] [AM|PM] (hour 0-23), not part of a longer run such as file.py:12:34.
-_CLOCK = re.compile(
+_CLOCK = (
     r"\d(?<![\w:.]\d)\d?(?<![3-9]\d)(?<!2[4-9])"
     r":[0-5]\d(?::[0-5]\d(?:[.,]\d+)?)?(?:\s?[AaPp][Mm])?(?![\w:])"
 )
-_ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
+_ADDRESS = r"0x[0-9a-fA-F]{6,}"
 _UNIT = r"(?:ns|[µμu]s|ms|seconds?|secs?|s|minutes?|mins?|m(?=\d)|hours?|hrs?|h)(?![^\W\d_])"
-_DURATION = re.compile(
-    rf"\d(?<![\w.]\d)\d*(?:\.\d+)?\s?{_UNIT}(?:\d+(?:\.\d+)?\s?{_UNIT})*"
-)
+_DURATION = rf"\d(?<![\w.]\d)\d*(?:\.\d+)?\s?{_UNIT}(?:\d+(?:\.\d+)?\s?{_UNIT})*"
 
 
 
@@ -104,12 +105,16 @@ def _mask(text: str) -> str:
         return _mask(text[:MAX_MASKED]) + "\x00" + hex_digest(text[MAX_MASKED:], 20)
     if text.isascii() and not any(character in text for character in _MASKED_CHARACTERS):
         return text
-    text = _ANSI.sub("", text)
-    text = _ISO_MOMENT.sub("<time>", text)
-    text = _EPOCH.sub(_epoch_or_not, text)
-    text = _CLOCK.sub("<time>", text)
-    text = _ADDRESS.sub("0x…", text)
-    return _DURATION.sub("<duration>", text)
+    if "\x1b" in text:
+        text = re.sub(_ANSI, "", text)
+    if "-" in text:
+        text = re.sub(_ISO_MOMENT, "<time>", text)
+    text = re.sub(_EPOCH, _epoch_or_not, text)
+    if ":" in text:
+        text = re.sub(_CLOCK, "<time>", text)
+    if "0x" in text:
+        text = re.sub(_ADDRESS, "0x…", text)
+    return re.sub(_DURATION, "<duration>", text)
 
 
 def _epoch_or_not(match: re.Match[str]) -> str:
@@ -120,7 +125,7 @@ def _epoch_or_not(match: re.Match[str]) -> str:
         return "<time>"
     start = match.start()
     before = match.string[max(0, start - _TIME_WORD_REACH):start]
-    return "<time>" if _TIME_WORD.search(before) else number
+    return "<time>" if re.search(_TIME_WORD, before) else number
 
 
 def _masked(value: object) -> object:

@@ -25,14 +25,14 @@ keeps going fires again at the next threshold and no answer ever fires twice.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Literal
 
 from ..digest import hex_digest
-from .marks import MARK_RANGES
+from ..value import Value
 
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool-call hook imports this module
 if TYPE_CHECKING:
     from fractions import Fraction
+    from typing import Final, Literal
 
 __all__ = [
     "DEFAULT_THRESHOLDS",
@@ -69,7 +69,10 @@ SIMILAR = 0.6
 REPROMPT_PREFIXES = ("stop hook feedback:", "stop hook", "[stop hook", "hook re-prompted")
 """Lower-cased prefixes of a re-prompt's text (checked after leading whitespace)."""
 
-Rule = Literal["SAME_REPLY_TURNS", "IDLE_TURNS", "MANUAL", "TOOL_REPEAT"]
+if TYPE_CHECKING:
+    Rule = Literal["SAME_REPLY_TURNS", "IDLE_TURNS", "MANUAL", "TOOL_REPEAT"]
+else:
+    Rule = str
 """What fired: one of the two rules, a clear asked for by hand, or the tool-repeat rule's
 last step (a refused call retried ``tool_repeat_stop`` times in one turn)."""
 
@@ -87,15 +90,20 @@ _any_script_word: re.Pattern[str] | None = None
 # Compare Jaccard exactly, in integers, so that exactly 0.6 counts as similar.
 
 
-@dataclass(frozen=True, slots=True)
-class Thresholds:
+class Thresholds(Value):
     """The re-prompt rules' numbers. The defaults are the documented constants above; a
     person may change them (``loop_killer.config``)."""
 
-    same_reply_turns: int = SAME_REPLY_TURNS
-    idle_turns: int = IDLE_TURNS
-    similar: float = SIMILAR
-    off: frozenset[str] = frozenset()  # rules switched off (RULE_SAME, RULE_IDLE)
+    __slots__ = ("same_reply_turns", "idle_turns", "similar", "off")
+    same_reply_turns: int
+    idle_turns: int
+    similar: float
+    off: frozenset[str]  # rules switched off (RULE_SAME, RULE_IDLE)
+
+    def __init__(self, same_reply_turns: int = SAME_REPLY_TURNS, idle_turns: int = IDLE_TURNS,
+                 similar: float = SIMILAR, off: frozenset[str] = frozenset()) -> None:
+        self._set(same_reply_turns=same_reply_turns, idle_turns=idle_turns, similar=similar,
+                  off=off)
 
     def fires(self, rule: str, count: int) -> bool:
         """Whether ``count`` answers (in a similar chain, or in the run) fire ``rule``."""
@@ -151,6 +159,8 @@ def _word_pattern() -> re.Pattern[str]:
     from the precomputed table (about 1 ms, and only for non-ASCII text)."""
     global _any_script_word
     if _any_script_word is None:
+        from .marks import MARK_RANGES
+
         marks = "".join(
             re.escape(chr(low)) if low == high else f"{re.escape(chr(low))}-{re.escape(chr(high))}"
             for low, high in MARK_RANGES

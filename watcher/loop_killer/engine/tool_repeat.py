@@ -29,17 +29,19 @@ The counter keeps only digests: per call, its last result and count, at most
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING, Any, Final
 
 from ..digest import hex_digest
+from ..value import Value
 from .edits import EDIT_OSCILLATION_WARN, EditHistory
 from .masking import canonical, result_key
 from .rules import RULE_EDIT_OSCILLATION
 
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool-call hook imports this module
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any, Final
+
     from .pairing import ToolPairing
     from .transcript import Event
 
@@ -110,21 +112,26 @@ _CWD_MARK = "\n@ "  # between a call and its folder in a call key (never inside 
 _SHELL_TOOLS = frozenset({"Bash", "PowerShell"})
 
 
-@dataclass(frozen=True, slots=True)
-class ToolRepeat:
+class ToolRepeat(Value):
     """Where one call stands: ``count`` identical results in a row within the person's turn.
 
     ``count`` is 0 for a tool that is not counted (``DEFAULT_IGNORED``); ``call`` is the
     call's key (``call_key``); ``tool_use_id`` the result's (or the refused attempt's) id.
     """
 
+    __slots__ = ("call", "name", "tool_use_id", "count", "shape", "shape_count")
     call: str
     name: str
     tool_use_id: str
     count: int
     # Another shape this result completes (``edits.RULE_EDIT_OSCILLATION``), and its count.
-    shape: str = ""
-    shape_count: int = 0
+    shape: str
+    shape_count: int
+
+    def __init__(self, call: str, name: str, tool_use_id: str, count: int, shape: str = "",
+                 shape_count: int = 0) -> None:
+        self._set(call=call, name=name, tool_use_id=tool_use_id, count=count, shape=shape,
+                  shape_count=shape_count)
 
     @property
     def warn(self) -> bool:

@@ -15,7 +15,27 @@ this reply is in it: pure), ``judge`` (the engine's judge over it: pure), ``anch
 turn: log, hands, output), ``terminal`` (typing into tmux or screen), ``screen`` (reading
 their screens: pure), ``mod_outcomes`` (what the mod's ``/goal clear`` did), ``wait``
 (bounded polling), ``notice`` (every word the person sees), ``setup`` (``loop-killer
-install`` / ``doctor``). Nothing is imported here: the hook imports only what a turn needs.
+install`` / ``doctor``). Nothing else is imported here: the hook imports only what a turn
+needs. The hook input is parsed here, once, for ``entry`` and ``stop_hook`` alike.
 """
 
-__all__: list[str] = []
+import json
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a normal turn does not import typing
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = ["MAX_INPUT_BYTES", "parse_json"]
+
+MAX_INPUT_BYTES = 32 * 1024 * 1024
+"""Hook input larger than this is ignored (``last_assistant_message`` is the big part)."""
+
+
+def parse_json(raw: bytes) -> "Any":
+    """The hook input as JSON; None when it is too large, broken or nested too deeply."""
+    if len(raw) > MAX_INPUT_BYTES or not raw.strip():
+        return None
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None

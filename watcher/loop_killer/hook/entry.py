@@ -19,15 +19,13 @@ import os
 import sys
 import time
 
+from . import MAX_INPUT_BYTES, parse_json
+
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a normal turn does not import typing
 if TYPE_CHECKING:
-    from pathlib import Path
     from typing import Any
 
-__all__ = ["MAX_INPUT_BYTES", "TOOL_EVENTS", "cli_main", "main", "parse_json"]
-
-MAX_INPUT_BYTES = 32 * 1024 * 1024
-"""Hook input larger than this is ignored (``last_assistant_message`` is the big part)."""
+__all__ = ["TOOL_EVENTS", "cli_main", "main"]
 
 CRASH_NOTE_EVERY = 600.0
 """Seconds between two notes to the person about the hook failing."""
@@ -47,10 +45,10 @@ def main(raw: bytes | None = None) -> int:
         except (OSError, ValueError, AttributeError):
             raw = b""
     env = dict(os.environ)
-    from ..state.paths import state_dir
+    from ..state.paths import state_dir_text
 
     # Nothing reaches stderr (warnings, log records): it goes to the hook's own log.
-    sys.stderr = _StderrToLog(os.path.join(state_dir(env), "hook-errors.log"))
+    sys.stderr = _StderrToLog(os.path.join(state_dir_text(env), "hook-errors.log"))
     try:
         output = dispatch(raw, env=env)
     except BaseException as error:  # noqa: BLE001 - a hook must never fail the turn
@@ -78,9 +76,9 @@ def dispatch(raw: bytes, *, env: dict[str, str]) -> dict[str, Any] | None:
     if event != "Stop" and event not in TOOL_EVENTS:
         return None
     from ..config import load_settings
-    from ..state.paths import state_dir
+    from ..state.paths import state_dir_text
 
-    state = state_dir(env)
+    state = state_dir_text(env)
     settings = load_settings(state, env)
     output: dict[str, Any] | None
     if event == "Stop":
@@ -96,7 +94,7 @@ def dispatch(raw: bytes, *, env: dict[str, str]) -> dict[str, Any] | None:
     return output
 
 
-def _with_config_note(output: dict[str, Any] | None, state: Path, problems: tuple[str, ...]
+def _with_config_note(output: dict[str, Any] | None, state: str, problems: tuple[str, ...]
                       ) -> dict[str, Any] | None:
     """``output`` with the settings' problems added to what the person sees, the first
     time these problems are met (the same problems are not said at every turn)."""
@@ -112,16 +110,6 @@ def _with_config_note(output: dict[str, Any] | None, state: Path, problems: tupl
     shown = merged.get("systemMessage")
     merged["systemMessage"] = f"{shown} {note}" if isinstance(shown, str) and shown else note
     return merged
-
-
-def parse_json(raw: bytes) -> Any:
-    """The hook input as JSON; None when it is too large, broken or nested too deeply."""
-    if len(raw) > MAX_INPUT_BYTES or not raw.strip():
-        return None
-    try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return None
 
 
 def process_start_time() -> float | None:
@@ -171,7 +159,7 @@ class _StderrToLog:
 
 def _prepare_log(path: str) -> None:
     """Create the log's folder; rotate the log when it has grown past ``LOG_LIMIT``."""
-    from ..state.paths import ensure_private_dir
+    from ..state.files import ensure_private_dir
 
     ensure_private_dir(os.path.dirname(path))
     try:
@@ -189,12 +177,10 @@ def _crash_note(error: BaseException, env: dict[str, str]) -> dict[str, Any] | N
 
     summary = f"{type(error).__name__}: {error}"[:300]
     try:
-        from pathlib import Path
-
         from ..state.files import append_line, write_private_file
-        from ..state.paths import state_dir
+        from ..state.paths import state_dir_text
 
-        state = state_dir(env)
+        state = state_dir_text(env)
         log_path = os.path.join(state, "hook-errors.log")
         _prepare_log(log_path)
         append_line(log_path, (time.strftime("%Y-%m-%dT%H:%M:%S ") + "".join(
@@ -206,7 +192,7 @@ def _crash_note(error: BaseException, env: dict[str, str]) -> dict[str, Any] | N
                 return None
         except FileNotFoundError:
             pass
-        write_private_file(Path(marker), (summary + "\n").encode("utf-8", "replace"))
+        write_private_file(marker, (summary + "\n").encode("utf-8", "replace"))
         where = log_path
     except Exception:  # noqa: BLE001
         where = "the hook error log"

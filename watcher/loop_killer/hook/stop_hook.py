@@ -31,16 +31,14 @@ from ..state import records
 from ..state.files import NotAFile
 from ..state.notes import first_time
 from ..state.paths import request_waiting, state_dir
-from . import decide, notice
+from . import decide, notice, parse_json
 from .anchor import Anchor, advance_anchor, previous_anchor, read_anchor, save_anchor
-from .entry import parse_json
 from .judge import Judgement, judge
 from .tail import last_prompt_time, read_tail
 from .wait import file_size
 
 if TYPE_CHECKING:
     from ..state.journal import OutcomeRecord
-
 
 # Acting (``act``: the hands, typing, subprocesses), requests (``state.inbox``) and the
 # mod's outcome records are imported only when this turn needs them: most re-prompted

@@ -12,13 +12,18 @@ import contextlib
 import os
 import stat
 import time
-from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool-call hook imports this module
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
 
 __all__ = [
     "NotAFile",
+    "NotAFolder",
     "append_line",
     "create_new",
+    "ensure_private_dir",
     "open_transcript",
     "read_json_object",
     "read_small_file",
@@ -32,6 +37,35 @@ _NOATIME = getattr(os, "O_NOATIME", 0)
 
 class NotAFile(OSError):
     """The path is not a regular file (a FIFO, a device, a folder) or it is too large."""
+
+
+class NotAFolder(OSError):
+    """A state folder is a symlink, or not a folder at all: never written into."""
+
+
+def ensure_private_dir(path: Path | str, *, create: bool = True) -> str:
+    """Create ``path`` (and parents) readable by this user only; return it (as text).
+
+    The folder itself must be a real folder, not a link: a link planted where a state
+    folder belongs (``hook/`` pointing elsewhere, say) raises ``NotAFolder`` rather than
+    sending our files, and a chmod, to wherever it points. (Links above it, such as a
+    ``~/.claude`` kept in a dotfiles repository, are the person's own choice.)
+    """
+    path = os.fspath(path)
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        if not create:
+            raise
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode):
+        raise NotAFolder(f"{path}: not a folder (a link or a file); not writing into it")
+    if info.st_mode & 0o077 and info.st_uid == os.getuid():
+        # Failing is not ours to fix (a shared mount): the files inside are still 0600.
+        with contextlib.suppress(OSError):
+            os.chmod(path, 0o700, follow_symlinks=False)
+    return path
 
 
 def read_small_file(path: Path | str, limit: int, *, owned: bool = False) -> bytes:
@@ -86,12 +120,10 @@ def append_line(path: Path | str, line: bytes) -> None:
 
 def write_private_file(path: Path | str, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (temp file + rename), mode 0600, in a private
-    folder that is not a link (``paths.ensure_private_dir``)."""
-    from .paths import ensure_private_dir
-
-    path = Path(path)
-    ensure_private_dir(path.parent)
-    temp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+    folder that is not a link (``ensure_private_dir``)."""
+    folder, name = os.path.split(os.fspath(path))
+    ensure_private_dir(folder or ".")
+    temp = os.path.join(folder, f".{name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         with os.fdopen(fd, "wb") as handle:

@@ -7,21 +7,25 @@ said anyway: saying it twice beats never saying it.
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 
 from .files import create_new
-from .paths import is_plain_id, state_folder
+from .paths import is_plain_id, state_folder_text
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a hook imports this module
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["NOTES_DIR", "first_time"]
 
 NOTES_DIR = "notes"
 
 
-def first_time(state: Path, key: str) -> bool:
+def first_time(state: Path | str, key: str) -> bool:
     """True the first time ``key`` is asked about (and whenever that cannot be told)."""
     if not is_plain_id(key):
         raise ValueError(f"not a plain key: {key!r}")
     try:
-        return create_new(state_folder(state, NOTES_DIR, create=True) / key)
+        return create_new(os.path.join(state_folder_text(state, NOTES_DIR, create=True), key))
     except OSError:
         return True

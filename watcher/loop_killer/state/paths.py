@@ -1,13 +1,21 @@
-"""Where Claude Code keeps transcripts and where loop-killer keeps its state."""
+"""Where Claude Code keeps transcripts and where loop-killer keeps its state.
+
+Each place is worked out once, as text (``state_dir_text``, ``state_folder_text``: what
+the tool-call hooks use, which run on every tool call and never import pathlib), and
+given as a ``Path`` to everyone else (``state_dir``, ``state_folder``).
+"""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import re
 import stat
-from collections.abc import Iterator, Mapping
-from pathlib import Path
+
+from .files import NotAFolder, ensure_private_dir
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool-call hook imports this module
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+    from pathlib import Path
 
 __all__ = [
     "STATE_FOLDERS",
@@ -24,7 +32,9 @@ __all__ = [
     "same_transcript",
     "session_id_of",
     "state_dir",
+    "state_dir_text",
     "state_folder",
+    "state_folder_text",
 ]
 
 STATE_FOLDERS = ("requests", "claimed", "fired", "hook", "tools", "outcomes", "notes",
@@ -32,17 +42,24 @@ STATE_FOLDERS = ("requests", "claimed", "fired", "hook", "tools", "outcomes", "n
 """The state folder's sub-folders (``state_folder`` is the one way into each)."""
 
 # A session id as Claude Code makes them (a UUID), or any plain name: never a path.
-_PLAIN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+# (Sets, not a regular expression: compiling one would cost every tool-call hook 0.2 ms.)
+_ID_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+_ID_CHARS = _ID_FIRST | frozenset("._-")
+
+
+def _config_dir_text(env: Mapping[str, str] | None) -> str:
+    env = os.environ if env is None else env
+    configured = env.get("CLAUDE_CONFIG_DIR")
+    if configured:
+        return os.path.expanduser(configured)
+    return os.path.join(env.get("HOME") or os.path.expanduser("~"), ".claude")
 
 
 def config_dir(env: Mapping[str, str] | None = None) -> Path:
     """``$CLAUDE_CONFIG_DIR``, else ``~/.claude``."""
-    env = os.environ if env is None else env
-    configured = env.get("CLAUDE_CONFIG_DIR")
-    if configured:
-        return Path(configured).expanduser()
-    home = env.get("HOME")
-    return (Path(home) if home else Path.home()) / ".claude"
+    from pathlib import Path
+
+    return Path(_config_dir_text(env))
 
 
 def projects_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -50,21 +67,32 @@ def projects_dir(env: Mapping[str, str] | None = None) -> Path:
     return config_dir(env) / "projects"
 
 
-def state_dir(env: Mapping[str, str] | None = None) -> Path:
+def state_dir_text(env: Mapping[str, str] | None = None) -> str:
     """loop-killer's own folder (``$LOOP_KILLER_STATE_DIR`` overrides it, for tests)."""
     env = os.environ if env is None else env
     configured = env.get("LOOP_KILLER_STATE_DIR")
     if configured:
-        return Path(configured).expanduser()
-    return config_dir(env) / "loop-killer"
+        return os.path.expanduser(configured)
+    return os.path.join(_config_dir_text(env), "loop-killer")
 
 
-class NotAFolder(OSError):
-    """A state folder is a symlink, or not a folder at all: never written into."""
+def state_dir(env: Mapping[str, str] | None = None) -> Path:
+    """``state_dir_text`` as a ``Path``."""
+    from pathlib import Path
+
+    return Path(state_dir_text(env))
 
 
-def state_folder(state: Path | str, *names: str, create: bool = False,
+def state_folder(state: os.PathLike[str] | str, *names: str, create: bool = False,
                  private: bool = False) -> Path:
+    """``state_folder_text`` as a ``Path``."""
+    from pathlib import Path
+
+    return Path(state_folder_text(state, *names, create=create, private=private))
+
+
+def state_folder_text(state: os.PathLike[str] | str, *names: str, create: bool = False,
+                      private: bool = False) -> str:
     """``<state>/<names...>``, checked before any file in it is read or written: neither
     the state folder itself nor any folder below it on the way is a link (or anything but
     a folder). The one rule for every state sub-folder: a link there would send our reads
@@ -77,9 +105,9 @@ def state_folder(state: Path | str, *names: str, create: bool = False,
     (``loop-killer doctor`` lists them: ``linked_state_folders``). Links above the state
     folder (a ``~/.claude`` kept in a dotfiles repository) are the person's own choice.
     """
-    root = folder = Path(state)
+    root = folder = os.fspath(state).rstrip("/") or "/"
     for name in ("", *names):
-        folder = folder / name if name else folder
+        folder = os.path.join(folder, name) if name else folder
         found = _lstat(folder) if private else None  # as found, before any chmod
         try:
             ensure_private_dir(folder, create=create)
@@ -91,7 +119,7 @@ def state_folder(state: Path | str, *names: str, create: bool = False,
     return folder
 
 
-def _lstat(path: Path) -> os.stat_result | None:
+def _lstat(path: str) -> os.stat_result | None:
     try:
         return os.lstat(path)
     except FileNotFoundError:
@@ -106,17 +134,19 @@ def owned_privately(info: os.stat_result) -> bool:
 _said: set[str] = set()  # folders already reported by this process
 
 
-def _report(root: Path, folder: Path, error: NotAFolder) -> None:
+def _report(root: str, folder: str, error: NotAFolder) -> None:
     """Log a linked folder once: once per process, and (a marker in ``notes/``) once in
     all for a sub-folder, so each hook process does not say it again."""
-    if str(folder) in _said:
+    if folder in _said:
         return
-    _said.add(str(folder))
-    if folder.parent == root and folder.name != "notes":
+    _said.add(folder)
+    parent, name = os.path.split(folder)
+    if parent == root and name != "notes":
         from .files import create_new
 
         try:
-            if not create_new(state_folder(root, "notes", create=True) / f"linked-{folder.name}"):
+            notes = state_folder_text(root, "notes", create=True)
+            if not create_new(os.path.join(notes, f"linked-{name}")):
                 return
         except OSError:
             pass  # said anyway: twice beats never
@@ -128,6 +158,8 @@ def _report(root: Path, folder: Path, error: NotAFolder) -> None:
 def linked_state_folders(state: Path | str) -> list[Path]:
     """The state folder and its sub-folders that are links (or not folders): each is left
     alone (``state_folder``). For ``loop-killer doctor``; missing ones are fine."""
+    from pathlib import Path
+
     found = []
     for path in (Path(state), *(Path(state) / name for name in STATE_FOLDERS)):
         try:
@@ -141,36 +173,13 @@ def linked_state_folders(state: Path | str) -> list[Path]:
     return found
 
 
-def ensure_private_dir(path: Path | str, *, create: bool = True) -> Path:
-    """Create ``path`` (and parents) readable by this user only; return it.
-
-    The folder itself must be a real folder, not a link: a link planted where a state
-    folder belongs (``hook/`` pointing elsewhere, say) raises ``NotAFolder`` rather than
-    sending our files, and a chmod, to wherever it points. (Links above it, such as a
-    ``~/.claude`` kept in a dotfiles repository, are the person's own choice.)
-    """
-    path = Path(path)
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        if not create:
-            raise
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = os.lstat(path)
-    if not stat.S_ISDIR(info.st_mode):
-        raise NotAFolder(f"{path}: not a folder (a link or a file); not writing into it")
-    if info.st_mode & 0o077 and info.st_uid == os.getuid():
-        # Failing is not ours to fix (a shared mount): the files inside are still 0600.
-        with contextlib.suppress(OSError):
-            os.chmod(path, 0o700, follow_symlinks=False)
-    return path
-
-
 def is_plain_id(value: object) -> bool:
     """True for a session id that is safe as a file name (no ``/``, ``..`` or NUL)."""
     return (
         isinstance(value, str)
-        and _PLAIN_ID.fullmatch(value) is not None
+        and 0 < len(value) <= 128
+        and value[0] in _ID_FIRST
+        and _ID_CHARS.issuperset(value)
         and ".." not in value
     )
 

@@ -48,12 +48,11 @@ def run_input(data: Any, *, env: dict[str, str], settings: Settings | None = Non
     session_id = data.get("session_id")
     if not isinstance(session_id, str):
         return None
-    from ..state.paths import state_dir
+    from ..state.paths import state_dir_text
 
-    folder = state_dir(env)
-    state = os.fspath(folder)
+    state = state_dir_text(env)
     if settings is None:
-        settings = load_settings(folder, env)
+        settings = load_settings(state, env)
     cwd = data.get("cwd")
     if not settings.rule_on(RULE_TOOL_REPEAT) or settings.project_off(
             cwd=cwd if isinstance(cwd, str) else ""):

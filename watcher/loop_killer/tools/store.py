@@ -26,13 +26,18 @@ import fcntl
 import os
 import stat
 import time
-from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
-from ..config import Settings
-from ..engine.tool_repeat import MAX_CALLS, ToolRepeatCounter
-from ..state.paths import is_plain_id, state_folder
+from ..engine.tool_repeat import MAX_CALLS
+from ..state.paths import is_plain_id, state_folder_text
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: these hooks run on every tool call
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any
+
+    from ..config import Settings
+    from ..engine.tool_repeat import ToolRepeatCounter
 
 __all__ = [
     "FOLDER",
@@ -94,7 +99,7 @@ def state_path(state: os.PathLike[str] | str, session_id: str) -> str:
 
 def _folder(state: os.PathLike[str] | str, *, create: bool = False) -> str:
     """``<state>/tools``, checked: no link on the way, ours, private (else OSError)."""
-    return os.fspath(state_folder(os.fspath(state), FOLDER, create=create, private=True))
+    return state_folder_text(state, FOLDER, create=create, private=True)
 
 
 def scope_key(scope: str) -> str:

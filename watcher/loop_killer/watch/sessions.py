@@ -195,7 +195,7 @@ class Sessions:
             known = {key for key in known if key.encode() in data}
         thresholds = self.settings.thresholds
         if self.settings.project_off(cwd=transcript_cwd(data), folder=Path(path).parent.name):
-            thresholds = replace(thresholds, off=frozenset({RULE_SAME, RULE_IDLE}))
+            thresholds = thresholds.replace(off=frozenset({RULE_SAME, RULE_IDLE}))
         return TranscriptReader(session_id, offset=offset, live=data is None,
                                 already_fired=known, thresholds=thresholds,
                                 parse=skim_span)
