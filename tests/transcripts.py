@@ -442,7 +442,7 @@ def append(path: Path, lines: Iterable[bytes] | bytes) -> None:
         os.close(fd)
 
 
-def recorded_transcript(scenario: str) -> Path:
+def fixture_transcript(scenario: str) -> Path:
     """The transcript of a scenario recorded from the real 2.1.328."""
     (path,) = sorted((FIXTURES_328 / scenario / "transcripts").glob("*/*.jsonl"))
     return path
@@ -452,13 +452,13 @@ def fixture_lines(scenario: str) -> list[bytes]:
     """The real transcript of a recorded scenario, timestamps moved to now."""
     now = stamp(datetime.now(timezone.utc)).encode()
     return [re.sub(rb'"timestamp":"[^"]*"', b'"timestamp":"' + now + b'"', line)
-            for line in recorded_transcript(scenario).read_bytes().splitlines()
+            for line in fixture_transcript(scenario).read_bytes().splitlines()
             if line.strip()]
 
 
 def fixture_session(scenario: str) -> tuple[str, str]:
     """(project folder, session id) of a recorded scenario."""
-    path = recorded_transcript(scenario)
+    path = fixture_transcript(scenario)
     return path.parent.name, path.stem
 
 

@@ -25,9 +25,9 @@ from loop_killer.state import journal
 from loop_killer.state.inbox import request_path
 from loop_killer.state.status import read_heartbeat, read_session_status
 from loop_killer.watch.watcher import Watcher
+from transcripts import Lines, append
 
 from .helpers import wait_for
-from .lines import Lines, append
 
 
 @dataclass

@@ -15,9 +15,9 @@ from pathlib import Path
 from loop_killer.watch import watcher as watcher_module
 from loop_killer.watch.observer import EventQueue
 from loop_killer.watch.sessions import Sessions
+from transcripts import Lines, append, data
 
 from .helpers import wait_for
-from .lines import Lines, append, data
 
 MB = 1024 * 1024
 

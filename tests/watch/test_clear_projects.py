@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from loop_killer import cli
 from loop_killer.state.inbox import peek_request
-
-from .lines import Lines, append
+from transcripts import Lines, append
 
 SESSION = "a26ba613-efc5-4fa5-919a-77fca5250a20"
 

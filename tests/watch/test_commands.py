@@ -6,9 +6,9 @@ import orjson
 import pytest
 from loop_killer import cli
 from loop_killer.state.inbox import peek_request
+from transcripts import Lines, append
 
 from .helpers import wait_for
-from .lines import Lines, append
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

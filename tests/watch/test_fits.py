@@ -12,8 +12,8 @@ import subprocess
 import sys
 
 from loop_killer.printable import wrap
+from transcripts import Lines, append
 
-from .lines import Lines, append
 from .terminal import OnTerminal
 
 

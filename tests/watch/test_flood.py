@@ -20,9 +20,9 @@ from loop_killer.state.status import (
 )
 from loop_killer.watch.observer import FILE, EventQueue
 from loop_killer.watch.watcher import BEHIND_REPEAT, Pace
+from transcripts import Lines, append
 
 from .helpers import wait_for
-from .lines import Lines, append
 
 
 def test_a_flood_of_events_is_held_once_per_path() -> None:

@@ -17,9 +17,9 @@ from loop_killer.engine.lines import MAX_LINE_BYTES
 from loop_killer.state.inbox import peek_request
 from loop_killer.watch.main import configure_logging
 from loop_killer.watch.sessions import Sessions
+from transcripts import Lines, append
 
 from .helpers import wait_for
-from .lines import Lines, append
 
 HOSTILE = "\x1b]0;PWNED\x07\x1b[2J"
 

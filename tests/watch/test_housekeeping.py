@@ -17,9 +17,9 @@ from loop_killer.state import records
 from loop_killer.state.inbox import MAX_REQUEST_AGE, ClearRequest, peek_request, write_request
 from loop_killer.state.status import read_session_status, session_status_path
 from loop_killer.watch.sessions import IDLE_AFTER, Sessions
+from transcripts import Lines, append
 
 from .helpers import wait_for
-from .lines import Lines, append
 
 QUICK = {"reconcile_interval": 0.05, "housekeeping_interval": 0.05}
 

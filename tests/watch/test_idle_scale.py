@@ -17,8 +17,7 @@ import pytest
 from loop_killer.watch import watcher as watcher_module
 from loop_killer.watch.observer import FILE
 from loop_killer.watch.watcher import Watcher
-
-from .lines import Lines, append
+from transcripts import Lines, append
 
 DAY = 86400.0
 

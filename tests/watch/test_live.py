@@ -14,9 +14,9 @@ from loop_killer.engine.rules import text_digest
 from loop_killer.state import journal
 from loop_killer.state.inbox import peek_request
 from loop_killer.watch import follower as follower_module
+from transcripts import SAME, Lines, append, data, fixture_lines, fixture_session
 
 from .helpers import stays, wait_for
-from .lines import SAME, Lines, append, data, fixture_lines, fixture_session
 
 
 def loop_file(env, lines: Lines, replies: int = 1):

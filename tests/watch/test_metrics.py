@@ -23,10 +23,10 @@ from loop_killer.watch.metrics import (
     parse_address,
     read_gauges,
 )
+from transcripts import Lines, append
 
 from .conftest import Env
 from .helpers import without_library
-from .lines import Lines, append
 from .test_top import status
 
 

@@ -11,9 +11,9 @@ import orjson
 from loop_killer.hook.mod_outcomes import write_mod_plan_record
 from loop_killer.state import journal, records
 from loop_killer.watch.narrate import Narrator, Notice
+from transcripts import Lines, append
 
 from .helpers import wait_for
-from .lines import Lines, append
 
 
 def _lines_of(caplog, session_id: str) -> list[str]:

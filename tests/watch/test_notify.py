@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from loop_killer.watch.narrate import Notice
 from loop_killer.watch.notify import Notifier, Throttle, notifier_command
+from transcripts import Lines, append
 
 from .helpers import wait_for
-from .lines import Lines, append
 
 
 def _stop(session: str, text: str, who: str = "billing") -> Notice:

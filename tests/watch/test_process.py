@@ -6,9 +6,9 @@ import os
 import signal
 
 from loop_killer.state.status import heartbeat_path
+from transcripts import Lines, append
 
 from .helpers import wait_for
-from .lines import Lines, append
 
 
 def test_the_program_prints_its_start_up_summary_and_detections(env, spawn_watcher):

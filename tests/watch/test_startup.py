@@ -9,9 +9,9 @@ import time
 import orjson
 from loop_killer.state import journal, records
 from loop_killer.state.inbox import ClearRequest, peek_request, write_request
+from transcripts import Lines, append, data, fixture_lines, fixture_session
 
 from .helpers import stays, wait_for
-from .lines import Lines, append, data, fixture_lines, fixture_session
 
 
 def test_a_loop_already_finished_before_start_up_does_not_fire(env, start_watcher):

@@ -9,8 +9,7 @@ import logging
 import orjson
 from loop_killer.state import records
 from loop_killer.watch.sessions import Sessions
-
-from .lines import Lines, append
+from transcripts import Lines, append
 
 
 def _tool_ids(lines: list[bytes]) -> list[str]:

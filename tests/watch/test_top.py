@@ -27,9 +27,9 @@ from loop_killer.top.rows import (
 from loop_killer.top.view import render, visible_rows
 from loop_killer.watch.usage import Spent, UsageTally, reply_tokens
 from rich.console import Console
+from transcripts import Lines, append, data
 
 from .conftest import Env
-from .lines import Lines, append, data
 
 NOW = 1_800_000_000.0
 

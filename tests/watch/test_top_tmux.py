@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from loop_killer.state.inbox import peek_request
 from must_run import unavailable
+from transcripts import Lines, append
 
 from .conftest import Env
 from .helpers import wait_for
-from .lines import Lines, append
 
 SESSIONS = 30
 LOOPING = 7

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from loop_killer.state.inbox import peek_request
 from loop_killer.watch.sessions import Sessions
+from transcripts import Lines, append, data
 
 from .helpers import wait_for
-from .lines import Lines, append, data
 
 
 def _config(env, text: bytes) -> None:
