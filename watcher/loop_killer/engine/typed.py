@@ -37,7 +37,7 @@ from .transcript import (
     _starts_with,
 )
 
-__all__ = ["NOT_TYPED", "Line", "ReadAgain", "typed_event"]
+__all__ = ["LEAN", "NOT_TYPED", "Line", "ReadAgain", "typed_event"]
 
 # Field names are the transcript's own (camelCase), hence no renaming.
 
@@ -102,16 +102,22 @@ _DECODE = msgspec.json.Decoder(Line).decode
 NOT_TYPED: Any = object()
 """What ``typed_event`` gives for a line that does not fit ``Line``: parse it instead."""
 
+LEAN = "lean"
+"""The reason ``typed_event(..., lean=True)`` gives for a system line or an attachment."""
+
 ReadAgain = Any
 """The line's bytes, or how to read them again (``UnreadResult``'s source)."""
 
 
 def typed_event(line: bytes | memoryview, source: ReadAgain | None = None, *,
-                subagent: bool = False) -> tuple[Event | None, str, Line] | Any:
+                subagent: bool = False, lean: bool = False
+                ) -> tuple[Event | None, str, Line] | Any:
     """(event, reason skipped, the decoded line) as ``parse_line(line, subagent=...)``
     gives the event and reason, a tool result's content left unread (read again from
     ``source``; a copy of the line without it); ``NOT_TYPED`` when only ``parse_line``
-    can tell."""
+    can tell. ``lean``: a system line or an attachment gives no event (reason
+    ``LEAN``): the scan's first pass (``scan.lean``) reads replies, prompts, re-prompts,
+    calls and results alone."""
     try:
         entry = _DECODE(line)
     except (msgspec.DecodeError, UnicodeDecodeError):
@@ -121,6 +127,8 @@ def typed_event(line: bytes | memoryview, source: ReadAgain | None = None, *,
         return None, "other_type", entry
     if not subagent and entry.isSidechain is True:
         return None, "sidechain", entry
+    if lean and (kind == "system" or kind == "attachment"):
+        return None, LEAN, entry
     uuid = _str(entry.uuid)
     timestamp = _str(entry.timestamp)
     if kind == "system":
@@ -142,8 +150,6 @@ def typed_event(line: bytes | memoryview, source: ReadAgain | None = None, *,
     user = _user(entry, message.content, uuid, timestamp,
                  bytes(line) if source is None else source)
     return NOT_TYPED if user is NOT_TYPED else (*user, entry)
-
-
 
 
 def _assistant(entry: Line, message: _Message, uuid: str, timestamp: str

@@ -24,6 +24,7 @@ from pathlib import Path
 from ..config import Settings
 from ..state.files import NotAFile, open_transcript
 from ..state.paths import is_plain_id, session_id_of
+from .lean import LeanScan
 from .records import FileResult
 from .transcript import TranscriptScan
 
@@ -187,10 +188,14 @@ def _add(entry: os.DirEntry[str], kind: str, project: str, session_id: str, suba
 
 
 def read_transcript(transcript: Transcript, *, prefilter: bool = True,
-                    chunk_bytes: int = CHUNK_BYTES, settings: Settings | None = None
-                    ) -> FileResult:
+                    chunk_bytes: int = CHUNK_BYTES, settings: Settings | None = None,
+                    two_tier: bool = True) -> FileResult:
     """Scan one transcript file; never raises (a file that cannot be read comes back
-    with ``skipped`` set)."""
+    with ``skipped`` set).
+
+    ``two_tier``: read it first with ``LeanScan`` (the cost report alone), and again with
+    the engine (``TranscriptScan``) only if that pass says a loop could be there; off,
+    every file goes through the engine (the same result, slower)."""
 
     def skipped(reason: str) -> FileResult:
         return FileResult(path=transcript.path, project=transcript.project,
@@ -209,6 +214,17 @@ def read_transcript(transcript: Transcript, *, prefilter: bool = True,
                                                                transcript.inode):
             # Replaced since it was listed (a link put in its place, say): not ours to read.
             return skipped(SKIP_LINK if _is_link(transcript.path) else SKIP_UNREADABLE)
+        chunk = os.read(fd, chunk_bytes)
+        if two_tier and prefilter and not _looks_looping(chunk, transcript.subagent):
+            lean = LeanScan(path=transcript.path, project=transcript.project,
+                            session_id=transcript.session_id,
+                            subagent=transcript.subagent, settings=settings)
+            while chunk and lean.feed(chunk):
+                chunk = os.read(fd, chunk_bytes)
+            result = lean.finish()
+            if result is not None:
+                return result
+        os.lseek(fd, 0, os.SEEK_SET)  # a loop could be there: the engine reads it all
         scan = TranscriptScan(path=transcript.path, project=transcript.project,
                               session_id=transcript.session_id,
                               subagent=transcript.subagent, prefilter=prefilter,
@@ -225,6 +241,20 @@ def read_transcript(transcript: Transcript, *, prefilter: bool = True,
         return skipped(SKIP_FAILED)
     finally:
         os.close(fd)
+
+
+_REPROMPT_MARK = b'"content":"Stop hook feedback:'  # (a re-prompt, as Claude Code writes it)
+
+
+def _looks_looping(head: bytes, subagent: bool) -> bool:
+    """Whether a main transcript's first bytes hold enough re-prompts that its first
+    pass would likely give up: the engine then reads it at once. Only a guess about
+    which pass to start with (the result is the same either way, ``LeanScan``)."""
+    return not subagent and head.count(_REPROMPT_MARK) >= LOOKS_LOOPING
+
+
+LOOKS_LOOPING = 3
+"""Re-prompt marks in a main transcript's first chunk for the engine to read it at once."""
 
 
 def _reread(fd: int, offset: int, length: int) -> bytes:

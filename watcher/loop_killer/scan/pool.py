@@ -54,21 +54,25 @@ def batches(transcripts: Sequence[Transcript], *, batch_bytes: int = BATCH_BYTES
     return tasks
 
 
-def _read_batch(task: list[Transcript], prefilter: bool, settings: Settings | None
-                ) -> list[FileResult]:
-    return [read_transcript(transcript, prefilter=prefilter, settings=settings)
+def _read_batch(task: list[Transcript], prefilter: bool, settings: Settings | None,
+                two_tier: bool = True) -> list[FileResult]:
+    return [read_transcript(transcript, prefilter=prefilter, settings=settings,
+                            two_tier=two_tier)
             for transcript in task]
 
 
 def scan_transcripts(transcripts: Sequence[Transcript], *, jobs: int | None = None,
                      prefilter: bool = True, progress: Progress | None = None,
-                     settings: Settings | None = None) -> Iterator[FileResult]:
+                     settings: Settings | None = None, two_tier: bool = True
+                     ) -> Iterator[FileResult]:
     """Every file's result, in the order they finish.
 
     ``jobs``: worker processes (default: every core); 1 reads in this process.
     ``prefilter``: skip lines that cannot matter without parsing them.
     ``progress``: told how far along the scan is.
     ``settings``: the thresholds and ignored tools (the documented defaults when None).
+    ``two_tier``: the engine reads only the files that could hold a loop
+    (``read_transcript``); off, it reads every file (the same results, slower).
     """
     total = sum(t.size for t in transcripts)
     jobs = jobs or os.cpu_count() or 1
@@ -76,7 +80,7 @@ def scan_transcripts(transcripts: Sequence[Transcript], *, jobs: int | None = No
     done = 0
     if jobs <= 1 or len(tasks) <= 1 or total < IN_PROCESS_BYTES:
         for task in tasks:
-            for result in _read_batch(task, prefilter, settings):
+            for result in _read_batch(task, prefilter, settings, two_tier):
                 done += result.bytes_read
                 if progress is not None:
                     progress(done, total)
@@ -86,7 +90,8 @@ def scan_transcripts(transcripts: Sequence[Transcript], *, jobs: int | None = No
     context = multiprocessing.get_context("fork") if sys.platform == "linux" else None
     with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=context) as pool:
         task_of: dict[Future[list[FileResult]], list[Transcript]] = {
-            pool.submit(_read_batch, task, prefilter, settings): task for task in tasks
+            pool.submit(_read_batch, task, prefilter, settings, two_tier): task
+            for task in tasks
         }
         pending = set(task_of)
         try:

@@ -44,7 +44,8 @@ from .ledger import UsageLedger
 from .loops import RepromptLoops, ToolLoops
 from .records import FileResult, Loop, Reply, ReplyKey
 
-__all__ = ["TranscriptScan", "scan_bytes"]
+__all__ = ["TranscriptScan", "cost_amount", "cost_state_total", "reply_request_id",
+           "scan_bytes"]
 
 _SESSION_ID = re.compile(rb'"sessionId":"([A-Za-z0-9][A-Za-z0-9._-]{0,127})"')
 _REQUEST_ID = b'"requestId":"'
@@ -64,8 +65,8 @@ def request_id(line: bytes, start: int = 0, end: int | None = None) -> str:
     return line[begin:close].decode("utf-8", "replace") if close > 0 else ""
 
 
-def _request_id(event: Event, entry: Line) -> str:
-    """The ``requestId`` of a reply's line, where its usage is counted."""
+def reply_request_id(event: Event, entry: Line) -> str:
+    """The ``requestId`` of a reply's decoded line, where its usage is counted."""
     if isinstance(event, AssistantPart) and event.usage is not None \
             and isinstance(entry.requestId, str):
         return entry.requestId if len(entry.requestId) < _MAX_REQUEST_ID else ""
@@ -74,9 +75,9 @@ def _request_id(event: Event, entry: Line) -> str:
 
 # Claude Code's bookkeeping lines (snapshots, progress, queue operations, cost-state) open
 # with their type: told from their bytes (``sort_line``) faster than decoded.
-_TYPE_FIRST = b'{"type":"'
+TYPE_FIRST = b'{"type":"'
 
-_DEFAULTS = Settings()
+DEFAULT_SETTINGS = Settings()
 
 
 class _Scope:
@@ -160,7 +161,7 @@ class TranscriptScan:
         self._requests: dict[int, str] = {}
         self.bytes_read = self.lines = self.parsed = 0
         self._garbage = 0
-        settings = settings if settings is not None else _DEFAULTS
+        settings = settings if settings is not None else DEFAULT_SETTINGS
         self._settings = settings
         # The engine's one reader: its lines, events, answers and run. Only how a line
         # becomes an event is the scan's (``_parse``: skip what cannot matter, route a
@@ -233,7 +234,7 @@ class TranscriptScan:
         any other is decoded into the engine's few fields (``typed_event``), or, when it
         does not fit them, sorted by its bytes and parsed whole (``_sort_and_parse``)."""
         self.lines += 1
-        if self._prefilter and not buffer.startswith(_TYPE_FIRST, start, end):
+        if self._prefilter and not buffer.startswith(TYPE_FIRST, start, end):
             found = typed_event(memoryview(buffer)[start:end],
                                 self._source(buffer, start, end),
                                 subagent=self._main is None)
@@ -256,14 +257,14 @@ class TranscriptScan:
             scope = self._side(buffer, start, end)
             scope.stats.count(event, reason)
             if event is not None:
-                scope.event(event, self._loops, _request_id(event, entry))
+                scope.event(event, self._loops, reply_request_id(event, entry))
             return None
         self._main.stats.count(event, reason)
         if event is None:
             if entry.type == "cost-state":
                 self._cost(entry.totalCostUSD)
         elif isinstance(event, AssistantPart) and event.usage is not None:
-            self._requests[id(event)] = _request_id(event, entry)
+            self._requests[id(event)] = reply_request_id(event, entry)
         return event
 
     def _sort_and_parse(self, buffer: bytes, start: int, end: int) -> Event | None:
@@ -341,16 +342,30 @@ class TranscriptScan:
                 main.ledger.end_turn()
 
     def _read_cost_state(self, line: bytes) -> None:
-        try:
-            entry = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            return
-        if isinstance(entry, dict) and entry.get("type") == "cost-state":
-            self._cost(entry.get("totalCostUSD"))
+        self._cost(cost_state_total(line))
 
     def _cost(self, total: object) -> None:
-        if isinstance(total, (int, float)) and not isinstance(total, bool) and total >= 0:
-            self._cost_state = float(total)
+        self._cost_state = cost_amount(total, self._cost_state)
+
+
+def cost_state_total(line: bytes) -> object:
+    """The ``totalCostUSD`` of a ``cost-state`` line told by its bytes (``sort_line``'s
+    ``COST``); None when it is not one."""
+    try:
+        entry = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if isinstance(entry, dict) and entry.get("type") == "cost-state":
+        return entry.get("totalCostUSD")
+    return None
+
+
+def cost_amount(total: object, known: float | None) -> float | None:
+    """The session's cost after a ``cost-state`` line's ``totalCostUSD``: the amount, or
+    what was known when it is not one."""
+    if isinstance(total, (int, float)) and not isinstance(total, bool) and total >= 0:
+        return float(total)
+    return known
 
 
 def scan_bytes(data: bytes, *, chunk_size: int = 1 << 20, path: str = "",

@@ -1,0 +1,272 @@
+"""The two-tier scan says exactly what the engine alone says.
+
+``read_transcript`` reads a file first with ``LeanScan`` (the cost report alone) and with
+the engine only when ``LoopHints`` says a loop could be there. Proved here three ways:
+the scan's whole ``--json`` over every fixture history, both ways; the same over planted
+histories of every loop shape; and, file by file over many random sessions, that the
+first pass never lets a loop through (it gives up on every file where the engine finds
+one) and, where it does not give up, gives the engine's very result.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from loop_killer.config import Settings
+from loop_killer.scan.files import Transcript as Listed
+from loop_killer.scan.files import find_transcripts, read_transcript
+from loop_killer.scan.lean import LeanScan
+from loop_killer.scan.pool import scan_transcripts
+from loop_killer.scan.prices import PriceTable
+from loop_killer.scan.records import FileResult
+from loop_killer.scan.report import json_bytes
+from loop_killer.scan.summary import Collector
+from transcripts import Transcript, Use
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = [REPO / "tests" / "fixtures", REPO.parent / "shared" / "fixtures"]
+
+
+def fixture_roots() -> list[Path]:
+    """Every fixture history: a folder of project folders of transcripts."""
+    roots = {path for fixtures in FIXTURES if fixtures.is_dir()
+             for path in fixtures.rglob("*") if path.is_dir()
+             and path.name in ("transcripts", "real-transcripts")}
+    return sorted(roots)
+
+
+def report(root: Path, *, two_tier: bool, settings: Settings | None = None) -> bytes:
+    """The scan's ``--json`` of the history under ``root``."""
+    listing = find_transcripts(root)
+    collector = Collector(PriceTable())
+    for result in scan_transcripts(listing.transcripts, jobs=1, two_tier=two_tier,
+                                   settings=settings):
+        collector.add(result)
+    return json_bytes(collector.summary(listing), root=str(root))
+
+
+def lean(listed: Listed, settings: Settings | None = None) -> FileResult | None:
+    """The first pass alone over one file: its result, or None (the engine must read it)."""
+    scan = LeanScan(path=listed.path, project=listed.project, session_id=listed.session_id,
+                    subagent=listed.subagent, settings=settings)
+    scan.feed(Path(listed.path).read_bytes())
+    return scan.finish()
+
+
+def test_every_fixture_history_gives_the_same_json_both_ways() -> None:
+    roots = fixture_roots()
+    assert len(roots) >= 10
+    loops = 0
+    for root in roots:
+        engine_only = report(root, two_tier=False)
+        assert report(root, two_tier=True) == engine_only, root
+        loops += engine_only.count(b'"rule"')
+    assert loops > 10  # (the fixtures hold loops: the engine's tier is exercised)
+
+
+def test_every_fixture_file_is_the_engines_result_where_the_first_pass_ends() -> None:
+    finished = 0
+    for root in fixture_roots():
+        for listed in find_transcripts(root).transcripts:
+            full = read_transcript(listed, two_tier=False)
+            first = lean(listed)
+            if full.loops:
+                assert first is None, listed.path
+            elif first is not None:
+                assert first == full, listed.path
+                finished += 1
+    assert finished > 10  # (and the first tier alone too)
+
+
+# -- planted histories -------------------------------------------------------------------
+
+SAME = "I am still working on the auth tests; the condition is not met yet, continuing."
+TEXTS = [SAME, SAME + " again", "Done.", "Let me look at the failing test first.",
+         "All green now.", "Stop hook feedback: quoted, not a re-prompt", ""]
+COMMANDS = ["npm test", "npm  test", "git status", "ls -la", "pytest -q"]
+OUTPUTS = ["FAIL test/auth.test.js\n  1 failing", "ok", "2 passed in 0.31s", "ok"]
+FILES = ["/src/a.py", "/src/b.py"]
+
+
+def _use(rng: random.Random) -> Use:
+    return Use(rng.randrange(1, 50), rng.randrange(1, 900), rng.randrange(10**5),
+               rng.randrange(3000))
+
+
+def _bash(session: Transcript, rng: random.Random) -> None:
+    tool_input: dict[str, Any] = {"command": rng.choice(COMMANDS)}
+    if rng.random() < 0.5:
+        tool_input["description"] = rng.choice(["run", "check"])
+    session.reply(rng.choice([None, "Running it."]), _use(rng), tools=[("Bash", tool_input)])
+    if rng.random() < 0.9:  # (else a call left without its result)
+        session.tool_result(session.last_tool_use_id, rng.choice(OUTPUTS),
+                            is_error=rng.random() < 0.3)
+
+
+def _edit(session: Transcript, rng: random.Random) -> None:
+    old, new = rng.sample(["alpha", "beta", "gamma"], 2)
+    name = rng.choice(["Edit", "Write", "MultiEdit"])
+    edit: dict[str, Any] = {"file_path": rng.choice(FILES)}
+    if name == "Edit":
+        edit.update(old_string=old, new_string=new)
+    elif name == "Write":
+        edit["content"] = old
+    else:
+        edit["edits"] = [{"old_string": old, "new_string": new}]
+    session.reply(None, _use(rng), tools=[(name, edit)])
+    session.tool_result(session.last_tool_use_id, "ok")
+
+
+def _poll(session: Transcript, rng: random.Random) -> None:
+    session.reply(None, _use(rng), tools=[("TaskOutput", {"task_id": "t1"})])
+    session.tool_result(session.last_tool_use_id, "running")
+
+
+_ACTIONS: list[Callable[[Transcript, random.Random], object]] = [
+    lambda session, rng: session.prompt(rng.choice(["Fix it.", "/goal tests pass", "go"])),
+    lambda session, rng: session.goal(),
+    lambda session, rng: session.reprompt(condition=rng.choice([None, "all tests pass"]),
+                                          blocks=rng.random() < 0.3),
+    lambda session, rng: session.reply(rng.choice(TEXTS), _use(rng),
+                                       thinking=rng.choice([None, "hmm"]),
+                                       growing=rng.random() < 0.2),
+    _bash, _bash, _edit, _poll,
+    lambda session, rng: session.interrupt(for_tool_use=rng.random() < 0.5),
+    lambda session, rng: session.compact(),
+    lambda session, rng: session.noise(rng.randrange(10, 3000)),
+    lambda session, rng: session.cost_state(round(rng.uniform(0, 5), 4)),
+    lambda session, rng: session.api_error(flagged=rng.random() < 0.5),
+]
+_MAIN_ONLY = 3  # (goal and re-prompts: a subagent has none)
+
+
+def _step(session: Transcript, rng: random.Random, sidechain: bool) -> None:
+    """One random thing a session does (a re-prompt twice as likely)."""
+    action = rng.randrange(len(_ACTIONS) + 1)
+    action = 2 if action == len(_ACTIONS) else action
+    if sidechain and 0 < action < _MAIN_ONLY:
+        action = 3
+    _ACTIONS[action](session, rng)
+
+
+def _near_loop(session: Transcript, rng: random.Random, sidechain: bool) -> None:
+    """A stretch that is, or just falls short of, a loop of some shape."""
+    shape = rng.randrange(4 if not sidechain else 2, 6)
+    times = rng.randrange(2, 8)
+    if shape == 4:  # re-prompts answered alike (or with the same tool work)
+        session.reply("On it.")
+        for _ in range(times):
+            session.reprompt()
+            if rng.random() < 0.3:
+                session.run("npm test", rng.choice(OUTPUTS[:2]))
+            session.reply(rng.choice(TEXTS[:3]))
+            if rng.random() < 0.1:
+                _step(session, rng, sidechain)
+    elif shape == 5:  # one call giving the same result
+        command = rng.choice(COMMANDS[:2])
+        for _ in range(times):
+            session.run(command, rng.choice(OUTPUTS[:2]) if rng.random() < 0.3 else "ok",
+                        before=rng.choice([None, "Again."]))
+            if rng.random() < 0.2:
+                _step(session, rng, sidechain)
+    else:  # a file edited back and forth
+        path = rng.choice(FILES)
+        for index in range(times):
+            old, new = ("alpha", "beta") if index % 2 == 0 else ("beta", "alpha")
+            session.reply(None, tools=[("Edit", {"file_path": path, "old_string": old,
+                                                 "new_string": new})])
+            session.tool_result(session.last_tool_use_id, "ok", is_error=rng.random() < 0.1)
+
+
+def _story(session: Transcript, rng: random.Random, sidechain: bool, steps: int) -> None:
+    for _ in range(steps):
+        if rng.random() < 0.05:
+            _near_loop(session, rng, sidechain)
+        else:
+            _step(session, rng, sidechain)
+
+
+def planted_history(root: Path, seed: int, sessions: int = 120) -> None:
+    """Random sessions (and subagents' files), with every loop shape among them."""
+    rng = random.Random(seed)
+    for number in range(sessions):
+        session_id = f"{seed:04x}{number:04x}-1111-4222-8333-{number:012x}"
+        cwd = rng.choice(["/home/dev/app", "/home/dev/lib"])
+        session = Transcript(session_id, cwd=cwd)
+        _story(session, rng, False, rng.randrange(5, 60))
+        session.write(session.path_in(root))
+        if rng.random() < 0.3:
+            agent = Transcript(session_id, cwd=cwd, sidechain=True,
+                               uuid_prefix=f"{number:08x}")
+            agent.prompt("Investigate.")
+            _story(agent, rng, True, rng.randrange(3, 30))
+            flat = rng.random() < 0.3  # Claude Code 1.0.x: agent-*.jsonl beside the session
+            where = (root / session.project / f"agent-{number:06x}.jsonl" if flat else
+                     root / session.project / session_id / "subagents" /
+                     f"agent-a{number:06x}.jsonl")
+            agent.write(where)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_planted_histories_give_the_same_json_both_ways(tmp_path: Path, seed: int) -> None:
+    planted_history(tmp_path, seed)
+    engine_only = report(tmp_path, two_tier=False)
+    assert engine_only.count(b'"rule"') > 5
+    assert report(tmp_path, two_tier=True) == engine_only
+
+
+def test_other_thresholds_give_the_same_json_both_ways(tmp_path: Path) -> None:
+    planted_history(tmp_path, 4)
+    settings = Settings(tool_repeat_warn=2, edit_oscillation_warn=1)
+    assert report(tmp_path, two_tier=True, settings=settings) == report(
+        tmp_path, two_tier=False, settings=settings)
+
+
+@pytest.mark.parametrize("seed", range(5, 12))
+def test_the_first_pass_never_lets_a_loop_through(tmp_path: Path, seed: int) -> None:
+    planted_history(tmp_path, seed)
+    looping = finished = 0
+    for listed in find_transcripts(tmp_path).transcripts:
+        full = read_transcript(listed, two_tier=False)
+        first = lean(listed)
+        if full.loops:
+            looping += 1
+            assert first is None, listed.path
+        elif first is not None:
+            finished += 1
+            assert first == full, listed.path
+    assert looping and finished  # (both tiers exercised)
+
+
+def test_a_quiet_session_is_read_once(tmp_path: Path) -> None:
+    session = Transcript()
+    session.prompt()
+    for command in COMMANDS[2:]:
+        session.run(command, "ok")
+    session.noise()
+    session.reply("Done.", Use(3, 4, 5, 6))
+    session.cost_state(0.5)
+    session.write(session.path_in(tmp_path))
+    (listed,) = find_transcripts(tmp_path).transcripts
+    first = lean(listed)
+    assert first is not None and first == read_transcript(listed, two_tier=False)
+    assert first.cost_state == 0.5 and len(first.replies) == 4
+
+
+def test_three_re_prompts_in_a_turn_go_to_the_engine(tmp_path: Path) -> None:
+    session = Transcript()
+    session.goal()
+    session.reply("On it.")
+    for _ in range(2):
+        session.reprompt()
+        session.reply("Working on it.", tools=[("Bash", {"command": f"ls {_}"})])
+    session.write(session.path_in(tmp_path))
+    (listed,) = find_transcripts(tmp_path).transcripts
+    assert lean(listed) is not None  # two: no rule can fire
+    session.reprompt()
+    session.write(session.path_in(tmp_path))
+    assert lean(find_transcripts(tmp_path).transcripts[0]) is None

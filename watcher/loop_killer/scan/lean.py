@@ -1,0 +1,127 @@
+"""The scan's first pass over one transcript file: its cost report alone, or "read me
+with the engine" (pure).
+
+Most of a history holds no loop, and the engine (answers, runs, tool-call counters) is
+most of the cost of reading it. ``LeanScan`` reads a file the way ``TranscriptScan``
+does, line for line with the same code (``LineBuffer``, ``sort_line``, ``typed_event``,
+``UsageLedger``), but hands the events to ``LoopHints`` instead of the engine, and
+builds no event for a system line or an attachment (no reply, prompt or tool call is
+in one). Its ``FileResult`` is then the one ``TranscriptScan`` gives, but for ``loops``
+(none).
+
+It gives up, and the file is read again by ``TranscriptScan`` (``needs_engine``), as
+soon as the hints say a loop could be there, and on any line that the engine's reader
+would not read the plain way: a line the typed decoding cannot tell (``NOT_TYPED``), a
+line of the conversation that starts with its type, a subagent's line inline in a main
+transcript (Claude Code 1.0.x), a subagent's file whose session is found in its lines.
+So what it says is what the full scan would say, by construction where it reads, and by
+``LoopHints`` (a superset of the engine's rules) where it does not.
+"""
+
+from __future__ import annotations
+
+from ..config import Settings
+from ..engine.lines import MAX_LINE_BYTES, LineBuffer
+from ..engine.prefilter import COST, KEEP, sort_line
+from ..engine.transcript import AssistantPart, TurnStart
+from ..engine.typed import NOT_TYPED, typed_event
+from .hints import LoopHints
+from .ledger import UsageLedger
+from .records import FileResult
+from .transcript import (
+    DEFAULT_SETTINGS,
+    TYPE_FIRST,
+    cost_amount,
+    cost_state_total,
+    reply_request_id,
+)
+
+__all__ = ["LeanScan"]
+
+
+class LeanScan:
+    """The first pass over one transcript file (the options as for ``TranscriptScan``).
+
+    ``feed`` the file's bytes while it returns True; ``finish`` gives the file's result,
+    or None when the engine must read it (``needs_engine``)."""
+
+    __slots__ = ("_broken", "_cost_state", "_hints", "_ledger", "_lines", "bytes_read",
+                 "lines", "needs_engine", "parsed", "path", "project", "session_id",
+                 "subagent")
+
+    def __init__(self, *, path: str = "", project: str = "", session_id: str = "",
+                 subagent: bool = False, settings: Settings | None = None,
+                 max_line: int = MAX_LINE_BYTES) -> None:
+        self.path, self.project, self.session_id = path, project, session_id
+        self.subagent = subagent
+        # A flat agent-*.jsonl names its session in its lines: TranscriptScan finds it.
+        self.needs_engine = subagent and not session_id
+        self._lines = LineBuffer(max_line=max_line, skip_non_json=True)
+        self._ledger = UsageLedger()
+        self._hints = LoopHints(settings if settings is not None else DEFAULT_SETTINGS,
+                                reprompts=not subagent)
+        self._cost_state: float | None = None
+        self._broken = 0
+        self.bytes_read = self.lines = self.parsed = 0
+
+    def feed(self, chunk: bytes) -> bool:
+        """Take the file's next bytes; False once the engine must read the file."""
+        if self.needs_engine:
+            return False
+        self.bytes_read += len(chunk)
+        return self._feed(chunk)
+
+    def _feed(self, chunk: bytes) -> bool:
+        read = self._line
+        for _, buffer, start, end in self._lines.iter_spans(chunk):
+            if not read(buffer, start, end):
+                self.needs_engine = True
+                return False
+        return True
+
+    def finish(self) -> FileResult | None:
+        """The file is over: its result, or None when the engine must read it."""
+        if self.needs_engine or (self._lines.pending_bytes and not self._feed(b"\n")):
+            return None  # (a last line without its newline, read as the reader does)
+        ledger, lines = self._ledger, self._lines
+        ledger.end_turn()
+        return FileResult(
+            path=self.path, project=self.project, session_id=self.session_id,
+            subagent=self.subagent, replies=ledger.replies(), first_at=ledger.first_at,
+            last_at=ledger.last_at, cost_state=self._cost_state, bytes_read=self.bytes_read,
+            # (lines stepped over unparsed: blank ones, and broken ones without a "{")
+            lines=self.lines + lines.blank + lines.not_json, parsed=self.parsed,
+            broken=self._broken + lines.not_json, oversized=lines.oversized)
+
+    def _line(self, buffer: bytes, start: int, end: int) -> bool:
+        """Read one line (``buffer[start:end]``); False when the engine must read it."""
+        self.lines += 1
+        if buffer.startswith(TYPE_FIRST, start, end):
+            # Claude Code's bookkeeping lines: told by their bytes, as TranscriptScan does.
+            kind = sort_line(buffer, start, end)
+            if kind == COST:
+                self._cost_state = cost_amount(cost_state_total(buffer[start:end]),
+                                               self._cost_state)
+            return kind < KEEP
+        # (b"": a tool result is never read here, so the line need not be kept for it)
+        found = typed_event(memoryview(buffer)[start:end], b"", subagent=self.subagent,
+                            lean=True)
+        if found is NOT_TYPED:
+            return False
+        event, reason, entry = found
+        if entry.isSidechain is True and not self.subagent:
+            return False  # a subagent's line inline: TranscriptScan gives it its own scope
+        self.parsed += 1
+        if reason == "wrong_shape":
+            self._broken += 1
+        if event is None:
+            if entry.type == "cost-state" and not self.subagent:
+                self._cost_state = cost_amount(entry.totalCostUSD, self._cost_state)
+            return True
+        if isinstance(event, AssistantPart):
+            self._ledger.add(event, reply_request_id(event, entry))
+        if self._hints.feed(event):
+            return False
+        if isinstance(event, TurnStart) and event.kind == "prompt":
+            self._ledger.end_turn()
+        return True
