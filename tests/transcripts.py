@@ -443,9 +443,11 @@ def append(path: Path, lines: Iterable[bytes] | bytes) -> None:
 
 
 def fixture_transcript(scenario: str) -> Path:
-    """The transcript of a scenario recorded from the real 2.1.328."""
-    (path,) = sorted((FIXTURES_328 / scenario / "transcripts").glob("*/*.jsonl"))
-    return path
+    """The main transcript of a scenario recorded from the real 2.1.328 (the first by name,
+    where it has two sessions)."""
+    found = sorted((FIXTURES_328 / scenario / "transcripts").glob("*/*.jsonl"))
+    assert found, f"no transcript for {scenario}"
+    return found[0]
 
 
 def fixture_lines(scenario: str) -> list[bytes]:

@@ -27,6 +27,8 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from transcripts import CONDITION, FIXTURES
+
 from .harness import (
     HeadlessResult,
     Sandbox,
@@ -38,8 +40,6 @@ from .harness import (
 )
 from .mock_api import EvaluatorPolicy, MockAnthropic, Reply, ToolCall
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-CONDITION = "all tests in test/auth pass"
 GOAL = f"/goal {CONDITION}"
 SAME = "I am still working on getting the auth tests to pass."
 DELAY = 0.3  # as in the 2.1.328 recordings

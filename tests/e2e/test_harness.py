@@ -9,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from transcripts import CONDITION
+
 from .harness import (
     Sandbox,
     TuiSession,
@@ -25,7 +27,6 @@ from .mock_api import EvaluatorPolicy, MockAnthropic, Reply, ToolCall
 EVALUATOR_FORMAT = {"format": {"type": "json_schema", "schema": {
     "type": "object", "properties": {"ok": {"type": "boolean"}, "reason": {"type": "string"}}}}}
 
-CONDITION = "all tests in test/auth pass"
 SAME_REPLY = "I am still working on getting the auth tests to pass."
 FEEDBACK = f"Stop hook feedback:\n[{CONDITION}]: The condition is not met yet."
 # Claude Code's own cap: 9 consecutive Stop-hook blocks end the turn. The kickoff reply plus

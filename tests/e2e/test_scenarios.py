@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from transcripts import CONDITION
 
 from .harness import (
     Sandbox,
@@ -36,7 +37,6 @@ from .mock_api import EvaluatorPolicy, MockAnthropic, Reply, ToolCall
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN = REPO / "plugin"
-CONDITION = "all tests in test/auth pass"
 GOAL = f"/goal {CONDITION}"
 SAME = "I am still working on getting the auth tests to pass."
 VARIED = [

@@ -6,8 +6,8 @@ raw mode, and on Enter "runs" the line: for ``/goal clear`` it appends the ``goa
 met:true sentinel line to the transcript (as Claude Code does) and shows
 ``Goal cleared: <condition>``. Every submitted line is logged to ``--log``.
 
-    python fake_prompt.py --transcript T --log L [--draft TEXT] [--no-proof] [--screen-only]
-                          [--interject TEXT --interject-at before|after]
+    python fake_prompt.py --transcript T --log L --condition C [--draft TEXT] [--no-proof]
+                          [--screen-only] [--interject TEXT --interject-at before|after]
 
 Left and right arrows move the cursor, backspace deletes before it. ``--interject`` plays a
 person who types TEXT just before (or just after) a ``/goal clear`` arrives from tmux.
@@ -24,7 +24,6 @@ import time
 import tty
 import uuid
 
-CONDITION = "all tests in test/auth pass"
 RULE = "\u2500" * 70
 
 
@@ -45,12 +44,12 @@ def draw(history: list[str], buffer: str, placeholder: str) -> None:
     sys.stdout.flush()
 
 
-def proof_line(session: str) -> bytes:
+def proof_line(session: str, condition: str) -> bytes:
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
     return json.dumps({
         "parentUuid": None, "isSidechain": False,
         "attachment": {"type": "goal_status", "met": True, "sentinel": True,
-                       "condition": CONDITION},
+                       "condition": condition},
         "type": "attachment", "uuid": str(uuid.uuid4()), "timestamp": stamp,
         "sessionId": session,
     }, separators=(",", ":")).encode() + b"\n"
@@ -60,6 +59,7 @@ def main() -> int:  # noqa: C901 - a stand-in for the whole TUI prompt loop, kep
     parser = argparse.ArgumentParser()
     parser.add_argument("--transcript", required=True)
     parser.add_argument("--log", required=True)
+    parser.add_argument("--condition", required=True)  # the goal /goal clear clears
     parser.add_argument("--draft", default="")
     parser.add_argument("--placeholder", default="")
     parser.add_argument("--no-proof", action="store_true")
@@ -103,9 +103,9 @@ def main() -> int:  # noqa: C901 - a stand-in for the whole TUI prompt loop, kep
                         if not args.screen_only:
                             with open(args.transcript, "ab") as handle:
                                 handle.write(proof_line(os.path.basename(
-                                    args.transcript).removesuffix(".jsonl")))
+                                    args.transcript).removesuffix(".jsonl"), args.condition))
                         history.append("\u276f /goal clear")
-                        history.append(f"  \u23bf  Goal cleared: {CONDITION}")
+                        history.append(f"  \u23bf  Goal cleared: {args.condition}")
                     elif buffer:
                         history.append(f"\u276f {buffer}")
                     buffer = ""

@@ -11,17 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from transcripts import fixture_transcript
+
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = ROOT / "tests" / "fixtures" / "claude-code-2.1.328"
 LAUNCHER = ROOT / "plugin" / "hooks" / "launch.py"
 SAME_TEXT = "I am still working on getting the auth tests to pass."
-
-
-def fixture_transcript(scenario: str) -> Path:
-    """The (single) main transcript of a fixture scenario."""
-    found = sorted((FIXTURES / scenario / "transcripts").glob("*/*.jsonl"))
-    assert found, f"no transcript for {scenario}"
-    return found[0]
 
 
 def lines_of(path: Path) -> list[bytes]:

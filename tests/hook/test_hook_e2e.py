@@ -23,9 +23,9 @@ from e2e.harness import (
 )
 from e2e.mock_api import EvaluatorPolicy, MockAnthropic, Reply
 from must_run import unavailable
+from transcripts import CONDITION
 
 PLUGIN = Path(__file__).resolve().parents[2] / "plugin"
-CONDITION = "all tests in test/auth pass"
 SAME = "I am still working on getting the auth tests to pass."
 
 

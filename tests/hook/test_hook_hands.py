@@ -18,6 +18,7 @@ from e2e.harness import missing_tool_reason
 from loop_killer.hook.screen import find_proof, hardcopy_text, read_prompt_input
 from loop_killer.hook.stop_hook import run
 from must_run import unavailable
+from transcripts import CONDITION
 
 from .kit import answer, fixture_transcript, journal, lines_of, raw, stop_input, write
 
@@ -41,7 +42,7 @@ class Pane:
         self.log.touch()
         self.transcript = transcript
         command = [sys.executable, str(FAKE), "--transcript", str(transcript), "--log",
-                   str(self.log), *fake_args]
+                   str(self.log), "--condition", CONDITION, *fake_args]
         self.tmux("-f", "/dev/null", "new-session", "-d", "-s", "t", "-x", "120", "-y", "30",
                   "--", *command)
         self.pane = self.tmux("display-message", "-p", "-t", "t", "#{pane_id}").strip()
@@ -281,7 +282,8 @@ def screen_window(tmp_path: Path) -> Iterator:
         log = tmp_path / "submitted.log"
         log.touch()
         subprocess.run(["screen", "-U", "-dmS", name, "-c", "/dev/null", sys.executable, str(FAKE),
-                        "--transcript", str(transcript), "--log", str(log), *fake_args],
+                        "--transcript", str(transcript), "--log", str(log),
+                        "--condition", CONDITION, *fake_args],
                        env=env, check=True, timeout=10)
         names.append(name)
         deadline = time.monotonic() + 5

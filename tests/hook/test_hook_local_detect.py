@@ -25,9 +25,9 @@ from loop_killer.hook.judge import Judgement, judge
 from loop_killer.hook.stop_hook import run
 from loop_killer.hook.tail import last_goal_status, last_prompt_time, read_tail, tail_from_bytes
 from loop_killer.tailing import find_run_start
+from transcripts import FIXTURES_328
 
 from .kit import (
-    FIXTURES,
     SAME_TEXT,
     Stop,
     answer,
@@ -349,7 +349,7 @@ def test_a_reply_whose_reprompt_is_not_written_yet_is_counted_as_a_new_answer(
 
 
 ALL_SCENARIOS = sorted(
-    path.name for path in (FIXTURES).iterdir() if (path / "transcripts").is_dir()
+    path.name for path in FIXTURES_328.iterdir() if (path / "transcripts").is_dir()
 )
 
 

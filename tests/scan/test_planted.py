@@ -14,7 +14,7 @@ from loop_killer.engine.rules import (
 from loop_killer.engine.tool_repeat import RULE_TOOL_REPEAT, TOOL_REPEAT_WARN
 from loop_killer.scan.records import Tokens
 from loop_killer.scan.transcript import scan_bytes
-from transcripts import Transcript, Use, total
+from transcripts import CONDITION, Transcript, Use, total
 
 SAME_TEXT = "I am still working on the auth tests; the condition is not met yet, continuing."
 
@@ -31,7 +31,7 @@ def tokens(items: list[Use]) -> Tokens:
 
 def goal_session() -> Transcript:
     session = Transcript()
-    session.prompt("/goal all tests in test/auth pass")
+    session.prompt(f"/goal {CONDITION}")
     session.goal()
     session.reply("On it.", Use(5, 5))
     return session
