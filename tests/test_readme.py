@@ -50,7 +50,7 @@ def test_readme_starts_with_the_two_newcomer_commands():
 def test_the_launchers_notice_gives_the_readmes_install_commands() -> None:
     """When the hook cannot find the package it says what to run: the Quick start's."""
     setup = _shell_blocks((ROOT / "README.md").read_text())[0]
-    launcher = (ROOT / "plugin" / "hooks" / "launch.py").read_text()
+    launcher = (ROOT / "plugin" / "hooks" / "loop_killer_launch.py").read_text()
     told = re.search(r'folder run: (.*?)"', launcher)
     assert told is not None and setup.startswith(told[1] + " && ")
 

@@ -15,6 +15,7 @@ from transcripts import fixture_transcript
 
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCHER = ROOT / "plugin" / "hooks" / "launch.py"
+LAUNCHER_MODULE = LAUNCHER.with_name("loop_killer_launch.py")  # what launch.py runs
 SAME_TEXT = "I am still working on getting the auth tests to pass."
 
 

@@ -16,7 +16,16 @@ from pathlib import Path
 import pytest
 from must_run import unavailable
 
-from .kit import LAUNCHER, answer, fixture_transcript, lines_of, raw, stop_input, write
+from .kit import (
+    LAUNCHER,
+    LAUNCHER_MODULE,
+    answer,
+    fixture_transcript,
+    lines_of,
+    raw,
+    stop_input,
+    write,
+)
 
 
 @pytest.fixture(scope="session")
@@ -360,13 +369,14 @@ def _modules_imported(python: str, *args: str, stdin: bytes = b"") -> set[str]:
 def test_in_process_a_normal_turn_imports_nothing_but_the_json_scanner(
     plugin_copy: Path, normal_turn: dict
 ) -> None:
-    """With the package importable by the python3 that runs the launcher."""
+    """With the package importable by the python3 that runs the launcher: the launcher's
+    own module (``loop_killer_launch``, kept compiled) and the C JSON scanner, no more."""
     launcher = str(plugin_copy / "hooks" / "launch.py")
     bare = _modules_imported(sys.executable, "-c", "pass")
     for stdin in (raw(normal_turn), _event("PreToolUse", tool_name="Bash"),
                   _event("UserPromptSubmit", prompt="go on")):
         extra = _modules_imported(sys.executable, launcher, stdin=stdin) - bare
-        assert extra <= {"_json"}, extra
+        assert extra <= {"loop_killer_launch", "_json"}, extra
     # The same check sees the package when it runs.
     extra = _modules_imported(sys.executable, launcher,
                               stdin=raw({**normal_turn, "stop_hook_active": True})) - bare
@@ -474,7 +484,7 @@ def test_without_memfd_the_input_goes_back_through_a_temporary_file(tmp_path: Pa
         "    got += chunk\n"
         "print(got == raw)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code, str(LAUNCHER)], input=b"other",
+    done = subprocess.run([sys.executable, "-c", code, str(LAUNCHER_MODULE)], input=b"other",
                           capture_output=True, timeout=60, check=False)
     assert done.stdout == b"True\n", done.stderr
 

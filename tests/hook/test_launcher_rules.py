@@ -20,11 +20,11 @@ from loop_killer.state.paths import config_dir, is_plain_id, state_dir
 from loop_killer.tools.store import refusal_marker
 from loop_killer.tools.store import state_path as tools_state_path
 
-from .kit import LAUNCHER
+from .kit import LAUNCHER_MODULE
 
 
 def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("loop_killer_launcher", LAUNCHER)
+    spec = importlib.util.spec_from_file_location("loop_killer_launcher", LAUNCHER_MODULE)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
