@@ -17,7 +17,10 @@ package to decide. It reads stdin once and, from the input and one ``lstat`` (pl
 Anything else runs the package's ``loop_killer.hook.entry.main`` with the same bytes,
 from the first Python that has the package (and orjson):
 
-1. The ``python3`` running this file: in-process, ``main(raw)``.
+1. The ``python3`` running this file: in-process, ``main(raw)``; also with the
+   site-packages of the interpreter ``loop-killer install`` recorded in
+   ``<state>/python`` added, when that folder is this Python's version's (a venv made
+   from this ``python3``, say): one interpreter start instead of two.
 2. The interpreter ``loop-killer install`` recorded in ``<state>/python``.
 3. The interpreter named in the shebang of a ``loop-killer`` executable on PATH.
 4. A source checkout this plugin folder sits in (``../watcher``), with this ``python3``.
@@ -289,6 +292,24 @@ def _recorded_python() -> "str | None":
     return None
 
 
+def _run_with_recorded_packages(raw: bytes) -> "int | None":
+    """``_run_here`` with the recorded interpreter's site-packages added (last: never in
+    front of this Python's own modules), when they are for this Python's version (its
+    folder is named by it, so the package's compiled dependencies fit); None when not."""
+    python = _recorded_python()
+    if not python:
+        return None
+    folder = os.path.join(os.path.dirname(os.path.dirname(python)), "lib",
+                          "python{}.{}".format(*sys.version_info[:2]), "site-packages")
+    if folder in sys.path or not os.path.isdir(os.path.join(folder, "loop_killer")):
+        return None
+    sys.path.append(folder)
+    done = _run_here(raw)
+    if done is None:
+        sys.path.remove(folder)
+    return done
+
+
 def _shebang_python() -> "str | None":
     """The interpreter a ``loop-killer`` script on PATH runs with, if it says so plainly."""
     for folder in os.environ.get("PATH", "").split(os.pathsep):
@@ -405,6 +426,8 @@ def main() -> int:
     elif not needs_package(parse_input(raw), os.environ):
         return 0
     if len(raw) > MAX_INPUT_BYTES or _run_here(raw) is not None:
+        return 0
+    if not tried and _run_with_recorded_packages(raw) is not None:
         return 0
     tried.append(_same(sys.executable))
     if not _exec_another(raw, tried):

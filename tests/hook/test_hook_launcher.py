@@ -86,6 +86,35 @@ def test_the_launcher_uses_the_interpreter_loop_killer_install_recorded(
     assert output is not None and output["continue"] is False  # stdin reached the hook
 
 
+def test_the_recorded_interpreters_packages_run_in_this_python3_when_its_version_fits(
+    tmp_path: Path, plugin_copy: Path, looping: dict, bare_python: str, own_home: Path
+) -> None:
+    """Set-up (a) of scripts/hook-timing: the python3 on PATH lacks the package, which
+    lives in a venv of the same Python version. Its site-packages are imported by the
+    python3 already running (one interpreter start, not two): shown here by a recorded
+    interpreter that cannot be started at all."""
+    import loop_killer
+    import orjson
+
+    venv_root = tmp_path / "package-venv"
+    site = venv_root / "lib" / "python{}.{}".format(*sys.version_info[:2]) / "site-packages"
+    site.mkdir(parents=True)
+    (site / "loop_killer").symlink_to(Path(loop_killer.__file__).parent)
+    (site / "orjson").symlink_to(Path(orjson.__file__).parent)
+    (venv_root / "bin").mkdir()
+    (venv_root / "bin" / "python").write_text("not an interpreter\n")  # never started
+    state = own_home / ".claude" / "loop-killer"
+    state.mkdir(parents=True)
+    (state / "python").write_text(str(venv_root / "bin" / "python") + "\n")
+    output = _launch(bare_python, plugin_copy, looping, PATH=str(tmp_path / "no-bin"))
+    assert output is not None and output["continue"] is False
+    # Another version's folder is not this Python's: left alone (nothing else to run).
+    site.parent.rename(site.parent.with_name("python3.0"))
+    quiet = _launch(bare_python, plugin_copy, looping, PATH=str(tmp_path / "no-bin"))
+    assert quiet is not None and "cannot find the loop-killer Python package" in (
+        quiet["systemMessage"])
+
+
 def test_the_launcher_uses_the_shebang_of_a_loop_killer_script_on_path(
     tmp_path: Path, plugin_copy: Path, looping: dict, bare_python: str
 ) -> None:
