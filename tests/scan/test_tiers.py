@@ -10,6 +10,7 @@ one) and, where it does not give up, gives the engine's very result.
 
 from __future__ import annotations
 
+import pickle
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -270,3 +271,10 @@ def test_three_re_prompts_in_a_turn_go_to_the_engine(tmp_path: Path) -> None:
     session.reprompt()
     session.write(session.path_in(tmp_path))
     assert lean(find_transcripts(tmp_path).transcripts[0]) is None
+
+
+def test_results_travel_from_the_workers_unchanged(tmp_path: Path) -> None:
+    planted_history(tmp_path, 13, sessions=30)
+    results = [read_transcript(listed) for listed in find_transcripts(tmp_path).transcripts]
+    assert any(result.loops for result in results)
+    assert pickle.loads(pickle.dumps(results, protocol=pickle.HIGHEST_PROTOCOL)) == results
