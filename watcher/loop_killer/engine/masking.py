@@ -43,6 +43,9 @@ _CLOCK = (
 _ADDRESS = r"0x[0-9a-fA-F]{6,}"
 _UNIT = r"(?:ns|[µμu]s|ms|seconds?|secs?|s|minutes?|mins?|m(?=\d)|hours?|hrs?|h)(?![^\W\d_])"
 _DURATION = rf"\d(?<![\w.]\d)\d*(?:\.\d+)?\s?{_UNIT}(?:\d+(?:\.\d+)?\s?{_UNIT})*"
+# What every duration holds: a digit, then (after any more digits, a fraction, one space)
+# the first letter of a unit. Cheap to compile; the full pattern only where it is found.
+_DURATION_START = r"\d\s?[nµμumsh]"
 
 
 
@@ -114,6 +117,8 @@ def _mask(text: str) -> str:
         text = re.sub(_CLOCK, "<time>", text)
     if "0x" in text:
         text = re.sub(_ADDRESS, "0x…", text)
+    if not re.search(_DURATION_START, text):
+        return text
     return re.sub(_DURATION, "<duration>", text)
 
 
