@@ -21,10 +21,11 @@ from ..state import journal
 from . import decide, notice
 from .decide import HookInput
 from .judge import Judgement
-from .mod_outcomes import write_mod_plan_record
 from .tail import last_goal_status
-from .terminal import type_goal_clear
 from .wait import file_size
+
+# The hands' own modules (``mod_outcomes`` for the mod's plan, ``terminal`` and ``screen``
+# for typing into a pane) are imported by the branch that uses them.
 
 __all__ = ["Fired", "fire"]
 
@@ -80,6 +81,8 @@ def fire(what: Fired, *, hook_input: HookInput, state: Path, env: dict[str, str]
         key = f"{hook_input.session_id}.{time.time_ns():x}"
         outcome_path = ""
         if clear_goal:  # without a goal the mod runs nothing and reports nothing
+            from .mod_outcomes import write_mod_plan_record
+
             with contextlib.suppress(OSError):
                 outcome_path = write_mod_plan_record(str(state), key, {
                     **common, "id": key, "offset": file_size(transcript) or 0,
@@ -91,6 +94,8 @@ def fire(what: Fired, *, hook_input: HookInput, state: Path, env: dict[str, str]
         outcome = notice.OUTCOME_QUEUED if clear_goal else notice.OUTCOME_NO_GOAL
     elif goal_set and hands in (decide.HANDS_TMUX, decide.HANDS_SCREEN):
         acted = hands
+        from .terminal import type_goal_clear
+
         typed = type_goal_clear(hands, env=env, transcript_path=transcript)
         outcome, why, evidence = typed.outcome, typed.why, typed.evidence
     else:
