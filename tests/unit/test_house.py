@@ -1,0 +1,82 @@
+"""The house rules a reader relies on (issue 18): no two package modules import each
+other, and a tool-call hook's path stays free of the standard library's costly modules."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import loop_killer
+
+PACKAGE = Path(loop_killer.__file__).parent
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path, name: str, known: set[str]) -> set[str]:
+    """The package modules ``path`` imports anywhere (inside functions and
+    TYPE_CHECKING blocks too)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] \
+                if node.level else []
+            target = ".".join([*base, node.module] if node.module else base)
+            for alias in node.names:
+                candidate = f"{target}.{alias.name}"
+                found.add(candidate if candidate in known else target)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found & known - {name}
+
+
+def test_no_two_package_modules_import_each_other() -> None:
+    paths = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+    graph = {name: _imports(path, name, set(paths)) for name, path in paths.items()}
+    assert len(graph) > 50 and sum(map(len, graph.values())) > 100  # the walk sees them
+    mutual = sorted((a, b) for a, targets in graph.items() for b in targets
+                    if a < b and a in graph[b])
+    assert mutual == []
+
+
+_COSTLY = {"dataclasses", "inspect", "pathlib", "typing", "logging", "orjson", "tomllib"}
+"""Modules whose import a PostToolUse would pay on every tool call (10 ms and more
+together, against a 12 ms interpreter start)."""
+
+
+def _post_tool_use(tmp_path: Path, command: str) -> dict[str, object]:
+    return {"session_id": "s1", "transcript_path": str(tmp_path / "s1.jsonl"),
+            "cwd": str(tmp_path), "permission_mode": "default",
+            "hook_event_name": "PostToolUseFailure", "tool_name": "Bash",
+            "tool_input": {"command": command}, "tool_use_id": "toolu_1",
+            "error": "Exit code 1\nFAIL test/auth/login.test.js", "is_interrupt": False}
+
+
+def test_a_post_tool_use_of_a_new_call_imports_nothing_costly(tmp_path: Path) -> None:
+    code = ("import json, sys\n"
+            "from loop_killer.hook.entry import main\n"
+            "main(sys.stdin.buffer.read())\n"
+            "sys.stdout.write(json.dumps(sorted(sys.modules)))\n")
+    env = {**os.environ, "HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(tmp_path / ".claude")}
+    # What this interpreter loads before any hook (a site's .pth files may load some).
+    bare = set(json.loads(subprocess.run(
+        [sys.executable, "-c", "import json, sys; print(json.dumps(sorted(sys.modules)))"],
+        capture_output=True, check=True, env=env, timeout=60).stdout))
+    loaded = []
+    for command in ("npm test", "npm run lint"):  # the second: counts already kept
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True,
+                              env=env, timeout=60,
+                              input=json.dumps(_post_tool_use(tmp_path, command)).encode())
+        loaded.append(set(json.loads(done.stdout)) - bare)
+    assert (tmp_path / ".claude" / "loop-killer" / "tools" / "s1.json").is_file()
+    for modules in loaded:
+        assert "loop_killer.tools.hook" in modules  # the hook did run
+        assert modules & _COSTLY == set()
