@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pickle
 import random
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,12 +21,14 @@ import pytest
 from loop_killer.config import Settings
 from loop_killer.scan.files import Transcript as Listed
 from loop_killer.scan.files import find_transcripts, read_transcript
+from loop_killer.scan.hints import Segment
 from loop_killer.scan.lean import LeanScan
 from loop_killer.scan.pool import scan_transcripts
 from loop_killer.scan.prices import PriceTable
 from loop_killer.scan.records import FileResult
 from loop_killer.scan.report import json_bytes
 from loop_killer.scan.summary import Collector
+from loop_killer.scan.transcript import scan_bytes
 from transcripts import Transcript, Use
 
 REPO = Path(__file__).resolve().parents[2]
@@ -50,12 +53,33 @@ def report(root: Path, *, two_tier: bool, settings: Settings | None = None) -> b
     return json_bytes(collector.summary(listing), root=str(root))
 
 
-def lean(listed: Listed, settings: Settings | None = None) -> FileResult | None:
-    """The first pass alone over one file: its result, or None (the engine must read it)."""
+def lean(listed: Listed, settings: Settings | None = None
+         ) -> tuple[FileResult | None, list[Segment]]:
+    """The first pass alone over one file: its result (None: the engine must read it
+    whole) and the parts of it the engine must read for loops."""
     scan = LeanScan(path=listed.path, project=listed.project, session_id=listed.session_id,
                     subagent=listed.subagent, settings=settings)
     scan.feed(Path(listed.path).read_bytes())
-    return scan.finish()
+    result = scan.finish()
+    return result, scan.segments() if result is not None else [(0, None)]
+
+
+def engine_reads(listed: Listed, segments: list[Segment]) -> int:
+    """Bytes of the file that the engine reads."""
+    return sum((listed.size if end is None else end) - start for start, end in segments)
+
+
+def both_ways(listed: Listed, counts: Counter[str],
+              settings: Settings | None = None) -> FileResult:
+    """The file's result both ways, which must be equal; counts which tier read what."""
+    full = read_transcript(listed, two_tier=False, settings=settings)
+    assert read_transcript(listed, settings=settings) == full, listed.path
+    first, segments = lean(listed, settings)
+    if full.loops:
+        assert segments, listed.path  # (never a loop outside what the engine reads)
+    counts["lean alone" if not segments else "whole file" if first is None
+           else "part" if engine_reads(listed, segments) < listed.size else "all turns"] += 1
+    return full
 
 
 def test_every_fixture_history_gives_the_same_json_both_ways() -> None:
@@ -69,18 +93,12 @@ def test_every_fixture_history_gives_the_same_json_both_ways() -> None:
     assert loops > 10  # (the fixtures hold loops: the engine's tier is exercised)
 
 
-def test_every_fixture_file_is_the_engines_result_where_the_first_pass_ends() -> None:
-    finished = 0
+def test_every_fixture_file_gives_the_same_result_both_ways() -> None:
+    counts: Counter[str] = Counter()
     for root in fixture_roots():
         for listed in find_transcripts(root).transcripts:
-            full = read_transcript(listed, two_tier=False)
-            first = lean(listed)
-            if full.loops:
-                assert first is None, listed.path
-            elif first is not None:
-                assert first == full, listed.path
-                finished += 1
-    assert finished > 10  # (and the first tier alone too)
+            both_ways(listed, counts)
+    assert counts["lean alone"] > 10 and counts["all turns"] + counts["part"] > 10, counts
 
 
 # -- planted histories -------------------------------------------------------------------
@@ -103,9 +121,27 @@ def _bash(session: Transcript, rng: random.Random) -> None:
     if rng.random() < 0.5:
         tool_input["description"] = rng.choice(["run", "check"])
     session.reply(rng.choice([None, "Running it."]), _use(rng), tools=[("Bash", tool_input)])
-    if rng.random() < 0.9:  # (else a call left without its result)
+    if rng.random() < 0.85:
         session.tool_result(session.last_tool_use_id, rng.choice(OUTPUTS),
                             is_error=rng.random() < 0.3)
+    else:  # its result comes later, after a prompt maybe, or never
+        _UNANSWERED.setdefault(id(session), []).append(session.last_tool_use_id)
+
+
+_UNANSWERED: dict[int, list[str]] = {}
+
+
+def _late_result(session: Transcript, rng: random.Random) -> None:
+    waiting = _UNANSWERED.get(id(session))
+    if waiting:
+        session.tool_result(waiting.pop(rng.randrange(len(waiting))), OUTPUTS[0])
+
+
+def _replay(session: Transcript, rng: random.Random) -> None:
+    """A line of an earlier reply written again (a resumed or replayed reply)."""
+    replies = [line for line in session.lines[-12:] if b'"type":"assistant"' in line]
+    if replies:
+        session.raw(rng.choice(replies))
 
 
 def _edit(session: Transcript, rng: random.Random) -> None:
@@ -135,7 +171,7 @@ _ACTIONS: list[Callable[[Transcript, random.Random], object]] = [
     lambda session, rng: session.reply(rng.choice(TEXTS), _use(rng),
                                        thinking=rng.choice([None, "hmm"]),
                                        growing=rng.random() < 0.2),
-    _bash, _bash, _edit, _poll,
+    _bash, _bash, _edit, _poll, _late_result, _late_result, _replay,
     lambda session, rng: session.interrupt(for_tool_use=rng.random() < 0.5),
     lambda session, rng: session.compact(),
     lambda session, rng: session.noise(rng.randrange(10, 3000)),
@@ -228,19 +264,13 @@ def test_other_thresholds_give_the_same_json_both_ways(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("seed", range(5, 12))
-def test_the_first_pass_never_lets_a_loop_through(tmp_path: Path, seed: int) -> None:
+def test_each_file_gives_the_same_result_both_ways(tmp_path: Path, seed: int) -> None:
     planted_history(tmp_path, seed)
-    looping = finished = 0
+    counts: Counter[str] = Counter()
     for listed in find_transcripts(tmp_path).transcripts:
-        full = read_transcript(listed, two_tier=False)
-        first = lean(listed)
-        if full.loops:
-            looping += 1
-            assert first is None, listed.path
-        elif first is not None:
-            finished += 1
-            assert first == full, listed.path
-    assert looping and finished  # (both tiers exercised)
+        both_ways(listed, counts)
+    # (every tier exercised: the engine on some turns only, too)
+    assert counts["lean alone"] and counts["part"] and counts["whole file"], counts
 
 
 def test_a_quiet_session_is_read_once(tmp_path: Path) -> None:
@@ -253,24 +283,34 @@ def test_a_quiet_session_is_read_once(tmp_path: Path) -> None:
     session.cost_state(0.5)
     session.write(session.path_in(tmp_path))
     (listed,) = find_transcripts(tmp_path).transcripts
-    first = lean(listed)
+    first, segments = lean(listed)
     assert first is not None and first == read_transcript(listed, two_tier=False)
+    assert not segments
     assert first.cost_state == 0.5 and len(first.replies) == 4
 
 
-def test_three_re_prompts_in_a_turn_go_to_the_engine(tmp_path: Path) -> None:
+def test_the_engine_reads_the_turn_with_three_re_prompts(tmp_path: Path) -> None:
     session = Transcript()
+    session.prompt()
+    session.run("ls", "a b")
     session.goal()
     session.reply("On it.")
-    for _ in range(2):
+    for number in range(2):
         session.reprompt()
-        session.reply("Working on it.", tools=[("Bash", {"command": f"ls {_}"})])
-    session.write(session.path_in(tmp_path))
+        session.reply("Working on it.", tools=[("Bash", {"command": f"ls {number}"})])
+    path = session.write(session.path_in(tmp_path))
     (listed,) = find_transcripts(tmp_path).transcripts
-    assert lean(listed) is not None  # two: no rule can fire
+    assert lean(listed)[1] == []  # two: no rule can fire
     session.reprompt()
-    session.write(session.path_in(tmp_path))
-    assert lean(find_transcripts(tmp_path).transcripts[0]) is None
+    goal_turn = path.read_bytes().index(b"<command-name>/goal")
+    session.reply("Still working on it.")
+    session.prompt("Thanks.")
+    end = len(session.data()) - len(session.lines[-1]) - 1
+    session.reply("You are welcome.")
+    session.write(path)
+    (listed,) = find_transcripts(tmp_path).transcripts
+    (segment,) = lean(listed)[1]
+    assert segment == (path.read_bytes().rindex(b"\n", 0, goal_turn) + 1, end)
 
 
 def test_results_travel_from_the_workers_unchanged(tmp_path: Path) -> None:
@@ -278,3 +318,67 @@ def test_results_travel_from_the_workers_unchanged(tmp_path: Path) -> None:
     results = [read_transcript(listed) for listed in find_transcripts(tmp_path).transcripts]
     assert any(result.loops for result in results)
     assert pickle.loads(pickle.dumps(results, protocol=pickle.HIGHEST_PROTOCOL)) == results
+
+
+def test_a_reply_written_again_after_a_prompt_is_judged_as_in_the_whole_file(
+        tmp_path: Path) -> None:
+    # The engine drops a line of the reply it completed last (Claude Code may write one
+    # again); an engine started at the prompt would not know that reply, and would count
+    # the line as an answer: a turn holding one is never started at.
+    session = Transcript()
+    session.goal()
+    session.reply(SAME)
+    replayed = session.lines[-1]
+    path = session.write(session.path_in(tmp_path))
+    turn = len(session.data())
+    session.prompt("/goal all tests pass")
+    session.reprompt()
+    session.raw(replayed)
+    for _ in range(2):
+        session.reprompt()
+        session.reply(SAME)
+    session.write(path)
+    (listed,) = find_transcripts(tmp_path).transcripts
+    assert read_transcript(listed, two_tier=False).loops == ()
+    assert scan_bytes(path.read_bytes()[turn:], session_id=listed.session_id).loops
+    assert lean(listed)[1] == [(0, None)]
+    assert read_transcript(listed).loops == ()
+
+
+def test_a_result_after_a_prompt_is_counted_as_in_the_whole_file(tmp_path: Path) -> None:
+    # A call's result written after the next prompt counts in the new turn: an engine
+    # started at that prompt would not know the call.
+    session = Transcript()
+    session.prompt()
+    session.reply("Running the tests.", tools=[("Bash", {"command": "npm test"})])
+    call = session.last_tool_use_id
+    path = session.write(session.path_in(tmp_path))
+    turn = len(session.data())
+    session.prompt("Go on.")
+    session.tool_result(call, OUTPUTS[0])
+    for _ in range(2):
+        session.run("npm test", OUTPUTS[0])
+    session.write(path)
+    (listed,) = find_transcripts(tmp_path).transcripts
+    (loop,) = read_transcript(listed, two_tier=False).loops
+    assert loop.replies == 3
+    assert not scan_bytes(path.read_bytes()[turn:], session_id=listed.session_id).loops
+    assert lean(listed)[1] == [(0, None)]
+    assert read_transcript(listed) == read_transcript(listed, two_tier=False)
+
+
+def test_many_calls_without_results_make_the_engine_read_from_the_top(
+        tmp_path: Path) -> None:
+    # The pairing forgets the oldest of too many unpaired calls: where it may have, no
+    # prompt is started at.
+    session = Transcript()
+    session.prompt()
+    for number in range(600):
+        session.reply(None, tools=[("Bash", {"command": f"sleep {number}"})])
+    session.prompt("Go on.")
+    for _ in range(3):
+        session.run("npm test", OUTPUTS[0])
+    session.write(session.path_in(tmp_path))
+    (listed,) = find_transcripts(tmp_path).transcripts
+    assert lean(listed)[1] == [(0, None)]
+    assert read_transcript(listed) == read_transcript(listed, two_tier=False)

@@ -17,7 +17,7 @@ import logging
 import os
 import stat
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
@@ -193,9 +193,9 @@ def read_transcript(transcript: Transcript, *, prefilter: bool = True,
     """Scan one transcript file; never raises (a file that cannot be read comes back
     with ``skipped`` set).
 
-    ``two_tier``: read it first with ``LeanScan`` (the cost report alone), and again with
-    the engine (``TranscriptScan``) only if that pass says a loop could be there; off,
-    every file goes through the engine (the same result, slower)."""
+    ``two_tier``: read it first with ``LeanScan`` (the cost report), then with the engine
+    (``TranscriptScan``) only the turns that pass says could hold a loop; off, the engine
+    reads every file whole (the same result, slower)."""
 
     def skipped(reason: str) -> FileResult:
         return FileResult(path=transcript.path, project=transcript.project,
@@ -223,15 +223,11 @@ def read_transcript(transcript: Transcript, *, prefilter: bool = True,
                 chunk = os.read(fd, chunk_bytes)
             result = lean.finish()
             if result is not None:
-                return result
-        os.lseek(fd, 0, os.SEEK_SET)  # a loop could be there: the engine reads it all
-        scan = TranscriptScan(path=transcript.path, project=transcript.project,
-                              session_id=transcript.session_id,
-                              subagent=transcript.subagent, prefilter=prefilter,
-                              settings=settings, reread=partial(_reread, fd))
-        while chunk := os.read(fd, chunk_bytes):
-            scan.feed(chunk)
-        return scan.finish()
+                loops = [loop for start, end in lean.segments()
+                         for loop in _engine(fd, transcript, settings, chunk_bytes, start,
+                                             end).loops]
+                return replace(result, loops=tuple(loops)) if loops else result
+        return _engine(fd, transcript, settings, chunk_bytes, prefilter=prefilter)
     except OSError as error:
         if error.errno not in (errno.EIO, errno.EACCES, errno.EISDIR, errno.ENOENT):
             logger.debug("reading %s: %s", transcript.path, error)
@@ -255,6 +251,27 @@ def _looks_looping(head: bytes, subagent: bool) -> bool:
 
 LOOKS_LOOPING = 3
 """Re-prompt marks in a main transcript's first chunk for the engine to read it at once."""
+
+
+def _engine(fd: int, transcript: Transcript, settings: Settings | None, chunk_bytes: int,
+            start: int = 0, end: int | None = None, *, prefilter: bool = True
+            ) -> FileResult:
+    """The engine's reading of the file from ``start`` to ``end`` (None: its end), in the
+    chunks a reading from the top would give (the reader completes a reply marked final
+    where a chunk ends)."""
+    scan = TranscriptScan(path=transcript.path, project=transcript.project,
+                          session_id=transcript.session_id, subagent=transcript.subagent,
+                          prefilter=prefilter, settings=settings,
+                          reread=partial(_reread, fd), offset=start)
+    at = start
+    while end is None or at < end:
+        boundary = (at // chunk_bytes + 1) * chunk_bytes
+        chunk = os.pread(fd, (boundary if end is None else min(boundary, end)) - at, at)
+        if not chunk:
+            break
+        scan.feed(chunk)
+        at += len(chunk)
+    return scan.finish()
 
 
 def _reread(fd: int, offset: int, length: int) -> bytes:

@@ -1,9 +1,9 @@
-"""Whether one scope's events could hold a loop, told cheaply (pure).
+"""Which turns of one scope could hold a loop, told cheaply (pure).
 
 The scan's first pass (``lean``) reads every line for the cost report alone; the engine
-runs only on a file this says could hold a loop. So it must never miss one: each test
-below is a necessary condition of a rule the engine applies, counted more coarsely than
-the engine counts (a superset of what it finds).
+then reads only the turns this says could hold a loop. So it must never miss one: each
+test below is a necessary condition of a rule the engine applies, counted more coarsely
+than the engine counts (a superset of what it finds).
 
 * A re-prompt loop needs a detection, which needs a run of answers to re-prompts at least
   as long as a rule's threshold (``Thresholds.fires``). The run starts afresh at every
@@ -24,22 +24,43 @@ from collections import Counter
 
 from ..config import Settings
 from ..engine.edits import edited_file
-from ..engine.pairing import ToolPairing
+from ..engine.pairing import MAX_PENDING, ToolPairing
 from ..engine.rules import RULE_IDLE, RULE_SAME
 from ..engine.tool_repeat import FILE_CHANGING_TOOLS, call_key, is_ignored
-from ..engine.transcript import Event, Reprompt, TurnStart
+from ..engine.transcript import AssistantPart, Event, Reprompt, ToolResults, TurnStart
 
-__all__ = ["LoopHints"]
+__all__ = ["LoopHints", "Segment"]
+
+Segment = tuple[int, "int | None"]
+"""Bytes of a file for the engine to read: from a person's prompt (the line's start) to
+the line of a later one, or to the end of the file (None)."""
 
 
 class LoopHints:
-    """Told one scope's events in order; ``feed`` is True from the first event after
-    which the engine could find a loop in the scope. ``reprompts``: the scope is a main
-    transcript's (subagents have no Stop-hook re-prompts: no re-prompt loop is looked
-    for in theirs)."""
+    """Told one scope's events in order, with where each event's line starts: the turns
+    (from a person's prompt to the next) that could hold a loop, and from where the engine
+    must read to judge each of them exactly (``segments``).
 
-    __slots__ = ("_calls", "_edits", "_ignored", "_oscillation", "_pairing", "_reprompts",
-                 "_run", "_thresholds", "_warn")
+    ``reprompts``: the scope is a main transcript's (subagents have no Stop-hook
+    re-prompts: no re-prompt loop is looked for in theirs).
+
+    The engine read from a prompt on, afresh, judges the turns after it as it does reading
+    the whole file: every rule starts afresh at a prompt, but for what crosses it, which
+    is tracked here and makes a prompt *unsafe* to start from:
+
+    * a tool call (or an early result) stored before the prompt and paired after it
+      (``ToolPairing`` keeps the unpaired ones across prompts), and, to be sure, too many
+      unpaired ones at once (the pairing forgets the oldest beyond ``MAX_PENDING``);
+    * the first reply line after the prompt under a message id seen before it: the engine
+      drops a line of the reply it completed last (``AnswerAssembler``), which a fresh
+      engine does not know.
+
+    The engine then starts at the last safe prompt before the turn (the file's start is
+    always safe)."""
+
+    __slots__ = ("_calls", "_crowded", "_edits", "_flagged", "_ignored", "_message_ids",
+                 "_oscillation", "_origin", "_pairing", "_pending", "_reprompts", "_run",
+                 "_starts", "_thresholds", "_turn_ids", "_unsafe", "_warn")
 
     def __init__(self, settings: Settings, *, reprompts: bool = True) -> None:
         self._thresholds = settings.thresholds
@@ -52,33 +73,86 @@ class LoopHints:
         self._run = 0  # re-prompts since the last turn start
         self._calls: Counter[str] = Counter()  # call_key -> results in the person's turn
         self._edits: Counter[str] = Counter()  # file -> changes in the person's turn
+        self._starts = [0]  # where each turn starts (turn 0: the file's start)
+        self._flagged: list[int] = []  # turns that could hold a loop
+        self._unsafe: set[int] = set()  # turns the engine cannot start at
+        self._origin: dict[int, int] = {}  # id() of a stored reply or result -> its turn
+        self._pending = 0  # calls and results stored unpaired (at most)
+        self._crowded = False  # so many that the pairing may have forgotten some
+        self._message_ids: set[str] = set()  # of the replies before this turn
+        self._turn_ids: set[str] = set()  # of this turn's
 
-    def feed(self, event: Event) -> bool:
-        """Take the scope's next event: True when a loop could now be found."""
-        if isinstance(event, Reprompt):
-            if not self._reprompts:
-                return False
-            self._run += 1
-            thresholds = self._thresholds
-            return thresholds.fires(RULE_SAME, self._run) or thresholds.fires(RULE_IDLE,
-                                                                               self._run)
-        if isinstance(event, TurnStart):
+    def feed(self, event: Event, offset: int) -> None:
+        """Take the scope's next event, whose line starts at ``offset``."""
+        turn = len(self._starts) - 1
+        if isinstance(event, AssistantPart):
+            if not event.message_id or event.message_id in self._message_ids:
+                self._unsafe.add(turn)  # (maybe a line of the last reply before the turn)
+            self._turn_ids.add(event.message_id)
+        elif isinstance(event, Reprompt):
+            if self._reprompts:
+                self._run += 1
+                if self._thresholds.fires(RULE_SAME, self._run) or self._thresholds.fires(
+                        RULE_IDLE, self._run):
+                    self._flag(turn)
+            return
+        elif isinstance(event, TurnStart):
             self._run = 0
-        if not ToolPairing.may_pair(event):
-            return False
-        if ToolPairing.starts_afresh(event):
-            self._calls.clear()
-            self._edits.clear()
-        for _, call, _ in self._pairing.pair(event):
+            if ToolPairing.starts_afresh(event):
+                self._starts.append(offset)
+                self._message_ids |= self._turn_ids
+                self._turn_ids = set()
+                self._calls.clear()
+                self._edits.clear()
+                return
+        if ToolPairing.may_pair(event):
+            self._pair(event, turn)
+
+    def _pair(self, event: Event, turn: int) -> None:
+        if isinstance(event, AssistantPart):
+            self._origin[id(event)] = turn
+            self._pending += len(event.tool_calls)
+        elif isinstance(event, ToolResults):
+            for result in event.results:
+                self._origin[id(result)] = turn
+            self._pending += len(event.results)
+        self._crowded = self._crowded or self._pending >= MAX_PENDING // 2
+        for part, call, result in self._pairing.pair(event):
+            self._pending -= 2
+            since = min(self._origin.get(id(part), turn), self._origin.pop(id(result), turn))
+            self._unsafe.update(range(since + 1, turn + 1))  # (stored before a prompt)
             if is_ignored(call.name, self._ignored):
                 continue
             key = call_key(call.name, call.input)
             self._calls[key] += 1
-            if self._calls[key] >= self._warn:
-                return True
+            flag = self._calls[key] >= self._warn
             if call.name in FILE_CHANGING_TOOLS:
                 path = edited_file(call.input)
                 self._edits[path] += 1
-                if self._edits[path] >= self._oscillation:
-                    return True
-        return False
+                flag = flag or self._edits[path] >= self._oscillation
+            if flag:
+                self._flag(turn)
+
+    def _flag(self, turn: int) -> None:
+        if not self._flagged or self._flagged[-1] != turn:
+            self._flagged.append(turn)
+
+    def segments(self) -> list[Segment]:
+        """What the engine must read, in file order: for each turn that could hold a loop,
+        from the last safe prompt before it to the prompt after it (segments that meet are
+        one)."""
+        unsafe = self._unsafe
+        if self._crowded:
+            unsafe = set(range(len(self._starts)))  # start at the top
+        found: list[tuple[int, int]] = []  # (first turn, last turn)
+        for turn in self._flagged:
+            first = turn
+            while first > 0 and first in unsafe:
+                first -= 1
+            if found and first <= found[-1][1] + 1:
+                found[-1] = (found[-1][0], turn)
+            else:
+                found.append((first, turn))
+        last = len(self._starts) - 1
+        return [(self._starts[first], self._starts[turn + 1] if turn < last else None)
+                for first, turn in found]

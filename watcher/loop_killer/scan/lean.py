@@ -1,21 +1,20 @@
-"""The scan's first pass over one transcript file: its cost report alone, or "read me
-with the engine" (pure).
+"""The scan's first pass over one transcript file: its cost report, and which parts of it
+the engine must read for loops (pure).
 
 Most of a history holds no loop, and the engine (answers, runs, tool-call counters) is
 most of the cost of reading it. ``LeanScan`` reads a file the way ``TranscriptScan``
 does, line for line with the same code (``LineBuffer``, ``sort_line``, ``typed_event``,
 ``UsageLedger``), but hands the events to ``LoopHints`` instead of the engine, and
 builds no event for a system line or an attachment (no reply, prompt or tool call is
-in one). Its ``FileResult`` is then the one ``TranscriptScan`` gives, but for ``loops``
-(none).
+in one). Its ``FileResult`` is the one ``TranscriptScan`` gives, but for ``loops``: those
+are in the ``segments`` the engine reads then (``files.read_transcript``), found there
+as reading the whole file finds them (``LoopHints``).
 
-It gives up, and the file is read again by ``TranscriptScan`` (``needs_engine``), as
-soon as the hints say a loop could be there, and on any line that the engine's reader
-would not read the plain way: a line the typed decoding cannot tell (``NOT_TYPED``), a
-line of the conversation that starts with its type, a subagent's line inline in a main
-transcript (Claude Code 1.0.x), a subagent's file whose session is found in its lines.
-So what it says is what the full scan would say, by construction where it reads, and by
-``LoopHints`` (a superset of the engine's rules) where it does not.
+It gives up, and the whole file is read by ``TranscriptScan`` (``needs_engine``), on any
+line that the engine's reader would not read the plain way: a line the typed decoding
+cannot tell (``NOT_TYPED``), a line of the conversation that starts with its type, a
+subagent's line inline in a main transcript (Claude Code 1.0.x), a subagent's file whose
+session is found in its lines.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from ..engine.lines import MAX_LINE_BYTES, LineBuffer
 from ..engine.prefilter import COST, KEEP, sort_line
 from ..engine.transcript import AssistantPart, TurnStart
 from ..engine.typed import NOT_TYPED, typed_event
-from .hints import LoopHints
+from .hints import LoopHints, Segment
 from .ledger import UsageLedger
 from .records import FileResult
 from .transcript import (
@@ -42,8 +41,9 @@ __all__ = ["LeanScan"]
 class LeanScan:
     """The first pass over one transcript file (the options as for ``TranscriptScan``).
 
-    ``feed`` the file's bytes while it returns True; ``finish`` gives the file's result,
-    or None when the engine must read it (``needs_engine``)."""
+    ``feed`` the file's bytes while it returns True; ``finish`` gives the file's result
+    but for its loops, or None when the engine must read it whole (``needs_engine``);
+    ``segments``, the parts of it that the engine must read for loops."""
 
     __slots__ = ("_broken", "_cost_state", "_hints", "_ledger", "_lines", "bytes_read",
                  "lines", "needs_engine", "parsed", "path", "project", "session_id",
@@ -73,8 +73,8 @@ class LeanScan:
 
     def _feed(self, chunk: bytes) -> bool:
         read = self._line
-        for _, buffer, start, end in self._lines.iter_spans(chunk):
-            if not read(buffer, start, end):
+        for offset, buffer, start, end in self._lines.iter_spans(chunk):
+            if not read(offset, buffer, start, end):
                 self.needs_engine = True
                 return False
         return True
@@ -93,8 +93,13 @@ class LeanScan:
             lines=self.lines + lines.blank + lines.not_json, parsed=self.parsed,
             broken=self._broken + lines.not_json, oversized=lines.oversized)
 
-    def _line(self, buffer: bytes, start: int, end: int) -> bool:
-        """Read one line (``buffer[start:end]``); False when the engine must read it."""
+    def segments(self) -> list[Segment]:
+        """The parts of the file the engine must read (after ``finish``)."""
+        return self._hints.segments()
+
+    def _line(self, offset: int, buffer: bytes, start: int, end: int) -> bool:
+        """Read one line (``buffer[start:end]``, at ``offset`` in the file); False when
+        the engine must read the whole file."""
         self.lines += 1
         if buffer.startswith(TYPE_FIRST, start, end):
             # Claude Code's bookkeeping lines: told by their bytes, as TranscriptScan does.
@@ -120,8 +125,7 @@ class LeanScan:
             return True
         if isinstance(event, AssistantPart):
             self._ledger.add(event, reply_request_id(event, entry))
-        if self._hints.feed(event):
-            return False
+        self._hints.feed(event, offset)
         if isinstance(event, TurnStart) and event.kind == "prompt":
             self._ledger.end_turn()
         return True

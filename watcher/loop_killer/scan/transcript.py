@@ -118,6 +118,8 @@ class TranscriptScan:
     ignored tools (``loop_killer.config``; the documented defaults unless given).
     ``reread``: reads (offset, length) bytes of the file again; given, a tool result left
     unread is read again from the file when it must be compared, instead of being kept.
+    ``offset``: where the first byte fed sits in the file (a part of it, from a person's
+    prompt on: ``LeanScan.segments``).
     """
 
     __slots__ = (
@@ -148,7 +150,7 @@ class TranscriptScan:
                  subagent: bool = False, prefilter: bool = True,
                  settings: Settings | None = None,
                  max_line: int = MAX_LINE_BYTES,
-                 reread: Callable[[int, int], bytes] | None = None) -> None:
+                 reread: Callable[[int, int], bytes] | None = None, offset: int = 0) -> None:
         self.path, self.project, self.session_id = path, project, session_id
         self._reread = reread
         self._chunk, self._chunk_at = b"", 0
@@ -159,7 +161,8 @@ class TranscriptScan:
         # id() of an assistant event -> its line's requestId, until the event is stepped
         # (every event parsed is stepped within the same ``feed``).
         self._requests: dict[int, str] = {}
-        self.bytes_read = self.lines = self.parsed = 0
+        self.lines = self.parsed = 0
+        self.bytes_read = offset
         self._garbage = 0
         settings = settings if settings is not None else DEFAULT_SETTINGS
         self._settings = settings
@@ -172,12 +175,12 @@ class TranscriptScan:
             self._main: _Scope | None = None
             self._reprompts: RepromptLoops | None = None
             self._reader: TranscriptReader | None = None
-            self._events = EventReader(max_line=max_line, parse=self._parse)
+            self._events = EventReader(offset=offset, max_line=max_line, parse=self._parse)
         else:
             self._main = _Scope(settings)
             self._side_scope = None  # made on the first inline subagent line
             self._reprompts = RepromptLoops(self._main.ledger)
-            self._reader = TranscriptReader(session_id, max_line=max_line,
+            self._reader = TranscriptReader(session_id, offset=offset, max_line=max_line,
                                             parse=self._parse,
                                             thresholds=settings.thresholds)
             self._events = self._reader.events
