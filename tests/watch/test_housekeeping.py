@@ -233,7 +233,7 @@ def test_memory_stays_bounded_as_sessions_go_idle(env):
     assert texts_after <= len(running) * (IDLE_TURNS + 1)
     assert freed > 0.8 * (chars_before - chars_after)  # nothing else held on to them
     for tracked in sessions.tracked.values():
-        assert tracked.pending_bytes == 0 and tracked.pending is None
+        assert tracked.pending_bytes == 0 and sessions.respond.pending_of(tracked) is None
     # What fired is on disk, one record per detection, not in memory.
     assert all(len(records.recorded_keys(env.state, s.session_id)) == 1 for s in done)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import calendar
 import os
 import time
+from dataclasses import replace
 
 import pytest
 from loop_killer.engine.transcript import parse_timestamp
@@ -118,7 +119,7 @@ def test_outcome_at_the_deadline_depends_on_what_followed():
     assert taken is not None and taken.kind == "stopped"
     idle = at_deadline(pending, more_answers=0, request_pending=True, timeout=60)
     assert idle is not None and idle.kind == "none" and "60 s" in idle.detail
-    pending.stopped = True
+    pending = replace(pending, stopped=True)
     assert at_deadline(pending, more_answers=3, request_pending=True, timeout=60) is None
 
 

@@ -3,7 +3,8 @@
 ``classify`` is the pure decision (known identity and offset + what a stat says ->
 what happened to the file). ``Follower`` is the thin I/O part: it reads only the bytes
 appended since the last read, and notices a file truncated, replaced or rewritten in
-place under it. Nothing here ever writes to a transcript.
+place under it. ``Vanished`` remembers the files that vanished lately, to tell a renamed
+file from a new one. Nothing here ever writes to a transcript.
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ from ..digest import digest
 from ..state.files import open_transcript
 
 __all__ = [
-    "CHECK_BYTES", "NO_CHECK", "Change", "Check", "FileKey", "Follower", "Seen", "check_of",
-    "classify", "holds",
-    "seen_of",
+    "CHECK_BYTES", "NO_CHECK", "RENAME_WINDOW", "Change", "Check", "FileKey", "Follower",
+    "Seen", "Vanished", "check_of", "classify", "holds", "seen_of",
 ]
 
 FileKey = tuple[int, int]
@@ -29,6 +29,10 @@ FileKey = tuple[int, int]
 CHECK_BYTES = 512
 """How many bytes before the read offset are re-read and compared on every read, to
 notice a file rewritten in place to at least its old size between two looks."""
+
+RENAME_WINDOW = 30.0
+"""Seconds during which a file that vanished and turns up under another name (same
+device and inode) counts as renamed, not new, whichever event came first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +143,11 @@ class Follower:
         CHECK_BYTES of them, or all the file holds up to there)."""
         self._check = check_of(data)
 
+    def same_file_at(self, path: str) -> bool:
+        """Whether the file at ``path`` holds the last bytes this follower read: the same
+        file under another name, not a new one reusing its inode."""
+        return bool(self._check.length) and holds(path, self.offset, self._check)
+
     def read_new(self, *, limit: int) -> tuple[Change, bytes]:
         """Read up to ``limit`` new bytes. Returns what happened and the bytes read.
 
@@ -169,3 +178,29 @@ class Follower:
         self.offset += len(data)
         self.remember(window)
         return Change.GROWN, data
+
+
+class Vanished:
+    """The files followed until they vanished lately, by identity (monotonic seconds): one
+    that turns up under another name within ``RENAME_WINDOW`` is the same file, renamed."""
+
+    __slots__ = ("_gone",)
+
+    def __init__(self) -> None:
+        self._gone: dict[FileKey, tuple[float, str, Follower]] = {}  # when, session, follower
+
+    def add(self, follower: Follower, session_id: str, now: float) -> None:
+        self._gone[follower.key] = (now, session_id, follower)
+
+    def take(self, path: str, key: FileKey, now: float) -> str | None:
+        """The session of the vanished file that ``path`` is (forgotten here), or None."""
+        self.forget_old(now)
+        gone = self._gone.get(key)
+        if gone is None or not gone[2].same_file_at(path):
+            return None
+        del self._gone[key]
+        return gone[1]
+
+    def forget_old(self, now: float) -> None:
+        for key in [k for k, gone in self._gone.items() if now - gone[0] > RENAME_WINDOW]:
+            del self._gone[key]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ..state import records
@@ -25,7 +25,6 @@ from ..state.inbox import (
 from ..state.paths import is_plain_id, state_folder
 from ..state.status import read_session_status
 from . import report
-from .publish import unpublish_request
 from .tracked import Tracked
 
 __all__ = ["Housekeeper"]
@@ -42,11 +41,12 @@ class Housekeeper:
         self.home = home
         self.unremovable: set[str] = set()  # files that could not be removed, logged once
 
-    def expire_requests(self, tracked_by_session: Mapping[str, Tracked], now: float
-                        ) -> set[str]:
+    def expire_requests(self, tracked_by_session: Mapping[str, Tracked], now: float, *,
+                        then: Callable[[Tracked], None] | None = None) -> set[str]:
         """Remove the clear requests no Stop hook will act on any more (older than
-        ``MAX_REQUEST_AGE``: their session never stopped again); one line each. Returns
-        the sessions whose request went."""
+        ``MAX_REQUEST_AGE``: their session never stopped again); one line each, then
+        ``then`` for a followed session (its status must not say a request is pending).
+        Returns the sessions whose request went."""
         try:  # never through a link: it would send the unlinks wherever it points
             folder = state_folder(self.state, "requests", private=True)
             names = os.listdir(folder)
@@ -81,8 +81,8 @@ class Housekeeper:
                 events.info(report.expired_line(
                     project=report.project_label(project, self.home), session_id=session_id,
                     rule=request.rule, age=now - request.created_at, why=why))
-            if tracked is not None:
-                unpublish_request(self.state, tracked, now, home=self.home)
+            if tracked is not None and then is not None:
+                then(tracked)
         return removed
 
     def sweep_statuses(self, followed: set[str]) -> int:

@@ -42,7 +42,7 @@ class Outcome:
     detail: str
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class PendingOutcome:
     """A detection whose outcome is being followed."""
 

@@ -2,7 +2,8 @@
 of it, for ``loop-killer status`` and for a watcher started later.
 
 Written only when something in it changed (since the last write, or, with
-``unless_on_disk``, since what a previous watcher left on disk).
+``unless_on_disk``, since what a previous watcher left on disk). Each call returns what the
+session's ``Tracked.published`` is to be; its owner (``sessions``) keeps it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from ..engine.rules import text_digest
 from ..state.paths import request_waiting
 from ..state.status import SessionStatus, read_session_status, write_session_status
 from . import report
-from .tracked import Tracked
+from .tracked import Published, Tracked
 
 __all__ = ["publish", "unpublish_request"]
 
@@ -25,25 +26,25 @@ log = logging.getLogger("loop_killer.watch")
 
 
 def publish(state: Path, tracked: Tracked, now: float, *, unless_on_disk: bool = False,
-            home: str | None = None) -> None:
-    """Write the session's status if anything in it changed."""
+            home: str | None = None) -> Published:
+    """Write the session's status if anything in it changed; returns what it says now."""
+    seen = tracked.published
     reader = tracked.reader
     if reader is None:  # dormant: its status on disk still says what it was
-        return
+        return seen
     detector = reader.detector
     last = detector.last_answer
     answer_uuid = last.uuid if last is not None else ""
-    if last is not None and tracked.digest[0] != answer_uuid:
-        tracked.digest = (answer_uuid, text_digest(last.text))
-        tracked.last_answer_seen_at = now
-    digest = tracked.digest[1] if last is not None else ""
+    if last is not None and seen.answer_uuid != answer_uuid:
+        seen = Published(seen.key, answer_uuid, text_digest(last.text), now)
+    digest = seen.digest if last is not None else ""
     goal = detector.goal
     pending_request = request_waiting(state, tracked.session_id)
-    streaks = tuple(tracked.tool_streaks.values())
+    streaks = tuple((label, count) for _call, label, count in tracked.tool_streaks)
     key = (reader.offset, detector.run_length, detector.chain_length, detector.awaiting,
            answer_uuid, digest, pending_request, goal, streaks)
-    if key == tracked.published:
-        return
+    if key == seen.key:
+        return seen
     status = SessionStatus(
         session_id=tracked.session_id,
         transcript_path=tracked.path,
@@ -65,7 +66,7 @@ def publish(state: Path, tracked: Tracked, now: float, *, unless_on_disk: bool =
         extra={
             "answers_seen": detector.answers_seen,
             "would_fire_with_one_more": detector.would_fire_with_one_more(),
-            "last_answer_seen_at": tracked.last_answer_seen_at,
+            "last_answer_seen_at": seen.seen_at,
             "last_answer_timestamp": last.timestamp if last is not None else "",
             "answer_in_progress": detector.answer_started,
             "pending_bytes": reader.pending_bytes,
@@ -76,32 +77,33 @@ def publish(state: Path, tracked: Tracked, now: float, *, unless_on_disk: bool =
     if unless_on_disk:
         previous = read_session_status(state, tracked.session_id)
         if previous is not None and _comparable(previous) == _comparable(status):
-            tracked.published = key
-            return
+            return replace(seen, key=key)
+    if not _write(state, tracked, status, home):
+        return seen
+    return replace(seen, key=key)
+
+
+def unpublish_request(state: Path, tracked: Tracked, now: float, *, home: str | None = None
+                      ) -> Published:
+    """The session's request is gone: its status must not say it is pending. Returns what
+    the session's status says now, as ``publish``."""
+    if tracked.reader is not None:
+        return publish(state, tracked, now, home=home)
+    previous = read_session_status(state, tracked.session_id)
+    if previous is not None and previous.pending_request:
+        _write(state, tracked, replace(previous, pending_request=False, updated_at=now), home)
+    return replace(tracked.published, key=None)
+
+
+def _write(state: Path, tracked: Tracked, status: SessionStatus, home: str | None) -> bool:
+    """Write the session's status; False (said in the log) when it cannot be."""
     try:
         write_session_status(state, status)
     except (OSError, ValueError) as error:
         log.error("%s: cannot write its status: %s",
                   report.session_label(tracked.project, tracked.session_id, home), error)
-        return
-    tracked.published = key
-
-
-def unpublish_request(state: Path, tracked: Tracked, now: float, *, home: str | None = None
-                      ) -> None:
-    """The session's request is gone: its status must not say it is pending."""
-    if tracked.reader is not None:
-        publish(state, tracked, now, home=home)
-        return
-    previous = read_session_status(state, tracked.session_id)
-    tracked.published = None
-    if previous is None or not previous.pending_request:
-        return
-    try:
-        write_session_status(state, replace(previous, pending_request=False, updated_at=now))
-    except (OSError, ValueError) as error:
-        log.error("%s: cannot write its status: %s",
-                  report.session_label(tracked.project, tracked.session_id, home), error)
+        return False
+    return True
 
 
 def _comparable(status: SessionStatus) -> tuple[Any, ...]:

@@ -8,6 +8,10 @@
 * A goal status or a ``stop_hook_summary``: what became of the last detection
   (``outcomes``), reported once; ``tick`` reports the ones whose timeout passed.
 
+What is followed of a detection (its ``PendingOutcome``, and whether its loop was seen to
+end) is the ``Responder``'s own record, by transcript path: it writes nothing into the
+session's ``Tracked`` (``sessions`` does), and ``pending_of`` says what it follows.
+
 The request is written before the status that covers the answer (the session's status is
 published at the end of each batch of lines).
 
@@ -30,11 +34,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 
 from ..engine.rules import text_digest
 from ..engine.run import Detection
-from ..engine.transcript import GoalStatus, SystemEntry, TurnStart
+from ..engine.transcript import GoalStatus, SystemEntry
 from ..state import journal, records
 from ..state.inbox import ClearRequest, InvalidRequest, discard_request, write_request
 from ..state.paths import request_waiting
@@ -58,13 +63,20 @@ class Responder:
         self.home = home
         self.history_age = history_age
         self.outcome_timeout = outcome_timeout
-        self.watching: dict[str, Tracked] = {}  # path -> session with a pending outcome
+        # path -> the session and the detection whose outcome is followed
+        self.watching: dict[str, tuple[Tracked, PendingOutcome]] = {}
+        self.settled: set[str] = set()  # paths whose last detection's loop was seen to end
         self.held: list[_Held] = []  # outcomes for the next tick, in the order found
         self.narrator = Narrator()
         self.notify: Callable[[Notice], None] | None = None  # desktop notifications
 
     def name(self, tracked: Tracked) -> str:
         return report.session_label(tracked.project, tracked.session_id, self.home)
+
+    def pending_of(self, tracked: Tracked) -> PendingOutcome | None:
+        """The detection of this session whose outcome is being followed, if any."""
+        followed = self.watching.get(tracked.path)
+        return followed[1] if followed is not None else None
 
     # -- detections ---------------------------------------------------------------------
 
@@ -138,20 +150,18 @@ class Responder:
 
     # -- prompts ------------------------------------------------------------------------
 
-    def on_prompt(self, tracked: Tracked, event: TurnStart, *, live: bool) -> None:
-        if not live:
-            tracked.last_prompt_timestamp = event.timestamp
-            return
+    def on_prompt(self, tracked: Tracked) -> None:
+        """A person's prompt, read live."""
         withdrawn = request_waiting(self.state, tracked.session_id) and discard_request(
             self.state, tracked.session_id, "superseded by a new prompt",
             transcript_path=tracked.path)
-        if tracked.pending is not None:
+        if self.pending_of(tracked) is not None:
             if withdrawn:
                 self.resolve(tracked, Outcome("superseded",
                                               "a new prompt came first: request withdrawn"))
             else:
                 self.resolve(tracked, None)
-        elif withdrawn and tracked.settled:  # housekeeping: that loop is over anyway
+        elif withdrawn and tracked.path in self.settled:  # housekeeping: that loop is over anyway
             log.info("%s: removed a clear request left over from a loop that ended",
                      self.name(tracked))
         elif withdrawn:
@@ -162,7 +172,7 @@ class Responder:
 
     def on_status(self, tracked: Tracked, event: GoalStatus | SystemEntry) -> None:
         """A goal status or a system line: what it says of the pending outcome."""
-        pending = tracked.pending
+        pending = self.pending_of(tracked)
         if pending is None:
             return
         if isinstance(event, GoalStatus):
@@ -177,7 +187,8 @@ class Responder:
         """Follow what becomes of a detection the Stop hook acted on, as for our own, so
         this terminal shows the clear. The clear may already be on disk: the goal's last
         status then says so at once."""
-        if tracked.pending is not None and not tracked.pending.stopped:
+        pending = self.pending_of(tracked)
+        if pending is not None and not pending.stopped:
             return
         self._pending(tracked, answer_uuid, rule, time.time())
         detector = tracked.detector
@@ -187,20 +198,20 @@ class Responder:
                 "cleared", f"goal cleared: {report.snippet(goal.condition, 60)}"))
 
     def _pending(self, tracked: Tracked, answer_uuid: str, rule: str, now: float) -> None:
-        if tracked.pending is not None and not tracked.pending.stopped:
+        pending = self.pending_of(tracked)
+        if pending is not None and not pending.stopped:
             self.resolve(tracked, Outcome("continued", "the loop went on and fired again"))
-        tracked.pending = PendingOutcome(answer_uuid, rule, now,
-                                         time.monotonic() + self.outcome_timeout)
-        tracked.settled = False
-        self.watching[tracked.path] = tracked
+        self.watching[tracked.path] = (tracked, PendingOutcome(
+            answer_uuid, rule, now, time.monotonic() + self.outcome_timeout))
+        self.settled.discard(tracked.path)
 
     def resolve(self, tracked: Tracked, outcome: Outcome | None, *, final: bool = True
                 ) -> None:
-        pending = tracked.pending
+        pending = self.pending_of(tracked)
         if pending is None:
             return
         if outcome is not None and outcome.kind in ("cleared", "stopped"):
-            tracked.settled = True
+            self.settled.add(tracked.path)
         if outcome is not None:
             journal.append(self.state, journal.OutcomeRecord(
                 session_id=tracked.session_id,
@@ -215,14 +226,14 @@ class Responder:
             ))
             self._hold(tracked, (pending.answer_uuid,), outcome, pending.rule)
         if final:
-            tracked.pending = None
-            self.watching.pop(tracked.path, None)
+            del self.watching[tracked.path]
         else:
-            pending.stopped = True
+            self.watching[tracked.path] = (tracked, replace(pending, stopped=True))
 
     def forget(self, tracked: Tracked) -> None:
         """The session is no longer followed."""
         self.watching.pop(tracked.path, None)
+        self.settled.discard(tracked.path)
 
     def tick(self, monotonic_now: float) -> None:
         """Show the outcome lines held since the last tick, then report (and show) the
@@ -267,11 +278,7 @@ class Responder:
         self.say(self.narrator.flush())
 
     def _expire(self, monotonic_now: float) -> None:
-        for path, tracked in list(self.watching.items()):
-            pending = tracked.pending
-            if pending is None:
-                self.watching.pop(path, None)
-                continue
+        for tracked, pending in list(self.watching.values()):
             if pending.deadline > monotonic_now:
                 continue
             detector = tracked.detector

@@ -15,6 +15,8 @@ long with no run in progress keeps only its offset and identity (its reader is r
 from the file's tail, as at start-up, once the file grows again). What fired is on disk
 (``state.records``): a reader about to be built gets the keys its tail holds, so nothing
 fires twice across restarts, truncations, renames and naps.
+
+The one module that assigns a ``Tracked``'s fields (the others return values: ``tracked``).
 """
 
 from __future__ import annotations
@@ -40,10 +42,10 @@ from ..state.inbox import discard_request, peek_request
 from ..state.paths import session_id_of
 from ..state.status import session_status_path
 from ..tailing import scan_run_start
-from .follower import Change, Check, FileKey, Follower, Seen, classify, holds, seen_of
+from .follower import Change, FileKey, Follower, Seen, Vanished, classify, seen_of
 from .housekeeping import Housekeeper
 from .outcomes import HISTORY_AGE, OUTCOME_TIMEOUT, is_historic
-from .publish import publish
+from .publish import publish, unpublish_request
 from .respond import Responder
 from .tool_repeats import ToolRepeats
 from .tracked import CatchUpStats, Dormant, Tracked
@@ -55,10 +57,6 @@ log = logging.getLogger("loop_killer.watch")
 READ_LIMIT = 8 * 1024 * 1024
 """Most bytes read from one file in one go; the rest is read on the next turn of the
 loop, so one huge append cannot hold up the heartbeat or the other sessions."""
-
-RENAME_WINDOW = 30.0
-"""Seconds during which a file that vanished and turns up under another name (same
-device and inode) counts as renamed, not new, whichever event came first."""
 
 LIVE_FROM_START_LIMIT = 32 * 1024 * 1024
 """A file that appears while the watcher runs is read from its start, live, unless it is
@@ -97,8 +95,7 @@ class Sessions:
         self.tool_repeats = ToolRepeats(state, home=home, settings=self.settings)
         self.tracked: dict[str, Tracked] = {}
         self.by_key: dict[FileKey, str] = {}
-        # Recently vanished files: when, their session, how far read, their last bytes.
-        self.gone: dict[FileKey, tuple[float, str, int, Check]] = {}
+        self.gone = Vanished()  # recently vanished files: one may turn up renamed
         self.unreadable: dict[str, str] = {}  # path -> last error logged
         self.ignored: set[str] = set()  # non-regular files, logged once
         self.cut_short: set[str] = set()  # files whose backward scan hit its budget, logged once
@@ -115,7 +112,7 @@ class Sessions:
 
     def catch_up(self, path: str, *, pending_requests: set[str]) -> Tracked | None:
         """Bring an existing transcript to its current state from its tail; nothing fires."""
-        tracked = self._open_tail(path)
+        tracked = self._open_tail(path, pending_requests)
         if tracked is None or tracked.reader is None:
             return None
         detector = tracked.reader.detector
@@ -124,11 +121,10 @@ class Sessions:
         stats.projects.add(tracked.project)
         if detector.run_length:
             stats.runs += 1
-        if tracked.session_id in pending_requests:
-            self._withdraw_if_superseded(tracked)
         if (detector.run_length or detector.awaiting == PROMPT_REPROMPT
                 or tracked.session_id in pending_requests):
-            publish(self.state, tracked, time.time(), unless_on_disk=True, home=self.home)
+            tracked.published = publish(self.state, tracked, time.time(), unless_on_disk=True,
+                                        home=self.home)
         elif self._at_rest(tracked):
             # Nothing in progress: keep only the offset and identity until the file grows
             # (then its reader is rebuilt from the tail). Thousands of old transcripts
@@ -157,7 +153,7 @@ class Sessions:
         finally:
             os.close(fd)
 
-    def _open_tail(self, path: str) -> Tracked | None:
+    def _open_tail(self, path: str, pending_requests: set[str]) -> Tracked | None:
         session_id = session_id_of(Path(path))
         if session_id is None:
             return None
@@ -178,9 +174,11 @@ class Sessions:
         tracked.follower.offset = start + len(data)
         tracked.follower.remember(data)
         tracked.last_activity = now_seen.mtime
-        self._ingest(tracked, data, time.time(), live=False)
+        prompted = self._ingest(tracked, data, time.time(), live=False)
         reader.detector.go_live()
         self.catch_up_stats.bytes_read += len(data)
+        if session_id in pending_requests:
+            self._withdraw_if_superseded(tracked, prompted)
         return tracked
 
     def _reader(self, path: str | Path, session_id: str, offset: int, data: bytes | None
@@ -239,8 +237,8 @@ class Sessions:
         tracked.reader = None
         tracked.tools = None
 
-    def _withdraw_if_superseded(self, tracked: Tracked) -> None:
-        prompt_at = parse_timestamp(tracked.last_prompt_timestamp)
+    def _withdraw_if_superseded(self, tracked: Tracked, prompted: str) -> None:
+        prompt_at = parse_timestamp(prompted)
         if prompt_at is None:
             return
         request = peek_request(self.state, tracked.session_id)
@@ -346,19 +344,15 @@ class Sessions:
         moved_from = self.by_key.get(key)
         if moved_from is not None and moved_from != path:
             old = self.tracked[moved_from]
-            if old.follower.check.length and holds(path, old.follower.offset,
-                                                         old.follower.check):
+            if old.follower.same_file_at(path):
                 log.info("%s: renamed to %s", moved_from, path)
                 self.drop(moved_from, why="renamed", quiet=True)
                 return old.session_id
             return None
-        self._forget_old_renames()
-        gone = self.gone.get(key)
-        if gone is None or not gone[3].length or not holds(path, gone[2], gone[3]):
-            return None
-        del self.gone[key]
-        log.info("%s: a file followed before under another name", path)
-        return gone[1]
+        session_id = self.gone.take(path, key, time.monotonic())
+        if session_id is not None:
+            log.info("%s: a file followed before under another name", path)
+        return session_id
 
     def _new_tracked(self, path: str, session_id: str, key: FileKey,
                      reader: TranscriptReader, cwd: str = "") -> Tracked:
@@ -379,12 +373,11 @@ class Sessions:
         if self.by_key.get(tracked.follower.key) == path:
             del self.by_key[tracked.follower.key]
         if why == Change.GONE.value:
-            follower = tracked.follower
-            self.gone[follower.key] = (time.monotonic(), tracked.session_id, follower.offset,
-                                       follower.check)
-        self.respond.forget(tracked)
+            self.gone.add(tracked.follower, tracked.session_id, time.monotonic())
         detector = tracked.detector
-        busy = tracked.pending is not None or (detector is not None and detector.run_length)
+        busy = self.respond.pending_of(tracked) is not None or (
+            detector is not None and detector.run_length)
+        self.respond.forget(tracked)
         if not quiet:
             (log.warning if busy else log.info)("%s: transcript %s, no longer followed",
                                                   self.respond.name(tracked), why)
@@ -394,27 +387,37 @@ class Sessions:
 
     # -- reading lines ------------------------------------------------------------------
 
-    def _ingest(self, tracked: Tracked, data: bytes, now: float, *, live: bool) -> None:
-        """Feed ``data`` to the session's reader; act on what its steps mean."""
+    def _ingest(self, tracked: Tracked, data: bytes, now: float, *, live: bool) -> str:
+        """Feed ``data`` to the session's reader; act on what its steps mean. Returns the
+        timestamp of the last person's prompt in it ("" if none)."""
         reader = tracked.reader
         assert reader is not None
+        prompted = ""
         for step in reader.feed(data):
-            self._on_step(tracked, step, now, live=live)
+            stamp = self._on_step(tracked, step, now, live=live)
+            if stamp is not None:
+                prompted = stamp
+        return prompted
 
-    def _on_step(self, tracked: Tracked, step: Step, now: float, *, live: bool) -> None:
+    def _on_step(self, tracked: Tracked, step: Step, now: float, *, live: bool) -> str | None:
+        """Act on one step; returns the timestamp of the person's prompt it is, if it is."""
         event = step.event
         if event is not None:
             # A tool loop in history a file appeared with (a copied session) is not news.
             fresh = live and not (step.end <= tracked.history_end and is_historic(
                 getattr(event, "timestamp", ""), now, max_age=self.respond.history_age))
-            self.tool_repeats.feed(tracked, event, live=fresh)
+            tracked.tool_streaks = self.tool_repeats.feed(tracked, event, live=fresh)
+        prompted = None
         if isinstance(event, TurnStart):
             if event.kind == "prompt":
-                self.respond.on_prompt(tracked, event, live=live)
+                prompted = event.timestamp
+                if live:
+                    self.respond.on_prompt(tracked)
         elif isinstance(event, (GoalStatus, SystemEntry)):
             self.respond.on_status(tracked, event)
         for detection in step.detections:
             self.respond.on_detection(tracked, detection, step.end, now)
+        return prompted
 
     def _after_batch(self, tracked: Tracked, now: float) -> None:
         reader = tracked.reader
@@ -431,7 +434,7 @@ class Sessions:
                         "ended, or not a transcript); reading on after it",
                         self.respond.name(tracked), MAX_LINE_BYTES >> 20)
             tracked.reported_oversized = reader.oversized_lines
-        publish(self.state, tracked, now, home=self.home)
+        tracked.published = publish(self.state, tracked, now, home=self.home)
 
     # -- housekeeping -------------------------------------------------------------------
 
@@ -440,8 +443,14 @@ class Sessions:
         self.respond.tick(monotonic_now)
 
     def expire_requests(self, now: float) -> set[str]:
+        """Remove the clear requests no Stop hook will take any more; their sessions'
+        statuses stop saying one is pending. Returns the sessions whose request went."""
+
+        def unpublished(tracked: Tracked) -> None:
+            tracked.published = unpublish_request(self.state, tracked, now, home=self.home)
+
         by_session = {t.session_id: t for t in self.tracked.values()}
-        return self.housekeeper.expire_requests(by_session, now)
+        return self.housekeeper.expire_requests(by_session, now, then=unpublished)
 
     def housekeep(self, now: float | None = None, *, statuses: bool = True) -> None:
         """What keeps a watcher left running for weeks from growing: expire old clear
@@ -454,20 +463,16 @@ class Sessions:
         for tracked in self.tracked.values():
             if now - tracked.last_activity > self.idle_after and self._at_rest(tracked):
                 self._let_go(tracked)
-        self._forget_old_renames()
+        self.gone.forget_old(time.monotonic())
 
-    def _forget_old_renames(self) -> None:
-        now = time.monotonic()
-        for key in [k for k, gone in self.gone.items() if now - gone[0] > RENAME_WINDOW]:
-            del self.gone[key]
-
-    @staticmethod
-    def _at_rest(tracked: Tracked) -> bool:
+    def _at_rest(self, tracked: Tracked) -> bool:
         """Awake, and nothing in progress that a rebuild from the tail could not redo: no
         run, no re-prompt awaiting its answer, nothing half-read or half-done."""
+        if self.respond.pending_of(tracked) is not None:
+            return False
         detector = tracked.detector
         return (detector is not None and detector.run_length == 0
-                and detector.awaiting != PROMPT_REPROMPT and tracked.pending is None
+                and detector.awaiting != PROMPT_REPROMPT
                 and not detector.answer_started and tracked.pending_bytes == 0
                 and tracked.follower.offset == tracked.consumed)
 

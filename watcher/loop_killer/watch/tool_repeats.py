@@ -6,7 +6,8 @@ counter the tool-call hooks keep per session). When a result brings a call to
 (``state.records``, keyed by that result's ``tool_use_id``, as the PostToolUse hook
 does): only when this watcher is first does it log the detection and print its line.
 The warning to the model and the refusals are the hooks' (the watcher shows their log
-lines as they come).
+lines as they come). ``feed`` returns the session's streaks after an event (what
+``loop-killer status`` shows); its owner (``sessions``) keeps them.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ..engine.tool_repeat import (
 from ..engine.transcript import Event, TurnStart
 from ..state import journal, records
 from . import report
-from .tracked import Tracked
+from .tracked import Streaks, Tracked
 
 __all__ = ["ToolRepeats"]
 
@@ -57,16 +58,20 @@ class ToolRepeats:
             return None
         return ToolCounts(settings.tool_counter(), max_held=HELD_PER_SESSION)
 
-    def feed(self, tracked: Tracked, event: Event, *, live: bool) -> None:
+    def feed(self, tracked: Tracked, event: Event, *, live: bool) -> Streaks:
+        """Count the event's tool results, log a loop they complete (``live``); returns
+        the session's streaks after it."""
+        streaks = tracked.tool_streaks
         counter = tracked.tools
         if counter is None:
-            return
+            return streaks
         if isinstance(event, TurnStart) and event.kind == "prompt":
-            tracked.tool_streaks.clear()  # the person spoke: every count starts afresh
+            streaks = ()  # the person spoke: every count starts afresh
         for repeat in counter.feed(event):
-            _note_streak(tracked.tool_streaks, repeat)
+            streaks = _note_streak(streaks, repeat)
             if live and (repeat.shape or repeat.count == self.settings.tool_repeat_warn):
                 self._detected(tracked, repeat)
+        return streaks
 
     def _detected(self, tracked: Tracked, repeat: ToolRepeat) -> None:
         def cannot(error: Exception) -> None:
@@ -97,10 +102,9 @@ class ToolRepeats:
             session_id=tracked.session_id, call=label, count=count, rule=rule))
 
 
-def _note_streak(streaks: dict[str, tuple[str, int]], repeat: ToolRepeat) -> None:
-    """Keep the newest few calls whose result came back the same at least twice."""
-    streaks.pop(repeat.call, None)
+def _note_streak(streaks: Streaks, repeat: ToolRepeat) -> Streaks:
+    """The newest few calls whose result came back the same at least twice."""
+    kept = [streak for streak in streaks if streak[0] != repeat.call]
     if repeat.count >= 2:
-        streaks[repeat.call] = (repeat_label(repeat, _LABEL), repeat.count)
-        while len(streaks) > STREAKS_SHOWN:
-            del streaks[next(iter(streaks))]
+        kept.append((repeat.call, repeat_label(repeat, _LABEL), repeat.count))
+    return tuple(kept[-STREAKS_SHOWN:])

@@ -1,4 +1,9 @@
-"""What the watcher keeps per followed transcript (plain records, no behaviour)."""
+"""What the watcher keeps per followed transcript (plain records, no behaviour).
+
+``sessions`` is the one module that assigns a ``Tracked``'s fields: ``publish``,
+``tool_repeats`` and ``housekeeping`` read it and return what is to change; ``respond``
+keeps what it follows of a detection (``PendingOutcome``) in its own record.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +16,12 @@ from ..engine.run import RunDetector
 from ..engine.stand_ins import ToolCounts
 from ..engine.transcript import GoalStatus
 from .follower import Follower
-from .outcomes import PendingOutcome
 
-__all__ = ["CatchUpStats", "Dormant", "Tracked"]
+__all__ = ["CatchUpStats", "Dormant", "Published", "Streaks", "Tracked"]
+
+Streaks = tuple[tuple[str, str, int], ...]
+"""Calls giving the same result again in this turn: (call key, label, count), newest last,
+a few only (what ``loop-killer status`` shows)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +34,17 @@ class Dormant:
     answers_seen: int
 
 
+@dataclass(frozen=True, slots=True)
+class Published:
+    """What the session's last status written said (``key``; None: write it again), and
+    its last answer as the watcher first saw it complete: uuid, text digest, when."""
+
+    key: tuple[Any, ...] | None = None
+    answer_uuid: str = ""
+    digest: str = ""
+    seen_at: float = 0.0  # epoch seconds
+
+
 @dataclass(slots=True, eq=False)
 class Tracked:
     """One session transcript being followed."""
@@ -36,17 +55,10 @@ class Tracked:
     follower: Follower
     reader: TranscriptReader | None  # None while dormant: rebuilt from the tail on growth
     tools: ToolCounts | None = None  # the main session's tool-repeat counts
-    # Calls giving the same result again in this turn: call key -> (label, count), newest
-    # last, a few only (what ``loop-killer status`` shows).
-    tool_streaks: dict[str, tuple[str, int]] = field(default_factory=dict)
+    tool_streaks: Streaks = ()
     history_end: int = 0  # bytes already in the file when first seen live
     last_activity: float = 0.0  # when the file last grew (epoch seconds)
-    last_answer_seen_at: float = 0.0  # when the watcher saw the last answer complete
-    last_prompt_timestamp: str = ""  # of the last person's prompt read during catch-up
-    published: tuple[Any, ...] | None = None  # what the last status written said
-    digest: tuple[str, str] = ("", "")  # (answer uuid, text digest) cache
-    pending: PendingOutcome | None = None
-    settled: bool = False  # the last detection's loop was seen to end (stopped, cleared)
+    published: Published = Published()
     reported_broken: int = 0
     reported_oversized: int = 0
     error: str | None = None
