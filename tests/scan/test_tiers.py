@@ -382,3 +382,18 @@ def test_many_calls_without_results_make_the_engine_read_from_the_top(
     (listed,) = find_transcripts(tmp_path).transcripts
     assert lean(listed)[1] == [(0, None)]
     assert read_transcript(listed) == read_transcript(listed, two_tier=False)
+
+
+def test_the_report_is_the_same_whatever_order_the_workers_finish_in(
+        tmp_path: Path) -> None:
+    planted_history(tmp_path, 14, sessions=60)
+    listing = find_transcripts(tmp_path)
+    results = [read_transcript(listed) for listed in listing.transcripts]
+    documents = set()
+    for seed in range(4):
+        random.Random(seed).shuffle(results)
+        collector = Collector(PriceTable())
+        for result in results:
+            collector.add(result)
+        documents.add(json_bytes(collector.summary(listing), root=str(tmp_path)))
+    assert len(documents) == 1

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from math import fsum
 
 from ..engine.transcript import parse_timestamp
 from .files import Listing
@@ -235,7 +236,8 @@ class Collector:
                 continue
             if not self._wanted(loop):
                 continue
-            avoidable = {reply.key for reply in loop.avoidable} & set(owned)
+            later = {reply.key for reply in loop.avoidable}
+            avoidable = [key for key in owned if key in later]  # (in order: sums repeat)
             tokens, cost, priced = self._sum(owned, costs)
             avoidable_tokens, avoidable_cost, _ = self._sum(avoidable, costs)
             for key in owned:
@@ -286,20 +288,24 @@ class Collector:
     def _session_rows(self, costs: dict[ReplyKey, tuple[float, Priced]],
                       loops_of: Counter[str], loops_usd: dict[str, float]
                       ) -> tuple[SessionRow, ...]:
-        models: dict[str, dict[str, tuple[Tokens, float, Priced]]] = {}
+        # The costs of a session's replies are summed exactly (fsum): the same total in
+        # whatever order the workers' results came.
+        models: dict[str, dict[str, tuple[Tokens, list[float], Priced]]] = {}
         began: dict[str, str] = {}
         for key, copy in self._copies.items():
             per_model = models.setdefault(self._files[copy.file].session, {})
-            tokens, usd, priced = per_model.get(copy.reply.model, (Tokens(), 0.0, "exact"))
+            tokens, usd, priced = per_model.get(copy.reply.model, (Tokens(), [], "exact"))
             cost, how = costs[key]
-            per_model[copy.reply.model] = (tokens + copy.reply.usage, usd + cost,
+            usd.append(cost)
+            per_model[copy.reply.model] = (tokens + copy.reply.usage, usd,
                                            how if _WORST[how] > _WORST[priced] else priced)
         for file in self._files:
             if file.first_at and file.first_at < began.get(file.session, "\uffff"):
                 began[file.session] = file.first_at
         rows = []
         for session_id, session in self._sessions.items():
-            by_model = tuple(ModelRow(model, tokens, usd, priced) for model, (tokens, usd, priced)
+            by_model = tuple(ModelRow(model, tokens, fsum(usd), priced)
+                             for model, (tokens, usd, priced)
                              in sorted(models.get(session_id, {}).items()))
             tokens = Tokens()
             for row in by_model:
