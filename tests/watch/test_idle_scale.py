@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from loop_killer.watch import safety_net as safety_net_module
 from loop_killer.watch import watcher as watcher_module
 from loop_killer.watch.observer import FILE
 from loop_killer.watch.watcher import Watcher
@@ -41,17 +42,18 @@ class Passes:
             return real_sync(path)
 
         monkeypatch.setattr(watcher_module, "seen_of", seen_of)
+        monkeypatch.setattr(safety_net_module, "seen_of", seen_of)
         monkeypatch.setattr(watcher.sessions, "sync", sync)
 
     def quick(self) -> None:
         """One pass between two sweeps."""
         self.stats, self.synced = 0, set()
-        self.watcher._next_sweep = time.monotonic() + 3600
+        self.watcher.net.next_sweep = time.monotonic() + 3600
         self.watcher._reconcile()
 
     def sweep(self) -> None:
         self.stats, self.synced = 0, set()
-        self.watcher._next_sweep = 0.0
+        self.watcher.net.next_sweep = 0.0
         self.watcher._reconcile()
 
 

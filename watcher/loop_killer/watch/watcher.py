@@ -7,25 +7,23 @@ then loops: take the queued hints, bring those files up to date, and on timers w
 heartbeat, reconcile, tail the detection log for what the Stop hook reports, and report
 the outcomes whose time has come. ``stop()`` may be called from any thread.
 
-Events are hints; the reconcile pass is the safety net, sized so that thousands of
-dormant transcripts cost next to nothing: every ``reconcile_interval`` it stats the
-transcripts that changed lately (``HOT_FOR``: the live sessions, where a lost event must
-cost seconds at most) and the project folders (a file created, renamed or deleted
-changes its folder); every ``sweep_interval`` it stats every transcript. When polling,
-every pass stats everything. Every ``housekeeping_interval`` the reconcile pass also
-keeps the state folder and memory from growing (``Sessions.housekeep``).
+Events are hints; the reconcile pass is the safety net (``safety_net``): every
+``reconcile_interval`` it stats the live transcripts and the project folders, every
+``sweep_interval`` every transcript. When polling, every pass stats everything. Every
+``housekeeping_interval`` the reconcile pass also keeps the state folder and memory from
+growing (``Sessions.housekeep``). The root going, coming back or being replaced, and the
+observer stopping, are the watcher's to notice.
 
 A flood of writes must not bury a loop: hints are coalesced by path (``EventQueue``), a
 batch reads for at most ``HANDLE_BUDGET`` seconds before the timers get their turn, and
 when the kernel drops events (its queue overflowed) every transcript is looked at at once.
-How far behind the watcher is (``Pace``: the longest a hint or unread bytes waited) goes
+How far behind the watcher is (``pace``: the longest a hint or unread bytes waited) goes
 in the heartbeat and, past ``BEHIND_LAG``, in the log; once caught up, the memory the
 flood took is given back.
 """
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import threading
@@ -40,7 +38,6 @@ from ..state import journal
 from ..state.journal import JournalTail
 from ..state.paths import ensure_private_dir, state_folder
 from ..state.status import (
-    BEHIND_LAG,
     HEARTBEAT_INTERVAL,
     WatcherHeartbeat,
     heartbeat_path,
@@ -48,7 +45,7 @@ from ..state.status import (
     write_heartbeat,
 )
 from . import report
-from .follower import Change, Seen, classify, seen_of
+from .follower import Seen, seen_of
 from .narrate import Notice
 from .observer import (
     DIR,
@@ -57,9 +54,6 @@ from .observer import (
     ROOT,
     STOP,
     EventQueue,
-    FolderMark,
-    folder_entries,
-    folder_marks,
     list_transcripts,
     listen_for_overflow,
     observer_healthy,
@@ -67,15 +61,15 @@ from .observer import (
     stop_observer,
 )
 from .outcomes import OUTCOME_TIMEOUT
+from .pace import Pace, release_memory
 from .retell import tell
+from .safety_net import HOT_FOR, SafetyNet
 from .sessions import IDLE_AFTER, Sessions
 
 __all__ = [
     "HANDLE_BUDGET",
-    "HOT_FOR",
     "HOUSEKEEPING_INTERVAL",
     "POLL_INTERVAL",
-    "Pace",
     "RECONCILE_INTERVAL",
     "SWEEP_INTERVAL",
     "Watcher",
@@ -91,19 +85,11 @@ SWEEP_INTERVAL = 120.0
 """Seconds between two passes that stat every transcript (a lost event on a dormant
 session is found by then; the next write to it is another event anyway)."""
 
-HOT_FOR = 900.0
-"""Seconds a transcript stays on the live list after the watcher last saw it change
-(what changed before start-up was read by the catch-up; a live session writes again)."""
-
 POLL_INTERVAL = 1.0
 """Seconds between two passes when polling is all there is."""
 
 HOUSEKEEPING_INTERVAL = 30.0
 """Seconds between two housekeeping rounds (stale requests, statuses, idle sessions)."""
-
-UNSETTLED_NS = 1_000_000_000
-"""A folder changed this recently (ns) is listed again at the next pass: a file created
-within the same clock tick as the listing would leave its mtime as it was."""
 
 JOURNAL_TAIL_INTERVAL = 0.5
 ROOT_CHECK_INTERVAL = 1.0
@@ -111,52 +97,6 @@ ROOT_CHECK_INTERVAL = 1.0
 HANDLE_BUDGET = 1.0
 """Seconds of reading in one batch of hints before the timers get their turn (the
 heartbeat, the safety net, the Stop hooks' log); what is left is read next, first."""
-
-BEHIND_REPEAT = 60.0
-"""Seconds between two log lines saying the watcher is still behind."""
-
-
-class Pace:
-    """How far behind the watcher's one thread is: the longest a hint waited to be taken,
-    or bytes written waited to be read, between two beats; what to log about it (pure:
-    fed figures and the time, never reads a clock)."""
-
-    __slots__ = ("_said_at", "behind_since", "events", "lag")
-
-    def __init__(self) -> None:
-        self.lag = 0.0
-        self.events = 0  # events the hints taken since the last beat stood for
-        self.behind_since: float | None = None
-        self._said_at = 0.0
-
-    def took(self, waited: float, events: int) -> None:
-        self.lag = max(self.lag, waited)
-        self.events += events
-
-    def unread_for(self, seconds: float) -> None:
-        """Bytes written that long ago are still unread (read in steps)."""
-        self.lag = max(self.lag, seconds)
-
-    def beat(self, now: float, *, interval: float, unread_files: int
-             ) -> tuple[float, str | None, bool]:
-        """(the lag since the last beat, a line to log or None, whether the watcher just
-        caught up); starts the next interval."""
-        lag, events = self.lag, self.events
-        self.lag, self.events = 0.0, 0
-        if lag >= BEHIND_LAG:
-            if self.behind_since is None:
-                self.behind_since = self._said_at = now
-            elif now - self._said_at < BEHIND_REPEAT:
-                return lag, None, False
-            self._said_at = now
-            return lag, report.behind_line(lag=lag, events=events, seconds=interval,
-                                           unread_files=unread_files,
-                                           for_seconds=now - self.behind_since), False
-        if self.behind_since is not None:
-            took, self.behind_since = now - self.behind_since, None
-            return lag, report.caught_up_line(took), True
-        return lag, None, False
-
 
 class Watcher:
     """Follows every session transcript under ``root``; publishes into ``state``."""
@@ -182,7 +122,6 @@ class Watcher:
         self.force_poll = poll
         self.polling = poll
         self._reconcile_every = reconcile_interval
-        self.sweep_interval = sweep_interval
         self.heartbeat_interval = heartbeat_interval
         self.home = home if home is not None else os.environ.get("HOME")
         self.housekeeping_interval = housekeeping_interval
@@ -200,9 +139,8 @@ class Watcher:
         self._journal = JournalTail(self.state)
         self._again: list[str] = []
         self._next_housekeeping = 0.0
-        self._next_sweep = 0.0
-        self._hot: dict[str, float] = {}  # live transcripts: path -> until when (monotonic)
-        self._folders: dict[str, FolderMark] = {}  # project folder -> its mark
+        self.net = SafetyNet(str(self.root), self.sessions.tracked, self._sync,
+                             sweep_interval=sweep_interval)
         self._starting = False  # catching up: hints for files not caught up yet wait
         self._deferred: list[tuple[str, str]] = []
         self.pace = Pace()
@@ -246,7 +184,7 @@ class Watcher:
         waiting = not self._root_present()
         if not waiting:
             self._watch_root()
-            self._folders = self._marks()  # before listing: nothing missed
+            self.net.mark_folders()
             pending = _pending_requests(self.state) | expired
             self._starting = True
             try:
@@ -256,7 +194,7 @@ class Watcher:
                 for kind, path in self._deferred:  # handled by the loop, now live
                     self.hints.put(kind, path)
                 self._deferred = []
-            self._next_sweep = time.monotonic() + self.sweep_interval
+            self.net.next_sweep = time.monotonic() + self.net.sweep_interval
         self._housekeep()
         self.catch_up_seconds = time.perf_counter() - started
         stats = self.sessions.catch_up_stats
@@ -342,7 +280,7 @@ class Watcher:
             if kind == OVERFLOW:
                 self._overflowed()
         for folder in folders:
-            self._sync_folder(folder)
+            self.net.sync_folder(folder)
         started = time.monotonic()
         hot_until = started + HOT_FOR
         files = [path for kind, path in hints if kind == FILE]
@@ -352,7 +290,7 @@ class Watcher:
             if time.monotonic() - started > HANDLE_BUDGET:
                 self._again[:0] = files[index:]  # the timers' turn; these are read next
                 return
-            self._hot[path] = hot_until
+            self.net.hot[path] = hot_until
             self._sync(path)
 
     def _overflowed(self) -> None:
@@ -362,7 +300,7 @@ class Watcher:
         log.warning("file events were lost (the kernel's event queue overflowed: "
                     "a flood of writes); looking at every transcript now")
         if not self._starting:
-            self._sweep()
+            self.net.sweep(polling=self.polling)
 
     def _sync(self, path: str) -> None:
         try:
@@ -375,20 +313,6 @@ class Watcher:
             self._unread_since.setdefault(path, time.monotonic())
         else:
             self._unread_since.pop(path, None)
-
-    def _sync_folder(self, folder: str) -> None:
-        """A project folder changed: follow the transcripts that appeared in it (or were
-        replaced by another file), and let go of those that vanished."""
-        present = folder_entries(folder)
-        prefix = folder + os.sep
-        tracked = self.sessions.tracked
-        known = {p for p in tracked if p.startswith(prefix)}
-        changed = {path for path, inode in present
-                   if path not in tracked or tracked[path].follower.key[1] != inode}
-        hot_until = time.monotonic() + HOT_FOR
-        for path in sorted(changed | (known - {path for path, _ in present})):
-            self._hot[path] = hot_until
-            self._sync(path)
 
     # -- the root and the observer ----------------------------------------------------
 
@@ -440,10 +364,10 @@ class Watcher:
                 self._unwatch()
             for path in list(self.sessions.tracked):
                 self._sync(path)
-            self._folders = {}
+            self.net.folders = {}
             self._housekeep(due=True)
             return
-        sweep = self.polling or time.monotonic() >= self._next_sweep
+        sweep = self.polling or time.monotonic() >= self.net.next_sweep
         if before != self._root_key:
             if before is not None:
                 log.warning("%s was replaced; watching the new one", self.root)
@@ -457,72 +381,10 @@ class Watcher:
             self._watch_root()
             sweep = True
         if sweep:
-            self._sweep()
+            self.net.sweep(polling=self.polling)
         else:
-            self._check_live()
+            self.net.check_live()
         self._housekeep(due=True)
-
-    def _check_live(self) -> None:
-        """Stat the live transcripts; list the project folders whose mark changed."""
-        now = time.monotonic()
-        tracked = self.sessions.tracked
-        for path, until in list(self._hot.items()):
-            if until < now:
-                del self._hot[path]
-            elif self._changed(path):
-                self._sync(path)
-                if path in tracked:
-                    self._hot[path] = now + HOT_FOR
-                else:  # gone, or not a transcript to follow: its folder mark says more
-                    del self._hot[path]
-        folders = self._marks()
-        old, self._folders = self._folders, folders
-        for folder in sorted(folders.keys() | old.keys()):
-            mark = old.get(folder)
-            if folders.get(folder) != mark or (mark is not None and mark[1] < 0):
-                self._sync_folder(folder)
-
-    def _marks(self) -> dict[str, FolderMark]:
-        """The project folders' marks; one changed within ``UNSETTLED_NS`` gets a mark
-        that says so (mtime -1), so that it is listed once more at the next pass."""
-        settled = time.time_ns() - UNSETTLED_NS
-        return {folder: (inode, mtime if mtime < settled else -1)
-                for folder, (inode, mtime) in folder_marks(str(self.root)).items()}
-
-    def _changed(self, path: str) -> bool:
-        known = self.sessions.tracked.get(path)
-        if known is None:
-            return True
-        try:
-            seen: Seen | None = seen_of(os.stat(path))
-        except OSError:
-            seen = None
-        follower = known.follower
-        return classify(follower.key, follower.offset, seen) is not Change.UNCHANGED
-
-    def _sweep(self) -> None:
-        """Stat every transcript: catches whatever events were lost or never sent."""
-        self._next_sweep = time.monotonic() + self.sweep_interval
-        self._folders = self._marks()  # before listing: nothing missed
-        tracked = self.sessions.tracked
-        listed: set[str] = set()
-        hot_until = time.monotonic() + HOT_FOR
-        for path, entry in list_transcripts(str(self.root)):
-            listed.add(path)
-            known = tracked.get(path)
-            if known is not None:
-                try:
-                    seen: Seen | None = seen_of(entry.stat())
-                except OSError:
-                    seen = None
-                follower = known.follower
-                if classify(follower.key, follower.offset, seen) is Change.UNCHANGED:
-                    continue
-            if not self.polling:
-                self._hot[path] = hot_until
-            self._sync(path)
-        for path in [p for p in tracked if p not in listed]:
-            self._sync(path)
 
     def _housekeep(self, *, due: bool = False) -> None:
         """``Sessions.housekeep``, now or (``due``) when its interval has passed. The
@@ -546,7 +408,7 @@ class Watcher:
         if line is not None:
             log.warning("%s", line)
         if caught_up:
-            _release_memory()
+            release_memory()
         beat = WatcherHeartbeat(
             pid=os.getpid(), started_at=self.started_at, beat_at=time.time(),
             root=str(self.root), sessions=len(self.sessions.tracked), polling=self.polling,
@@ -581,18 +443,6 @@ class Watcher:
                 os.unlink(heartbeat_path(self.state))
         except OSError:
             pass
-
-
-def _release_memory() -> None:
-    """Give back what a flood took: collect cycles, then (glibc) return the freed heap to
-    the system, which ``free`` alone leaves with the process."""
-    gc.collect()
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: its allocator gives back on its own
-        pass
 
 
 def _pending_requests(state: Path) -> set[str]:
