@@ -288,25 +288,28 @@ class Collector:
     def _session_rows(self, costs: dict[ReplyKey, tuple[float, Priced]],
                       loops_of: Counter[str], loops_usd: dict[str, float]
                       ) -> tuple[SessionRow, ...]:
-        # The costs of a session's replies are summed exactly (fsum): the same total in
-        # whatever order the workers' results came.
-        models: dict[str, dict[str, tuple[Tokens, list[float], Priced]]] = {}
+        # Per session and model: the counts (a sum of replies keeps no speed or region),
+        # the costs, summed exactly (fsum: the same total in whatever order the workers'
+        # results came), the least sure price.
+        models: dict[str, dict[str, _ModelSum]] = {}
         began: dict[str, str] = {}
+        files = self._files
         for key, copy in self._copies.items():
-            per_model = models.setdefault(self._files[copy.file].session, {})
-            tokens, usd, priced = per_model.get(copy.reply.model, (Tokens(), [], "exact"))
-            cost, how = costs[key]
-            usd.append(cost)
-            per_model[copy.reply.model] = (tokens + copy.reply.usage, usd,
-                                           how if _WORST[how] > _WORST[priced] else priced)
+            reply = copy.reply
+            per_model = models.get(files[copy.file].session)
+            if per_model is None:
+                per_model = models[files[copy.file].session] = {}
+            found = per_model.get(reply.model)
+            if found is None:
+                found = per_model[reply.model] = _ModelSum()
+            found.add(reply.usage, *costs[key])
         for file in self._files:
             if file.first_at and file.first_at < began.get(file.session, "\uffff"):
                 began[file.session] = file.first_at
         rows = []
         for session_id, session in self._sessions.items():
-            by_model = tuple(ModelRow(model, tokens, fsum(usd), priced)
-                             for model, (tokens, usd, priced)
-                             in sorted(models.get(session_id, {}).items()))
+            by_model = tuple(found.row(model)
+                             for model, found in sorted(models.get(session_id, {}).items()))
             tokens = Tokens()
             for row in by_model:
                 tokens = tokens + row.tokens
@@ -316,6 +319,33 @@ class Collector:
                                    tokens, by_model, began.get(session_id, "")))
         return tuple(sorted(rows, key=lambda row: (-row.loops_cost_usd, -row.cost_usd,
                                                    row.session_id)))
+
+
+class _ModelSum:
+    """One session's replies of one model, added up."""
+
+    __slots__ = ("counts", "priced", "usd")
+
+    def __init__(self) -> None:
+        self.counts = [0, 0, 0, 0, 0]
+        self.usd: list[float] = []
+        self.priced: Priced = "exact"
+
+    def add(self, usage: Tokens, cost: float, how: Priced) -> None:
+        counts = self.counts
+        counts[0] += usage.input
+        counts[1] += usage.output
+        counts[2] += usage.cache_read
+        counts[3] += usage.cache_creation
+        counts[4] += usage.cache_creation_1h
+        self.usd.append(cost)
+        if _WORST[how] > _WORST[self.priced]:
+            self.priced = how
+
+    def row(self, model: str) -> ModelRow:
+        counts = self.counts
+        return ModelRow(model, Tokens(counts[0], counts[1], counts[2], counts[3], counts[4]),
+                        fsum(self.usd), self.priced)
 
 
 def ordered(summary: Summary, order: str) -> Summary:
