@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from loop_killer.state import journal
 from loop_killer.state.inbox import request_path
-from loop_killer.state.status import read_heartbeat, read_session_status
+from loop_killer.state.status import SessionStatus, read_heartbeat, read_session_status
 from loop_killer.watch.watcher import Watcher
 from transcripts import Lines, append
 
@@ -63,6 +63,13 @@ class Env:
 
     def status(self, session_id: str):
         return read_session_status(self.state, session_id)
+
+    def read_to_end(self, session_id: str, path: Path) -> SessionStatus:
+        """The session's status once it says the watcher read ``path`` to its end: a
+        request those lines make is written by then (before the status)."""
+        return wait_for(lambda: (st := self.status(session_id))
+                        and st.offset == path.stat().st_size and st,
+                        what=f"{path.name} read to its end")
 
     def two_loops(self) -> tuple[Lines, Lines, dict[str, Any]]:
         """A tool-repeat loop the watcher finds in a live transcript (the same call, the

@@ -16,7 +16,7 @@ from loop_killer.state.inbox import peek_request
 from loop_killer.watch import follower as follower_module
 from transcripts import SAME, Lines, append, data, fixture_lines, fixture_session
 
-from .helpers import stays, wait_for
+from .helpers import wait_for
 
 
 def loop_file(env, lines: Lines, replies: int = 1):
@@ -32,7 +32,8 @@ def test_a_loop_written_live_fires_once_with_request_log_and_status(env, start_w
     start_watcher()
     s = Lines()
     path = loop_file(env, s, replies=2)
-    stays(lambda: env.has_request(s.session_id), 0.2, "a request after two replies")
+    env.read_to_end(s.session_id, path)
+    assert not env.has_request(s.session_id), "a request after two replies"
     append(path, s.loop(1))
     wait_for(lambda: env.has_request(s.session_id), what="the clear request")
 
@@ -216,10 +217,14 @@ def test_a_replaced_file_with_the_same_answers_does_not_fire_again(env, start_wa
     env.request(s.session_id).unlink()
     copy = path.with_name("copy.tmp")
     shutil.copyfile(path, copy)
+    replaced_at = time.time()
     os.replace(copy, path)  # a new inode with the same lines
+    # The old file's status says the same offset and answers: the replacement's is the one
+    # that saw the last answer after the replace.
     wait_for(lambda: (st := env.status(s.session_id)) and st.offset == path.stat().st_size
-             and st.extra["answers_seen"] == 5, what="the replacement read")
-    stays(lambda: env.has_request(s.session_id), 0.2, "the same answer firing twice")
+             and st.extra["answers_seen"] == 5
+             and st.extra["last_answer_seen_at"] > replaced_at, what="the replacement read")
+    assert not env.has_request(s.session_id), "the same answer firing twice"
     assert len(env.detections(s.session_id)) == 1
 
 
@@ -316,10 +321,16 @@ def test_subagent_files_never_fire(env, start_watcher):
     flat_path = main_path.with_name(f"agent-{flat.session_id}.jsonl")
     append(nested_path, nested.goal_loop(4))
     append(flat_path, flat.goal_loop(4))
-    append(main_path, main.answer("Done.", tool=True))  # a sentinel written after them
-    wait_for(lambda: (st := env.status(main.session_id)) and st.offset == main_path.stat(
-        ).st_size, what="the main session read")
-    stays(lambda: any((env.state / "requests").glob("*.json")), 0.3, "a request")
+    append(main_path, main.answer("Done.", tool=True))
+    env.read_to_end(main.session_id, main_path)
+    # A sentinel: a session begun after them. (The main file's answer is none: its event
+    # may be merged with the main file's first one, queued before theirs.) The watcher
+    # handles events in the order first queued: once this file is read, theirs were.
+    later = Lines()
+    later_path = later.path_in(env.root)
+    append(later_path, later.prompt() + later.answer("Done.", tool=True))
+    env.read_to_end(later.session_id, later_path)
+    assert not any((env.state / "requests").glob("*.json")), "a request"
     assert env.detections() == []
     assert not (env.state / "status" / f"agent-{flat.session_id}.json").exists()
 
@@ -570,7 +581,8 @@ def test_idle_turns_fire_on_varied_replies(env, start_watcher, rule_replies):
              "lambda omicron sigma", "upsilon omega rho", "tau phi chi psi"]
     for text in texts[: rule_replies - 1]:
         append(path, s.reprompt() + s.answer(text))
-    stays(lambda: env.has_request(s.session_id), 0.2, "an early request")
+    env.read_to_end(s.session_id, path)
+    assert not env.has_request(s.session_id), "an early request"
     append(path, s.reprompt() + s.answer(texts[rule_replies - 1]))
     request = wait_for(lambda: peek_request(env.state, s.session_id), what="the request")
     assert request.rule == "IDLE_TURNS" and request.count == 6
