@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from waits import wait_for
+
 from .mock_api import MockAnthropic, Reply
 
 if TYPE_CHECKING:  # Self is in typing only from 3.11; the project supports 3.10
@@ -673,7 +675,7 @@ class TuiSession:
         probe = text.strip().splitlines()[-1][-40:] if text.strip() else ""
         if probe:
             self.wait_for(probe, timeout=timeout)
-        time.sleep(0.1)
+        time.sleep(0.1)  # kept: a gap after the burst, or the TUI takes Enter as pasted text
         self.send_enter()
 
     # -- output -------------------------------------------------------------------------------
@@ -693,17 +695,16 @@ class TuiSession:
         Raises TimeoutError with the last screen in the message."""
         check: Callable[[str], bool]
         check = (lambda s: condition in s) if isinstance(condition, str) else condition
-        deadline = time.monotonic() + timeout
         screen = ""
-        while True:
+
+        def shown() -> bool:
+            nonlocal screen
             screen = self.capture(history=history)
-            if check(screen):
-                return screen
-            if time.monotonic() >= deadline:
-                raise TimeoutError(
-                    f"screen did not show {condition!r} within {timeout}s; last screen:\n{screen}"
-                )
-            time.sleep(interval)
+            return check(screen)
+
+        wait_for(shown, timeout, lambda: f"the screen to show {condition!r}; last screen:\n"
+                 f"{screen}", every=interval)
+        return screen
 
     def wait_ready(self, *, timeout: float = 60.0) -> str:
         """Wait for the start screen with its input prompt."""
@@ -734,14 +735,10 @@ class TuiSession:
         return pids[0] if pids else None
 
     def wait_exit(self, *, timeout: float = 20.0) -> int:
-        deadline = time.monotonic() + timeout
-        while True:
-            status = self.exit_status()
-            if status is not None:
-                return status
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"claude still running after {timeout}s:\n{self.capture()}")
-            time.sleep(0.1)
+        (status,) = wait_for(lambda: None if (s := self.exit_status()) is None else (s,),
+                             timeout, lambda: f"claude to exit; the screen:\n{self.capture()}",
+                             every=0.1)  # a tuple: an exit status of 0 is an event too
+        return status
 
     def exit(self, *, timeout: float = 20.0) -> int:
         """Type /exit and wait for claude to end; returns its exit status."""
@@ -782,9 +779,8 @@ def _kill_pid(pid: int, *, group: bool, grace: float = 2.0) -> None:
             kill(pid, sig)
         except (ProcessLookupError, PermissionError):
             return
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and _alive(pid, group=group):
-            time.sleep(0.05)
+        with contextlib.suppress(TimeoutError):  # still there after the grace: next signal
+            wait_for(lambda: not _alive(pid, group=group), grace, every=0.05)
 
 
 def _proc_states() -> list[tuple[int, int, str]] | None:

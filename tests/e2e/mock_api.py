@@ -579,7 +579,7 @@ class _Handler(BaseHTTPRequestHandler):
         reply = self.mock._record(path, body)
         model = str(body.get("model") or DEFAULT_MODEL)
         if reply.delay > 0:
-            time.sleep(reply.delay)
+            time.sleep(reply.delay)  # the scripted latency of this reply: not a wait
         if reply.error is not None:
             err = reply.error
             self._send_json(err.status, _error_body(err.type, err.message))
@@ -614,7 +614,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             for event, data, pause in _sse_events(reply, model):
                 if pause > 0:
-                    time.sleep(pause)
+                    time.sleep(pause)  # scripted: a stream that arrives slowly
                 self._chunk(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
             self._chunk(b"")  # terminating zero-length chunk
         except (BrokenPipeError, ConnectionResetError):

@@ -13,13 +13,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from transcripts import CONDITION
+from waits import wait_for
 
 from .harness import (
     Sandbox,
@@ -108,14 +108,13 @@ def notices(entries: list[dict[str, Any]]) -> list[str]:
 
 
 def settled_main_count(mock: MockAnthropic, *, settle: float = SETTLE) -> int:
-    """The number of main requests once no new one has arrived for `settle` seconds."""
+    """The number of main requests once no new one has arrived for `settle` seconds.
+
+    A quiet window, kept: nothing marks the last request (the claim is that none follows).
+    The mock is waited on, woken by each new request, rather than polled."""
     count = mock.count("main")
-    deadline = time.monotonic() + settle
-    while time.monotonic() < deadline:
-        time.sleep(0.1)
-        if mock.count("main") != count:
-            count = mock.count("main")
-            deadline = time.monotonic() + settle
+    while (now := mock.wait_for_count("main", count + 1, settle)) > count:
+        count = now
     return count
 
 
@@ -147,23 +146,27 @@ class Watcher:
             stderr=subprocess.STDOUT, start_new_session=True,
         )
         heartbeat = _state_dir(sandbox) / "watcher.json"
-        deadline = time.monotonic() + 20
-        while not heartbeat.exists():
+
+        def started() -> bool:
             assert self.proc.poll() is None, self.text()
-            assert time.monotonic() < deadline, f"watcher did not start:\n{self.text()}"
-            time.sleep(0.05)
+            return heartbeat.exists()
+
+        wait_for(started, 20, lambda: f"the watcher to start:\n{self.text()}", every=0.05)
 
     def text(self) -> str:
         return self.output.read_text(errors="replace") if self.output.exists() else ""
 
     def wait_for(self, predicate: Callable[[str], bool], timeout: float = 15) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
+        text = ""
+
+        def matched() -> bool:
+            nonlocal text
             text = self.text()
-            if predicate(text):
-                return text
-            assert time.monotonic() < deadline, f"watcher output never matched:\n{text}"
-            time.sleep(0.1)
+            return predicate(text)
+
+        wait_for(matched, timeout, lambda: f"the watcher's output to match:\n{text}",
+                 every=0.1)
+        return text
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from e2e.harness import (
 from e2e.mock_api import EvaluatorPolicy, MockAnthropic, Reply
 from must_run import unavailable
 from transcripts import CONDITION
+from waits import wait_for
 
 PLUGIN = Path(__file__).resolve().parents[2] / "plugin"
 SAME = "I am still working on getting the auth tests to pass."
@@ -109,14 +109,9 @@ def _tui_until_outcome(sandbox: Sandbox, version: str, shown: str) -> tuple[TuiS
     tui.start()
     tui.wait_ready()
     tui.type_line(f"/goal {CONDITION}")
-    deadline = time.monotonic() + 90
-    while not any(r["event"] == "outcome" for r in _journal(sandbox)):
-        if time.monotonic() > deadline:
-            screen = tui.capture()
-            tui.close()
-            raise AssertionError(f"no outcome logged; screen:\n{screen}")
-        time.sleep(0.2)
     try:
+        wait_for(lambda: any(r["event"] == "outcome" for r in _journal(sandbox)), 90,
+                 lambda: f"an outcome logged; screen:\n{tui.capture()}", every=0.2)
         screen = tui.wait_for(lambda text: shown in text and f"Goal cleared: {CONDITION}" in text,
                               timeout=20)
     except TimeoutError:

@@ -19,6 +19,7 @@ from loop_killer.hook.screen import find_proof, hardcopy_text, read_prompt_input
 from loop_killer.hook.stop_hook import run
 from must_run import unavailable
 from transcripts import CONDITION
+from waits import wait_for
 
 from .kit import answer, fixture_transcript, journal, lines_of, raw, stop_input, write
 
@@ -63,14 +64,15 @@ class Pane:
         return self.tmux("capture-pane", "-p", "-t", self.pane)
 
     def wait_for(self, text: str, timeout: float = 5.0) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
+        screen = ""
+
+        def shown() -> bool:
+            nonlocal screen
             screen = self.screen()
-            if text in screen:
-                return screen
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{text!r} not on screen:\n{screen}")
-            time.sleep(0.02)
+            return text in screen
+
+        wait_for(shown, timeout, lambda: f"{text!r} on screen:\n{screen}", every=0.02)
+        return screen
 
     def submitted(self) -> list[str]:
         return self.log.read_text().splitlines()
@@ -163,9 +165,7 @@ def test_typing_that_races_ours_gets_our_command_taken_back_out(
     outcome = next(r for r in journal(state) if r["event"] == "outcome")
     assert (outcome["outcome"], outcome["hands"]) == ("not_possible", "tmux")
     pane.tmux("send-keys", "-t", pane.pane, "Enter")  # the person sends their prompt
-    deadline = time.monotonic() + 5
-    while not pane.submitted() and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_for(pane.submitted, what="the prompt submitted", every=0.02)
     assert pane.submitted() == ["my own words"]
 
 
@@ -184,9 +184,7 @@ def test_with_the_mod_active_nothing_is_typed(tmp_path: Path, state: Path, tmux_
     # A marker typed after the hook returned: anything the hook had typed is logged first.
     pane.tmux("send-keys", "-t", pane.pane, "-l", "marker")
     pane.tmux("send-keys", "-t", pane.pane, "Enter")
-    deadline = time.monotonic() + 5
-    while "marker" not in pane.submitted() and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_for(lambda: "marker" in pane.submitted(), what="the marker submitted", every=0.02)
     assert pane.submitted() == ["marker"]
     assert output is not None and output["continue"] is False
     assert "systemMessage" not in output and "terminalSequence" not in output
@@ -286,19 +284,18 @@ def screen_window(tmp_path: Path) -> Iterator:
                         "--condition", CONDITION, *fake_args],
                        env=env, check=True, timeout=10)
         names.append(name)
-        deadline = time.monotonic() + 5
-        sty = ""
-        while time.monotonic() < deadline and not sty:
-            sty = next((p.name for p in folder.iterdir() if p.name.endswith("." + name)), "")
-            time.sleep(0.05)
-        assert sty, "screen did not start"
+        sty = wait_for(lambda: next((p.name for p in folder.iterdir()
+                                     if p.name.endswith("." + name)), ""),
+                       what="screen to start", every=0.05)
         # Ready once the fake's prompt is drawn: its status line is on screen.
         copy = tmp_path / f"{name}.screen"
-        deadline = time.monotonic() + 10
-        while "auto mode on" not in (copy.read_text(errors="replace") if copy.exists() else ""):
-            assert time.monotonic() < deadline, "the fake prompt was never drawn"
+
+        def drawn() -> bool:
             subprocess.run(["screen", "-S", name, "-X", "hardcopy", str(copy)], env=env,
                            capture_output=True, timeout=10, check=False)
+            return "auto mode on" in (copy.read_text(errors="replace") if copy.exists() else "")
+
+        wait_for(drawn, 10, "the fake prompt drawn", every=0.05)
         return {"STY": sty, "WINDOW": "0", "SCREENDIR": str(folder)}, log
 
     yield start
@@ -335,9 +332,7 @@ def test_inside_screen_typing_that_races_ours_gets_it_taken_back(
     assert output is not None and "taken back out" in output["systemMessage"]
     subprocess.run(["screen", "-S", env["STY"], "-p", "0", "-X", "stuff", "\r"], timeout=10,
                    env={**os.environ, "SCREENDIR": env["SCREENDIR"]}, check=True)
-    deadline = time.monotonic() + 5
-    while not log.read_text() and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_for(log.read_text, what="the prompt submitted", every=0.02)
     assert log.read_text().splitlines() == ["mine"]
 
 

@@ -1,26 +1,13 @@
-"""Bounded waits for the watcher tests (poll with a timeout; never a fixed long sleep)."""
+"""Helpers for the watcher tests. The bounded wait (``wait_for``) is the suite's one, from
+tests/waits.py."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
-T = TypeVar("T")
+from waits import wait_for
 
-
-def wait_for(predicate: Callable[[], T], timeout: float = 5.0, what: str = "condition",
-             *, every: float = 0.005) -> T:
-    """Poll ``predicate`` (every ``every`` seconds) until it returns something truthy;
-    fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.1f} s waiting for {what}")
-        time.sleep(every)
+__all__ = ["wait_for", "without_library"]
 
 
 def without_library(monkeypatch: Any, prefix: str) -> None:
@@ -37,10 +24,3 @@ def without_library(monkeypatch: Any, prefix: str) -> None:
 
     monkeypatch.setattr(builtins, "__import__", refuse)
 
-
-def stays(predicate: Callable[[], Any], duration: float, what: str = "condition") -> None:
-    """Assert ``predicate`` stays false for ``duration`` seconds."""
-    deadline = time.monotonic() + duration
-    while time.monotonic() < deadline:
-        assert not predicate(), f"unexpectedly: {what}"
-        time.sleep(0.01)

@@ -71,7 +71,7 @@ def test_appends_in_many_small_writes_are_read_whole(env, start_watcher):
         for start in range(0, len(payload), 97):  # cuts lines, even UTF-8, anywhere
             os.write(fd, payload[start:start + 97])
             if start % (97 * 20) == 0:
-                time.sleep(0.001)
+                time.sleep(0.001)  # kept: paces the writes, so some reads find a line cut
     finally:
         os.close(fd)
     wait_for(lambda: env.has_request(s.session_id), what="the clear request")
@@ -137,7 +137,7 @@ def test_status_is_never_ahead_of_the_request(env, start_watcher):
             if status and status.last_answer_uuid == (s.answer_uuids[-1] if len(
                     s.answer_uuids) == 5 else None) and not env.has_request(s.session_id):
                 violations.append("status showed the answer before the request existed")
-            time.sleep(0)
+            time.sleep(0)  # kept: a yield to the watcher's thread, not a wait
 
     checker = threading.Thread(target=watch_status)
     checker.start()
@@ -294,7 +294,7 @@ def test_fifty_sessions_appended_concurrently(env, start_watcher):
         path = s.path_in(env.root)
         for line in s.goal_loop(3):
             append(path, [line])
-            time.sleep(0.0005)
+            time.sleep(0.0005)  # kept: paces each writer, so the 50 writers interleave
 
     threads = [threading.Thread(target=write, args=(s,)) for s in sessions]
     for thread in threads:

@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -54,15 +53,15 @@ class Pane:
     def shows(self, predicate: Callable[[str], bool], what: str, timeout: float = 20.0
               ) -> str:
         """The screen once ``predicate`` holds of it (looked at every 50 ms)."""
-        deadline = time.monotonic() + timeout
-        while True:
+        text = ""
+
+        def holds() -> bool:
+            nonlocal text
             text = self.screen()
-            if predicate(text):
-                return text
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; "
-                                     f"the screen:\n{text}")
-            time.sleep(0.05)
+            return predicate(text)
+
+        wait_for(holds, timeout, lambda: f"{what}; the screen:\n{text}", every=0.05)
+        return text
 
     def close(self) -> None:
         subprocess.run(["tmux", "-S", self.socket, "kill-server"], check=False,
