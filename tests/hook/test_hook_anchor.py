@@ -77,6 +77,16 @@ class Session:
         return [entry(line)["uuid"] for line in self.lines if is_reprompt(line)][number - 1]
 
 
+def _saved_earlier(state: Path, seconds: float) -> None:
+    """The session's anchor as if saved ``seconds`` ago (both its clocks moved back), in
+    place of sleeping for the time to pass."""
+    path = Path(anchor_path(str(state), SESSION))
+    record = json.loads(path.read_bytes())
+    record["at"] -= seconds
+    record["boot"] -= seconds
+    path.write_text(json.dumps(record))
+
+
 def _detections(state: Path) -> list[dict]:
     return [r for r in journal(state) if r["event"] == "detection"]
 
@@ -130,7 +140,7 @@ def test_a_twin_hook_for_the_same_reply_does_not_count_it_twice(
     saved for this very reply, and must judge from the one before."""
     session = Session(tmp_path, state)
     session.hook(1, "A")
-    time.sleep(0.1)  # the API round trip
+    _saved_earlier(state, 0.1)  # the API round trip
     started = time.time()
     assert session.hook(2, "B", spawn_time=started) is None
     assert session.hook(2, "B", spawn_time=started) is None  # the twin: not the 3rd answer
@@ -141,7 +151,7 @@ def test_a_twin_hook_for_the_same_reply_does_not_count_it_twice(
 def test_a_twin_does_not_advance_the_anchor_twice(state: Path) -> None:
     save_anchor(str(state), SESSION, Anchor("r1", 0, offset=10, prompt_id=PROMPT),
                 prev=None, size=100)
-    time.sleep(0.05)
+    _saved_earlier(state, 0.05)
     started = time.time()
     assert advance_anchor(str(state), SESSION, size=200, prompt_id=PROMPT,
                           spawn_time=started)
