@@ -10,6 +10,7 @@ one) and, where it does not give up, gives the engine's very result.
 
 from __future__ import annotations
 
+import os
 import pickle
 import random
 from collections import Counter
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 from loop_killer.config import Settings
+from loop_killer.scan import files
 from loop_killer.scan.files import Transcript as Listed
 from loop_killer.scan.files import find_transcripts, read_transcript
 from loop_killer.scan.hints import Segment
@@ -120,7 +122,13 @@ def _bash(session: Transcript, rng: random.Random) -> None:
     tool_input: dict[str, Any] = {"command": rng.choice(COMMANDS)}
     if rng.random() < 0.5:
         tool_input["description"] = rng.choice(["run", "check"])
-    session.reply(rng.choice([None, "Running it."]), _use(rng), tools=[("Bash", tool_input)])
+    # (sometimes a final stop_reason on every line of the reply, as 2.1.x writes it: the
+    # reply is then complete where the reader catches up, at a chunk's end maybe)
+    text, tools = rng.choice([None, "Running it."]), [("Bash", tool_input)]
+    if rng.random() < 0.3:
+        session.reply(text, _use(rng), tools=tools, stop_reason="end_turn")
+    else:
+        session.reply(text, _use(rng), tools=tools)
     if rng.random() < 0.85:
         session.tool_result(session.last_tool_use_id, rng.choice(OUTPUTS),
                             is_error=rng.random() < 0.3)
@@ -397,3 +405,47 @@ def test_the_report_is_the_same_whatever_order_the_workers_finish_in(
             collector.add(result)
         documents.add(json_bytes(collector.summary(listing), root=str(tmp_path)))
     assert len(documents) == 1
+
+
+@pytest.mark.parametrize("chunk_bytes", [4096, 65536])
+def test_files_read_in_many_chunks_give_the_same_result_both_ways(
+        tmp_path: Path, chunk_bytes: int) -> None:
+    # (the engine, reading a part, must meet the chunks' ends where a reading from the
+    # top meets them: a reply marked final is complete there)
+    planted_history(tmp_path, 15, sessions=60)
+    looping = 0
+    for listed in find_transcripts(tmp_path).transcripts:
+        full = read_transcript(listed, two_tier=False, chunk_bytes=chunk_bytes)
+        assert read_transcript(listed, chunk_bytes=chunk_bytes) == full, listed.path
+        looping += bool(full.loops)
+    assert looping
+
+
+def test_the_engine_reads_a_part_in_the_chunks_of_a_reading_from_the_top(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fed: list[tuple[int, int]] = []
+
+    class Recorder:
+        def __init__(self, *, offset: int = 0, **_: Any) -> None:
+            self.at = offset
+
+        def feed(self, chunk: bytes) -> None:
+            fed.append((self.at, len(chunk)))
+            self.at += len(chunk)
+
+        def finish(self) -> FileResult:
+            return FileResult(path="", project="", session_id="")
+
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"x" * 1000)
+    listed = Listed(str(path), "p", "s", False, 1000, 0.0)
+    monkeypatch.setattr(files, "TranscriptScan", Recorder)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        files._engine(fd, listed, None, 100, 250, 730)
+        assert fed == [(250, 50), *((start, 100) for start in range(300, 700, 100)), (700, 30)]
+        fed.clear()
+        files._engine(fd, listed, None, 300, head=b"x" * 300)
+        assert fed == [(0, 300), (300, 300), (600, 300), (900, 100)]
+    finally:
+        os.close(fd)

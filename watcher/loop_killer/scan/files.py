@@ -215,6 +215,7 @@ def read_transcript(transcript: Transcript, *, prefilter: bool = True,
             # Replaced since it was listed (a link put in its place, say): not ours to read.
             return skipped(SKIP_LINK if _is_link(transcript.path) else SKIP_UNREADABLE)
         chunk = os.read(fd, chunk_bytes)
+        lean: LeanScan | None = None
         if two_tier and prefilter and not _looks_looping(chunk, transcript.subagent):
             lean = LeanScan(path=transcript.path, project=transcript.project,
                             session_id=transcript.session_id,
@@ -227,7 +228,9 @@ def read_transcript(transcript: Transcript, *, prefilter: bool = True,
                          for loop in _engine(fd, transcript, settings, chunk_bytes, start,
                                              end).loops]
                 return replace(result, loops=tuple(loops)) if loops else result
-        return _engine(fd, transcript, settings, chunk_bytes, prefilter=prefilter)
+        # (the first chunk, if read for nothing else: the engine starts with it)
+        return _engine(fd, transcript, settings, chunk_bytes, prefilter=prefilter,
+                       head=chunk if lean is None else b"")
     except OSError as error:
         if error.errno not in (errno.EIO, errno.EACCES, errno.EISDIR, errno.ENOENT):
             logger.debug("reading %s: %s", transcript.path, error)
@@ -254,16 +257,18 @@ LOOKS_LOOPING = 3
 
 
 def _engine(fd: int, transcript: Transcript, settings: Settings | None, chunk_bytes: int,
-            start: int = 0, end: int | None = None, *, prefilter: bool = True
-            ) -> FileResult:
+            start: int = 0, end: int | None = None, *, prefilter: bool = True,
+            head: bytes = b"") -> FileResult:
     """The engine's reading of the file from ``start`` to ``end`` (None: its end), in the
     chunks a reading from the top would give (the reader completes a reply marked final
-    where a chunk ends)."""
+    where a chunk ends). ``head``: the file's first chunk, read already (from 0 on)."""
     scan = TranscriptScan(path=transcript.path, project=transcript.project,
                           session_id=transcript.session_id, subagent=transcript.subagent,
                           prefilter=prefilter, settings=settings,
                           reread=partial(_reread, fd), offset=start)
-    at = start
+    if head:
+        scan.feed(head)
+    at = start + len(head)
     while end is None or at < end:
         boundary = (at // chunk_bytes + 1) * chunk_bytes
         chunk = os.pread(fd, (boundary if end is None else min(boundary, end)) - at, at)
