@@ -58,9 +58,10 @@ class LoopHints:
     The engine then starts at the last safe prompt before the turn (the file's start is
     always safe)."""
 
-    __slots__ = ("_calls", "_crowded", "_edits", "_flagged", "_ignored", "_message_ids",
-                 "_oscillation", "_origin", "_pairing", "_pending", "_reprompts", "_run",
-                 "_starts", "_thresholds", "_turn_ids", "_unsafe", "_warn")
+    __slots__ = ("_calls", "_crossings", "_crowded", "_edits", "_flagged", "_ignored",
+                 "_message_ids", "_oscillation", "_origin", "_pairing", "_pending",
+                 "_reprompts", "_run", "_starts", "_thresholds", "_turn_ids", "_unsafe",
+                 "_warn")
 
     def __init__(self, settings: Settings, *, reprompts: bool = True) -> None:
         self._thresholds = settings.thresholds
@@ -76,6 +77,7 @@ class LoopHints:
         self._starts = [0]  # where each turn starts (turn 0: the file's start)
         self._flagged: list[int] = []  # turns that could hold a loop
         self._unsafe: set[int] = set()  # turns the engine cannot start at
+        self._crossings: list[tuple[int, int]] = []  # (turn stored, turn paired) of pairs
         self._origin: dict[int, int] = {}  # id() of a stored reply or result -> its turn
         self._pending = 0  # calls and results stored unpaired (at most)
         self._crowded = False  # so many that the pairing may have forgotten some
@@ -120,7 +122,8 @@ class LoopHints:
         for part, call, result in self._pairing.pair(event):
             self._pending -= 2
             since = min(self._origin.get(id(part), turn), self._origin.pop(id(result), turn))
-            self._unsafe.update(range(since + 1, turn + 1))  # (stored before a prompt)
+            if since < turn:
+                self._crossings.append((since, turn))  # (stored before a prompt)
             if is_ignored(call.name, self._ignored):
                 continue
             key = call_key(call.name, call.input)
@@ -141,15 +144,26 @@ class LoopHints:
         """What the engine must read, in file order: for each turn that could hold a loop,
         from the last safe prompt before it to the prompt after it (segments that meet are
         one)."""
-        unsafe = self._unsafe
-        if self._crowded:
-            unsafe = set(range(len(self._starts)))  # start at the top
+        if not self._flagged:
+            return []
+        turns = len(self._starts)
+        unsafe = set(self._unsafe)
+        # Every prompt a pair crosses: where (turn stored, turn paired] start and end.
+        depth = [0] * (turns + 1)
+        for since, until in self._crossings:
+            depth[since + 1] += 1
+            depth[until + 1] -= 1
+        crossed = 0
+        for turn in range(turns):
+            crossed += depth[turn]
+            if crossed or self._crowded:  # (crowded: start at the top)
+                unsafe.add(turn)
         found: list[tuple[int, int]] = []  # (first turn, last turn)
         for turn in self._flagged:
-            first = turn
-            while first > 0 and first in unsafe:
+            first, floor = turn, found[-1][1] + 1 if found else 0
+            while first > floor and first in unsafe:
                 first -= 1
-            if found and first <= found[-1][1] + 1:
+            if found and first <= floor:  # (it meets the segment before: one segment)
                 found[-1] = (found[-1][0], turn)
             else:
                 found.append((first, turn))
