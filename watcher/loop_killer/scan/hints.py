@@ -59,9 +59,9 @@ class LoopHints:
     always safe)."""
 
     __slots__ = ("_calls", "_crossings", "_crowded", "_edits", "_flagged", "_ignored",
-                 "_message_ids", "_oscillation", "_origin", "_pairing", "_pending",
-                 "_reprompts", "_run", "_starts", "_thresholds", "_turn_ids", "_unsafe",
-                 "_warn")
+                 "_ignored_names", "_message_ids", "_oscillation", "_origin", "_pairing",
+                 "_pending", "_reprompts", "_run", "_starts", "_thresholds", "_turn_ids",
+                 "_unsafe", "_warn")
 
     def __init__(self, settings: Settings, *, reprompts: bool = True) -> None:
         self._thresholds = settings.thresholds
@@ -83,6 +83,7 @@ class LoopHints:
         self._crowded = False  # so many that the pairing may have forgotten some
         self._message_ids: set[str] = set()  # of the replies before this turn
         self._turn_ids: set[str] = set()  # of this turn's
+        self._ignored_names: dict[str, bool] = {}  # tool name -> not counted
 
     def feed(self, event: Event, offset: int) -> None:
         """Take the scope's next event, whose line starts at ``offset``."""
@@ -91,14 +92,20 @@ class LoopHints:
             if not event.message_id or event.message_id in self._message_ids:
                 self._unsafe.add(turn)  # (maybe a line of the last reply before the turn)
             self._turn_ids.add(event.message_id)
+            if event.tool_calls:
+                self._origin[id(event)] = turn
+                self._pair(event, turn, len(event.tool_calls))
+        elif isinstance(event, ToolResults):
+            for result in event.results:
+                self._origin[id(result)] = turn
+            self._pair(event, turn, len(event.results))
         elif isinstance(event, Reprompt):
             if self._reprompts:
                 self._run += 1
                 if self._thresholds.fires(RULE_SAME, self._run) or self._thresholds.fires(
                         RULE_IDLE, self._run):
                     self._flag(turn)
-            return
-        elif isinstance(event, TurnStart):
+        elif isinstance(event, TurnStart):  # (no call or result is paired by it)
             self._run = 0
             if ToolPairing.starts_afresh(event):
                 self._starts.append(offset)
@@ -106,25 +113,20 @@ class LoopHints:
                 self._turn_ids = set()
                 self._calls.clear()
                 self._edits.clear()
-                return
-        if ToolPairing.may_pair(event):
-            self._pair(event, turn)
 
-    def _pair(self, event: Event, turn: int) -> None:
-        if isinstance(event, AssistantPart):
-            self._origin[id(event)] = turn
-            self._pending += len(event.tool_calls)
-        elif isinstance(event, ToolResults):
-            for result in event.results:
-                self._origin[id(result)] = turn
-            self._pending += len(event.results)
+    def _pair(self, event: Event, turn: int, stored: int) -> None:
+        self._pending += stored
         self._crowded = self._crowded or self._pending >= MAX_PENDING // 2
         for part, call, result in self._pairing.pair(event):
             self._pending -= 2
             since = min(self._origin.get(id(part), turn), self._origin.pop(id(result), turn))
             if since < turn:
                 self._crossings.append((since, turn))  # (stored before a prompt)
-            if is_ignored(call.name, self._ignored):
+            ignored = self._ignored_names.get(call.name)
+            if ignored is None:
+                ignored = self._ignored_names[call.name] = is_ignored(call.name,
+                                                                      self._ignored)
+            if ignored:
                 continue
             key = call_key(call.name, call.input)
             self._calls[key] += 1
