@@ -29,7 +29,6 @@ The counter keeps only digests: per call, its last result and count, at most
 from __future__ import annotations
 
 import json
-from fnmatch import fnmatchcase
 
 from ..digest import hex_digest
 from ..value import Value
@@ -195,9 +194,13 @@ def repeat_label(repeat: ToolRepeat, limit: int = 80) -> str:
 def is_ignored(name: str, ignored: Iterable[str]) -> bool:
     """Whether a tool is not counted: its name is listed, or matches a listed pattern."""
     for entry in ignored:
-        if entry == name or (("*" in entry or "?" in entry or "[" in entry)
-                             and fnmatchcase(name, entry)):
+        if entry == name:
             return True
+        if "*" in entry or "?" in entry or "[" in entry:
+            from fnmatch import fnmatchcase  # (only for a pattern: not on every call's path)
+
+            if fnmatchcase(name, entry):
+                return True
     return False
 
 

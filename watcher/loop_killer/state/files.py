@@ -8,7 +8,6 @@ Transcripts are opened with ``open_transcript``: never blocking, regular files o
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 import time
@@ -63,8 +62,11 @@ def ensure_private_dir(path: Path | str, *, create: bool = True) -> str:
         raise NotAFolder(f"{path}: not a folder (a link or a file); not writing into it")
     if info.st_mode & 0o077 and info.st_uid == os.getuid():
         # Failing is not ours to fix (a shared mount): the files inside are still 0600.
-        with contextlib.suppress(OSError):
+        # (No contextlib.suppress here: a tool call's hook does not import contextlib.)
+        try:  # noqa: SIM105
             os.chmod(path, 0o700, follow_symlinks=False)
+        except OSError:
+            pass
     return path
 
 
@@ -130,8 +132,10 @@ def write_private_file(path: Path | str, data: bytes) -> None:
             handle.write(data)
         os.replace(temp, path)
     except BaseException:
-        with contextlib.suppress(OSError):
+        try:  # noqa: SIM105 - (no contextlib: see ensure_private_dir)
             os.unlink(temp)
+        except OSError:
+            pass
         raise
 
 
@@ -161,8 +165,10 @@ def open_transcript(path: Path | str, *, regular_only: bool = True) -> int:
     """
     fd = -1
     if _NOATIME:
-        with contextlib.suppress(PermissionError):
+        try:  # noqa: SIM105 - (no contextlib: see ensure_private_dir)
             fd = os.open(path, _READ_FLAGS | _NOATIME)
+        except PermissionError:
+            pass
     if fd < 0:
         fd = os.open(path, _READ_FLAGS)
     if regular_only:

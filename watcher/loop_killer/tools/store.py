@@ -21,19 +21,16 @@ links, no FIFOs, bounded) and written atomically (temp file + rename).
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
 import stat
 import time
-from contextlib import contextmanager
 
 from ..engine.tool_repeat import MAX_CALLS
 from ..state.paths import is_plain_id, state_folder_text
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: these hooks run on every tool call
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from typing import Any
 
     from ..config import Settings
@@ -112,27 +109,39 @@ def scope_key(scope: str) -> str:
     return f"agent-{hex_digest(scope, 32)}"
 
 
-@contextmanager
-def locked(state: os.PathLike[str] | str, *, wait: float | None = None) -> Iterator[None]:
+class locked:  # noqa: N801 - used as a function: ``with locked(state):``
     """Hold the tool hooks' lock; raises Busy when another hook holds it past ``wait``
-    seconds (default ``LOCK_WAIT``)."""
-    folder = _folder(state, create=True)
-    fd = os.open(os.path.join(folder, _LOCK_NAME),
-                 os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise Busy(f"{folder}/{_LOCK_NAME}: not a regular file")
-        deadline = time.monotonic() + (LOCK_WAIT if wait is None else wait)
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise Busy("the tool hooks' lock is busy") from None
-                time.sleep(_RETRY)
-        yield
-    finally:
+    seconds (default ``LOCK_WAIT``). (A class, not ``contextlib.contextmanager``: these
+    hooks run on every tool call and do not import contextlib.)"""
+
+    def __init__(self, state: os.PathLike[str] | str, *, wait: float | None = None) -> None:
+        self.state = state
+        self.wait = LOCK_WAIT if wait is None else wait
+        self.fd = -1
+
+    def __enter__(self) -> None:
+        folder = _folder(self.state, create=True)
+        fd = os.open(os.path.join(folder, _LOCK_NAME),
+                     os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise Busy(f"{folder}/{_LOCK_NAME}: not a regular file")
+            deadline = time.monotonic() + self.wait
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise Busy("the tool hooks' lock is busy") from None
+                    time.sleep(_RETRY)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
+
+    def __exit__(self, *_exc: object) -> None:
+        fd, self.fd = self.fd, -1
         os.close(fd)  # closing releases the lock
 
 
@@ -237,16 +246,14 @@ def save(path: str, data: dict[str, Any], *, refusable: bool) -> None:
         if not os.path.lexists(marker):
             write_private_file(marker, b"")
     else:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(marker)
+        _unlink_if_there(marker)
 
 
 def remove(path: str) -> bool:
     """Forget a session's counts (the person spoke); True if there were any."""
     try:
         _folder(os.path.dirname(os.path.dirname(path)))
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(refusal_marker(path))
+        _unlink_if_there(refusal_marker(path))
         os.unlink(path)
     except FileNotFoundError:
         return False
@@ -273,3 +280,10 @@ def prune(state: os.PathLike[str] | str, *, now: float, keep: str = "") -> int:
         except OSError:
             continue
     return removed
+
+
+def _unlink_if_there(path: str) -> None:
+    try:  # noqa: SIM105 - no contextlib on a tool call's path (see ``locked``)
+        os.unlink(path)
+    except FileNotFoundError:
+        pass  # gone already: what was asked
