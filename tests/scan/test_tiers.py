@@ -100,7 +100,9 @@ def test_every_fixture_file_gives_the_same_result_both_ways() -> None:
     for root in fixture_roots():
         for listed in find_transcripts(root).transcripts:
             both_ways(listed, counts)
-    assert counts["lean alone"] > 10 and counts["all turns"] + counts["part"] > 10, counts
+    # (tests/fixtures alone: 8 files read by the first pass alone, 13 by the engine;
+    # ../shared/fixtures, beside a developer's checkout but not a clean clone's, adds more)
+    assert counts["lean alone"] >= 5 and counts["all turns"] + counts["part"] >= 10, counts
 
 
 # -- planted histories -------------------------------------------------------------------
