@@ -83,9 +83,11 @@ RULE_REFUSED_RETRIES: Final = "TOOL_REPEAT"  # (engine.tool_repeat.RULE_TOOL_REP
 RULE_EDIT_OSCILLATION: Final = "EDIT_OSCILLATION"  # (engine.edits) a warning, never a stop
 RULES: Final[tuple[Rule, ...]] = (RULE_SAME, RULE_IDLE, RULE_MANUAL)
 
-_LEADING_SPACE = re.compile(r"\s*")
+# Patterns as text, compiled by ``re`` on first use (and cached there): a tool-call hook
+# loads this module for its constants and never compares answers.
+_LEADING_SPACE = r"\s*"
 # Letters and digits of any script, no underscore: \w minus "_".
-_WORD = re.compile(r"[^\W_]{3,}")
+_WORD = r"[^\W_]{3,}"
 _any_script_word: re.Pattern[str] | None = None
 # Compare Jaccard exactly, in integers, so that exactly 0.6 counts as similar.
 
@@ -124,7 +126,7 @@ DEFAULT_THRESHOLDS: Final = Thresholds()
 
 def leading_space(text: str) -> int:
     """How many whitespace characters ``text`` starts with (without copying it)."""
-    match = _LEADING_SPACE.match(text)
+    match = re.match(_LEADING_SPACE, text)
     return match.end() if match is not None else 0
 
 
@@ -150,7 +152,7 @@ def words(text: str) -> frozenset[str]:
     """
     lowered = text.lower()
     if lowered.isascii():
-        return frozenset(_WORD.findall(lowered))
+        return frozenset(re.findall(_WORD, lowered))
     return frozenset(_word_pattern().findall(lowered))
 
 
