@@ -11,14 +11,13 @@ Neither is done through a linked ``outcomes/`` or state folder (``state.paths.st
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..state.files import read_json_object, write_private_file
+from ..state.files import read_json_object, remove_file, write_private_file
 from ..state.journal import OutcomeRecord
 from ..state.paths import state_folder
 from .notice import OUTCOME_CLEARED, OUTCOME_FAILED, OUTCOME_NO_GOAL, OUTCOME_SENT, Outcome
@@ -83,8 +82,8 @@ def sweep_mod_outcomes(
             continue
         plan = _read_record(plan_path)
         if plan is None:
-            _remove_quietly(plan_path)
-            _remove_quietly(outcome_path)
+            remove_file(plan_path)
+            remove_file(outcome_path)
             continue
         line = _outcome_line(plan, _read_record(outcome_path) or {}, age=age)
         if line is None:
@@ -95,8 +94,8 @@ def sweep_mod_outcomes(
         except OSError:
             continue
         append(line)
-        _remove_quietly(taken)
-        _remove_quietly(outcome_path)
+        remove_file(taken)
+        remove_file(outcome_path)
         logged += 1
     return logged
 
@@ -142,8 +141,3 @@ def _outcome_line(plan: dict[str, Any], reported: dict[str, Any], *, age: float
 
 def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
-
-
-def _remove_quietly(path: str) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)

@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..state.files import NotAFile, read_small_file
+from ..state.files import NotAFile, read_small_file, remove_file
 from .decide import Hands
 from .notice import OUTCOME_CLEARED, OUTCOME_NO_GOAL, OUTCOME_NOT_POSSIBLE, OUTCOME_SENT, Outcome
 from .screen import (
@@ -155,7 +155,7 @@ class _Screen(_Terminal):
             data = poll(lambda: _read_small(path), timeout=0.5, interval=_POLL)
             return None if data is None else hardcopy_text(data)
         finally:
-            _remove_quietly(path)
+            remove_file(path)
             with contextlib.suppress(OSError):
                 os.rmdir(folder)
 
@@ -176,11 +176,6 @@ def _read_small(path: str) -> bytes | None:
     except (FileNotFoundError, NotAFile):
         return None
     return data or None
-
-
-def _remove_quietly(path: str) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)
 
 
 def type_goal_clear(

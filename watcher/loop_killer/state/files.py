@@ -26,6 +26,7 @@ __all__ = [
     "open_transcript",
     "read_json_object",
     "read_small_file",
+    "remove_file",
     "write_private_file",
 ]
 
@@ -137,6 +138,19 @@ def write_private_file(path: Path | str, data: bytes) -> None:
         except OSError:
             pass
         raise
+
+
+def remove_file(path: Path | str, *, quiet: bool = True) -> None:
+    """Remove a file. ``quiet``: whatever fails is not the caller's concern (a file of our
+    own that another process removed or cannot be removed is left to the next pass);
+    otherwise only its being gone already is ignored."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass  # gone already: what was asked
+    except OSError:
+        if not quiet:
+            raise
 
 
 def create_new(path: Path | str, data: bytes = b"") -> bool:

@@ -27,7 +27,7 @@ from typing import Any, Literal
 import orjson
 
 from ..engine.rules import RULES, Rule
-from .files import NotAFile, read_small_file, write_private_file
+from .files import NotAFile, read_small_file, remove_file, write_private_file
 from .paths import NotAFolder, is_plain_id, same_transcript, state_folder
 
 __all__ = [
@@ -223,7 +223,7 @@ def claim_request(
         request = parse_request(_read_no_follow(target), expected_session=session_id)
     except (InvalidRequest, OSError) as error:
         log.warning("rejected clear request for %s: %s", session_id, _reason(error))
-        _unlink_quietly(target)
+        remove_file(target)
         return None
     if _for_another_transcript(request, transcript_path):
         _put_back(target, source)  # replaced between the look and the claim
@@ -231,7 +231,7 @@ def claim_request(
     stale = request.is_stale(time.time() if now is None else now, last_prompt_at=last_prompt_at)
     if stale:
         log.info("dropped stale clear request for %s: %s", session_id, stale)
-        _unlink_quietly(target)
+        remove_file(target)
         return None
     _prune_claimed(claimed_dir)
     return request
@@ -278,7 +278,7 @@ def _put_back(taken: Path, source: Path) -> None:
     """Return a claimed request to the inbox, unless a newer one is there already."""
     with contextlib.suppress(OSError):
         os.link(taken, source, follow_symlinks=False)
-    _unlink_quietly(taken)
+    remove_file(taken)
 
 
 def discard_request(state: Path, session_id: str, why: str, *, transcript_path: str = ""
@@ -306,11 +306,6 @@ def _reason(error: BaseException) -> str:
     return str(error) or type(error).__name__
 
 
-def _unlink_quietly(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)
-
-
 _CLAIMED_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.[0-9]+\.[0-9]+\.json")
 
 
@@ -324,4 +319,4 @@ def _prune_claimed(claimed_dir: Path, keep: int = 200) -> None:
     except (OSError, ValueError):
         return
     for stale in entries[:-keep]:
-        _unlink_quietly(stale)
+        remove_file(stale)

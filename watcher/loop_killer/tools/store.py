@@ -27,6 +27,7 @@ import stat
 import time
 
 from ..engine.tool_repeat import MAX_CALLS
+from ..state.files import remove_file
 from ..state.paths import is_plain_id, state_folder_text
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: these hooks run on every tool call
@@ -246,14 +247,14 @@ def save(path: str, data: dict[str, Any], *, refusable: bool) -> None:
         if not os.path.lexists(marker):
             write_private_file(marker, b"")
     else:
-        _unlink_if_there(marker)
+        remove_file(marker, quiet=False)
 
 
 def remove(path: str) -> bool:
     """Forget a session's counts (the person spoke); True if there were any."""
     try:
         _folder(os.path.dirname(os.path.dirname(path)))
-        _unlink_if_there(refusal_marker(path))
+        remove_file(refusal_marker(path), quiet=False)
         os.unlink(path)
     except FileNotFoundError:
         return False
@@ -280,10 +281,3 @@ def prune(state: os.PathLike[str] | str, *, now: float, keep: str = "") -> int:
         except OSError:
             continue
     return removed
-
-
-def _unlink_if_there(path: str) -> None:
-    try:  # noqa: SIM105 - no contextlib on a tool call's path (see ``locked``)
-        os.unlink(path)
-    except FileNotFoundError:
-        pass  # gone already: what was asked
