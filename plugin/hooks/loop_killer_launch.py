@@ -306,11 +306,11 @@ def _recorded_python() -> "str | None":
     return None
 
 
-def _run_with_recorded_packages(raw: bytes) -> "int | None":
+def _run_with_recorded_packages(raw: bytes, python: "str | None") -> "int | None":
     """``_run_here`` with the recorded interpreter's site-packages added (last: never in
     front of this Python's own modules), when they are for this Python's version (its
-    folder is named by it, so the package's compiled dependencies fit); None when not."""
-    python = _recorded_python()
+    folder is named by it, so the package's compiled dependencies fit); None when not.
+    ``python``: the recorded interpreter (``_recorded_python``)."""
     if not python:
         return None
     folder = os.path.join(os.path.dirname(os.path.dirname(python)), "lib",
@@ -409,12 +409,12 @@ def _read_stdin() -> bytes:
         return b""
 
 
-def _exec_another(raw: bytes, tried: "list[str]") -> bool:
+def _exec_another(raw: bytes, tried: "list[str]", recorded: "str | None") -> bool:
     """Start this launcher again in the recorded interpreter, else the one of the
     ``loop-killer`` on PATH (never one in ``tried``), the input put back on fd 0. Returns
     only when none took over: True to look further, False when the input could not be
     put back (nothing more can run)."""
-    for candidate in (_recorded_python(), _shebang_python()):
+    for candidate in (recorded, _shebang_python()):
         if not candidate or _same(candidate) in tried:
             continue
         if not (os.path.isfile(candidate) and os.access(candidate, os.X_OK)):
@@ -441,10 +441,11 @@ def main() -> int:
         return 0
     if len(raw) > MAX_INPUT_BYTES or _run_here(raw) is not None:
         return 0
-    if not tried and _run_with_recorded_packages(raw) is not None:
+    recorded = _recorded_python()  # read once: tried in this process, then started
+    if not tried and _run_with_recorded_packages(raw, recorded) is not None:
         return 0
     tried.append(_same(sys.executable))
-    if not _exec_another(raw, tried):
+    if not _exec_another(raw, tried, recorded):
         return 0
     source = _checkout_source()
     if source is not None and source not in sys.path:
