@@ -10,7 +10,7 @@ types, ...) are skipped, and broken lines are counted, never fatal.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Final, Literal
@@ -34,9 +34,13 @@ __all__ = [
     "TurnStart",
     "UnreadResult",
     "Usage",
+    "assistant_event",
     "is_run_boundary",
     "parse_line",
     "parse_timestamp",
+    "reply_of",
+    "usage_of",
+    "user_text_event",
 ]
 
 # stop_reason values that mean "the model will not say more in this reply".
@@ -280,35 +284,11 @@ def _load(line: bytes) -> Any:
             return None
 
 
-def _text_of(content: Any) -> str | None:
-    """The text of a message's content (a string, or text blocks joined); None if odd."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return None
-    texts = [
-        block["text"]
-        for block in content
-        if isinstance(block, dict) and block.get("type") == "text"
-        and isinstance(block.get("text"), str)
-    ]
-    return "\n".join(texts)
-
-
-def _has_block(content: Any, block_type: str) -> bool:
-    return isinstance(content, list) and any(
-        isinstance(block, dict) and block.get("type") == block_type for block in content
-    )
-
-
-def _tool_calls(content: Any) -> tuple[ToolCall, ...]:
-    if not isinstance(content, list):
-        return ()
-    return tuple(
-        ToolCall(_str(block.get("id")), _str(block.get("name")), block.get("input"))
-        for block in content
-        if isinstance(block, dict) and block.get("type") == "tool_use"
-    )
+def _blocks(content: list[Any]) -> Iterator[tuple[Any, Any, Any, Any, Any]]:
+    """A message's content blocks as ``reply_of`` takes them."""
+    return ((block.get("type"), block.get("text"), block.get("id"), block.get("name"),
+             block.get("input")) if isinstance(block, dict) else (None,) * 5
+            for block in content)
 
 
 def _tool_results(content: Any, cwd: str = "") -> tuple[ToolResult, ...]:
@@ -328,21 +308,24 @@ def _count(value: Any) -> int:
 
 def _usage(message: dict[str, Any]) -> Usage | None:
     usage = message.get("usage")
-    if not isinstance(usage, dict):
-        return None
-    cache_creation = _count(usage.get("cache_creation_input_tokens"))
-    split = usage.get("cache_creation")
+    return usage_of(usage.get) if isinstance(usage, dict) else None
+
+
+def usage_of(field: Callable[[str], Any]) -> Usage:
+    """A reply's ``usage``, each field read by name (``dict.get``, or a typed line's)."""
+    created = _count(field("cache_creation_input_tokens"))
+    split = field("cache_creation")
     # The 1-hour part of the writes, never more than all of them (as Claude Code bills it).
-    one_hour = min(_count(split.get("ephemeral_1h_input_tokens")), cache_creation) \
+    one_hour = min(_count(split.get("ephemeral_1h_input_tokens")), created) \
         if isinstance(split, dict) else 0
     return Usage(
-        input=_count(usage.get("input_tokens")),
-        output=_count(usage.get("output_tokens")),
-        cache_read=_count(usage.get("cache_read_input_tokens")),
-        cache_creation=cache_creation,
+        input=_count(field("input_tokens")),
+        output=_count(field("output_tokens")),
+        cache_read=_count(field("cache_read_input_tokens")),
+        cache_creation=created,
         cache_creation_1h=one_hour,
-        speed="fast" if usage.get("speed") == "fast" else "",
-        inference_geo="us" if usage.get("inference_geo") == "us" else "",
+        speed="fast" if field("speed") == "fast" else "",
+        inference_geo="us" if field("inference_geo") == "us" else "",
     )
 
 
@@ -420,39 +403,49 @@ THINKING = frozenset({"thinking", "redacted_thinking"})  # blocks that are never
 def _assistant(
     entry: dict[str, Any], message: dict[str, Any], content: Any, uuid: str, timestamp: str
 ) -> tuple[Event | None, str]:
-    # One pass over the blocks (most lines hold one): the text, the tool calls, and
-    # whether it is all thinking. As ``_text_of`` and ``_tool_calls`` read them.
-    calls: list[ToolCall] = []
-    only_thinking = False
-    if isinstance(content, str):
-        text = content
-    elif isinstance(content, list):
-        texts: list[str] = []
-        only_thinking = bool(content)
-        for block in content:
-            kind = block.get("type") if isinstance(block, dict) else None
-            if kind in THINKING:
-                continue
-            only_thinking = False
-            if kind == "text":
-                block_text = block.get("text")
-                if isinstance(block_text, str):
-                    texts.append(block_text)
-            elif kind == "tool_use":
-                calls.append(ToolCall(_str(block.get("id")), _str(block.get("name")),
-                                      block.get("input")))
-        text = texts[0] if len(texts) == 1 else "\n".join(texts)
+    if isinstance(content, list):
+        text, calls, only_thinking = reply_of(_blocks(content))
+    elif isinstance(content, str):
+        text, calls, only_thinking = content, (), False
     else:
         return None, "wrong_shape"
-    used_tool = bool(calls)
-    if entry.get("isApiErrorMessage") is True or (
-        not used_tool and _starts_with(text, _API_ERROR)
-    ):
+    return assistant_event(uuid, timestamp, text, calls, only_thinking,
+                           api_error=entry.get("isApiErrorMessage"),
+                           message_id=message.get("id"), stop_reason=message.get("stop_reason"),
+                           usage=_usage(message), model=message.get("model"))
+
+
+def reply_of(blocks: Iterable[tuple[Any, Any, Any, Any, Any]]
+             ) -> tuple[str, tuple[ToolCall, ...], bool]:
+    """A message's text (its text blocks joined), its tool calls, and whether it is all
+    thinking, in one pass over its blocks given as (type, text, id, name, input)."""
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    only_thinking: bool | None = None  # None until a block is seen
+    for kind, block_text, tool_use_id, name, tool_input in blocks:
+        if kind in THINKING:
+            if only_thinking is None:
+                only_thinking = True
+            continue
+        only_thinking = False
+        if kind == "text":
+            if isinstance(block_text, str):
+                texts.append(block_text)
+        elif kind == "tool_use":
+            calls.append(ToolCall(_str(tool_use_id), _str(name), tool_input))
+    return ((texts[0] if len(texts) == 1 else "\n".join(texts)), tuple(calls),
+            only_thinking is True)
+
+
+def assistant_event(uuid: str, timestamp: str, text: str, calls: tuple[ToolCall, ...],
+                    only_thinking: bool, *, api_error: Any, message_id: Any, stop_reason: Any,
+                    usage: Usage | None, model: Any) -> tuple[Event, str]:
+    """An assistant line's event, from its reply (``reply_of``) and its message's fields."""
+    if api_error is True or (not calls and _starts_with(text, _API_ERROR)):
         return Discard(uuid, timestamp, "api_error"), ""
-    message_id = _str(message.get("id")) or uuid
-    final = not only_thinking and message.get("stop_reason") not in NOT_FINAL
-    return AssistantPart(message_id, uuid, timestamp, text, used_tool, final, tuple(calls),
-                         _usage(message), _str(message.get("model"))), ""
+    final = not only_thinking and stop_reason not in NOT_FINAL
+    return AssistantPart(_str(message_id) or uuid, uuid, timestamp, text, bool(calls), final,
+                         calls, usage, _str(model)), ""
 
 
 def _user(entry: dict[str, Any], content: Any, uuid: str, timestamp: str
@@ -460,20 +453,25 @@ def _user(entry: dict[str, Any], content: Any, uuid: str, timestamp: str
     results = _tool_results(content, _str(entry.get("cwd")))
     if results:
         return ToolResults(uuid, timestamp, results), ""
-    text = _text_of(content)
-    if text is None:
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        text = reply_of(_blocks(content))[0]
+    else:
         return None, "wrong_shape"
+    return user_text_event(uuid, timestamp, text, compact=entry.get("isCompactSummary"),
+                           meta=entry.get("isMeta"))
+
+
+def user_text_event(uuid: str, timestamp: str, text: str, *, compact: Any, meta: Any
+                    ) -> tuple[Event, str]:
+    """A user line's event from its text (no tool results): an interruption, a
+    re-prompt, or the start of a turn (a person's prompt, a compact summary, a meta line)."""
     if _starts_with(text, _INTERRUPTED):
         return Discard(uuid, timestamp, "interrupted"), ""
     if is_reprompt(text):
         return Reprompt(uuid, timestamp, text), ""
-    kind: TurnKind
-    if entry.get("isCompactSummary") is True:
-        kind = "compact"
-    elif entry.get("isMeta") is True:
-        kind = "meta"
-    else:
-        kind = "prompt"
+    kind: TurnKind = "compact" if compact is True else "meta" if meta is True else "prompt"
     return TurnStart(uuid, timestamp, kind, text), ""
 
 

@@ -11,30 +11,22 @@ says so and the caller parses the line with ``parse_line``: odd lines keep their
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
 
-from .rules import is_reprompt
-from .transcript import _API_ERROR as API_ERROR
-from .transcript import _INTERRUPTED as INTERRUPTED
 from .transcript import (
-    NOT_FINAL,
-    THINKING,
-    AssistantPart,
-    Discard,
     Event,
     GoalStatus,
-    Reprompt,
     SystemEntry,
-    ToolCall,
     ToolResult,
     ToolResults,
-    TurnKind,
-    TurnStart,
     UnreadResult,
-    Usage,
-    _starts_with,
+    assistant_event,
+    reply_of,
+    usage_of,
+    user_text_event,
 )
 
 __all__ = ["LEAN", "NOT_TYPED", "Line", "ReadAgain", "typed_event"]
@@ -155,31 +147,22 @@ def typed_event(line: bytes | memoryview, source: ReadAgain | None = None, *,
 def _assistant(entry: Line, message: _Message, uuid: str, timestamp: str
                ) -> tuple[Event | None, str]:
     content = message.content
-    calls: list[ToolCall] = []
-    only_thinking = False
-    if isinstance(content, str):
-        text = content
-    elif isinstance(content, list):
-        texts: list[str] = []
-        only_thinking = bool(content)
-        for block in content:
-            kind = block.type
-            if kind in THINKING:
-                continue
-            only_thinking = False
-            if kind == "text":
-                if isinstance(block.text, str):
-                    texts.append(block.text)
-            elif kind == "tool_use":
-                calls.append(ToolCall(_str(block.id), _str(block.name), block.input))
-        text = texts[0] if len(texts) == 1 else "\n".join(texts)
+    if isinstance(content, list):
+        text, calls, only_thinking = reply_of(_blocks(content))
+    elif isinstance(content, str):
+        text, calls, only_thinking = content, (), False
     else:
         return None, "wrong_shape"
-    if entry.isApiErrorMessage is True or (not calls and _starts_with(text, API_ERROR)):
-        return Discard(uuid, timestamp, "api_error"), ""
-    final = not only_thinking and message.stop_reason not in NOT_FINAL
-    return AssistantPart(_str(message.id) or uuid, uuid, timestamp, text, bool(calls), final,
-                         tuple(calls), _usage(message.usage), _str(message.model)), ""
+    usage = message.usage
+    return assistant_event(uuid, timestamp, text, calls, only_thinking,
+                           api_error=entry.isApiErrorMessage, message_id=message.id,
+                           stop_reason=message.stop_reason, model=message.model,
+                           usage=None if usage is None else usage_of(
+                               lambda name: getattr(usage, name)))
+
+
+def _blocks(content: list[_Block]) -> Iterator[tuple[Any, Any, Any, Any, Any]]:
+    return ((block.type, block.text, block.id, block.name, block.input) for block in content)
 
 
 def _user(entry: Line, content: str | list[_Block] | None, uuid: str, timestamp: str,
@@ -193,36 +176,13 @@ def _user(entry: Line, content: str | list[_Block] | None, uuid: str, timestamp:
             return ToolResults(uuid, timestamp, tuple(
                 ToolResult(tool_use_id, UnreadResult(source, tool_use_id), False, cwd)
                 for tool_use_id in ids)), ""
-        text = "\n".join(block.text for block in content
-                         if block.type == "text" and isinstance(block.text, str))
+        text = reply_of(_blocks(content))[0]
     elif isinstance(content, str):
         text = content
     else:
         return None, "wrong_shape"
-    if _starts_with(text, INTERRUPTED):
-        return Discard(uuid, timestamp, "interrupted"), ""
-    if is_reprompt(text):
-        return Reprompt(uuid, timestamp, text), ""
-    turn: TurnKind = ("compact" if entry.isCompactSummary is True else
-                      "meta" if entry.isMeta is True else "prompt")
-    return TurnStart(uuid, timestamp, turn, text), ""
-
-
-def _count(value: Any) -> int:
-    return value if type(value) is int and value > 0 else 0
-
-
-def _usage(usage: _Usage | None) -> Usage | None:
-    if usage is None:
-        return None
-    cache_creation = _count(usage.cache_creation_input_tokens)
-    split = usage.cache_creation
-    one_hour = min(_count(split.get("ephemeral_1h_input_tokens")), cache_creation) \
-        if isinstance(split, dict) else 0
-    return Usage(_count(usage.input_tokens), _count(usage.output_tokens),
-                 _count(usage.cache_read_input_tokens), cache_creation, one_hour,
-                 "fast" if usage.speed == "fast" else "",
-                 "us" if usage.inference_geo == "us" else "")
+    return user_text_event(uuid, timestamp, text, compact=entry.isCompactSummary,
+                           meta=entry.isMeta)
 
 
 def _str(value: Any) -> str:
