@@ -41,6 +41,30 @@ def _quiet(done) -> dict | None:
     return output
 
 
+def _goal_loop(tmp_path: Path) -> tuple[Path, list[dict | None]]:
+    """goal-same's loop, up to the turn that fires: the transcript written reply by reply
+    and each reply's Stop hook run; the transcript and the hooks' outputs. In-process,
+    without a spawn time: three processes started back to back within milliseconds would
+    look like twin hooks of one Stop (real Stops are an API round trip apart); that is the
+    anchor tests' business, not these ones'."""
+    lines = lines_of(fixture_transcript("goal-same"))
+    transcript = tmp_path / "proj" / "s1.jsonl"
+    outputs = []
+    for number in (1, 2, 3):
+        stop = next(s for s in stops(lines) if s.number == number)
+        write(transcript, lines[: stop.first])
+        outputs.append(run(raw(stop_input(transcript, message=stop.text)), env=_env(tmp_path)))
+    return transcript, outputs
+
+
+def _elsewhere(tmp_path: Path) -> Path:
+    """Where a planted link points: a 0755 folder nothing may write into or chmod."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o755)
+    os.chmod(elsewhere, 0o755)
+    return elsewhere
+
+
 def test_1_a_fifo_transcript_never_blocks_the_hook(tmp_path: Path) -> None:
     fifo = tmp_path / "s.jsonl"
     os.mkfifo(fifo)
@@ -75,23 +99,11 @@ def test_1_an_old_plan_naming_a_fifo_never_blocks_later_turns(tmp_path: Path) ->
                                     "fired"])
 def test_2_a_state_folder_that_is_a_link_is_never_written_through(tmp_path: Path,
                                                                   folder: str) -> None:
-    lines = lines_of(fixture_transcript("goal-same"))
-    third = next(stop for stop in stops(lines) if stop.number == 3)
-    transcript = write(tmp_path / "proj" / "s1.jsonl", lines[: third.first])
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir(mode=0o755)
-    os.chmod(elsewhere, 0o755)
+    elsewhere = _elsewhere(tmp_path)
     state = _state(tmp_path)
     state.mkdir(parents=True)
     (state / folder).symlink_to(elsewhere)
-    output = None
-    for number in (1, 2, 3):  # the whole loop, up to the turn that fires
-        stop = next(s for s in stops(lines) if s.number == number)
-        write(transcript, lines[: stop.first])
-        # In-process, without a spawn time: three processes started back to back within
-        # milliseconds would look like twin hooks of one Stop (real Stops are an API
-        # round trip apart); that is the anchor tests' business, not this one's.
-        output = run(raw(stop_input(transcript, message=stop.text)), env=_env(tmp_path))
+    output = _goal_loop(tmp_path)[1][-1]
     assert list(elsewhere.iterdir()) == []
     assert elsewhere.stat().st_mode & 0o777 == 0o755
     assert (state / folder).is_symlink()
@@ -120,35 +132,21 @@ def test_a_bad_settings_file_is_said_once_and_blocks_nothing(tmp_path: Path) -> 
 
 
 def test_a_project_switched_off_is_left_alone(tmp_path: Path) -> None:
-    lines = lines_of(fixture_transcript("goal-same"))
-    third = next(stop for stop in stops(lines) if stop.number == 3)
-    transcript = write(tmp_path / "proj" / "s1.jsonl", lines[: third.first])
     state = _state(tmp_path)
     state.mkdir(parents=True)
     (state / "config.toml").write_text('[projects]\noff = ["/home/dev/proj"]\n')
-    for number in (1, 2, 3):
-        stop = next(s for s in stops(lines) if s.number == number)
-        write(transcript, lines[: stop.first])
-        assert run(raw(stop_input(transcript, message=stop.text)), env=_env(tmp_path)) is None
+    assert _goal_loop(tmp_path)[1] == [None, None, None]
 
 
 # -- issue 21: the state folder itself a link; a linked folder said once -------------------
 
 
 def test_a_linked_state_folder_is_never_written_through(tmp_path: Path) -> None:
-    lines = lines_of(fixture_transcript("goal-same"))
-    third = next(stop for stop in stops(lines) if stop.number == 3)
-    transcript = write(tmp_path / "proj" / "s1.jsonl", lines[: third.first])
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir(mode=0o755)
-    os.chmod(elsewhere, 0o755)
+    elsewhere = _elsewhere(tmp_path)
     (tmp_path / "c").mkdir()
     _state(tmp_path).symlink_to(elsewhere)
-    output = None
-    for number in (1, 2, 3):
-        stop = next(s for s in stops(lines) if s.number == number)
-        write(transcript, lines[: stop.first])
-        output = run(raw(stop_input(transcript, message=stop.text)), env=_env(tmp_path))
+    transcript, outputs = _goal_loop(tmp_path)
+    output = outputs[-1]
     tool = {**H, "hook_event_name": "PostToolUseFailure", "tool_name": "Bash", "cwd": "/p",
             "tool_input": {"command": "make"}, "error": "x", "tool_use_id": "toolu_1",
             "transcript_path": str(transcript)}
