@@ -140,11 +140,13 @@ def installed_plugin(pipx_install: PipxInstall) -> Path:
     return plugin
 
 
-def _looping_stop(folder: Path) -> dict:
-    """A Stop whose transcript holds the third similar answer to a re-prompt."""
+def _looping_stop(folder: Path, session_id: str) -> dict:
+    """A Stop whose transcript holds the third similar answer to a re-prompt. Each test
+    its own session: the pipx home (and its state folder) is shared by the module, and a
+    session's anchor and records left by another test would place this reply after them."""
     lines = lines_of(fixture_transcript("goal-same"))
     third = answer(lines, 3)
-    return stop_input(write(folder / "proj" / "s.jsonl", lines[: third.first]))
+    return stop_input(write(folder / "proj" / f"{session_id}.jsonl", lines[: third.first]))
 
 
 def _hook(python3: str, plugin: Path, data: dict, env: dict[str, str]) -> dict | None:
@@ -193,7 +195,8 @@ def test_the_hook_run_by_a_python3_without_the_package_uses_pipxs_venv(
     assert _run(["loop-killer", "install", "--print-only"], pipx_install.env).returncode == 0
     # PATH without pipx's bin folder: only the recorded interpreter can lead to the package.
     env = {**pipx_install.env, "PATH": f"/usr/bin{os.pathsep}/bin"}
-    output = _hook(python3_without_the_package, installed_plugin, _looping_stop(tmp_path), env)
+    output = _hook(python3_without_the_package, installed_plugin,
+                   _looping_stop(tmp_path, "recorded-interpreter"), env)
     assert output is not None and output["continue"] is False, output
     assert "SAME_REPLY_TURNS" in json.dumps(output)
 
@@ -203,8 +206,8 @@ def test_without_a_recorded_interpreter_pipxs_command_on_path_leads_to_it(
     tmp_path: Path,
 ) -> None:
     (pipx_install.home / ".claude" / "loop-killer" / "python").unlink(missing_ok=True)
-    output = _hook(python3_without_the_package, installed_plugin, _looping_stop(tmp_path),
-                   pipx_install.env)
+    output = _hook(python3_without_the_package, installed_plugin,
+                   _looping_stop(tmp_path, "shebang-on-path"), pipx_install.env)
     assert output is not None and output["continue"] is False, output
 
 
