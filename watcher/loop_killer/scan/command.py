@@ -1,9 +1,10 @@
 """``loop-killer scan``: every loop in the history, and what it cost (the thin shell).
 
-Finds the transcripts (``files``), reads them on every core (``pool``), prices and sums
-(``summary``), and prints a table or one JSON document (``report``). Nothing is written
-anywhere; a transcript that cannot be read is counted, never fatal. Exit status 0, or 2
-for options that cannot be used (a bad ``--since`` or ``--prices``).
+Finds the transcripts (``files``), reads on every core (``pool``) those that changed
+since the last scan (``cache``), prices and sums (``summary``), and prints a table or one
+JSON document (``report``). The only file written is the cache, in the state folder; a
+transcript that cannot be read is counted, never fatal. Exit status 0, or 2 for options
+that cannot be used (a bad ``--since`` or ``--prices``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,12 @@ import time
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..config import Settings
+    from .files import Listing
+    from .summary import Collector
 
 __all__ = ["add_arguments_scan", "parse_since", "scan"]
 
@@ -59,6 +66,9 @@ def add_arguments_scan(parser: argparse.ArgumentParser) -> None:
                         help="folder of project folders (default: $CLAUDE_CONFIG_DIR/projects)")
     parser.add_argument("--jobs", type=int, metavar="N", default=None,
                         help="worker processes (default: one per core; 1: none)")
+    parser.add_argument("--no-cache", dest="cache", action="store_false",
+                        help="read every file, not only those changed since the last scan "
+                             "(and leave the cache as it is)")
 
 
 def scan(args: argparse.Namespace) -> int:
@@ -67,9 +77,8 @@ def scan(args: argparse.Namespace) -> int:
     from ..printable import printable
     from ..state.paths import projects_dir, state_dir
     from .files import find_transcripts
-    from .pool import scan_transcripts
     from .prices import PriceError, PriceTable, read_price_file
-    from .report import TOP, Progress, human_report, json_bytes
+    from .report import TOP, human_report, json_bytes
     from .summary import Collector, ordered
 
     try:
@@ -84,21 +93,12 @@ def scan(args: argparse.Namespace) -> int:
         print(f"loop-killer scan: settings: {printable(problem, 300)}", file=sys.stderr)
     listing = find_transcripts(root, project=args.project, since=args.since)
     collector = Collector(prices, since=args.since, until=getattr(args, "until", None))
-    progress = None
-    if sys.stderr.isatty():
-        progress = Progress(sys.stderr, width=shutil.get_terminal_size().columns)
-    try:
-        for result in scan_transcripts(listing.transcripts, jobs=args.jobs,
-                                       progress=progress, settings=settings):
-            collector.add(result)
-    except KeyboardInterrupt:
-        if progress is not None:
-            progress.close()
+    from_cache = _read(args, listing, collector, settings, root)
+    if from_cache is None:
         print("loop-killer scan: interrupted", file=sys.stderr)
         return 130
-    if progress is not None:
-        progress.close()
-    summary = ordered(collector.summary(listing), getattr(args, "order", "cost"))
+    summary = replace(ordered(collector.summary(listing), getattr(args, "order", "cost")),
+                      from_cache=from_cache)
     top = getattr(args, "top", None)
     if args.json:
         if top:
@@ -112,3 +112,40 @@ def scan(args: argparse.Namespace) -> int:
                                   root=str(root), seconds=time.monotonic() - started,
                                   top=TOP if top is None else top))
     return 0
+
+
+def _read(args: argparse.Namespace, listing: Listing, collector: Collector,
+          settings: Settings, root: Path) -> int | None:
+    """Hand every listed file's result to ``collector``: the cache's for files unchanged
+    since the last scan, read now for the others. Returns how many came from the cache,
+    or None if the person interrupted the scan (the cache is then left as it was)."""
+    from ..state.paths import state_dir
+    from .cache import ScanCache, scan_context
+    from .pool import scan_transcripts
+    from .report import Progress
+
+    cache = None
+    to_read = listing.transcripts
+    if getattr(args, "cache", True):
+        cache = ScanCache.load(state_dir(), scan_context(settings))
+        kept, to_read = cache.split(listing.transcripts)
+        for result in kept:
+            collector.add(result)
+    listed = {transcript.path: transcript for transcript in to_read}
+    progress = None
+    if sys.stderr.isatty():
+        progress = Progress(sys.stderr, width=shutil.get_terminal_size().columns)
+    try:
+        for result in scan_transcripts(to_read, jobs=args.jobs, progress=progress,
+                                       settings=settings):
+            collector.add(result)
+            if cache is not None:
+                cache.keep(listed[result.path], result)
+    except KeyboardInterrupt:
+        return None
+    finally:
+        if progress is not None:
+            progress.close()
+    if cache is not None:
+        cache.save(listed=None if args.project or args.since is not None else str(root))
+    return len(listing.transcripts) - len(to_read)

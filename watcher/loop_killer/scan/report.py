@@ -56,6 +56,7 @@ def json_document(summary: Summary, *, root: str = "") -> dict[str, Any]:
             "fallback_priced_tokens": summary.fallback_tokens,
             "duplicate_replies": summary.duplicate_replies,
             "duplicate_loops": summary.duplicate_loops,
+            "from_cache": summary.from_cache,
         },
     }
 
@@ -221,7 +222,9 @@ _SKIP_WORDS = {"link": "links", "not_regular": "not regular files",
 
 def _read_line(summary: Summary, root: str, seconds: float | None) -> str:
     text = (f"Read {summary.transcripts} transcript{'s' if summary.transcripts != 1 else ''}"
-            f" ({summary.bytes_read / 1e6:,.1f} MB)" + (f" under {printable(root)}" if root else "")
+            f" ({summary.bytes_read / 1e6:,.1f} MB"
+            + (f", {summary.from_cache} unchanged since the last scan" if summary.from_cache
+               else "") + ")" + (f" under {printable(root)}" if root else "")
             + (f" in {seconds:.1f} s" if seconds is not None else ""))
     notes = [f"{count} {_SKIP_WORDS.get(reason, reason)}"
              for reason, count in summary.skipped.items() if count]

@@ -105,6 +105,7 @@ class Summary:
     fallback_tokens: int = 0  # tokens of loops' replies priced at a family's price
     duplicate_replies: int = 0  # copies of a reply found in another file, counted once
     duplicate_loops: int = 0  # loops found again in a copy of their replies
+    from_cache: int = 0  # transcripts unchanged since the last scan: its results used
 
 
 @dataclass(frozen=True, slots=True)
