@@ -3,6 +3,7 @@ terminal shows them (CJK takes two), the top 20 loops unless asked, by cost or b
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -113,6 +114,7 @@ def test_at_80_columns_every_line_fits_the_cost_state_lines_too() -> None:
         collector.add(scan_bytes(session.data(), path=f"/p/{session_id}.jsonl",
                                  project="-home-dev-a-project-with-a-rather-long-name",
                                  session_id=session_id))
-    text = human_report(collector.summary(), width=80)
-    assert "by Claude Code" in text
+    summary = replace(collector.summary(), from_cache=2)
+    text = human_report(summary, width=80, root="/home/someone/.claude/projects", seconds=0.4)
+    assert "by Claude Code" in text and "2 unchanged since the last scan" in text
     assert all(display_width(line) <= 80 for line in text.splitlines())

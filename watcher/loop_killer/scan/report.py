@@ -197,7 +197,7 @@ def human_report(summary: Summary, *, width: int = 120, home: str | None = None,
     else:
         out.append("No loops found.")
     out += _sessions(summary, home, width)
-    out.append(_read_line(summary, root, seconds))
+    out += wrap(_read_line(summary, root, seconds), width or None, 2)
     return "\n".join(out) + "\n"
 
 
