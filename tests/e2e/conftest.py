@@ -44,6 +44,27 @@ def claude_332() -> Path:
     return require_claude("2.1.332")
 
 
+_STATE_FILES = ("hook-debug.log", "detections.jsonl", "hook-errors.log")
+"""What the hooks wrote (the Sandbox runs them with LOOP_KILLER_DEBUG=1): shown with a
+failed test, so a failure seen once in CI says why a reply did or did not fire."""
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    sandbox = getattr(item, "funcargs", {}).get("sandbox")
+    if report.when != "call" or not report.failed or not isinstance(sandbox, Sandbox):
+        return
+    state = sandbox.home / ".claude" / "loop-killer"
+    for name in _STATE_FILES:
+        path = state / name
+        if path.is_file():
+            report.sections.append((f"loop-killer {name}",
+                                    path.read_text(errors="replace")[-20_000:]))
+
+
 MOD_VERSIONS = ("2.1.332", "2.1.328")
 """The pinned releases that load plugin mods: the product scenarios run on each."""
 

@@ -362,6 +362,7 @@ class Sandbox:
             DISABLE_AUTOUPDATER="1",
             NO_PROXY="127.0.0.1,localhost",
             no_proxy="127.0.0.1,localhost",
+            LOOP_KILLER_DEBUG="1",  # (hook-debug.log: shown with a failed test, conftest)
         )
         env.update(self.extra_env)
         return env

@@ -41,7 +41,7 @@ def _quiet(done) -> dict | None:
     return output
 
 
-def _goal_loop(tmp_path: Path) -> tuple[Path, list[dict | None]]:
+def _goal_loop(tmp_path: Path, **env: str) -> tuple[Path, list[dict | None]]:
     """goal-same's loop, up to the turn that fires: the transcript written reply by reply
     and each reply's Stop hook run; the transcript and the hooks' outputs. In-process,
     without a spawn time: three processes started back to back within milliseconds would
@@ -53,7 +53,8 @@ def _goal_loop(tmp_path: Path) -> tuple[Path, list[dict | None]]:
     for number in (1, 2, 3):
         stop = next(s for s in stops(lines) if s.number == number)
         write(transcript, lines[: stop.first])
-        outputs.append(run(raw(stop_input(transcript, message=stop.text)), env=_env(tmp_path)))
+        outputs.append(run(raw(stop_input(transcript, message=stop.text)),
+                           env={**_env(tmp_path), **env}))
     return transcript, outputs
 
 
@@ -183,3 +184,20 @@ def test_doctor_can_list_the_linked_state_folders(tmp_path: Path) -> None:
     (state / "hook").symlink_to(tmp_path)
     (state / "requests").symlink_to(tmp_path)
     assert sorted(linked_state_folders(state)) == [state / "hook", state / "requests"]
+
+
+def test_with_loop_killer_debug_each_judgement_is_logged_and_without_it_nothing(
+        tmp_path: Path) -> None:
+    """Why a reply did or did not fire, for a report from the field (or a flaky test)."""
+    _, outputs = _goal_loop(tmp_path / "quiet")
+    assert outputs[-1] is not None and outputs[-1]["continue"] is False
+    assert not (_state(tmp_path / "quiet") / "hook-debug.log").exists()
+    _, outputs = _goal_loop(tmp_path / "told", LOOP_KILLER_DEBUG="1")
+    assert outputs[-1] is not None and outputs[-1]["continue"] is False
+    log = _state(tmp_path / "told") / "hook-debug.log"
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [line["what"] for line in lines] == ["judged"] * 3
+    assert [line["run_length"] for line in lines] == [1, 2, 0]  # (0: after the firing)
+    assert [line["fired"] for line in lines] == [None, None, "SAME_REPLY_TURNS"]
+    assert lines[0]["anchor"] is None and lines[1]["anchor"] == lines[0]["next_anchor"]
+    assert {line["located_by"] for line in lines} <= {"turn", "anchor"}

@@ -13,6 +13,10 @@ Nobody waits for anybody: the watcher and this hook may both judge the same answ
 one that records it first (``state.records``, an exclusive create keyed by the re-prompt
 the answer answered) logs it, and a request for an answer a hook already stopped is void.
 
+With ``LOOP_KILLER_DEBUG=1`` in Claude Code's environment, each judgement and each request
+taken is also written to ``hook-debug.log`` in the state folder (one JSON line each): why
+a reply did or did not fire, where it was found and which re-prompt it answered.
+
 Whatever happens, the hook never prints ``decision: block`` (which would re-prompt the
 model): at worst it blocks nothing and says so in a short ``systemMessage``. It never
 writes to the transcript.
@@ -102,7 +106,10 @@ def _take_request(state: Path, hook_input: decide.HookInput, env: dict[str, str]
     if request is None:
         return None
     key = records.record_key(request.prompt_uuid, request.answer_uuid)
-    if key is not None and not records.first_to_act(state, session_id, key):
+    void = key is not None and not records.first_to_act(state, session_id, key)
+    _debug(state, env, "request", session_id=session_id, rule=request.rule,
+           answer_uuid=request.answer_uuid, source=request.source, void=void)
+    if void:
         return None  # a Stop hook already stopped the turn for that answer: void
     firing = notice.Firing(request.rule, request.count, request.run_length, request.source)
     return _fire(firing, request.answer_uuid, request.answer_digest, None, False,
@@ -136,6 +143,13 @@ def _check(state: Path, hook_input: decide.HookInput, env: dict[str, str],
         anchor=anchor,
         thresholds=settings.thresholds,
     )
+    _debug(state, env, "judged", session_id=session_id, spawn_time=spawn_time,
+           anchor=_anchor_text(anchor), tail_end=tail.end, case=judgement.case,
+           located_by=judgement.located_by, reply_uuid=judgement.reply_uuid,
+           reply_in_file=judgement.reply_in_file, prompt_uuid=judgement.prompt_uuid,
+           run_length=judgement.run_length, chain_length=judgement.chain_length,
+           fired=judgement.detection.rule if judgement.detection else None,
+           next_anchor=_anchor_text(judgement.anchor))
     if judgement.anchor is not None:  # before acting: a firing reply counts too
         keeper.save(judgement.anchor, size=tail.end)
     detection = judgement.detection
@@ -217,6 +231,26 @@ def _append(state: Path, record: OutcomeRecord) -> None:
     from ..state import journal
 
     journal.append(state, record)
+
+
+def _debug(state: Path, env: dict[str, str], what: str, **fields: object) -> None:
+    """One line of ``hook-debug.log`` when ``LOOP_KILLER_DEBUG`` is set (best effort)."""
+    if env.get("LOOP_KILLER_DEBUG", "") in ("", "0"):
+        return
+    import json
+    import time
+
+    from ..state.files import append_line, ensure_private_dir
+
+    line = json.dumps({"at": round(time.time(), 3), "pid": os.getpid(), "what": what,
+                       **fields}, ensure_ascii=True)
+    with contextlib.suppress(OSError):
+        ensure_private_dir(state)
+        append_line(state / "hook-debug.log", line.encode() + b"\n")
+
+
+def _anchor_text(anchor: Anchor | None) -> str | None:
+    return None if anchor is None else f"{anchor.base}+{anchor.skip}@{anchor.offset}"
 
 
 def _note_once(state: Path, key: str, text: str) -> dict[str, Any] | None:
