@@ -142,11 +142,12 @@ def test_a_project_switched_off_is_left_alone(tmp_path: Path) -> None:
 # -- issue 21: the state folder itself a link; a linked folder said once -------------------
 
 
-def test_a_linked_state_folder_is_never_written_through(tmp_path: Path) -> None:
+@pytest.mark.parametrize("debug", ["", "1"])  # (hook-debug.log is not written through either)
+def test_a_linked_state_folder_is_never_written_through(tmp_path: Path, debug: str) -> None:
     elsewhere = _elsewhere(tmp_path)
     (tmp_path / "c").mkdir()
     _state(tmp_path).symlink_to(elsewhere)
-    transcript, outputs = _goal_loop(tmp_path)
+    transcript, outputs = _goal_loop(tmp_path, LOOP_KILLER_DEBUG=debug)
     output = outputs[-1]
     tool = {**H, "hook_event_name": "PostToolUseFailure", "tool_name": "Bash", "cwd": "/p",
             "tool_input": {"command": "make"}, "error": "x", "tool_use_id": "toolu_1",
