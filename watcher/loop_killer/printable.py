@@ -30,7 +30,11 @@ _SPACES = re.compile(r"\s+")
 def printable(text: str, limit: int | None = None) -> str:
     """``text`` on one line, without control characters (each run becomes one space),
     cut to ``limit`` characters (ending in ``…``) when given."""
-    flat = _SPACES.sub(" ", _CONTROL.sub(" ", text)).strip()
+    if text.isascii() and text.isprintable() and "  " not in text and \
+            text[:1] != " " and text[-1:] != " ":
+        flat = text  # (most text: nothing to take out, no run of spaces; no regex needed)
+    else:
+        flat = _SPACES.sub(" ", _CONTROL.sub(" ", text)).strip()
     if limit is None or len(flat) <= limit:
         return flat
     return flat[: max(0, limit - 1)].rstrip() + "…"
