@@ -143,7 +143,7 @@ def _list_project(folder: str, project: str, listing: Listing, since: float | No
     for entry in _entries(folder, listing):
         kind = _kind(entry)
         if entry.name.endswith(".jsonl"):
-            session_id = session_id_of(Path(entry.path))
+            session_id = session_id_of(entry.path)
             # Any other .jsonl beside the sessions is a subagent's (agent-<id>.jsonl).
             _add(entry, kind, project, session_id or "", session_id is None, listing, since)
         elif kind == "dir" and is_plain_id(entry.name):

@@ -190,17 +190,17 @@ def is_session_file_name(name: str) -> bool:
     return name.endswith(".jsonl") and not name.startswith("agent-")
 
 
-def session_id_of(transcript: Path) -> str | None:
+def session_id_of(transcript: os.PathLike[str] | str) -> str | None:
     """The session id of a main transcript path, or None for anything else.
 
     Subagent transcripts (``agent-*.jsonl`` beside the session, or under
-    ``<session>/subagents/``) are not sessions.
+    ``<session>/subagents/``) are not sessions. (Plain string work: a scan asks this of
+    every file of a history.)
     """
-    if not is_session_file_name(transcript.name):
+    folder, name = os.path.split(os.fspath(transcript))
+    if not is_session_file_name(name) or os.path.basename(folder) == "subagents":
         return None
-    if transcript.parent.name == "subagents":
-        return None
-    stem = transcript.stem
+    stem = name[: -len(".jsonl")]
     return stem if is_plain_id(stem) else None
 
 

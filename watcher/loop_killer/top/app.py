@@ -151,7 +151,7 @@ class StateReader:
         one only for a session it reads live (one at rest before it started has none)."""
         found: dict[str, SessionStatus] = {}
         for path, entry in list_transcripts(str(root)):
-            session_id = session_id_of(Path(path))
+            session_id = session_id_of(path)
             try:
                 mtime = entry.stat(follow_symlinks=False).st_mtime
             except OSError:

@@ -305,7 +305,7 @@ def find_sessions(root: Path, state: Path, prefix: str, *, project: str | None =
 
     known: dict[str, list[str]] = {}
     for path, _entry in list_transcripts(str(root)):
-        session_id = session_id_of(Path(path))
+        session_id = session_id_of(path)
         if session_id is not None and session_id.startswith(prefix) and chosen(path):
             known.setdefault(session_id, []).append(path)
     for session_id in _ids_in(state / "status"):

@@ -154,7 +154,7 @@ class Sessions:
             os.close(fd)
 
     def _open_tail(self, path: str, pending_requests: set[str]) -> Tracked | None:
-        session_id = session_id_of(Path(path))
+        session_id = session_id_of(path)
         if session_id is None:
             return None
         try:
@@ -299,7 +299,7 @@ class Sessions:
 
     def _discover(self, path: str) -> bool:
         """A path not followed yet (or followed anew): start following it."""
-        session_id = session_id_of(Path(path))
+        session_id = session_id_of(path)
         if session_id is None:
             return False
         try:
