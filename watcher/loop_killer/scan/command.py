@@ -74,18 +74,20 @@ def add_arguments_scan(parser: argparse.ArgumentParser) -> None:
 
 def scan(args: argparse.Namespace) -> int:
     """Run ``loop-killer scan`` with parsed ``args``."""
-    # A scan makes millions of small objects and keeps or frees them without cycles: at
-    # the collector's own pace (a pass every 700 allocations) a fifth of a scan whose
-    # files are all in the cache went to looking for cycles. Rarer passes, still bounded.
-    pace = gc.get_threshold()
+    # Summing a history's results makes and keeps a million small objects without a cycle
+    # among them: at the collector's own pace (a pass every 700 allocations) a fifth of a
+    # scan whose files were all in the cache went to looking for cycles. Reading
+    # transcripts keeps that pace (``_read``): the engine leaves cycles, and the workers'
+    # peak memory tripled without it.
+    usual = gc.get_threshold()
     gc.set_threshold(100_000, 20, 100)
     try:
-        return _scan(args)
+        return _scan(args, usual)
     finally:
-        gc.set_threshold(*pace)
+        gc.set_threshold(*usual)
 
 
-def _scan(args: argparse.Namespace) -> int:
+def _scan(args: argparse.Namespace, gc_pace: tuple[int, int, int]) -> int:
     from ..config import load_settings
     from ..printable import printable
     from ..state.paths import projects_dir, state_dir
@@ -106,7 +108,7 @@ def _scan(args: argparse.Namespace) -> int:
         print(f"loop-killer scan: settings: {printable(problem, 300)}", file=sys.stderr)
     listing = find_transcripts(root, project=args.project, since=args.since)
     collector = Collector(prices, since=args.since, until=getattr(args, "until", None))
-    from_cache = _read(args, listing, collector, settings, root)
+    from_cache = _read(args, listing, collector, settings, root, gc_pace)
     if from_cache is None:
         print("loop-killer scan: interrupted", file=sys.stderr)
         return 130
@@ -128,10 +130,11 @@ def _scan(args: argparse.Namespace) -> int:
 
 
 def _read(args: argparse.Namespace, listing: Listing, collector: Collector,
-          settings: Settings, root: Path) -> int | None:
+          settings: Settings, root: Path, gc_pace: tuple[int, int, int]) -> int | None:
     """Hand every listed file's result to ``collector``: the cache's for files unchanged
-    since the last scan, read now for the others. Returns how many came from the cache,
-    or None if the person interrupted the scan (the cache is then left as it was)."""
+    since the last scan, read now for the others (the garbage collector at ``gc_pace``
+    meanwhile). Returns how many came from the cache, or None if the person interrupted
+    the scan (the cache is then left as it was)."""
     from ..state.paths import state_dir
     from .cache import ScanCache, scan_context
     from .pool import scan_transcripts
@@ -148,6 +151,8 @@ def _read(args: argparse.Namespace, listing: Listing, collector: Collector,
     progress = None
     if sys.stderr.isatty():
         progress = Progress(sys.stderr, width=shutil.get_terminal_size().columns)
+    relaxed = gc.get_threshold()
+    gc.set_threshold(*gc_pace)  # (the workers start with it)
     try:
         for result in scan_transcripts(to_read, jobs=args.jobs, progress=progress,
                                        settings=settings):
@@ -157,6 +162,7 @@ def _read(args: argparse.Namespace, listing: Listing, collector: Collector,
     except KeyboardInterrupt:
         return None
     finally:
+        gc.set_threshold(*relaxed)
         if progress is not None:
             progress.close()
     if cache is not None:
