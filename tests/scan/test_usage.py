@@ -4,7 +4,7 @@ inference (``engine.transcript.Usage``), which the scan prices apart."""
 from __future__ import annotations
 
 import orjson
-from loop_killer.engine.transcript import AssistantPart, Usage, parse_line
+from loop_killer.engine.transcript import MAX_COUNT, AssistantPart, Usage, parse_line
 
 
 def _line(usage: dict[str, object]) -> bytes:
@@ -52,3 +52,11 @@ def test_a_sum_keeps_how_replies_were_served_only_where_they_agree() -> None:
     assert (fast + fast).speed == "fast"
     assert (fast + Usage(1, 1)).speed == ""
     assert (fast + Usage(1, 1, cache_creation=4, cache_creation_1h=3)).cache_creation_1h == 3
+
+
+def test_a_count_no_reply_can_have_is_garbage_and_counted_as_none() -> None:
+    """(A count past 64 bits made ``scan --json`` fail: orjson writes no bigger integer.)"""
+    usage = _usage({"input_tokens": 2**64 - 1, "output_tokens": MAX_COUNT + 1,
+                    "cache_read_input_tokens": MAX_COUNT, "cache_creation_input_tokens": -5})
+    assert (usage.input, usage.output, usage.cache_read, usage.cache_creation) == (
+        0, 0, MAX_COUNT, 0)

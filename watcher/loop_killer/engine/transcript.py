@@ -20,6 +20,7 @@ import orjson
 from .rules import is_reprompt, leading_space
 
 __all__ = [
+    "MAX_COUNT",
     "AssistantPart",
     "Discard",
     "Event",
@@ -302,8 +303,14 @@ def _tool_results(content: Any, cwd: str = "") -> tuple[ToolResult, ...]:
     )
 
 
+MAX_COUNT = 10**12
+"""More tokens than any reply ever had: a count above it is garbage, counted as none (its
+sums must still fit the 64-bit integers JSON readers take)."""
+
+
 def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+    return value if isinstance(value, int) and not isinstance(value, bool) \
+        and 0 < value <= MAX_COUNT else 0
 
 
 def _usage(message: dict[str, Any]) -> Usage | None:
