@@ -134,6 +134,9 @@ class _Copy:
 class _Session:
     project: str = ""
     cost_state: float | None = None
+    # Whose project it is: a main file's before a subagent's, then the file that began
+    # first (``_File.rank``): the same whatever order the files' results came in.
+    project_from: tuple[bool, str, str, str] | None = None
 
 
 @dataclass(slots=True)
@@ -170,14 +173,16 @@ class Collector:
         self._broken += result.broken + result.oversized
         session_key = result.session_id or result.path
         session = self._sessions.setdefault(session_key, _Session())
-        if not result.subagent or not session.project:
-            session.project = result.project
         if result.cost_state is not None:
             # several files of one session (resumed, forked): the largest total is the latest
             session.cost_state = max(session.cost_state or 0.0, result.cost_state)
         index = len(self._files)
-        self._files.append(_File(session_key, result.project, result.path, result.subagent,
-                                 result.first_at, result.last_at))
+        file = _File(session_key, result.project, result.path, result.subagent,
+                     result.first_at, result.last_at)
+        self._files.append(file)
+        project_from = (file.subagent, *file.rank)
+        if session.project_from is None or project_from < session.project_from:
+            session.project, session.project_from = file.project, project_from
         for reply in result.replies:
             self._take(reply, index)
         self._loops.extend((loop, index) for loop in result.loops)
