@@ -3,6 +3,8 @@ else changes; a file that grew, a new one, other settings or a broken cache are 
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
 import os
 import shutil
@@ -12,8 +14,12 @@ from typing import Any
 
 import pytest
 from loop_killer import cli
-from loop_killer.scan import files, pool
+from loop_killer.config import load_settings
+from loop_killer.scan import cache, files, pool
 from loop_killer.scan.cache import CACHE_FILE, SETTLING
+from loop_killer.scan.prices import PriceTable
+from loop_killer.scan.records import FileResult, Loop, Reply, Tokens
+from loop_killer.scan.summary import Collector
 from loop_killer.state.paths import projects_dir, state_dir
 from transcripts import FIXTURES, Transcript, Use
 
@@ -32,14 +38,6 @@ def _history(root: Path) -> None:
             elif item.suffix == ".jsonl":
                 (root / item.stem).mkdir(parents=True, exist_ok=True)
                 shutil.copy(item, root / item.stem / item.name)
-
-
-def _settle(root: Path) -> None:
-    """Make every file look written a minute ago (the cache keeps no file written within
-    ``SETTLING`` seconds of a scan)."""
-    past = time.time_ns() - 60 * 10**9
-    for path in root.rglob("*.jsonl"):
-        os.utime(path, ns=(past, past))
 
 
 def _scan(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
@@ -70,11 +68,14 @@ def _loop(root: Path, replies: int) -> Path:
 
 
 @pytest.fixture
-def history() -> Path:
+def history(monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The fixture histories, and a cache that keeps files written up to the scan's start
+    (``SETTLING`` is for files written within one tick of the clock: they are the test's
+    own here; ``test_a_file_written_just_now_is_not_kept`` puts it back)."""
+    monkeypatch.setattr(cache, "SETTLING", 0.0)
     root = projects_dir()
     root.mkdir(parents=True)
     _history(root)
-    _settle(root)
     return root
 
 
@@ -102,7 +103,6 @@ def test_a_second_scan_reads_no_file_and_says_the_same(
 def test_a_file_that_grew_is_read_again_and_its_new_loop_found(
         capsys: pytest.CaptureFixture[str], history: Path) -> None:
     path = _loop(history, 2)  # under every threshold
-    _settle(history)
     before = _scan(capsys)
     assert not [loop for loop in before["loops"] if loop["session_id"] == SESSION]
     _loop(history, 5)  # the same session went on (rewritten longer: it grew)
@@ -114,20 +114,42 @@ def test_a_file_that_grew_is_read_again_and_its_new_loop_found(
     assert _but_cache(after) == _but_cache(_scan(capsys, "--no-cache"))
 
 
-def test_a_file_written_just_now_is_not_kept(capsys: pytest.CaptureFixture[str],
-                                             history: Path) -> None:
-    """Same size, same modification time: only a file written within one tick of the
-    file system's clock can look like that, and such files are never kept."""
+def test_a_file_written_within_the_settling_time_is_not_kept(tmp_path: Path) -> None:
+    """Same size, same times: only a file written within one tick of the file system's
+    clock can look unchanged after a rewrite, so a file whose last write or status change
+    is within ``SETTLING`` of the scan is never kept (the stamp, as the listing gives it)."""
+    now = time.time_ns()
+    result = FileResult(path="/p/a.jsonl", project="p", session_id="a")
+
+    def listed(mtime: int, ctime: int) -> files.Transcript:
+        return files.Transcript("/p/a.jsonl", "p", "a", False, 10, mtime / 1e9, 1, 2,
+                                mtime, ctime)
+
+    long_ago = now - 60 * 10**9
+    just_now = now - int(SETTLING * 1e9) // 2
+    for mtime, ctime, kept in [(long_ago, long_ago, True), (just_now, just_now, False),
+                               (long_ago, just_now, False)]:  # (touch -r: mtime set back)
+        scan_cache = cache.ScanCache(tmp_path / CACHE_FILE, "context")
+        scan_cache.split([listed(mtime, ctime)])
+        scan_cache.keep(listed(mtime, ctime), result)
+        scan_cache.save(root="/p", whole=True)
+        again = cache.ScanCache.load(tmp_path, "context")
+        assert again.split([listed(mtime, ctime)])[0] == ([result] if kept else [])
+
+
+def test_a_rewrite_with_its_old_times_put_back_is_read_again(
+        capsys: pytest.CaptureFixture[str], history: Path) -> None:
+    """``cp -p`` or ``touch -r`` over a file of the same size: the change time moves."""
     path = _loop(history, 2)
-    stamp = path.stat().st_mtime_ns
-    assert stamp > time.time_ns() - SETTLING * 1e9
     first = _scan(capsys)
     assert first["scan"]["from_cache"] == 0
+    old = path.stat()
     path.write_bytes(path.read_bytes().replace(b"auth", b"AUTH"))  # same size
-    os.utime(path, ns=(stamp, stamp))
+    os.utime(path, ns=(old.st_atime_ns, old.st_mtime_ns))
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (old.st_size, old.st_mtime_ns)
     second = _scan(capsys)
     assert second["scan"]["from_cache"] == first["scan"]["transcripts"] - 1
-    assert b"AUTH" in path.read_bytes()
+    assert _but_cache(second) == _but_cache(_scan(capsys, "--no-cache"))
 
 
 def test_new_and_deleted_files(capsys: pytest.CaptureFixture[str], history: Path) -> None:
@@ -145,7 +167,6 @@ def test_new_and_deleted_files(capsys: pytest.CaptureFixture[str], history: Path
 def test_other_settings_read_every_file_again(capsys: pytest.CaptureFixture[str],
                                               history: Path) -> None:
     _loop(history, 4)
-    _settle(history)
     first = _scan(capsys)
     assert [loop for loop in first["loops"] if loop["session_id"] == SESSION]
     (state_dir() / "config.toml").write_text("[rules]\nsame_reply_turns = 5\n")
@@ -213,3 +234,82 @@ def test_the_table_says_how_many_files_were_unchanged(capsys: pytest.CaptureFixt
     assert cli.main(["scan"]) == 0
     second = capsys.readouterr().out
     assert "unchanged since the last scan" in second
+
+
+def _write_cache(result: FileResult, transcript: files.Transcript, context: str) -> None:
+    """A cache as a scan writes it, holding ``result`` for ``transcript``."""
+    kept = cache.ScanCache(state_dir() / CACHE_FILE, context)
+    kept.split([transcript])
+    kept.keep(transcript, result)
+    kept.save(root=str(projects_dir()), whole=False)
+
+
+@pytest.mark.parametrize("bad", ["a loop's reply not among the file's", "a negative count",
+                                 "a count no reply has"])
+def test_a_cache_holding_a_result_no_scan_makes_is_not_used(
+        capsys: pytest.CaptureFixture[str], history: Path, caplog: pytest.LogCaptureFixture,
+        bad: str) -> None:
+    """A cache is a state file: one of ours, well formed, may still say what no scan
+    could (edited, or written by a broken version). Summing it must not crash the scan."""
+    first = _scan(capsys)
+    listing = files.find_transcripts(history)
+    transcript = listing.transcripts[0]
+    good = cache.ScanCache.load(state_dir(), cache.scan_context(load_settings(state_dir())))
+    (result,), _ = good.split([transcript])
+    reply = Reply(b"k" * 16, "claude-opus-4-6", Tokens(1, 1))
+    if bad == "a negative count":
+        reply = Reply(b"k" * 16, "claude-opus-4-6", Tokens(-10**18, 1))
+    elif bad == "a count no reply has":
+        reply = Reply(b"k" * 16, "claude-opus-4-6", Tokens(2**63 + 5, 1))
+    loop = Loop("reprompt", "SAME_REPLY_TURNS", 3, "", "", (reply,), ())
+    odd = dataclasses.replace(
+        result, replies=result.replies if bad.startswith("a loop") else (reply,),
+        loops=(loop,))
+    _write_cache(odd, transcript, good.context)
+    second = _scan(capsys)
+    assert second["scan"]["from_cache"] == 0 and "not one a scan makes" in caplog.text
+    assert _but_cache(second) == _but_cache(first)
+
+
+def test_files_of_another_root_are_forgotten(capsys: pytest.CaptureFixture[str],
+                                             history: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    shutil.copytree(history, other)
+    assert _scan(capsys, "--root", str(other))["scan"]["from_cache"] == 0
+    whole = _scan(capsys)  # (this root's, read)
+    assert _scan(capsys)["scan"]["from_cache"] == whole["scan"]["transcripts"]
+    # The other root's were dropped when this one's were saved: the cache holds one root.
+    assert _scan(capsys, "--root", str(other))["scan"]["from_cache"] == 0
+
+
+def test_a_linked_state_folder_is_neither_read_nor_written_through(
+        capsys: pytest.CaptureFixture[str], history: Path, tmp_path: Path) -> None:
+    first = _scan(capsys)
+    state = state_dir()
+    elsewhere = tmp_path / "elsewhere"
+    state.rename(elsewhere)
+    state.symlink_to(elsewhere)
+    kept = (elsewhere / CACHE_FILE).read_bytes()
+    second = _scan(capsys)
+    assert second["scan"]["from_cache"] == 0
+    assert _but_cache(second) == _but_cache(first)
+    assert (elsewhere / CACHE_FILE).read_bytes() == kept
+
+
+def test_a_sessions_project_does_not_depend_on_the_order_files_come_in() -> None:
+    """A session copied into another project folder: the project is the file that began
+    first's, whether the cache hands its result over first or a worker last."""
+    a = FileResult(path="/r/p-a/s.jsonl", project="p-a", session_id="s",
+                   first_at="2026-11-01T00:00:00Z", last_at="2026-11-01T01:00:00Z")
+    b = dataclasses.replace(a, path="/r/p-b/s.jsonl", project="p-b",
+                            first_at="2026-11-02T00:00:00Z")
+    agent = dataclasses.replace(a, path="/r/p-c/s/subagents/agent-1.jsonl", project="p-c",
+                                subagent=True, first_at="2026-10-01T00:00:00Z")
+    projects = set()
+    for order in itertools.permutations([a, b, agent]):
+        collector = Collector(PriceTable())
+        for result in order:
+            collector.add(result)
+        (session,) = collector.summary().sessions
+        projects.add(session.project)
+    assert projects == {"p-a"}

@@ -1,23 +1,29 @@
 """What earlier scans found in each file, so a file unchanged since is not read again.
 
-A transcript is only ever appended to: a file listed with the device, inode, size and
-modification time (to the nanosecond) it had when it was read holds what it held then,
-and its ``FileResult`` is used as it was. A file that grew, or a new one, is read; the
-others cost one ``stat`` (the listing's own). A file written in the last ``SETTLING``
-seconds before the scan is not kept: the file system's clock moves in ticks of a few
-milliseconds, so a same-size rewrite within one tick would look unchanged (git's
-"racily clean" case); such a file is the live session's, read again next time anyway.
+A transcript is only ever appended to: a file listed with the device, inode, size,
+modification time and status-change time (both to the nanosecond) it had when it was read
+holds what it held then, and its ``FileResult`` is used as it was. (The change time is
+the one a program cannot set back: a same-size rewrite whose modification time was put
+back, ``cp -p`` or ``touch -r``, or a file made unreadable, changes it.) A file that grew,
+or a new one, is read; the others cost one ``stat`` (the listing's own). A file written
+in the last ``SETTLING`` seconds before the scan is not kept: the file system's clock
+moves in ticks of a few milliseconds, so a same-size rewrite within one tick would look
+unchanged (git's "racily clean" case); such a file is the live session's, read again next
+time anyway.
 
 A result also depends on the settings the engine judged with and on the code that read
 it, so the whole cache counts only under the same ``context``: the package's version,
-those settings, and the size and time of every module of the installed package (a
-checkout being worked on invalidates it by itself).
+those settings, the size and time of every module of the installed package (a checkout
+being worked on invalidates it by itself), and the versions of Python and of the
+decoders.
 
 It is one file in the state folder (``scan-cache.msgpack``, this user's alone), written
-whole after a scan (a temporary file renamed over it). It is decoded into its own types:
-a broken, foreign or hostile file reads as an empty cache (logged) and is replaced; it is
-never unpickled, and a file owned by someone else is not read. Tokens are kept, not
-prices (``summary`` prices them), so ``--prices`` does not touch it.
+whole after a scan (a temporary file renamed over it), and holds the files of the last
+root scanned. It is decoded into its own types and checked (every count a count, every
+loop's replies the file's own): a broken, foreign or hostile file reads as an empty cache
+(logged) and is replaced; it is never unpickled, and a file owned by someone else, or in
+a state folder that is a link, is not read. Tokens are kept, not prices (``summary``
+prices them), so ``--prices`` does not touch it.
 """
 
 from __future__ import annotations
@@ -25,36 +31,51 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
 
 import msgspec
+import orjson
 
 from .. import __version__
 from ..config import Settings
-from ..state.files import read_small_file, write_private_file
+from ..engine.transcript import MAX_COUNT
+from ..state.files import (
+    ensure_private_dir,
+    read_small_file,
+    remove_file,
+    write_private_file,
+)
 from .files import Transcript
 from .records import FileResult
 
-__all__ = ["CACHE_FILE", "ScanCache", "scan_context"]
+__all__ = ["CACHE_FILE", "SETTLING", "ScanCache", "scan_context"]
 
 logger = logging.getLogger(__name__)
 
 CACHE_FILE = "scan-cache.msgpack"
-MAX_CACHE_BYTES = 1 << 30
-"""A cache file bigger than this is not read (a 1 GB history's is about 10 MB)."""
+MAX_CACHE_BYTES = 256 << 20
+"""A cache file bigger than this is not read (a 1 GB history's is about 16 MB)."""
 
-_FORMAT = 1
+_FORMAT = 2
 SETTLING = 2.0
+_LEFT_BEHIND = 600.0  # seconds: a temporary cache file this old is a killed scan's
 
-Stamp = tuple[int, int, int, int]
-"""(device, inode, size, modification time in ns) of a file as it was listed."""
+Stamp = tuple[int, int, int, int, int]
+"""(device, inode, size, modification time, status change time; both in ns) of a file
+as it was listed."""
 
 
 class _Entry(msgspec.Struct, array_like=True):
     stamp: Stamp
     result: FileResult
+
+
+class _Header(msgspec.Struct):
+    format: int
+    context: str
 
 
 class _Document(msgspec.Struct):
@@ -63,15 +84,17 @@ class _Document(msgspec.Struct):
     files: dict[str, _Entry]
 
 
+_HEADER = msgspec.msgpack.Decoder(_Header).decode  # (skips ``files`` unbuilt)
 _DECODE = msgspec.msgpack.Decoder(_Document).decode
 _ENCODE = msgspec.msgpack.Encoder().encode
 
 
 def stamp_of(transcript: Transcript) -> Stamp | None:
     """The file as listed; None when the listing did not say (no result is kept)."""
-    if not (transcript.inode and transcript.mtime_ns):
+    if not (transcript.inode and transcript.mtime_ns and transcript.ctime_ns):
         return None
-    return transcript.device, transcript.inode, transcript.size, transcript.mtime_ns
+    return (transcript.device, transcript.inode, transcript.size, transcript.mtime_ns,
+            transcript.ctime_ns)
 
 
 def scan_context(settings: Settings) -> str:
@@ -92,7 +115,26 @@ def scan_context(settings: Settings) -> str:
         settings.tool_repeat_stop, settings.edit_oscillation_warn,
         sorted(settings.ignore_tools), sorted(settings.rules_off),
     )
-    return f"{__version__} {digest.hexdigest()[:16]} {judged!r}"
+    versions = (sys.version, msgspec.__version__, orjson.__version__)
+    return f"{__version__} {digest.hexdigest()[:16]} {judged!r} {versions!r}"
+
+
+def _sane(result: FileResult) -> bool:
+    """A result the scan could have made: counts in range, and every loop's replies
+    among the file's own (the sums look them up)."""
+    if min(result.bytes_read, result.lines, result.parsed, result.broken,
+           result.oversized) < 0:
+        return False
+    keys: set[bytes] = set()
+    for reply in result.replies:
+        usage = reply.usage
+        if not all(0 <= count <= MAX_COUNT for count in (
+                usage.input, usage.output, usage.cache_read, usage.cache_creation,
+                usage.cache_creation_1h)):
+            return False
+        keys.add(reply.key)
+    return all(reply.key in keys for loop in result.loops
+               for reply in (*loop.tokens, *loop.avoidable)) and not result.skipped
 
 
 class ScanCache:
@@ -112,15 +154,22 @@ class ScanCache:
         """The cache in the state folder, or an empty one (none yet, or not usable)."""
         path = state / CACHE_FILE
         try:
-            document = _DECODE(read_small_file(path, MAX_CACHE_BYTES, owned=True))
+            ensure_private_dir(state, create=False)  # (a link there is refused)
+            data = read_small_file(path, MAX_CACHE_BYTES, owned=True)
+            header = _HEADER(data)
+            if header.format != _FORMAT or header.context != context:
+                return cls(path, context)  # another version or settings: read again
+            files = _DECODE(data).files
         except FileNotFoundError:
             return cls(path, context)
         except (OSError, msgspec.DecodeError) as error:  # (ValidationError is one)
             logger.warning("scan cache %s not used, every file is read: %s", path, error)
             return cls(path, context)
-        if document.format != _FORMAT or document.context != context:
-            return cls(path, context)  # another version or settings: read again
-        return cls(path, context, document.files)
+        if not all(_sane(entry.result) for entry in files.values()):
+            logger.warning("scan cache %s not used, every file is read: a result in it "
+                           "is not one a scan makes", path)
+            return cls(path, context)
+        return cls(path, context, files)
 
     def split(self, transcripts: Iterable[Transcript]
               ) -> tuple[list[FileResult], list[Transcript]]:
@@ -141,26 +190,37 @@ class ScanCache:
         """Remember a file's result as read now (a file that was not read is forgotten)."""
         stamp = stamp_of(transcript)
         self._changed = True
-        if stamp is None or result.skipped or stamp[3] >= self._settled_before:
+        if stamp is None or result.skipped or max(stamp[3], stamp[4]) >= self._settled_before:
             self._files.pop(transcript.path, None)
         else:
             self._files[transcript.path] = _Entry(stamp, result)
 
-    def save(self, *, listed: str | None) -> None:
-        """Write the cache. ``listed``: the folder whose every file was listed (no
-        --project, no --since): a file in it that was not listed is gone, and forgotten.
-        Files elsewhere (another --root) keep their results."""
-        if listed is not None:
-            inside = os.path.join(listed, "")
-            gone = [path for path in self._files
-                    if path.startswith(inside) and path not in self._seen]
-            for path in gone:
-                del self._files[path]
-            self._changed = self._changed or bool(gone)
-        if not self._changed:
+    def save(self, *, root: str, whole: bool) -> None:
+        """Write the cache: the files of ``root`` listed now, and, when the listing was
+        not ``whole`` (--project, --since), the others of ``root`` it held. Files of
+        other roots, and files gone, are forgotten."""
+        inside = os.path.join(root, "")
+        files = {path: entry for path, entry in self._files.items()
+                 if path in self._seen or (not whole and path.startswith(inside))}
+        if not self._changed and len(files) == len(self._files):
             return
         try:
-            write_private_file(self.path, _ENCODE(_Document(_FORMAT, self.context,
-                                                            self._files)))
+            write_private_file(self.path, _ENCODE(_Document(_FORMAT, self.context, files)))
         except OSError as error:
             logger.warning("scan cache %s not written: %s", self.path, error)
+        self._clear_left_behind()
+
+    def _clear_left_behind(self) -> None:
+        """Remove temporary cache files of scans killed while writing (SIGKILL, power)."""
+        folder, prefix = self.path.parent, f".{CACHE_FILE}."
+        try:
+            with os.scandir(folder) as entries:
+                old = [entry.path for entry in entries
+                       if entry.name.startswith(prefix) and entry.name.endswith(".tmp")
+                       and entry.is_file(follow_symlinks=False)
+                       and entry.stat(follow_symlinks=False).st_mtime
+                       < time.time() - _LEFT_BEHIND]
+        except OSError:
+            return
+        for path in old:
+            remove_file(path)

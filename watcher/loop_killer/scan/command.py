@@ -83,6 +83,9 @@ def scan(args: argparse.Namespace) -> int:
     gc.set_threshold(100_000, 20, 100)
     try:
         return _scan(args, usual)
+    except KeyboardInterrupt:  # (the cache is written whole or not at all)
+        print("loop-killer scan: interrupted", file=sys.stderr)
+        return 130
     finally:
         gc.set_threshold(*usual)
 
@@ -109,9 +112,6 @@ def _scan(args: argparse.Namespace, gc_pace: tuple[int, int, int]) -> int:
     listing = find_transcripts(root, project=args.project, since=args.since)
     collector = Collector(prices, since=args.since, until=getattr(args, "until", None))
     from_cache = _read(args, listing, collector, settings, root, gc_pace)
-    if from_cache is None:
-        print("loop-killer scan: interrupted", file=sys.stderr)
-        return 130
     summary = replace(ordered(collector.summary(listing), getattr(args, "order", "cost")),
                       from_cache=from_cache)
     top = getattr(args, "top", None)
@@ -130,11 +130,11 @@ def _scan(args: argparse.Namespace, gc_pace: tuple[int, int, int]) -> int:
 
 
 def _read(args: argparse.Namespace, listing: Listing, collector: Collector,
-          settings: Settings, root: Path, gc_pace: tuple[int, int, int]) -> int | None:
+          settings: Settings, root: Path, gc_pace: tuple[int, int, int]) -> int:
     """Hand every listed file's result to ``collector``: the cache's for files unchanged
     since the last scan, read now for the others (the garbage collector at ``gc_pace``
-    meanwhile). Returns how many came from the cache, or None if the person interrupted
-    the scan (the cache is then left as it was)."""
+    meanwhile). Returns how many came from the cache. Interrupted, it raises
+    KeyboardInterrupt and leaves the cache as it was."""
     from ..state.paths import state_dir
     from .cache import ScanCache, scan_context
     from .pool import scan_transcripts
@@ -159,12 +159,10 @@ def _read(args: argparse.Namespace, listing: Listing, collector: Collector,
             collector.add(result)
             if cache is not None:
                 cache.keep(listed[result.path], result)
-    except KeyboardInterrupt:
-        return None
     finally:
         gc.set_threshold(*relaxed)
         if progress is not None:
             progress.close()
     if cache is not None:
-        cache.save(listed=None if args.project or args.since is not None else str(root))
+        cache.save(root=str(root), whole=not args.project and args.since is None)
     return len(listing.transcripts) - len(to_read)

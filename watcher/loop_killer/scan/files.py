@@ -59,7 +59,7 @@ class Transcript:
     ``project``: the project folder's name; ``session_id``: the session it belongs to
     (empty for a flat ``agent-*.jsonl``: read from its lines); ``subagent``: a subagent's
     file; ``size``, ``mtime``, ``device``, ``inode``: as listed (the file opened later must
-    be the same one); ``mtime_ns``: as listed, to the nanosecond (``cache``).
+    be the same one); ``mtime_ns``, ``ctime_ns``: as listed, to the nanosecond (``cache``).
     """
 
     path: str
@@ -71,6 +71,7 @@ class Transcript:
     device: int = 0
     inode: int = 0
     mtime_ns: int = 0
+    ctime_ns: int = 0
 
 
 @dataclass(slots=True)
@@ -185,7 +186,7 @@ def _add(entry: os.DirEntry[str], kind: str, project: str, session_id: str, suba
         return
     listing.transcripts.append(Transcript(entry.path, project, session_id, subagent,
                                           info.st_size, info.st_mtime, info.st_dev,
-                                          info.st_ino, info.st_mtime_ns))
+                                          info.st_ino, info.st_mtime_ns, info.st_ctime_ns))
 
 
 def read_transcript(transcript: Transcript, *, prefilter: bool = True,
