@@ -313,3 +313,18 @@ def test_a_sessions_project_does_not_depend_on_the_order_files_come_in() -> None
         (session,) = collector.summary().sessions
         projects.add(session.project)
     assert projects == {"p-a"}
+
+
+def test_a_killed_scans_temporary_file_is_cleared_later(capsys: pytest.CaptureFixture[str],
+                                                        history: Path) -> None:
+    _scan(capsys)
+    state = state_dir()
+    left = state / f".{CACHE_FILE}.123.456.tmp"  # (write_private_file's name for it)
+    fresh = state / f".{CACHE_FILE}.789.456.tmp"  # another scan's, writing now
+    for path in (left, fresh):
+        path.write_bytes(b"half a cache")
+    an_hour_ago = time.time_ns() - 3600 * 10**9
+    os.utime(left, ns=(an_hour_ago, an_hour_ago))
+    _loop(history, 2)  # (something to save)
+    _scan(capsys)
+    assert not left.exists() and fresh.exists()
