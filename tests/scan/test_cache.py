@@ -122,8 +122,7 @@ def test_a_file_written_within_the_settling_time_is_not_kept(tmp_path: Path) -> 
     result = FileResult(path="/p/a.jsonl", project="p", session_id="a")
 
     def listed(mtime: int, ctime: int) -> files.Transcript:
-        return files.Transcript("/p/a.jsonl", "p", "a", False, 10, mtime / 1e9, 1, 2,
-                                mtime, ctime)
+        return files.Transcript("/p/a.jsonl", "p", "a", False, 10, 1, 2, mtime, ctime)
 
     long_ago = now - 60 * 10**9
     just_now = now - int(SETTLING * 1e9) // 2

@@ -188,7 +188,7 @@ def test_every_core_gives_the_same_result(monkeypatch: pytest.MonkeyPatch) -> No
 def test_batches_put_big_files_alone_and_small_ones_together() -> None:
     from loop_killer.scan.files import Transcript
 
-    files = [Transcript(f"/{i}", "p", "s", False, size, 0.0)
+    files = [Transcript(f"/{i}", "p", "s", False, size)
              for i, size in enumerate([10, 50, 3, 100, 7, 60])]
     tasks = pool.batches(files, batch_bytes=60)
     assert [[t.size for t in task] for task in tasks] == [[100], [60], [50, 10], [7, 3]]

@@ -93,7 +93,7 @@ def test_links_fifos_and_odd_files_are_skipped_and_counted(root: Path) -> None:
 def test_a_fifo_that_takes_a_files_place_never_blocks(tmp_path: Path) -> None:
     fifo = tmp_path / "s.jsonl"
     os.mkfifo(fifo)
-    transcript = Transcript(str(fifo), "p", "s", False, 0, 0.0)
+    transcript = Transcript(str(fifo), "p", "s", False, 0)
     outcome: list[str] = []
     worker = threading.Thread(target=lambda: outcome.append(read_transcript(transcript).skipped),
                               daemon=True)

@@ -58,8 +58,9 @@ class Transcript:
 
     ``project``: the project folder's name; ``session_id``: the session it belongs to
     (empty for a flat ``agent-*.jsonl``: read from its lines); ``subagent``: a subagent's
-    file; ``size``, ``mtime``, ``device``, ``inode``: as listed (the file opened later must
-    be the same one); ``mtime_ns``, ``ctime_ns``: as listed, to the nanosecond (``cache``).
+    file; ``size``, ``device``, ``inode``: as listed (the file opened later must be the
+    same one); ``mtime_ns``, ``ctime_ns``: its modification and change times as listed
+    (``cache``).
     """
 
     path: str
@@ -67,7 +68,6 @@ class Transcript:
     session_id: str
     subagent: bool
     size: int
-    mtime: float
     device: int = 0
     inode: int = 0
     mtime_ns: int = 0
@@ -185,8 +185,8 @@ def _add(entry: os.DirEntry[str], kind: str, project: str, session_id: str, suba
         listing.older += 1
         return
     listing.transcripts.append(Transcript(entry.path, project, session_id, subagent,
-                                          info.st_size, info.st_mtime, info.st_dev,
-                                          info.st_ino, info.st_mtime_ns, info.st_ctime_ns))
+                                          info.st_size, info.st_dev, info.st_ino,
+                                          info.st_mtime_ns, info.st_ctime_ns))
 
 
 def read_transcript(transcript: Transcript, *, prefilter: bool = True,
