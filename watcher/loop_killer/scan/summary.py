@@ -132,11 +132,11 @@ class _Copy:
 
 @dataclass(slots=True)
 class _Session:
-    project: str = ""
     cost_state: float | None = None
-    # Whose project it is: a main file's before a subagent's, then the file that began
-    # first (``_File.rank``): the same whatever order the files' results came in.
-    project_from: tuple[bool, str, str, str] | None = None
+    # The file whose project is the session's (index into Collector._files): a main
+    # file's before a subagent's, then the one that began first (``_File.rank``): the same
+    # whatever order the files' results came in.
+    named_by: int = -1
 
 
 @dataclass(slots=True)
@@ -180,9 +180,8 @@ class Collector:
         file = _File(session_key, result.project, result.path, result.subagent,
                      result.first_at, result.last_at)
         self._files.append(file)
-        project_from = (file.subagent, *file.rank)
-        if session.project_from is None or project_from < session.project_from:
-            session.project, session.project_from = file.project, project_from
+        if session.named_by < 0 or _names_first(file, self._files[session.named_by]):
+            session.named_by = index
         for reply in result.replies:
             self._take(reply, index)
         self._loops.extend((loop, index) for loop in result.loops)
@@ -319,12 +318,18 @@ class Collector:
             tokens = Tokens()
             for row in by_model:
                 tokens = tokens + row.tokens
-            rows.append(SessionRow(session_id, session.project, loops_of[session_id],
+            rows.append(SessionRow(session_id, files[session.named_by].project,
+                                   loops_of[session_id],
                                    loops_usd.get(session_id, 0.0),
                                    sum(row.cost_usd for row in by_model), session.cost_state,
                                    tokens, by_model, began.get(session_id, "")))
         return tuple(sorted(rows, key=lambda row: (-row.loops_cost_usd, -row.cost_usd,
                                                    row.session_id)))
+
+
+def _names_first(file: _File, other: _File) -> bool:
+    """Whether ``file``'s project names its session rather than ``other``'s."""
+    return (file.subagent, *file.rank) < (other.subagent, *other.rank)
 
 
 class _ModelSum:
