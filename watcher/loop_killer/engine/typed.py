@@ -25,9 +25,9 @@ from .transcript import (
     UnreadResult,
     assistant_event,
     reply_of,
-    usage_of,
     user_text_event,
 )
+from .usage import usage_of
 
 __all__ = ["LEAN", "NOT_TYPED", "Line", "ReadAgain", "typed_event"]
 

@@ -41,7 +41,7 @@ import orjson
 
 from .. import __version__
 from ..config import Settings
-from ..engine.transcript import MAX_COUNT
+from ..engine.usage import MAX_COUNT
 from ..state.files import (
     ensure_private_dir,
     read_small_file,

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..engine.transcript import Usage
+from ..engine.usage import Usage
 
 __all__ = [
     "FileResult",
