@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MAX_COUNT", "Usage", "usage_of"]
+__all__ = ["MAX_COUNT", "Usage", "is_count", "usage_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,9 +66,13 @@ MAX_COUNT = 10**12
 sums must still fit the 64-bit integers JSON readers take)."""
 
 
+def is_count(value: Any) -> bool:
+    """Whether ``value`` is a token count as a reply can have one."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
+
+
 def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) \
-        and 0 < value <= MAX_COUNT else 0
+    return value if is_count(value) else 0
 
 
 def usage_of(field: Callable[[str], Any]) -> Usage:

@@ -41,7 +41,7 @@ import orjson
 
 from .. import __version__
 from ..config import Settings
-from ..engine.usage import MAX_COUNT
+from ..engine.usage import is_count
 from ..state.files import (
     ensure_private_dir,
     read_small_file,
@@ -128,7 +128,7 @@ def _sane(result: FileResult) -> bool:
     keys: set[bytes] = set()
     for reply in result.replies:
         usage = reply.usage
-        if not all(0 <= count <= MAX_COUNT for count in (
+        if not all(is_count(count) for count in (
                 usage.input, usage.output, usage.cache_read, usage.cache_creation,
                 usage.cache_creation_1h)):
             return False
