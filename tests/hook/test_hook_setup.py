@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from e2e.harness import claude_binary, missing_claude_reason
+from loop_killer import printable
 from loop_killer.hook import setup
 from loop_killer.hook.decide import parse_version
 from loop_killer.state.status import WatcherHeartbeat, write_heartbeat
@@ -125,6 +126,21 @@ def test_install_without_claude_prints_the_exact_commands(
     assert f"claude plugin marketplace add {root}" in out
     assert "claude plugin install loop-killer@loop-killer" in out
     assert (own_home / ".claude" / "loop-killer" / "python").exists()
+
+
+def test_install_fits_an_80_column_terminal(
+    tmp_path: Path, own_home: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The line saying which Python was recorded names two long paths: cut at spaces to
+    the terminal's width (a pipe or a file gets it whole)."""
+    monkeypatch.setattr(printable, "terminal_width", lambda stream: 80)
+    env = {**os.environ, "PATH": str(tmp_path / "empty")}
+    assert setup.install(_args(), env=env) == 0
+    lines = capsys.readouterr().out.splitlines()
+    recorded = [line for line in lines if not line.startswith("  claude plugin")]
+    assert recorded[0].startswith("recorded this Python") and len(recorded) > 2
+    assert all(len(line) <= 80 for line in recorded), lines
 
 
 def test_install_reports_a_failing_claude(tmp_path: Path, capsys: pytest.CaptureFixture[str]

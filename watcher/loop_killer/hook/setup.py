@@ -122,8 +122,12 @@ def install(args: argparse.Namespace, *, run: Runner | None = None,
     run = run or _runner(env)
     state = state_dir(env)
     recorded = record_interpreter(state)
-    print(f"recorded this Python for the plugin's hooks: {sys.executable} "
-          f"({interpreter_kind()}; in {recorded})")
+    from ..printable import terminal_width, wrap
+
+    # (to the terminal's width, at spaces; the commands below stay whole, to be copied)
+    for line in wrap(f"recorded this Python for the plugin's hooks: {sys.executable} "
+                     f"({interpreter_kind()}; in {recorded})", terminal_width(sys.stdout)):
+        print(line)
     root = find_marketplace()
     if root is None:
         print("loop-killer install: the plugin folder is not part of this installation "
