@@ -108,6 +108,28 @@ def test_watcher_first_then_the_hook_one_detection_logged_and_no_wait(
     assert len(outcomes) == 1
 
 
+@pytest.mark.parametrize("written", ["reply not written", "reply written"])
+def test_watcher_recorded_but_its_request_not_yet_written_the_hook_still_stops(
+    goal_same, state: Path, written: str
+) -> None:
+    """The race of a CI failure: the watcher records its detection of reply N a moment
+    before this hook reads the records, and writes its request only after this hook has
+    looked for one. The record alone (no Stop hook acted on it) must not make the hook
+    skip reply N: the hook stops the turn; the watcher's late request is then void."""
+    path, lines, by_number = goal_same
+    third = by_number[3]
+    write(path, lines[: third.first if written == "reply not written" else third.index + 1])
+    prompt_uuid = _reprompt_uuid(lines, third.first)
+    assert records.record_detection(state, SESSION, prompt_uuid, source="watcher",
+                                    rule="SAME_REPLY_TURNS")
+    assert records.recorded_keys(state, SESSION, acted_only=True) == set()
+    output = _run(stop_input(path), state)
+    assert output is not None and output["continue"] is False
+    assert records.recorded_keys(state, SESSION, acted_only=True) == {prompt_uuid}
+    assert not records.first_to_act(state, SESSION, prompt_uuid)  # its request: void
+    assert _detections(state) == []  # the watcher, first to record, logs it
+
+
 def test_a_request_for_an_answer_already_stopped_is_void(goal_same, state: Path) -> None:
     """The hook stopped the turn on its own; the watcher's request arrives afterwards:
     the next Stop drops it instead of stopping a turn a second time."""

@@ -127,6 +127,9 @@ def recorded_keys(state: Path, session_id: str, *, acted_only: bool = False) -> 
         with os.scandir(folder) as entries:
             for entry in entries:
                 name = entry.name
+                acted = name.endswith(ACTED_SUFFIX)
+                if acted_only and not acted:
+                    continue  # recorded, but no Stop hook has stopped its turn (yet)
                 name = name.removesuffix(ACTED_SUFFIX)
                 if is_plain_id(name):
                     keys.add(name)
