@@ -478,11 +478,14 @@ def test_the_fast_masking_patterns_match_their_plain_forms(pieces):
 
 
 @settings(max_examples=2000, deadline=None)
-@given(st.lists(st.sampled_from([*_PIECES, "\x1b[31m", "\x1b]0;t\x07", "0x", "ts=", "at "]),
+@given(st.lists(st.sampled_from([*_PIECES, "\x1b[31m", "\x1b]0;t\x07", "0x", "ts=", "at ",
+                                 *"\t\x0b\x0c\r\x1c\x1d\x1e\x1f\x85\u00a0", "\u0661\u0662",
+                                 "1 \x1cs", "5\x0bms", "12\t:", "x0", "0X"]),
                 max_size=16))
 def test_masking_skips_a_pattern_only_where_it_cannot_match(pieces):
-    """Each pattern is tried only where a character it needs is in the text: the same
-    output as trying every pattern everywhere."""
+    """Each pattern is tried only where a character it needs is in the text, and ``re``
+    only where one of them may match (``_may_match``, every whitespace of ``\\s``
+    included): the same output as trying every pattern everywhere."""
     import re
 
     text = "".join(pieces)

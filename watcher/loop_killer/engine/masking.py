@@ -10,16 +10,19 @@ mistake). ``canonical`` is the JSON form of a call's input or a structured outpu
 
 from __future__ import annotations
 
-import json
-import re
-
 from ..digest import hex_digest
+from ..lightjson import dumps
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool call does not import typing
+if TYPE_CHECKING:
+    import re
 
 __all__ = ["MAX_MASKED", "canonical", "result_key"]
 
 # The patterns are kept as text, compiled by ``re`` on first use (and cached there): a
 # tool-call hook masks one output, which needs a few of them, and compiling them all
-# would cost it 2 ms. Each is tried only where a character it needs is in the text.
+# would cost it 2 ms. Each is tried only where a character it needs is in the text, and
+# ``re`` itself (7 ms to import) only where one of them may match (``_may_match``).
 _ANSI = r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]"
 _ISO_MOMENT = (
     r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
@@ -52,8 +55,8 @@ _DURATION_START = r"\d\s?[nµμumsh]"
 
 def canonical(value: object) -> str:
     try:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                          default=str)
+        return dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                     default=str)
     except RecursionError:  # nested deeper than the encoder goes: hostile, still counted
         return canonical_flat(value)
 
@@ -77,7 +80,7 @@ def canonical_flat(value: object) -> str:
             for index, key in enumerate(sorted(item, key=str, reverse=True)):
                 stack.append(item[key])
                 prefix = "" if index == len(item) - 1 else ","
-                stack.append((close, prefix + json.dumps(str(key), ensure_ascii=False) + ":"))
+                stack.append((close, prefix + dumps(str(key), ensure_ascii=False) + ":"))
         elif isinstance(item, list):
             out.append("[")
             brackets.append("]")
@@ -87,15 +90,26 @@ def canonical_flat(value: object) -> str:
                 if index != len(item) - 1:
                     stack.append((close, ","))
         else:
-            out.append(json.dumps(item, ensure_ascii=False, default=str))
+            out.append(dumps(item, ensure_ascii=False, default=str))
     return "".join(out)
 
 
 
-# Every pattern above matches a digit or an escape: an ASCII text with neither is left as
-# it is. (Looked for one character at a time: ``re`` scans a character class at a tenth
-# of the speed.)
-_MASKED_CHARACTERS = "0123456789\x1b"
+# What each pattern needs, looked for without ``re``: an ASCII text reduced to one byte
+# per class of character, digits to 0, whitespace (``\s``) to a space and the first
+# letters of the duration units to u. A pattern can match only where its reduced form is
+# found: an ISO date 0000-00-00, a Unix time's ten digits, a clock's 0:0, an address's 0x,
+# a duration's 0u or 0 u (``_DURATION_START``), an escape. (Necessary, not sufficient:
+# ``re`` then decides.)
+_CLASSES = bytes.maketrans(b"0123456789\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f numsh",
+                           b"0" * 10 + b" " * 10 + b"u" * 5)
+_NEEDED = (b"0000-00-00", b"0000000000", b"0:0", b"0x", b"0u", b"0 u", b"\x1b")
+
+
+def _may_match(text: str) -> bool:
+    """Whether a masking pattern may match ``text`` (ASCII): False, nothing to mask."""
+    shape = text.encode("ascii").translate(_CLASSES)
+    return any(needed in shape for needed in _NEEDED)
 
 
 MAX_MASKED = 1 << 20
@@ -106,8 +120,10 @@ many megabytes costs a bounded time, and at worst two runs count as different)."
 def _mask(text: str) -> str:
     if len(text) > MAX_MASKED:
         return _mask(text[:MAX_MASKED]) + "\x00" + hex_digest(text[MAX_MASKED:], 20)
-    if text.isascii() and not any(character in text for character in _MASKED_CHARACTERS):
+    if text.isascii() and not _may_match(text):
         return text
+    import re
+
     if "\x1b" in text:
         text = re.sub(_ANSI, "", text)
     if "-" in text:
@@ -130,6 +146,8 @@ def _epoch_or_not(match: re.Match[str]) -> str:
         return "<time>"
     start = match.start()
     before = match.string[max(0, start - _TIME_WORD_REACH):start]
+    import re
+
     return "<time>" if re.search(_TIME_WORD, before) else number
 
 

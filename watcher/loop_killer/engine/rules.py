@@ -24,13 +24,13 @@ keeps going fires again at the next threshold and no answer ever fires twice.
 
 from __future__ import annotations
 
-import re
-
 from ..digest import hex_digest
 from ..value import Value
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool-call hook imports this module
 if TYPE_CHECKING:
+    import re
+    from collections.abc import Callable
     from fractions import Fraction
     from typing import Final, Literal
 
@@ -83,12 +83,12 @@ RULE_REFUSED_RETRIES: Final = "TOOL_REPEAT"  # (engine.tool_repeat.RULE_TOOL_REP
 RULE_EDIT_OSCILLATION: Final = "EDIT_OSCILLATION"  # (engine.edits) a warning, never a stop
 RULES: Final[tuple[Rule, ...]] = (RULE_SAME, RULE_IDLE, RULE_MANUAL)
 
-# Patterns as text, compiled by ``re`` on first use (and cached there): a tool-call hook
-# loads this module for its constants and never compares answers.
-_LEADING_SPACE = r"\s*"
-# Letters and digits of any script, no underscore: \w minus "_".
-_WORD = r"[^\W_]{3,}"
-_any_script_word: re.Pattern[str] | None = None
+# Patterns compiled on first use: a tool-call hook loads this module for its constants,
+# never compares answers, and does not import ``re`` (7 ms) at all.
+_leading_space: Callable[[str], re.Match[str] | None] | None = None
+_ascii_words: Callable[[str], list[str]] | None = None  # letters and digits, no "_"
+_any_script_words: Callable[[str], list[str]] | None = None
+
 # Compare Jaccard exactly, in integers, so that exactly 0.6 counts as similar.
 
 
@@ -126,7 +126,12 @@ DEFAULT_THRESHOLDS: Final = Thresholds()
 
 def leading_space(text: str) -> int:
     """How many whitespace characters ``text`` starts with (without copying it)."""
-    match = re.match(_LEADING_SPACE, text)
+    global _leading_space
+    if _leading_space is None:
+        import re
+
+        _leading_space = re.compile(r"\s*").match
+    match = _leading_space(text)
     return match.end() if match is not None else 0
 
 
@@ -150,25 +155,32 @@ def words(text: str) -> frozenset[str]:
     Combining vowel signs and other marks (Devanagari, Thai, ...) belong to the letters
     they sit on, so they do not cut a word in two.
     """
+    global _ascii_words
     lowered = text.lower()
     if lowered.isascii():
-        return frozenset(re.findall(_WORD, lowered))
-    return frozenset(_word_pattern().findall(lowered))
+        if _ascii_words is None:
+            import re
+
+            _ascii_words = re.compile(r"[^\W_]{3,}").findall  # \w minus "_"
+        return frozenset(_ascii_words(lowered))
+    return frozenset(_any_script_word_finder()(lowered))
 
 
-def _word_pattern() -> re.Pattern[str]:
+def _any_script_word_finder() -> Callable[[str], list[str]]:
     """Letters, digits and combining marks (Mn, Mc) of any script, compiled on first use
     from the precomputed table (about 1 ms, and only for non-ASCII text)."""
-    global _any_script_word
-    if _any_script_word is None:
+    global _any_script_words
+    if _any_script_words is None:
+        import re
+
         from .marks import MARK_RANGES
 
         marks = "".join(
             re.escape(chr(low)) if low == high else f"{re.escape(chr(low))}-{re.escape(chr(high))}"
             for low, high in MARK_RANGES
         )
-        _any_script_word = re.compile(rf"(?:[^\W_]|[{marks}]){{3,}}")
-    return _any_script_word
+        _any_script_words = re.compile(rf"(?:[^\W_]|[{marks}]){{3,}}").findall
+    return _any_script_words
 
 
 def similarity(a: frozenset[str], b: frozenset[str]) -> float:

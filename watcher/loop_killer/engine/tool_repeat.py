@@ -28,9 +28,8 @@ The counter keeps only digests: per call, its last result and count, at most
 
 from __future__ import annotations
 
-import json
-
 from ..digest import hex_digest
+from ..lightjson import loads
 from ..value import Value
 from .edits import EDIT_OSCILLATION_WARN, EditHistory
 from .masking import canonical, result_key
@@ -184,7 +183,7 @@ def repeat_label(repeat: ToolRepeat, limit: int = 80) -> str:
     if repeat.name in _SHELL_TOOLS:
         return call_label(repeat.name, {"command": rest}, limit)
     try:
-        tool_input = json.loads(rest)
+        tool_input = loads(rest)
     except ValueError:
         tool_input = rest
     return call_label(repeat.name, tool_input, limit)

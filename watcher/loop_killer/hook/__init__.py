@@ -19,7 +19,7 @@ install`` / ``doctor``). Nothing else is imported here: the hook imports only wh
 needs. The hook input is parsed here, once, for ``entry`` and ``stop_hook`` alike.
 """
 
-import json
+from ..lightjson import loads
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a normal turn does not import typing
 if TYPE_CHECKING:
@@ -36,6 +36,6 @@ def parse_json(raw: bytes) -> "Any":
     if len(raw) > MAX_INPUT_BYTES or not raw.strip():
         return None
     try:
-        return json.loads(raw)
+        return loads(raw)
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None

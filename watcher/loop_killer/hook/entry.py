@@ -14,11 +14,11 @@ in a short ``systemMessage``.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 
+from ..lightjson import dumps
 from . import MAX_INPUT_BYTES, parse_json
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a normal turn does not import typing
@@ -56,7 +56,7 @@ def main(raw: bytes | None = None) -> int:
     if output:
         try:
             # ASCII only: an odd stdout encoding must never swallow a stop.
-            sys.stdout.write(json.dumps(output, ensure_ascii=True) + "\n")
+            sys.stdout.write(dumps(output, ensure_ascii=True) + "\n")
             sys.stdout.flush()
         except (OSError, ValueError):
             pass

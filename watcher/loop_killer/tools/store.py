@@ -186,7 +186,7 @@ def put(data: dict[str, Any] | None, scope: str, counts: ToolRepeatCounter) -> d
     subagent), bounded: the main scope first, each subagent's newest ``SUBAGENT_CALLS``
     calls, at most ``MAX_SCOPES`` scopes, and within ``STATE_BUDGET`` bytes, the oldest
     subagents dropped first."""
-    import json
+    from ..lightjson import dumps
 
     old = data.get("scopes") if data is not None else None
     scopes: dict[str, Any] = dict(old) if isinstance(old, dict) else {}
@@ -197,7 +197,7 @@ def put(data: dict[str, Any] | None, scope: str, counts: ToolRepeatCounter) -> d
     subagents = [(name, _newest_calls(value, SUBAGENT_CALLS))
                  for name, value in scopes.items() if isinstance(name, str)]
     kept = [(MAIN, _newest_calls(main, MAX_CALLS))] if main is not None else []
-    sizes = [len(json.dumps({name: value}, separators=(",", ":")))
+    sizes = [len(dumps({name: value}, separators=(",", ":")))
              for name, value in kept + subagents]
     total = sum(sizes)
     while subagents and (total > STATE_BUDGET or len(kept) + len(subagents) > MAX_SCOPES):
@@ -236,12 +236,11 @@ def save(path: str, data: dict[str, Any], *, refusable: bool) -> None:
     refusal marker (``refusable``: some scope's counter would refuse a call now). The
     marker comes second: a crash between the two leaves it missing, which refuses
     nothing."""
-    import json
-
+    from ..lightjson import dumps
     from ..state.files import write_private_file
 
     _folder(os.path.dirname(os.path.dirname(path)), create=True)
-    write_private_file(path, json.dumps(data, separators=(",", ":")).encode("ascii"))
+    write_private_file(path, dumps(data, separators=(",", ":")).encode("ascii"))
     marker = refusal_marker(path)
     if refusable:
         if not os.path.lexists(marker):
