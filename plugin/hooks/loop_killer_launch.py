@@ -122,7 +122,8 @@ def parse_input(raw: bytes) -> "Any":
 
 
 class _ScanContext:
-    """The settings ``json.JSONDecoder()`` hands the C scanner."""
+    """The settings ``json.JSONDecoder()`` hands the C scanner. (The package's
+    ``loop_killer.lightjson`` has the same: this file cannot import the package.)"""
 
     strict = True
     object_hook = None

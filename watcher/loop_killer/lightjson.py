@@ -23,7 +23,8 @@ _WHITESPACE = " \t\n\r"  # what json skips around a document
 
 class _ScanSettings:
     """The settings ``json.JSONDecoder()`` hands the C scanner (it reads them off any
-    object)."""
+    object). The plugin's launcher keeps its own copy of this class: it parses the hook
+    input before it knows whether this package can be imported at all."""
 
     strict = True
     object_hook = None
