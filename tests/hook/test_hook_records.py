@@ -130,6 +130,26 @@ def test_watcher_recorded_but_its_request_not_yet_written_the_hook_still_stops(
     assert _detections(state) == []  # the watcher, first to record, logs it
 
 
+def test_a_recorded_answer_still_ends_the_run_before_the_reply_judged(goal_same, state: Path
+                                                                       ) -> None:
+    """Twins for reply 4: the watcher fired on reply 3 (its hook had not), twin A took the
+    request and is about to stop the turn for it. Twin B, judging reply 4, counts afresh
+    after reply 3 (recorded as fired, though no hook has acted on it yet): one stop."""
+    from loop_killer.state.inbox import claim_request
+
+    path, lines, by_number = goal_same
+    third, fourth = by_number[3], by_number[4]
+    write(path, lines[: fourth.first])  # reply 4 not written yet
+    prompt_uuid = _reprompt_uuid(lines, third.first)
+    _watcher_fires(state, path, third.uuid, prompt_uuid)
+    taken = claim_request(state, SESSION, transcript_path=str(path))  # twin A
+    assert taken is not None
+    assert _run(stop_input(path), state) is None  # twin B
+    assert records.first_to_act(state, SESSION, prompt_uuid)  # twin A goes on, alone
+    assert records.recorded_keys(state, SESSION, acted_only=True) == {prompt_uuid}
+    assert _detections(state) == ["watcher"]
+
+
 def test_a_request_for_an_answer_already_stopped_is_void(goal_same, state: Path) -> None:
     """The hook stopped the turn on its own; the watcher's request arrives afterwards:
     the next Stop drops it instead of stopping a turn a second time."""

@@ -94,6 +94,15 @@ def test_what_json_cannot_write_raises_as_json_does() -> None:
         assert str(caught.value) == str(expected.value)
     assert lightjson.dumps({"a": object}, default=str) == json.dumps({"a": object}, default=str)
 
+    class Falsy:  # a default that is falsy is a default all the same
+        def __bool__(self) -> bool:
+            return False
+
+        def __call__(self, value: object) -> str:
+            return "x"
+
+    assert lightjson.dumps([{1}], default=Falsy()) == json.dumps([{1}], default=Falsy())
+
 
 def test_an_encoder_that_answers_otherwise_leaves_it_to_json(monkeypatch: pytest.MonkeyPatch
                                                               ) -> None:

@@ -14,7 +14,14 @@ from __future__ import annotations
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool call does not import typing
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from types import ModuleType
     from typing import Any
+
+_json: ModuleType | None
+try:  # (imported here, once: an import during the interpreter's shutdown fails)
+    import _json
+except ImportError:  # another interpreter: json does it all
+    _json = None
 
 __all__ = ["dumps", "loads"]
 
@@ -47,9 +54,7 @@ def loads(data: bytes | str) -> Any:
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
         if _scan is None:
-            from _json import make_scanner
-
-            _scan = make_scanner(_ScanSettings())  # type: ignore[arg-type]
+            _scan = _json.make_scanner(_ScanSettings())  # type: ignore[union-attr]
         start = len(text) - len(text.lstrip(_WHITESPACE))
         value, end = _scan(text, start)
         if not text[end:].strip(_WHITESPACE):
@@ -64,7 +69,7 @@ def loads(data: bytes | str) -> Any:
 
 
 def _not_serializable(value: object) -> Any:
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+    raise TypeError(f"Object of type {value.__class__.__name__} is not JSON serializable")
 
 
 _encoder_ok: bool | None = None
@@ -89,15 +94,15 @@ def dumps(value: object, *, ensure_ascii: bool = True, sort_keys: bool = False,
 def _c_dumps(value: object, ensure_ascii: bool, sort_keys: bool,
              separators: tuple[str, str], default: Callable[[Any], Any] | None) -> str:
     """What ``json.JSONEncoder.encode`` does on its C path."""
-    import _json
-
+    assert _json is not None
     string = _json.encode_basestring_ascii if ensure_ascii else _json.encode_basestring
     if isinstance(value, str):
-        return string(value)
+        quoted: str = string(value)
+        return quoted
     item_separator, key_separator = separators
     encode = _json.make_encoder(
-        {}, default or _not_serializable, string, None, key_separator, item_separator,
-        sort_keys, False, True)
+        {}, _not_serializable if default is None else default, string, None, key_separator,
+        item_separator, sort_keys, False, True)
     return "".join(encode(value, 0))
 
 

@@ -158,9 +158,12 @@ class RunDetector:
     def answer_started(self) -> bool:
         return self._assembler.answer_started
 
-    def go_live(self) -> None:
-        """History is replayed: check the rules from the next answer on."""
+    def go_live(self, *, already_fired: Collection[str] | None = None) -> None:
+        """History is replayed: check the rules from the next answer on; with
+        ``already_fired``, what counts as fired before from then on."""
         self.live = True
+        if already_fired is not None:
+            self._fired = frozenset(already_fired)
 
     def step(self, event: Event) -> tuple[tuple[Answer, ...], tuple[Detection, ...]]:
         """Feed one transcript event; return the answers it completed and the detections

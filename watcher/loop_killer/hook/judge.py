@@ -52,6 +52,7 @@ def judge(
     stop_hook_active: bool,
     spawn_time: float | None = None,
     already_fired: Collection[str] = (),
+    acted_on: Collection[str] | None = None,
     anchor: Anchor | None = None,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
 ) -> Judgement:
@@ -62,6 +63,12 @@ def judge(
     previous reply saved (see the module docstring); the judgement's own ``anchor`` is what
     to save for the next one. ``spawn_time`` is when this hook's process started (seconds
     since the epoch), used only as the last resort.
+
+    ``already_fired``: the answers recorded as fired (``state.records``); counting
+    restarts after each in the history before reply N. ``acted_on``: those a Stop hook
+    stopped the turn for, the only ones reply N itself is not fired for again (None: all
+    of ``already_fired``). The watcher may have recorded reply N a moment ago, its
+    request not written yet: this hook is then the one that stops the turn.
     """
     events = tail.events
     goal = _last_goal(events)
@@ -73,7 +80,7 @@ def judge(
     detector = RunDetector(session_id, live=False, already_fired=already_fired,
                            thresholds=thresholds)
     _feed(detector, (item.event for item in events[: located.feed_until]))
-    detector.go_live()
+    detector.go_live(already_fired=acted_on)
     reply = events[located.parts_from : located.parts_until]
     parts = [item for item in reply if isinstance(item.event, AssistantPart)]
     used_tool = any(

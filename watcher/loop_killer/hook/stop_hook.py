@@ -136,10 +136,12 @@ def _check(state: Path, hook_input: decide.HookInput, env: dict[str, str],
         message=hook_input.last_assistant_message,
         stop_hook_active=hook_input.stop_hook_active,
         spawn_time=spawn_time,
-        # Answers a Stop hook already stopped a turn for. Not every recorded one: the
-        # watcher may have recorded THIS reply a moment ago, and this hook is the one
-        # that stops its turn (the watcher's request is then void).
-        already_fired=records.recorded_keys(state, session_id, acted_only=True),
+        # Every recorded answer ends the run before it; reply N itself is not fired for
+        # only when a Stop hook already stopped the turn for it: the watcher may have
+        # recorded THIS reply a moment ago, and this hook is the one that stops its turn
+        # (the watcher's request is then void).
+        already_fired=records.recorded_keys(state, session_id),
+        acted_on=records.recorded_keys(state, session_id, acted_only=True),
         anchor=anchor,
         thresholds=settings.thresholds,
     )
