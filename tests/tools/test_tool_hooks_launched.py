@@ -203,3 +203,19 @@ def test_a_tool_result_nested_500_deep_is_still_counted(state: Path) -> None:
                                 tool_response=deep)) for _ in range(3)]
     assert outputs[:2] == [None, None]
     assert outputs[2] is not None and "3 times" in outputs[2]["systemMessage"]
+
+
+def test_the_warning_tells_the_model_how_many_more_results_it_has(state: Path) -> None:
+    """The model hears when the call will be refused, as the settings have it: with the
+    refusal after 6 identical results, 3 more after the warning, then the refusal."""
+    env = {"LOOP_KILLER_TOOL_REPEAT_BLOCK": "6"}
+    for _ in range(2):
+        assert launch(failed(), env=env) is None
+    warned = launch(failed(), env=env)
+    assert warned is not None
+    assert ("If it gives the same result 3 times more, loop-killer will refuse"
+            in warned["hookSpecificOutput"]["additionalContext"])
+    for _ in range(3):
+        assert launch(before(), env=env) is None  # attempts 4, 5 and 6 run
+        launch(failed(), env=env)
+    assert launch(before(), env=env) is not None  # the 7th is refused

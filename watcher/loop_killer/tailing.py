@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO, Literal
 
-from .engine.rules import IDLE_TURNS
+from .engine.rules import DEFAULT_THRESHOLDS
 from .engine.transcript import Reprompt, is_run_boundary, parse_line
 
 __all__ = [
@@ -176,7 +176,7 @@ def scan_run_start(
     handle: BinaryIO,
     end: int | None = None,
     *,
-    max_reprompts: int = IDLE_TURNS + 1,
+    max_reprompts: int = DEFAULT_THRESHOLDS.reach,
     max_lines: int = MAX_RUN_LINES,
     limit: int = MAX_TAIL_BYTES,
 ) -> RunStart:
@@ -201,7 +201,7 @@ def scan_run_start(
 
 
 def find_run_start(
-    handle: BinaryIO, end: int | None = None, *, max_reprompts: int = IDLE_TURNS + 1
+    handle: BinaryIO, end: int | None = None, *, max_reprompts: int = DEFAULT_THRESHOLDS.reach
 ) -> int:
     """The offset from which feeding the file up to ``end`` reproduces its trailing run.
 

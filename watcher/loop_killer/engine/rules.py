@@ -114,6 +114,12 @@ class Thresholds(Value):
         return count >= (self.same_reply_turns if rule == RULE_SAME else self.idle_turns)
 
     @property
+    def reach(self) -> int:
+        """How many re-prompts back a trailing run must be read to judge it: one more
+        than the larger threshold (a run that long is past both)."""
+        return max(self.same_reply_turns, self.idle_turns) + 1
+
+    @property
     def similar_fraction(self) -> Fraction:
         """``similar`` as an exact fraction, so that exactly 0.6 counts as similar."""
         from fractions import Fraction  # (a tool-call hook never compares answers)

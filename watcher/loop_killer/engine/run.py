@@ -105,6 +105,7 @@ class RunDetector:
         "_run",
         "_run_length",
         "_similar",
+        "_window",
         "answers_seen",
         "goal",
         "last_answer",
@@ -124,9 +125,10 @@ class RunDetector:
         self._similar = thresholds.similar_fraction
         self._fired = frozenset(already_fired)  # the empty one is shared: no cost
         self._assembler = AnswerAssembler()
-        # The run's newest answers, at most ``idle_turns`` (a list: an empty deque alone
-        # costs 600 bytes, and the watcher keeps one per session).
+        # The run's newest answers, as many as the larger threshold needs (a list: an
+        # empty deque alone costs 600 bytes, and the watcher keeps one per session).
         self._run: list[RunAnswer] = []
+        self._window = max(thresholds.idle_turns, thresholds.same_reply_turns)
         self._run_length = 0
         self._chain = 0
         self.last_answer: Answer | None = None
@@ -146,7 +148,8 @@ class RunDetector:
 
     @property
     def run(self) -> tuple[RunAnswer, ...]:
-        """The most recent answers of the run (at most ``idle_turns``), oldest first."""
+        """The most recent answers of the run (at most the larger threshold), oldest
+        first."""
         return tuple(self._run)
 
     @property
@@ -240,7 +243,7 @@ class RunDetector:
                 self._chain = 1
         else:
             self._chain = 1
-        if len(self._run) >= self.thresholds.idle_turns:
+        if len(self._run) >= self._window:
             del self._run[0]
         self._run.append(
             RunAnswer(answer.uuid, answer.prompt_uuid, answer.timestamp, answer.text,

@@ -123,7 +123,8 @@ def _check(state: Path, hook_input: decide.HookInput, env: dict[str, str],
     session_id = hook_input.session_id
     anchor = keeper.current()
     try:
-        tail = read_tail(hook_input.transcript_path, anchor=anchor)
+        tail = read_tail(hook_input.transcript_path, anchor=anchor,
+                         max_reprompts=settings.thresholds.reach)
     except OSError as error:
         why = "it is not a regular file" if isinstance(error, NotAFile) else (
             error.strerror or str(error))

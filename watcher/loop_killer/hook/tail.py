@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from ..engine.reader import EventReader, LineEvent
+from ..engine.rules import DEFAULT_THRESHOLDS
 from ..engine.transcript import Event, GoalStatus, TurnStart, parse_line, parse_timestamp
 from ..state.files import open_transcript
 from ..tailing import find_run_start, iter_lines_backwards
@@ -56,9 +57,11 @@ def _opened(path: str) -> Iterator[BinaryIO]:
 
 
 def read_tail(
-    path: str, *, anchor: Anchor | None = None, max_forward: int = MAX_FORWARD_BYTES
+    path: str, *, anchor: Anchor | None = None, max_forward: int = MAX_FORWARD_BYTES,
+    max_reprompts: int = DEFAULT_THRESHOLDS.reach,
 ) -> Tail:
-    """Read and parse the transcript's trailing run. Raises OSError when unreadable.
+    """Read and parse the transcript's trailing run (back to its last ``max_reprompts``
+    re-prompts at most: ``Thresholds.reach``). Raises OSError when unreadable.
 
     The tail also reaches back to the anchor's line (when known and within
     ``TURN_REACH``), else to the turn's start (when the run starts later, at an answer
@@ -66,7 +69,7 @@ def read_tail(
     """
     with _opened(path) as handle:
         size = os.fstat(handle.fileno()).st_size
-        start = find_run_start(handle, size)
+        start = find_run_start(handle, size, max_reprompts=max_reprompts)
         hint = _anchor_start(handle, anchor, size) if anchor is not None else None
         if hint is not None:
             start = min(start, hint)

@@ -36,14 +36,18 @@ def _call(label: str) -> str:
 
 def warning(event: str, label: str, count: int, *, block: int = TOOL_REPEAT_BLOCK
             ) -> dict[str, Any]:
-    """After the result that reaches TOOL_REPEAT_WARN: tell the model, and the person."""
+    """After the result that reaches TOOL_REPEAT_WARN: tell the model, and the person
+    (``block``: the count of identical results from which the call is refused)."""
     call = _call(label)
+    left = block - count
+    refused = ("loop-killer will now refuse to run it again" if left <= 0 else
+               f"If it gives the same result {_times(left)} more, loop-killer will refuse to "
+               "run it again")
     model = (
         f"{MARK}this exact call ({call}) has now given {phrase(count)}. Stop repeating it. "
         "Say in one or two sentences why it keeps giving the same result, then change "
-        "something (the command, the code, the approach) or ask the person. If it gives "
-        "the same result once more, loop-killer will refuse to run it again until the "
-        "person's next message."
+        "something (the command, the code, the approach) or ask the person. "
+        f"{refused} until the person's next message."
     )
     person = (f"{MARK}{call} gave {phrase(count)} ({RULE_TOOL_REPEAT}); the model was told "
               f"to change course, and after {block} the call is refused")
@@ -63,6 +67,10 @@ def oscillation(event: str, label: str, returns: int) -> dict[str, Any]:
     person = (f"{MARK}{call}: {rule_phrase(RULE_EDIT_OSCILLATION, returns)} "
               f"({RULE_EDIT_OSCILLATION}); the model was told to settle on one version")
     return _after(event, model, person)
+
+
+def _times(number: int) -> str:
+    return {1: "once", 2: "twice"}.get(number, f"{number} times")
 
 
 def _ordinal(number: int) -> str:

@@ -143,7 +143,8 @@ class Sessions:
                 return info, 0, b""
             size = info.st_size if end is None else end
             with open(fd, "rb", buffering=0, closefd=False) as handle:
-                found = scan_run_start(handle, size)
+                found = scan_run_start(handle, size,
+                                       max_reprompts=self.settings.thresholds.reach)
             if found.why == "budget" and str(path) not in self.cut_short:
                 self.cut_short.add(str(path))
                 log.warning("%s: only its last %d MB (%d lines) were read back to find its "
