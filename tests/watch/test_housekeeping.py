@@ -155,6 +155,38 @@ def test_statuses_of_deleted_transcripts_are_removed_at_start_up_and_while_runni
     assert env.status(kept.session_id) is not None and env.status(outside) is not None
 
 
+def test_a_transcript_deleted_while_followed_leaves_no_status_nor_records(env, monkeypatch):
+    """Deleted while the watcher follows it: its status and detection records go at the
+    first housekeeping after the rename window (the file might have turned up under
+    another name, taking its records along); renamed, its records move with it."""
+    from loop_killer.watch import sessions as sessions_module
+    from loop_killer.watch.follower import RENAME_WINDOW
+
+    sessions = Sessions(env.state, outcome_timeout=0.0)
+    deleted, renamed = Lines(), Lines()
+    for s in (deleted, renamed):
+        append(s.path_in(env.root), s.goal_loop(3))  # fires once: one record each
+        sessions.sync(str(s.path_in(env.root)))
+        assert len(records.recorded_keys(env.state, s.session_id)) == 1
+    deleted.path_in(env.root).unlink()
+    sessions.sync(str(deleted.path_in(env.root)))
+    sessions.housekeep()
+    assert records.recorded_keys(env.state, deleted.session_id)  # it may turn up renamed
+
+    new_path = renamed.path_in(env.root).with_name("0000feed-0000-4000-8000-000000000001.jsonl")
+    renamed.path_in(env.root).rename(new_path)
+    sessions.sync(str(renamed.path_in(env.root)))
+    sessions.sync(str(new_path))
+    assert records.recorded_keys(env.state, "0000feed-0000-4000-8000-000000000001")
+    assert not records.recorded_keys(env.state, renamed.session_id)
+
+    later = time.monotonic() + RENAME_WINDOW + 1
+    monkeypatch.setattr(sessions_module.time, "monotonic", lambda: later)
+    sessions.housekeep()
+    assert not session_status_path(env.state, deleted.session_id).exists()
+    assert not (env.state / "fired" / deleted.session_id).exists()
+
+
 def test_statuses_are_left_alone_while_the_root_is_missing(env, start_watcher):
     s = Lines()
     append(s.path_in(env.root), s.goal_loop(2))

@@ -194,13 +194,14 @@ class Vanished:
 
     def take(self, path: str, key: FileKey, now: float) -> str | None:
         """The session of the vanished file that ``path`` is (forgotten here), or None."""
-        self.forget_old(now)
         gone = self._gone.get(key)
-        if gone is None or not gone[2].same_file_at(path):
+        if gone is None or now - gone[0] > RENAME_WINDOW or not gone[2].same_file_at(path):
             return None
         del self._gone[key]
         return gone[1]
 
-    def forget_old(self, now: float) -> None:
-        for key in [k for k, gone in self._gone.items() if now - gone[0] > RENAME_WINDOW]:
-            del self._gone[key]
+    def forget_old(self, now: float) -> list[str]:
+        """Forget the files that vanished more than ``RENAME_WINDOW`` ago; their sessions
+        (deleted for good: their detection records can go)."""
+        old = [k for k, gone in self._gone.items() if now - gone[0] > RENAME_WINDOW]
+        return [self._gone.pop(key)[1] for key in old]

@@ -324,6 +324,7 @@ class Sessions:
             # What fired under the old name must never fire under the new one, now or
             # after a restart: its records go with it.
             records.adopt(self.state, renamed_from, session_id)
+            records.forget_session(self.state, renamed_from)  # (the old name is gone)
             self.catch_up(path, pending_requests=set())
             return False
         if seen.size > LIVE_FROM_START_LIMIT:
@@ -367,7 +368,9 @@ class Sessions:
 
     def drop(self, path: str, *, why: str, quiet: bool = False, keep_status: bool = False
              ) -> None:
-        """Stop following a path; its status file goes too unless it is read anew."""
+        """Stop following a path; its status file goes too unless it is read anew. A
+        deleted transcript's detection records go at the first housekeeping after it has
+        not turned up renamed (``Vanished``)."""
         tracked = self.tracked.pop(path, None)
         if tracked is None:
             return
@@ -459,12 +462,15 @@ class Sessions:
         when the root is there to say so), let idle sessions go dormant."""
         now = time.time() if now is None else now
         self.expire_requests(now)
+        followed = {t.session_id for t in self.tracked.values()}
+        for session_id in self.gone.forget_old(time.monotonic()):
+            if session_id not in followed:  # deleted for good, not renamed
+                records.forget_session(self.state, session_id)
         if statuses:
-            self.housekeeper.sweep_statuses({t.session_id for t in self.tracked.values()})
+            self.housekeeper.sweep_statuses(followed)
         for tracked in self.tracked.values():
             if now - tracked.last_activity > self.idle_after and self._at_rest(tracked):
                 self._let_go(tracked)
-        self.gone.forget_old(time.monotonic())
 
     def _at_rest(self, tracked: Tracked) -> bool:
         """Awake, and nothing in progress that a rebuild from the tail could not redo: no
