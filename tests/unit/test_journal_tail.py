@@ -61,6 +61,23 @@ def test_records_written_just_before_a_rotation_are_not_lost(tmp_path):
     assert _ids(tail.read_new()) == ["s1", "s2"]
 
 
+def test_a_backlog_larger_than_a_read_is_not_lost_across_a_rotation(tmp_path):
+    """More was appended since the last look than one read takes, then the log rotated:
+    the old log's rest is read to its end before the new log (it was cut at one read)."""
+    path = journal.journal_path(tmp_path)
+    tail = JournalTail(tmp_path, max_bytes=1000)
+    tail.skip_to_end()
+    for n in range(30):
+        journal.append(tmp_path, _record(n))
+    assert path.stat().st_size > 3000
+    os.replace(path, path.with_suffix(".jsonl.1"))
+    journal.append(tmp_path, _record(30))
+    read: list[journal.Record] = []
+    for _ in range(5):
+        read += tail.read_new()
+    assert _ids(read) == [f"s{n}" for n in range(31)]
+
+
 def test_a_big_backlog_comes_in_bounded_reads(tmp_path):
     tail = JournalTail(tmp_path, max_bytes=1000)
     tail.skip_to_end()

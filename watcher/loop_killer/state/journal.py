@@ -304,7 +304,8 @@ class JournalTail:
 
     Reads at most ``max_bytes`` per look (the rest comes on the next), holds back a
     half-written last line, and follows a rotation: the rest of the old log is read
-    before the new one. A line longer than ``max_bytes`` is dropped, once said.
+    whole (at most ``_ROTATE_BYTES``: it rotated at that size) before the new one. A line
+    longer than ``max_bytes`` is dropped, once said.
     """
 
     def __init__(self, state: Path, *, max_bytes: int = _TAIL_BYTES) -> None:
@@ -341,8 +342,11 @@ class JournalTail:
         key = (info.st_dev, info.st_ino)
         records: list[Record] = []
         if key != self.key:
-            if self.key is not None:
-                records = self._read(_rotated(self.path), self.key)  # the old log's rest
+            while self.key is not None:  # the old log's rest, to its end
+                offset = self.offset
+                records += self._read(_rotated(self.path), self.key)
+                if self.offset == offset:
+                    break
             self.key, self.offset, self._partial, self._skipping = key, 0, b"", False
         elif info.st_size < self.offset:  # rewritten in place: start it afresh
             self.offset, self._partial, self._skipping = 0, b"", False
