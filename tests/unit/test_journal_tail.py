@@ -65,6 +65,7 @@ def test_a_backlog_larger_than_a_read_is_not_lost_across_a_rotation(tmp_path):
     """More was appended since the last look than one read takes, then the log rotated:
     the old log's rest is read to its end before the new log (it was cut at one read)."""
     path = journal.journal_path(tmp_path)
+    journal.append(tmp_path, _record(-1))
     tail = JournalTail(tmp_path, max_bytes=1000)
     tail.skip_to_end()
     for n in range(30):
