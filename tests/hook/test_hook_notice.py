@@ -17,11 +17,11 @@ def test_the_stop_reason_starts_with_the_marker_and_names_the_rule() -> None:
     assert notice.stop_reason(SAME) == (
         "loop-killer: SAME_REPLY_TURNS: 3 similar replies to re-prompts; turn stopped")
     assert notice.stop_reason(IDLE) == (
-        "loop-killer: IDLE_TURNS: 6 replies to re-prompts without any tool use; turn stopped")
+        "loop-killer: IDLE_TURNS: 6 replies to re-prompts without new work; turn stopped")
     assert notice.stop_reason(MANUAL).startswith("loop-killer: MANUAL: ")
 
 
-HEAD = "loop-killer: IDLE_TURNS (6 replies to re-prompts without any tool use): loop stopped"
+HEAD = "loop-killer: IDLE_TURNS (6 replies to re-prompts without new work): loop stopped"
 
 
 @pytest.mark.parametrize("outcome, why, expected", [

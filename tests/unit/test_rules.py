@@ -231,7 +231,7 @@ def test_rule_phrase_words_each_rule_for_the_hook_and_the_watcher_alike():
     from loop_killer.engine.rules import rule_phrase
 
     assert rule_phrase("SAME_REPLY_TURNS", 3) == "3 similar replies to re-prompts"
-    assert rule_phrase("IDLE_TURNS", 6) == "6 replies to re-prompts without any tool use"
+    assert rule_phrase("IDLE_TURNS", 6) == "6 replies to re-prompts without new work"
     assert "loop-killer clear" in rule_phrase("MANUAL", 0)
 
 

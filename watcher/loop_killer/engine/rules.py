@@ -6,7 +6,8 @@ case) with ``Stop hook feedback:``, ``Stop hook`` (optionally preceded by ``[``)
 command hook) refused to let the turn end.
 
 The *run* of a session is the trailing sequence of (re-prompt, answer) pairs since the
-last pair that was not a re-prompt and its answer, or whose answer used a tool.
+last pair that was not a re-prompt and its answer, or whose answer did work: a tool call
+whose result was new in the turn (``Answer.in_run``).
 
 After each complete answer the run is checked, SAME_REPLY_TURNS first:
 
@@ -214,7 +215,7 @@ def rule_phrase(rule: str, count: int) -> str:
         # read the same, and the number must be the one a person counts on screen.
         return f"{count} similar replies to re-prompts"
     if rule == RULE_IDLE:
-        return f"{count} replies to re-prompts without any tool use"
+        return f"{count} replies to re-prompts without new work"
     if rule == RULE_MANUAL:
         return "asked by hand with loop-killer clear"
     if rule == RULE_REFUSED_RETRIES:
