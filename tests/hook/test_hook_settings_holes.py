@@ -98,3 +98,18 @@ def test_doctor_shows_its_lines_without_control_codes(tmp_path: Path) -> None:
     line = next(line for line in checked.stdout.splitlines() if " settings: " in line)
     assert "rules.similar" in line
     assert not any(ch in checked.stdout for ch in "\x1b\x07\u202e"), checked.stdout
+
+
+def test_config_shows_every_setting_with_where_it_came_from() -> None:
+    """An audit found three settings missing from ``loop-killer config`` (their sources
+    listed, their values not): every field of the settings is shown."""
+    from loop_killer.config import Settings
+
+    env = {**os.environ, "LOOP_KILLER_TOOL_REPEAT_STOP": "7"}
+    document = json.loads(_cli("config", "--json", env=env).stdout)
+    fields = set(Settings.__slots__) - {"thresholds", "sources", "problems"}
+    assert set(document["settings"]) == fields | {"same_reply_turns", "idle_turns", "similar"}
+    assert document["settings"]["tool_repeat_stop"] == 7
+    assert document["sources"]["tool_repeat_stop"] == "$LOOP_KILLER_TOOL_REPEAT_STOP"
+    shown = _cli("config", env=env).stdout
+    assert any(line.split()[:2] == ["tool_repeat_stop", "7"] for line in shown.splitlines())

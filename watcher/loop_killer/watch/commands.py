@@ -396,9 +396,12 @@ def config(args: argparse.Namespace) -> int:
         "similar": settings.thresholds.similar,
         "tool_repeat_warn": settings.tool_repeat_warn,
         "tool_repeat_block": settings.tool_repeat_block,
+        "tool_repeat_stop": settings.tool_repeat_stop,
+        "edit_oscillation_warn": settings.edit_oscillation_warn,
         "rules_off": sorted(settings.rules_off),
         "projects_off": list(settings.projects_off),
         "ignore_tools": sorted(settings.ignore_tools),
+        "metrics": settings.metrics,
     }
     if getattr(args, "json", False):
         document = {"file": str(config_path(state)), "settings": values,
