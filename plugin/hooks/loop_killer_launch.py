@@ -272,9 +272,10 @@ def _refill_stdin(raw: bytes) -> bool:
     return True
 
 
-def _read_small(path: str) -> "str | None":
+def _read_small(path: str, *, owned: bool = False) -> "str | None":
     """The text of a small regular file; None when it is missing, a link, a FIFO or a
-    device (opened without following links and without blocking), or unreadable."""
+    device (opened without following links and without blocking), or unreadable; with
+    ``owned``, also when another user owns it or anyone may write it."""
     import stat
 
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
@@ -283,7 +284,11 @@ def _read_small(path: str) -> "str | None":
     except OSError:
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        uid = getattr(os, "getuid", lambda: info.st_uid)()
+        if owned and (info.st_uid != uid or info.st_mode & 0o002):
             return None
         data = os.read(fd, SMALL_FILE)
     except OSError:
@@ -297,9 +302,13 @@ def _read_small(path: str) -> "str | None":
 
 
 def _recorded_python() -> "str | None":
+    """The interpreter ``loop-killer install`` recorded: only from a state folder that is
+    not a link, in a file of this user's that not everyone may write (it is run)."""
     env = os.environ
     for folder in (state_dir(env), os.path.join(config_dir(env), "loop-killer")):
-        text = _read_small(os.path.join(folder, "python"))
+        if os.path.islink(folder):
+            continue
+        text = _read_small(os.path.join(folder, "python"), owned=True)
         lines = text.strip().splitlines() if text else []
         path = lines[0].strip() if lines else ""
         if path:

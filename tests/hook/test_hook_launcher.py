@@ -86,6 +86,29 @@ def test_the_launcher_uses_the_interpreter_loop_killer_install_recorded(
     assert output is not None and output["continue"] is False  # stdin reached the hook
 
 
+@pytest.mark.parametrize("how", ["linked state folder", "world-writable file"])
+def test_a_recorded_interpreter_anyone_could_have_written_is_never_run(
+    tmp_path: Path, plugin_copy: Path, looping: dict, bare_python: str, own_home: Path,
+    how: str,
+) -> None:
+    """The launcher runs the interpreter the file names: never from a state folder that
+    is a link (it may point anywhere), nor from a file everyone may write."""
+    state = own_home / ".claude" / "loop-killer"
+    if how == "linked state folder":
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        state.parent.mkdir(parents=True, exist_ok=True)
+        state.symlink_to(elsewhere)
+    else:
+        state.mkdir(parents=True)
+    (state / "python").write_text(sys.executable + "\n")
+    if how == "world-writable file":
+        (state / "python").chmod(0o666)
+    output = _launch(bare_python, plugin_copy, looping, PATH=str(tmp_path / "no-bin"))
+    assert output is not None and "cannot find the loop-killer Python package" in output[
+        "systemMessage"]
+
+
 def test_the_recorded_interpreters_packages_run_in_this_python3_when_its_version_fits(
     tmp_path: Path, plugin_copy: Path, looping: dict, bare_python: str, own_home: Path
 ) -> None:

@@ -128,6 +128,24 @@ def test_install_without_claude_prints_the_exact_commands(
     assert (own_home / ".claude" / "loop-killer" / "python").exists()
 
 
+def test_install_never_writes_through_a_linked_state_folder(
+    tmp_path: Path, own_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The state folder is a link: the interpreter is not recorded there (the launcher
+    would run what that file names), install says so and goes on."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    state = own_home / ".claude" / "loop-killer"
+    state.parent.mkdir(parents=True, exist_ok=True)
+    state.symlink_to(elsewhere)
+    env = {**os.environ, "PATH": str(tmp_path / "empty")}
+    assert setup.install(_args(), env=env) == 0
+    out = capsys.readouterr().out
+    assert "cannot record this Python for the plugin's hooks" in out
+    assert "claude plugin install loop-killer@loop-killer" in out
+    assert list(elsewhere.iterdir()) == []
+
+
 def test_install_fits_an_80_column_terminal(
     tmp_path: Path, own_home: Path, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch

@@ -92,12 +92,13 @@ def add_arguments_install(parser: argparse.ArgumentParser) -> None:
 
 def record_interpreter(state: Path, python: str | None = None) -> Path:
     """Write this interpreter's path where the plugin's launcher looks for it: absolute,
-    links not followed (a venv's python must be started by its own path)."""
-    state.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path = state / INTERPRETER_FILE
-    temp = path.with_name(f".{INTERPRETER_FILE}.{os.getpid()}.tmp")
-    temp.write_text(os.path.abspath(python or sys.executable) + "\n", encoding="utf-8")
-    os.replace(temp, path)
+    links not followed (a venv's python must be started by its own path). Never through
+    a linked state folder (raises NotAFolder): the launcher would run what it names."""
+    from ..state.files import write_private_file
+    from ..state.paths import state_folder
+
+    path = state_folder(state, create=True, private=True) / INTERPRETER_FILE
+    write_private_file(path, (os.path.abspath(python or sys.executable) + "\n").encode())
     return path
 
 
@@ -121,12 +122,17 @@ def install(args: argparse.Namespace, *, run: Runner | None = None,
     env = os.environ if env is None else env
     run = run or _runner(env)
     state = state_dir(env)
-    recorded = record_interpreter(state)
     from ..printable import terminal_width, wrap
+    from ..state.files import NotAFolder
 
+    try:
+        said = (f"recorded this Python for the plugin's hooks: {sys.executable} "
+                f"({interpreter_kind()}; in {record_interpreter(state)})")
+    except (NotAFolder, OSError) as error:
+        said = (f"loop-killer install: cannot record this Python for the plugin's hooks in "
+                f"{state} ({error}); the hooks use the python3 on their PATH")
     # (to the terminal's width, at spaces; the commands below stay whole, to be copied)
-    for line in wrap(f"recorded this Python for the plugin's hooks: {sys.executable} "
-                     f"({interpreter_kind()}; in {recorded})", terminal_width(sys.stdout)):
+    for line in wrap(said, terminal_width(sys.stdout)):
         print(line)
     root = find_marketplace()
     if root is None:
