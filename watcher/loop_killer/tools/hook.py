@@ -14,8 +14,9 @@ and prints what it returns.
 * ``UserPromptSubmit``: the person spoke; forget the session's counts.
 
 Subagents (input with ``agent_id``) count in their own scope. The hooks fail open: bad
-input, a busy lock, an unreadable state or a failing disk all mean "nothing to say", so a
-call is never refused by mistake.
+input, an unreadable state or a failing disk all mean "nothing to say", so a call is
+never refused by mistake. A busy lock costs a count (a result not counted, a refused
+attempt not added towards the stop), never a refusal the counts on disk do not call for.
 """
 
 from __future__ import annotations
