@@ -360,3 +360,27 @@ def test_housekeeping_never_reads_or_removes_through_a_linked_folder(env, tmp_pa
     assert keeper.sweep_statuses(set()) == 0
     assert _pending_requests(env.state) == set()
     assert sorted(p for p in elsewhere.rglob("*") if p.is_file()) == outside
+
+
+def test_a_watcher_started_mid_loop_counts_a_raised_threshold_from_the_tail(env):
+    """The catch-up reads the run back to the configured threshold's reach, not the
+    default's: with IDLE_TURNS at 10, a loop 9 replies long when the watcher starts fires
+    at its 10th reply (an audit found it read 7 re-prompts back, and never fired)."""
+    from loop_killer.config import Settings
+    from loop_killer.engine.rules import Thresholds
+
+    settings = Settings(thresholds=Thresholds(idle_turns=10))
+    s = Lines()
+    path = s.path_in(env.root)
+    texts = ["alpha beta gamma", "delta epsilon zeta", "theta iota kappa", "lambda mu nu",
+             "omicron sigma tau", "upsilon phi chi", "golf india juliet", "kilo lima mike",
+             "november oscar papa", "quebec romeo sierra"]
+    append(path, s.prompt() + s.goal() + [line for text in texts[:9]
+                                          for line in s.reprompt() + s.answer(text)])
+    sessions = Sessions(env.state, outcome_timeout=0.0, settings=settings)
+    sessions.catch_up(str(path), pending_requests=set())  # as at the watcher's start
+    assert not env.has_request(s.session_id)
+    append(path, s.reprompt() + s.answer(texts[9]))
+    sessions.sync(str(path))
+    request = peek_request(env.state, s.session_id)
+    assert request is not None and request.rule == "IDLE_TURNS" and request.run_length == 10
