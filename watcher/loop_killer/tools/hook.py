@@ -71,7 +71,7 @@ def run_input(data: Any, *, env: dict[str, str], settings: Settings | None = Non
         agent = data.get("agent_id")
         scope = agent if isinstance(agent, str) and agent else MAIN_SCOPE
         if event == "PreToolUse":
-            return _before(data, state, path, name, scope, settings)
+            return _before(data, state, path, name, scope, settings, env)
         if event in _AFTER:
             return _after(data, state, path, event, name, scope, settings)
     except (OSError, ValueError):
@@ -90,7 +90,7 @@ def _reset(state: str, path: str) -> None:
 
 
 def _before(data: dict[str, Any], state: str, path: str, name: str, scope: str,
-            settings: Settings) -> dict[str, Any] | None:
+            settings: Settings, env: dict[str, str]) -> dict[str, Any] | None:
     kept = store.load(path)
     if kept is None:
         return None
@@ -122,7 +122,7 @@ def _before(data: dict[str, Any], state: str, path: str, name: str, scope: str,
     if scope == MAIN_SCOPE and refused >= settings.tool_repeat_stop:
         from .stop import stop_turn
 
-        return stop_turn(data, state=state, label=label, refused=refused,
+        return stop_turn(data, state=state, label=label, refused=refused, env=env,
                          output=words.refusal(label, refusal.count, first=False))
     return words.refusal(label, refusal.count, first=refused <= 1)
 

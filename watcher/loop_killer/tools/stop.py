@@ -26,8 +26,9 @@ _TAIL = 64 * 1024
 
 
 def stop_turn(data: dict[str, Any], *, state: str, label: str, refused: int,
-              output: dict[str, Any]) -> dict[str, Any]:
-    """The PreToolUse output that refuses this attempt (``output``) and ends the turn."""
+              output: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
+    """The PreToolUse output that refuses this attempt (``output``) and ends the turn
+    (``env``: the hook's environment)."""
     from ..engine.rules import RULE_REFUSED_RETRIES
     from ..hook import notice
     from ..hook.act import Fired, fire
@@ -41,10 +42,10 @@ def stop_turn(data: dict[str, Any], *, state: str, label: str, refused: int,
         mod_version=notice.MOD_PROTOCOL if mod_loads(transcript) else None)
     firing = notice.Firing(RULE_REFUSED_RETRIES, refused, 0, "hook")
     # No typing hands: only the environment's multiplexer variables are left out.
-    env = {key: value for key, value in os.environ.items()
-           if key not in ("TMUX_PANE", "STY", "WINDOW")}
+    hands_off = {key: value for key, value in env.items()
+                 if key not in ("TMUX_PANE", "STY", "WINDOW")}
     stopped = fire(Fired(firing, _text(data.get("tool_use_id")), "", None, False),
-                   hook_input=hook_input, state=Path(state), env=env)
+                   hook_input=hook_input, state=Path(state), env=hands_off)
     specific = dict(output.get("hookSpecificOutput") or {})
     plan = stopped.pop("hookSpecificOutput", None)
     if isinstance(plan, dict) and plan.get("additionalContext"):
