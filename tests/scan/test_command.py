@@ -154,6 +154,21 @@ def test_bad_options_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) 
     assert exit_.value.code == 2
 
 
+def test_json_top_lists_fewer_loops_and_keeps_the_totals_of_all(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """An audit found ``--json --top 1`` counting one loop in ``totals`` while its tokens
+    were every loop's, and ``--top -1`` taken (it dropped the last row)."""
+    history(projects_dir())
+    everything = json.loads(run(capsys, "--json")[1])
+    first = json.loads(run(capsys, "--json", "--top", "1")[1])
+    assert len(everything["loops"]) == 2 and first["loops"] == everything["loops"][:1]
+    assert first["totals"] == everything["totals"] and first["totals"]["loops"] == 2
+    for bad in ("-1", "two"):
+        with pytest.raises(SystemExit) as exit_:
+            cli.main(["scan", "--top", bad])
+        assert exit_.value.code == 2
+
+
 def test_no_history_is_no_loops(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys)
     assert code == 0 and "No loops found." in out

@@ -43,6 +43,17 @@ def parse_since(text: str) -> float:
     return moment.timestamp()  # a naive moment is read as local time
 
 
+def _count(text: str) -> int:
+    """``--top``: a whole number, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number, 0 or more")
+    return value
+
+
 def add_arguments_scan(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--since", type=parse_since, metavar="DATE", default=None,
                         help="only loops that went on at or after DATE (YYYY-MM-DD or ISO "
@@ -50,7 +61,7 @@ def add_arguments_scan(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--until", type=parse_since, metavar="DATE", default=None,
                         help="only loops that began at or before DATE (a date alone: its "
                              "midnight)")
-    parser.add_argument("--top", type=int, metavar="N", default=None,
+    parser.add_argument("--top", type=_count, metavar="N", default=None,
                         help="the N biggest loops (default: 20 in the table, all in --json; "
                              "0: all)")
     parser.add_argument("--order", choices=("cost", "time"), default="cost",
@@ -116,9 +127,7 @@ def _scan(args: argparse.Namespace, gc_pace: tuple[int, int, int]) -> int:
                       from_cache=from_cache)
     top = getattr(args, "top", None)
     if args.json:
-        if top:
-            summary = replace(summary, loops=summary.loops[:top])
-        sys.stdout.buffer.write(json_bytes(summary, root=str(root)))
+        sys.stdout.buffer.write(json_bytes(summary, root=str(root), top=top))
         sys.stdout.flush()
         return 0
     # Cut the table to the terminal; piped into a file or a pager, keep it whole.

@@ -27,15 +27,17 @@ def _usd(value: float) -> float:
     return round(value, 6)
 
 
-def json_document(summary: Summary, *, root: str = "") -> dict[str, Any]:
-    """The ``--json`` document.
+def json_document(summary: Summary, *, root: str = "", top: int | None = None
+                  ) -> dict[str, Any]:
+    """The ``--json`` document (``top``: only the first ``top`` loops listed; the totals
+    are still those of every loop).
 
     ``loops`` and ``totals`` keep the documented schema exactly; ``sessions`` (every
     session read: its tokens and cost, per model too, its loops' cost, Claude Code's own
     total) and ``scan`` (what was read and skipped) are extra top-level keys.
     """
     return {
-        "loops": [_loop(row) for row in summary.loops],
+        "loops": [_loop(row) for row in summary.loops[:top or None]],
         "totals": {
             "loops": len(summary.loops),
             "tokens": summary.tokens.to_dict(),
@@ -97,9 +99,10 @@ def _path(path: str) -> str:
     return without_controls(path)
 
 
-def json_bytes(summary: Summary, *, root: str = "") -> bytes:
+def json_bytes(summary: Summary, *, root: str = "", top: int | None = None) -> bytes:
     """The ``--json`` document as bytes, with a final newline."""
-    return orjson.dumps(json_document(summary, root=root), option=orjson.OPT_INDENT_2) + b"\n"
+    return orjson.dumps(json_document(summary, root=root, top=top),
+                        option=orjson.OPT_INDENT_2) + b"\n"
 
 
 # -- the table -------------------------------------------------------------------------
