@@ -147,8 +147,10 @@ def _list_project(folder: str, project: str, listing: Listing, since: float | No
             session_id = session_id_of(entry.path)
             # Any other .jsonl beside the sessions is a subagent's (agent-<id>.jsonl).
             _add(entry, kind, project, session_id or "", session_id is None, listing, since)
-        elif kind == "dir" and is_plain_id(entry.name):
+        elif is_plain_id(entry.name) and kind == "dir":
             _list_subagents(entry.path, entry.name, project, listing, since)
+        elif is_plain_id(entry.name) and kind == "link":
+            listing.skipped[SKIP_LINK] += 1  # a session's folder (its subagents) linked
 
 
 def _list_subagents(session_folder: str, session_id: str, project: str, listing: Listing,
