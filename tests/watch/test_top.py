@@ -174,6 +174,20 @@ def test_the_screen_fits_the_terminal_from_80_columns(width: int) -> None:
     assert ("TURN/TOTAL" in header) == (width < 110)
 
 
+@pytest.mark.parametrize("width", [110, 120, 200])
+def test_the_widest_figures_are_shown_whole_on_a_wide_screen(width: int) -> None:
+    """An audit found every figure from 100k tokens up cut to ``258.0k $0.…``."""
+    spent = {"a": (Spent(258_000, 0.18), Spent(12_345_678, 12_345.0))}
+    screen = build_screen([status("a")], {}, spent, beat=None, limits=Limits(), now=NOW,
+                          window=3600)
+    console = Console(width=width, height=20, record=True, color_system=None,
+                      force_terminal=True)
+    console.print(render(screen, selected=0, width=width, height=20, message="", now=NOW))
+    text = console.export_text()
+    assert "258.0k $0.18" in text and "12.3M $12,345" in text
+    assert all(len(line) <= width for line in text.splitlines())
+
+
 def test_rows_beyond_the_height_scroll_with_the_selection() -> None:
     assert visible_rows(10, 0, 40) == range(10)
     assert visible_rows(100, 0, 25) == range(20)

@@ -1,8 +1,8 @@
 """``loop-killer top``'s screen, drawn with rich from a ``rows.Screen`` (no I/O).
 
 The table fits the terminal from 80 columns up: below ``WIDE`` columns the turn's and the
-session's figures share one column and the age goes; long cells end in an ellipsis,
-never wrap. Rows beyond the terminal's height scroll with the selection.
+session's token counts share one column, and their costs and the age go; long cells end
+in an ellipsis, never wrap (the figures' columns hold their widest: ``12.3M $12,345``). Rows beyond the terminal's height scroll with the selection.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from .rows import Attention, Row, Screen, ago_short
 __all__ = ["KEYS_HELP", "WIDE", "render", "visible_rows"]
 
 WIDE = 110
+FIGURES = 14
+"""The widest tokens-and-cost figure (``rows.tokens_text`` and ``rows.money``)."""
 """From this many columns the turn's and the session's figures get a column each."""
 
 KEYS_HELP = "q quit · ↑/↓ (k/j) select · c ask the selected session's next Stop to end its loop"
@@ -54,8 +56,9 @@ def render(screen: Screen, *, selected: int, width: int, height: int, message: s
     table.add_column("SESSION", width=8, no_wrap=True)
     table.add_column("DOING", ratio=4, min_width=16, no_wrap=True, overflow="ellipsis")
     if wide:
-        table.add_column("TURN", width=11, no_wrap=True, overflow="ellipsis", justify="right")
-        table.add_column("TOTAL", width=11, no_wrap=True, overflow="ellipsis",
+        table.add_column("TURN", width=FIGURES, no_wrap=True, overflow="ellipsis",
+                         justify="right")
+        table.add_column("TOTAL", width=FIGURES, no_wrap=True, overflow="ellipsis",
                          justify="right")
         table.add_column("ACTIVE", width=6, no_wrap=True, justify="right")
     else:
