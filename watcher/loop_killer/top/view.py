@@ -2,7 +2,8 @@
 
 The table fits the terminal from 80 columns up: below ``WIDE`` columns the turn's and the
 session's token counts share one column, and their costs and the age go; long cells end
-in an ellipsis, never wrap (the figures' columns hold their widest: ``12.3M $12,345``). Rows beyond the terminal's height scroll with the selection.
+in an ellipsis, never wrap (the figures' columns hold their widest: ``12.3M $12,345``).
+Rows beyond the terminal's height scroll with the selection.
 """
 
 from __future__ import annotations
