@@ -47,6 +47,15 @@ def test_at_80_columns_the_table_is_compact_and_fits() -> None:
     assert all(display_width(line) <= 80 for line in text.splitlines()[:len(lines)])
 
 
+@pytest.mark.parametrize("width", [100, 110, 120, 133])
+def test_between_100_and_the_full_tables_width_it_is_compact_and_fits(width: int) -> None:
+    """An audit found the full table 134 columns wide from 100 to 133: it is compact there
+    whenever the full one would not fit."""
+    text = human_report(_summary(8), width=width)
+    assert all(display_width(line) <= width for line in text.splitlines())
+    assert "Avoidable" not in text  # the compact table
+
+
 def test_at_140_columns_the_table_is_full_width() -> None:
     lines = _table_lines(human_report(_summary(6), width=140))
     assert "Session" in lines[1] and "Avoidable" in lines[1]

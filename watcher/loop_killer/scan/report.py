@@ -18,7 +18,7 @@ from ..engine.transcript import parse_timestamp
 from ..printable import printable, without_controls, wrap
 from ..watch.report import project_label
 from .summary import LoopRow, SessionRow, Summary
-from .table import box
+from .table import box, display_width
 
 __all__ = ["Progress", "human_report", "json_bytes", "json_document"]
 
@@ -164,29 +164,32 @@ def human_report(summary: Summary, *, width: int = 120, home: str | None = None,
     was read and skipped.
 
     ``width``: the terminal's columns (0: not a terminal, nothing is cut); ``compact``:
-    the narrow table (None: when ``width`` is under ``COMPACT_BELOW``); ``top``: the
+    the narrow table (None: when ``width`` is under ``COMPACT_BELOW``, or the full table
+    would not fit it, its other columns being wide); ``top``: the
     loops shown (None or 0: all; a line says how many more there are); ``home``: the
     person's home folder (left out of project names); ``seconds``: how long the scan
     took, if it is to be told.
     """
     out: list[str] = []
-    if compact is None:
-        compact = 0 < width < COMPACT_BELOW
     if summary.loops:
         shown = summary.loops[:top] if top else summary.loops
-        rows = [_row(row, home, compact) for row in shown]
         count = len(summary.loops)
         loops = f"{count} loop{'s' if count != 1 else ''}"
         tokens = _number(summary.tokens.total)
-        if compact:
-            out += box(_COMPACT_HEADER, rows, ["Total", "", loops, tokens,
-                                               _money(summary.cost_usd), ""],
-                       right=_COMPACT_RIGHT, caps=_COMPACT_CAPS, width=width, least_last=8)
-        else:
-            out += box(_HEADER, rows, [
+        table: list[str] = []
+        if compact is None or not compact:
+            table = box(_HEADER, [_row(row, home, False) for row in shown], [
                 "Total", "", "", loops, "", tokens, _number(summary.avoidable_tokens.total),
                 _money(summary.cost_usd), f"avoidable: {_money(summary.avoidable_cost_usd)}"],
                 right=_RIGHT, caps=_CAPS, width=width, least_last=_MIN_WHAT)
+        if compact is None:
+            compact = width > 0 and (width < COMPACT_BELOW or
+                                     max(map(display_width, table)) > width)
+        if compact:
+            table = box(_COMPACT_HEADER, [_row(row, home, True) for row in shown],
+                        ["Total", "", loops, tokens, _money(summary.cost_usd), ""],
+                        right=_COMPACT_RIGHT, caps=_COMPACT_CAPS, width=width, least_last=8)
+        out += table
         if len(shown) < count:
             out.append(f"… and {count - len(shown)} more loops (--top 0 shows them all)")
         out.append(f"{loops} · {tokens} tokens "
