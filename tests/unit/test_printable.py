@@ -26,3 +26,13 @@ def test_the_cases_at_the_shortcuts_edges() -> None:
                            ("\x1b]0;PWNED\x07title", "]0;PWNED title"), ("", ""),
                            ("naïve", "naïve")]:
         assert printable(text) == expected == _by_the_patterns(text)
+
+
+def test_wrap_measures_columns_as_a_terminal_shows_them() -> None:
+    from loop_killer.printable import display_width, wrap
+
+    line = "認証テスト " * 12  # each character two columns wide
+    pieces = wrap(line, 40, indent=4)
+    assert len(pieces) > 1 and all(display_width(piece) <= 40 for piece in pieces)
+    assert "".join(pieces).replace(" ", "") == line.replace(" ", "")
+    assert all(display_width(piece) <= 20 for piece in wrap("漢" * 30, 20, indent=2))

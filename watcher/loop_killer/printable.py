@@ -7,19 +7,23 @@ line loop-killer prints (hook notices and toasts, the watcher's terminal and log
 
 What is printed to a terminal also fits it: ``terminal_width`` says how wide the terminal
 a stream writes to is (None for a file or a pipe, which keep one record per line), and
-``wrap`` cuts a line to that width at spaces, with a hanging indent.
+``wrap`` cuts a line to that width at spaces, with a hanging indent. Text is measured as
+a terminal shows it (``display_width``): wide East Asian characters and most emoji take
+two columns, combining marks and zero-width characters none.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from functools import lru_cache
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool-call hook imports this module
 if TYPE_CHECKING:
     from typing import TextIO
 
-__all__ = ["MIN_WIDTH", "printable", "terminal_width", "without_controls", "wrap"]
+__all__ = ["MIN_WIDTH", "char_width", "display_width", "printable", "terminal_width",
+           "without_controls", "wrap"]
 
 # C0 and C1 control characters (ESC, BEL, CSI ...), DEL, and the bidirectional and
 # line-separating code points that can reorder or split what a terminal shows.
@@ -71,20 +75,56 @@ def terminal_width(stream: TextIO | None) -> int | None:
     return columns if columns >= MIN_WIDTH else None
 
 
+_ZERO_WIDTH = frozenset({"\u200b", "\u200c", "\u200d", "\u2060", "\ufeff"})
+
+
+@lru_cache(maxsize=4096)
+def char_width(char: str) -> int:
+    """The columns one character takes on a terminal: 0, 1 or 2."""
+    import unicodedata  # (only for text that is not ASCII)
+
+    if char in _ZERO_WIDTH or unicodedata.combining(char) or (
+            unicodedata.category(char) in ("Mn", "Me", "Cf")):
+        return 0
+    if unicodedata.east_asian_width(char) in ("W", "F"):
+        return 2
+    return 1
+
+
+def display_width(text: str) -> int:
+    """The columns ``text`` takes on a terminal."""
+    if text.isascii():
+        return len(text)
+    return sum(char_width(char) for char in text)
+
+
+def _fitting(text: str, columns: int) -> int:
+    """How many of ``text``'s first characters fit in ``columns`` (at least one)."""
+    if text.isascii():
+        return max(1, min(len(text), columns))
+    used = 0
+    for index, char in enumerate(text):
+        used += char_width(char)
+        if used > columns:
+            return max(1, index)
+    return len(text)
+
+
 def wrap(line: str, width: int | None, indent: int = 4) -> list[str]:
-    """``line`` as lines of at most ``width`` columns, cut at spaces, each after the first
-    indented by ``indent`` spaces (a word longer than a line is cut); ``[line]`` when
-    ``width`` is None or it fits. Runs of spaces inside the line (aligned columns) are kept
-    where the line is not cut."""
-    if width is None or len(line) <= width:
+    """``line`` as lines of at most ``width`` columns (as a terminal shows them), cut at
+    spaces, each after the first indented by ``indent`` spaces (a word longer than a line
+    is cut); ``[line]`` when ``width`` is None or it fits. Runs of spaces inside the line
+    (aligned columns) are kept where the line is not cut."""
+    if width is None or display_width(line) <= width:
         return [line]
     indent = max(0, min(indent, width // 2))
     lines: list[str] = []
     rest, room = line, width
-    while len(rest) > room:
-        cut = rest.rfind(" ", 0, room + 1)
+    while display_width(rest) > room:
+        fits = _fitting(rest, room)
+        cut = rest.rfind(" ", 0, fits + 1)
         if cut <= 0 or not rest[:cut].strip():
-            cut = room  # no space to cut at: cut the word
+            cut = fits  # no space to cut at: cut the word
         lines.append(rest[:cut].rstrip())
         rest = rest[cut:].lstrip(" ")
         room = width - indent

@@ -15,10 +15,10 @@ from typing import Any, TextIO
 import orjson
 
 from ..engine.transcript import parse_timestamp
-from ..printable import printable, without_controls, wrap
+from ..printable import display_width, printable, without_controls, wrap
 from ..watch.report import project_label
 from .summary import LoopRow, SessionRow, Summary
-from .table import box, display_width
+from .table import box
 
 __all__ = ["Progress", "human_report", "json_bytes", "json_document"]
 

@@ -7,30 +7,11 @@ row of CJK project names lines up. Small enough not to need a table library.
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Collection, Sequence
-from functools import lru_cache
 
-__all__ = ["box", "display_width", "fit"]
+from ..printable import char_width, display_width
 
-_ZERO_WIDTH = frozenset({"\u200b", "\u200c", "\u200d", "\u2060", "\ufeff"})
-
-
-@lru_cache(maxsize=4096)
-def _char_width(char: str) -> int:
-    if char in _ZERO_WIDTH or unicodedata.combining(char) or (
-            unicodedata.category(char) in ("Mn", "Me", "Cf")):
-        return 0
-    if unicodedata.east_asian_width(char) in ("W", "F"):
-        return 2
-    return 1
-
-
-def display_width(text: str) -> int:
-    """The columns ``text`` takes on a terminal."""
-    if text.isascii():
-        return len(text)
-    return sum(_char_width(char) for char in text)
+__all__ = ["box", "fit"]
 
 
 def fit(text: str, columns: int) -> str:
@@ -40,7 +21,7 @@ def fit(text: str, columns: int) -> str:
         kept: list[str] = []
         used = 0
         for char in text:
-            size = _char_width(char)
+            size = char_width(char)
             if used + size > columns - 1:
                 break
             kept.append(char)

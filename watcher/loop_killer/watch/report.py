@@ -10,7 +10,7 @@ import re
 
 from ..engine.rules import RULE_MANUAL, rule_phrase
 from ..engine.tool_repeat import RULE_TOOL_REPEAT
-from ..printable import printable, wrap
+from ..printable import display_width, printable, wrap
 from ..state.journal import OutcomeRecord, Record, ToolRecord
 
 __all__ = [
@@ -184,17 +184,22 @@ def table(header: list[str], rows: list[list[str]], width: int | None = None) ->
     their cells wrapped inside them, a row taking as many lines as it needs."""
     header = [printable(cell) for cell in header]
     rows = [[printable(cell) for cell in row] for row in rows]
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    widths = [max(display_width(row[i]) for row in [header, *rows])
+              for i in range(len(header))]
     if width is not None:
         widths = _fitted(widths, width - 2 * (len(widths) - 1))
     lines = []
     for row in [header, *rows]:
         pieces = [wrap(cell, size, indent=0) for cell, size in zip(row, widths, strict=True)]
         for k in range(max(len(piece) for piece in pieces)):
-            lines.append("  ".join((piece[k] if k < len(piece) else "").ljust(size)
+            lines.append("  ".join(_padded(piece[k] if k < len(piece) else "", size)
                                    for piece, size in zip(pieces, widths, strict=True)
                                    ).rstrip())
     return lines
+
+
+def _padded(text: str, size: int) -> str:
+    return text + " " * (size - display_width(text))
 
 
 _NARROWEST = 12
