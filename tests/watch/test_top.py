@@ -226,6 +226,41 @@ def test_tokens_of_the_turn_and_the_session() -> None:
     assert tally.offset == len(blob)
 
 
+def test_the_cost_is_scans_cost_each_reply_priced_as_billed() -> None:
+    """An audit found ``top`` pricing each model's summed tokens, so a reply whose prompt
+    passed 200k tokens was priced at the base rate: each reply is priced as ``scan``
+    prices it, in the turn and in the session."""
+    from loop_killer.scan.prices import PriceTable
+    from loop_killer.scan.records import Tokens
+    from loop_killer.scan.summary import Collector
+    from loop_killer.scan.transcript import scan_bytes
+    from transcripts import Transcript, Use
+
+    session = Transcript(model="claude-sonnet-4-5-20250929")
+    session.prompt("go")
+    session.reply("small", Use(1000, 1000))
+    session.prompt("again")
+    session.reply("long prompt", Use(1000, 1000, 250_000))
+    session.reply("small again", Use(1000, 1000))
+    blob = session.data()
+    tally = UsageTally()
+    tally.feed(blob)
+    prices = PriceTable()
+    turn, total = tally.spent(prices)
+    collector = Collector(prices)
+    collector.add(scan_bytes(blob, path=f"/p/{session.session_id}.jsonl", project="p",
+                             session_id=session.session_id))
+    (scanned,) = collector.summary().sessions
+    assert total.tokens == 256_000 and abs(total.usd - scanned.cost_usd) < 1e-9
+    long_rate = prices.reply_cost("claude-sonnet-4-5-20250929", Tokens(1000, 1000, 250_000))
+    base_rate = prices.cost([("claude-sonnet-4-5-20250929", Tokens(1000, 1000, 250_000))])
+    assert long_rate[0] > base_rate[0]  # the case priced apart
+    assert turn.tokens == 254_000 and abs(
+        turn.usd - long_rate[0] - prices.reply_cost("claude-sonnet-4-5-20250929",
+                                                    Tokens(1000, 1000))[0]) < 1e-9
+    assert tally.spent(prices) == (turn, total)  # the earlier turns priced once, kept
+
+
 def test_mean_tokens_of_a_loops_replies(tmp_path: Path) -> None:
     session = Lines()
     path = tmp_path / "t.jsonl"

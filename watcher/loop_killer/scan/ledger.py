@@ -40,13 +40,14 @@ def _larger(known: Reply, usage: Tokens, model: str) -> Reply:
 class UsageLedger:
     """The current turn's replies by message id, and every reply seen."""
 
-    __slots__ = ("_kept", "_open", "first_at", "last_at", "max_open")
+    __slots__ = ("_kept", "_open", "first_at", "folds", "last_at", "max_open")
 
     def __init__(self, *, max_open: int = MAX_OPEN) -> None:
         # message id -> request id -> the reply (one message id, several requests: rare)
         self._open: dict[str, dict[str, Reply]] = {}
         self._kept: dict[ReplyKey, Reply] = {}
         self.max_open = max_open
+        self.folds = 0  # how many times replies were folded into the kept ones
         self.first_at = self.last_at = ""  # the earliest and latest times of a reply seen
 
     def add(self, part: AssistantPart, request_id: str = "") -> None:
@@ -102,6 +103,7 @@ class UsageLedger:
         return by_model(self._kept.values())
 
     def _fold(self, requests: dict[str, Reply]) -> None:
+        self.folds += 1
         kept = self._kept
         for reply in requests.values():
             known = kept.get(reply.key)

@@ -34,7 +34,7 @@ from ..state.status import (
     watcher_alive,
     written_statuses,
 )
-from ..watch.usage import Spent, UsageTally, read_new_bytes, spent
+from ..watch.usage import Spent, UsageTally, read_new_bytes
 from .rows import LastDetection, Limits, Screen, build_screen, fold_record
 
 if TYPE_CHECKING:
@@ -171,8 +171,7 @@ class StateReader:
 
     def screen(self, now: float) -> Screen:
         spent_by: dict[str, tuple[Spent | None, Spent | None]] = {
-            session_id: (spent(tokens.tally.turn(), self.prices),
-                         spent(tokens.tally.session(), self.prices))
+            session_id: tokens.tally.spent(self.prices)
             for session_id, tokens in self.tokens.items()}
         return build_screen(self._shown().values(),
                             self.detections, spent_by, beat=self.beat, limits=self.limits,

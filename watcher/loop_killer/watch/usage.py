@@ -19,9 +19,9 @@ from ..engine.reader import EventReader
 from ..engine.transcript import AssistantPart, TurnStart
 from ..scan.ledger import UsageLedger
 from ..scan.prices import PriceTable
-from ..scan.records import ModelTokens, add_model_tokens, sum_tokens
+from ..scan.records import ModelTokens, Replies, add_model_tokens, sum_tokens
 
-__all__ = ["Spent", "UsageTally", "read_new_bytes", "reply_tokens", "spent"]
+__all__ = ["Spent", "UsageTally", "read_new_bytes", "reply_tokens"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,12 +35,14 @@ class Spent:
 class UsageTally:
     """Token usage of one transcript: the person's current turn, and everything read."""
 
-    __slots__ = ("_ledger", "_reader", "_turn")
+    __slots__ = ("_earlier", "_ledger", "_reader", "_turn")
 
     def __init__(self, *, offset: int = 0) -> None:
         self._reader = EventReader(offset=offset, parse=skim_span)
         self._ledger = UsageLedger()
         self._turn: dict[str, None] = {}  # the current turn's reply ids, oldest first
+        # The earlier turns' replies priced: (the ledger's folds, the prices, the sum).
+        self._earlier: tuple[int, PriceTable, Spent] | None = None
 
     @property
     def offset(self) -> int:
@@ -72,8 +74,22 @@ class UsageTally:
         return len(ids), self._ledger.tokens_of(ids)
 
 
-def spent(tokens: ModelTokens, prices: PriceTable) -> Spent:
-    return Spent(sum_tokens(tokens).total, prices.cost(tokens)[0])
+    def spent(self, prices: PriceTable) -> tuple[Spent, Spent]:
+        """(the current turn, the whole session), each reply priced as billed (its long-
+        prompt rate, fast mode: ``PriceTable.reply_cost``), as ``scan`` prices them."""
+        turn = _priced(self._ledger.replies_of(self._turn), prices)
+        earlier = self._earlier
+        if earlier is None or earlier[0] != self._ledger.folds or earlier[1] is not prices:
+            # (the earlier turns change only when the person speaks: priced once then)
+            earlier = self._earlier = (self._ledger.folds, prices,
+                                       _priced(self._ledger.replies(), prices))
+        folded = earlier[2]
+        return turn, Spent(folded.tokens + turn.tokens, folded.usd + turn.usd)
+
+
+def _priced(replies: Replies, prices: PriceTable) -> Spent:
+    return Spent(sum(reply.usage.total for reply in replies),
+                 sum(prices.reply_cost(reply.model, reply.usage)[0] for reply in replies))
 
 
 def read_new_bytes(path: str, offset: int, limit: int) -> tuple[bytes, int]:
