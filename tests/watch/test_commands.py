@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import orjson
 import pytest
 from loop_killer import cli
@@ -215,6 +218,13 @@ def test_status_shows_a_refused_call_as_refused_and_the_last_loops_with_their_ou
             {**base, "event": "refusal", "count": 4, "at": now - 30},
             {**base, "event": "refusal", "count": 4, "at": now - 20}):
         journal.append(env.state, journal.decode(record))
+    # The tool hooks' mark: a call would be refused (made at the 4th identical result).
+    from loop_killer.tools.store import refusal_marker, state_path
+
+    marker = Path(refusal_marker(state_path(env.state, api.session_id)))
+    marker.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    marker.write_bytes(b"")
+    os.utime(marker, (now - 40, now - 40))
 
     _, out, _ = run(capsys, "status", "--json")
     data = orjson.loads(out)
@@ -234,13 +244,21 @@ def test_status_shows_a_refused_call_as_refused_and_the_last_loops_with_their_ou
     assert recent[1].endswith("SAME_REPLY_TURNS (3 similar replies to re-prompts): loop "
                               "stopped, goal cleared")
 
-    # The person spoke: the watcher starts the counts afresh, and the refusal is over.
+    # The person spoke: the tool hooks drop their mark, and the refusal is over, though
+    # the same call repeats again in the new turn (an audit found it still "refused").
+    marker.unlink()
     write_session_status(env.state, SessionStatus(
         session_id=api.session_id, transcript_path=str(api.path_in(env.root)),
         project=api.project, offset=0, run_length=1, chain_length=1, awaiting=None,
-        last_answer_uuid="", last_answer_digest="", last_activity=now, updated_at=now))
+        last_answer_uuid="", last_answer_digest="", last_activity=now, updated_at=now,
+        tool_repeats=[{"call": call, "count": 2}]))
     _, out, _ = run(capsys, "status", "--json")
     assert orjson.loads(out)["sessions"][0]["refused"] is None
+    # Refused again later: only the refusals since the new mark are counted.
+    marker.write_bytes(b"")
+    journal.append(env.state, journal.decode({**base, "event": "refusal", "count": 4}))
+    _, out, _ = run(capsys, "status", "--json")
+    assert orjson.loads(out)["sessions"][0]["refused"]["attempts"] == 1
 
 
 def test_status_tells_an_oscillating_edit_as_what_it_saw() -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 import sys
 import time
 from pathlib import Path
@@ -103,7 +104,7 @@ def collect(state: Path, *, now: float | None = None) -> dict[str, Any]:
             found = None  # a transcript gone since
         if request is None and (found is None or not (found.run_length or found.tool_repeats)):
             continue
-        refused = _refused_now(refusals.get(session_id), found.tool_repeats if found else [])
+        refused = _refused_now(state, session_id, refusals.get(session_id, []))
         stale = request.is_stale(now) if request is not None else None
         shown = None if request is None else {
             "rule": request.rule, "source": request.source, "count": request.count,
@@ -142,31 +143,43 @@ def collect(state: Path, *, now: float | None = None) -> dict[str, Any]:
 _RECENT_BYTES = 512 * 1024  # of the detection log's tail: far more than 5 loops
 
 
-def _refusals(logged: list[journal.Record]) -> dict[str, dict[str, Any]]:
-    """Per session, its last refused call and how many times in a row it was refused."""
-    found: dict[str, dict[str, Any]] = {}
+def _refusals(logged: list[journal.Record]) -> dict[str, list[journal.ToolRecord]]:
+    """Per session, the refusals in the log, oldest first."""
+    found: dict[str, list[journal.ToolRecord]] = {}
     for record in logged:
-        if not isinstance(record, journal.ToolRecord) or not record.refused:
-            continue
-        last = found.get(record.session_id)
-        attempts = last["attempts"] + 1 if last and last["call"] == record.call else 1
-        found[record.session_id] = {"call": record.call, "attempts": attempts,
-                                    "at": record.at or None}
+        if isinstance(record, journal.ToolRecord) and record.refused:
+            found.setdefault(record.session_id, []).append(record)
     return found
 
 
-def _refused_now(refusal: dict[str, Any] | None, streaks: list[dict[str, Any]]
+def _refused_now(state: Path, session_id: str, refusals: list[journal.ToolRecord]
                  ) -> dict[str, Any] | None:
-    """The session's last refusal while it still holds: its call is still repeating (the
-    watcher starts every count afresh when the person speaks)."""
-    if refusal is None:
+    """The session's last refused call and how many times in a row it was refused, while
+    a call would still be refused: the tool hooks' own mark says so (``store``: there from
+    the result that makes a call refusable until the person speaks). Only the refusals
+    since that mark count."""
+    from ..tools.store import refusal_marker, state_path
+
+    try:
+        info = os.lstat(refusal_marker(state_path(state, session_id)))
+    except (OSError, ValueError):
         return None
-    refused = str(refusal["call"]).rstrip("…")
-    for streak in streaks:
-        call = str(streak.get("call", "")).rstrip("…") if isinstance(streak, dict) else ""
-        if call and (call.startswith(refused) or refused.startswith(call)):
-            return refusal
-    return None
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    since = [r for r in refusals if not r.at or r.at >= info.st_mtime - _CLOCK_SLACK]
+    if not since:
+        return None
+    last = since[-1]
+    attempts = 0
+    for record in reversed(since):
+        if record.call != last.call:
+            break
+        attempts += 1
+    return {"call": last.call, "attempts": attempts, "at": last.at or None}
+
+
+_CLOCK_SLACK = 1.0
+"""Seconds a refusal logged may seem to precede the mark it followed (two clocks' reads)."""
 
 
 def recent_loops(logged: list[journal.Record], *, limit: int) -> list[dict[str, Any]]:
