@@ -31,7 +31,8 @@ from .test_top import status
 
 
 def tally(**options: Any) -> LoopTally:
-    return LoopTally(home="/home/dev", reply_tokens=lambda path, replies: 250.0, **options)
+    return LoopTally(home="/home/dev", reply_tokens=lambda path, replies, until: 250.0,
+                     **options)
 
 
 def detection(session: str, rule: str, **more: Any) -> journal.Record | None:
@@ -56,6 +57,35 @@ def test_a_loop_counts_once_at_its_first_outcome_with_the_tokens_it_would_have_s
     # 250 tokens a reply x the 5 replies Claude Code's cap of 8 blocks still allowed.
     assert figures.avoided_tokens == {("SAME_REPLY_TURNS", "shop"):
                                       250.0 * (STOP_HOOK_BLOCK_CAP - 3)}
+
+
+def test_the_avoided_tokens_are_the_loops_replies_not_a_turn_that_came_after(
+        tmp_path: Path) -> None:
+    """Read at a scrape, the transcript may already hold the person's next turn: an audit
+    found its replies taken for the loop's (610,025 avoided tokens instead of 100)."""
+    from datetime import datetime, timedelta, timezone
+
+    from transcripts import Transcript, Use
+
+    now = time.time()
+    start = datetime.fromtimestamp(now, timezone.utc)
+    looped = Transcript(start=start - timedelta(seconds=120))
+    looped.prompt("go")
+    looped.goal()
+    for _ in range(3):
+        looped.reprompt()
+        looped.reply("I am still working on it.", Use(10, 10))
+    later = Transcript(looped.session_id, start=start + timedelta(seconds=30))
+    later.prompt("now refactor billing")
+    later.reply("Done.", Use(5, 2000, 120_000))
+    path = tmp_path / f"{looped.session_id}.jsonl"
+    path.write_bytes(looped.data() + later.data())
+    figures = LoopTally(home="/home/dev")
+    figures.observe(detection("s1", "SAME_REPLY_TURNS", answer_uuid="a1", count=3,
+                              run_length=3, transcript_path=str(path)))
+    figures.observe(outcome("s1", "SAME_REPLY_TURNS", "cleared", answer_uuid="a1", at=now))
+    assert figures.avoided_tokens == {("SAME_REPLY_TURNS", "shop"):
+                                      20.0 * (STOP_HOOK_BLOCK_CAP - 3)}
 
 
 def test_a_loop_that_went_on_avoided_nothing_and_a_manual_clear_finds_its_outcome() -> None:

@@ -62,7 +62,8 @@ LIVE_WITHIN = 300.0
 """A session is live when its transcript grew within this many seconds."""
 STOP_HOOK_BLOCK_CAP = 8
 """Claude Code ends a turn itself after this many Stop-hook blocks in a row (its default;
-``CLAUDE_CODE_STOP_HOOK_BLOCK_CAP`` changes it): the most a re-prompt loop could run."""
+``CLAUDE_CODE_STOP_HOOK_BLOCK_CAP`` in a session's environment changes it, which the
+watcher cannot see: the default is used): the most a re-prompt loop could run."""
 
 RULES = frozenset({RULE_SAME, RULE_IDLE, RULE_MANUAL, RULE_TOOL_REPEAT, RULE_EDIT_OSCILLATION})
 OUTCOMES = frozenset({*OUTCOME_LABELS, "warned"})
@@ -83,12 +84,17 @@ class _Pending:
     transcript_path: str
 
 
+_OUTCOME_SLACK = 2.0
+"""Seconds a loop's last reply may be stamped after the outcome that stopped it (the hook
+may stop the turn before Claude Code writes that reply)."""
+
+
 class LoopTally:
     """Counters from detection-log records, fed in log order."""
 
     def __init__(self, *, home: str | None = None,
                  max_projects: int = MAX_PROJECT_LABELS,
-                 reply_tokens: Callable[[str, int], float] = reply_tokens) -> None:
+                 reply_tokens: Callable[..., float] = reply_tokens) -> None:
         self.loops: dict[LoopKey, int] = {}
         self.refusals: dict[str, int] = {}  # project -> refused calls
         self.avoided_tokens: dict[tuple[str, str], float] = {}  # (rule, project) -> tokens
@@ -146,7 +152,10 @@ class LoopTally:
         if pending.kind == "reprompt" and outcome in STOPPED and pending.transcript_path:
             left = max(0, STOP_HOOK_BLOCK_CAP - pending.run_length)
             if left:
-                mean = self.reply_tokens(pending.transcript_path, max(1, pending.run_length))
+                # The replies written by the time the loop was stopped: read later (at a
+                # scrape), the transcript may hold a new turn since.
+                mean = self.reply_tokens(pending.transcript_path, max(1, pending.run_length),
+                                         until=record.at + _OUTCOME_SLACK if record.at else None)
                 where = (pending.rule, pending.project)
                 self.avoided_tokens[where] = self.avoided_tokens.get(where, 0.0) + mean * left
 

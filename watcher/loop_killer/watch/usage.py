@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ..engine.prefilter import skim_span
 from ..engine.reader import EventReader
-from ..engine.transcript import AssistantPart, TurnStart
+from ..engine.transcript import AssistantPart, TurnStart, parse_timestamp
 from ..scan.ledger import UsageLedger
 from ..scan.prices import PriceTable
 from ..scan.records import ModelTokens, Replies, add_model_tokens, sum_tokens
@@ -111,9 +111,12 @@ def read_new_bytes(path: str, offset: int, limit: int) -> tuple[bytes, int]:
 _TAIL_BYTES = 2 * 1024 * 1024
 
 
-def reply_tokens(path: str, replies: int, *, tail: int = _TAIL_BYTES) -> float:
+def reply_tokens(path: str, replies: int, *, tail: int = _TAIL_BYTES,
+                 until: float | None = None) -> float:
     """The mean tokens of the last ``replies`` API replies in the transcript at ``path``
-    (read from its last ``tail`` bytes); 0.0 when none can be read."""
+    (read from its last ``tail`` bytes), of those written by ``until`` (seconds since the
+    epoch: what was written after, a new turn, is not theirs); 0.0 when none can be
+    read."""
     try:
         size = os.stat(path, follow_symlinks=False).st_size
         start = max(0, size - tail)
@@ -123,7 +126,30 @@ def reply_tokens(path: str, replies: int, *, tail: int = _TAIL_BYTES) -> float:
     if start > 0:
         cut = data.find(b"\n")
         data, start = (data[cut + 1:], start + cut + 1) if cut >= 0 else (b"", size)
+    if until is not None:
+        data = data[:_written_by(data, until)]
     tally = UsageTally(offset=start)
     tally.feed(data)
     found, tokens = tally.last_replies(replies)
     return sum_tokens(tokens).total / found if found else 0.0
+
+
+_STAMP = b'"timestamp":"'
+
+
+def _written_by(data: bytes, until: float) -> int:
+    """Where the first line stamped after ``until`` starts in ``data`` (its length if
+    none): lines are written in time order."""
+    at = 0
+    while at < len(data):
+        end = data.find(b"\n", at)
+        end = len(data) if end < 0 else end + 1
+        found = data.find(_STAMP, at, end)
+        if found >= 0:
+            close = data.find(b'"', found + len(_STAMP), end)
+            moment = parse_timestamp(data[found + len(_STAMP):close].decode(
+                "ascii", "replace")) if close > 0 else None
+            if moment is not None and moment > until:
+                return at
+        at = end
+    return len(data)
