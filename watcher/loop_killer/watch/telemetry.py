@@ -222,7 +222,9 @@ class TelemetryExport:
 
     def close(self, timeout: float = 3.0) -> None:
         """Send what is left (events still waiting for an outcome go without one), within
-        ``timeout`` seconds: an unreachable collector never holds the watcher's stop."""
+        ``timeout`` seconds in all: an unreachable collector never holds the watcher's
+        stop."""
+        deadline = time.monotonic() + timeout
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
@@ -239,7 +241,7 @@ class TelemetryExport:
                     provider.shutdown()
         closing = threading.Thread(target=shut_down, name="otel-shutdown", daemon=True)
         closing.start()
-        closing.join(timeout)
+        closing.join(max(0.0, deadline - time.monotonic()))
 
 
 class _Seldom(logging.Filter):
