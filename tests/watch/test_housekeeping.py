@@ -201,6 +201,58 @@ def test_statuses_are_left_alone_while_the_root_is_missing(env, start_watcher):
     assert session_status_path(env.state, s.session_id).exists()
 
 
+def test_a_root_gone_while_watching_keeps_statuses_and_records_and_nothing_fires_twice(
+        env, start_watcher, monkeypatch):
+    """An audit found the projects folder going away (for longer than the rename window)
+    made the running watcher drop every status, forget every detection record, and fire
+    the same stopped loop again when the folder came back."""
+    from loop_killer.watch import follower
+
+    monkeypatch.setattr(follower, "RENAME_WINDOW", 0.0)
+    env.root.mkdir(parents=True)
+    runner = start_watcher(**QUICK)
+    s = Lines()
+    path = s.path_in(env.root)
+    append(path, s.goal_loop(3))
+    wait_for(lambda: env.has_request(s.session_id), what="the loop's request")
+    env.request(s.session_id).unlink()  # taken by its Stop hook
+    read_all(env, s)
+    other_root = env.root.with_name("projects-moved")
+    env.root.rename(other_root)  # an unmounted disk, say
+    rounds = runner.watcher._next_housekeeping
+    wait_for(lambda: runner.watcher._next_housekeeping > rounds + 0.2,
+             what="housekeeping rounds while it is gone")
+    assert session_status_path(env.state, s.session_id).exists()
+    assert records.recorded_keys(env.state, s.session_id)
+    other_root.rename(env.root)
+    read_all(env, s)
+    assert not env.has_request(s.session_id)
+    assert len(env.detections(s.session_id)) == 1
+
+
+def test_a_transcript_back_under_its_own_name_keeps_its_records(env):
+    """Moved away and back (same file, same name): taken for a rename to itself, it lost
+    its records (an audit), so its stopped loop would fire again."""
+    from loop_killer.watch.follower import Vanished
+
+    sessions = Sessions(env.state, outcome_timeout=0.0)
+    s = Lines()
+    path = s.path_in(env.root)
+    append(path, s.goal_loop(3))
+    sessions.sync(str(path))
+    assert len(records.recorded_keys(env.state, s.session_id)) == 1
+    away = path.with_name("elsewhere.tmp")
+    path.rename(away)
+    sessions.sync(str(path))  # gone
+    away.rename(path)
+    sessions.sync(str(path))  # back: the same file under the same name
+    assert isinstance(sessions.gone, Vanished)
+    assert len(records.recorded_keys(env.state, s.session_id)) == 1
+    append(path, s.loop(1))
+    sessions.sync(str(path))
+    assert len(env.detections(s.session_id)) == 1  # nothing fired twice
+
+
 # -- 3. memory over weeks -----------------------------------------------------------------
 
 

@@ -323,8 +323,9 @@ class Sessions:
         if renamed_from is not None:
             # What fired under the old name must never fire under the new one, now or
             # after a restart: its records go with it.
-            records.adopt(self.state, renamed_from, session_id)
-            records.forget_session(self.state, renamed_from)  # (the old name is gone)
+            if renamed_from != session_id:  # (back under its own name: nothing moves)
+                records.adopt(self.state, renamed_from, session_id)
+                records.forget_session(self.state, renamed_from)  # (the old name is gone)
             self.catch_up(path, pending_requests=set())
             return False
         if seen.size > LIVE_FROM_START_LIMIT:

@@ -362,8 +362,11 @@ class Watcher:
             if before is not None:
                 log.warning("%s is gone; waiting for it to come back", self.root)
                 self._unwatch()
+            # Its transcripts are not deleted for that (an unmounted disk, a folder moved
+            # away and back): followed no more, their statuses and records are kept.
             for path in list(self.sessions.tracked):
-                self._sync(path)
+                self.sessions.drop(path, why="out of reach (the projects folder is gone)",
+                                   quiet=True, keep_status=True)
             self.net.folders = {}
             self._housekeep(due=True)
             return
