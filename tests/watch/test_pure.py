@@ -121,6 +121,14 @@ def test_outcome_at_the_deadline_depends_on_what_followed():
     assert idle is not None and idle.kind == "none" and "60 s" in idle.detail
     pending = replace(pending, stopped=True)
     assert at_deadline(pending, more_answers=3, request_pending=True, timeout=60) is None
+    # No request could be written: no request waiting is not "taken" (an audit found the
+    # watcher saying the loop was stopped).
+    unsent = PendingOutcome("u1", "SAME_REPLY_TURNS", 0.0, 0.0, requested=False)
+    told = at_deadline(unsent, more_answers=0, request_pending=False, timeout=60)
+    assert told is not None and told.kind == "not_requested"
+    line = report.detection_line(project="p", session_id="a26ba613", rule="SAME_REPLY_TURNS",
+                                 count=3, text="same", requested=False)
+    assert line.endswith("-> no clear request (it could not be written)")
 
 
 def test_historic_answers_are_told_by_their_timestamp():

@@ -62,6 +62,8 @@ VERDICTS = {
     "clear_failed": "loop stopped, but /goal clear failed: the goal is only paused",
     "continued": "the loop went on after the request to stop it",
     "none": "nothing happened yet; the request to stop the loop is still pending",
+    "not_requested": "loop found, but the request to stop it could not be written (see "
+                     "the watcher's log)",
 }
 
 

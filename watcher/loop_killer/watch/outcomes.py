@@ -31,7 +31,7 @@ HISTORY_AGE = 600.0
 copied or forked history, say) fires only if its last answer is younger than this."""
 
 
-OutcomeKind = Literal["cleared", "stopped", "continued", "superseded", "none"]
+OutcomeKind = Literal["cleared", "stopped", "continued", "superseded", "none", "not_requested"]
 """What the watcher saw become of a detection: the goal cleared, the turn stopped, the
 loop went on, a person's prompt came first (request withdrawn), nothing in time."""
 
@@ -51,6 +51,7 @@ class PendingOutcome:
     detected_at: float  # seconds since the epoch
     deadline: float  # monotonic seconds
     stopped: bool = False  # "stopped" was reported; still waiting for a clear
+    requested: bool = True  # a clear request was written for it (or a hook acted on it)
 
 
 def at_deadline(pending: PendingOutcome, *, more_answers: int, request_pending: bool,
@@ -62,6 +63,9 @@ def at_deadline(pending: PendingOutcome, *, more_answers: int, request_pending: 
         plural = "s" if more_answers != 1 else ""
         return Outcome("continued", f"the loop went on: {more_answers} more re-prompt "
                                     f"answer{plural} since the request")
+    if not pending.requested:
+        return Outcome("not_requested", f"nothing happened within {timeout:.0f} s; no "
+                                        "clear request could be written")
     if not request_pending:
         return Outcome("stopped", "the request was taken and no re-prompt followed")
     return Outcome("none", f"nothing happened within {timeout:.0f} s; the request is "

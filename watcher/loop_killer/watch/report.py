@@ -38,6 +38,7 @@ OUTCOME_LABELS = {
     "continued": "GOING ON",  # more re-prompt answers after the request
     "superseded": "WITHDRAWN",  # a person's prompt came first: request removed
     "none": "NOTHING",  # nothing happened within the timeout
+    "not_requested": "NOT SENT",  # the clear request could not be written; nothing came
     # What the Stop hook reports (its own words for outcomes, shown as they come).
     "sent_unconfirmed": "SENT",  # /goal clear typed, no proof seen yet
     "clear_queued": "QUEUED",  # the mod runs /goal clear once the turn has ended
@@ -73,11 +74,14 @@ def project_label(folder: str, home: str | None = None) -> str:
     return folder.lstrip("-") or folder
 
 
-def detection_line(*, project: str, session_id: str, rule: str, count: int, text: str) -> str:
-    """The line printed when a rule fires and a clear request is written."""
+def detection_line(*, project: str, session_id: str, rule: str, count: int, text: str,
+                   requested: bool = True) -> str:
+    """The line printed when a rule fires: a clear request was written (``requested``),
+    or could not be."""
+    then = "clear requested" if requested else "no clear request (it could not be written)"
     return (
         f"LOOP      {project}  {short_id(session_id)}  {rule}: {rule_phrase(rule, count)}"
-        f"  \"{snippet(text, 72)}\"  -> clear requested"
+        f"  \"{snippet(text, 72)}\"  -> {then}"
     )
 
 

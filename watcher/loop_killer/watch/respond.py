@@ -110,10 +110,12 @@ class Responder:
             source="watcher",
             prompt_uuid=answer.prompt_uuid,
         )
+        requested = True
         try:
             write_request(self.state, request)
         except (OSError, InvalidRequest) as error:
             log.error("%s: cannot write the clear request: %s", self.name(tracked), error)
+            requested = False
         journal.append(self.state, journal.LoopRecord(
             session_id=session_id,
             answer_uuid=detection.answer_uuid,
@@ -133,8 +135,8 @@ class Responder:
             rule=detection.rule, count=detection.count, now=time.time(),
             line=report.detection_line(project=who, session_id=session_id,
                                        rule=detection.rule, count=detection.count,
-                                       text=answer.text)))
-        self._pending(tracked, detection.answer_uuid, detection.rule, now)
+                                       text=answer.text, requested=requested)))
+        self._pending(tracked, detection.answer_uuid, detection.rule, now, requested=requested)
 
     def _record(self, tracked: Tracked, key: str | None, detection: Detection, *,
                 source: str) -> bool:
@@ -197,12 +199,14 @@ class Responder:
             self.resolve(tracked, Outcome(
                 "cleared", f"goal cleared: {report.snippet(goal.condition, 60)}"))
 
-    def _pending(self, tracked: Tracked, answer_uuid: str, rule: str, now: float) -> None:
+    def _pending(self, tracked: Tracked, answer_uuid: str, rule: str, now: float, *,
+                 requested: bool = True) -> None:
         pending = self.pending_of(tracked)
         if pending is not None and not pending.stopped:
             self.resolve(tracked, Outcome("continued", "the loop went on and fired again"))
         self.watching[tracked.path] = (tracked, PendingOutcome(
-            answer_uuid, rule, now, time.monotonic() + self.outcome_timeout))
+            answer_uuid, rule, now, time.monotonic() + self.outcome_timeout,
+            requested=requested))
         self.settled.discard(tracked.path)
 
     def resolve(self, tracked: Tracked, outcome: Outcome | None, *, final: bool = True
