@@ -88,6 +88,19 @@ def test_the_avoided_tokens_are_the_loops_replies_not_a_turn_that_came_after(
                                       20.0 * (STOP_HOOK_BLOCK_CAP - 3)}
 
 
+def test_two_loops_a_hook_stopped_before_their_replies_were_written_count_twice() -> None:
+    """A Stop hook that acts before Claude Code writes the reply names none: both loops of
+    a session come with answer_uuid "" (an audit found the second counted as a later word
+    on the first)."""
+    figures = tally()
+    for loop in (1, 2):
+        figures.observe(detection("s1", "SAME_REPLY_TURNS", answer_uuid="", count=3,
+                                  run_length=3, source="hook", prompt_uuid=f"p{loop}"))
+        figures.observe(outcome("s1", "SAME_REPLY_TURNS", "clear_queued", answer_uuid="",
+                                source="hook"))
+    assert figures.loops == {("SAME_REPLY_TURNS", "reprompt", "clear_queued", "shop"): 2}
+
+
 def test_a_loop_that_went_on_avoided_nothing_and_a_manual_clear_finds_its_outcome() -> None:
     figures = tally()
     figures.observe(detection("s1", "IDLE_TURNS", answer_uuid="a1", run_length=6))

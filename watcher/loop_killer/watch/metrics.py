@@ -126,6 +126,9 @@ class LoopTally:
         elif isinstance(record, ToolRecord):
             self._count((rule, "tool", "warned", project))  # a warning: no outcome follows
         elif isinstance(record, LoopRecord):
+            # A new loop under a key an earlier one settled (a Stop hook that stopped a
+            # turn before its reply was written names none): its outcome counts anew.
+            self._settled.pop((session, record.answer_uuid), None)
             self._remember(self._pending, (session, record.answer_uuid),
                            _Pending(rule, kind, project, record.run_length or record.count,
                                     record.transcript_path))
