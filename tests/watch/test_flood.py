@@ -140,3 +140,17 @@ def test_the_heartbeat_carries_the_lag(env, start_watcher) -> None:
     assert falling_behind(beat) is not None
     wait_for(lambda: (b := read_heartbeat(env.state)) is not None and b.lag == 0,
              what="the lag back to nothing")
+
+
+def test_a_session_live_at_start_up_is_on_the_live_list(env, start_watcher) -> None:
+    """Every event lost: a session written just before the watcher started is looked at
+    on the live list's pass, as one that changes later is, not at the next sweep (an audit
+    found it waited for the sweep, 120 s by default; an hour here)."""
+    s = Lines()
+    path = s.path_in(env.root)
+    append(path, s.goal_loop(1))  # written just before the start
+    runner = start_watcher(observer_factory=_Deaf, reconcile_interval=0.2,
+                           sweep_interval=3600.0)
+    wait_for(lambda: str(path) in runner.watcher.net.hot, what="the live list")
+    append(path, s.loop(2))  # the loop completes; its events are lost
+    wait_for(lambda: env.has_request(s.session_id), what="the request from the live list")

@@ -206,7 +206,9 @@ class Watcher:
 
     def _catch_up_all(self, pending: set[str]) -> None:
         """Catch every transcript up, the most recently written first (the live ones);
-        between two files, serve the events of those already caught up."""
+        between two files, serve the events of those already caught up. Those written
+        within ``HOT_FOR`` go on the safety net's live list, as a file that changes later
+        does (a lost event then costs them seconds, not a sweep)."""
         found: list[tuple[float, str, Seen | None]] = []
         for path, entry in list_transcripts(str(self.root)):
             try:
@@ -215,13 +217,16 @@ class Watcher:
                 seen = None
             found.append((seen.mtime if seen is not None else 0.0, path, seen))
         found.sort(reverse=True)
-        for _mtime, path, _seen in found:
+        now, hot_until = time.time(), time.monotonic() + HOT_FOR
+        for mtime, path, _seen in found:
             if self._stopping.is_set():
                 return
             try:
                 self.sessions.catch_up(path, pending_requests=pending)
             except Exception:  # one odd file must not keep the others unwatched
                 log.exception("unexpected error while catching up %s", path)
+            if not self.polling and now - mtime < HOT_FOR and path in self.sessions.tracked:
+                self.net.hot[path] = hot_until
             hints = self.hints.take(0)
             if hints:
                 self._guarded(self._handle, hints)
