@@ -8,9 +8,12 @@ met:true sentinel line to the transcript (as Claude Code does) and shows
 
     python fake_prompt.py --transcript T --log L --condition C [--draft TEXT] [--no-proof]
                           [--screen-only] [--interject TEXT --interject-at before|after]
+                          [--earlier-no-goal] [--clear-after SECONDS]
 
 Left and right arrows move the cursor, backspace deletes before it. ``--interject`` plays a
 person who types TEXT just before (or just after) a ``/goal clear`` arrives from tmux.
+``--earlier-no-goal`` starts with an earlier ``/goal clear`` and its ``No goal set`` on
+screen; ``--clear-after`` takes that long to answer ``/goal clear`` (as a busy TUI may).
 """
 
 from __future__ import annotations
@@ -66,9 +69,12 @@ def main() -> int:  # noqa: C901 - a stand-in for the whole TUI prompt loop, kep
     parser.add_argument("--screen-only", action="store_true")
     parser.add_argument("--interject", default="")
     parser.add_argument("--interject-at", choices=("before", "after"), default="before")
+    parser.add_argument("--earlier-no-goal", action="store_true")
+    parser.add_argument("--clear-after", type=float, default=0.0)
     args = parser.parse_args()
-    history = ["\u25cf I am still working on getting the auth tests to pass.",
-               "\u25ef Goal not yet met\u2026 continuing"]
+    history = ["\u276f /goal clear", "  \u23bf  No goal set"] if args.earlier_no_goal else []
+    history += ["\u25cf I am still working on getting the auth tests to pass.",
+                "\u25ef Goal not yet met\u2026 continuing"]
     buffer = args.draft
     cursor = len(buffer)
     interject = args.interject
@@ -100,6 +106,11 @@ def main() -> int:  # noqa: C901 - a stand-in for the whole TUI prompt loop, kep
                     with open(args.log, "a", encoding="utf-8") as log:
                         log.write(buffer + "\n")
                     if buffer.strip() == "/goal clear" and not args.no_proof:
+                        history.append("\u276f /goal clear")
+                        buffer = ""
+                        draw(history, buffer, args.placeholder)
+                        time.sleep(args.clear_after)  # (Claude Code answering)
+                        history.pop()
                         if not args.screen_only:
                             with open(args.transcript, "ab") as handle:
                                 handle.write(proof_line(os.path.basename(

@@ -236,6 +236,20 @@ def test_the_commands_own_result_on_screen_confirms_too(
     assert outcome["evidence"] == "screen"
 
 
+def test_an_earlier_no_goal_set_on_screen_is_not_this_commands_answer(
+    tmp_path: Path, state: Path, tmux_pane
+) -> None:
+    """An earlier ``/goal clear`` that found no goal is still on screen while ours is being
+    answered: only a new "No goal set" is ours (an audit found the old one taken for it,
+    the person told "no goal was set" of a goal cleared a moment later)."""
+    transcript = _cut(tmp_path, "goal-same")
+    pane = tmux_pane(transcript, "--screen-only", "--earlier-no-goal", "--clear-after", "0.4")
+    pane.wait_for("No goal set")
+    output = run(raw(stop_input(transcript)), env=_env(state, **pane.env))
+    assert pane.submitted() == ["/goal clear"]
+    assert output is not None and output["systemMessage"].endswith(": loop stopped, goal cleared.")
+
+
 def test_a_pane_in_copy_mode_is_not_typed_into(tmp_path: Path, state: Path, tmux_pane) -> None:
     transcript = _cut(tmp_path, "goal-same")
     pane = tmux_pane(transcript)

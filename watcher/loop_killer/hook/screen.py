@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["COMMAND", "count_cleared", "find_proof", "hardcopy_text", "read_prompt_input",
+__all__ = ["COMMAND", "find_proof", "hardcopy_text", "read_prompt_input", "said_of_goal",
            "visible_screen"]
 
 COMMAND = "/goal clear"
@@ -117,8 +117,10 @@ def find_proof(data: bytes) -> str | None:
     return None
 
 
-def count_cleared(screen: str) -> int:
-    return screen.count("Goal cleared")
+def said_of_goal(screen: str) -> tuple[int, int]:
+    """How many times ``screen`` says a goal was cleared, and that no goal was set (what
+    ``/goal clear`` answers): only a count that grows after typing is about our command."""
+    return screen.count("Goal cleared"), screen.count("No goal set")
 
 
 

@@ -26,10 +26,10 @@ from .decide import Hands
 from .notice import OUTCOME_CLEARED, OUTCOME_NO_GOAL, OUTCOME_NOT_POSSIBLE, OUTCOME_SENT, Outcome
 from .screen import (
     COMMAND,
-    count_cleared,
     find_proof,
     hardcopy_text,
     read_prompt_input,
+    said_of_goal,
     visible_screen,
 )
 from .wait import file_size, poll, read_new_bytes
@@ -218,7 +218,7 @@ def _type_and_confirm(terminal: _Terminal, transcript_path: str, timeout: float)
     if typed:
         return TypingResult(OUTCOME_NOT_POSSIBLE, "you have text in the prompt; not typing into it")
     assert before is not None
-    cleared_before = count_cleared(visible_screen(before))
+    said_before = said_of_goal(visible_screen(before))
     start = file_size(transcript_path)
     terminal.type_text(COMMAND)
     last: list[str | None] = [None]
@@ -238,7 +238,7 @@ def _type_and_confirm(terminal: _Terminal, transcript_path: str, timeout: float)
                                           f"typing {COMMAND}; Enter was not pressed: "
                                           "check your prompt")
     terminal.press_enter()
-    return _confirm(terminal, transcript_path, start, cleared_before, timeout)
+    return _confirm(terminal, transcript_path, start, said_before, timeout)
 
 
 def _shows(terminal: _Terminal, text: str, last: list[str | None]) -> bool | str | None:
@@ -273,8 +273,8 @@ def _take_back(terminal: _Terminal, seen: str | None) -> bool:
     return True
 
 
-def _confirm(terminal: _Terminal, transcript_path: str, start: int | None, cleared_before: int,
-             timeout: float) -> TypingResult:
+def _confirm(terminal: _Terminal, transcript_path: str, start: int | None,
+             said_before: tuple[int, int], timeout: float) -> TypingResult:
     tick = 0
 
     def check() -> TypingResult | None:
@@ -287,10 +287,10 @@ def _confirm(terminal: _Terminal, transcript_path: str, start: int | None, clear
         if tick % _SCREEN_EVERY == 0:
             screen = terminal.screen()
             if screen is not None:
-                visible = visible_screen(screen)
-                if count_cleared(visible) > cleared_before:
+                cleared, no_goal = said_of_goal(visible_screen(screen))
+                if cleared > said_before[0]:
                     return TypingResult(OUTCOME_CLEARED, "Goal cleared (on screen)", "screen")
-                if "No goal set" in visible:
+                if no_goal > said_before[1]:  # (an older answer may still be on screen)
                     return TypingResult(OUTCOME_NO_GOAL, "/goal clear found no goal", "screen")
         return None
 
