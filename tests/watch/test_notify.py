@@ -54,11 +54,45 @@ def test_what_is_gathered_is_shown_when_the_watcher_stops():
     notifier = Notifier(throttle=Throttle(window=600), command=lambda text: ["show", text],
                         run=shown.append)
     notifier.offer(_stop("s1", "billing: loop stopped"))
+    wait_for(lambda: len(shown) == 1, what="the first stop shown")
     notifier.offer(_stop("s1", "billing: loop stopped again"))
     notifier.close()
     assert [argv[1] for argv in shown] == [
         "billing: loop stopped",
         "billing: 1 more loop stopped in the last 600 s; see the watcher's terminal"]
+
+
+def test_a_slow_notifier_still_shows_everything_left_at_the_stop_in_one_call():
+    """Each call takes its time: what was still queued and the summaries gathered go in
+    one last notification (an audit found two summaries dropped behind queued calls)."""
+    import threading
+
+    shown: list[str] = []
+    release = threading.Event()
+
+    def slow(argv: list[str]) -> None:
+        shown.append(argv[1])
+        release.wait(5)  # the first call holds the worker until the stop is under way
+
+    notifier = Notifier(throttle=Throttle(window=600), command=lambda text: ["show", text],
+                        run=slow)
+    for session, who in (("s1", "billing"), ("s2", "auth")):
+        for n in range(3):
+            notifier.offer(_stop(session, f"{who}: loop {n} stopped", who))
+    wait_for(lambda: len(shown) == 1, what="the first call under way")
+    closing = threading.Thread(target=notifier.close)
+    closing.start()
+    # The stop has gathered what is left into one notification, and its end mark.
+    wait_for(lambda: notifier._outbox.qsize() == 2, what="the last notification queued")
+    release.set()
+    closing.join(20)
+    assert not closing.is_alive()
+    assert shown[0] == "billing: loop 0 stopped"
+    assert shown[1:] == ["auth: loop 0 stopped\n"
+                         "billing: 2 more loops stopped in the last 600 s; see the watcher's "
+                         "terminal\n"
+                         "auth: 2 more loops stopped in the last 600 s; see the watcher's "
+                         "terminal"]
 
 
 def test_the_notifier_is_notify_send_or_osascript_and_never_a_shell():

@@ -38,7 +38,7 @@ WINDOW = 60.0
 TITLE = "loop-killer"
 _WAKE = ""  # put on the queue only to make the worker look at the throttle again
 _TIMEOUT = 5.0  # seconds for one notify-send / osascript call
-_CLOSE_WAIT = 2 * _TIMEOUT  # seconds the watcher's exit waits for the last ones
+_CLOSE_WAIT = 2 * _TIMEOUT + 1  # the exit waits for a call under way, then the last one
 
 
 @dataclass(slots=True)
@@ -152,10 +152,21 @@ class Notifier:
             self._outbox.put(_WAKE)  # gathered: the worker now has a summary to wait for
 
     def close(self) -> None:
-        """Show the summaries still gathered, then stop (waiting a little for them)."""
+        """Show what is still to be shown, the summaries gathered too, in one last
+        notification (one call: a slow notifier cannot make the exit drop them), then
+        stop, waiting at most for a call under way and that one."""
+        left: list[str] = []
+        while True:
+            try:
+                item = self._outbox.get_nowait()
+            except queue.Empty:
+                break
+            if item:
+                left.append(item)
         with self._lock:
-            for item in self.throttle.flush():
-                self._outbox.put(item)
+            left += self.throttle.flush()
+        if left:
+            self._outbox.put("\n".join(left))
         self._outbox.put(None)
         self._worker.join(_CLOSE_WAIT)
 
