@@ -55,6 +55,27 @@ def test_a_queued_plan_waits_then_is_logged_as_unconfirmed(tmp_path: Path, state
     assert records[0].detail == "the mod never reported what /goal clear did"
 
 
+def test_files_left_without_their_plan_go_after_an_hour(tmp_path: Path, state: Path) -> None:
+    """The mod wrote its outcome after its plan was logged as unconfirmed; a sweeper died
+    between taking a plan and logging it: those files went nowhere (an audit's note)."""
+    from loop_killer.hook.mod_outcomes import LEFTOVER_AGE
+
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_bytes(b"")
+    late = Path(_plan(state, "s.3", transcript))
+    assert sweep_mod_outcomes(str(state), [].append, now=time.time() + 600) == 1
+    _report(str(late), "cleared", "Goal cleared: tests pass")  # after its plan was logged
+    taken = state / "outcomes" / "s.4.plan.123.taken"
+    taken.write_text("{}")
+    kept = Path(_plan(state, "s.5", transcript))  # a live plan: its files stay
+    _report(str(kept), "queued")
+    assert sweep_mod_outcomes(str(state), [].append) == 0
+    assert late.exists() and taken.exists()  # young: the mod may be writing still
+    later = time.time() + LEFTOVER_AGE + 1
+    assert sweep_mod_outcomes(str(state), [].append, now=later) == 1  # s.5, stale by then
+    assert not late.exists() and not taken.exists()
+
+
 def test_the_proof_line_outranks_what_the_mod_reported(tmp_path: Path, state: Path) -> None:
     transcript = tmp_path / "t.jsonl"
     transcript.write_bytes(b'{"type":"x"}\n')

@@ -30,6 +30,9 @@ __all__ = ["OUTCOMES_DIR", "STALE_OUTCOME", "outcome_paths", "sweep_mod_outcomes
 OUTCOMES_DIR = "outcomes"
 STALE_OUTCOME = 120.0
 """Seconds after which a plan the mod never settled is logged as unconfirmed."""
+LEFTOVER_AGE = 3600.0
+"""Seconds after which a file without its plan goes: the mod's outcome written after its
+plan was logged as unconfirmed, or a plan taken by a process that died before logging it."""
 
 _MOD_STATUS: dict[str, Outcome] = {
     "cleared": OUTCOME_CLEARED,
@@ -62,16 +65,19 @@ def sweep_mod_outcomes(
     now: float | None = None,
 ) -> int:
     """Log every plan the mod has settled (or never settled, after ``STALE_OUTCOME``) as one
-    detection-log line, and remove its files; return how many were logged. Quiet and cheap
-    when there are none."""
+    detection-log line, and remove its files; return how many were logged. Files left
+    without their plan go after ``LEFTOVER_AGE``. Quiet and cheap when there are none."""
     try:
         folder = state_folder(state, OUTCOMES_DIR)
-        plans = [entry for entry in os.scandir(folder) if entry.name.endswith(".plan")]
+        entries = list(os.scandir(folder))
     except OSError:
         return 0
+    plans = [entry for entry in entries if entry.name.endswith(".plan")]
+    now = time.time() if now is None else now
+    if len(plans) < len(entries):
+        _remove_leftovers(entries, {entry.name[: -len(".plan")] for entry in plans}, now)
     if not plans:
         return 0
-    now = time.time() if now is None else now
     logged = 0
     for entry in plans:
         key = entry.name[: -len(".plan")]
@@ -98,6 +104,22 @@ def sweep_mod_outcomes(
         remove_file(outcome_path)
         logged += 1
     return logged
+
+
+def _remove_leftovers(entries: list[os.DirEntry[str]], planned: set[str], now: float) -> None:
+    """Remove the outcome files whose plan is gone, and plans taken but never logged, once
+    ``LEFTOVER_AGE`` old."""
+    for entry in entries:
+        name = entry.name
+        leftover = name.endswith(".taken") or (
+            name.endswith(".json") and name[: -len(".json")] not in planned)
+        if not leftover:
+            continue
+        try:
+            if now - entry.stat(follow_symlinks=False).st_mtime > LEFTOVER_AGE:
+                os.unlink(entry.path)
+        except OSError:
+            continue
 
 
 def _read_record(path: str) -> dict[str, Any] | None:
