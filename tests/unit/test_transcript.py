@@ -588,3 +588,18 @@ def test_session_id_is_not_needed_to_parse():
 def test_a_stop_hook_summary_says_whether_a_stop_hook_ended_the_turn(line, prevented):
     event = parse_line(line)
     assert isinstance(event, SystemEntry) and event.prevented_continuation is prevented
+
+
+@pytest.mark.parametrize("line", [
+    b'{"type":"user","uuid":"u1","message":{"role":"user","content":'
+    b'[{"type":["text"],"text":"hi"}]}}',
+    b'{"type":"assistant","uuid":"a1","message":{"id":"m1","role":"assistant","content":'
+    b'[{"type":{"x":1},"text":"hi"}],"stop_reason":"end_turn"}}',
+])
+def test_a_block_whose_type_is_not_a_string_is_read_not_fatal(line: bytes) -> None:
+    """An audit found ``kind in THINKING`` raising on a list or object ``type``: the
+    watcher's reader and the hook crashed, and the scan dropped the whole file."""
+    from loop_killer.engine.reader import detect_transcript
+
+    assert parse_line(line) is not None
+    assert detect_transcript([line]) == []

@@ -324,7 +324,8 @@ def _goal_status(entry: dict[str, Any], uuid: str, timestamp: str) -> tuple[Even
     )
 
 
-THINKING = frozenset({"thinking", "redacted_thinking"})  # blocks that are never a reply's text
+THINKING = ("thinking", "redacted_thinking")  # blocks that are never a reply's text
+# (a tuple: a block's type may be any JSON value, a list too, which a set cannot hash)
 
 
 def _assistant(
