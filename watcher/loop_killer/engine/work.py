@@ -10,8 +10,9 @@ in every answer is a loop, where a migration that advances, tests that fail diff
 or files that change are work.
 
 When in doubt it is work, so that nothing fires by mistake: a call whose result is not
-in the transcript (yet), a tool that polls by design (``DEFAULT_IGNORED``), a result whose
-earlier copies fell out of what is remembered.
+in the transcript (yet) and not known otherwise (``settle``: the Stop hook asks the
+tool-call hooks' counts), a tool that polls by design (``DEFAULT_IGNORED``), a result
+whose earlier copies fell out of what is remembered.
 
 Results are keyed lazily: most turns have no re-prompt, and their results are never
 masked. Memory is bounded by ``MAX_KEPT`` results and ``MAX_HELD_BYTES`` of contents.
@@ -19,6 +20,7 @@ masked. Memory is bounded by ``MAX_KEPT`` results and ``MAX_HELD_BYTES`` of cont
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from ..digest import hex_digest
@@ -67,6 +69,12 @@ class TurnWork:
                 self._open_calls.add(call.tool_use_id)  # polling by design: always work
                 continue
             self._this_answer.append((call, result))  # keyed only if a verdict needs it
+
+    def settle(self, tool_use_ids: Iterable[str]) -> None:
+        """Calls of the answer in progress whose result is not in the transcript yet, but
+        known (from the tool-call hooks' counts) to have repeated one already seen: not
+        work."""
+        self._open_calls.difference_update(tool_use_ids)
 
     def close(self, *, judge: bool) -> bool | None:
         """The answer in progress is complete (or void). With ``judge``: whether its tool

@@ -58,6 +58,7 @@ class HookInput:
     last_assistant_message: str | None  # this reply's text
     mod_version: int | None  # ``loop_killer_mod.version``, set by the mod
     prompt_id: str = ""  # the same for every Stop of one turn (2.1.250, 2.1.328)
+    cwd: str = ""  # the session's folder (the tool-call hooks key calls with it)
 
     @property
     def mod_active(self) -> bool:
@@ -86,6 +87,7 @@ def parse_input(raw: Any) -> HookInput | None:
         last_assistant_message=message if isinstance(message, str) else None,
         mod_version=version if isinstance(version, int) and not isinstance(version, bool) else None,
         prompt_id=_text(raw.get("prompt_id"))[:200],
+        cwd=_text(raw.get("cwd")),
     )
 
 

@@ -7,14 +7,14 @@ history) and reply N itself, built from ``last_assistant_message``, live.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
 from ..engine.answers import Answer
 from ..engine.reader import LineEvent
 from ..engine.rules import DEFAULT_THRESHOLDS, Thresholds
 from ..engine.run import Detection, RunDetector
-from ..engine.transcript import AssistantPart, Event, GoalStatus, ToolResults
+from ..engine.transcript import AssistantPart, Event, GoalStatus, ToolCall, ToolResults
 from .anchor import Anchor
 from .locate import Case, locate_active, locate_turn, reply_text
 from .tail import Tail
@@ -55,6 +55,7 @@ def judge(
     acted_on: Collection[str] | None = None,
     anchor: Anchor | None = None,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    repeated: Callable[[ToolCall], bool] | None = None,
 ) -> Judgement:
     """Whether reply N (``message``) fires, counting it exactly once.
 
@@ -69,6 +70,10 @@ def judge(
     stopped the turn for, the only ones reply N itself is not fired for again (None: all
     of ``already_fired``). The watcher may have recorded reply N a moment ago, its
     request not written yet: this hook is then the one that stops the turn.
+
+    ``repeated``: whether a call of reply N whose result is not in the file yet (Claude
+    Code may write it after this hook starts) is known to have repeated a result already
+    seen (the tool-call hooks counted it); None: such a call counts as work.
     """
     events = tail.events
     goal = _last_goal(events)
@@ -91,6 +96,9 @@ def judge(
     # Its calls and results: whether they produced anything new in the turn is the
     # engine's to judge (``engine.work``), as for every other answer.
     detector.feed_work(item.event for item in reply)
+    if repeated is not None:
+        detector.work.settle(call.tool_use_id for call in _unanswered(reply)
+                             if repeated(call))
     last_part = parts[-1].event if parts else None
     if message is None and not parts:
         # Nothing to count: the reply is neither in the input nor in the file.
@@ -133,3 +141,11 @@ def _feed(detector: RunDetector, events: Iterable[Event]) -> None:
     for event in events:
         detector.feed(event)
     detector.flush()  # everything before reply N is complete
+
+
+def _unanswered(reply: Iterable[LineEvent]) -> list[ToolCall]:
+    """Reply N's calls whose result is not among its lines."""
+    answered = {result.tool_use_id for item in reply if isinstance(item.event, ToolResults)
+                for result in item.event.results}
+    return [call for item in reply if isinstance(item.event, AssistantPart)
+            for call in item.event.tool_calls if call.tool_use_id not in answered]

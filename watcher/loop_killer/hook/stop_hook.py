@@ -42,6 +42,10 @@ from .tail import last_prompt_time, read_tail
 from .wait import file_size
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..engine.tool_repeat import ToolRepeatCounter
+    from ..engine.transcript import ToolCall
     from ..state.journal import OutcomeRecord
 
 # Acting (``act``: the hands, typing, subprocesses), requests (``state.inbox``) and the
@@ -145,6 +149,7 @@ def _check(state: Path, hook_input: decide.HookInput, env: dict[str, str],
         acted_on=records.recorded_keys(state, session_id, acted_only=True),
         anchor=anchor,
         thresholds=settings.thresholds,
+        repeated=_repeated_calls(state, session_id, hook_input.cwd, settings),
     )
     _debug(state, env, "judged", session_id=session_id, spawn_time=spawn_time,
            anchor=_anchor_text(anchor), tail_end=tail.end, case=judgement.case,
@@ -214,6 +219,28 @@ class _Anchoring:
             advance_anchor(self.state, self.input.session_id,
                            size=file_size(self.input.transcript_path),
                            prompt_id=self.input.prompt_id, spawn_time=self.spawn_time)
+
+
+def _repeated_calls(state: Path, session_id: str, cwd: str, settings: Settings
+                    ) -> Callable[[ToolCall], bool]:
+    """Whether a call repeated a result already seen, by the tool-call hooks' counts (read
+    once, and only if asked: when reply N's call has no result in the file yet)."""
+    counts: list[ToolRepeatCounter | None] = []
+
+    def repeated(call: ToolCall) -> bool:
+        if not counts:
+            from ..tools import store
+
+            try:
+                kept = store.load(store.state_path(str(state), session_id))
+            except (OSError, ValueError):
+                kept = None
+            counts.append(None if kept is None else store.counter(kept, store.MAIN, settings))
+        known = counts[0]
+        # Two identical results in a row, no file changed since: the last one was seen.
+        return known is not None and known.count(call.name, call.input, cwd=cwd) >= 2
+
+    return repeated
 
 
 def _sweep_outcomes(state: Path) -> None:
