@@ -53,3 +53,45 @@ def test_similar_replies_fire_and_are_counted_at_the_configured_count(tmp_path: 
     number, said = _fired_at(tmp_path, [SAME] * 12, env)
     assert number == same
     assert f"SAME_REPLY_TURNS: {same} similar replies" in said
+
+
+def test_a_tool_the_person_says_polls_is_work_for_the_reprompt_rules_too(
+        tmp_path: Path) -> None:
+    """A /goal waiting on CI by polling a tool the person listed as polling by design: the
+    tool-repeat rule ignores it, and so does the work rule (an audit found the re-prompt
+    rules stopping it at the 3rd answer, in the watcher, the hook and scan alike)."""
+    from loop_killer.engine.reader import TranscriptReader
+
+    poll = ("mcp__ci__get_run", {"run": 42})
+    texts = ["CI is still running; I will check again."] * 5
+
+    def session() -> Transcript:
+        built = Transcript()
+        built.prompt("Merge when CI passes.")
+        built.goal()
+        for text in texts:
+            built.reprompt()
+            built.reply(None, tools=[poll])
+            built.tool_result(built.last_tool_use_id, "status: in_progress")
+            built.reply(text)
+        return built
+
+    found = [d for step in TranscriptReader().feed(session().data()) for d in step.detections]
+    assert [d.rule for d in found] == ["SAME_REPLY_TURNS"]  # not listed: a loop
+    listed = frozenset({"mcp__ci__*"})
+    reader = TranscriptReader(ignored=listed)
+    assert [d for step in reader.feed(session().data()) for d in step.detections] == []
+    env = {"HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(tmp_path),
+           "LOOP_KILLER_IGNORE_TOOLS": "default,mcp__ci__*"}
+    transcript = Transcript()
+    transcript.prompt("Merge when CI passes.")
+    transcript.goal()
+    path = transcript.path_in(tmp_path / "projects")
+    for text in texts:
+        transcript.reprompt()
+        transcript.reply(None, tools=[poll])
+        transcript.tool_result(transcript.last_tool_use_id, "status: in_progress")
+        transcript.reply(text)
+        transcript.write(path)
+        output = run(raw(stop_input(path, message=text)), env=env)
+        assert output is None or output.get("continue") is not False

@@ -19,6 +19,7 @@ from .answers import Answer
 from .lines import MAX_LINE_BYTES, LineBuffer
 from .rules import DEFAULT_THRESHOLDS, Thresholds
 from .run import Detection, RunDetector
+from .tool_repeat import DEFAULT_IGNORED
 from .transcript import Event, ParseStats, parse_line
 
 __all__ = [
@@ -140,10 +141,11 @@ class TranscriptReader:
         detector: RunDetector | None = None,
         parse: LineParser = _parse_copy,
         thresholds: Thresholds = DEFAULT_THRESHOLDS,
+        ignored: frozenset[str] = DEFAULT_IGNORED,
     ) -> None:
         self.detector = detector or RunDetector(session_id, live=live,
                                                 already_fired=already_fired,
-                                                thresholds=thresholds)
+                                                thresholds=thresholds, ignored=ignored)
         self.events = EventReader(offset=offset, max_line=max_line, parse=parse)
 
     @property

@@ -23,6 +23,7 @@ from .rules import (
     similarity,
     words,
 )
+from .tool_repeat import DEFAULT_IGNORED
 from .transcript import Discard, Event, GoalStatus, TurnStart
 from .work import TurnWork
 
@@ -118,6 +119,7 @@ class RunDetector:
     def __init__(
         self, session_id: str, *, live: bool = True, already_fired: Collection[str] = (),
         thresholds: Thresholds = DEFAULT_THRESHOLDS,
+        ignored: frozenset[str] = DEFAULT_IGNORED,
     ) -> None:
         self.session_id = session_id
         self.live = live
@@ -134,7 +136,7 @@ class RunDetector:
         self.last_answer: Answer | None = None
         self.goal: GoalStatus | None = None
         self.answers_seen = 0
-        self.work = TurnWork()  # what the turn's tool work has produced so far
+        self.work = TurnWork(ignored)  # what the turn's tool work has produced so far
 
     @property
     def run_length(self) -> int:

@@ -11,8 +11,9 @@ or files that change are work.
 
 When in doubt it is work, so that nothing fires by mistake: a call whose result is not
 in the transcript (yet) and not known otherwise (``settle``: the Stop hook asks the
-tool-call hooks' counts), a tool that polls by design (``DEFAULT_IGNORED``), a result
-whose earlier copies fell out of what is remembered.
+tool-call hooks' counts), a tool that polls by design (``DEFAULT_IGNORED``, or the
+person's list: the one the tool-repeat rule ignores), a result whose earlier copies fell
+out of what is remembered.
 
 Results are keyed lazily: most turns have no re-prompt, and their results are never
 masked. Memory is bounded by ``MAX_KEPT`` results and ``MAX_HELD_BYTES`` of contents.
@@ -41,9 +42,11 @@ MAX_HELD_BYTES = 1 << 20
 class TurnWork:
     """The results seen in one scope's turn, and whether an answer added a new one."""
 
-    __slots__ = ("_held", "_open_calls", "_pairing", "_pending", "_seen", "_this_answer")
+    __slots__ = ("_held", "_ignored", "_open_calls", "_pairing", "_pending", "_seen",
+                 "_this_answer")
 
-    def __init__(self) -> None:
+    def __init__(self, ignored: frozenset[str] = DEFAULT_IGNORED) -> None:
+        self._ignored = ignored  # tools that poll by design (the settings' list)
         self._pairing = ToolPairing()
         self._seen: dict[str, None] = {}  # digests of (call, result), oldest first
         self._pending: list[tuple[ToolCall, ToolResult]] = []  # seen, not keyed yet
@@ -65,7 +68,7 @@ class TurnWork:
             self._open_calls.update(call.tool_use_id for call in event.tool_calls)
         for _, call, result in self._pairing.pair(event):
             self._open_calls.discard(call.tool_use_id)
-            if is_ignored(call.name, DEFAULT_IGNORED):
+            if is_ignored(call.name, self._ignored):
                 self._open_calls.add(call.tool_use_id)  # polling by design: always work
                 continue
             self._this_answer.append((call, result))  # keyed only if a verdict needs it

@@ -14,6 +14,7 @@ from ..engine.answers import Answer
 from ..engine.reader import LineEvent
 from ..engine.rules import DEFAULT_THRESHOLDS, Thresholds
 from ..engine.run import Detection, RunDetector
+from ..engine.tool_repeat import DEFAULT_IGNORED
 from ..engine.transcript import AssistantPart, Event, GoalStatus, ToolCall, ToolResults
 from .anchor import Anchor
 from .locate import Case, locate_active, locate_turn, reply_text
@@ -56,6 +57,7 @@ def judge(
     anchor: Anchor | None = None,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
     repeated: Callable[[ToolCall], bool] | None = None,
+    ignored: frozenset[str] = DEFAULT_IGNORED,
 ) -> Judgement:
     """Whether reply N (``message``) fires, counting it exactly once.
 
@@ -83,7 +85,7 @@ def judge(
     else:
         located = locate_turn(events)
     detector = RunDetector(session_id, live=False, already_fired=already_fired,
-                           thresholds=thresholds)
+                           thresholds=thresholds, ignored=ignored)
     _feed(detector, (item.event for item in events[: located.feed_until]))
     detector.go_live(already_fired=acted_on)
     reply = events[located.parts_from : located.parts_until]

@@ -150,6 +150,7 @@ def _check(state: Path, hook_input: decide.HookInput, env: dict[str, str],
         anchor=anchor,
         thresholds=settings.thresholds,
         repeated=_repeated_calls(state, session_id, hook_input.cwd, settings),
+        ignored=settings.ignore_tools,
     )
     _debug(state, env, "judged", session_id=session_id, spawn_time=spawn_time,
            anchor=_anchor_text(anchor), tail_end=tail.end, case=judgement.case,

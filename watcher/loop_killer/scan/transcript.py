@@ -182,7 +182,8 @@ class TranscriptScan:
             self._reprompts = RepromptLoops(self._main.ledger)
             self._reader = TranscriptReader(session_id, offset=offset, max_line=max_line,
                                             parse=self._parse,
-                                            thresholds=settings.thresholds)
+                                            thresholds=settings.thresholds,
+                                            ignored=settings.ignore_tools)
             self._events = self._reader.events
 
     def feed(self, chunk: bytes) -> None:

@@ -197,7 +197,7 @@ class Sessions:
             thresholds = thresholds.replace(off=frozenset({RULE_SAME, RULE_IDLE}))
         return TranscriptReader(session_id, offset=offset, live=data is None,
                                 already_fired=known, thresholds=thresholds,
-                                parse=skim_span)
+                                ignored=self.settings.ignore_tools, parse=skim_span)
 
     def _wake(self, tracked: Tracked) -> None:
         """Rebuild a dormant session's reader from its tail up to what was read, as the
