@@ -109,6 +109,26 @@ def test_filtered_and_unfiltered_scans_agree_on_every_fixture() -> None:
         assert fast.parsed <= slow.parsed
 
 
+def test_a_failed_first_edit_changes_no_file_for_the_filtered_scan_either() -> None:
+    """Each failing test run is followed by an Edit that fails (its first result, left
+    unread by the filter): an audit found the scan taking it for a file change, which
+    starts every count afresh, and missing the tool-repeat loop the watcher finds."""
+    session = Transcript()
+    session.prompt("fix the auth test")
+    for attempt in range(4):
+        session.run("npm test", "FAIL test/auth.test.js: expected 200 got 500", is_error=True)
+        session.reply(None, tools=[("Edit", {"file_path": "/p/auth.js",
+                                             "old_string": f"status({500 + attempt})",
+                                             "new_string": "status(200)"})])
+        session.tool_result(session.last_tool_use_id, "<tool_use_error>String to replace "
+                            "not found in file.</tool_use_error>", is_error=True)
+    session.reply("Still failing.")
+    fast = scan_bytes(session.data(), prefilter=True)
+    slow = scan_bytes(session.data(), prefilter=False)
+    assert [(loop.rule, loop.replies) for loop in fast.loops] == [("TOOL_REPEAT", 4)]
+    assert fast.loops == slow.loops
+
+
 def test_filtered_and_unfiltered_scans_agree_on_a_planted_history() -> None:
     session = Transcript()
     session.prompt("go")

@@ -162,10 +162,14 @@ class StandIns:
         return ToolResult(result.tool_use_id, last.token, False, result.cwd)
 
     def failed(self, call_text: str) -> bool:
-        """Whether the call's last result was an error, as far as read (the stand-ins
-        hand the counter no error flag)."""
+        """Whether the call's last result was an error (the stand-ins hand the counter no
+        error flag); a result left unread is read for it: a failed edit changes no file."""
         last = self._last.get(digest(call_text.encode("utf-8", "surrogatepass")))
-        return last is not None and last.is_error
+        if last is None:
+            return False
+        if isinstance(last.content, UnreadResult):
+            last.content, last.is_error = last.content.read()
+        return last.is_error
 
     def _new_token(self) -> str:
         number, letters = self._tokens, []
