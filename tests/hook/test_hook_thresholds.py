@@ -95,3 +95,57 @@ def test_a_tool_the_person_says_polls_is_work_for_the_reprompt_rules_too(
         transcript.write(path)
         output = run(raw(stop_input(path, message=text)), env=env)
         assert output is None or output.get("continue") is not False
+
+
+PREAMBLE = ("Let me rerun the complete authentication suite with verbose reporting enabled so "
+            "we can inspect which assertion breaks.")
+CLOSING = "One auth test still fails; I will keep working on it."
+
+
+def _hook_fires_at(tmp_path: Path, answers: list[bool]) -> int:
+    """Each answer: (with ``True``) the preamble, ``npm test`` with the same result, then
+    the closing line, else the closing line alone. The reply where the hook stops the
+    turn, as Claude Code hands it reply by reply (``last_assistant_message``: the last API
+    reply's text only); 0 for none."""
+    env = {"HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(tmp_path)}
+    session = Transcript()
+    session.prompt()
+    session.goal()
+    session.run("npm test", "3 passed, 1 failed", before="Running tests.")
+    session.reply("Started.")
+    path = session.path_in(tmp_path / "projects")
+    for number, worked in enumerate(answers, 1):
+        session.reprompt()
+        if worked:
+            session.run("npm test", "3 passed, 1 failed", before=PREAMBLE)
+        session.reply(CLOSING)
+        session.write(path)
+        output = run(raw(stop_input(path, message=CLOSING)), env=env)
+        if output is not None and output.get("continue") is False:
+            return number
+    return 0
+
+
+def test_the_hook_compares_the_whole_answer_as_the_watcher_does(tmp_path: Path) -> None:
+    """An audit found the hook comparing reply N by its last API reply alone: it missed a
+    loop of identical answers with a tool call inside, and stopped a turn whose third answer
+    said more than the two before it."""
+    from loop_killer.engine.reader import detect_transcript
+
+    def watcher(answers: list[bool]) -> list[int]:
+        session = Transcript()
+        session.prompt()
+        session.goal()
+        session.run("npm test", "3 passed, 1 failed", before="Running tests.")
+        session.reply("Started.")
+        for worked in answers:
+            session.reprompt()
+            if worked:
+                session.run("npm test", "3 passed, 1 failed", before=PREAMBLE)
+            session.reply(CLOSING)
+        return [d.run_length for d in detect_transcript(session.data())]
+
+    assert watcher([True] * 3) == [3]
+    assert _hook_fires_at(tmp_path / "same", [True] * 3) == 3
+    assert watcher([False, False, True]) == []
+    assert _hook_fires_at(tmp_path / "longer", [False, False, True]) == 0

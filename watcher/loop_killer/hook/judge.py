@@ -107,7 +107,7 @@ def judge(
         return Judgement(None, False, None, "", located.prompt_uuid, located.case, goal,
                          detector.run_length, detector.chain_length, located.anchor,
                          located.by)
-    text = message if message is not None else reply_text(parts)
+    text = reply_text(parts, message)
     answer = Answer(
         prompt=located.prompt_kind,
         prompt_uuid=located.prompt_uuid,

@@ -337,14 +337,20 @@ def _last_reply(events: tuple[LineEvent, ...], indexes: list[int]) -> _Reply:
     return _Reply(answers[-1].last_text if answers else "", final)
 
 
-def reply_text(parts: list[LineEvent]) -> str:
-    """Reply N's whole text from its lines in the file (when the hook input has none)."""
+def reply_text(parts: list[LineEvent], message: str | None = None) -> str:
+    """Reply N's whole text, as the watcher reads it (every API reply of the answer, text
+    before a tool call too): its lines in the file, ending with ``message`` (the hook
+    input's ``last_assistant_message``, the last API reply's text) where the file does not
+    hold it yet."""
     assembler = AnswerAssembler()
     for item in parts:
         if isinstance(item.event, AssistantPart):
             assembler.feed(item.event)
     answers = assembler.finish()
-    return answers[-1].text if answers else ""
+    written = answers[-1].text if answers else ""
+    if message is None or written.endswith(message):
+        return written
+    return f"{written}\n{message}" if written else message
 
 
 def _digest_differs(text: str, message: str) -> bool:
