@@ -149,3 +149,35 @@ def test_the_hook_compares_the_whole_answer_as_the_watcher_does(tmp_path: Path) 
     assert _hook_fires_at(tmp_path / "same", [True] * 3) == 3
     assert watcher([False, False, True]) == []
     assert _hook_fires_at(tmp_path / "longer", [False, False, True]) == 0
+
+
+def test_a_result_seen_early_in_the_turn_is_not_new_for_the_hook_either(
+        tmp_path: Path) -> None:
+    """The turn's first answer read ``config.yml`` and failed; five answers of new work
+    later, the model reads it again and again, saying the same. An audit found the hook
+    (its tail then starting at its anchor) taking the first repeat for new work and firing
+    an answer later than the watcher: it now reads back to the turn's start."""
+    from loop_killer.engine.reader import detect_transcript
+
+    env = {"HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(tmp_path)}
+    session = Transcript()
+    session.prompt()
+    session.goal()
+    session.run("cat config.yml", "Error: config.yml: No such file", is_error=True)
+    session.reply("Started.")
+    path = session.path_in(tmp_path / "projects")
+    fired: list[int] = []
+    plan = [(f"ls dir{i}", f"file{i}", f"Looked at directory {i}; on to the next one.")
+            for i in range(5)]
+    plan += [("cat config.yml", "Error: config.yml: No such file", SAME)] * 4
+    for number, (command, output, text) in enumerate(plan, 1):
+        session.reprompt()
+        session.run(command, output, is_error=output.startswith("Error"))
+        session.reply(text)
+        session.write(path)
+        done = run(raw(stop_input(path, message=text)), env=env)
+        if done is not None and done.get("continue") is False:
+            fired.append(number)
+    (detection,) = detect_transcript(session.data())
+    assert detection.rule == "SAME_REPLY_TURNS"
+    assert fired == [8]  # the watcher's: the 3rd repeat, the 8th answer to a re-prompt

@@ -64,8 +64,9 @@ def read_tail(
     re-prompts at most: ``Thresholds.reach``). Raises OSError when unreadable.
 
     The tail also reaches back to the anchor's line (when known and within
-    ``TURN_REACH``), else to the turn's start (when the run starts later, at an answer
-    that used a tool), so that ``judge`` finds the re-prompt this reply answers.
+    ``TURN_REACH``), so that ``judge`` finds the re-prompt this reply answers, and to the
+    turn's start (within ``TURN_REACH`` of where it would start), so that it knows every
+    result of the turn when it judges whether reply N's are new.
     """
     with _opened(path) as handle:
         size = os.fstat(handle.fileno()).st_size
@@ -73,7 +74,9 @@ def read_tail(
         hint = _anchor_start(handle, anchor, size) if anchor is not None else None
         if hint is not None:
             start = min(start, hint)
-        elif start > 0 and not _is_turn_start_at(handle, start):
+        # Back to the turn's start as well: whether reply N's results are new is judged
+        # against every result of the turn, as the watcher judges it.
+        if start > 0 and not _is_turn_start_at(handle, start):
             turn = _turn_start_before(handle, start)
             if turn is not None:
                 start = turn
