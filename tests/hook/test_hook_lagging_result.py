@@ -18,8 +18,9 @@ SAME = "The auth tests still fail the same way; I will run them again."
 FAILING = "Exit code 1\nFAIL test/auth/login.test.js"
 
 
-def _env(tmp_path: Path) -> dict[str, str]:
-    return {"HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(tmp_path / ".claude")}
+def _env(tmp_path: Path, rules_off: str = "") -> dict[str, str]:
+    env = {"HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(tmp_path / ".claude")}
+    return {**env, "LOOP_KILLER_RULES_OFF": rules_off} if rules_off else env
 
 
 def _post_tool_use(session: Transcript, env: dict[str, str]) -> None:
@@ -30,8 +31,10 @@ def _post_tool_use(session: Transcript, env: dict[str, str]) -> None:
                "error": FAILING}, env=env)
 
 
-def _fired_at(tmp_path: Path, *, lagging: bool) -> int:
+def _fired_at(tmp_path: Path, *, lagging: bool, rules_off: str = "") -> int:
+    """``rules_off``: for the Stop hook only (the tool-call hooks counted before)."""
     env = _env(tmp_path)
+    stop_env = _env(tmp_path, rules_off)
     session = Transcript()
     session.prompt("Make the auth tests pass.")
     session.goal()
@@ -50,7 +53,7 @@ def _fired_at(tmp_path: Path, *, lagging: bool) -> int:
             lines.remove(result_line)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"".join(line + b"\n" for line in lines))
-        output = run(raw(stop_input(path, message=SAME)), env=env)
+        output = run(raw(stop_input(path, message=SAME)), env=stop_env)
         if output is not None and output.get("continue") is False:
             return number
     return 0
@@ -71,3 +74,12 @@ def test_the_hook_fires_where_the_watcher_fires_when_the_result_is_written_late(
     assert detection.rule == "SAME_REPLY_TURNS" and detection.run_length == 3
     assert _fired_at(tmp_path / "written", lagging=False) == 3
     assert _fired_at(tmp_path / "lagging", lagging=True) == 3
+
+
+def test_with_the_tool_repeat_rule_off_its_stale_counts_are_not_asked(tmp_path: Path
+                                                                       ) -> None:
+    """Off, the tool-call hooks keep no counts and reset none: what they counted before
+    it was switched off is no word on reply N's call, which stays work while its result
+    is not written (the re-prompt rules still stop the loop, later: IDLE_TURNS is off
+    here too, so nothing fires within five answers)."""
+    assert _fired_at(tmp_path, lagging=True, rules_off="TOOL_REPEAT,IDLE_TURNS") == 0

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import Settings, load_settings
 from ..engine.rules import text_digest
+from ..engine.tool_repeat import RULE_TOOL_REPEAT
 from ..state import records
 from ..state.files import NotAFile
 from ..state.notes import first_time
@@ -149,7 +150,8 @@ def _check(state: Path, hook_input: decide.HookInput, env: dict[str, str],
         acted_on=records.recorded_keys(state, session_id, acted_only=True),
         anchor=anchor,
         thresholds=settings.thresholds,
-        repeated=_repeated_calls(state, session_id, hook_input.cwd, settings),
+        repeated=_repeated_calls(state, session_id, hook_input.cwd, settings)
+        if settings.rule_on(RULE_TOOL_REPEAT) else None,
         ignored=settings.ignore_tools,
     )
     _debug(state, env, "judged", session_id=session_id, spawn_time=spawn_time,
@@ -225,7 +227,8 @@ class _Anchoring:
 def _repeated_calls(state: Path, session_id: str, cwd: str, settings: Settings
                     ) -> Callable[[ToolCall], bool]:
     """Whether a call repeated a result already seen, by the tool-call hooks' counts (read
-    once, and only if asked: when reply N's call has no result in the file yet)."""
+    once, and only if asked: when reply N's call has no result in the file yet). Only
+    while the tool-repeat rule is on: off, its hooks keep no counts (nor reset them)."""
     counts: list[ToolRepeatCounter | None] = []
 
     def repeated(call: ToolCall) -> bool:
