@@ -34,11 +34,11 @@ from .paths import is_plain_id, state_folder
 __all__ = [
     "ACTED_SUFFIX",
     "RECORDS_DIR",
-    "adopt",
     "first_to_act",
     "first_to_record",
     "forget_session",
     "mark_acted",
+    "move_session",
     "record_detection",
     "record_key",
     "recorded_keys",
@@ -140,9 +140,18 @@ def recorded_keys(state: Path, session_id: str, *, acted_only: bool = False) -> 
         return set()
 
 
-def adopt(state: Path, old: str, new: str) -> int:
-    """Copy a session's records under another id (its transcript was renamed); how many
-    were copied. Records the new id already has are kept."""
+def move_session(state: Path, old: str, new: str) -> int:
+    """Move a session's records under another id (its transcript was renamed): copied,
+    then the old id's removed; how many were copied. Records the new id already has are
+    kept; back under its own id, nothing moves."""
+    if old == new:
+        return 0
+    copied = _copy_session(state, old, new)
+    forget_session(state, old)
+    return copied
+
+
+def _copy_session(state: Path, old: str, new: str) -> int:
     try:
         source = _folder(state, old)
         names = os.listdir(source)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from ..state import records
@@ -116,6 +116,13 @@ class Housekeeper:
             log.info("removed the status of %s: its transcript %s is gone",
                      report.short_id(session_id), found.transcript_path)
         return removed
+
+    def forget_vanished(self, vanished: Iterable[str], followed: set[str]) -> None:
+        """Remove the detection records of sessions whose transcript vanished and did not
+        turn up renamed (``follower.Vanished``), unless followed again."""
+        for session_id in vanished:
+            if session_id not in followed:
+                records.forget_session(self.state, session_id)
 
     def _cannot_remove(self, path: Path, error: OSError) -> None:
         if str(path) not in self.unremovable:

@@ -143,8 +143,7 @@ class Sessions:
                 return info, 0, b""
             size = info.st_size if end is None else end
             with open(fd, "rb", buffering=0, closefd=False) as handle:
-                found = scan_run_start(handle, size,
-                                       max_reprompts=self.settings.thresholds.reach)
+                found = scan_run_start(handle, size, max_reprompts=self.settings.thresholds.reach)
             if found.why == "budget" and str(path) not in self.cut_short:
                 self.cut_short.add(str(path))
                 log.warning("%s: only its last %d MB (%d lines) were read back to find its "
@@ -323,9 +322,7 @@ class Sessions:
         if renamed_from is not None:
             # What fired under the old name must never fire under the new one, now or
             # after a restart: its records go with it.
-            if renamed_from != session_id:  # (back under its own name: nothing moves)
-                records.adopt(self.state, renamed_from, session_id)
-                records.forget_session(self.state, renamed_from)  # (the old name is gone)
+            records.move_session(self.state, renamed_from, session_id)
             self.catch_up(path, pending_requests=set())
             return False
         if seen.size > LIVE_FROM_START_LIMIT:
@@ -369,9 +366,8 @@ class Sessions:
 
     def drop(self, path: str, *, why: str, quiet: bool = False, keep_status: bool = False
              ) -> None:
-        """Stop following a path; its status file goes too unless it is read anew. A
-        deleted transcript's detection records go at the first housekeeping after it has
-        not turned up renamed (``Vanished``)."""
+        """Stop following a path; its status file goes too unless it is read anew (a
+        deleted one's records: ``Housekeeper.forget_vanished``)."""
         tracked = self.tracked.pop(path, None)
         if tracked is None:
             return
@@ -464,9 +460,7 @@ class Sessions:
         now = time.time() if now is None else now
         self.expire_requests(now)
         followed = {t.session_id for t in self.tracked.values()}
-        for session_id in self.gone.forget_old(time.monotonic()):
-            if session_id not in followed:  # deleted for good, not renamed
-                records.forget_session(self.state, session_id)
+        self.housekeeper.forget_vanished(self.gone.forget_old(time.monotonic()), followed)
         if statuses:
             self.housekeeper.sweep_statuses(followed)
         for tracked in self.tracked.values():
