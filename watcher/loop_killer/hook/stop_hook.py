@@ -136,6 +136,7 @@ def _check(state: Path, hook_input: decide.HookInput, env: dict[str, str],
         return _note_once(state, f"transcript-{session_id}",
                           f"cannot read this session's transcript ({why}); loops in it "
                           "are not being watched by the Stop hook")
+    recorded, acted = records.recorded_and_acted(state, session_id)
     judgement = judge(
         tail,
         session_id=session_id,
@@ -146,8 +147,8 @@ def _check(state: Path, hook_input: decide.HookInput, env: dict[str, str],
         # only when a Stop hook already stopped the turn for it: the watcher may have
         # recorded THIS reply a moment ago, and this hook is the one that stops its turn
         # (the watcher's request is then void).
-        already_fired=records.recorded_keys(state, session_id),
-        acted_on=records.recorded_keys(state, session_id, acted_only=True),
+        already_fired=recorded,
+        acted_on=acted,
         anchor=anchor,
         thresholds=settings.thresholds,
         repeated=_repeated_calls(state, session_id, hook_input.cwd, settings)

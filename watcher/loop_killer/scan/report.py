@@ -177,7 +177,7 @@ def human_report(summary: Summary, *, width: int = 120, home: str | None = None,
         loops = f"{count} loop{'s' if count != 1 else ''}"
         tokens = _number(summary.tokens.total)
         table: list[str] = []
-        if compact is None or not compact:
+        if not compact:  # (None: it may fit)
             table = box(_HEADER, [_row(row, home, False) for row in shown], [
                 "Total", "", "", loops, "", tokens, _number(summary.avoidable_tokens.total),
                 _money(summary.cost_usd), f"avoidable: {_money(summary.avoidable_cost_usd)}"],

@@ -41,6 +41,7 @@ __all__ = [
     "move_session",
     "record_detection",
     "record_key",
+    "recorded_and_acted",
     "recorded_keys",
 ]
 
@@ -121,23 +122,29 @@ def mark_acted(state: Path, session_id: str, key: str) -> bool:
 def recorded_keys(state: Path, session_id: str, *, acted_only: bool = False) -> set[str]:
     """Every answer (by key) of the session recorded as fired, or (``acted_only``) for
     which a Stop hook stopped the turn; empty when none or unsafe."""
+    recorded, acted = recorded_and_acted(state, session_id)
+    return acted if acted_only else recorded
+
+
+def recorded_and_acted(state: Path, session_id: str) -> tuple[set[str], set[str]]:
+    """(every answer of the session recorded as fired, those a Stop hook stopped the turn
+    for), by key, from one listing of its folder; empty when none or unsafe."""
+    recorded: set[str] = set()
+    acted: set[str] = set()
     try:
-        folder = _folder(state, session_id)
-        keys: set[str] = set()
-        with os.scandir(folder) as entries:
+        with os.scandir(_folder(state, session_id)) as entries:
             for entry in entries:
-                name = entry.name
-                acted = name.endswith(ACTED_SUFFIX)
-                if acted_only and not acted:
-                    continue  # recorded, but no Stop hook has stopped its turn (yet)
-                name = name.removesuffix(ACTED_SUFFIX)
-                if is_plain_id(name):
-                    keys.add(name)
-                if len(keys) >= _MAX_KEYS:
+                name = entry.name.removesuffix(ACTED_SUFFIX)
+                if not is_plain_id(name):
+                    continue
+                recorded.add(name)
+                if len(name) < len(entry.name):
+                    acted.add(name)  # (recorded, and a Stop hook stopped its turn)
+                if len(recorded) >= _MAX_KEYS:
                     break
-        return keys
     except (OSError, ValueError):
-        return set()
+        return set(), set()
+    return recorded, acted
 
 
 def move_session(state: Path, old: str, new: str) -> int:
