@@ -33,7 +33,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..engine.rules import RULE_EDIT_OSCILLATION, RULE_IDLE, RULE_MANUAL, RULE_SAME
 from ..engine.tool_repeat import RULE_TOOL_REPEAT, TOOL_CALL_RULES
@@ -89,12 +89,18 @@ _OUTCOME_SLACK = 2.0
 may stop the turn before Claude Code writes that reply)."""
 
 
+class ReplyTokens(Protocol):
+    """``usage.reply_tokens``'s signature: the mean tokens of a transcript's last replies."""
+
+    def __call__(self, path: str, replies: int, *, until: float | None = None) -> float: ...
+
+
 class LoopTally:
     """Counters from detection-log records, fed in log order."""
 
     def __init__(self, *, home: str | None = None,
                  max_projects: int = MAX_PROJECT_LABELS,
-                 reply_tokens: Callable[..., float] = reply_tokens) -> None:
+                 reply_tokens: ReplyTokens = reply_tokens) -> None:
         self.loops: dict[LoopKey, int] = {}
         self.refusals: dict[str, int] = {}  # project -> refused calls
         self.avoided_tokens: dict[tuple[str, str], float] = {}  # (rule, project) -> tokens
