@@ -286,9 +286,10 @@ class Transcript:
         return self.tool_use_ids[-1]
 
     def assistant_line(self, content: Any, message_id: str, stop_reason: Any = "end_turn",
-                       use: Use = Use(10, 10), **extra: Any) -> str:
+                       use: Use = Use(10, 10), *, model: str | None = None,
+                       **extra: Any) -> str:
         message = {"id": message_id, "type": "message", "role": "assistant",
-                   "model": self.model, "content": content, "stop_reason": stop_reason,
+                   "model": model or self.model, "content": content, "stop_reason": stop_reason,
                    "stop_sequence": None, "usage": use.json()}
         return str(self.entry("assistant", {"message": message}, **extra)["uuid"])
 
@@ -310,7 +311,8 @@ class Transcript:
         for attempt in (1, 2):
             self.system("api_error", level="error", retryAttempt=attempt, maxRetries=10)
         return self.assistant_line([{"type": "text", "text": text}],
-                                   f"synthetic-{self._count}", "stop_sequence", **extra)
+                                   f"synthetic-{self._count}", "stop_sequence",
+                                   model="<synthetic>", **extra)
 
     # -- bookkeeping a reader must skip ---------------------------------------------------
 

@@ -581,6 +581,16 @@ def test_an_api_error_neither_counts_nor_ends_the_run(flagged):
     assert _summary(_detect(t)) == [(RULE_SAME, tuple(uuids))]
 
 
+def test_a_loop_of_the_models_own_api_error_answers_fires():
+    """A model that answers each re-prompt by quoting the same failing call ("API Error:
+    500 ...") is looping: its replies are answers, not Claude Code's synthetic error."""
+    t = Transcript()
+    _goal(t)
+    quoted = "API Error: 500 from the staging endpoint again. I cannot continue."
+    uuids = t.loop([quoted] * 3)
+    assert _summary(_detect(t)) == [(RULE_SAME, tuple(uuids))]
+
+
 def test_five_idle_answers_around_interruptions_and_errors_still_count_to_six():
     t = Transcript()
     _goal(t)

@@ -218,8 +218,18 @@ def test_api_error_text_without_the_flag_is_a_discard_too():
     t = Transcript()
     t.api_error(flagged=False)
     assert isinstance(parse_line(t.lines[-1]), Discard)
-    t.assistant_line([{"type": "text", "text": "  " + API_ERROR_TEXT}], "m", "end_turn")
+    t.assistant_line([{"type": "text", "text": "  " + API_ERROR_TEXT}], "m", "end_turn",
+                     model="<synthetic>")
     assert isinstance(parse_line(t.lines[-1]), Discard)
+
+
+def test_the_models_own_reply_that_begins_api_error_is_a_reply():
+    """Only Claude Code's own reply (the ``<synthetic>`` model) is an API error: a model
+    quoting a log it read is answering, and a loop of such answers must count."""
+    t = Transcript()
+    t.assistant_line([{"type": "text", "text": API_ERROR_TEXT}], "m", "end_turn")
+    part = parse_line(t.lines[-1])
+    assert isinstance(part, AssistantPart) and part.text == API_ERROR_TEXT
 
 
 def test_a_reply_that_mentions_an_api_error_later_is_a_reply():

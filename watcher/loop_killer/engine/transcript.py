@@ -46,6 +46,9 @@ __all__ = [
 NOT_FINAL = (None, "tool_use", "pause_turn")
 _INTERRUPTED = "[Request interrupted by user"
 _API_ERROR = "API Error"
+SYNTHETIC_MODEL = "<synthetic>"
+"""The model Claude Code names on a reply it wrote itself (an API error), not the API's:
+1.0.17 wrote it with ``isApiErrorMessage`` as 2.1.5 and 2.1.328 do."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,7 +372,9 @@ def assistant_event(uuid: str, timestamp: str, text: str, calls: tuple[ToolCall,
                     only_thinking: bool, *, api_error: Any, message_id: Any, stop_reason: Any,
                     usage: Usage | None, model: Any) -> tuple[Event, str]:
     """An assistant line's event, from its reply (``reply_of``) and its message's fields."""
-    if api_error is True or (not calls and _starts_with(text, _API_ERROR)):
+    # (the model's own reply may begin "API Error", quoting a log: only Claude Code's is one)
+    if api_error is True or (not calls and model == SYNTHETIC_MODEL
+                             and _starts_with(text, _API_ERROR)):
         return Discard(uuid, timestamp, "api_error"), ""
     final = not only_thinking and stop_reason not in NOT_FINAL
     return AssistantPart(_str(message_id) or uuid, uuid, timestamp, text, bool(calls), final,
