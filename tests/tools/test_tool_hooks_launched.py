@@ -89,6 +89,29 @@ def test_the_persons_prompt_resets_everything(state: Path) -> None:
     assert launch(failed()) is None  # counts from 1 again
 
 
+def test_the_persons_answer_to_a_question_lifts_a_refusal(state: Path) -> None:
+    """The warning says "ask the person": their answer through AskUserQuestion is them
+    speaking, as a prompt is, and the refused call runs again."""
+    for _ in range(4):
+        launch(failed())
+    assert REFUSED_MARK in json.dumps(launch(before()))
+    answer = succeeded(tool="AskUserQuestion",
+                       tool_input={"questions": [{"question": "Is postgres running?"}]},
+                       tool_response={"answers": {"Is postgres running?": "Started it"}})
+    assert launch(answer) is None
+    assert not state_file(state).exists()
+    assert launch(before()) is None  # runs
+    assert launch(failed()) is None  # and counts from 1 again
+
+
+def test_a_test_run_after_a_fix_made_with_sed_is_a_new_check(state: Path) -> None:
+    for n in range(6):
+        assert launch(succeeded(f"sed -i 's/v{n}/v{n + 1}/' src/a.js", stdout="")) is None
+        assert launch(before()) is None
+        assert launch(failed()) is None  # never warned, never refused
+    assert launch(before()) is None
+
+
 def test_the_state_file_appears_with_the_first_counted_result_only(state: Path) -> None:
     assert launch(before()) is None
     assert launch(prompt()) is None

@@ -591,6 +591,16 @@ def test_a_loop_of_the_models_own_api_error_answers_fires():
     assert _summary(_detect(t)) == [(RULE_SAME, tuple(uuids))]
 
 
+def test_a_person_asking_about_stop_hooks_again_and_again_is_no_loop():
+    t = Transcript()
+    for question in ("Stop hook timeout: what is the default?",
+                     "Stop hook timeout: can I raise it?",
+                     "Stop hook timeout: where is it set?", "Stop hook: any other limits?"):
+        t.prompt(question)
+        t.reply("Stop hooks time out after 60 seconds by default; set timeout to change it.")
+    assert _detect(t) == []
+
+
 def test_five_idle_answers_around_interruptions_and_errors_still_count_to_six():
     t = Transcript()
     _goal(t)

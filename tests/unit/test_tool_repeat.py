@@ -8,8 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from loop_killer.engine import masking
+from loop_killer.engine.edits import changes_files
 from loop_killer.engine.masking import result_key
 from loop_killer.engine.tool_repeat import (
+    ANSWERED_BY_PERSON,
     DEFAULT_IGNORED,
     MAX_CALLS,
     REFUSED_MARK,
@@ -113,6 +115,8 @@ def test_call_label_is_one_short_printable_line() -> None:
     ("✕ login (45 ms)", "✕ login (3 ms)"),
     ("real\t0m0.003s", "real\t1m2.5s"),
     ("<object at 0x7ffd1234abcd>", "<object at 0x55aa00ff9911>"),
+    ("goroutine at 0xc000123456", "goroutine at 0xc000abcdef"),
+    ("ptr=0x00007ffd12345678", "ptr=0x00007ffd9abcdef0"),
     ("started at 1712345678", "started at 1712349999"),
     ('{"ts": 1712345678}', '{"ts": 1712349999}'),
     ("created_at=1712345678123", "created_at=1712349999000"),
@@ -129,6 +133,9 @@ def test_results_differing_only_in_noise_are_the_same(first: str, second: str) -
     ("src/a.py:10:15: E501", "src/a.py:22:15: E501"),  # line:column is not a clock
     ("I have 3 sandwiches", "I have 4 sandwiches"),
     ("size 0x1F", "size 0x2F"),  # a short hex literal is not an address
+    ("crc 0x1A2B3C4D", "crc 0x5E6F7A8B"),  # nor a CRC or a register (8 digits)
+    ("balance 0x" + "0" * 62 + "64", "balance 0x" + "0" * 62 + "c8"),  # nor a 256-bit value
+    ("tx 0x" + "ab" * 32, "tx 0x" + "cd" * 32),  # nor a hash
     ("exit 1", "exit 2"),
 ])
 def test_results_differing_in_substance_are_different(first: str, second: str) -> None:
@@ -463,7 +470,7 @@ _PLAIN_PATTERNS = {
 }
 _PIECES = [*"0123456789:.-TZ+ amphsµμunxAPM_\n", "sec", "min", "hour", "hrs", "ms", "ns",
            "seconds", "1700000000", "12:34", "23:59:59.5", "2026-11-30T10:00:00Z",
-           "0x7ffd1234", "file.py:12:34", "24:00", "9:05 PM", "1h2m3s"]
+           "0x7ffd1234ab", "file.py:12:34", "24:00", "9:05 PM", "1h2m3s"]
 
 
 @settings(max_examples=3000, deadline=None)
@@ -606,3 +613,102 @@ def test_a_huge_output_is_masked_in_bounded_time_and_still_compared() -> None:
     noise = "12:00:01 " * (MAX_MASKED // 9 + 10)
     assert result_key(noise + "A", is_error=False) != result_key(noise + "B", is_error=False)
     assert result_key(noise + "A", is_error=False) == result_key(noise + "A", is_error=False)
+
+
+# -- changes made other than by Claude Code's editing tools (issue 2: checks after edits) ----
+
+@pytest.mark.parametrize(("command", "writes"), [
+    ("sed -i 's/v1/v2/' src/a.js", True),
+    ("sed -i.bak -e 's/a/b/' f && npm test", True),
+    ("perl -pi -e 's/a/b/' f", True),
+    ("cat > src/a.js <<'EOF'\nexport const v = 2\nEOF", True),
+    ("printf 'x' >> 'my notes.txt'", True),
+    ("python3 fix.py 2>err.log", True),
+    ("mv a.js b.js", True),
+    ("FOO=1 sudo rm -rf build", True),
+    ("git -C repo checkout main", True),
+    ("git add -A && git commit -m wip", True),
+    ("python -m pip install requests", True),
+    ("npm install left-pad", True),
+    ("go mod tidy", True),
+    ("find . -name '*.orig' -delete", True),
+    ("ls | xargs -0 rm", True),
+    ("ruff check --fix .", True),
+    ("cargo fmt", True),
+    ("npm test", False),
+    ("npm test 2>&1 | tail -20", False),
+    ("pytest > /dev/null 2>&1", False),
+    ("cmd &>/dev/null", False),
+    ("sed -n '1,5p' f", False),
+    ("perl -Ilib t/basic.t", False),
+    ('echo "a > b"', False),
+    ('python -c "print(1 > 0)"', False),
+    ("git status && git diff", False),
+    ("grep -rn rm src", False),
+    ("black --check .", False),
+    ("sleep 30 && tail -5 build.log", False),
+    ("timeout 60 make test", False),
+])
+def test_a_shell_command_changes_files_when_its_words_say_it_writes(command: str,
+                                                                     writes: bool) -> None:
+    assert changes_files("Bash", bash(command)) is writes
+
+
+def test_editing_tools_subagents_and_mcp_tools_named_for_a_change_change_files() -> None:
+    assert changes_files("Edit", {}) and changes_files("Task", {"prompt": "fix it"})
+    assert changes_files("Agent", {}) and changes_files("mcp__filesystem__edit_file", {})
+    assert changes_files("mcp__fs__write-file", {})
+    assert not changes_files("mcp__github__get_issue", {})
+    assert not changes_files("Read", {"file_path": "a"}) and not changes_files("Grep", {})
+    assert not changes_files("Bash", "not a dict") and not changes_files("Bash", {})
+
+
+@pytest.mark.parametrize("change", [
+    ("Bash", lambda n: bash(f"sed -i 's/v{n}/v{n + 1}/' src/a.js")),
+    ("Bash", lambda n: bash(f"cat > src/a.js <<'EOF'\nexport const v = {n}\nEOF")),
+    ("mcp__filesystem__edit_file", lambda n: {"path": "src/a.js", "edits": [n]}),
+    ("Task", lambda n: {"prompt": f"fix the login test, attempt {n}"}),
+], ids=["sed -i", "heredoc", "mcp edit", "subagent"])
+def test_a_check_after_a_change_made_another_way_checks_something_new(change) -> None:
+    name, make_input = change
+    counter = ToolRepeatCounter()
+    counts = []
+    for n in range(6):
+        counter.record(name, make_input(n), "", False)
+        counts.append(counter.record("Bash", bash("npm test"), FAIL, True).count)
+    assert counts == [1] * 6
+    assert counter.refusal("Bash", bash("npm test")) is None
+
+
+def test_the_same_change_and_the_same_failing_check_again_and_again_is_still_caught() -> None:
+    counter = ToolRepeatCounter()
+    sed = bash("sed -i 's/a/b/' src/a.js")
+    counts = []
+    for _ in range(5):
+        counter.record("Bash", sed, "", False)
+        counts.append(counter.record("Bash", bash("npm test"), FAIL, True).count)
+    # Only the first sed changed anything: its repeats write what is there already.
+    assert counts == [1, 2, 3, 4, 5]
+    assert counter.refusal("Bash", sed) is not None
+
+
+def test_a_shell_command_that_failed_after_writing_still_changed_the_files() -> None:
+    counter = ToolRepeatCounter()
+    counts = []
+    for n in range(5):
+        counter.record("Bash", bash(f"sed -i 's/v{n}/v{n + 1}/' a.js && npm test"), FAIL, True)
+        counts.append(counter.record("Bash", bash("npm test"), FAIL, True).count)
+    assert counts == [1] * 5
+
+
+@pytest.mark.parametrize("tool", sorted(ANSWERED_BY_PERSON))
+def test_the_person_answering_a_question_lifts_a_refusal(tool: str) -> None:
+    counter = ToolRepeatCounter()
+    repeat(counter, 4)
+    counter.note_refusal()
+    assert counter.refusal("Bash", bash("npm test")) is not None
+    answer = counter.record(tool, {"questions": []}, "User answered: Started postgres, retry",
+                            False)
+    assert answer.count == 0  # never counted itself
+    assert counter.refusal("Bash", bash("npm test")) is None and counter.refused == 0
+    assert repeat(counter, 1) == [1]

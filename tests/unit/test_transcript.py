@@ -232,6 +232,21 @@ def test_the_models_own_reply_that_begins_api_error_is_a_reply():
     assert isinstance(part, AssistantPart) and part.text == API_ERROR_TEXT
 
 
+@pytest.mark.parametrize("text", ["Stop hook timeout: what is the default?",
+                                  "stop hooks: can one block a subagent?",
+                                  "[Stop hook] why did mine not run?"])
+def test_a_prompt_the_person_typed_is_never_a_re_prompt(text):
+    """Someone writing their own Stop hook asks about it: 2.1.328 on marks a typed prompt
+    (``promptSource``, ``origin``); a re-prompt is ``isMeta`` and never marked so."""
+    t = Transcript()
+    t.prompt(text)
+    assert isinstance(parse_line(t.lines[-1]), TurnStart)
+    t.user(text, origin={"kind": "human"})
+    assert isinstance(parse_line(t.lines[-1]), TurnStart)
+    t.user(text)  # (older versions mark neither: the words decide, as before)
+    assert isinstance(parse_line(t.lines[-1]), Reprompt)
+
+
 def test_a_reply_that_mentions_an_api_error_later_is_a_reply():
     t = Transcript()
     t.reply("I saw an API Error in the logs.")

@@ -1,4 +1,14 @@
-"""Oscillating edits (pure): a file edited back to a content it had before in this turn.
+"""Which calls change the files, and oscillating edits (pure).
+
+``changes_files`` tells the calls after which every check is a new one (the tool-repeat
+count of any call starts afresh): Claude Code's own editing tools, a shell command that
+writes (an in-place ``sed``, a redirection to a file, ``mv``, ``git checkout``...), an MCP
+tool named for a change, and a subagent's whole run. It reads the command's words, not
+its meaning: a script that writes without saying so (``python fix.py``) is missed, and a
+command is rarely taken for a change when it is not, which costs only that the counts
+start afresh once (a call that repeats itself exactly is counted all the same).
+
+Oscillating edits: a file edited back to a content it had before in this turn.
 
 A shape no agent we know of catches: the model edits a file, reverts the edit, edits it
 again, going back and forth between two versions (each edit a different call, so the
@@ -22,9 +32,18 @@ from .masking import canonical
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool-call hook imports this module
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
     from typing import Any
 
-__all__ = ["EDIT_OSCILLATION_WARN", "MAX_FILES", "EditHistory", "edited_file"]
+__all__ = [
+    "EDIT_OSCILLATION_WARN",
+    "FILE_CHANGING_TOOLS",
+    "MAX_FILES",
+    "SHELL_TOOLS",
+    "EditHistory",
+    "changes_files",
+    "edited_file",
+]
 
 EDIT_OSCILLATION_WARN = 2
 """Returns of one file to an earlier content in a turn (edit, revert, edit) that warn."""
@@ -32,6 +51,175 @@ EDIT_OSCILLATION_WARN = 2
 MAX_FILES = 32
 """Files remembered per turn; the least recently changed are forgotten first."""
 _MAX_MOVES = 16  # changes remembered per file
+
+FILE_CHANGING_TOOLS: frozenset[str] = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
+"""Claude Code's tools whose success changes a file (their changes are followed below)."""
+
+SHELL_TOOLS: frozenset[str] = frozenset({"Bash", "PowerShell"})
+"""Tools whose input is a ``command`` line."""
+
+_SUBAGENT_TOOLS = frozenset({"Task", "Agent"})  # a subagent's run may change any file
+
+# Commands that write files whatever their arguments (by name; PowerShell's in lower case).
+_WRITERS = frozenset({
+    "mv", "cp", "rm", "rmdir", "mkdir", "touch", "ln", "chmod", "chown", "truncate",
+    "patch", "tee", "dd", "install", "rsync", "unzip", "git-apply",
+    "set-content", "add-content", "out-file", "remove-item", "move-item", "copy-item",
+    "new-item", "rename-item",
+})
+_IN_PLACE = frozenset({"sed", "gsed", "perl", "ruby"})  # write with -i
+_GIT_WRITES = frozenset({
+    "add", "am", "apply", "checkout", "cherry-pick", "clean", "commit", "merge", "mv",
+    "pull", "rebase", "reset", "restore", "revert", "rm", "stash", "switch",
+})
+_PACKAGE_TOOLS = frozenset({
+    "npm", "pnpm", "yarn", "bun", "pip", "pip3", "uv", "poetry", "cargo", "go", "gem",
+    "bundle", "composer", "apt", "apt-get", "brew", "conda",
+})
+_PACKAGE_WRITES = frozenset({
+    "install", "i", "add", "remove", "rm", "uninstall", "update", "upgrade", "get", "ci",
+    "sync", "tidy",
+})
+_FORMATTERS = frozenset({"black", "isort", "rustfmt", "autopep8", "yapf"})
+_WRITE_FLAGS = frozenset({"--fix", "--write", "--in-place", "-delete"})
+_PREFIXES = frozenset({"sudo", "env", "time", "nohup", "nice", "command", "exec", "xargs",
+                       "timeout", "doas"})
+_MCP_CHANGES = frozenset({
+    "edit", "write", "create", "delete", "remove", "move", "rename", "patch", "apply",
+    "replace", "insert", "update", "upload", "commit", "push", "merge", "save", "modify",
+    "append", "set", "put",
+})
+_SEPARATORS = ";&|()\n`"
+_SAFE_TARGETS = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty")
+
+
+def changes_files(name: str, tool_input: object) -> bool:
+    """Whether a call of ``name`` with ``tool_input`` may have changed files (or other
+    state a later check reads): see the module's docstring."""
+    if name in FILE_CHANGING_TOOLS or name in _SUBAGENT_TOOLS:
+        return True
+    if name in SHELL_TOOLS:
+        command = tool_input.get("command") if isinstance(tool_input, dict) else None
+        return isinstance(command, str) and _shell_writes(command)
+    if name.startswith("mcp__"):
+        action = name.rpartition("__")[2].lower().replace("-", "_")
+        return any(word in _MCP_CHANGES for word in action.split("_"))
+    return False
+
+
+def _shell_writes(command: str) -> bool:
+    """Whether a command line writes files: a redirection to a file, or a simple command
+    that writes (``_command_writes``). Quotes are honoured; heredoc bodies are not read."""
+    words: list[str] = []
+    for kind, text in _tokens(command):
+        if kind == ">":
+            if text and not text.startswith(("&", *_SAFE_TARGETS)):
+                return True
+        elif kind == ";":
+            if _command_writes(words):
+                return True
+            words = []
+        else:
+            words.append(text)
+    return _command_writes(words)
+
+
+def _tokens(command: str) -> Iterator[tuple[str, str]]:
+    """A command line's words ("w", quotes removed), the ends of its simple commands
+    (";") and the targets of its output redirections (">"; "&" for a descriptor)."""
+    word: list[str] = []
+    index, end = 0, len(command)
+    while index < end:
+        char = command[index]
+        index += 1
+        if char in "'\"":  # (a backslash inside double quotes is kept as it is)
+            close = command.find(char, index)
+            close = end if close < 0 else close
+            word.append(command[index:close])
+            index = close + 1
+        elif char == "\\":
+            word.append(command[index:index + 1])
+            index += 1
+        elif char == ">":
+            if word and word != [word[0]] or word and not word[0].isdigit():
+                yield "w", "".join(word)  # (``2>``: a descriptor, not a word)
+            word = []
+            index, target = _redirect_target(command, index)
+            yield ">", target
+        elif char in " \t" or char in _SEPARATORS:
+            if word:
+                yield "w", "".join(word)
+                word = []
+            if char in _SEPARATORS:
+                yield ";", ""
+        else:
+            word.append(char)
+    if word:
+        yield "w", "".join(word)
+
+
+def _redirect_target(command: str, index: int) -> tuple[int, str]:
+    """(where reading goes on, the word a ``>`` at ``index - 1`` redirects to)."""
+    end = len(command)
+    if index < end and command[index] in ">|":
+        index += 1  # ``>>`` appends; ``>|`` overwrites
+    if index < end and command[index] in "&(":
+        return index + 1, "&"  # a descriptor (``2>&1``) or a process: no file
+    while index < end and command[index] in " \t":
+        index += 1
+    start = index
+    while index < end and command[index] not in " \t" and command[index] not in _SEPARATORS:
+        index += 1
+    return index, command[start:index].strip("'\"")
+
+
+def _command_writes(words: list[str]) -> bool:
+    """Whether one simple command (its words, quotes removed) writes files."""
+    while words and ("=" in words[0] or words[0] in _PREFIXES or words[0].startswith("-")
+                     or words[0].isdigit()):
+        words = words[1:]  # ``FOO=1 sudo timeout 30 xargs -0 rm``: the command is rm
+    if not words:
+        return False
+    name = words[0].rpartition("/")[2].lower()
+    rest = words[1:]
+    if name in _WRITERS or any(word in _WRITE_FLAGS for word in rest):
+        return True
+    if name in _FORMATTERS or rest[:1] == ["fmt"] or (name, rest[:1]) == ("ruff", ["format"]):
+        return not any(word in ("--check", "--diff") for word in rest)
+    if name.startswith("python") and rest[:2] == ["-m", "pip"]:
+        name, rest = "pip", rest[2:]
+    if name in _PACKAGE_TOOLS:
+        return any(word in _PACKAGE_WRITES for word in rest[:3])
+    check = _BY_NAME.get(name)
+    return check is not None and check(rest)
+
+
+def _in_place(rest: list[str]) -> bool:
+    """``sed -i``, ``perl -pi``... (not ``perl -Ilib``, ``-Mstrict``)."""
+    return any(word == "--in-place" or word.startswith("--in-place=")
+               or (word.startswith("-") and not word.startswith(("--", "-M", "-I"))
+                   and "i" in word) for word in rest)
+
+
+def _git(rest: list[str]) -> bool:
+    while rest and rest[0].startswith("-"):
+        rest = rest[2:] if rest[0] in ("-C", "-c") else rest[1:]
+    return bool(rest) and rest[0] in _GIT_WRITES
+
+
+def _find(rest: list[str]) -> bool:
+    for flag in ("-exec", "-execdir", "-ok"):
+        if flag in rest:
+            return _command_writes(rest[rest.index(flag) + 1:])
+    return False
+
+
+_BY_NAME: dict[str, Callable[[list[str]], bool]] = {
+    **dict.fromkeys(_IN_PLACE, _in_place),
+    "git": _git,
+    "find": _find,
+    "gofmt": lambda rest: "-w" in rest,
+}
 
 
 def edited_file(tool_input: object) -> str:

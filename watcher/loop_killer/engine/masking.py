@@ -43,7 +43,9 @@ _CLOCK = (
     r"\d(?<![\w:.]\d)\d?(?<![3-9]\d)(?<!2[4-9])"
     r":[0-5]\d(?::[0-5]\d(?:[.,]\d+)?)?(?:\s?[AaPp][Mm])?(?![\w:])"
 )
-_ADDRESS = r"0x[0-9a-fA-F]{6,}"
+# A 64-bit memory address (9 to 16 hex digits): not a CRC or register (8 or fewer), an
+# Ethereum address (40), a hash or a 256-bit value (64), which are compared as they are.
+_ADDRESS = r"0x[0-9a-fA-F]{9,16}(?![0-9a-fA-F])"
 _UNIT = r"(?:ns|[µμu]s|ms|seconds?|secs?|s|minutes?|mins?|m(?=\d)|hours?|hrs?|h)(?![^\W\d_])"
 _DURATION = rf"\d(?<![\w.]\d)\d*(?:\.\d+)?\s?{_UNIT}(?:\d+(?:\.\d+)?\s?{_UNIT})*"
 # What every duration holds: a digit, then (after any more digits, a fraction, one space)

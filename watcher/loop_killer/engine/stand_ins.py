@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..digest import digest
+from .edits import FILE_CHANGING_TOOLS
 from .masking import result_key
 from .pairing import ToolPairing
 from .tool_repeat import (
-    FILE_CHANGING_TOOLS,
     MAX_CALLS,
     ToolRepeat,
     ToolRepeatCounter,

@@ -31,7 +31,13 @@ from __future__ import annotations
 from ..digest import hex_digest
 from ..lightjson import loads
 from ..value import Value
-from .edits import EDIT_OSCILLATION_WARN, EditHistory
+from .edits import (
+    EDIT_OSCILLATION_WARN,
+    FILE_CHANGING_TOOLS,
+    SHELL_TOOLS,
+    EditHistory,
+    changes_files,
+)
 from .masking import canonical, result_key
 from .rules import RULE_EDIT_OSCILLATION
 
@@ -44,8 +50,8 @@ if TYPE_CHECKING:
     from .transcript import Event
 
 __all__ = [
+    "ANSWERED_BY_PERSON",
     "DEFAULT_IGNORED",
-    "FILE_CHANGING_TOOLS",
     "MAX_CALLS",
     "REFUSED_MARK",
     "RULE_TOOL_REPEAT",
@@ -77,9 +83,6 @@ TOOL_REPEAT_STOP = 3
 """After this many refused attempts in one turn (of calls past TOOL_REPEAT_BLOCK), the turn
 is ended: a model that keeps retrying a refused call is a loop of its own."""
 
-FILE_CHANGING_TOOLS: frozenset[str] = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
-"""Tools whose success changes the files: a repeat of any call after one is a new check."""
-
 RULE_TOOL_REPEAT: Final = "TOOL_REPEAT"
 """The rule's name in the detection log."""
 
@@ -92,10 +95,14 @@ DEFAULT_IGNORED: frozenset[str] = frozenset({
     # Waiting on purpose: a scheduled wake-up of a /loop, MCP servers still connecting,
     # new notifications.
     "ScheduleWakeup", "WaitForMcpServers", "ReadNotifications",
-    # The person answers these: they are in the loop already.
+    # The person answers these: they are in the loop already (``ANSWERED_BY_PERSON``).
     "AskUserQuestion", "ExitPlanMode",
 })
 """Tools never counted. Entries may be ``fnmatch`` patterns (``mcp__ci__*``)."""
+
+ANSWERED_BY_PERSON: frozenset[str] = frozenset({"AskUserQuestion", "ExitPlanMode"})
+"""Tools whose result is the person's answer: the person spoke, as with a new prompt, and
+every count starts afresh (a refused call runs again)."""
 
 REFUSED_MARK = "loop-killer: refused"
 """Every refusal's reason holds this; a tool result holding it (Claude Code shows the
@@ -107,7 +114,6 @@ MAX_CALLS = 200
 STATE_VERSION = 1
 _CWD_MARK = "\n@ "  # between a call and its folder in a call key (never inside a call)
 
-_SHELL_TOOLS = frozenset({"Bash", "PowerShell"})
 
 
 class ToolRepeat(Value):
@@ -153,7 +159,7 @@ def call_key(name: str, tool_input: object, cwd: str = "") -> str:
     many calls.
     """
     where = f"{_CWD_MARK}{cwd}" if cwd else ""
-    if name in _SHELL_TOOLS and isinstance(tool_input, dict):
+    if name in SHELL_TOOLS and isinstance(tool_input, dict):
         command = tool_input.get("command")
         if isinstance(command, str):
             return f"{name} {' '.join(command.split())}{where}"
@@ -180,7 +186,7 @@ def repeat_label(repeat: ToolRepeat, limit: int = 80) -> str:
     """``call_label`` of the call a ToolRepeat is about, from its key alone."""
     call = repeat.call.split(_CWD_MARK, 1)[0]
     rest = call[len(repeat.name) + 1:] if call.startswith(repeat.name + " ") else call
-    if repeat.name in _SHELL_TOOLS:
+    if repeat.name in SHELL_TOOLS:
         return call_label(repeat.name, {"command": rest}, limit)
     try:
         tool_input = loads(rest)
@@ -239,7 +245,7 @@ class ToolRepeatCounter:
         # call digest -> (result digest, count, changes); insertion order is recency.
         # ``changes``: how many file changes the session had made at that result.
         self._calls: dict[str, tuple[str, int, int]] = {}
-        self._changes = 0  # file changes made in the turn (FILE_CHANGING_TOOLS)
+        self._changes = 0  # file changes made in the turn (``changes_files``)
         self.refused = 0  # attempts refused in the turn
         self._pairing: ToolPairing | None = None  # ``feed``'s, made on its first call
 
@@ -270,6 +276,9 @@ class ToolRepeatCounter:
         failed, when ``is_error`` does not say it (the stand-ins hand on no error flag).
         ``tool_input``: the call's input, for the shapes that read it (edits).
         """
+        if name in ANSWERED_BY_PERSON:
+            self.reset()
+            return ToolRepeat(call, name, tool_use_id, 0)
         if is_ignored(name, self._ignored):
             return ToolRepeat(call, name, tool_use_id, 0)
         digest = _digest(call)
@@ -281,12 +290,17 @@ class ToolRepeatCounter:
         count = last[1] + 1 if (last is not None and last[0] == result
                                 and last[2] == self._changes) else 1
         shape, returns = "", 0
-        if name in FILE_CHANGING_TOOLS and count == 1 and not (
-                is_error if failed is None else failed):
-            self._changes += 1  # a new change to the files: every check after it is new
-            returns = self._edits.note(name, tool_input)
-            if self._oscillation and returns == self._oscillation:
-                shape = RULE_EDIT_OSCILLATION
+        # A new change to the files (not a repeat of one: that changes nothing), so every
+        # check after it is new. An edit that failed changed nothing; a shell command that
+        # failed may have written before it did.
+        if count == 1 and changes_files(name, tool_input):
+            if name not in FILE_CHANGING_TOOLS:
+                self._changes += 1
+            elif not (is_error if failed is None else failed):
+                self._changes += 1
+                returns = self._edits.note(name, tool_input)
+                if self._oscillation and returns == self._oscillation:
+                    shape = RULE_EDIT_OSCILLATION
         self._calls[digest] = (result, count, self._changes)
         while len(self._calls) > MAX_CALLS:
             del self._calls[next(iter(self._calls))]

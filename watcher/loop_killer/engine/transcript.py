@@ -39,6 +39,7 @@ __all__ = [
     "parse_line",
     "parse_timestamp",
     "reply_of",
+    "typed_by_person",
     "user_text_event",
 ]
 
@@ -393,16 +394,26 @@ def _user(entry: dict[str, Any], content: Any, uuid: str, timestamp: str
     else:
         return None, "wrong_shape"
     return user_text_event(uuid, timestamp, text, compact=entry.get("isCompactSummary"),
-                           meta=entry.get("isMeta"))
+                           meta=entry.get("isMeta"),
+                           typed=typed_by_person(entry.get("promptSource"), entry.get("origin")))
 
 
-def user_text_event(uuid: str, timestamp: str, text: str, *, compact: Any, meta: Any
-                    ) -> tuple[Event, str]:
+def typed_by_person(prompt_source: Any, origin: Any) -> bool:
+    """A user line that says a person typed it (2.1.328 on: ``promptSource: "typed"``,
+    ``origin: {"kind": "human"}``); a re-prompt never says so (it is ``isMeta``)."""
+    return prompt_source == "typed" or (isinstance(origin, dict)
+                                        and origin.get("kind") == "human")
+
+
+def user_text_event(uuid: str, timestamp: str, text: str, *, compact: Any, meta: Any,
+                    typed: bool = False) -> tuple[Event, str]:
     """A user line's event from its text (no tool results): an interruption, a
-    re-prompt, or the start of a turn (a person's prompt, a compact summary, a meta line)."""
+    re-prompt, or the start of a turn (a person's prompt, a compact summary, a meta line).
+    ``typed``: the line says a person typed it (``typed_by_person``), so a prompt that
+    begins "Stop hook..." (someone writing their own hook) is no re-prompt."""
     if _starts_with(text, _INTERRUPTED):
         return Discard(uuid, timestamp, "interrupted"), ""
-    if is_reprompt(text):
+    if not typed and is_reprompt(text):
         return Reprompt(uuid, timestamp, text), ""
     kind: TurnKind = "compact" if compact is True else "meta" if meta is True else "prompt"
     return TurnStart(uuid, timestamp, kind, text), ""

@@ -25,6 +25,7 @@ from .transcript import (
     UnreadResult,
     assistant_event,
     reply_of,
+    typed_by_person,
     user_text_event,
 )
 from .usage import usage_of
@@ -78,6 +79,8 @@ class Line(msgspec.Struct):
     timestamp: Any = None
     isSidechain: Any = None
     isMeta: Any = None
+    promptSource: Any = None
+    origin: Any = None
     isCompactSummary: Any = None
     isApiErrorMessage: Any = None
     subtype: Any = None
@@ -182,6 +185,7 @@ def _user(entry: Line, content: str | list[_Block] | None, uuid: str, timestamp:
     else:
         return None, "wrong_shape"
     return user_text_event(uuid, timestamp, text, compact=entry.isCompactSummary,
+                           typed=typed_by_person(entry.promptSource, entry.origin),
                            meta=entry.isMeta)
 
 

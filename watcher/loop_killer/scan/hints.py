@@ -23,10 +23,10 @@ from __future__ import annotations
 from collections import Counter
 
 from ..config import Settings
-from ..engine.edits import edited_file
+from ..engine.edits import FILE_CHANGING_TOOLS, edited_file
 from ..engine.pairing import MAX_PENDING, ToolPairing
 from ..engine.rules import RULE_IDLE, RULE_SAME
-from ..engine.tool_repeat import FILE_CHANGING_TOOLS, call_key, is_ignored
+from ..engine.tool_repeat import call_key, is_ignored
 from ..engine.transcript import AssistantPart, Event, Reprompt, ToolResults, TurnStart
 
 __all__ = ["LoopHints", "Segment"]

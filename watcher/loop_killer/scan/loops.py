@@ -24,13 +24,12 @@ from typing import Any
 
 from ..digest import digest
 from ..engine.answers import Answer
-from ..engine.edits import MAX_FILES, edited_file
+from ..engine.edits import FILE_CHANGING_TOOLS, MAX_FILES, edited_file
 from ..engine.reader import Step
 from ..engine.rules import rule_phrase
 from ..engine.run import Detection
 from ..engine.stand_ins import ToolCounts
 from ..engine.tool_repeat import (
-    FILE_CHANGING_TOOLS,
     RULE_TOOL_REPEAT,
     TOOL_REPEAT_BLOCK,
     TOOL_REPEAT_WARN,

@@ -11,7 +11,8 @@ and prints what it returns.
 * ``PreToolUse``: refuse a call that reached TOOL_REPEAT_BLOCK (and log the refusal); the
   TOOL_REPEAT_STOP-th refused attempt in the person's turn also ends the turn (and gets
   the goal cleared, as a re-prompt loop's stop does): the ladder's last step.
-* ``UserPromptSubmit``: the person spoke; forget the session's counts.
+* ``UserPromptSubmit``, or the result of a question the person answered
+  (``ANSWERED_BY_PERSON``): the person spoke; forget the session's counts.
 
 Subagents (input with ``agent_id``) count in their own scope. The hooks fail open: bad
 input, an unreadable state or a failing disk all mean "nothing to say", so a call is
@@ -24,7 +25,7 @@ from __future__ import annotations
 import os
 
 from ..config import Settings, load_settings
-from ..engine.tool_repeat import RULE_TOOL_REPEAT, ToolRepeat, is_ignored
+from ..engine.tool_repeat import ANSWERED_BY_PERSON, RULE_TOOL_REPEAT, ToolRepeat, is_ignored
 from . import store
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool call does not import typing
@@ -65,6 +66,9 @@ def run_input(data: Any, *, env: dict[str, str], settings: Settings | None = Non
             return None
         name = data.get("tool_name")
         if not isinstance(name, str) or not name:
+            return None
+        if name in ANSWERED_BY_PERSON and event in _AFTER:
+            _reset(state, path)  # the person answered: as if they had typed a prompt
             return None
         if is_ignored(name, settings.ignore_tools):
             return None
