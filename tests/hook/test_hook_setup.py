@@ -174,15 +174,20 @@ def test_install_reports_a_failing_claude(tmp_path: Path, capsys: pytest.Capture
 
 @pytest.mark.parametrize("version", ["2.1.332", "2.1.328"])
 def test_install_with_the_real_claude_cli_is_idempotent(
-    version: str, tmp_path: Path, own_home: Path, capsys: pytest.CaptureFixture[str]
+    version: str, tmp_path: Path, own_home: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if _real_claude(version) is None:
         unavailable(missing_claude_reason(version))
     claude = str(_real_claude(version))
     env = {**os.environ, "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1",
            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+    monkeypatch.setattr(printable, "terminal_width", lambda stream: 80)
     for _ in range(2):
         assert setup.install(_args(claude=claude), env=env) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any("Successfully" in line or "already" in line for line in lines), lines
+    assert all(len(line) <= 80 for line in lines), lines  # claude's own answer wrapped too
     listed = subprocess.run([claude, "plugin", "list", "--json"], capture_output=True,
                             text=True, env=env, timeout=120, check=True)
     plugins = [p for p in json.loads(listed.stdout) if not p["id"].endswith("@builtin")]

@@ -295,3 +295,16 @@ def test_json_is_cleaned_of_control_codes_as_the_table_is(capsys: pytest.Capture
     assert loop["first_at"].endswith("Z")
     assert document["sessions"][0]["project"] == printable(evil)
     assert document["scan"]["root"] == f"{tmp_path}/r oot"
+
+
+def test_a_root_that_is_no_folder_or_dates_out_of_order_are_told_not_read_as_no_loops(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A typo must not read as a history without loops."""
+    code, out, err = run(capsys, "--root", str(tmp_path / "nonexistent"))
+    assert (code, out) == (2, "")
+    assert err == f"loop-killer scan: --root {tmp_path / 'nonexistent'}: no such folder\n"
+    code, out, err = run(capsys, "--since", "2026-01-01", "--until", "2020-01-01")
+    assert (code, out) == (2, "") and "--since is after --until" in err
+    history(projects_dir())
+    code, out, _ = run(capsys, "--json", "--since", "2020-01-01", "--until", "2020-01-01")
+    assert code == 0 and json.loads(out)["loops"] == []  # (a day's span is fine)

@@ -270,3 +270,19 @@ def test_status_tells_an_oscillating_edit_as_what_it_saw() -> None:
         source="hook", at=1.0)], limit=5)
     assert (loop["rule"], loop["outcome"]) == ("EDIT_OSCILLATION", "warned")
     assert loop["what"] == "Edit: m.py: edited back to an earlier version 2 times"
+
+
+def test_status_never_says_the_model_was_warned_when_only_the_watcher_saw_the_loop() -> None:
+    """A tool loop in the watcher's record alone: no hook ran for those calls (the plugin
+    not installed, or Claude Code rejected their input before any hook), so nobody
+    warned the model."""
+    from loop_killer.state import journal
+    from loop_killer.watch.commands import _recent_line, recent_loops
+
+    (loop,) = recent_loops([journal.ToolRecord(
+        session_id="s1", project="p", rule="TOOL_REPEAT", call="Read: a.py", count=3,
+        source="watcher", at=1.0)], limit=5)
+    assert loop["outcome"] == "seen"
+    line = _recent_line(loop, 61.0, None)
+    assert "seen by the watcher alone: no hook warned the model" in line
+    assert "the model was warned" not in line

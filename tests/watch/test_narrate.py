@@ -143,11 +143,13 @@ def test_tool_repeats_notify_as_warnings_and_a_refusal_that_ends_the_turn_as_a_s
     assert warned.notice is not None and not warned.notice.stop
     assert warned.notice.text == ("api: Bash: npm test gave the same result 3 times; the "
                                   "model was warned")
-    for attempt in range(3):
-        (refused,) = tell(narrator, journal.decode({**base, "event": "refusal", "count": 3,
-                                     "tool_use_id": f"r{attempt}"}), home="/home/dev", now=1)
-        assert refused.line is not None and refused.line.startswith("REFUSED")
-        assert refused.notice is None
+    said = [tell(narrator, journal.decode({**base, "event": "refusal", "count": 3,
+                                           "tool_use_id": f"r{attempt}"}),
+                 home="/home/dev", now=1) for attempt in range(3)]
+    (refused,) = said[0]  # said once for the call, not once per refused attempt
+    assert said[1:] == [[], []]
+    assert refused.line is not None and refused.line.startswith("REFUSED")
+    assert refused.notice is None
     stop = journal.decode({**base, "event": "outcome", "outcome": "stopped_no_goal",
                            "answer_uuid": "r2", "detail": "loop stopped"})
     (stopped,) = tell(narrator, stop, home="/home/dev", now=2)

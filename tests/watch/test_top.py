@@ -76,8 +76,18 @@ def test_what_each_session_is_doing_sorted_by_what_needs_attention_first() -> No
     assert doing["waiting"] == "waiting for you"
     assert doing["working"] == "working"
     assert "old" not in doing  # outside the window
-    assert screen.summary == "7 sessions active in the last 1 h; 3 in a loop, 1 repeating a call"
+    assert screen.summary == ("7 sessions active in the last 1 h; 1 refused, 2 in a re-prompt "
+                              "run, 1 repeating a call")
     assert screen.rows[0].project_text == "proj-refused"  # the home folder left out
+
+
+def test_results_past_the_refusal_say_the_call_is_not_being_refused() -> None:
+    """Past the refusal, results still come: no hook refused the call (none installed, or
+    Claude Code rejected the input before any hook ran). "refused" would be untrue."""
+    screen = screen_of(status("s", tool_repeats=[{"call": "Read: a.py", "count": 321}]))
+    (row,) = screen.rows
+    assert row.doing == "still repeating: Read: a.py x321"
+    assert row.attention == Attention.REFUSED  # (first in the list all the same)
 
 
 def test_a_clear_request_is_shown_and_kept_in_view_past_the_window() -> None:
@@ -97,13 +107,22 @@ def test_a_stopped_loop_is_no_longer_what_a_session_does_once_it_works_again() -
 
 
 def test_the_watcher_line_says_when_no_watcher_runs() -> None:
+    from loop_killer.printable import display_width
+    from loop_killer.top.view import KEYS_HELP
+
     assert screen_of().watcher.startswith("WATCHER NOT RUNNING")
+    # Neither the advice nor the keys may be cut at 80 columns.
+    assert screen_of().watcher.endswith("start loop-killer-watch")
+    assert display_width(screen_of().watcher) <= 80 and display_width(KEYS_HELP) <= 80
     assert not screen_of().watcher_running
     beat = WatcherHeartbeat(pid=42, started_at=NOW - 100, beat_at=NOW - 1, root="/r",
                             sessions=31)
     screen = screen_of(beat=beat)
     assert screen.watcher_running
     assert screen.watcher == "watcher running (pid 42, 31 sessions followed, beat 1s ago)"
+    beat = WatcherHeartbeat(pid=42, started_at=NOW - 100, beat_at=NOW - 0.2, root="/r",
+                            sessions=31)
+    assert screen_of(beat=beat).watcher.endswith("beat just now)")
 
 
 def test_the_last_detection_and_its_outcome_from_the_log_records() -> None:

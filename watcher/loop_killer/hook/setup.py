@@ -158,8 +158,10 @@ def install(args: argparse.Namespace, *, run: Runner | None = None,
             print(f"loop-killer install: {shlex.join(argv)} failed ({done.returncode}):\n"
                   f"{output}", file=sys.stderr)
             return 1
-        last = output.splitlines()[-1] if output else "done"
-        print(f"{shlex.join(argv)}: {_strip_ansi(last)}")
+        last = output.splitlines()[-1].rsplit("\r", 1)[-1] if output else "done"
+        for line in wrap(f"{shlex.join(argv)}: {_strip_ansi(last)}",
+                         terminal_width(sys.stdout)):
+            print(line)
     print("the plugin is installed; it takes effect in sessions started from now on")
     return 0
 

@@ -101,6 +101,17 @@ def scan(args: argparse.Namespace) -> int:
         gc.set_threshold(*usual)
 
 
+def _bad_arguments(args: argparse.Namespace, root: Path) -> str:
+    """Why the arguments cannot be what was meant ("" when they can): a ``--root`` that
+    is no folder (a typo would read as a history without loops), dates out of order."""
+    since, until = args.since, getattr(args, "until", None)
+    if since is not None and until is not None and since > until:
+        return "--since is after --until: no loop could be in between"
+    if getattr(args, "root", None) and not root.is_dir():
+        return f"--root {root}: no such folder"
+    return ""
+
+
 def _scan(args: argparse.Namespace, gc_pace: tuple[int, int, int]) -> int:
     from ..config import load_settings
     from ..printable import printable
@@ -116,6 +127,10 @@ def _scan(args: argparse.Namespace, gc_pace: tuple[int, int, int]) -> int:
         print(f"loop-killer scan: {printable(str(error), 300)}", file=sys.stderr)
         return 2
     root = Path(args.root).expanduser() if getattr(args, "root", None) else projects_dir()
+    problem = _bad_arguments(args, root)
+    if problem:
+        print(f"loop-killer scan: {printable(problem, 300)}", file=sys.stderr)
+        return 2
     started = time.monotonic()
     settings = load_settings(state_dir())
     for problem in settings.problems:

@@ -163,6 +163,12 @@ def ago_short(seconds: float) -> str:
     return f"{seconds / 3600:.0f}h"
 
 
+def _ago(seconds: float) -> str:
+    """``just now``, ``42s ago``: ``ago_short`` in a sentence."""
+    short = ago_short(seconds)
+    return "just now" if short == "now" else f"{short} ago"
+
+
 def _is_working(status: SessionStatus) -> bool:
     return status.awaiting is not None or bool(status.extra.get("answer_in_progress"))
 
@@ -175,7 +181,10 @@ def _doing(status: SessionStatus, last: LastDetection | None, limits: Limits
     top = max(streaks, key=lambda s: int(s["count"]), default=None)
     call = printable(str(top.get("call", "?")), 60) if top is not None else ""
     count = int(top["count"]) if top is not None else 0
-    if top is not None and count >= limits.tool_repeat_block:
+    if top is not None and count > limits.tool_repeat_block:
+        # Results past the refusal: the calls run all the same (no hook is counting them).
+        return Attention.REFUSED, float(count), f"still repeating: {call} x{count}"
+    if top is not None and count == limits.tool_repeat_block:
         return Attention.REFUSED, float(count), f"refused: {call} x{count}"
     if status.run_length > 0:
         urgency = max(status.run_length / limits.idle_turns,
@@ -207,16 +216,16 @@ def _detection_text(last: LastDetection | None, now: float) -> str:
         shown += f" {last.what}"
     outcome = (OUTCOME_LABELS.get(last.outcome) or last.outcome.replace("_", " ").upper()
                if last.outcome else ("WARNED" if last.rule in TOOL_CALL_RULES else "PENDING"))
-    return f"{shown} -> {outcome} {ago_short(now - (last.outcome_at or last.at))} ago"
+    return f"{shown} -> {outcome} {_ago(now - (last.outcome_at or last.at))}"
 
 
 def _watcher_line(beat: WatcherHeartbeat | None, now: float) -> str:
     if beat is None:
-        return ("WATCHER NOT RUNNING: the figures are from when it last ran; start it with "
-                "loop-killer-watch")
+        # (at most 80 columns: the advice must not be cut)
+        return "WATCHER NOT RUNNING: figures from its last run; start loop-killer-watch"
     behind = f"; falling behind by {beat.lag:.1f} s" if beat.lag >= 3.0 else ""
     return (f"watcher running (pid {beat.pid}, {beat.sessions} sessions followed, "
-            f"beat {ago_short(now - beat.beat_at)} ago{behind})")
+            f"beat {_ago(now - beat.beat_at)}{behind})")
 
 
 def build_screen(statuses: Iterable[SessionStatus], detections: Mapping[str, LastDetection],
@@ -241,11 +250,13 @@ def build_screen(statuses: Iterable[SessionStatus], detections: Mapping[str, Las
             turn=_spent_text(turn), total=_spent_text(total),
             detection=_detection_text(last, now)))
     rows.sort(key=lambda r: (r.attention, -r.urgency, -r.last_activity, r.session_id))
-    looping = sum(1 for r in rows if r.attention <= Attention.RUN)
-    repeating = sum(1 for r in rows if r.attention == Attention.REPEATING)
+    # (a run of re-prompt answers is no loop until a rule fires: counted apart)
+    refused, running, repeating = (sum(1 for r in rows if r.attention == rank) for rank in (
+        Attention.REFUSED, Attention.RUN, Attention.REPEATING))
     hours = window / 3600
     span = f"{hours:g} h" if hours >= 1 else f"{window / 60:g} min"
     summary = (f"{len(rows)} session{'s' if len(rows) != 1 else ''} active in the last "
-               f"{span}; {looping} in a loop, {repeating} repeating a call")
+               f"{span}; {refused} refused, {running} in a re-prompt run, {repeating} "
+               "repeating a call")
     return Screen(_watcher_line(beat, now), beat is not None, summary, tuple(rows))
 

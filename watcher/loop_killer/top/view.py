@@ -22,7 +22,7 @@ FIGURES = 14
 """The widest tokens-and-cost figure (``rows.tokens_text`` and ``rows.money``)."""
 """From this many columns the turn's and the session's figures get a column each."""
 
-KEYS_HELP = "q quit · ↑/↓ (k/j) select · c ask the selected session's next Stop to end its loop"
+KEYS_HELP = "q quit · ↑/↓ (k/j) select · c end the selected session's loop at its next Stop"
 
 _LINES_AROUND = 5  # title, summary, header, footer, help
 

@@ -184,7 +184,8 @@ _CLOCK_SLACK = 1.0
 
 def recent_loops(logged: list[journal.Record], *, limit: int) -> list[dict[str, Any]]:
     """The last ``limit`` loops in the log, newest first, each with what became of it:
-    a detection (a tool-repeat warning: "warned"), then the outcomes of its session that
+    a detection (a tool-repeat warning: "warned" by a hook, "seen" by the watcher
+    alone), then the outcomes of its session that
     followed (the last final one, else the last on the way); a turn ended by refusals is
     an outcome alone."""
     loops: list[dict[str, Any]] = []
@@ -195,8 +196,12 @@ def recent_loops(logged: list[journal.Record], *, limit: int) -> list[dict[str, 
         if isinstance(record, journal.ToolRecord) and not record.refused:
             phrase = (f"same result {record.count} times" if rule == RULE_TOOL_REPEAT
                       else rule_phrase(rule, record.count))
+            # Only a tool-call hook warns the model; the watcher's own record of the
+            # same loop means no hook ran for those calls (not installed, or Claude Code
+            # rejected the calls before any hook: an input it could not validate).
             loop = {"session_id": session_id, "project": record.project, "rule": rule,
-                    "at": at, "what": f"{record.call}: {phrase}", "outcome": "warned"}
+                    "at": at, "what": f"{record.call}: {phrase}",
+                    "outcome": "warned" if record.source == "hook" else "seen"}
             loops.append(loop)
             latest[session_id] = loop
         elif isinstance(record, journal.LoopRecord):
@@ -296,6 +301,7 @@ def _recent_line(loop: dict[str, Any], now: float, home: str | None) -> str:
     when = report.ago(now - loop["at"]) if loop["at"] is not None else "?"
     outcome = loop["outcome"]
     said = ("the model was warned" if outcome == "warned" else
+            "seen by the watcher alone: no hook warned the model" if outcome == "seen" else
             VERDICTS.get(outcome, outcome) if outcome else "outcome not known yet")
     return (f"{when}  {report.session_label(str(loop['project']), loop['session_id'], home)}"
             f"  {loop['rule'] or '?'} ({loop['what']}): {said}")

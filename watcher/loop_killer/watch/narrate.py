@@ -151,11 +151,13 @@ class Narrator:
         return [*said, Said(logging.WARNING, line, notice)]
 
     def refusal(self, session_id: str, *, call: str, line: str, now: float) -> list[Said]:
-        """A call refused by the PreToolUse hook: said each time (a few a turn at most)."""
+        """A call refused by the PreToolUse hook: said once for the call, counted each
+        time (the ladder's stop then says how many times it was tried)."""
         session = self._session(session_id, now)
+        first = session.refusals == 0 or session.refused_call != call
         session.refused_call = call
         session.refusals += 1
-        return [Said(logging.INFO, line)]
+        return [Said(logging.INFO, line)] if first else []
 
     def outcome(self, session_id: str, keys: Iterable[object], *, kind: str, line: str,
                 source: str, rule: str = "", who: str, now: float) -> list[Said]:
