@@ -19,7 +19,15 @@
 //      gave, shows the plan's one line for that outcome (in `-p` in place of
 //      the command's output, which is what `-p` prints; in the terminal UI as
 //      a row after the command's own) and its toast, and records it in the
-//      JSON file the plan named (held open at session end for `-p`).
+//      JSON file the plan named (held open at session end for `-p`);
+//   5. tells the brain of tool calls no command hook hears: a call whose input
+//      the engine rejects (InputValidationError) raises no PreToolUse,
+//      PostToolUse nor PostToolUseFailure (measured on 2.1.328 and 2.1.332),
+//      so a model repeating one would loop for ever. The mod's `tool.call`
+//      hears every call: it runs the brain (hooks/launch.py) with the input
+//      PostToolUseFailure would have had, and, before a repeat of such a call,
+//      with PreToolUse's; it hands on the brain's words and its refusal, and
+//      ends the turn (`$.turn.abort`) when the brain's answer ends it.
 //
 // Why the plan does not ride in `stopReason`: all Stop hooks (ours and the
 // /goal evaluator) run in parallel, and the outcome `next()` resolves to folds
@@ -63,6 +71,24 @@ let pending
 let settling
 // The plan whose `/goal clear` is queued and not yet run.
 let clearing
+// The session as the classic events name it ({session_id, transcript_path,
+// cwd}): the last heard (a person's prompt starts every turn with one).
+let envelope
+// The main loop's running turn (its `turn.start` id), for ending it.
+let mainTurn
+// Tool calls (by tool_use_id) a classic tool event was raised for: their
+// command hooks ran. Taken off as each call's result comes back.
+const heard = new Set()
+// Calls, as the model wrote them, the engine rejected before any command hook
+// ran: each repeat of one is rejected the same way, so the brain is asked
+// about it, as PreToolUse would ask, before it goes to the engine.
+const rejected = new Set()
+// Bounds both sets: far beyond the calls of any turn.
+const MAX_CALLS = 1000
+// The fields `tool.call` adds to the tool's own input.
+const CALL_FIELDS = new Set(['tool', 'tool_use_id', 'consent', 'agentId', 'requestMeta'])
+// How long the brain may take (a command hook's timeout in hooks.json).
+const BRAIN_MS = 30000
 
 // Returns `value` when it is a plain object, else an empty one.
 function objectOr(value) {
@@ -225,6 +251,121 @@ async function onGoalCommand($, e, next) {
   return line === '' ? ran : { ...ran, text: line }
 }
 
+// Adds `value` to `set`, forgetting the oldest entries past MAX_CALLS.
+function remember(set, value) {
+  set.add(value)
+  for (const old of set) {
+    if (set.size <= MAX_CALLS) break
+    set.delete(old)
+  }
+}
+
+// The call as the model wrote it: the tool's name, its input (the event less
+// the fields `tool.call` adds) and a key for both.
+function callOf(e) {
+  const input = {}
+  for (const [field, value] of Object.entries(e)) {
+    if (!CALL_FIELDS.has(field)) input[field] = value
+  }
+  const name = String(e.tool)
+  return { name, input, key: JSON.stringify([e.agentId ?? '', name, input]) }
+}
+
+// Runs the brain as its command hook runs for `event`, with the session's
+// envelope and the call; its answer, or {} when it gave none or failed.
+async function askBrain($, event, e, call, extra) {
+  if (envelope === undefined) return {}
+  const input = {
+    ...envelope,
+    hook_event_name: event,
+    tool_name: call.name,
+    tool_input: call.input,
+    tool_use_id: textOr(e.tool_use_id) ?? '',
+    ...(textOr(e.agentId) === undefined ? {} : { agent_id: e.agentId }),
+    ...extra,
+  }
+  try {
+    const env = await $.process.hookEnv()
+    const launcher = `${env.CLAUDE_PLUGIN_ROOT}/hooks/launch.py`
+    const ran = await $.process.run(['python3', launcher],
+      { env, stdin: JSON.stringify(input), timeoutMs: BRAIN_MS })
+    const text = String(ran.stdout ?? '').trim()
+    return text === '' ? {} : objectOr(JSON.parse(text))
+  } catch (err) {
+    $.ui.log(`${MARK}the hook for a call Claude Code rejected did not run: ${err}`,
+      { to: 'debug' })
+    return {}
+  }
+}
+
+// Shows the brain's line for the person (its systemMessage), as Claude Code
+// shows a command hook's.
+function tellPerson($, said) {
+  const line = textOr(said.systemMessage)
+  if (line !== undefined) $.ui.log(oneLine(line, 400))
+}
+
+// Every tool call: a repeat of a call the engine rejected before is put to
+// the brain first (it may refuse it, and end the turn); a result no command
+// hook heard, that failed, is told to the brain as PostToolUseFailure.
+async function onToolCall($, e, next) {
+  const call = callOf(e)
+  if (rejected.has(call.key)) {
+    const said = await askBrain($, 'PreToolUse', e, call, {})
+    const specific = objectOr(said.hookSpecificOutput)
+    if (specific.permissionDecision === 'deny') {
+      tellPerson($, said)
+      if (said.continue === false) endTurn($, specific)
+      return { deny: textOr(specific.permissionDecisionReason) ?? `${MARK}refused` }
+    }
+  }
+  const result = await next(e)
+  if (heard.delete(e.tool_use_id) || result?.isError !== true) return result
+  remember(rejected, call.key)
+  const said = await askBrain($, 'PostToolUseFailure', e, call, {
+    error: String(result.text ?? result.result ?? ''), is_interrupt: false,
+  })
+  tellPerson($, said)
+  const context = textOr(objectOr(said.hookSpecificOutput).additionalContext)
+  if (context === undefined) return result
+  const kept = Array.isArray(result.context) ? result.context : []
+  return { ...result, context: [...kept, context] }
+}
+
+// A failing tool.call hook: the call goes on as if it were not there.
+async function onToolCallFailed($, e, next) {
+  return next.called ? undefined : next(e)
+}
+
+// The brain ended the turn from a PreToolUse it was asked about: keep its
+// plan for turn.complete (the notice, /goal clear) and end the main turn.
+function endTurn($, specific) {
+  const { plan } = takePlan({ additionalContext: [specific.additionalContext] })
+  if (plan !== undefined) pending = { ...plan }
+  if (mainTurn === undefined) return
+  $.turn.abort({ turnId: mainTurn })
+    .catch((err) => $.ui.log(`${MARK}the turn could not be ended: ${err}`, { to: 'debug' }))
+}
+
+// A classic tool event: its command hooks run for this call.
+async function onToolHeard($, e, next) {
+  if (textOr(e.tool_use_id) !== undefined) remember(heard, e.tool_use_id)
+  return next(e)
+}
+
+// A person's prompt: the session's envelope, for the brain's input.
+async function onPrompt($, e, next) {
+  envelope = { session_id: e.session_id, transcript_path: e.transcript_path, cwd: e.cwd }
+  return next(e)
+}
+
+// The main loop's turn begins: its id, for ending it.
+async function onTurnStart($, e, next) {
+  const started = await next(e)
+  if (e.agentId === undefined) mainTurn = textOr(objectOr(started).turnId)
+  return started
+}
+
 // Stop: flag the event for the brain, run everything beneath (the Python
 // hook, the /goal evaluator, other settings hooks), keep the plan.
 async function onStop($, e, next) {
@@ -242,6 +383,7 @@ async function onStop($, e, next) {
 // not show; the plan is only given then). Keep the plan, hand on the refusal.
 // This event carries no transcript_path: the plan names it.
 async function onPreToolUse($, e, next) {
+  if (textOr(e.tool_use_id) !== undefined) remember(heard, e.tool_use_id)
   const result = await next(e)
   const { plan, answer } = takePlan(objectOr(result))
   if (plan !== undefined) pending = { ...plan }
@@ -295,6 +437,11 @@ async function onSessionEnd($, e, next) {
 export function register(on) {
   on('classic.Stop', onStop).catch(onStopFailed)
   on('classic.PreToolUse', onPreToolUse)
+  on('classic.PostToolUse', onToolHeard)
+  on('classic.PostToolUseFailure', onToolHeard)
+  on('classic.UserPromptSubmit', onPrompt)
+  on('turn.start', onTurnStart)
+  on('tool.call', onToolCall).catch(onToolCallFailed)
   on('turn.complete', onTurnComplete)
   on('command.run', { command: 'goal' }, onGoalCommand)
   on('session.end', onSessionEnd)

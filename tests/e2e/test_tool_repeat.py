@@ -387,3 +387,62 @@ def test_retrying_a_refused_call_inside_a_goal_ends_the_turn_and_clears_the_goal
     assert result.output is not None
     assert result.output["result"] == ("loop-killer: TOOL_REPEAT (a refused call tried 3 more "
                                        "times): loop stopped, goal cleared."), result.output
+
+
+# -- calls no command hook hears ---------------------------------------------------------------
+
+REJECTED_READ = ("Read", {"path": "config.txt"})  # Read takes file_path: the input is refused
+
+
+@pytest.fixture(params=["2.1.328", "2.1.332"])
+def claude_with_mod(request: pytest.FixtureRequest) -> Path:
+    """The versions that load the plugin's mod (2.1.287 on)."""
+    binary: Path = request.getfixturevalue(
+        {"2.1.328": "claude_328", "2.1.332": "claude_332"}[request.param])
+    return binary
+
+
+def system_rows(entries: list[dict[str, Any]]) -> list[str]:
+    """The rows the mod's turn end added for the person (its notice)."""
+    return [str(entry.get("content")) for entry in entries if entry.get("type") == "system"
+            and entry.get("subtype") == "informational"]
+
+
+def test_a_call_whose_input_claude_code_rejects_is_warned_refused_and_its_turn_ended(
+    sandbox: Sandbox, mock_api: MockAnthropic, claude_with_mod: Path
+) -> None:
+    """Claude Code runs no PreToolUse, PostToolUse nor PostToolUseFailure hook for a call
+    whose input it rejects (InputValidationError): a model repeating one looped for ever,
+    hundreds of requests a minute. The mod hears every call and asks the brain, as those
+    hooks would have: the same ladder, the same words, the same log."""
+    name, tool_input = REJECTED_READ
+
+    def script(index: int, body: dict[str, Any]) -> Reply:
+        return Reply(text="Reading it.", tool_calls=[ToolCall(name, tool_input)])
+
+    mock_api.configure(script)
+    debug = sandbox.root / "debug.log"  # (a -p run hands the mod's rows to its host)
+    result = run_headless(sandbox, "Read the config.", version=claude_with_mod,
+                          plugin_dir=PLUGIN, timeout=120,
+                          extra_args=["--allowedTools", "Read", "--debug-file", str(debug)])
+    assert not result.timed_out and result.returncode == 0, result.stderr
+    # Requests: 0 (prompt) -> attempt 1, 1..3 after rejections 1..3 (the 3rd warned),
+    # 4 after the 4th, 5 and 6 after refused attempts 1 and 2; the 3rd refused attempt
+    # ends the turn: no request after it.
+    assert mock_api.count("main") == 7
+    assert mentions(mock_api, WARNING)[0] == 3
+    assert mentions(mock_api, REFUSED)[0] == 5
+    records = journal(sandbox)
+    assert [(r["event"], r["rule"]) for r in records] == [
+        ("detection", "TOOL_REPEAT"), ("refusal", "TOOL_REPEAT"), ("refusal", "TOOL_REPEAT"),
+        ("refusal", "TOOL_REPEAT"), ("outcome", "TOOL_REPEAT")]
+    assert records[-1]["outcome"] == "stopped_no_goal"
+    # The person's lines, as the command hooks' would be: each warning and the first
+    # refusal as a row of the mod's (in the debug log too), the stop as its notice.
+    logged = debug.read_text(errors="replace")
+    assert "loop-killer: Read: " in logged and "gave the same result 3 times" in logged
+    assert logged.count("loop-killer: refused Read: ") == 1
+    rows = system_rows(sandbox.read_transcript())
+    assert [row for row in rows if "loop stopped" in row] == [
+        "loop-killer: TOOL_REPEAT (a refused call tried 3 more times): loop stopped; no goal "
+        "was set."]
