@@ -58,7 +58,7 @@ def test_the_rule_keeps_the_loop_guard_defaults() -> None:
 
 
 def test_polling_tools_are_ignored_by_default_and_ordinary_tools_are_not() -> None:
-    for name in ("TaskOutput", "BashOutput", "ScheduleWakeup", "AskUserQuestion"):
+    for name in ("TaskOutput", "BashOutput", "ScheduleWakeup", "AskUserQuestion", "Monitor"):
         assert is_ignored(name, DEFAULT_IGNORED)
     for name in ("Bash", "Read", "Edit", "Grep", "WebFetch", "mcp__github__get_issue"):
         assert not is_ignored(name, DEFAULT_IGNORED)
@@ -134,6 +134,8 @@ def test_results_differing_only_in_noise_are_the_same(first: str, second: str) -
     ("I have 3 sandwiches", "I have 4 sandwiches"),
     ("size 0x1F", "size 0x2F"),  # a short hex literal is not an address
     ("crc 0x1A2B3C4D", "crc 0x5E6F7A8B"),  # nor a CRC or a register (8 digits)
+    ("Backfilled 2024-01-01..2024-01-07", "Backfilled 2024-01-08..2024-01-14"),  # a date
+    ("release date: 2026-12-01", "release date: 2026-12-08"),  # alone is the news
     ("balance 0x" + "0" * 62 + "64", "balance 0x" + "0" * 62 + "c8"),  # nor a 256-bit value
     ("tx 0x" + "ab" * 32, "tx 0x" + "cd" * 32),  # nor a hash
     ("exit 1", "exit 2"),

@@ -93,8 +93,8 @@ DEFAULT_IGNORED: frozenset[str] = frozenset({
     # Reading a background job's (or agent's) output until it finishes: polling by design.
     "TaskOutput", "BashOutput", "BashOutputTool", "AgentOutput", "AgentOutputTool",
     # Waiting on purpose: a scheduled wake-up of a /loop, MCP servers still connecting,
-    # new notifications.
-    "ScheduleWakeup", "WaitForMcpServers", "ReadNotifications",
+    # new notifications, a background process watched until it says something.
+    "ScheduleWakeup", "WaitForMcpServers", "ReadNotifications", "Monitor",
     # The person answers these: they are in the loop already (``ANSWERED_BY_PERSON``).
     "AskUserQuestion", "ExitPlanMode",
 })
