@@ -286,3 +286,17 @@ def test_status_never_says_the_model_was_warned_when_only_the_watcher_saw_the_lo
     line = _recent_line(loop, 61.0, None)
     assert "seen by the watcher alone: no hook warned the model" in line
     assert "the model was warned" not in line
+
+
+def test_status_says_once_that_it_cannot_read_the_state_folder(env, capsys, monkeypatch):
+    """Another user's state folder (0700): neither "not running" nor "no session" can be
+    told from it. (Root reads any folder: the permission check is what is replaced.)"""
+    env.state.mkdir(parents=True, exist_ok=True)
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: False if Path(path) == env.state
+                        else real_access(path, mode, **kw))
+    code, out, err = run(capsys, "status")
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        f"loop-killer status: cannot read the state folder {env.state} (permission denied): "
+        "run it as the user who runs Claude Code"]

@@ -249,6 +249,13 @@ def _project_of(request: ClearRequest | None) -> str:
 
 def status(args: argparse.Namespace) -> int:
     _, state = _dirs(args)
+    if state.exists() and not os.access(state, os.R_OK | os.X_OK):
+        # Whether a watcher runs, and what the sessions do, cannot be told: say so once,
+        # rather than "not running" and "no session" read from nothing.
+        print(f"loop-killer status: cannot read the state folder {printable(str(state))} "
+              "(permission denied): run it as the user who runs Claude Code",
+              file=sys.stderr)
+        return 2
     now = time.time()
     data = collect(state, now=now)
     if getattr(args, "json", False):
