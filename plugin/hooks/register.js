@@ -20,14 +20,16 @@
 //      the command's output, which is what `-p` prints; in the terminal UI as
 //      a row after the command's own) and its toast, and records it in the
 //      JSON file the plan named (held open at session end for `-p`);
-//   5. tells the brain of tool calls no command hook hears: a call whose input
+//   5. tells the brain of tool calls no command hook counts: a call whose input
 //      the engine rejects (InputValidationError) raises no PreToolUse,
-//      PostToolUse nor PostToolUseFailure (measured on 2.1.328 and 2.1.332),
-//      so a model repeating one would loop for ever. The mod's `tool.call`
-//      hears every call: it runs the brain (hooks/launch.py) with the input
-//      PostToolUseFailure would have had, and, before a repeat of such a call,
-//      with PreToolUse's; it hands on the brain's words and its refusal, and
-//      ends the turn (`$.turn.abort`) when the brain's answer ends it.
+//      PostToolUse nor PostToolUseFailure, and one the permissions refuse no
+//      PostToolUse(Failure) (measured on 2.1.328 and 2.1.332), so a model
+//      repeating one would loop for ever. The mod's `tool.call` hears every
+//      call: it runs the brain (hooks/launch.py) with the input
+//      PostToolUseFailure would have had, and, before a repeat of a call
+//      refused before PreToolUse, with PreToolUse's; it hands on the brain's
+//      words and its refusal, and ends the turn (`$.turn.abort`) when the
+//      brain's answer ends it.
 //
 // Why the plan does not ride in `stopReason`: all Stop hooks (ours and the
 // /goal evaluator) run in parallel, and the outcome `next()` resolves to folds
@@ -76,14 +78,19 @@ let clearing
 let envelope
 // The main loop's running turn (its `turn.start` id), for ending it.
 let mainTurn
-// Tool calls (by tool_use_id) a classic tool event was raised for: their
-// command hooks ran. Taken off as each call's result comes back.
-const heard = new Set()
+// Tool calls (by tool_use_id) whose classic PreToolUse was raised (`asked`),
+// and whose PostToolUse or PostToolUseFailure was (`counted`: the command
+// hooks counted the result). Taken off as each call's result comes back.
+const asked = new Set()
+const counted = new Set()
+// A result that is loop-killer's own refusal (the brain's REFUSED_MARK), or the
+// person's interruption: nothing to count.
+const NOT_COUNTED = ['loop-killer: refused', 'interrupted by user']
 // Calls, as the model wrote them, the engine rejected before any command hook
 // ran: each repeat of one is rejected the same way, so the brain is asked
 // about it, as PreToolUse would ask, before it goes to the engine.
 const rejected = new Set()
-// Bounds both sets: far beyond the calls of any turn.
+// Bounds the sets: far beyond the calls of any turn.
 const MAX_CALLS = 1000
 // The fields `tool.call` adds to the tool's own input.
 const CALL_FIELDS = new Set(['tool', 'tool_use_id', 'consent', 'agentId', 'requestMeta'])
@@ -306,8 +313,8 @@ function tellPerson($, said) {
 }
 
 // Every tool call: a repeat of a call the engine rejected before is put to
-// the brain first (it may refuse it, and end the turn); a result no command
-// hook heard, that failed, is told to the brain as PostToolUseFailure.
+// the brain first (it may refuse it, and end the turn); a failed result no
+// command hook counted is told to the brain as PostToolUseFailure.
 async function onToolCall($, e, next) {
   const call = callOf(e)
   if (rejected.has(call.key)) {
@@ -320,10 +327,16 @@ async function onToolCall($, e, next) {
     }
   }
   const result = await next(e)
-  if (heard.delete(e.tool_use_id) || result?.isError !== true) return result
-  remember(rejected, call.key)
+  const wasAsked = asked.delete(e.tool_use_id)
+  if (counted.delete(e.tool_use_id) || result?.isError !== true) return result
+  const error = String(result.text ?? result.result ?? '')
+  if (NOT_COUNTED.some((text) => error.includes(text))) return result
+  // A call refused before it ran (its input, or the permissions after PreToolUse)
+  // gets no PostToolUse: the brain counts its result here. Only a call refused
+  // before PreToolUse too is asked about before its repeats.
+  if (!wasAsked) remember(rejected, call.key)
   const said = await askBrain($, 'PostToolUseFailure', e, call, {
-    error: String(result.text ?? result.result ?? ''), is_interrupt: false,
+    error, is_interrupt: false,
   })
   tellPerson($, said)
   const context = textOr(objectOr(said.hookSpecificOutput).additionalContext)
@@ -347,9 +360,9 @@ function endTurn($, specific) {
     .catch((err) => $.ui.log(`${MARK}the turn could not be ended: ${err}`, { to: 'debug' }))
 }
 
-// A classic tool event: its command hooks run for this call.
-async function onToolHeard($, e, next) {
-  if (textOr(e.tool_use_id) !== undefined) remember(heard, e.tool_use_id)
+// PostToolUse or PostToolUseFailure: its command hooks count this result.
+async function onToolCounted($, e, next) {
+  if (textOr(e.tool_use_id) !== undefined) remember(counted, e.tool_use_id)
   return next(e)
 }
 
@@ -383,7 +396,7 @@ async function onStop($, e, next) {
 // not show; the plan is only given then). Keep the plan, hand on the refusal.
 // This event carries no transcript_path: the plan names it.
 async function onPreToolUse($, e, next) {
-  if (textOr(e.tool_use_id) !== undefined) remember(heard, e.tool_use_id)
+  if (textOr(e.tool_use_id) !== undefined) remember(asked, e.tool_use_id)
   const result = await next(e)
   const { plan, answer } = takePlan(objectOr(result))
   if (plan !== undefined) pending = { ...plan }
@@ -437,8 +450,8 @@ async function onSessionEnd($, e, next) {
 export function register(on) {
   on('classic.Stop', onStop).catch(onStopFailed)
   on('classic.PreToolUse', onPreToolUse)
-  on('classic.PostToolUse', onToolHeard)
-  on('classic.PostToolUseFailure', onToolHeard)
+  on('classic.PostToolUse', onToolCounted)
+  on('classic.PostToolUseFailure', onToolCounted)
   on('classic.UserPromptSubmit', onPrompt)
   on('turn.start', onTurnStart)
   on('tool.call', onToolCall).catch(onToolCallFailed)

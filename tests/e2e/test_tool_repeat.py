@@ -446,3 +446,56 @@ def test_a_call_whose_input_claude_code_rejects_is_warned_refused_and_its_turn_e
     assert [row for row in rows if "loop stopped" in row] == [
         "loop-killer: TOOL_REPEAT (a refused call tried 3 more times): loop stopped; no goal "
         "was set."]
+
+
+def test_a_call_the_permissions_refuse_again_and_again_ends_like_any_other(
+    sandbox: Sandbox, mock_api: MockAnthropic, claude_with_mod: Path
+) -> None:
+    """A call the permissions refuse raises PreToolUse but no PostToolUse(Failure): its
+    refusals were never counted, and a model retrying it looped (found by a review: 555
+    requests in 45 s). The mod counts the refusal the engine gave."""
+    mock_api.configure(lambda index, body: Reply(text="Trying again.", tool_calls=[
+        ToolCall("Bash", {"command": "echo hi > out.txt"})]))
+    result = run_headless(sandbox, "Write the file.", version=claude_with_mod,
+                          plugin_dir=PLUGIN, extra_args=["--allowedTools", "Read"],
+                          timeout=120)
+    assert not result.timed_out and result.returncode == 0, result.stderr
+    assert mock_api.count("main") == 7
+    assert mentions(mock_api, WARNING)[0] == 3 and mentions(mock_api, REFUSED)[0] == 5
+    assert [r["event"] for r in journal(sandbox)] == [
+        "detection", "refusal", "refusal", "refusal", "outcome"]
+
+
+def _first_user_text(body: dict[str, Any]) -> str:
+    for message in body.get("messages") or []:
+        if message.get("role") == "user":
+            return _text(message.get("content"))
+    return ""
+
+
+def test_a_subagent_retrying_a_refused_call_is_stopped_and_the_session_goes_on(
+    sandbox: Sandbox, mock_api: MockAnthropic, claude_with_mod: Path
+) -> None:
+    """Found by a review: the ladder's stop was the main session's alone, so a subagent
+    retrying its refused call looped (433 requests in 60 s). Its PreToolUse now answers
+    continue: false, which ends the subagent's run (measured): the session gets the
+    subagent's result and goes on."""
+    def script(index: int, body: dict[str, Any]) -> Reply:
+        if "SUBTASK" in _first_user_text(body):
+            return Reply(text="Running it again.", tool_calls=[ToolCall(
+                "Bash", {"command": "echo run >> runs.txt; cat no-such-file"})])
+        if index > 0:
+            return Reply(text="Done.")
+        return Reply(text="Delegating.", tool_calls=[ToolCall("Agent", {
+            "description": "run it", "prompt": "SUBTASK run it",
+            "subagent_type": "general-purpose"})])
+
+    mock_api.configure(script)
+    result = run_headless(sandbox, "Go.", version=claude_with_mod, plugin_dir=PLUGIN,
+                          extra_args=["--allowedTools", "Bash,Agent"], timeout=120)
+    assert not result.timed_out and result.returncode == 0, result.stderr
+    assert result.output is not None and result.output.get("result") == "Done."
+    assert runs(sandbox) == 4  # the 5th attempt and the retries never ran
+    records = journal(sandbox)
+    assert [(r["event"], bool(r.get("agent_id"))) for r in records] == [
+        ("detection", True), ("refusal", True), ("refusal", True), ("refusal", True)]

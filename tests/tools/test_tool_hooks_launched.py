@@ -151,6 +151,23 @@ def test_subagents_count_apart_from_the_main_session(state: Path) -> None:
     assert [r.get("agent_id") for r in records] == [None, "a1b2c3"]
 
 
+def test_a_subagent_retrying_a_refused_call_is_stopped_alone(state: Path) -> None:
+    """The ladder's last step in a subagent's scope ends the subagent's run (the session's
+    turn goes on with its result): no goal of the session is cleared, nothing else is."""
+    agent = {"agent_id": "a1b2c3", "agent_type": "general-purpose"}
+    for _ in range(4):
+        launch(failed(**agent))
+    said = [launch(before(**agent)) for _ in range(3)]
+    assert all(out is not None and out["hookSpecificOutput"]["permissionDecision"] == "deny"
+               for out in said)
+    assert [out.get("continue") for out in said] == [None, None, False]
+    assert said[2]["systemMessage"] == (
+        "loop-killer: TOOL_REPEAT: a subagent's refused call (Bash: npm test) tried 3 more "
+        "times; the subagent was stopped")
+    assert [r["event"] for r in journal(state)] == ["detection"] + ["refusal"] * 3
+    assert launch(before()) is None  # the session's own calls are not touched
+
+
 def test_warnings_and_refusals_are_logged_for_the_watcher(state: Path) -> None:
     for _ in range(4):
         launch(failed())

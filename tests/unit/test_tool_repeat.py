@@ -650,6 +650,10 @@ def test_a_huge_output_is_masked_in_bounded_time_and_still_compared() -> None:
     ("black --check .", False),
     ("sleep 30 && tail -5 build.log", False),
     ("timeout 60 make test", False),
+    ("cargo test update", False),  # a package tool writes by its sub-command alone
+    ("npm run sync", False),
+    ("go test -run install ./...", False),
+    ("uv pip install requests", True),
 ])
 def test_a_shell_command_changes_files_when_its_words_say_it_writes(command: str,
                                                                      writes: bool) -> None:
@@ -714,3 +718,30 @@ def test_the_person_answering_a_question_lifts_a_refusal(tool: str) -> None:
     assert answer.count == 0  # never counted itself
     assert counter.refusal("Bash", bash("npm test")) is None and counter.refused == 0
     assert repeat(counter, 1) == [1]
+
+
+def test_two_writers_in_a_cycle_with_the_same_results_are_still_a_loop() -> None:
+    """Found by a review: configure-and-build, both writing a log, the same failure each
+    round. Each first run changed the files; their repeats change nothing, or the two
+    would restart each other's counts for ever."""
+    counter = ToolRepeatCounter()
+    configure = bash("cmake -S . -B build > cmake.log 2>&1; tail -3 cmake.log")
+    build = bash("make -C build 2>&1 | tee make.log | tail -5")
+    rounds = [(counter.record("Bash", configure, "CMake Error", True).count,
+               counter.record("Bash", build, "make: *** Error 2", True).count)
+              for _ in range(5)]
+    assert rounds == [(1, 1), (1, 2), (2, 3), (3, 4), (4, 5)]
+    assert counter.refusal("Bash", build) is not None
+    assert counter.refusal("Bash", configure) is not None
+
+
+def test_odd_and_huge_commands_are_read_without_failing() -> None:
+    """A nested find (it recursed past Python's limit, and scan dropped the whole file) and
+    a huge command: read without failing. What is not read counts as no change: at worst
+    the counts go on, never a crash."""
+    assert changes_files("Bash", bash("find . -exec " * 3000 + "rm x")) is False
+    assert changes_files("Bash", bash("find . -exec rm {} +")) is True
+    assert changes_files("Bash", bash("A=1 " * 40_000 + "rm x")) is False  # (past 16 KB)
+    assert changes_files("Bash", bash("A=1 " * 100 + "rm x")) is True
+    assert changes_files("Bash", bash("-x " * 40_000)) is False
+    assert changes_files("Bash", bash("echo 'unbalanced > quote")) is False

@@ -107,11 +107,15 @@ def changes_files(name: str, tool_input: object) -> bool:
     return False
 
 
+_MAX_COMMAND = 16 * 1024
+"""Characters of a command line read for writes: a longer one is read that far."""
+
+
 def _shell_writes(command: str) -> bool:
     """Whether a command line writes files: a redirection to a file, or a simple command
     that writes (``_command_writes``). Quotes are honoured; heredoc bodies are not read."""
     words: list[str] = []
-    for kind, text in _tokens(command):
+    for kind, text in _tokens(command[:_MAX_COMMAND]):
         if kind == ">":
             if text and not text.startswith(("&", *_SAFE_TARGETS)):
                 return True
@@ -175,13 +179,13 @@ def _redirect_target(command: str, index: int) -> tuple[int, str]:
 
 def _command_writes(words: list[str]) -> bool:
     """Whether one simple command (its words, quotes removed) writes files."""
-    while words and ("=" in words[0] or words[0] in _PREFIXES or words[0].startswith("-")
-                     or words[0].isdigit()):
-        words = words[1:]  # ``FOO=1 sudo timeout 30 xargs -0 rm``: the command is rm
-    if not words:
+    start = 0
+    while start < len(words) and _is_prefix(words[start]):
+        start += 1  # ``FOO=1 sudo timeout 30 xargs -0 rm``: the command is rm
+    if start == len(words):
         return False
-    name = words[0].rpartition("/")[2].lower()
-    rest = words[1:]
+    name = words[start].rpartition("/")[2].lower()
+    rest = words[start + 1:]
     if name in _WRITERS or any(word in _WRITE_FLAGS for word in rest):
         return True
     if name in _FORMATTERS or rest[:1] == ["fmt"] or (name, rest[:1]) == ("ruff", ["format"]):
@@ -189,9 +193,22 @@ def _command_writes(words: list[str]) -> bool:
     if name.startswith("python") and rest[:2] == ["-m", "pip"]:
         name, rest = "pip", rest[2:]
     if name in _PACKAGE_TOOLS:
-        return any(word in _PACKAGE_WRITES for word in rest[:3])
+        return _package_writes(rest)
     check = _BY_NAME.get(name)
     return check is not None and check(rest)
+
+
+def _is_prefix(word: str) -> bool:
+    return "=" in word or word in _PREFIXES or word.startswith("-") or word.isdigit()
+
+
+def _package_writes(rest: list[str]) -> bool:
+    """``npm install``, ``uv pip install``, ``go mod tidy``: by the sub-command (not by a
+    later word: ``cargo test update``, ``npm run sync`` write nothing)."""
+    words = [word for word in rest[:4] if not word.startswith("-")]
+    if words[:1] in (["pip"], ["mod"]):
+        words = words[1:]
+    return bool(words) and words[0] in _PACKAGE_WRITES
 
 
 def _in_place(rest: list[str]) -> bool:
@@ -208,9 +225,12 @@ def _git(rest: list[str]) -> bool:
 
 
 def _find(rest: list[str]) -> bool:
+    """``find … -exec rm {} +`` (the command after the first ``-exec``, read without its
+    own ``-exec``: a nested one cannot recurse)."""
     for flag in ("-exec", "-execdir", "-ok"):
         if flag in rest:
-            return _command_writes(rest[rest.index(flag) + 1:])
+            command = rest[rest.index(flag) + 1:]
+            return command[:1] != ["find"] and _command_writes(command)
     return False
 
 

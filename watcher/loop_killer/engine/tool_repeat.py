@@ -290,17 +290,21 @@ class ToolRepeatCounter:
         count = last[1] + 1 if (last is not None and last[0] == result
                                 and last[2] == self._changes) else 1
         shape, returns = "", 0
-        # A new change to the files (not a repeat of one: that changes nothing), so every
-        # check after it is new. An edit that failed changed nothing; a shell command that
-        # failed may have written before it did.
-        if count == 1 and changes_files(name, tool_input):
-            if name not in FILE_CHANGING_TOOLS:
-                self._changes += 1
-            elif not (is_error if failed is None else failed):
+        # A new change to the files, so every check after it is new. An edit that
+        # succeeds changed its file (its old text was there again), unless it repeats
+        # itself with nothing changed between; one that failed changed nothing. Any other
+        # writer (a shell command, a subagent...) changed something only when its result
+        # is new: the same command with the same result again (a build writing the same
+        # log, the same sed) is a repeat, or two writers in a cycle would restart each
+        # other's counts for ever. A shell command that failed may have written first.
+        if name in FILE_CHANGING_TOOLS:
+            if count == 1 and not (is_error if failed is None else failed):
                 self._changes += 1
                 returns = self._edits.note(name, tool_input)
                 if self._oscillation and returns == self._oscillation:
                     shape = RULE_EDIT_OSCILLATION
+        elif (last is None or last[0] != result) and changes_files(name, tool_input):
+            self._changes += 1
         self._calls[digest] = (result, count, self._changes)
         while len(self._calls) > MAX_CALLS:
             del self._calls[next(iter(self._calls))]

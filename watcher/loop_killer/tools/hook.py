@@ -10,7 +10,8 @@ and prints what it returns.
   TOOL_REPEAT_BLOCK and beyond tell the model the call is now refused.
 * ``PreToolUse``: refuse a call that reached TOOL_REPEAT_BLOCK (and log the refusal); the
   TOOL_REPEAT_STOP-th refused attempt in the person's turn also ends the turn (and gets
-  the goal cleared, as a re-prompt loop's stop does): the ladder's last step.
+  the goal cleared, as a re-prompt loop's stop does): the ladder's last step. In a
+  subagent's scope it ends the subagent's run alone.
 * ``UserPromptSubmit``, or the result of a question the person answered
   (``ANSWERED_BY_PERSON``): the person spoke; forget the session's counts.
 
@@ -123,7 +124,11 @@ def _before(data: dict[str, Any], state: str, path: str, name: str, scope: str,
 
     label = call_label(name, tool_input, words.LABEL_LIMIT)
     _log(state, "refusal", data, refusal, label, scope)
-    if scope == MAIN_SCOPE and refused >= settings.tool_repeat_stop:
+    if refused >= settings.tool_repeat_stop:
+        if scope != MAIN_SCOPE:
+            # A subagent retrying a refused call: its own run ends (measured on 2.1.332:
+            # the session's turn goes on, with the subagent's result), its goal is not ours.
+            return words.subagent_stop(label, refusal.count, refused)
         from .stop import stop_turn
 
         return stop_turn(data, state=state, label=label, refused=refused, env=env,

@@ -19,7 +19,8 @@ from ..engine.tool_repeat import REFUSED_MARK, RULE_TOOL_REPEAT, TOOL_REPEAT_BLO
 from ..hook.notice import MARK
 from ..printable import printable
 
-__all__ = ["LABEL_LIMIT", "final_warning", "oscillation", "phrase", "refusal", "warning"]
+__all__ = ["LABEL_LIMIT", "final_warning", "oscillation", "phrase", "refusal", "subagent_stop",
+           "warning"]
 
 LABEL_LIMIT = 120
 """The most characters of a call shown in one line."""
@@ -117,3 +118,12 @@ def _after(event: str, model: str, person: str) -> dict[str, Any]:
         "systemMessage": person,
         "hookSpecificOutput": {"hookEventName": event, "additionalContext": model},
     }
+
+
+def subagent_stop(label: str, count: int, refused: int) -> dict[str, Any]:
+    """PreToolUse output refusing a subagent's attempt and ending its run: the ladder's
+    last step for a subagent (the session's own turn goes on)."""
+    said = (f"{MARK}{RULE_TOOL_REPEAT}: a subagent's refused call ({_call(label)}) tried "
+            f"{refused} more times; the subagent was stopped")
+    return {**refusal(label, count, first=False), "continue": False, "stopReason": said,
+            "systemMessage": said}
