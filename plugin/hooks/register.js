@@ -322,7 +322,9 @@ async function onToolCall($, e, next) {
     const specific = objectOr(said.hookSpecificOutput)
     if (specific.permissionDecision === 'deny') {
       tellPerson($, said)
-      if (said.continue === false) endTurn($, specific)
+      // (a subagent's run cannot be ended from here: `$.turn.abort` takes the main
+      // loop's turn, and a subagent's was refused when tried; each attempt is refused)
+      if (said.continue === false && e.agentId === undefined) endTurn($, specific)
       return { deny: textOr(specific.permissionDecisionReason) ?? `${MARK}refused` }
     }
   }
