@@ -90,6 +90,10 @@ const NOT_COUNTED = ['loop-killer: refused', 'interrupted by user']
 // ran: each repeat of one is rejected the same way, so the brain is asked
 // about it, as PreToolUse would ask, before it goes to the engine.
 const rejected = new Set()
+// Subagents (by agentId) whose run the brain ended: their next model request is
+// not sent, and answered with the brain's words instead (`$.turn.abort` ends
+// the main loop's turn only), which ends the run.
+const ending = new Map()
 // Bounds the sets: far beyond the calls of any turn.
 const MAX_CALLS = 1000
 // The fields `tool.call` adds to the tool's own input.
@@ -322,9 +326,12 @@ async function onToolCall($, e, next) {
     const specific = objectOr(said.hookSpecificOutput)
     if (specific.permissionDecision === 'deny') {
       tellPerson($, said)
-      // (a subagent's run cannot be ended from here: `$.turn.abort` takes the main
-      // loop's turn, and a subagent's was refused when tried; each attempt is refused)
-      if (said.continue === false && e.agentId === undefined) endTurn($, specific)
+      if (said.continue === false) {
+        if (e.agentId === undefined) endTurn($, specific)
+        else if (ending.size < MAX_CALLS) {
+          ending.set(e.agentId, textOr(said.stopReason) ?? `${MARK}stopped`)
+        }
+      }
       return { deny: textOr(specific.permissionDecisionReason) ?? `${MARK}refused` }
     }
   }
@@ -360,6 +367,16 @@ function endTurn($, specific) {
   if (mainTurn === undefined) return
   $.turn.abort({ turnId: mainTurn })
     .catch((err) => $.ui.log(`${MARK}the turn could not be ended: ${err}`, { to: 'debug' }))
+}
+
+// A model request: one of a subagent the brain ended is answered here, with
+// no tool call, so its run ends; every other request goes on untouched.
+async function* onStep($, e, next) {
+  const said = e.agentId === undefined ? undefined : ending.get(e.agentId)
+  if (said === undefined) return yield* next(e)
+  ending.delete(e.agentId)
+  return { turnId: e.turnId, index: e.index, answer: said, toolUses: [], stopReason: 'end_turn',
+    usage: null }
 }
 
 // PostToolUse or PostToolUseFailure: its command hooks count this result.
@@ -456,6 +473,7 @@ export function register(on) {
   on('classic.PostToolUseFailure', onToolCounted)
   on('classic.UserPromptSubmit', onPrompt)
   on('turn.start', onTurnStart)
+  on('turn.step', onStep)
   on('tool.call', onToolCall).catch(onToolCallFailed)
   on('turn.complete', onTurnComplete)
   on('command.run', { command: 'goal' }, onGoalCommand)

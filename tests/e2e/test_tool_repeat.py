@@ -473,29 +473,41 @@ def _first_user_text(body: dict[str, Any]) -> str:
     return ""
 
 
-def test_a_subagent_retrying_a_refused_call_is_stopped_and_the_session_goes_on(
-    sandbox: Sandbox, mock_api: MockAnthropic, claude_with_mod: Path
-) -> None:
-    """Found by a review: the ladder's stop was the main session's alone, so a subagent
-    retrying its refused call looped (433 requests in 60 s). Its PreToolUse now answers
-    continue: false, which ends the subagent's run (measured): the session gets the
-    subagent's result and goes on."""
+def _delegating(sub_call: ToolCall) -> Any:
+    """A session that hands one task to a subagent, which makes ``sub_call`` again and
+    again; the session says "Done." once the subagent is back."""
     def script(index: int, body: dict[str, Any]) -> Reply:
         if "SUBTASK" in _first_user_text(body):
-            return Reply(text="Running it again.", tool_calls=[ToolCall(
-                "Bash", {"command": "echo run >> runs.txt; cat no-such-file"})])
+            return Reply(text="Trying it again.", tool_calls=[sub_call])
         if index > 0:
             return Reply(text="Done.")
         return Reply(text="Delegating.", tool_calls=[ToolCall("Agent", {
-            "description": "run it", "prompt": "SUBTASK run it",
+            "description": "do it", "prompt": "SUBTASK do it",
             "subagent_type": "general-purpose"})])
 
-    mock_api.configure(script)
+    return script
+
+
+@pytest.mark.parametrize("sub_call", [
+    ToolCall("Bash", {"command": "echo run >> runs.txt; cat no-such-file"}),
+    ToolCall(*REJECTED_READ),
+], ids=["failing command", "input claude code rejects"])
+def test_a_subagent_retrying_a_refused_call_is_stopped_and_the_session_goes_on(
+    sandbox: Sandbox, mock_api: MockAnthropic, claude_with_mod: Path, sub_call: ToolCall
+) -> None:
+    """Found by a review: the ladder's stop was the main session's alone, so a subagent
+    retrying its refused call looped (433 requests in 60 s; 397 refusals for a rejected
+    input). A failing command's PreToolUse now answers continue: false, which ends the
+    subagent's run (measured); for a rejected input the mod answers the subagent's next
+    model request itself, with no tool call. The session gets the subagent's result and
+    goes on."""
+    mock_api.configure(_delegating(sub_call))
     result = run_headless(sandbox, "Go.", version=claude_with_mod, plugin_dir=PLUGIN,
-                          extra_args=["--allowedTools", "Bash,Agent"], timeout=120)
+                          extra_args=["--allowedTools", "Bash,Read,Agent"], timeout=120)
     assert not result.timed_out and result.returncode == 0, result.stderr
     assert result.output is not None and result.output.get("result") == "Done."
-    assert runs(sandbox) == 4  # the 5th attempt and the retries never ran
+    if sub_call.name == "Bash":
+        assert runs(sandbox) == 4  # the 5th attempt and the retries never ran
     records = journal(sandbox)
     assert [(r["event"], bool(r.get("agent_id"))) for r in records] == [
         ("detection", True), ("refusal", True), ("refusal", True), ("refusal", True)]
