@@ -145,7 +145,7 @@ def _tokens(command: str) -> Iterator[tuple[str, str]]:
             word.append(command[index:index + 1])
             index += 1
         elif char == ">":
-            if word and word != [word[0]] or word and not word[0].isdigit():
+            if word and not (len(word) == 1 and word[0].isdigit()):
                 yield "w", "".join(word)  # (``2>``: a descriptor, not a word)
             word = []
             index, target = _redirect_target(command, index)

@@ -115,10 +115,15 @@ class Thresholds(Value):
         return count >= (self.same_reply_turns if rule == RULE_SAME else self.idle_turns)
 
     @property
+    def longest(self) -> int:
+        """The larger threshold: the most answers of a run a rule looks at."""
+        return max(self.same_reply_turns, self.idle_turns)
+
+    @property
     def reach(self) -> int:
         """How many re-prompts back a trailing run must be read to judge it: one more
         than the larger threshold (a run that long is past both)."""
-        return max(self.same_reply_turns, self.idle_turns) + 1
+        return self.longest + 1
 
     @property
     def similar_fraction(self) -> Fraction:

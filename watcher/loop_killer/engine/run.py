@@ -130,7 +130,7 @@ class RunDetector:
         # The run's newest answers, as many as the larger threshold needs (a list: an
         # empty deque alone costs 600 bytes, and the watcher keeps one per session).
         self._run: list[RunAnswer] = []
-        self._window = max(thresholds.idle_turns, thresholds.same_reply_turns)
+        self._window = thresholds.longest
         self._run_length = 0
         self._chain = 0
         self.last_answer: Answer | None = None
