@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from loop_killer.hook import stop_hook
-from loop_killer.hook.anchor import (
+from loop_killer.hook.reply import (
     Anchor,
     advance_anchor,
     anchor_path,

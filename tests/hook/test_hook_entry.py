@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from loop_killer.hook import decide
-from loop_killer.hook.stop_hook import run
+from loop_killer.hook.stop_hook import parse_input, run
 
 from .kit import answer, fixture_transcript, lines_of, run_hook_process, stop_input, stops, write
 
@@ -85,13 +84,13 @@ def test_an_unexpected_failure_exits_0_with_a_short_note(tmp_path: Path) -> None
 
 def test_parse_input_reads_the_mod_flag_and_the_reply() -> None:
     data = stop_input("/t/s.jsonl", mod=True)
-    parsed = decide.parse_input(data)
+    parsed = parse_input(data)
     assert parsed is not None and parsed.mod_active and parsed.stop_hook_active
     assert parsed.last_assistant_message == "I am still working on getting the auth tests to pass."
-    assert decide.parse_input({**data, "loop_killer_mod": {"version": 2}}).mod_active is False
-    assert decide.parse_input({**data, "loop_killer_mod": True}).mod_active is False
-    assert decide.parse_input({**data, "stop_hook_active": "yes"}).stop_hook_active is False
-    assert decide.parse_input({**data, "transcript_path": 5}) is None
+    assert parse_input({**data, "loop_killer_mod": {"version": 2}}).mod_active is False
+    assert parse_input({**data, "loop_killer_mod": True}).mod_active is False
+    assert parse_input({**data, "stop_hook_active": "yes"}).stop_hook_active is False
+    assert parse_input({**data, "transcript_path": 5}) is None
 
 
 def test_the_hook_runs_as_a_module_and_through_the_cli(tmp_path: Path) -> None:

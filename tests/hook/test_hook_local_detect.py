@@ -20,10 +20,16 @@ from pathlib import Path
 
 import pytest
 from loop_killer.engine.reader import detect_transcript
-from loop_killer.hook.anchor import Anchor
-from loop_killer.hook.judge import Judgement, judge
+from loop_killer.hook.reply import (
+    Anchor,
+    Judgement,
+    judge,
+    last_goal_status,
+    last_prompt_time,
+    read_tail,
+    tail_from_bytes,
+)
 from loop_killer.hook.stop_hook import run
-from loop_killer.hook.tail import last_goal_status, last_prompt_time, read_tail, tail_from_bytes
 from loop_killer.tailing import find_run_start
 from transcripts import FIXTURES_328
 

@@ -26,6 +26,7 @@ became of the goal>.``
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -34,7 +35,12 @@ from ..printable import printable
 from ..state.inbox import Source
 
 __all__ = [
+    "HANDS_MOD",
+    "HANDS_NONE",
+    "HANDS_SCREEN",
+    "HANDS_TMUX",
     "MARK",
+    "MOD_MIN_VERSION",
     "MOD_PROTOCOL",
     "MOD_WAIT",
     "OUTCOMES",
@@ -46,12 +52,14 @@ __all__ = [
     "OUTCOME_SENT",
     "OUTPUT_MAX",
     "Firing",
+    "Hands",
     "Outcome",
     "failure_message",
     "hook_output",
     "mod_plan",
     "notice",
     "osc9",
+    "parse_version",
     "rule_head",
     "rule_label",
     "rule_phrase",
@@ -77,6 +85,24 @@ OUTCOME_QUEUED: Final = "clear_queued"  # the mod runs /goal clear once the turn
 OUTCOME_FAILED: Final = "clear_failed"  # the mod ran /goal clear and it failed
 OUTCOMES: Final[tuple[Outcome, ...]] = (OUTCOME_CLEARED, OUTCOME_SENT, OUTCOME_NOT_POSSIBLE,
                                         OUTCOME_NO_GOAL, OUTCOME_QUEUED, OUTCOME_FAILED)
+
+Hands = Literal["mod", "tmux", "screen", "none"]
+"""Who runs ``/goal clear``: the plugin's mod, typing into a tmux or screen pane, nobody
+(the journal's "hands" field)."""
+
+HANDS_MOD: Final = "mod"
+HANDS_TMUX: Final = "tmux"
+HANDS_SCREEN: Final = "screen"
+HANDS_NONE: Final = "none"
+
+MOD_MIN_VERSION = (2, 1, 287)
+"""The first Claude Code that loads the plugin's mod (the hands that run /goal clear)."""
+
+
+def parse_version(text: str) -> tuple[int, int, int] | None:
+    """``(2, 1, 328)`` from ``2.1.328 (Claude Code)``."""
+    match = re.search(r"(\d+)\.(\d+)\.(\d+)", text)
+    return (int(match[1]), int(match[2]), int(match[3])) if match else None
 
 
 

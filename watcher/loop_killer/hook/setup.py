@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..state.paths import config_dir, ensure_private_dir, linked_state_folders, state_dir
-from .decide import MOD_MIN_VERSION, parse_version
+from .notice import MOD_MIN_VERSION, parse_version
 from .terminal import Runner, command_runner
 
 __all__ = [

@@ -1,13 +1,27 @@
-"""The Stop hook's shell: take a request, or judge this reply; stop the turn if needed.
+"""The Stop hook: take a request, or judge this reply; stop the turn if needed.
 
 Run at the end of every main-session turn that the launcher could not settle from stdin
 and one ``lstat`` (``plugin/hooks/launch.py``: a reply to a person's prompt with no
-request pending never reaches the package). The steps are ``decide``'s.
+request pending never reaches the package). In order:
 
-Every run for a reply that answers a re-prompt leaves the session's anchor (``anchor``):
-the re-prompt that reply answered, as judged from the transcript, or one more than the
-last anchor when the transcript was not read (a request was taken, the run failed). So
-the next reply's hook knows which re-prompt it answers.
+1. ``parse_input``: only a main-session ``Stop`` with a usable session id is acted on.
+2. A fresh clear request for the session (from the watcher or ``loop-killer clear``) is
+   taken, exactly once, and acted on, unless a Stop hook already stopped the turn for
+   the answer it names (``state.records``).
+3. A reply that answers a person's prompt (``stop_hook_active`` false) can never fire: the
+   hook is done, without reading the transcript.
+4. Otherwise the hook judges the transcript's tail plus ``last_assistant_message`` itself
+   (``reply``: which reply this is, and whether it fires). When that fires, it records the
+   detection (whoever records it first, the watcher or the hook, logs it: nobody waits).
+5. ``fire`` stops the turn: it writes the detection log's lines, picks the hands
+   (``choose_hands``: the mod, typing into the pane, or nobody) and returns the hook's
+   output JSON (``notice.hook_output``). The tool-call hooks' last step
+   (``tools.stop``) stops a turn the same way.
+
+Every run for a reply that answers a re-prompt leaves the session's anchor
+(``reply.AnchorKeeper``): the re-prompt that reply answered, as judged from the
+transcript, or one more than the last anchor when the transcript was not read (a request
+was taken, the run failed). So the next reply's hook knows which re-prompt it answers.
 
 Nobody waits for anybody: the watcher and this hook may both judge the same answer; the
 one that records it first (``state.records``, an exclusive create keyed by the re-prompt
@@ -21,11 +35,13 @@ Whatever happens, the hook never prints ``decision: block`` (which would re-prom
 model): at worst it blocks nothing and says so in a short ``systemMessage``. It never
 writes to the transcript.
 """
-
 from __future__ import annotations
 
 import contextlib
 import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,23 +51,29 @@ from ..engine.tool_repeat import RULE_TOOL_REPEAT
 from ..state import records
 from ..state.files import NotAFile
 from ..state.notes import first_time
-from ..state.paths import request_waiting, state_dir
-from . import decide, notice, parse_json
-from .anchor import Anchor, advance_anchor, previous_anchor, read_anchor, save_anchor
-from .judge import Judgement, judge
-from .tail import last_prompt_time, read_tail
+from ..state.paths import is_plain_id, request_waiting, state_dir
+from . import notice, parse_json
+from .reply import (
+    Anchor,
+    AnchorKeeper,
+    Judgement,
+    judge,
+    last_goal_status,
+    last_prompt_time,
+    read_tail,
+)
 from .wait import file_size
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ..engine.tool_repeat import ToolRepeatCounter
-    from ..engine.transcript import ToolCall
+    from ..engine.transcript import GoalStatus, ToolCall
     from ..state.journal import OutcomeRecord
 
-# Acting (``act``: the hands, typing, subprocesses), requests (``state.inbox``) and the
-# mod's outcome records are imported only when this turn needs them: most re-prompted
-# turns only judge.
+# The hands' own modules (``mod_outcomes`` for the mod's plan, ``terminal`` for typing
+# into a pane), requests (``state.inbox``) and the detection log are imported only when
+# this turn needs them: most re-prompted turns only judge.
 
 __all__ = ["run", "run_input", "state_dir"]
 
@@ -70,7 +92,7 @@ def run_input(data: Any, *, env: dict[str, str], spawn_time: float | None = None
               settings: Settings | None = None) -> dict[str, Any] | None:
     """``run`` for hook input already parsed (``entry`` parses it once for every event,
     and loads the settings: loaded here when None)."""
-    hook_input = decide.parse_input(data)
+    hook_input = parse_input(data)
     if hook_input is None:
         return None
     state = state_dir(env)
@@ -81,7 +103,9 @@ def run_input(data: Any, *, env: dict[str, str], spawn_time: float | None = None
         return None
     _sweep_outcomes(state)
     # This reply answers a re-prompt: whatever happens below, the anchor moves on.
-    keeper = _Anchoring(state, hook_input, spawn_time) if hook_input.stop_hook_active else None
+    keeper = AnchorKeeper(str(state), hook_input.session_id, prompt_id=hook_input.prompt_id,
+                          transcript_path=hook_input.transcript_path,
+                          spawn_time=spawn_time) if hook_input.stop_hook_active else None
     try:
         output = _take_request(state, hook_input, env)
         if output is not None:
@@ -94,7 +118,7 @@ def run_input(data: Any, *, env: dict[str, str], spawn_time: float | None = None
             keeper.settle()
 
 
-def _take_request(state: Path, hook_input: decide.HookInput, env: dict[str, str]
+def _take_request(state: Path, hook_input: HookInput, env: dict[str, str]
                   ) -> dict[str, Any] | None:
     """Act on the session's fresh clear request, if one is waiting and still valid."""
     session_id = hook_input.session_id
@@ -121,8 +145,8 @@ def _take_request(state: Path, hook_input: decide.HookInput, env: dict[str, str]
                  hook_input=hook_input, state=state, env=env)
 
 
-def _check(state: Path, hook_input: decide.HookInput, env: dict[str, str],
-           spawn_time: float | None, keeper: _Anchoring, settings: Settings
+def _check(state: Path, hook_input: HookInput, env: dict[str, str],
+           spawn_time: float | None, keeper: AnchorKeeper, settings: Settings
            ) -> dict[str, Any] | None:
     """Judge this reply from the transcript's tail; stop the turn when a rule fires."""
     session_id = hook_input.session_id
@@ -181,48 +205,170 @@ def _check(state: Path, hook_input: decide.HookInput, env: dict[str, str],
 
 
 def _fire(firing: notice.Firing, answer_uuid: str, answer_digest: str,
-          judgement: Judgement | None, log_detection: bool, *, hook_input: decide.HookInput,
+          judgement: Judgement | None, log_detection: bool, *, hook_input: HookInput,
           state: Path, env: dict[str, str]) -> dict[str, Any]:
-    from .act import Fired, fire
-
     return fire(Fired(firing, answer_uuid, answer_digest, judgement, log_detection),
                 hook_input=hook_input, state=state, env=env)
 
 
-class _Anchoring:
-    """Saves the session's anchor exactly once per run: as judged, or advanced by one."""
+@dataclass(frozen=True, slots=True)
+class HookInput:
+    """The fields of the Stop hook's stdin that the hook uses."""
 
-    def __init__(self, state: Path, hook_input: decide.HookInput, spawn_time: float | None
-                 ) -> None:
-        self.state = str(state)
-        self.input = hook_input
-        self.spawn_time = spawn_time
-        self.previous: Anchor | None = None
-        self.done = False
+    session_id: str
+    transcript_path: str
+    stop_hook_active: bool  # this reply answers a Stop hook's re-prompt
+    last_assistant_message: str | None  # this reply's text
+    mod_version: int | None  # ``loop_killer_mod.version``, set by the mod
+    prompt_id: str = ""  # the same for every Stop of one turn (2.1.250, 2.1.328)
+    cwd: str = ""  # the session's folder (the tool-call hooks key calls with it)
 
-    def current(self) -> Anchor | None:
-        """The anchor the previous reply's hook left, if it is from this turn."""
-        self.previous = previous_anchor(read_anchor(self.state, self.input.session_id),
-                                        spawn_time=self.spawn_time,
-                                        prompt_id=self.input.prompt_id)
-        return self.previous
+    @property
+    def mod_active(self) -> bool:
+        """The mod is loaded for this very Stop and speaks our protocol: it will act."""
+        return self.mod_version == notice.MOD_PROTOCOL
 
-    def save(self, anchor: Anchor, *, size: int | None) -> None:
-        self.done = True
-        judged = Anchor(anchor.base, anchor.skip, offset=anchor.offset,
-                        turn_before=anchor.turn_before, prompt_id=self.input.prompt_id)
-        save_anchor(self.state, self.input.session_id, judged, prev=self.previous, size=size)
 
-    def settle(self) -> None:
-        """Nothing judged this reply's place: count it as the one after the anchor's."""
-        if self.done:
-            return
-        self.done = True
-        # The anchor is best effort, the stop is not.
-        with contextlib.suppress(Exception):
-            advance_anchor(self.state, self.input.session_id,
-                           size=file_size(self.input.transcript_path),
-                           prompt_id=self.input.prompt_id, spawn_time=self.spawn_time)
+def parse_input(raw: Any) -> HookInput | None:
+    """The hook input if it is a main-session Stop we can act on, else None (ignore it)."""
+    if not isinstance(raw, dict) or raw.get("hook_event_name") != "Stop":
+        return None
+    if raw.get("agent_id") or raw.get("agent_type"):
+        return None  # a subagent's stop, whatever the event is called in this version
+    session_id = raw.get("session_id")
+    transcript = raw.get("transcript_path")
+    if not is_plain_id(session_id) or not isinstance(session_id, str) or not isinstance(
+            transcript, str):
+        return None
+    message = raw.get("last_assistant_message")
+    mod = raw.get("loop_killer_mod")
+    version = mod.get("version") if isinstance(mod, dict) else None
+    return HookInput(
+        session_id=session_id,
+        transcript_path=transcript,
+        stop_hook_active=raw.get("stop_hook_active") is True,
+        last_assistant_message=message if isinstance(message, str) else None,
+        mod_version=version if isinstance(version, int) and not isinstance(version, bool) else None,
+        prompt_id=_text(raw.get("prompt_id"))[:200],
+        cwd=_text(raw.get("cwd")),
+    )
+
+
+
+@dataclass(frozen=True, slots=True)
+class Fired:
+    """What the hook knows of the answer it stops the turn for."""
+
+    firing: notice.Firing
+    answer_uuid: str
+    answer_digest: str
+    judgement: Judgement | None = None  # None when acting on a request alone
+    log_detection: bool = False  # this hook recorded the detection first: log it
+
+
+def fire(what: Fired, *, hook_input: HookInput, state: Path, env: dict[str, str]
+         ) -> dict[str, Any]:
+    """Log, act (the mod's plan, typing, or nothing) and return the hook's output."""
+    firing = what.firing
+    transcript = hook_input.transcript_path
+    common = {
+        "session_id": hook_input.session_id,
+        "answer_uuid": what.answer_uuid,
+        "rule": firing.rule,
+        "project": os.path.basename(os.path.dirname(transcript)),
+        "transcript_path": transcript,
+    }
+    from ..state import journal
+
+    judgement = what.judgement
+    if what.log_detection:
+        journal.append(state, journal.LoopRecord(
+            session_id=common["session_id"], answer_uuid=common["answer_uuid"],
+            rule=common["rule"], project=common["project"], transcript_path=transcript,
+            answer_digest=what.answer_digest,
+            prompt_uuid=judgement.prompt_uuid if judgement else "",
+            count=firing.count,
+            run_length=firing.run_length,
+            reply_in_file=judgement.reply_in_file if judgement else False,
+            case=judgement.case if judgement else "",
+            located_by=judgement.located_by if judgement else "",
+            snippet=(hook_input.last_assistant_message or "")[:200],
+            source="hook",
+        ))
+    goal_set = _goal_set(judgement.goal if judgement else None, transcript)
+    hands = choose_hands(mod_active=hook_input.mod_active, env=env)
+    plan = None
+    why = evidence = ""
+    acted: notice.Hands = notice.HANDS_NONE
+    outcome: notice.Outcome
+    if hands == notice.HANDS_MOD:
+        acted = hands
+        clear_goal = goal_set is not False  # "No goal set" is harmless; a missed goal is not
+        key = f"{hook_input.session_id}.{time.time_ns():x}"
+        outcome_path = ""
+        if clear_goal:  # without a goal the mod runs nothing and reports nothing
+            from .mod_outcomes import write_mod_plan_record
+
+            with contextlib.suppress(OSError):
+                outcome_path = write_mod_plan_record(str(state), key, {
+                    **common, "id": key, "offset": file_size(transcript) or 0,
+                    "clear_goal": clear_goal, "at": time.time(),
+                })
+        plan = notice.mod_plan(firing, plan_id=key, session_id=hook_input.session_id,
+                               clear_goal=clear_goal, outcome_path=outcome_path,
+                               transcript_path=transcript)
+        outcome = notice.OUTCOME_QUEUED if clear_goal else notice.OUTCOME_NO_GOAL
+    elif goal_set and hands in (notice.HANDS_TMUX, notice.HANDS_SCREEN):
+        acted = hands
+        from .terminal import type_goal_clear
+
+        typed = type_goal_clear(hands, env=env, transcript_path=transcript)
+        outcome, why, evidence = typed.outcome, typed.why, typed.evidence
+    else:
+        outcome, why = outcome_without_typing(goal_set=bool(goal_set), hands=hands)
+    journal.append(state, journal.OutcomeRecord(
+        session_id=common["session_id"], answer_uuid=common["answer_uuid"],
+        rule=common["rule"], project=common["project"], transcript_path=transcript,
+        outcome=outcome,
+        hands=acted,
+        detail=notice.notice(firing, outcome, why=why),
+        evidence=evidence,
+        source="hook",
+    ))
+    return notice.hook_output(firing, outcome, why=why, plan=plan)
+
+
+def _goal_set(goal: GoalStatus | None, transcript: str) -> bool | None:
+    """Whether a goal is set (neither met nor cleared); None when it cannot be told."""
+    if goal is None:
+        try:
+            goal = last_goal_status(transcript)
+        except OSError:
+            return None
+    return goal is not None and not goal.met
+
+
+def choose_hands(*, mod_active: bool, env: Mapping[str, str]) -> notice.Hands:
+    """Who can run ``/goal clear`` for this session: the mod, a typing hand, or nobody."""
+    if mod_active:
+        return notice.HANDS_MOD
+    if env.get("TMUX_PANE"):
+        return notice.HANDS_TMUX
+    if env.get("STY") and env.get("WINDOW"):
+        return notice.HANDS_SCREEN
+    return notice.HANDS_NONE
+
+
+def outcome_without_typing(*, goal_set: bool, hands: notice.Hands) -> tuple[notice.Outcome, str]:
+    """The outcome (and why) when nothing is typed: no goal, or no hands for it."""
+    if not goal_set:
+        return notice.OUTCOME_NO_GOAL, ""
+    if hands == notice.HANDS_NONE:
+        return notice.OUTCOME_NOT_POSSIBLE, (
+            "no loop-killer mod in this Claude Code, and not in tmux or screen"
+        )
+    return notice.OUTCOME_NOT_POSSIBLE, ""
+
 
 
 def _repeated_calls(state: Path, session_id: str, cwd: str, settings: Settings
@@ -291,3 +437,7 @@ def _anchor_text(anchor: Anchor | None) -> str | None:
 def _note_once(state: Path, key: str, text: str) -> dict[str, Any] | None:
     """A short systemMessage, shown once per ``key``."""
     return notice.failure_message(text) if first_time(state, key) else None
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""

@@ -22,8 +22,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..state.files import NotAFile, read_small_file, remove_file
-from .decide import Hands
-from .notice import OUTCOME_CLEARED, OUTCOME_NO_GOAL, OUTCOME_NOT_POSSIBLE, OUTCOME_SENT, Outcome
+from .notice import (
+    OUTCOME_CLEARED,
+    OUTCOME_NO_GOAL,
+    OUTCOME_NOT_POSSIBLE,
+    OUTCOME_SENT,
+    Hands,
+    Outcome,
+)
 from .screen import (
     COMMAND,
     find_proof,

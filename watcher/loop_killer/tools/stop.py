@@ -2,7 +2,7 @@
 one turn ends the turn, and a goal set in the session is cleared as a re-prompt loop's is.
 
 The words, the log's ``outcome`` line and the hands (the mod's plan) are the Stop hook's
-own (``hook.act.fire``): one way of stopping a turn and saying so. Only the mod clears a
+own (``hook.stop_hook.fire``): one way of stopping a turn and saying so. Only the mod clears a
 goal from here: typing ``/goal clear`` into the pane is verified from a Stop hook only, so
 without the mod the notice says the goal is only paused.
 
@@ -31,8 +31,7 @@ def stop_turn(data: dict[str, Any], *, state: str, label: str, refused: int,
     (``env``: the hook's environment)."""
     from ..engine.rules import RULE_REFUSED_RETRIES
     from ..hook import notice
-    from ..hook.act import Fired, fire
-    from ..hook.decide import HookInput
+    from ..hook.stop_hook import Fired, HookInput, fire
 
     transcript = data.get("transcript_path")
     transcript = transcript if isinstance(transcript, str) else ""
@@ -59,7 +58,7 @@ def stop_turn(data: dict[str, Any], *, state: str, label: str, refused: int,
 def mod_loads(transcript: str) -> bool:
     """Whether the session's Claude Code loads the mod, by the version its transcript's
     last lines name (a PreToolUse input, unlike a Stop's, carries no word from the mod)."""
-    from ..hook.decide import MOD_MIN_VERSION, parse_version
+    from ..hook.notice import MOD_MIN_VERSION, parse_version
     from ..state.files import open_transcript
 
     try:
