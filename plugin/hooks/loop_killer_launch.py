@@ -59,7 +59,7 @@ _ID_CHARS = frozenset(_ID_FIRST + "._-")
 
 
 def state_dir(env: "Mapping[str, str]") -> str:
-    """loop-killer's state folder, as ``loop_killer.state.paths.state_dir`` computes it."""
+    """loop-killer's state folder, as ``loop_killer.state.files.state_dir`` computes it."""
     configured = env.get("LOOP_KILLER_STATE_DIR")
     if configured:
         return os.path.expanduser(configured)
@@ -67,7 +67,7 @@ def state_dir(env: "Mapping[str, str]") -> str:
 
 
 def config_dir(env: "Mapping[str, str]") -> str:
-    """``$CLAUDE_CONFIG_DIR``, else ``$HOME/.claude`` (``loop_killer.state.paths``)."""
+    """``$CLAUDE_CONFIG_DIR``, else ``$HOME/.claude`` (``loop_killer.state.files``)."""
     configured = env.get("CLAUDE_CONFIG_DIR")
     if configured:
         return os.path.expanduser(configured)
@@ -75,7 +75,7 @@ def config_dir(env: "Mapping[str, str]") -> str:
 
 
 def is_plain_id(value: object) -> "TypeGuard[str]":
-    """A session id safe as a file name (``loop_killer.state.paths.is_plain_id``)."""
+    """A session id safe as a file name (``loop_killer.state.files.is_plain_id``)."""
     return (isinstance(value, str) and 0 < len(value) <= 128 and value[0] in _ID_FIRST
             and _ID_CHARS.issuperset(value) and ".." not in value)
 
@@ -123,7 +123,7 @@ def parse_input(raw: bytes) -> "Any":
 
 class _ScanContext:
     """The settings ``json.JSONDecoder()`` hands the C scanner. (The package's
-    ``loop_killer.lightjson`` has the same: this file cannot import the package.)"""
+    ``loop_killer.light`` has the same: this file cannot import the package.)"""
 
     strict = True
     object_hook = None

@@ -177,7 +177,7 @@ def test_a_linked_folder_is_said_once_in_the_hooks_log(tmp_path: Path) -> None:
 
 
 def test_doctor_can_list_the_linked_state_folders(tmp_path: Path) -> None:
-    from loop_killer.state.paths import linked_state_folders
+    from loop_killer.state.files import linked_state_folders
 
     state = _state(tmp_path)
     (state / "fired").mkdir(parents=True)

@@ -20,7 +20,7 @@ from loop_killer.scan.cache import CACHE_FILE, SETTLING
 from loop_killer.scan.prices import PriceTable
 from loop_killer.scan.records import FileResult, Loop, Reply, Tokens
 from loop_killer.scan.summary import Collector
-from loop_killer.state.paths import projects_dir, state_dir
+from loop_killer.state.files import projects_dir, state_dir
 from transcripts import FIXTURES, Transcript, Use
 
 SAME = "I am still working on the auth tests; the condition is not met yet."

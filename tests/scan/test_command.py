@@ -14,7 +14,7 @@ from loop_killer import cli
 from loop_killer.scan import pool
 from loop_killer.scan.files import find_transcripts
 from loop_killer.scan.report import Progress
-from loop_killer.state.paths import projects_dir
+from loop_killer.state.files import projects_dir
 from transcripts import START, Transcript, Use, total
 
 SESSION_A = "aaaaaaaa-2222-4333-8444-555555555555"

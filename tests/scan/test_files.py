@@ -20,7 +20,7 @@ from loop_killer.scan.files import (
 )
 from loop_killer.scan.pool import scan_transcripts
 from loop_killer.scan.transcript import scan_bytes
-from loop_killer.state.paths import projects_dir
+from loop_killer.state.files import projects_dir
 from transcripts import FIXTURES, Use
 from transcripts import Transcript as Session  # (scan.files has a Transcript)
 

@@ -62,7 +62,7 @@ from .engine.tool_repeat import (
     TOOL_REPEAT_WARN,
     ToolRepeatCounter,
 )
-from .value import Value
+from .light import Value
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool-call hook imports this module
 if TYPE_CHECKING:

@@ -27,7 +27,7 @@ warning: reverting is sometimes right.
 
 from __future__ import annotations
 
-from ..digest import hex_digest
+from ..light import hex_digest
 from .masking import canonical
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool-call hook imports this module

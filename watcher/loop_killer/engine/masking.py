@@ -10,8 +10,7 @@ mistake). ``canonical`` is the JSON form of a call's input or a structured outpu
 
 from __future__ import annotations
 
-from ..digest import hex_digest
-from ..lightjson import dumps
+from ..light import dumps, hex_digest
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool call does not import typing
 if TYPE_CHECKING:

@@ -25,8 +25,7 @@ keeps going fires again at the next threshold and no answer ever fires twice.
 
 from __future__ import annotations
 
-from ..digest import hex_digest
-from ..value import Value
+from ..light import Value, hex_digest
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool-call hook imports this module
 if TYPE_CHECKING:

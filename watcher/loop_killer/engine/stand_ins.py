@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..digest import digest
+from ..light import digest
 from .edits import FILE_CHANGING_TOOLS
 from .masking import result_key
 from .pairing import ToolPairing

@@ -28,9 +28,7 @@ The counter keeps only digests: per call, its last result and count, at most
 
 from __future__ import annotations
 
-from ..digest import hex_digest
-from ..lightjson import loads
-from ..value import Value
+from ..light import Value, hex_digest, loads
 from .edits import (
     EDIT_OSCILLATION_WARN,
     FILE_CHANGING_TOOLS,

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..digest import hex_digest
+from ..light import hex_digest
 from .masking import result_key
 from .pairing import ToolPairing
 from .tool_repeat import DEFAULT_IGNORED, call_key, is_ignored, is_refusal

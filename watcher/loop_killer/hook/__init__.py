@@ -18,7 +18,7 @@ mod's ``/goal clear`` did), ``wait`` (bounded polling), ``setup`` (``loop-killer
 needs. The hook input is parsed here, once, for ``entry`` and ``stop_hook`` alike.
 """
 
-from ..lightjson import loads
+from ..light import loads
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a normal turn does not import typing
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ import os
 import sys
 import time
 
-from ..lightjson import dumps
+from ..light import dumps
 from . import MAX_INPUT_BYTES, parse_json
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a normal turn does not import typing
@@ -45,7 +45,7 @@ def main(raw: bytes | None = None) -> int:
         except (OSError, ValueError, AttributeError):
             raw = b""
     env = dict(os.environ)
-    from ..state.paths import state_dir_text
+    from ..state.files import state_dir_text
 
     # Nothing reaches stderr (warnings, log records): it goes to the hook's own log.
     sys.stderr = _StderrToLog(os.path.join(state_dir_text(env), "hook-errors.log"))
@@ -76,7 +76,7 @@ def dispatch(raw: bytes, *, env: dict[str, str]) -> dict[str, Any] | None:
     if event != "Stop" and event not in TOOL_EVENTS:
         return None
     from ..config import load_settings
-    from ..state.paths import state_dir_text
+    from ..state.files import state_dir_text
 
     state = state_dir_text(env)
     settings = load_settings(state, env)
@@ -98,9 +98,9 @@ def _with_config_note(output: dict[str, Any] | None, state: str, problems: tuple
                       ) -> dict[str, Any] | None:
     """``output`` with the settings' problems added to what the person sees, the first
     time these problems are met (the same problems are not said at every turn)."""
-    from ..digest import hex_digest
+    from ..light import hex_digest
     from ..printable import printable
-    from ..state.notes import first_time
+    from ..state.records import first_time
 
     key = "config-" + hex_digest("\n".join(problems), 16)
     if not first_time(state, key):
@@ -177,8 +177,7 @@ def _crash_note(error: BaseException, env: dict[str, str]) -> dict[str, Any] | N
 
     summary = f"{type(error).__name__}: {error}"[:300]
     try:
-        from ..state.files import append_line, write_private_file
-        from ..state.paths import state_dir_text
+        from ..state.files import append_line, state_dir_text, write_private_file
 
         state = state_dir_text(env)
         log_path = os.path.join(state, "hook-errors.log")

@@ -6,7 +6,7 @@ knows: session, answer, rule, transcript and its size at the stop) and names
 with ``{"status": "queued" | "cleared" | "no_goal" | "failed" | "unknown", "output", ...}``.
 The watcher (every half second) and the next hook run (any session) log each settled
 plan once and remove both files: whoever takes the plan record first (a rename) logs it.
-Neither is done through a linked ``outcomes/`` or state folder (``state.paths.state_folder``).
+Neither is done through a linked ``outcomes/`` or state folder (``state.files.state_folder``).
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..state.files import read_json_object, remove_file, write_private_file
+from ..state.files import read_json_object, remove_file, state_folder, write_private_file
 from ..state.journal import OutcomeRecord
-from ..state.paths import state_folder
 from .notice import OUTCOME_CLEARED, OUTCOME_FAILED, OUTCOME_NO_GOAL, OUTCOME_SENT, Outcome
 from .screen import find_proof
 from .wait import read_new_bytes

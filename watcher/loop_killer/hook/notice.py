@@ -28,11 +28,13 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from ..engine.rules import RULE_MANUAL, Rule, rule_phrase
 from ..printable import printable
-from ..state.inbox import Source
+
+if TYPE_CHECKING:
+    from ..state.inbox import Source
 
 __all__ = [
     "HANDS_MOD",

@@ -52,7 +52,7 @@ one this reply's place is judged from. "After" is told on the boot clock (``boot
 which nobody sets: the wall clock set back between two Stops would make the next reply's
 hook look older than the last anchor, a twin of the reply before. Anchors are small,
 private, written atomically and read without following links (nor a linked ``hook/`` or
-state folder: ``state.paths.state_folder``); a missing or broken file is simply no anchor.
+state folder: ``state.files.state_folder``); a missing or broken file is simply no anchor.
 """
 from __future__ import annotations
 
@@ -235,8 +235,7 @@ def anchor_path(state: str, session_id: str) -> str:
 
 def read_anchor(state: str, session_id: str) -> Saved | None:
     """The session's anchor file, or None (missing, unsafe, broken)."""
-    from ..state.files import read_json_object
-    from ..state.paths import state_folder
+    from ..state.files import read_json_object, state_folder
 
     try:
         state_folder(state, ANCHOR_DIR)
@@ -273,8 +272,7 @@ def save_anchor(state: str, session_id: str, anchor: Anchor, *, prev: Anchor | N
 
     import orjson
 
-    from ..state.files import write_private_file
-    from ..state.paths import state_folder
+    from ..state.files import state_folder, write_private_file
 
     record = {"v": ANCHOR_VERSION, **anchor.fields(),
               "prev": prev.fields() if prev is not None else None,

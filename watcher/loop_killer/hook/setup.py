@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..state.paths import config_dir, ensure_private_dir, linked_state_folders, state_dir
+from ..state.files import config_dir, ensure_private_dir, linked_state_folders, state_dir
 from .notice import MOD_MIN_VERSION, parse_version
 from .terminal import Runner, command_runner
 
@@ -94,8 +94,7 @@ def record_interpreter(state: Path, python: str | None = None) -> Path:
     """Write this interpreter's path where the plugin's launcher looks for it: absolute,
     links not followed (a venv's python must be started by its own path). Never through
     a linked state folder (raises NotAFolder): the launcher would run what it names."""
-    from ..state.files import write_private_file
-    from ..state.paths import state_folder
+    from ..state.files import state_folder, write_private_file
 
     path = state_folder(state, create=True, private=True) / INTERPRETER_FILE
     write_private_file(path, (os.path.abspath(python or sys.executable) + "\n").encode())

@@ -49,9 +49,8 @@ from ..config import Settings, load_settings
 from ..engine.rules import text_digest
 from ..engine.tool_repeat import RULE_TOOL_REPEAT
 from ..state import records
-from ..state.files import NotAFile
-from ..state.notes import first_time
-from ..state.paths import is_plain_id, request_waiting, state_dir
+from ..state.files import NotAFile, is_plain_id, request_waiting, state_dir
+from ..state.records import first_time
 from . import notice, parse_json
 from .reply import (
     Anchor,

@@ -115,7 +115,7 @@ def _bad_arguments(args: argparse.Namespace, root: Path) -> str:
 def _scan(args: argparse.Namespace, gc_pace: tuple[int, int, int]) -> int:
     from ..config import load_settings
     from ..printable import printable
-    from ..state.paths import projects_dir, state_dir
+    from ..state.files import projects_dir, state_dir
     from .files import find_transcripts
     from .prices import PriceError, PriceTable, read_price_file
     from .report import TOP, human_report, json_bytes
@@ -159,7 +159,7 @@ def _read(args: argparse.Namespace, listing: Listing, collector: Collector,
     since the last scan, read now for the others (the garbage collector at ``gc_pace``
     meanwhile). Returns how many came from the cache. Interrupted, it raises
     KeyboardInterrupt and leaves the cache as it was."""
-    from ..state.paths import state_dir
+    from ..state.files import state_dir
     from .cache import ScanCache, scan_context
     from .pool import scan_transcripts
     from .report import Progress

@@ -22,8 +22,7 @@ from functools import partial
 from pathlib import Path
 
 from ..config import Settings
-from ..state.files import NotAFile, open_transcript
-from ..state.paths import is_plain_id, session_id_of
+from ..state.files import NotAFile, is_plain_id, open_transcript, session_id_of
 from .lean import LeanScan
 from .records import FileResult
 from .transcript import TranscriptScan

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..digest import digest
 from ..engine.transcript import AssistantPart
+from ..light import digest
 from .records import ModelTokens, Replies, Reply, ReplyKey, Tokens, by_model
 
 __all__ = ["MAX_OPEN", "UsageLedger", "reply_key"]

@@ -22,7 +22,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..digest import digest
 from ..engine.answers import Answer
 from ..engine.edits import FILE_CHANGING_TOOLS, MAX_FILES, edited_file
 from ..engine.reader import Step
@@ -38,6 +37,7 @@ from ..engine.tool_repeat import (
     call_label,
 )
 from ..engine.transcript import AssistantPart, Event, ToolCall, ToolResults, TurnStart
+from ..light import digest
 from .ledger import UsageLedger
 from .records import Loop
 

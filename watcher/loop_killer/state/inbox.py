@@ -27,8 +27,16 @@ from typing import Any, Literal
 import orjson
 
 from ..engine.rules import RULES, Rule
-from .files import NotAFile, read_small_file, remove_file, write_private_file
-from .paths import NotAFolder, is_plain_id, same_transcript, state_folder
+from .files import (
+    NotAFile,
+    NotAFolder,
+    is_plain_id,
+    read_small_file,
+    remove_file,
+    same_transcript,
+    state_folder,
+    write_private_file,
+)
 
 __all__ = [
     "MAX_REQUEST_AGE",

@@ -26,8 +26,7 @@ from typing import Any, ClassVar
 import orjson
 
 from ..engine.tool_repeat import TOOL_CALL_RULES
-from .files import append_line
-from .paths import state_folder
+from .files import append_line, state_folder
 
 __all__ = [
     "DETECTION",

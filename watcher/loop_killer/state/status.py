@@ -16,8 +16,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from .files import read_json_object, write_private_file
-from .paths import is_plain_id, state_folder
+from .files import is_plain_id, read_json_object, state_folder, write_private_file
 
 __all__ = [
     "BEHIND_LAG",

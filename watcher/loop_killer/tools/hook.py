@@ -51,7 +51,7 @@ def run_input(data: Any, *, env: dict[str, str], settings: Settings | None = Non
     session_id = data.get("session_id")
     if not isinstance(session_id, str):
         return None
-    from ..state.paths import state_dir_text
+    from ..state.files import state_dir_text
 
     state = state_dir_text(env)
     if settings is None:

@@ -10,7 +10,7 @@ subagents run, the file never outgrows ``MAX_STATE_BYTES`` and the main session'
 are never lost. A subagent's scope is keyed by a digest of its ``agent_id`` unless the id
 is a short plain name (any text in the input must read back).
 
-The folder is taken through ``state.paths.state_folder``: never a link (nor the state
+The folder is taken through ``state.files.state_folder``: never a link (nor the state
 folder), owned by this user and private; a file another user owns is never read.
 
 Hooks for parallel tool calls run at the same time: every read-modify-write holds an
@@ -27,8 +27,7 @@ import stat
 import time
 
 from ..engine.tool_repeat import MAX_CALLS
-from ..state.files import remove_file
-from ..state.paths import is_plain_id, state_folder_text
+from ..state.files import is_plain_id, remove_file, state_folder_text
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: these hooks run on every tool call
 if TYPE_CHECKING:
@@ -105,7 +104,7 @@ def scope_key(scope: str) -> str:
     surrogate, which would not read back; a long id) by digest."""
     if scope == MAIN or (is_plain_id(scope) and len(scope) <= 64):
         return scope
-    from ..digest import hex_digest
+    from ..light import hex_digest
 
     return f"agent-{hex_digest(scope, 32)}"
 
@@ -186,7 +185,7 @@ def put(data: dict[str, Any] | None, scope: str, counts: ToolRepeatCounter) -> d
     subagent), bounded: the main scope first, each subagent's newest ``SUBAGENT_CALLS``
     calls, at most ``MAX_SCOPES`` scopes, and within ``STATE_BUDGET`` bytes, the oldest
     subagents dropped first."""
-    from ..lightjson import dumps
+    from ..light import dumps
 
     old = data.get("scopes") if data is not None else None
     scopes: dict[str, Any] = dict(old) if isinstance(old, dict) else {}
@@ -236,7 +235,7 @@ def save(path: str, data: dict[str, Any], *, refusable: bool) -> None:
     refusal marker (``refusable``: some scope's counter would refuse a call now). The
     marker comes second: a crash between the two leaves it missing, which refuses
     nothing."""
-    from ..lightjson import dumps
+    from ..light import dumps
     from ..state.files import write_private_file
 
     _folder(os.path.dirname(os.path.dirname(path)), create=True)

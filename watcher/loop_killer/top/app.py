@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from ..config import load_settings
 from ..scan.prices import PriceTable
 from ..state import journal
-from ..state.paths import list_transcripts, projects_dir, session_id_of, state_dir
+from ..state.files import list_transcripts, projects_dir, session_id_of, state_dir
 from ..state.status import (
     SessionStatus,
     WatcherHeartbeat,

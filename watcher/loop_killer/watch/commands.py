@@ -29,8 +29,8 @@ from ..engine.rules import RULE_MANUAL, RULE_REFUSED_RETRIES, rule_phrase
 from ..engine.tool_repeat import RULE_TOOL_REPEAT
 from ..printable import printable, terminal_width, wrap
 from ..state import journal
+from ..state.files import is_plain_id, list_transcripts, projects_dir, session_id_of, state_dir
 from ..state.inbox import ClearRequest, InvalidRequest, peek_request, write_request
-from ..state.paths import is_plain_id, list_transcripts, projects_dir, session_id_of, state_dir
 from ..state.status import SessionStatus, falling_behind, read_session_status, watcher_alive
 from . import report
 from .narrate import FINAL_OUTCOMES, VERDICTS

@@ -15,7 +15,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..digest import digest
+from ..light import digest
 from ..state.files import open_transcript
 
 __all__ = [

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from ..state import records
-from ..state.files import read_small_file
+from ..state.files import is_plain_id, read_small_file, state_folder
 from ..state.inbox import (
     MAX_REQUEST_AGE,
     MAX_REQUEST_BYTES,
@@ -22,7 +22,6 @@ from ..state.inbox import (
     InvalidRequest,
     parse_request,
 )
-from ..state.paths import is_plain_id, state_folder
 from ..state.status import read_session_status
 from . import report
 from .tracked import Tracked

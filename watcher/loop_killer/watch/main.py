@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from ..config import load_settings
 from ..printable import terminal_width, without_controls, wrap
-from ..state.paths import ensure_private_dir, projects_dir, state_dir
+from ..state.files import ensure_private_dir, projects_dir, state_dir
 from . import notify
 from .watcher import POLL_INTERVAL, RECONCILE_INTERVAL, SWEEP_INTERVAL, Watcher
 

@@ -34,7 +34,7 @@ from watchdog.events import (
     FileSystemEventHandler,
 )
 
-from ..state.paths import is_session_file_name, list_transcripts
+from ..state.files import is_session_file_name, list_transcripts
 
 __all__ = [
     "DIR",

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.rules import text_digest
-from ..state.paths import request_waiting
+from ..state.files import request_waiting
 from ..state.status import SessionStatus, read_session_status, write_session_status
 from . import report
 from .tracked import Published, Tracked

@@ -41,8 +41,8 @@ from ..engine.rules import text_digest
 from ..engine.run import Detection
 from ..engine.transcript import GoalStatus, SystemEntry
 from ..state import journal, records
+from ..state.files import request_waiting
 from ..state.inbox import ClearRequest, InvalidRequest, discard_request, write_request
-from ..state.paths import request_waiting
 from . import report
 from .narrate import Narrator, Notice, Said
 from .outcomes import OUTCOME_TIMEOUT, Outcome, PendingOutcome, at_deadline, is_historic

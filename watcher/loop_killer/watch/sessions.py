@@ -37,9 +37,8 @@ from ..engine.reader import Step, TranscriptReader
 from ..engine.rules import RULE_IDLE, RULE_SAME
 from ..engine.transcript import GoalStatus, SystemEntry, TurnStart, parse_timestamp
 from ..state import records
-from ..state.files import open_transcript
+from ..state.files import open_transcript, session_id_of
 from ..state.inbox import discard_request, peek_request
-from ..state.paths import session_id_of
 from ..state.status import session_status_path
 from ..tailing import scan_run_start
 from .follower import Change, FileKey, Follower, Seen, Vanished, classify, seen_of

@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .. import __version__
+from ..state.files import config_dir
 from ..state.journal import Record
-from ..state.paths import config_dir
 from .metrics import MetricsSource
 from .telemetry_plan import (
     _SETTINGS_BYTES,

@@ -35,8 +35,8 @@ from typing import Any
 
 from ..hook.mod_outcomes import sweep_mod_outcomes
 from ..state import journal
+from ..state.files import ensure_private_dir, state_folder
 from ..state.journal import JournalTail
-from ..state.paths import ensure_private_dir, state_folder
 from ..state.status import (
     HEARTBEAT_INTERVAL,
     WatcherHeartbeat,

@@ -1,4 +1,4 @@
-"""``lightjson`` gives what ``json`` gives, without importing it: every value, every
+"""``light`` gives what ``json`` gives, without importing it: every value, every
 option the package uses, and the same errors for bad input."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from loop_killer import lightjson
+from loop_killer import light
 
 _SCALARS = (st.none() | st.booleans() | st.integers() | st.text()
             | st.floats(allow_nan=False))
@@ -29,22 +29,22 @@ _OPTIONS = [
 @settings(max_examples=600, deadline=None)
 @given(_VALUES, st.sampled_from(_OPTIONS))
 def test_dumps_writes_what_json_writes(value: object, options: dict) -> None:
-    assert lightjson.dumps(value, **options) == json.dumps(value, **options)
+    assert light.dumps(value, **options) == json.dumps(value, **options)
 
 
 @settings(max_examples=600, deadline=None)
 @given(_VALUES, st.sampled_from(["", " ", "\n\t ", "\r\n"]))
 def test_loads_reads_what_json_reads(value: object, space: str) -> None:
     text = space + json.dumps(value) + space
-    assert lightjson.loads(text) == json.loads(text)
-    assert lightjson.loads(text.encode()) == json.loads(text.encode())
+    assert light.loads(text) == json.loads(text)
+    assert light.loads(text.encode()) == json.loads(text.encode())
 
 
 def test_the_constants_json_accepts() -> None:
-    read = lightjson.loads(b'[NaN, Infinity, -Infinity, 1e400, 12345678901234567890]')
+    read = light.loads(b'[NaN, Infinity, -Infinity, 1e400, 12345678901234567890]')
     assert math.isnan(read[0]) and read[1:4] == [math.inf, -math.inf, math.inf]
     assert read[4] == 12345678901234567890
-    assert lightjson.dumps([math.inf, -math.inf]) == "[Infinity, -Infinity]"
+    assert light.dumps([math.inf, -math.inf]) == "[Infinity, -Infinity]"
 
 
 @pytest.mark.parametrize("data", [
@@ -59,16 +59,16 @@ def test_odd_encodings_are_read_as_json_reads_them(data: bytes | str) -> None:
         expected: object = json.loads(data)
     except ValueError as error:
         with pytest.raises(type(error)):
-            lightjson.loads(data)
+            light.loads(data)
     else:
-        assert lightjson.loads(data) == expected
+        assert light.loads(data) == expected
 
 
 @pytest.mark.parametrize("data", [b"", b"  ", b"{", b'{"a": 1} x', b"[1,]", b"\xff",
                                   b"nul", b'{"a" 1}', b"01"])
 def test_bad_json_raises_json_own_error(data: bytes) -> None:
     with pytest.raises(ValueError) as caught:
-        lightjson.loads(data)
+        light.loads(data)
     with pytest.raises(ValueError) as expected:
         json.loads(data)
     assert type(caught.value) is type(expected.value)
@@ -80,7 +80,7 @@ def test_too_deep_raises_recursion_error_as_json_does() -> None:
     with pytest.raises(RecursionError):
         json.loads(deep)
     with pytest.raises(RecursionError):
-        lightjson.loads(deep)
+        light.loads(deep)
 
 
 def test_what_json_cannot_write_raises_as_json_does() -> None:
@@ -90,9 +90,9 @@ def test_what_json_cannot_write_raises_as_json_does() -> None:
         with pytest.raises((TypeError, ValueError)) as expected:
             json.dumps(value)
         with pytest.raises(type(expected.value)) as caught:
-            lightjson.dumps(value)
+            light.dumps(value)
         assert str(caught.value) == str(expected.value)
-    assert lightjson.dumps({"a": object}, default=str) == json.dumps({"a": object}, default=str)
+    assert light.dumps({"a": object}, default=str) == json.dumps({"a": object}, default=str)
 
     class Falsy:  # a default that is falsy is a default all the same
         def __bool__(self) -> bool:
@@ -101,7 +101,7 @@ def test_what_json_cannot_write_raises_as_json_does() -> None:
         def __call__(self, value: object) -> str:
             return "x"
 
-    assert lightjson.dumps([{1}], default=Falsy()) == json.dumps([{1}], default=Falsy())
+    assert light.dumps([{1}], default=Falsy()) == json.dumps([{1}], default=Falsy())
 
 
 def test_an_encoder_that_answers_otherwise_leaves_it_to_json(monkeypatch: pytest.MonkeyPatch
@@ -112,7 +112,7 @@ def test_an_encoder_that_answers_otherwise_leaves_it_to_json(monkeypatch: pytest
     def other_encoder(*args: object) -> object:
         raise TypeError("make_encoder() takes other arguments")
 
-    monkeypatch.setattr(lightjson, "_encoder_ok", None)
+    monkeypatch.setattr(light, "_encoder_ok", None)
     monkeypatch.setattr(_json, "make_encoder", other_encoder)
-    assert lightjson.dumps({"b": 1, "a": [2]}, sort_keys=True) == '{"a": [2], "b": 1}'
-    assert lightjson._encoder_ok is False
+    assert light.dumps({"b": 1, "a": [2]}, sort_keys=True) == '{"a": [2], "b": 1}'
+    assert light._encoder_ok is False
