@@ -4,8 +4,7 @@ inference (``engine.usage.Usage``), which the scan prices apart."""
 from __future__ import annotations
 
 import orjson
-from loop_killer.engine.transcript import AssistantPart, parse_line
-from loop_killer.engine.usage import MAX_COUNT, Usage
+from loop_killer.engine.transcript import MAX_COUNT, AssistantPart, Usage, parse_line
 
 
 def _line(usage: dict[str, object]) -> bytes:

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import random
 
-from loop_killer.engine.lines import LineBuffer
-from loop_killer.engine.reader import EventReader
+from loop_killer.engine.reader import EventReader, LineBuffer
 
 PIECES = [b"\n", b"\n" * 50, b" \n", b"\r\n", b"\t \x0b\x0c\n", b"  ", b"x\n", b" x\n",
           b"\x00\n", b'{"type":"user"}\n', b'  {"a":1}\n', b"abc", b"\n" * 3000]

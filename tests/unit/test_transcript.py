@@ -7,7 +7,7 @@ import time
 
 import orjson
 import pytest
-from loop_killer.engine.lines import LineBuffer
+from loop_killer.engine.reader import LineBuffer
 from loop_killer.engine.transcript import (
     AssistantPart,
     Discard,

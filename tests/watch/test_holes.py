@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 from loop_killer import cli
-from loop_killer.engine.lines import MAX_LINE_BYTES
+from loop_killer.engine.reader import MAX_LINE_BYTES
 from loop_killer.state.inbox import peek_request
 from loop_killer.watch.main import configure_logging
 from loop_killer.watch.sessions import Sessions

@@ -26,9 +26,9 @@ from .transcript import (
     assistant_event,
     reply_of,
     typed_by_person,
+    usage_of,
     user_text_event,
 )
-from .usage import usage_of
 
 __all__ = ["LEAN", "NOT_TYPED", "Line", "ReadAgain", "typed_event"]
 

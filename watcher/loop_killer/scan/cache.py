@@ -41,7 +41,7 @@ import orjson
 
 from .. import __version__
 from ..config import Settings
-from ..engine.usage import is_count
+from ..engine.transcript import is_count
 from ..state.files import (
     ensure_private_dir,
     read_small_file,

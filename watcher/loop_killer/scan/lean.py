@@ -20,8 +20,8 @@ session is found in its lines.
 from __future__ import annotations
 
 from ..config import Settings
-from ..engine.lines import MAX_LINE_BYTES, LineBuffer
 from ..engine.prefilter import COST, KEEP, sort_line
+from ..engine.reader import MAX_LINE_BYTES, LineBuffer
 from ..engine.transcript import AssistantPart, TurnStart
 from ..engine.typed import NOT_TYPED, typed_event
 from .hints import LoopHints, Segment

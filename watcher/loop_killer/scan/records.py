@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..engine.usage import Usage
+from ..engine.transcript import Usage
 
 __all__ = [
     "FileResult",

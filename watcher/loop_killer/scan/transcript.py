@@ -20,7 +20,6 @@ from functools import partial
 import orjson
 
 from ..config import Settings
-from ..engine.lines import MAX_LINE_BYTES
 from ..engine.prefilter import (
     COST,
     KEEP,
@@ -30,7 +29,7 @@ from ..engine.prefilter import (
     sort_line,
     unread_result,
 )
-from ..engine.reader import EventReader, Step, TranscriptReader
+from ..engine.reader import MAX_LINE_BYTES, EventReader, Step, TranscriptReader
 from ..engine.tool_repeat import RULE_TOOL_REPEAT
 from ..engine.transcript import (
     AssistantPart,

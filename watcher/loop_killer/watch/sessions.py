@@ -31,9 +31,8 @@ from pathlib import Path
 
 from ..config import Settings, load_settings, transcript_cwd
 from ..engine.answers import PROMPT_REPROMPT
-from ..engine.lines import MAX_LINE_BYTES
 from ..engine.prefilter import skim_span
-from ..engine.reader import Step, TranscriptReader
+from ..engine.reader import MAX_LINE_BYTES, Step, TranscriptReader
 from ..engine.rules import RULE_IDLE, RULE_SAME
 from ..engine.transcript import GoalStatus, SystemEntry, TurnStart, parse_timestamp
 from ..state import records
