@@ -491,7 +491,7 @@ def test_tui_a_goal_rerunning_the_same_failing_command_is_cut_and_cleared(
 ) -> None:
     """In the terminal UI the transcript lags the Stop hook (the reply's last line is often
     not written yet): the answer's call and result, written before it, still tell that its
-    work brought nothing new (engine.work), and the loop ends on the 3rd similar answer."""
+    work brought nothing new (engine.run), and the loop ends on the 3rd similar answer."""
     settings = sandbox.home / ".claude" / "settings.json"
     settings.parent.mkdir(parents=True, exist_ok=True)
     settings.write_text(json.dumps({"permissions": {"allow": ["Bash"]}}))

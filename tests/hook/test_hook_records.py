@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from loop_killer.hook import stop_hook
 from loop_killer.hook.stop_hook import run
-from loop_killer.hook.wait import poll
+from loop_killer.hook.terminal import poll
 from loop_killer.state import journal as journal_module
 from loop_killer.state import records
 from loop_killer.state.inbox import ClearRequest, write_request

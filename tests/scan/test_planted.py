@@ -252,7 +252,7 @@ def test_chunking_never_changes_the_loops() -> None:
 
 
 def test_a_goal_that_only_repeats_a_result_is_a_reprompt_loop() -> None:
-    """Work means something new (engine.work): answers whose tool work only gives back a
+    """Work means something new (engine.run): answers whose tool work only gives back a
     result already seen in the turn are a re-prompt loop, as the hook and the watcher
     judge them."""
     session = goal_session()

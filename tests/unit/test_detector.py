@@ -1006,7 +1006,7 @@ def _build(  # noqa: C901 - the reference model reads best as one table of step 
             uuid = t.reply(text, thinking=f"pass {n} zebra{n} quokka{n}" if thinking else None)
             add_to_run(uuid, text)
         elif kind == "reprompt_tool":
-            # Work only when its result is new in the person's turn (engine.work).
+            # Work only when its result is new in the person's turn (engine.run).
             output = f"{args[1]} failed"
             t.reprompt()
             text = "Running the tests.\n" + VOCAB[args[0]]

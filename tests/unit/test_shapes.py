@@ -153,7 +153,7 @@ def test_the_same_failure_from_varied_calls_would_warn_on_an_ordinary_search() -
     with nothing printed; Claude Code writes "Exit code 1" alone), and it is no loop.
     The loop the rule aims at (pip install foo==1.0, ==1.1, foo) prints the version it
     tried, so its errors differ; a run of answers to re-prompts that only repeat results
-    is ended by the re-prompt rules (engine.work), and a repeated call by TOOL_REPEAT."""
+    is ended by the re-prompt rules (engine.run), and a repeated call by TOOL_REPEAT."""
     search = [("Bash", "Exit code 1", True)] * 3  # grep -rn TODO src/a, src/b, src/c
     assert _same_failure_would_warn(search)
     pip = [("Bash", f"ERROR: No matching distribution found for foo=={v}", True)

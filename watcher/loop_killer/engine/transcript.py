@@ -534,7 +534,7 @@ def is_run_boundary(event: Event | None) -> bool:
 
     Used to read a transcript backwards only as far as the trailing run needs: a turn
     start resets the run. (An answer that used a tool no longer does by itself: whether
-    its work was new depends on the results seen earlier in the turn, ``work``.)
+    its work was new depends on the results seen earlier in the turn, ``run.TurnWork``.)
     """
     return isinstance(event, TurnStart)
 

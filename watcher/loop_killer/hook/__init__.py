@@ -8,14 +8,14 @@ one, or judges on its own whether this reply crossed a threshold, and if so ends
 (``continue: false``) and gets ``/goal clear`` run: by the plugin's mod where it is
 loaded, else by typing into its own tmux or screen pane.
 
-One module per concern: ``entry`` (the process), ``stop_hook`` (the Stop hook: its input,
-its steps, stopping the turn), ``reply`` (which reply this is and whether it fires: the
-transcript's tail, the anchor kept between two Stops, the engine's judge over them),
-``notice`` (every word the person sees, and who the hands are), ``terminal`` (typing into
-tmux or screen), ``screen`` (reading their screens: pure), ``mod_outcomes`` (what the
-mod's ``/goal clear`` did), ``wait`` (bounded polling), ``setup`` (``loop-killer install``
-/ ``doctor``). Nothing else is imported here: the hook imports only what a turn
-needs. The hook input is parsed here, once, for ``entry`` and ``stop_hook`` alike.
+One module per concern: ``entry`` (the process), ``stop_hook`` (the Stop hook: its
+input, its steps, stopping the turn), ``reply`` (which reply this is and whether it
+fires: the transcript's tail, the anchor kept between two Stops, the engine's judge over
+them), ``notice`` (every word the person sees, and who the hands are), ``terminal``
+(typing into tmux or screen), ``screen`` (reading their screens: pure), ``mod_outcomes``
+(what the mod's ``/goal clear`` did), ``setup`` (``loop-killer install`` / ``doctor``).
+Nothing else is imported here: the hook imports only what a turn needs. The hook input
+is parsed here, once, for ``entry`` and ``stop_hook`` alike.
 """
 
 from ..light import loads

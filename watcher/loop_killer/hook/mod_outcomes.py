@@ -17,11 +17,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..state.files import read_json_object, remove_file, state_folder, write_private_file
+from ..state.files import (
+    read_json_object,
+    read_new_bytes,
+    remove_file,
+    state_folder,
+    write_private_file,
+)
 from ..state.journal import OutcomeRecord
 from .notice import OUTCOME_CLEARED, OUTCOME_FAILED, OUTCOME_NO_GOAL, OUTCOME_SENT, Outcome
 from .screen import find_proof
-from .wait import read_new_bytes
 
 __all__ = ["OUTCOMES_DIR", "STALE_OUTCOME", "outcome_paths", "sweep_mod_outcomes",
            "write_mod_plan_record"]

@@ -89,9 +89,8 @@ from ..engine.transcript import (
     parse_line,
     parse_timestamp,
 )
-from ..state.files import open_transcript
+from ..state.files import file_size, open_transcript
 from ..tailing import find_run_start, iter_lines_backwards
-from .wait import file_size
 
 __all__ = [
     "ANCHOR_DIR",
@@ -857,7 +856,7 @@ def judge(
         for item in reply
     )
     # Its calls and results: whether they produced anything new in the turn is the
-    # engine's to judge (``engine.work``), as for every other answer.
+    # engine's to judge (``engine.run``), as for every other answer.
     detector.feed_work(item.event for item in reply)
     if repeated is not None:
         detector.work.settle(call.tool_use_id for call in _unanswered(reply)

@@ -49,7 +49,7 @@ from ..config import Settings, load_settings
 from ..engine.rules import text_digest
 from ..engine.tool_repeat import RULE_TOOL_REPEAT
 from ..state import records
-from ..state.files import NotAFile, is_plain_id, request_waiting, state_dir
+from ..state.files import NotAFile, file_size, is_plain_id, request_waiting, state_dir
 from ..state.records import first_time
 from . import notice, parse_json
 from .reply import (
@@ -61,7 +61,6 @@ from .reply import (
     last_prompt_time,
     read_tail,
 )
-from .wait import file_size
 
 if TYPE_CHECKING:
     from collections.abc import Callable

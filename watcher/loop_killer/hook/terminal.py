@@ -9,7 +9,8 @@ pressed only once the box holds exactly ``/goal clear``; if the person started t
 the meantime, what was typed is taken back out of their prompt (cursor to just after it,
 one backspace per character). After Enter, the hook waits briefly for the proof: the
 ``goal_status`` met:true sentinel line appended to the transcript (only bytes written
-after typing are read), or ``Goal cleared:`` appearing on screen.
+after typing are read), or ``Goal cleared:`` appearing on screen. That wait (``poll``,
+bounded) is the only one in any hook.
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ import contextlib
 import os
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
-from ..state.files import NotAFile, read_small_file, remove_file
+from ..state.files import NotAFile, file_size, read_new_bytes, read_small_file, remove_file
 from .notice import (
     OUTCOME_CLEARED,
     OUTCOME_NO_GOAL,
@@ -38,7 +41,6 @@ from .screen import (
     said_of_goal,
     visible_screen,
 )
-from .wait import file_size, poll, read_new_bytes
 
 __all__ = ["CONFIRM_TIMEOUT", "Runner", "TypingResult", "command_runner", "type_goal_clear"]
 
@@ -64,6 +66,33 @@ class TypingResult:
 
 
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
+
+
+T = TypeVar("T")
+
+
+def poll(
+    check: Callable[[], T | None],
+    *,
+    timeout: float,
+    interval: float,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T | None:
+    """Call ``check`` until it returns something other than None, or ``timeout`` passes.
+
+    ``check`` runs at least once (also with a zero timeout) and once more at the deadline,
+    so a result that arrives during the last sleep is not missed.
+    """
+    deadline = clock() + max(0.0, timeout)
+    while True:
+        result = check()
+        if result is not None:
+            return result
+        remaining = deadline - clock()
+        if remaining <= 0:
+            return None
+        sleep(min(interval, remaining))
 
 
 def command_runner(env: Mapping[str, str], *, timeout: float = 0.0) -> Runner:

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = [
+    "file_size",
+    "read_new_bytes",
     "NotAFile",
     "NotAFolder",
     "STATE_FOLDERS",
@@ -246,6 +248,32 @@ _ID_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01234
 
 _ID_CHARS = _ID_FIRST | frozenset("._-")
 
+
+
+def file_size(path: str) -> int | None:
+    """The size of ``path`` in bytes; None when it cannot be read."""
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return None
+
+
+def read_new_bytes(path: str, offset: int, *, limit: int = 4 * 1024 * 1024) -> bytes:
+    """The bytes of ``path`` from ``offset`` (at most ``limit``); b"" when none, unreadable
+    or not a regular file (a FIFO is never waited on)."""
+    try:
+        fd = open_transcript(path)
+    except OSError:
+        return b""
+    try:
+        size = os.fstat(fd).st_size
+        if size <= offset:
+            return b""
+        return os.pread(fd, min(size - offset, limit), offset)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
 
 
 def _config_dir_text(env: Mapping[str, str] | None) -> str:
