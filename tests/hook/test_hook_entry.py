@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -98,6 +99,22 @@ def test_the_hook_runs_as_a_module_and_through_the_cli(tmp_path: Path) -> None:
     for argv in ([sys.executable, "-m", "loop_killer.hook"],
                  [sys.executable, "-m", "loop_killer.cli", "hook"]):
         assert _assert_harmless(run_hook_process(data, argv=argv)) is None
+
+
+def test_a_firing_stop_walks_through_few_of_the_package_s_modules(tmp_path: Path) -> None:
+    """The rooms a firing Stop walks through (issue 18 asked for 20; 38 when this was
+    first counted, 24 since the merges of that stop: see its closing note)."""
+    lines = lines_of(fixture_transcript("goal-same"))
+    path = write(tmp_path / "s.jsonl", lines[: answer(lines, 3).first])
+    code = ("import sys\nfrom loop_killer.hook.entry import main\nmain(sys.stdin.buffer.read())\n"
+            "open(sys.argv[1], 'w').write(' '.join(n for n in sys.modules"
+            " if n.startswith('loop_killer')))\n")
+    listed = tmp_path / "modules.txt"
+    done = subprocess.run([sys.executable, "-c", code, str(listed)], capture_output=True,
+                          input=json.dumps(stop_input(path)).encode(), timeout=60, check=True)
+    assert json.loads(done.stdout)["continue"] is False  # it did fire
+    modules = listed.read_text().split()
+    assert "loop_killer.hook.reply" in modules and len(modules) <= 24, modules
 
 
 def test_run_ignores_an_oversized_input() -> None:
