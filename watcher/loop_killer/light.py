@@ -53,7 +53,6 @@ except ImportError:  # another interpreter: json does it all
 _WHITESPACE = " \t\n\r"  # what json skips around a document
 
 
-
 class _ScanSettings:
     """The settings ``json.JSONDecoder()`` hands the C scanner (it reads them off any
     object). The plugin's launcher keeps its own copy of this class: it parses the hook
@@ -70,9 +69,7 @@ class _ScanSettings:
                                "NaN": float("nan")}.__getitem__
 
 
-
 _scan: Callable[[str, int], tuple[Any, int]] | None = None
-
 
 
 def loads(data: bytes | str) -> Any:
@@ -96,14 +93,11 @@ def loads(data: bytes | str) -> Any:
     return json.loads(data)
 
 
-
 def _not_serializable(value: object) -> Any:
     raise TypeError(f"Object of type {value.__class__.__name__} is not JSON serializable")
 
 
-
 _encoder_ok: bool | None = None
-
 
 
 def dumps(value: object, *, ensure_ascii: bool = True, sort_keys: bool = False,
@@ -122,7 +116,6 @@ def dumps(value: object, *, ensure_ascii: bool = True, sort_keys: bool = False,
     return _c_dumps(value, ensure_ascii, sort_keys, separators, default)
 
 
-
 def _c_dumps(value: object, ensure_ascii: bool, sort_keys: bool,
              separators: tuple[str, str], default: Callable[[Any], Any] | None) -> str:
     """What ``json.JSONEncoder.encode`` does on its C path."""
@@ -138,7 +131,6 @@ def _c_dumps(value: object, ensure_ascii: bool, sort_keys: bool,
     return "".join(encode(value, 0))
 
 
-
 def _encoder_works() -> bool:
     """Whether this interpreter's C encoder takes the arguments ``json`` gives it in the
     versions this was written for, and answers as ``json`` does."""
@@ -150,18 +142,15 @@ def _encoder_works() -> bool:
         return False
 
 
-
 def digest(data: bytes, size: int = 16) -> bytes:
     """A ``size``-byte digest of ``data``."""
     return blake2b(data, digest_size=size).digest()
-
 
 
 def hex_digest(text: str, chars: int) -> str:
     """A digest of ``text`` as ``chars`` hex digits (at most 128)."""
     return blake2b(text.encode("utf-8", "surrogatepass"),
                    digest_size=(chars + 1) // 2).hexdigest()[:chars]
-
 
 
 class Value:
@@ -202,7 +191,6 @@ class Value:
 
     def __reduce__(self) -> tuple[Any, ...]:  # pickled (scan workers) and copied alike
         return _made, (type(self), self._fields())
-
 
 
 def _made(kind: type[V], values: tuple[Any, ...]) -> V:

@@ -45,23 +45,19 @@ __all__ = [
 ]
 
 Span = tuple[int, bytes, int, int]
-
 """A line in a buffer: (its offset in the file, the buffer, its start and end in it)."""
 
 
 MAX_LINE_BYTES = 32 * 1024 * 1024
-
 """The longest line kept. Claude Code's own lines stay far below it (it caps pasted
 images at a few MB); a longer one is skipped whole and counted in ``oversized``."""
 
 
 _WHITESPACE = b" \t\r\x0b\x0c"
-
 """What ``bytes.isspace`` says is whitespace, the newline aside."""
 
 
 _TEXT_AS_A = bytes(byte if byte == 10 else 97 for byte in range(256))
-
 """Every byte but the newline as ``a``: with whitespace deleted, a line that is not blank
 ends in ``a\n`` (which never overlaps itself, so ``count`` finds them all)."""
 
@@ -183,7 +179,6 @@ class LineBuffer:
 
 
 LineParser = Callable[[bytes, int, int, ParseStats], "Event | None"]
-
 """Turns one whole line, ``buffer[start:end]`` (``LineBuffer.spans``), into its event
 (None to skip it, counted in the stats): ``parse_line`` on a copy of it, or a caller's
 parser that copies only the lines it parses (the watcher's ``skim_span``; the history

@@ -328,12 +328,10 @@ class RunDetector:
 
 
 MAX_KEPT = 4096
-
 """Results remembered per turn (keyed or waiting to be); the oldest are forgotten first."""
 
 
 MAX_HELD_BYTES = 1 << 20
-
 """Contents of results waiting to be keyed; past this the oldest are keyed at once."""
 
 

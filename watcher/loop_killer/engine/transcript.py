@@ -101,7 +101,6 @@ class Usage:
 
 
 MAX_COUNT = 10**12
-
 """More tokens than any reply ever had: a count above it is garbage, counted as none (its
 sums must still fit the 64-bit integers JSON readers take)."""
 
@@ -144,7 +143,6 @@ _API_ERROR = "API Error"
 
 
 SYNTHETIC_MODEL = "<synthetic>"
-
 """The model Claude Code names on a reply it wrote itself (an API error), not the API's:
 1.0.17 wrote it with ``isApiErrorMessage`` as 2.1.5 and 2.1.328 do."""
 
@@ -159,7 +157,6 @@ class Reprompt:
 
 
 TurnKind = Literal["prompt", "meta", "compact"]
-
 """``prompt``: a person's text or slash command; ``meta``: an isMeta notice such as the
 /goal kickoff; ``compact``: a compaction summary."""
 

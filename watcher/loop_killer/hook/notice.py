@@ -107,12 +107,10 @@ def parse_version(text: str) -> tuple[int, int, int] | None:
     return (int(match[1]), int(match[2]), int(match[3])) if match else None
 
 
-
 # What /goal clear prints (Claude Code 2.1.x): "Goal cleared: <condition>" / "No goal set".
 GOAL_CLEARED_PREFIX = "Goal cleared"
 NO_GOAL_PREFIX = "No goal set"
 PROOF_MARKER = '"met":true,"sentinel":true'
-
 
 
 @dataclass(frozen=True, slots=True)

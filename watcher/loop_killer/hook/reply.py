@@ -130,7 +130,6 @@ _MAX_BYTES = 4096
 
 
 TWIN_MARGIN = 0.015
-
 """An anchor saved later than this many seconds before this hook process started is a
 twin's, for this same reply. (The previous Stop's hooks ended an API round trip before
 this one started; the process start time read from ``/proc`` is good to about 20 ms.)"""
@@ -347,12 +346,10 @@ def _is_int(value: object) -> bool:
 
 
 MAX_FORWARD_BYTES = 64 * 1024 * 1024
-
 """Never parse more than this much of a tail (a run of huge answers is cut at the front)."""
 
 
 TURN_REACH = 8 * 1024 * 1024
-
 """How far back before the trailing run the hook looks for the turn's start (or its
 anchor), when the run starts at an answer that used a tool."""
 
@@ -480,12 +477,10 @@ def _last_event(path: str, needle: bytes, wanted: Callable[[Event], bool], limit
 
 
 Case = Literal["A", "B", "C", "lagged", "turn"]
-
 """Where reply N is (see above); ``turn``: it answers a person's prompt, not in the file."""
 
 
 SPAWN_MARGIN = 0.15
-
 """Last resort only (no anchor, no turn start in the tail, no summaries): a re-prompt
 written later than this many seconds before the hook started is taken as this Stop's own
 (case B). Misjudging it errs late, never early."""

@@ -252,7 +252,6 @@ def parse_input(raw: Any) -> HookInput | None:
     )
 
 
-
 @dataclass(frozen=True, slots=True)
 class Fired:
     """What the hook knows of the answer it stops the turn for."""
@@ -366,7 +365,6 @@ def outcome_without_typing(*, goal_set: bool, hands: notice.Hands) -> tuple[noti
             "no loop-killer mod in this Claude Code, and not in tmux or screen"
         )
     return notice.OUTCOME_NOT_POSSIBLE, ""
-
 
 
 def _repeated_calls(state: Path, session_id: str, cwd: str, settings: Settings

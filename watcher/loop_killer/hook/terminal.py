@@ -63,8 +63,6 @@ class TypingResult:
     evidence: str = ""  # what proved it: "proof line", "screen"
 
 
-
-
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
 
 

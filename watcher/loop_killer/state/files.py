@@ -61,15 +61,12 @@ _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC  # a FIFO must not bloc
 _NOATIME = getattr(os, "O_NOATIME", 0)
 
 
-
 class NotAFile(OSError):
     """The path is not a regular file (a FIFO, a device, a folder) or it is too large."""
 
 
-
 class NotAFolder(OSError):
     """A state folder is a symlink, or not a folder at all: never written into."""
-
 
 
 def ensure_private_dir(path: Path | str, *, create: bool = True) -> str:
@@ -100,7 +97,6 @@ def ensure_private_dir(path: Path | str, *, create: bool = True) -> str:
     return path
 
 
-
 def read_small_file(path: Path | str, limit: int, *, owned: bool = False) -> bytes:
     """The bytes of a regular file of at most ``limit`` bytes; with ``owned``, only of a
     file this user owns that nobody else can write (one that is acted on).
@@ -125,7 +121,6 @@ def read_small_file(path: Path | str, limit: int, *, owned: bool = False) -> byt
     return data
 
 
-
 def read_json_object(path: Path | str, limit: int = 256 * 1024, *, owned: bool = False
                      ) -> dict[str, Any] | None:
     """A small JSON object file, or None when it is missing, unsafe or not an object."""
@@ -137,7 +132,6 @@ def read_json_object(path: Path | str, limit: int = 256 * 1024, *, owned: bool =
     except (OSError, ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
-
 
 
 def append_line(path: Path | str, line: bytes) -> None:
@@ -152,7 +146,6 @@ def append_line(path: Path | str, line: bytes) -> None:
         os.write(fd, line)
     finally:
         os.close(fd)
-
 
 
 def write_private_file(path: Path | str, data: bytes) -> None:
@@ -174,7 +167,6 @@ def write_private_file(path: Path | str, data: bytes) -> None:
         raise
 
 
-
 def remove_file(path: Path | str, *, quiet: bool = True) -> None:
     """Remove a file. ``quiet``: whatever fails is not the caller's concern (a file of our
     own that another process removed or cannot be removed is left to the next pass);
@@ -186,7 +178,6 @@ def remove_file(path: Path | str, *, quiet: bool = True) -> None:
     except OSError:
         if not quiet:
             raise
-
 
 
 def create_new(path: Path | str, data: bytes = b"") -> bool:
@@ -202,7 +193,6 @@ def create_new(path: Path | str, data: bytes = b"") -> bool:
     finally:
         os.close(fd)
     return True
-
 
 
 def open_transcript(path: Path | str, *, regular_only: bool = True) -> int:
@@ -234,10 +224,8 @@ def open_transcript(path: Path | str, *, regular_only: bool = True) -> int:
     return fd
 
 
-
 STATE_FOLDERS = ("requests", "claimed", "fired", "hook", "tools", "outcomes", "notes",
                  "status")
-
 """The state folder's sub-folders (``state_folder`` is the one way into each)."""
 
 
@@ -247,7 +235,6 @@ _ID_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01234
 
 
 _ID_CHARS = _ID_FIRST | frozenset("._-")
-
 
 
 def file_size(path: str) -> int | None:
@@ -284,7 +271,6 @@ def _config_dir_text(env: Mapping[str, str] | None) -> str:
     return os.path.join(env.get("HOME") or os.path.expanduser("~"), ".claude")
 
 
-
 def config_dir(env: Mapping[str, str] | None = None) -> Path:
     """``$CLAUDE_CONFIG_DIR``, else ``~/.claude``."""
     from pathlib import Path
@@ -292,11 +278,9 @@ def config_dir(env: Mapping[str, str] | None = None) -> Path:
     return Path(_config_dir_text(env))
 
 
-
 def projects_dir(env: Mapping[str, str] | None = None) -> Path:
     """The folder whose project folders hold the session transcripts."""
     return config_dir(env) / "projects"
-
 
 
 def state_dir_text(env: Mapping[str, str] | None = None) -> str:
@@ -308,13 +292,11 @@ def state_dir_text(env: Mapping[str, str] | None = None) -> str:
     return os.path.join(_config_dir_text(env), "loop-killer")
 
 
-
 def state_dir(env: Mapping[str, str] | None = None) -> Path:
     """``state_dir_text`` as a ``Path``."""
     from pathlib import Path
 
     return Path(state_dir_text(env))
-
 
 
 def state_folder(state: os.PathLike[str] | str, *names: str, create: bool = False,
@@ -323,7 +305,6 @@ def state_folder(state: os.PathLike[str] | str, *names: str, create: bool = Fals
     from pathlib import Path
 
     return Path(state_folder_text(state, *names, create=create, private=private))
-
 
 
 def state_folder_text(state: os.PathLike[str] | str, *names: str, create: bool = False,
@@ -354,7 +335,6 @@ def state_folder_text(state: os.PathLike[str] | str, *names: str, create: bool =
     return folder
 
 
-
 def _lstat(path: str) -> os.stat_result | None:
     try:
         return os.lstat(path)
@@ -362,15 +342,12 @@ def _lstat(path: str) -> os.stat_result | None:
         return None
 
 
-
 def owned_privately(info: os.stat_result) -> bool:
     """Owned by this user and writable by nobody else (a file or a folder's ``lstat``)."""
     return info.st_uid == os.getuid() and not info.st_mode & 0o022
 
 
-
 _said: set[str] = set()  # folders already reported by this process
-
 
 
 def _report(root: str, folder: str, error: NotAFolder) -> None:
@@ -394,7 +371,6 @@ def _report(root: str, folder: str, error: NotAFolder) -> None:
     logging.getLogger(__name__).warning("%s; loop-killer leaves it alone", error)
 
 
-
 def linked_state_folders(state: Path | str) -> list[Path]:
     """The state folder and its sub-folders that are links (or not folders): each is left
     alone (``state_folder``). For ``loop-killer doctor``; missing ones are fine."""
@@ -413,7 +389,6 @@ def linked_state_folders(state: Path | str) -> list[Path]:
     return found
 
 
-
 def is_plain_id(value: object) -> bool:
     """True for a session id that is safe as a file name (no ``/``, ``..`` or NUL)."""
     return (
@@ -425,12 +400,10 @@ def is_plain_id(value: object) -> bool:
     )
 
 
-
 def is_session_file_name(name: str) -> bool:
     """Whether a file name is a main session transcript's: ``<session>.jsonl``, and not a
     subagent's ``agent-*.jsonl``."""
     return name.endswith(".jsonl") and not name.startswith("agent-")
-
 
 
 def session_id_of(transcript: os.PathLike[str] | str) -> str | None:
@@ -447,7 +420,6 @@ def session_id_of(transcript: os.PathLike[str] | str) -> str | None:
     return stem if is_plain_id(stem) else None
 
 
-
 def same_transcript(one: str, other: str) -> bool:
     """Whether two paths name the same transcript: the same text once normalised, or the
     same file (one reached through a linked ``~/.claude``, say). Never opens either."""
@@ -460,7 +432,6 @@ def same_transcript(one: str, other: str) -> bool:
     except (OSError, ValueError):
         return False
     return (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino)
-
 
 
 def list_transcripts(root: str) -> Iterator[tuple[str, os.DirEntry[str]]]:
@@ -483,7 +454,6 @@ def list_transcripts(root: str) -> Iterator[tuple[str, os.DirEntry[str]]]:
         for entry in entries:
             if is_session_file_name(entry.name):
                 yield entry.path, entry
-
 
 
 def request_waiting(state: Path | str, session_id: str) -> bool:
