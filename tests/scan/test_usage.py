@@ -1,5 +1,5 @@
 """What one assistant line's ``usage`` says: the 1-hour cache writes, fast mode, US-only
-inference (``engine.usage.Usage``), which the scan prices apart."""
+inference (``engine.transcript.Usage``), which the scan prices apart."""
 
 from __future__ import annotations
 

@@ -88,3 +88,31 @@ def test_a_post_tool_use_of_a_new_call_imports_nothing_costly(tmp_path: Path) ->
         # The rooms a tool call walks through (issue 18 asked for 8; 18 when it was filed
         # against, 15 since: see the closing note of that stop).
         assert len({name for name in modules if name.startswith("loop_killer")}) <= 15
+
+
+def test_a_settings_problem_costs_a_tool_call_nothing_once_it_was_said(tmp_path: Path) -> None:
+    """A bad setting is said once; every later tool call still loads nothing costly (the
+    marker that it was said is one exclusive create, in the light state module)."""
+    code = ("import sys\n"
+            "from loop_killer.hook.entry import main\n"
+            "main(sys.stdin.buffer.read())\n"
+            "names = sorted(sys.modules)\n"
+            "import json\n"  # (stdout holds the hook's output, stderr goes to its log)
+            "open(sys.argv[1], 'w').write(json.dumps(names))\n")
+    listed = tmp_path / "modules.json"
+    env = {**os.environ, "HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(tmp_path / ".claude"),
+           "LOOP_KILLER_TOOL_REPEAT_WARN": "abc"}
+    bare = set(json.loads(subprocess.run(
+        [sys.executable, "-c",
+         "import sys; names = sorted(sys.modules); import json; print(json.dumps(names))"],
+        capture_output=True, check=True, env=env, timeout=60).stdout))
+    said, loaded = [], []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", code, str(listed)], capture_output=True,
+                              check=True, env=env, timeout=60,
+                              input=json.dumps(_post_tool_use(tmp_path, "npm test")).encode())
+        said.append(done.stdout)
+        loaded.append(set(json.loads(listed.read_text())) - bare)
+    assert b"LOOP_KILLER_TOOL_REPEAT_WARN" in said[0] and said[1] == b""
+    assert loaded[0] & {"orjson", "json", "pathlib", "typing", "dataclasses"} == set()
+    assert "loop_killer.tools.hook" in loaded[1] and loaded[1] & _COSTLY == set()

@@ -190,7 +190,7 @@ def test_the_endpoint_serves_what_the_log_holds(env: Env) -> None:
         server.close()
     assert ('loop_killer_loops_total{kind="reprompt",outcome="cleared",project="shop",'
             'rule="SAME_REPLY_TURNS"} 1.0') in text
-    # The loop's replies used 20 tokens each (lines.py): 20 x (8 - 3).
+    # The loop's replies used 20 tokens each (tests/transcripts.py): 20 x (8 - 3).
     assert 'loop_killer_avoided_tokens_total{project="shop",rule="SAME_REPLY_TURNS"} 100.0' in text
     assert "loop_killer_sessions_followed 0.0" in text
 

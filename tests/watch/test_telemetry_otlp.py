@@ -185,7 +185,7 @@ def test_the_watcher_exports_loops_and_events_to_an_otlp_collector(
             'project="home-dev-billing",rule="SAME_REPLY_TURNS"} 1.0') in scraped
     (avoided,) = wait_for(lambda: latest_points(receiver, "loop_killer.avoided_tokens"), 10,
                           "the avoided tokens")
-    # The loop's replies used 20 tokens each (lines.py): 20 x the 5 replies left of 8.
+    # The loop's replies used 20 tokens each (tests/transcripts.py): 20 x the 5 replies left of 8.
     assert avoided == ({"rule": "SAME_REPLY_TURNS", "project": "home-dev-billing"}, 20 * 5)
     wait_for(lambda: any(value >= 2 for _, value in
                          latest_points(receiver, "loop_killer.sessions.followed")),

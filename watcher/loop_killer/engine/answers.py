@@ -49,7 +49,7 @@ class Answer:
     used_tool: bool
     message_ids: tuple[str, ...] = ()  # the API replies it is made of, in order
     last_text: str = ""  # the text of its last API reply (what ``last_assistant_message`` holds)
-    # Whether its tool work produced something new in the turn (``work.TurnWork``); None
+    # Whether its tool work produced something new in the turn (``run.TurnWork``); None
     # while not judged (then any tool use counts as work).
     new_work: bool | None = None
 

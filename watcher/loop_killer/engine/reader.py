@@ -9,16 +9,15 @@ to nobody), where the line sits in the file, the answers it completed and the
 detections they caused. ``feed`` ends with a step for the moment the reader caught up
 with what is written (``event`` None), where a reply marked final completes.
 
-Lines first. Bytes of a file, in any chunks, cut into whole lines that know where they start.
-
-Pure: no files, no clock. Linear in the bytes fed however a long line is split across
-chunks, and bounded in memory: an unfinished line longer than ``max_line`` is dropped
-(the reader skips to the next newline and counts it), so bytes appended without a
-newline can never grow a process without bound. Lines can come one at a time
-(``iter_spans``), never as a list as long as the chunk has lines; with ``skip_non_json``,
-runs of lines that cannot hold a JSON object (blank, or without a ``{``) are stepped over
-at C speed and only counted: 100 MB of ``\n`` appended to a transcript cost a few scans
-of it, not 100 million Python steps.
+Lines first (``LineBuffer``): bytes in any chunks, cut into whole lines that know where
+they start. Linear in the bytes fed however a long line is split across chunks, and
+bounded in memory: an unfinished line longer than ``max_line`` is dropped (the reader
+skips to the next newline and counts it), so bytes appended without a newline can never
+grow a process without bound. Lines can come one at a time (``iter_spans``), never as a
+list as long as the chunk has lines; with ``skip_non_json``, runs of lines that cannot
+hold a JSON object (blank, or without a ``{``) are stepped over at C speed and only
+counted: 100 MB of ``\n`` appended to a transcript cost a few scans of it, not 100
+million Python steps.
 """
 
 from __future__ import annotations

@@ -99,12 +99,13 @@ def _with_config_note(output: dict[str, Any] | None, state: str, problems: tuple
     """``output`` with the settings' problems added to what the person sees, the first
     time these problems are met (the same problems are not said at every turn)."""
     from ..light import hex_digest
-    from ..printable import printable
-    from ..state.records import first_time
+    from ..state.files import first_time
 
     key = "config-" + hex_digest("\n".join(problems), 16)
     if not first_time(state, key):
         return output
+    from ..printable import printable  # (imports re: only when the note is shown)
+
     note = printable(f"loop-killer: settings: {'; '.join(problems)}", 600)
     merged = dict(output or {})
     shown = merged.get("systemMessage")

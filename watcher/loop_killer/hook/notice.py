@@ -1,4 +1,6 @@
-"""Every word the person sees, and the Stop hook's output JSON for each outcome.
+"""Every word the person sees, and the Stop hook's output JSON for each outcome; and the
+names those words are made of: the outcomes, who the hands are (``Hands``), the first
+Claude Code that loads the mod (``MOD_MIN_VERSION``).
 
 Pure: plain values in, strings and dicts out. The mod (``plugin/hooks/register.js``)
 holds no wording: it shows the texts this module puts in its plan, substituting only

@@ -126,7 +126,7 @@ ANCHOR_DIR = "hook"
 ANCHOR_VERSION = 1
 
 
-_MAX_BYTES = 4096
+_MAX_ANCHOR_BYTES = 4096
 
 
 TWIN_MARGIN = 0.015
@@ -143,11 +143,12 @@ def boot_clock() -> float:
     return time.monotonic()
 
 
-class Anchor:
-    """The re-prompt a reply answered: the ``skip``-th re-prompt after the line ``base``.
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
-    A plain slotted class (the hook avoids importing ``dataclasses`` where it can).
-    """
+
+class Anchor:
+    """The re-prompt a reply answered: the ``skip``-th re-prompt after the line ``base``."""
 
     __slots__ = ("base", "offset", "prompt_id", "skip", "turn_before")
 
@@ -239,7 +240,7 @@ def read_anchor(state: str, session_id: str) -> Saved | None:
         state_folder(state, ANCHOR_DIR)
     except OSError:
         return None
-    record = read_json_object(anchor_path(state, session_id), _MAX_BYTES)
+    record = read_json_object(anchor_path(state, session_id), _MAX_ANCHOR_BYTES)
     if record is None or record.get("v") != ANCHOR_VERSION:
         return None
     anchor = Anchor.from_fields(record)
@@ -339,10 +340,6 @@ class AnchorKeeper:
             advance_anchor(self.state, self.session_id,
                            size=file_size(self.transcript_path),
                            prompt_id=self.prompt_id, spawn_time=self.spawn_time)
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 MAX_FORWARD_BYTES = 64 * 1024 * 1024
@@ -833,7 +830,7 @@ def judge(
     seen (the tool-call hooks counted it); None: such a call counts as work.
     """
     events = tail.events
-    goal = _last_goal(events)
+    goal = _goal_in_tail(events)
     if stop_hook_active:
         located = locate_active(events, message=message, spawn_time=spawn_time,
                                  anchor=anchor)
@@ -887,7 +884,7 @@ def judge(
     )
 
 
-def _last_goal(events: tuple[LineEvent, ...]) -> GoalStatus | None:
+def _goal_in_tail(events: tuple[LineEvent, ...]) -> GoalStatus | None:
     for item in reversed(events):
         if isinstance(item.event, GoalStatus):
             return item.event

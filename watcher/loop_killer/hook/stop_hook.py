@@ -49,8 +49,14 @@ from ..config import Settings, load_settings
 from ..engine.rules import text_digest
 from ..engine.tool_repeat import RULE_TOOL_REPEAT
 from ..state import records
-from ..state.files import NotAFile, file_size, is_plain_id, request_waiting, state_dir
-from ..state.records import first_time
+from ..state.files import (
+    NotAFile,
+    file_size,
+    first_time,
+    is_plain_id,
+    request_waiting,
+    state_dir,
+)
 from . import notice, parse_json
 from .reply import (
     Anchor,
@@ -73,7 +79,17 @@ if TYPE_CHECKING:
 # into a pane), requests (``state.inbox``) and the detection log are imported only when
 # this turn needs them: most re-prompted turns only judge.
 
-__all__ = ["run", "run_input", "state_dir"]
+__all__ = [
+    "Fired",
+    "HookInput",
+    "choose_hands",
+    "fire",
+    "outcome_without_typing",
+    "parse_input",
+    "run",
+    "run_input",
+    "state_dir",
+]
 
 
 def run(raw: bytes, *, env: dict[str, str], spawn_time: float | None = None

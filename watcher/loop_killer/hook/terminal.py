@@ -42,7 +42,7 @@ from .screen import (
     visible_screen,
 )
 
-__all__ = ["CONFIRM_TIMEOUT", "Runner", "TypingResult", "command_runner", "type_goal_clear"]
+__all__ = ["CONFIRM_TIMEOUT", "Runner", "TypingResult", "command_runner", "poll", "type_goal_clear"]
 
 CONFIRM_TIMEOUT = 1.5
 """Longest wait (seconds) for the proof that the typed ``/goal clear`` ran."""

@@ -8,6 +8,9 @@ Safe access: anyone who can write to the state folder could leave a symlink, a F
 huge file where loop-killer expects a small JSON file. Every read, write and append goes
 through here: never follow a link, never block on a FIFO, never read more than a bound.
 Transcripts are opened with ``open_transcript``: never blocking, regular files only.
+Things said to the person once (``first_time``) are marker files created exclusively, so
+concurrent hooks say a thing once between them; when the marker cannot be written, the
+thing is said anyway: saying it twice beats never saying it.
 """
 
 from __future__ import annotations
@@ -23,8 +26,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = [
-    "file_size",
-    "read_new_bytes",
+    "NOTES_DIR",
     "NotAFile",
     "NotAFolder",
     "STATE_FOLDERS",
@@ -32,6 +34,8 @@ __all__ = [
     "config_dir",
     "create_new",
     "ensure_private_dir",
+    "file_size",
+    "first_time",
     "is_plain_id",
     "is_session_file_name",
     "linked_state_folders",
@@ -40,6 +44,7 @@ __all__ = [
     "owned_privately",
     "projects_dir",
     "read_json_object",
+    "read_new_bytes",
     "read_small_file",
     "remove_file",
     "request_waiting",
@@ -333,6 +338,20 @@ def state_folder_text(state: os.PathLike[str] | str, *names: str, create: bool =
             _report(root, folder, error)
             raise
     return folder
+
+
+NOTES_DIR = "notes"
+"""Things said to the person once: a marker file per thing said, ``<state>/notes/<key>``."""
+
+
+def first_time(state: os.PathLike[str] | str, key: str) -> bool:
+    """True the first time ``key`` is asked about (and whenever that cannot be told)."""
+    if not is_plain_id(key):
+        raise ValueError(f"not a plain key: {key!r}")
+    try:
+        return create_new(os.path.join(state_folder_text(state, NOTES_DIR, create=True), key))
+    except OSError:
+        return True
 
 
 def _lstat(path: str) -> os.stat_result | None:

@@ -10,7 +10,7 @@ Stop hook acts only on a request for its own transcript (another's is left waiti
 that names none (written by hand, say) is acted on only while its session id is in one
 project alone.
 It is acted on only when this user owns it, in folders only this user can write
-(``paths.state_folder``, ``private``), none of them a link.
+(``files.state_folder``, ``private``), none of them a link.
 """
 
 from __future__ import annotations

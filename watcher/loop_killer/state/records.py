@@ -16,11 +16,6 @@ transcript lags behind the Stop hook). Without it, the answer's own uuid.
 The keys of a session are also what must never fire again (a restarted watcher, a
 detector rebuilt from a tail). Records are removed with the session's transcript by the
 watcher's housekeeping.
-
-Things said to the person once work the same way (``first_time``): a marker file per
-thing said, ``<state>/notes/<key>``, created exclusively, so concurrent hooks say a thing
-once between them. When the marker cannot be written, the thing is said anyway: saying
-it twice beats never saying it.
 """
 
 from __future__ import annotations
@@ -33,13 +28,11 @@ from pathlib import Path
 
 import orjson
 
-from .files import create_new, is_plain_id, read_small_file, state_folder, state_folder_text
+from .files import create_new, is_plain_id, read_small_file, state_folder
 
 __all__ = [
     "ACTED_SUFFIX",
-    "NOTES_DIR",
     "RECORDS_DIR",
-    "first_time",
     "first_to_act",
     "first_to_record",
     "forget_session",
@@ -53,7 +46,6 @@ __all__ = [
 
 RECORDS_DIR = "fired"
 ACTED_SUFFIX = ".acted"
-NOTES_DIR = "notes"
 _MAX_KEYS = 10_000
 """Most keys read for one session (a session that looped for weeks has a few hundred)."""
 
@@ -207,13 +199,3 @@ def forget_session(state: Path, session_id: str) -> int:
     with contextlib.suppress(OSError):
         os.rmdir(folder)
     return removed
-
-
-def first_time(state: Path | str, key: str) -> bool:
-    """True the first time ``key`` is asked about (and whenever that cannot be told)."""
-    if not is_plain_id(key):
-        raise ValueError(f"not a plain key: {key!r}")
-    try:
-        return create_new(os.path.join(state_folder_text(state, NOTES_DIR, create=True), key))
-    except OSError:
-        return True
