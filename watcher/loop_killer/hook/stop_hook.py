@@ -82,9 +82,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Fired",
     "HookInput",
-    "choose_hands",
     "fire",
-    "outcome_without_typing",
     "parse_input",
     "run",
     "run_input",
