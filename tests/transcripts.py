@@ -225,6 +225,18 @@ class Transcript:
         text = "[Request interrupted by user" + (" for tool use]" if for_tool_use else "]")
         return self.user([{"type": "text", "text": text}])
 
+    def nudge(self) -> str:
+        """Claude Code's own line after a reply with no visible output, before it asks the
+        model again (2.1.250 to 2.1.332)."""
+        return self.user("[Your previous response had no visible output. Please continue and "
+                         "produce a user-visible response.]", isMeta=True, turnCompanion=True)
+
+    def reprompts_of_one_stop(self, *reasons: str) -> list[str]:
+        """Two or more Stop hooks blocked one Stop: their re-prompts, then one summary."""
+        uuids = [self.user(f"Stop hook feedback:\n{reason}", isMeta=True) for reason in reasons]
+        self.summary(prevented=False)
+        return uuids
+
     def compact(self, summary: str = "This session is being continued from a previous "
                 "conversation that ran out of context.") -> str:
         """A compaction: the boundary line, then the summary user line."""

@@ -76,7 +76,9 @@ class Reply:
     `thinking=""` still emits a thinking block (the "omitted thinking" shape); None emits none.
     `stop_reason` defaults to "tool_use" when there are tool calls, else "end_turn".
     `delay` waits before any byte is sent; `chunk_delay` streams the text word by word with
-    that pause between words (so a test can interrupt mid-stream).
+    that pause between words (so a test can interrupt mid-stream). With no text, thinking
+    nor tool calls the reply is one empty text block, or, `no_content`, no block at all (a
+    model with nothing to say: Claude Code writes no line for it).
     """
 
     text: str | None = None
@@ -87,6 +89,7 @@ class Reply:
     chunk_delay: float = 0.0
     stop_reason: str | None = None
     model: str | None = None  # default: the model the request asked for
+    no_content: bool = False
 
 
 @dataclass(frozen=True)
@@ -236,7 +239,7 @@ def _blocks(reply: Reply) -> list[dict[str, Any]]:
                 "input": call.input,
             }
         )
-    if not blocks:  # the API never sends an empty message; neither do we
+    if not blocks and not reply.no_content:
         blocks.append({"type": "text", "text": ""})
     return blocks
 

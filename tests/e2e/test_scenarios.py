@@ -222,6 +222,25 @@ def test_identical_replies_end_on_the_third_answer_and_the_goal_is_cleared(
     assert [d["rule"] for d in detections] == ["SAME_REPLY_TURNS"]
 
 
+@pytest.mark.parametrize("empty", [Reply(text="", delay=0.05),
+                                   Reply(no_content=True, delay=0.05)], ids=["text", "no-content"])
+def test_a_model_answering_every_re_prompt_with_nothing_is_stopped_on_the_third(
+    sandbox: Sandbox, mock_api: MockAnthropic, claude_mods: Path, empty: Reply
+) -> None:
+    """Empty replies: Claude Code nudges once ("no visible output"), then re-prompts on;
+    its Stop input holds no text, or the last reply that had some. Before, nothing
+    counted them and only Claude Code's cap of 9 blocks ended the turn."""
+    mock_api.configure([Reply(text="Acknowledged; starting on the auth tests.")],
+                       default=empty, evaluator=EvaluatorPolicy())
+    rc, output, stderr = run_headless(sandbox, GOAL, version=claude_mods, plugin_dir=PLUGIN)
+    assert rc == 0, stderr
+    # The kickoff's answer, the first empty reply and the one after the nudge, two more.
+    _assert_stopped_and_cleared(sandbox, mock_api, main=5, rule="SAME_REPLY_TURNS",
+                                output=output)
+    detections = journal_events(sandbox, "detection")
+    assert [(d["rule"], d["count"]) for d in detections] == [("SAME_REPLY_TURNS", 3)]
+
+
 def test_varied_replies_end_on_the_sixth_answer_by_idle_turns(
     sandbox: Sandbox, mock_api: MockAnthropic, claude_mods: Path
 ) -> None:

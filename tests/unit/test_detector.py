@@ -19,7 +19,7 @@ from loop_killer.engine.rules import (
 )
 from loop_killer.engine.run import Detection, RunDetector
 from loop_killer.engine.transcript import parse_line
-from transcripts import BASH, KICKOFF, SESSION, Transcript, found, line
+from transcripts import BASH, CONDITION, KICKOFF, NOT_MET, SESSION, Transcript, found, line
 
 SAME = "I am still working on getting the auth tests to pass."
 DISTINCT = [
@@ -238,7 +238,64 @@ def test_three_empty_answers_fire_as_identical_texts():
     t = Transcript()
     _goal(t)
     t.loop(["", "", ""])
+    # A reply with no text is complete only at the next prompt: Claude Code may ask again.
+    assert _detect(t) == []
+    t.reprompt()
     assert [d.rule for d in _detect(t)] == [RULE_SAME]
+
+
+def test_a_reply_after_the_nudge_is_the_same_answer():
+    """An empty reply, Claude Code's nudge, then words: one answer, with the words."""
+    t = Transcript()
+    _goal(t)
+    for _ in range(3):
+        t.reprompt()
+        t.reply("")
+        t.nudge()
+        t.reply(SAME)
+    (detection,) = _detect(t)
+    assert [a.text for a in detection.answers] == [SAME] * 3 and detection.run_length == 3
+
+
+def test_re_prompts_answered_by_nothing_are_empty_answers_and_fire_on_the_third():
+    """A reply without content is not written (measured on 2.1.250 to 2.1.332): a
+    re-prompt after the last one's Stop (its summary), with no answer between, answered
+    with nothing. Claude Code's nudge after the first such reply is nobody's prompt."""
+    t = Transcript()
+    _goal(t)
+    first = t.reprompt()
+    t.nudge()
+    prompts = [first, t.reprompt(), t.reprompt()]
+    t.reprompt()
+    (detection,) = _detect(t)
+    assert detection.rule == RULE_SAME
+    assert [(a.text, a.prompt_uuid) for a in detection.answers] == [("", p) for p in prompts]
+
+
+def test_the_nudge_after_an_empty_reply_does_not_end_the_run():
+    t = Transcript()
+    _goal(t)
+    t.reprompt()
+    t.reply("")
+    t.nudge()
+    t.reply("")
+    t.loop(["", ""])
+    t.reprompt()
+    assert [d.rule for d in _detect(t)] == [RULE_SAME]
+
+
+def test_two_re_prompts_of_one_stop_await_one_answer():
+    """Two hooks that block one Stop (/goal and a command hook) write two re-prompts
+    before its summary (measured on 2.1.332): no empty answer between them."""
+    t = Transcript()
+    _goal(t)
+    uuids = []
+    for _ in range(3):
+        t.reprompts_of_one_stop(f"[{CONDITION}]: {NOT_MET}", "Keep going: the build is red.")
+        uuids.append(t.reply(SAME))
+    (detection,) = _detect(t)
+    assert detection.rule == RULE_SAME and detection.run_length == 3
+    assert [a.uuid for a in detection.answers] == uuids
 
 
 def test_wordless_answers_that_differ_are_not_similar():

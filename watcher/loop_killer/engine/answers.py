@@ -10,6 +10,7 @@ from typing import Final, Literal
 
 from .rules import text_digest
 from .transcript import (
+    STOP_HOOK_SUMMARY,
     AssistantPart,
     Discard,
     Event,
@@ -85,8 +86,15 @@ class AnswerAssembler:
     A reply is complete when a line carries a final ``stop_reason`` and the reader has
     caught up with the file (``flush``), or when the next
     user or system entry arrives (``stop_reason`` is null on every line in some
-    versions). An answer is complete when a reply without tool use completes, or when
-    the next prompt arrives. Interrupted and API-error answers are dropped whole.
+    versions). An answer is complete when a reply without tool use completes (one with no
+    text at all only at the next prompt), or when the next prompt arrives. Interrupted and
+    API-error answers are dropped whole.
+
+    A re-prompt that follows the Stop of the re-prompt before (its ``stop_hook_summary``)
+    with no assistant line between them answers an empty reply: Claude Code writes nothing
+    for a reply without content (measured on 2.1.250 to 2.1.332), and a model that answers
+    every re-prompt so is a loop. Two re-prompts of one Stop (two hooks blocked it) are
+    written together, before its summary: they await one answer.
     """
 
     __slots__ = (
@@ -99,6 +107,7 @@ class AnswerAssembler:
         "_prompt_uuid",
         "_reply",
         "_started",
+        "_stop_over",
         "_texts",
         "_used_tool",
     )
@@ -111,6 +120,7 @@ class AnswerAssembler:
         self._message_ids: list[str] = []
         self._used_tool = False
         self._started = False  # the answer to the current prompt has begun
+        self._stop_over = False  # the Stop that wrote the current re-prompt has ended
         self._last_uuid = ""  # of the answer's last complete reply
         self._last_timestamp = ""
         self._last_id = ""  # message id of the last complete reply
@@ -131,10 +141,15 @@ class AnswerAssembler:
             return self._assistant(event)
         if isinstance(event, (Reprompt, TurnStart)):
             answer = self._close_answer()
+            if answer is None and isinstance(event, Reprompt):
+                answer = self._unanswered(event)
             self._prompt = PROMPT_REPROMPT if isinstance(event, Reprompt) else PROMPT_TURN
             self._prompt_uuid = event.uuid
+            self._stop_over = False
             return [answer] if answer else []
         if isinstance(event, (ToolResults, SystemEntry)):
+            if isinstance(event, SystemEntry) and event.subtype == STOP_HOOK_SUMMARY:
+                self._stop_over = True
             answer = self._close_reply()
             return [answer] if answer else []
         if isinstance(event, Discard):
@@ -194,6 +209,10 @@ class AnswerAssembler:
         self._used_tool = self._used_tool or reply.used_tool
         if reply.used_tool:
             return None  # the model goes on after the tool results
+        if not self._texts:
+            # Nothing visible yet: Claude Code asks again (its nudge) before the Stop, so
+            # the answer completes with the next prompt.
+            return None
         return self._emit()
 
     def _close_answer(self) -> Answer | None:
@@ -201,6 +220,13 @@ class AnswerAssembler:
         if answer is None and self._started:
             answer = self._emit()
         return answer
+
+    def _unanswered(self, reprompt: Reprompt) -> Answer | None:
+        """The empty answer to the re-prompt before ``reprompt``, if it got one."""
+        if self._prompt != PROMPT_REPROMPT or self._started or not self._stop_over:
+            return None
+        return Answer(prompt=PROMPT_REPROMPT, prompt_uuid=self._prompt_uuid, uuid="",
+                      timestamp=reprompt.timestamp, text="", used_tool=False)
 
     def _emit(self) -> Answer:
         answer = Answer(

@@ -28,6 +28,7 @@ __all__ = [
     "Event",
     "GoalStatus",
     "MAX_COUNT",
+    "STOP_HOOK_SUMMARY",
     "ParseStats",
     "Reprompt",
     "SystemEntry",
@@ -137,6 +138,15 @@ NOT_FINAL = (None, "tool_use", "pause_turn")
 
 
 _INTERRUPTED = "[Request interrupted by user"
+
+_NO_OUTPUT_NUDGE = "[Your previous response had no visible output"
+"""Claude Code's own isMeta line after a reply with no visible output (2.1.250 to 2.1.332:
+"...Please continue and produce a user-visible response.]"), before it asks again: the
+same answer goes on, so the line is nobody's prompt."""
+
+STOP_HOOK_SUMMARY = "stop_hook_summary"
+"""The subtype of the system line that ends a Stop's hook run (not written by 2.1.250
+headless): a re-prompt before it was written by that Stop."""
 
 
 _API_ERROR = "API Error"
@@ -500,13 +510,16 @@ def typed_by_person(prompt_source: Any, origin: Any) -> bool:
 
 
 def user_text_event(uuid: str, timestamp: str, text: str, *, compact: Any, meta: Any,
-                    typed: bool = False) -> tuple[Event, str]:
+                    typed: bool = False) -> tuple[Event | None, str]:
     """A user line's event from its text (no tool results): an interruption, a
-    re-prompt, or the start of a turn (a person's prompt, a compact summary, a meta line).
-    ``typed``: the line says a person typed it (``typed_by_person``), so a prompt that
-    begins "Stop hook..." (someone writing their own hook) is no re-prompt."""
+    re-prompt, or the start of a turn (a person's prompt, a compact summary, a meta line);
+    None for Claude Code's nudge after a reply with no visible output. ``typed``: the line
+    says a person typed it (``typed_by_person``), so a prompt that begins "Stop hook..."
+    (someone writing their own hook) is no re-prompt."""
     if _starts_with(text, _INTERRUPTED):
         return Discard(uuid, timestamp, "interrupted"), ""
+    if meta is True and text.startswith(_NO_OUTPUT_NUDGE):
+        return None, "no_output_nudge"
     if not typed and is_reprompt(text):
         return Reprompt(uuid, timestamp, text), ""
     kind: TurnKind = "compact" if compact is True else "meta" if meta is True else "prompt"

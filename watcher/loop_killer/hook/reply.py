@@ -77,6 +77,7 @@ from ..engine.rules import DEFAULT_THRESHOLDS, Thresholds, text_digest
 from ..engine.run import Detection, RunDetector
 from ..engine.tool_repeat import DEFAULT_IGNORED
 from ..engine.transcript import (
+    STOP_HOOK_SUMMARY,
     AssistantPart,
     Discard,
     Event,
@@ -473,9 +474,6 @@ written later than this many seconds before the hook started is taken as this St
 (case B). Misjudging it errs late, never early."""
 
 
-_SUMMARY = "stop_hook_summary"
-
-
 @dataclass(frozen=True, slots=True)
 class Located:
     feed_until: int  # events before this index are history (fed with live=False)
@@ -684,7 +682,7 @@ def _is_own_reprompt(events: tuple[LineEvent, ...], k: int, spawn_time: float | 
 
 
 def _is_summary(event: Event) -> bool:
-    return isinstance(event, SystemEntry) and event.subtype == _SUMMARY
+    return isinstance(event, SystemEntry) and event.subtype == STOP_HOOK_SUMMARY
 
 
 def _last_prompt_index(events: tuple[LineEvent, ...], before: int) -> int:
@@ -844,6 +842,9 @@ def judge(
         detector.work.settle(call.tool_use_id for call in _unanswered(reply)
                              if repeated(call))
     last_part = parts[-1].event if parts else None
+    if not parts and stop_hook_active and _is_empty_reply(
+            detector, events[: located.feed_until], message):
+        message = ""
     if message is None and not parts:
         # Nothing to count: the reply is neither in the input nor in the file.
         return Judgement(None, False, None, "", located.prompt_uuid, located.case, goal,
@@ -879,6 +880,35 @@ def _goal_in_tail(events: tuple[LineEvent, ...]) -> GoalStatus | None:
         if isinstance(item.event, GoalStatus):
             return item.event
     return None
+
+
+def _is_empty_reply(detector: RunDetector, history: tuple[LineEvent, ...],
+                    message: str | None) -> bool:
+    """Whether reply N, not in the file yet, is empty, as the answer before it was: Claude
+    Code then hands on no ``last_assistant_message`` (a reply whose text is empty) or the
+    last one that had text (a reply without content, which it does not write). Measured on
+    2.1.250, 2.1.328 and 2.1.332; only after an empty answer, so that a lagging reply of
+    a run that says something is never taken for one."""
+    before = detector.last_answer
+    if before is None or before.prompt != PROMPT_REPROMPT or before.text or before.did_work:
+        return False
+    return message is None or message.strip() == _last_text(history).strip()
+
+
+def _last_text(events: tuple[LineEvent, ...]) -> str:
+    """The text of the last API reply in ``events`` that has any."""
+    message_id = ""
+    texts: list[str] = []
+    for item in reversed(events):
+        event = item.event
+        if not isinstance(event, AssistantPart) or not (event.text or message_id):
+            continue
+        if message_id and event.message_id != message_id:
+            break
+        message_id = event.message_id
+        if event.text:
+            texts.append(event.text)
+    return "\n".join(reversed(texts))
 
 
 def _feed(detector: RunDetector, events: Iterable[Event]) -> None:

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from ..engine.rules import text_digest
 from ..engine.run import Detection
-from ..engine.transcript import GoalStatus, SystemEntry
+from ..engine.transcript import STOP_HOOK_SUMMARY, GoalStatus, SystemEntry
 from ..state import journal, records
 from ..state.files import request_waiting
 from ..state.inbox import ClearRequest, InvalidRequest, discard_request, write_request
@@ -181,7 +181,7 @@ class Responder:
             if event.cleared:
                 self.resolve(tracked, Outcome(
                     "cleared", f"goal cleared: {report.snippet(event.condition, 60)}"))
-        elif (event.subtype == "stop_hook_summary" and not pending.stopped
+        elif (event.subtype == STOP_HOOK_SUMMARY and not pending.stopped
               and event.prevented_continuation):
             self.resolve(tracked, Outcome("stopped", "the turn was stopped"), final=False)
 
