@@ -89,6 +89,22 @@ def test_the_persons_prompt_resets_everything(state: Path) -> None:
     assert launch(failed()) is None  # counts from 1 again
 
 
+def test_a_finished_background_job_is_not_the_person_speaking(state: Path) -> None:
+    """Claude Code 2.1.332 submits a finished background job's (or subagent's) notice as
+    a prompt: UserPromptSubmit fires mid-turn, with the turn's prompt_id. The counts and
+    the refusal go on (before, each notice wiped them, and a probe of a crashing
+    background server was never warned nor refused)."""
+    for _ in range(4):
+        launch(failed())
+    notice = {**prompt(), "prompt": (
+        "<task-notification>\n<task-id>b248p7hvn</task-id>\n<status>failed</status>\n"
+        "<summary>Background command \"node server.js\" failed with exit code 1</summary>"
+        "\n</task-notification>")}
+    assert launch(notice) is None
+    assert state_file(state).exists()
+    assert REFUSED_MARK in json.dumps(launch(before()))
+
+
 def test_the_persons_answer_to_a_question_lifts_a_refusal(state: Path) -> None:
     """The warning says "ask the person": their answer through AskUserQuestion is them
     speaking, as a prompt is, and the refused call runs again."""

@@ -51,18 +51,20 @@ __all__ = [
     "ANSWERED_BY_PERSON",
     "DEFAULT_IGNORED",
     "MAX_CALLS",
+    "NOT_THE_PERSON",
     "REFUSED_MARK",
     "RULE_TOOL_REPEAT",
     "STATE_VERSION",
+    "TOOL_CALL_RULES",
     "TOOL_REPEAT_BLOCK",
     "TOOL_REPEAT_STOP",
     "TOOL_REPEAT_WARN",
-    "TOOL_CALL_RULES",
     "ToolRepeat",
     "ToolRepeatCounter",
     "call_key",
     "call_label",
     "is_ignored",
+    "is_persons_prompt",
     "is_refusal",
     "repeat_label",
     "result_digest",
@@ -101,6 +103,17 @@ DEFAULT_IGNORED: frozenset[str] = frozenset({
 ANSWERED_BY_PERSON: frozenset[str] = frozenset({"AskUserQuestion", "ExitPlanMode"})
 """Tools whose result is the person's answer: the person spoke, as with a new prompt, and
 every count starts afresh (a refused call runs again)."""
+
+NOT_THE_PERSON = ("<task-notification>",)
+"""How prompts begin that Claude Code submits itself (``UserPromptSubmit`` fires for them
+mid-turn, with the turn's ``prompt_id``: measured on 2.1.332, a background job or
+subagent that finished). They are not the person speaking: the counts go on."""
+
+
+def is_persons_prompt(prompt: object) -> bool:
+    """Whether a submitted prompt is the person's (anything but Claude Code's own)."""
+    return not (isinstance(prompt, str) and prompt.lstrip().startswith(NOT_THE_PERSON))
+
 
 REFUSED_MARK = "loop-killer: refused"
 """Every refusal's reason holds this; a tool result holding it (Claude Code shows the

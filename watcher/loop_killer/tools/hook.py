@@ -12,8 +12,9 @@ and prints what it returns.
   TOOL_REPEAT_STOP-th refused attempt in the person's turn also ends the turn (and gets
   the goal cleared, as a re-prompt loop's stop does): the ladder's last step. In a
   subagent's scope it ends the subagent's run alone.
-* ``UserPromptSubmit``, or the result of a question the person answered
-  (``ANSWERED_BY_PERSON``): the person spoke; forget the session's counts.
+* ``UserPromptSubmit`` of the person's prompt (not one Claude Code submits itself, such
+  as a finished background job's notification), or the result of a question the person
+  answered (``ANSWERED_BY_PERSON``): the person spoke; forget the session's counts.
 
 Subagents (input with ``agent_id``) count in their own scope. The hooks fail open: bad
 input, an unreadable state or a failing disk all mean "nothing to say", so a call is
@@ -26,7 +27,13 @@ from __future__ import annotations
 import os
 
 from ..config import Settings, load_settings
-from ..engine.tool_repeat import ANSWERED_BY_PERSON, RULE_TOOL_REPEAT, ToolRepeat, is_ignored
+from ..engine.tool_repeat import (
+    ANSWERED_BY_PERSON,
+    RULE_TOOL_REPEAT,
+    ToolRepeat,
+    is_ignored,
+    is_persons_prompt,
+)
 from . import store
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool call does not import typing
@@ -62,14 +69,12 @@ def run_input(data: Any, *, env: dict[str, str], settings: Settings | None = Non
         return None
     try:
         path = store.state_path(state, session_id)
-        if event == "UserPromptSubmit":
-            _reset(state, path)
-            return None
         name = data.get("tool_name")
-        if not isinstance(name, str) or not name:
+        if event == "UserPromptSubmit" or (name in ANSWERED_BY_PERSON and event in _AFTER):
+            if _person_spoke(data):
+                _reset(state, path)
             return None
-        if name in ANSWERED_BY_PERSON and event in _AFTER:
-            _reset(state, path)  # the person answered: as if they had typed a prompt
+        if not isinstance(name, str) or not name:
             return None
         if is_ignored(name, settings.ignore_tools):
             return None
@@ -82,6 +87,13 @@ def run_input(data: Any, *, env: dict[str, str], settings: Settings | None = Non
     except (OSError, ValueError):
         return None  # fail open: never refuse, never warn, on a doubt
     return None
+
+
+def _person_spoke(data: dict[str, Any]) -> bool:
+    """A prompt the person submitted (not one Claude Code submits itself), or their answer
+    to a question (``ANSWERED_BY_PERSON``): as if they had typed a prompt."""
+    return data.get("hook_event_name") != "UserPromptSubmit" or is_persons_prompt(
+        data.get("prompt"))
 
 
 def _reset(state: str, path: str) -> None:
