@@ -105,6 +105,26 @@ def test_a_finished_background_job_is_not_the_person_speaking(state: Path) -> No
     assert REFUSED_MARK in json.dumps(launch(before()))
 
 
+def test_a_cycle_of_commands_that_cd_elsewhere_is_refused_on_its_fifth_round(
+        state: Path) -> None:
+    """Claude Code hands PreToolUse the folder before a call and PostToolUse the one after
+    it; a leading cd in a command that exits 0 stays in effect (2.1.332). Two such
+    commands in turn were counted in their folders and looked up in the other's: never
+    refused, while the model was told 'loop-killer will refuse' round after round."""
+    api, web = "/home/dev/proj/packages/api", "/home/dev/proj/packages/web"
+    here = "/home/dev/proj"
+    refused = []
+    for round_ in range(1, 6):
+        for folder in (api, web):
+            command = f"cd {folder} && npm test 2>&1 | tail -5"
+            if REFUSED_MARK in json.dumps(launch(before(command, cwd=here))):
+                refused.append((round_, folder))
+                continue
+            launch(succeeded(command, stdout="Tests: 1 failed", cwd=folder))
+            here = folder
+    assert refused == [(5, api), (5, web)]
+
+
 def test_the_persons_answer_to_a_question_lifts_a_refusal(state: Path) -> None:
     """The warning says "ask the person": their answer through AskUserQuestion is them
     speaking, as a prompt is, and the refused call runs again."""

@@ -23,6 +23,7 @@ from loop_killer.engine.tool_repeat import (
     call_label,
     is_ignored,
     is_refusal,
+    moved_to,
     repeat_label,
 )
 from loop_killer.engine.transcript import (
@@ -745,3 +746,20 @@ def test_odd_and_huge_commands_are_read_without_failing() -> None:
     assert changes_files("Bash", bash("A=1 " * 100 + "rm x")) is True
     assert changes_files("Bash", bash("-x " * 40_000)) is False
     assert changes_files("Bash", bash("echo 'unbalanced > quote")) is False
+
+
+@pytest.mark.parametrize(("command", "cwd", "folder"), [
+    ("cd /repo/api && npm test", "/repo/web", "/repo/api"),
+    ("cd packages/web && npm test 2>&1 | tail", "/repo", "/repo/packages/web"),
+    ("  cd ../web; make", "/repo/api", "/repo/web"),
+    ('cd "/repo/my app" && ls', "/repo", "/repo/my app"),
+    ("cd /repo/api", "/repo", ""),  # a cd alone runs nothing there
+    ("cd ~/repo && ls", "/repo", ""),  # a folder the words do not tell
+    ("cd $REPO && ls", "/repo", ""),
+    ("cd src || exit 1", "/repo", ""),
+    ("npm test && cd /tmp", "/repo", ""),
+    ("cd x && ls", "", ""),  # relative to an unknown folder
+])
+def test_the_folder_a_leading_cd_moves_to(command: str, cwd: str, folder: str) -> None:
+    assert moved_to("Bash", {"command": command}, cwd) == folder
+    assert moved_to("Read", {"command": command}, cwd) == ""

@@ -28,6 +28,8 @@ The counter keeps only digests: per call, its last result and count, at most
 
 from __future__ import annotations
 
+import posixpath
+
 from ..light import Value, hex_digest, loads
 from .edits import (
     EDIT_OSCILLATION_WARN,
@@ -175,6 +177,42 @@ def call_key(name: str, tool_input: object, cwd: str = "") -> str:
         if isinstance(command, str):
             return f"{name} {' '.join(command.split())}{where}"
     return f"{name} {canonical(tool_input)}{where}"
+
+
+def moved_to(name: str, tool_input: object, cwd: str) -> str:
+    """The folder a shell command's leading ``cd X &&`` (or ``cd X;``) moves to from
+    ``cwd``; "" for any other call, or a folder that cannot be told from the words
+    (``~``, a variable).
+
+    Claude Code hands PreToolUse the folder before the call and PostToolUse the one after
+    it, and a ``cd`` in a command that succeeds stays in effect (measured on 2.1.332): a
+    call counted after it ran in X is the same call when it is about to run from
+    elsewhere (``cd /repo/api && npm test 2>&1 | tail`` alternating with the same in
+    ``/repo/web`` was never refused).
+    """
+    command = tool_input.get("command") if isinstance(tool_input, dict) else None
+    if name not in SHELL_TOOLS or not isinstance(command, str):
+        return ""
+    text = command[:4096].lstrip()
+    if not text.startswith("cd ") and not text.startswith("cd\t"):
+        return ""
+    rest = text[3:].lstrip()
+    if rest[:1] in ("'", '"'):
+        end = rest.find(rest[0], 1)
+        if end < 0:
+            return ""
+        target, after = rest[1:end], rest[end + 1:]
+    else:
+        end = next((i for i, ch in enumerate(rest) if ch.isspace() or ch in ";&|"), len(rest))
+        target, after = rest[:end], rest[end:]
+    after = after.lstrip()
+    if not (after.startswith("&&") or after.startswith(";")) or not target:
+        return ""
+    if target.startswith("~") or "$" in target or "`" in target:
+        return ""
+    if not target.startswith("/") and not cwd.startswith("/"):
+        return ""
+    return posixpath.normpath(posixpath.join(cwd, target))
 
 
 def call_label(name: str, tool_input: object, limit: int = 80) -> str:
@@ -334,11 +372,15 @@ class ToolRepeatCounter:
 
     def refusal(self, name: str, tool_input: object, tool_use_id: str = "", *,
                 cwd: str = "") -> ToolRepeat | None:
-        """Where the call stands when its next attempt must be refused, else None."""
-        count = self.count(name, tool_input, cwd=cwd)
-        if count < self._block:
-            return None
-        return ToolRepeat(call_key(name, tool_input, cwd), name, tool_use_id, count)
+        """Where the call stands when its next attempt must be refused, else None.
+        ``cwd``: the folder before it runs (PreToolUse's); the call is also looked up in
+        the folder its leading ``cd`` moves to (``moved_to``), where it was counted."""
+        for folder in (cwd, moved_to(name, tool_input, cwd)):
+            count = self.count(name, tool_input, cwd=folder)
+            if count >= self._block and (folder or not cwd):
+                return ToolRepeat(call_key(name, tool_input, folder), name, tool_use_id,
+                                  count)
+        return None
 
     def refusable(self) -> bool:
         """Whether any call's next attempt would be refused now (the launcher runs the
