@@ -145,6 +145,33 @@ def test_results_differing_in_substance_are_different(first: str, second: str) -
     assert result_key(first, is_error=False) != result_key(second, is_error=False)
 
 
+def test_a_structured_output_s_time_taken_is_masked() -> None:
+    """Glob's tool_response carries durationMs, WebSearch's durationSeconds: twelve
+    identical Globs for a missing file were never counted (found by an adversarial pass)."""
+    def glob(ms: int) -> dict[str, object]:
+        return {"filenames": [], "durationMs": ms, "numFiles": 0, "truncated": False}
+
+    assert result_key(glob(12), is_error=False) == result_key(glob(31), is_error=False)
+    assert result_key({"results": ["a"], "durationSeconds": 1.5}, is_error=False) == (
+        result_key({"results": ["a"], "durationSeconds": 0.2}, is_error=False))
+    assert result_key({"numFiles": 1}, is_error=False) != result_key(
+        {"numFiles": 2}, is_error=False)  # a count is no duration
+
+
+def test_what_claude_code_appends_to_a_subagent_s_report_is_masked() -> None:
+    def report(text: str, agent: str, tokens: int, ms: int) -> str:
+        return (f"[Subagent hand-back] The report follows:\n  {text}\nagentId: {agent} "
+                f"(use SendMessage with to: '{agent}', summary: '<5-10 word recap>' to "
+                f"continue this agent)\n<usage>subagent_tokens: {tokens}\ntool_uses: 2\n"
+                f"duration_ms: {ms}</usage>")
+
+    same = "login.test.js still fails: expected true, got false."
+    first = result_key(report(same, "ab57d187fa5a86108", 20, 379), is_error=False)
+    assert first == result_key(report(same, "c0ffee12ab34cd567", 31, 1204), is_error=False)
+    assert first != result_key(report("login.test.js passes now.", "c0ffee12ab34cd567", 31,
+                                      1204), is_error=False)
+
+
 def test_an_error_and_a_success_with_the_same_text_are_different_results() -> None:
     assert result_key("done", is_error=True) != result_key("done", is_error=False)
 

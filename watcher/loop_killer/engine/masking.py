@@ -53,6 +53,10 @@ _DURATION = rf"\d(?<![\w.]\d)\d*(?:\.\d+)?\s?{_UNIT}(?:\d+(?:\.\d+)?\s?{_UNIT})*
 # What every duration holds: a digit, then (after any more digits, a fraction, one space)
 # the first letter of a unit. Cheap to compile; the full pattern only where it is found.
 _DURATION_START = r"\d\s?[nµμumsh]"
+# What Claude Code appends to a subagent's report (2.1.328 on): the agent's fresh id, to
+# message it again, and what its run took. The report itself is compared as it is.
+_SUBAGENT_ID = r"(?<=agentId: )[0-9a-f]{8,}(?![0-9a-f])|(?<=to: ')[0-9a-f]{8,}(?=')"
+_SUBAGENT_USAGE = r"<usage>subagent_tokens: \d+\ntool_uses: \d+\nduration_ms: \d+</usage>"
 
 
 
@@ -124,9 +128,13 @@ many megabytes costs a bounded time, and at worst two runs count as different)."
 def _mask(text: str) -> str:
     if len(text) > MAX_MASKED:
         return _mask(text[:MAX_MASKED]) + "\x00" + hex_digest(text[MAX_MASKED:], 20)
-    if text.isascii() and not _may_match(text):
+    subagent = "agentId: " in text
+    if text.isascii() and not subagent and not _may_match(text):
         return text
     import re
+
+    if subagent:
+        text = re.sub(_SUBAGENT_USAGE, "<usage>", re.sub(_SUBAGENT_ID, "<agent>", text))
 
     if "\x1b" in text:
         text = re.sub(_ANSI, "", text)
@@ -169,8 +177,20 @@ def _masked_nested(value: object) -> object:
     if isinstance(value, list):
         return [_masked_nested(item) for item in value]
     if isinstance(value, dict):
-        return {key: _masked_nested(item) for key, item in value.items()}
+        return {key: "<duration>" if _is_duration(key, item) else _masked_nested(item)
+                for key, item in value.items()}
     return value
+
+
+def _is_duration(key: object, value: object) -> bool:
+    """A number a structured output names as a time taken (``Glob``'s and ``WebFetch``'s
+    ``durationMs``, ``WebSearch``'s ``durationSeconds``, a subagent's
+    ``totalDurationMs``): different on every run, as a duration in a text is."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not isinstance(
+            key, str):
+        return False
+    lowered = key.lower()
+    return "duration" in lowered or "elapsed" in lowered
 
 
 def result_key(content: object, *, is_error: bool) -> str:
@@ -178,8 +198,10 @@ def result_key(content: object, *, is_error: bool) -> str:
 
     ``content`` is what the tool gave back: a string, a list of content blocks (text
     blocks count by their text), or any JSON value (a hook's ``tool_response``).
-    ANSI codes, timestamps and clock times, durations (``1.2s``, ``45 ms``) and memory
-    addresses (``0x7ffd…``) are masked, so two runs differing only in those are equal.
+    ANSI codes, timestamps and clock times, durations (``1.2s``, ``45 ms``, a number a
+    structured output names as one), memory addresses (``0x7ffd…``) and what Claude Code
+    appends to a subagent's report (its id, its usage) are masked, so two runs differing
+    only in those are equal.
     """
     if isinstance(content, str):
         text = _mask(content)
