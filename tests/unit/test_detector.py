@@ -320,6 +320,26 @@ def test_similarity_is_measured_on_words_of_any_script():
     assert [d.rule for d in _detect(t)] == [RULE_SAME]
 
 
+@pytest.mark.parametrize("replies", [
+    ["我仍然在修复认证测试，测试还没有通过。", "我仍然在修复认证测试，测试还没有通过！",
+     "我仍然在修复认证测试，第3个测试还没有通过。"],
+    ["認証テストをまだ修正しています。", "認証テストをまだ修正しています!",
+     "認証テストを、まだ修正しています。"],
+])
+def test_chinese_and_japanese_replies_that_differ_by_a_character_are_similar(
+        replies: list[str]) -> None:
+    """Written without spaces, a whole clause was one word: near-identical replies shared
+    none, and the loop ran to IDLE_TURNS, twice as long (found by an adversarial pass)."""
+    t = Transcript()
+    _goal(t)
+    t.loop(replies)
+    assert [d.rule for d in _detect(t)] == [RULE_SAME]
+    different = Transcript()
+    _goal(different)
+    different.loop([replies[0], "我已经修复了登录模块并提交了代码。", replies[0]])
+    assert _detect(different) == []
+
+
 # -- IDLE_TURNS ---------------------------------------------------------------------------
 
 

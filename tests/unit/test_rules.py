@@ -104,8 +104,9 @@ def test_reprompt_check_reads_only_the_start_of_a_huge_text():
         ("test/auth/login.test.js", {"test", "auth", "login"}),
         ("\uff21\uff22\uff23", {"\uff41\uff42\uff43"}),  # fullwidth ＡＢＣ -> ａｂｃ
         ("\uff21\uff22", set()),  # fullwidth, but only two letters
-        ("日本語テキスト", {"日本語テキスト"}),  # one run of seven CJK/kana letters
-        ("日本", set()),
+        # Han and kana, written without spaces: each pair of neighbouring characters
+        ("日本語テキスト", {"日本", "本語", "語テ", "テキ", "キス", "スト"}),
+        ("日本", {"日本"}),
         ("кошка КОШКА", {"кошка"}),
         ("кот", {"кот"}),
         ("да", set()),

@@ -164,7 +164,9 @@ def words(text: str) -> frozenset[str]:
     """The distinct lowercase words (3+ letters or digits, any script) of ``text``.
 
     Combining vowel signs and other marks (Devanagari, Thai, ...) belong to the letters
-    they sit on, so they do not cut a word in two.
+    they sit on, so they do not cut a word in two. Chinese and Japanese, written without
+    spaces, count by each pair of neighbouring characters instead: a whole clause would
+    be one "word", and two replies differing by one character would share none.
     """
     global _ascii_words
     lowered = text.lower()
@@ -174,7 +176,16 @@ def words(text: str) -> frozenset[str]:
 
             _ascii_words = re.compile(r"[^\W_]{3,}").findall  # \w minus "_"
         return frozenset(_ascii_words(lowered))
-    return frozenset(_any_script_word_finder()(lowered))
+    import re
+
+    pairs = [run[i:i + 2] for run in re.findall(_UNSPACED, lowered)
+             for i in range(max(1, len(run) - 1))]
+    rest = re.sub(_UNSPACED, " ", lowered) if pairs else lowered
+    return frozenset(_any_script_word_finder()(rest)).union(pairs)
+
+
+_UNSPACED = "[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+"
+"""Runs of scripts written without spaces between words: kana and Han ideographs."""
 
 
 def _any_script_word_finder() -> Callable[[str], list[str]]:
