@@ -89,20 +89,41 @@ def test_the_persons_prompt_resets_everything(state: Path) -> None:
     assert launch(failed()) is None  # counts from 1 again
 
 
-def test_a_finished_background_job_is_not_the_person_speaking(state: Path) -> None:
-    """Claude Code 2.1.332 submits a finished background job's (or subagent's) notice as
-    a prompt: UserPromptSubmit fires mid-turn, with the turn's prompt_id. The counts and
-    the refusal go on (before, each notice wiped them, and a probe of a crashing
-    background server was never warned nor refused)."""
-    for _ in range(4):
+def _notice(status: str, task: str) -> dict[str, Any]:
+    """A background task's notice as Claude Code 2.1.332 submits it (UserPromptSubmit
+    mid-turn, the turn's prompt_id): ids and an output file that differ every time."""
+    return {**prompt(), "prompt": (
+        f"<task-notification>\n<task-id>{task}</task-id>\n<tool-use-id>toolu_{task}"
+        f"</tool-use-id>\n<output-file>/tmp/claude-0/proj/s/tasks/{task}.output</output-file>"
+        f"\n<status>{status}</status>\n<summary>Background command \"node server.js\" "
+        f"{status}</summary>\n</task-notification>")}
+
+
+def test_the_same_background_notice_again_is_not_the_person_speaking(state: Path) -> None:
+    """A model restarting a crashing server in the background and probing it: each
+    restart's notice reset every count, and the probe was never warned nor refused.
+    The same notice again is no news: the probe is refused on its 5th attempt."""
+    attempts = 0
+    for round_ in range(6):
+        launch(_notice("failed", f"b{round_}x"))
+        attempts += 1
+        if REFUSED_MARK in json.dumps(launch(before())):
+            break
         launch(failed())
-    notice = {**prompt(), "prompt": (
-        "<task-notification>\n<task-id>b248p7hvn</task-id>\n<status>failed</status>\n"
-        "<summary>Background command \"node server.js\" failed with exit code 1</summary>"
-        "\n</task-notification>")}
-    assert launch(notice) is None
+    assert attempts == 6  # the first notice was news: 5 attempts after it, the 5th refused
     assert state_file(state).exists()
-    assert REFUSED_MARK in json.dumps(launch(before()))
+
+
+def test_a_background_notice_that_is_news_lifts_a_refusal(state: Path) -> None:
+    """Polling a silent build's log until it is refused, then the build's end is told:
+    the log may say more now, so the poll runs again (found by a review)."""
+    poll = "sleep 20; tail -3 build.log"
+    launch(_notice("running", "a1"))
+    for _ in range(4):
+        launch(succeeded(poll, stdout="compiling..."))
+    assert REFUSED_MARK in json.dumps(launch(before(poll)))
+    launch(_notice("completed", "a2"))
+    assert launch(before(poll)) is None
 
 
 def test_a_cycle_of_commands_that_cd_elsewhere_is_refused_on_its_fifth_round(

@@ -134,6 +134,7 @@ class open_lock:
     {**failed(), "tool_name": ""}, {**failed(), "hook_event_name": "Stop"},
     {**failed(), "tool_input": None, "error": None},
     {**failed(), "agent_id": 7},
+    {**failed(), "tool_name": ["Bash"]}, {**failed(), "tool_name": {"x": 1}},
 ])
 def test_odd_input_is_answered_with_nothing(state: Path, data: object) -> None:
     assert run(data) is None

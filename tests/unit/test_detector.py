@@ -284,6 +284,46 @@ def test_the_nudge_after_an_empty_reply_does_not_end_the_run():
     assert [d.rule for d in _detect(t)] == [RULE_SAME]
 
 
+def test_an_empty_answer_completes_at_its_stop_not_at_the_person_s_next_prompt():
+    """The turn's last empty answer completes at its Stop's summary (the nudge comes
+    before it): a detection then belongs to the turn it is about. At a person's prompt it
+    would come after the turn ended, and a watcher's request would stop the next turn
+    (found by a review of this change)."""
+    t = Transcript()
+    _goal(t)
+    t.loop(["", ""])
+    t.reprompt()
+    t.reply("")
+    t.summary(prevented=False)  # the goal was met: the turn ends
+    before = len(t.data())
+    t.prompt("Thanks. Now update the changelog.")
+    steps = TranscriptReader(SESSION).feed(t.data())
+    fired = [step for step in steps if step.detections]
+    assert len(fired) == 1 and fired[0].end <= before
+    assert fired[0].detections[0].rule == RULE_SAME
+
+
+def test_without_summaries_an_empty_answer_is_dropped_at_the_person_s_prompt():
+    """2.1.250 headless writes no summaries: the person's prompt ends the turn, and an
+    answer held for want of text is not counted after it."""
+    t = Transcript()
+    _goal(t)
+    for _ in range(3):
+        t.user(f"Stop hook feedback:\n[{CONDITION}]: {NOT_MET}", isMeta=True)
+        t.reply("")
+    t.prompt("Thanks. Now update the changelog.")
+    assert _detect(t) == []
+
+
+def test_no_answer_after_a_stop_that_ended_the_turn():
+    t = Transcript()
+    _goal(t)
+    t.user(f"Stop hook feedback:\n[{CONDITION}]: {NOT_MET}", isMeta=True)
+    t.summary(prevented=True)
+    t.reprompt()
+    assert [a.prompt for a in _answers(t)] == ["turn"]  # the kickoff's answer alone
+
+
 def test_two_re_prompts_of_one_stop_await_one_answer():
     """Two hooks that block one Stop (/goal and a command hook) write two re-prompts
     before its summary (measured on 2.1.332): no empty answer between them."""

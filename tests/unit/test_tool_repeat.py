@@ -156,6 +156,9 @@ def test_a_structured_output_s_time_taken_is_masked() -> None:
         result_key({"results": ["a"], "durationSeconds": 0.2}, is_error=False))
     assert result_key({"numFiles": 1}, is_error=False) != result_key(
         {"numFiles": 2}, is_error=False)  # a count is no duration
+    for value in ({"duration": 12.0}, {"trialDurationDays": 14}):  # values, not times taken
+        other = {key: 2 * number for key, number in value.items()}
+        assert result_key(value, is_error=False) != result_key(other, is_error=False)
 
 
 def test_what_claude_code_appends_to_a_subagent_s_report_is_masked() -> None:
@@ -170,6 +173,11 @@ def test_what_claude_code_appends_to_a_subagent_s_report_is_masked() -> None:
     assert first == result_key(report(same, "c0ffee12ab34cd567", 31, 1204), is_error=False)
     assert first != result_key(report("login.test.js passes now.", "c0ffee12ab34cd567", 31,
                                       1204), is_error=False)
+    # As 2.1.39 wrote it (a real transcript): a 7-digit id, total_tokens.
+    older = ("  Found 2 failing tests.\nagentId: {} (for resuming to continue this agent's "
+             "work if needed)\n<usage>total_tokens: {}\ntool_uses: 2\nduration_ms: {}</usage>")
+    assert result_key(older.format("a881341", 43179, 32855), is_error=False) == result_key(
+        older.format("b9921f0", 40012, 29120), is_error=False)
 
 
 def test_an_error_and_a_success_with_the_same_text_are_different_results() -> None:

@@ -87,11 +87,13 @@ class AnswerAssembler:
     caught up with the file (``flush``), or when the next
     user or system entry arrives (``stop_reason`` is null on every line in some
     versions). An answer is complete when a reply without tool use completes (one with no
-    text at all only at the next prompt), or when the next prompt arrives. Interrupted and
-    API-error answers are dropped whole.
+    text at all only at its Stop's summary or the next re-prompt: a person's prompt drops
+    it, its turn being over), or when the next prompt arrives. Interrupted and API-error
+    answers are dropped whole.
 
-    A re-prompt that follows the Stop of the re-prompt before (its ``stop_hook_summary``)
-    with no assistant line between them answers an empty reply: Claude Code writes nothing
+    A re-prompt that follows the Stop of the re-prompt before (its ``stop_hook_summary``,
+    of a Stop that did not end the turn) with no assistant line between them answers an
+    empty reply: Claude Code writes nothing
     for a reply without content (measured on 2.1.250 to 2.1.332), and a model that answers
     every re-prompt so is a loop. Two re-prompts of one Stop (two hooks blocked it) are
     written together, before its summary: they await one answer.
@@ -140,6 +142,9 @@ class AnswerAssembler:
         if isinstance(event, AssistantPart):
             return self._assistant(event)
         if isinstance(event, (Reprompt, TurnStart)):
+            if isinstance(event, TurnStart) and self._wordless():
+                self._reset()  # the turn is over: such an answer completed at its Stop
+                self._reply = None
             answer = self._close_answer()
             if answer is None and isinstance(event, Reprompt):
                 answer = self._unanswered(event)
@@ -148,9 +153,14 @@ class AnswerAssembler:
             self._stop_over = False
             return [answer] if answer else []
         if isinstance(event, (ToolResults, SystemEntry)):
-            if isinstance(event, SystemEntry) and event.subtype == STOP_HOOK_SUMMARY:
-                self._stop_over = True
             answer = self._close_reply()
+            if (isinstance(event, SystemEntry) and event.subtype == STOP_HOOK_SUMMARY
+                    and not event.prevented_continuation):
+                # The Stop after the answer: Claude Code's nudge came before it, so an
+                # answer with no text is complete; a re-prompt next answers nothing.
+                if answer is None and self._wordless():
+                    answer = self._emit()
+                self._stop_over = True
             return [answer] if answer else []
         if isinstance(event, Discard):
             self._reset()
@@ -211,7 +221,7 @@ class AnswerAssembler:
             return None  # the model goes on after the tool results
         if not self._texts:
             # Nothing visible yet: Claude Code asks again (its nudge) before the Stop, so
-            # the answer completes with the next prompt.
+            # the answer completes at the Stop's summary, or with the next re-prompt.
             return None
         return self._emit()
 
@@ -220,6 +230,12 @@ class AnswerAssembler:
         if answer is None and self._started:
             answer = self._emit()
         return answer
+
+    def _wordless(self) -> bool:
+        """An answer has begun with no text and no tool call so far (held: Claude Code may
+        ask again before the Stop)."""
+        return self._started and not self._texts and not self._used_tool and (
+            self._reply is None or not (self._reply.texts or self._reply.used_tool))
 
     def _unanswered(self, reprompt: Reprompt) -> Answer | None:
         """The empty answer to the re-prompt before ``reprompt``, if it got one."""

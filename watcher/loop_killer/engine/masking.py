@@ -55,8 +55,9 @@ _DURATION = rf"\d(?<![\w.]\d)\d*(?:\.\d+)?\s?{_UNIT}(?:\d+(?:\.\d+)?\s?{_UNIT})*
 _DURATION_START = r"\d\s?[nµμumsh]"
 # What Claude Code appends to a subagent's report (2.1.328 on): the agent's fresh id, to
 # message it again, and what its run took. The report itself is compared as it is.
-_SUBAGENT_ID = r"(?<=agentId: )[0-9a-f]{8,}(?![0-9a-f])|(?<=to: ')[0-9a-f]{8,}(?=')"
-_SUBAGENT_USAGE = r"<usage>subagent_tokens: \d+\ntool_uses: \d+\nduration_ms: \d+</usage>"
+# (2.1.39 wrote a 7-digit id and ``total_tokens``.)
+_SUBAGENT_ID = r"(?<=agentId: )[0-9a-f]{6,}(?![0-9a-f])|(?<=to: ')[0-9a-f]{6,}(?=')"
+_SUBAGENT_USAGE = r"<usage>(?:[a-z_]+: \d+\n?){1,8}</usage>"
 
 
 
@@ -190,7 +191,12 @@ def _is_duration(key: object, value: object) -> bool:
             key, str):
         return False
     lowered = key.lower()
-    return "duration" in lowered or "elapsed" in lowered
+    return ("duration" in lowered or "elapsed" in lowered) and lowered.endswith(_TIME_UNITS)
+
+
+_TIME_UNITS = ("ms", "millis", "seconds", "secs", "sec", "_s", "us", "micros", "ns")
+"""How a key that names a time taken ends: its unit, so that a ``duration`` of a clip or a
+``trialDurationDays`` (values, not times taken) is compared as it is."""
 
 
 def result_key(content: object, *, is_error: bool) -> str:

@@ -68,6 +68,7 @@ __all__ = [
     "is_ignored",
     "is_persons_prompt",
     "is_refusal",
+    "notice_result",
     "repeat_label",
     "result_digest",
 ]
@@ -109,13 +110,33 @@ every count starts afresh (a refused call runs again)."""
 NOT_THE_PERSON = ("<task-notification>",)
 """How prompts begin that Claude Code submits itself (``UserPromptSubmit`` fires for them
 mid-turn, with the turn's ``prompt_id``: measured on 2.1.332, a background job or
-subagent that finished). They are not the person speaking: the counts go on."""
+subagent that finished). They are not the person speaking: the counts go on, unless
+the notice is news (``ToolRepeatCounter.note_notice``)."""
 
 
 def is_persons_prompt(prompt: object) -> bool:
     """Whether a submitted prompt is the person's (anything but Claude Code's own)."""
     return not (isinstance(prompt, str) and prompt.lstrip().startswith(NOT_THE_PERSON))
 
+
+_NOTICE_IDS = ("task-id", "tool-use-id", "output-file")
+"""What differs in every notice of a background task: not what it says happened."""
+
+
+def notice_result(prompt: str) -> str:
+    """What a background task's notice says happened (its status and summary), as a
+    result digest: the same failure told again is no news."""
+    said = prompt[:65536]
+    for tag in _NOTICE_IDS:
+        start = said.find(f"<{tag}>")
+        end = said.find(f"</{tag}>", start)
+        if start >= 0 and end >= 0:
+            said = said[:start] + said[end + len(tag) + 3:]
+    return result_digest(said, is_error=False)
+
+
+_NOTICE_CALL = "<background task notice>"
+"""Where the last notice is kept among the calls (no tool has this name)."""
 
 REFUSED_MARK = "loop-killer: refused"
 """Every refusal's reason holds this; a tool result holding it (Claude Code shows the
@@ -381,6 +402,20 @@ class ToolRepeatCounter:
                 return ToolRepeat(call_key(name, tool_input, folder), name, tool_use_id,
                                   count)
         return None
+
+    def note_notice(self, result: str) -> bool:
+        """Claude Code told the model a background task ended (``notice_result``): when
+        that is news, the world changed as after an edit, and every count starts afresh
+        (a refused call runs again: a log polled until the build ended may say more now).
+        The same notice again changes nothing, so a model restarting a crashing server
+        and probing it is still stopped. Returns whether it was news."""
+        digest = _digest(_NOTICE_CALL)
+        last = self._calls.pop(digest, None)
+        news = last is None or last[0] != result
+        if news:
+            self._changes += 1
+        self._calls[digest] = (result, 1, self._changes)
+        return news
 
     def refusable(self) -> bool:
         """Whether any call's next attempt would be refused now (the launcher runs the

@@ -12,9 +12,10 @@ and prints what it returns.
   TOOL_REPEAT_STOP-th refused attempt in the person's turn also ends the turn (and gets
   the goal cleared, as a re-prompt loop's stop does): the ladder's last step. In a
   subagent's scope it ends the subagent's run alone.
-* ``UserPromptSubmit`` of the person's prompt (not one Claude Code submits itself, such
-  as a finished background job's notification), or the result of a question the person
-  answered (``ANSWERED_BY_PERSON``): the person spoke; forget the session's counts.
+* ``UserPromptSubmit`` of the person's prompt, or the result of a question the person
+  answered (``ANSWERED_BY_PERSON``): the person spoke; forget the session's counts. A
+  finished background task's notice, which Claude Code submits as a prompt itself,
+  starts the counts afresh only when it is news (``note_notice``).
 
 Subagents (input with ``agent_id``) count in their own scope. The hooks fail open: bad
 input, an unreadable state or a failing disk all mean "nothing to say", so a call is
@@ -70,9 +71,12 @@ def run_input(data: Any, *, env: dict[str, str], settings: Settings | None = Non
     try:
         path = store.state_path(state, session_id)
         name = data.get("tool_name")
-        if event == "UserPromptSubmit" or (name in ANSWERED_BY_PERSON and event in _AFTER):
+        if event == "UserPromptSubmit" or (
+                isinstance(name, str) and name in ANSWERED_BY_PERSON and event in _AFTER):
             if _person_spoke(data):
                 _reset(state, path)
+            else:
+                _notice(data, state, path, settings)
             return None
         if not isinstance(name, str) or not name:
             return None
@@ -94,6 +98,26 @@ def _person_spoke(data: dict[str, Any]) -> bool:
     to a question (``ANSWERED_BY_PERSON``): as if they had typed a prompt."""
     return data.get("hook_event_name") != "UserPromptSubmit" or is_persons_prompt(
         data.get("prompt"))
+
+
+def _notice(data: dict[str, Any], state: str, path: str, settings: Settings) -> None:
+    """A background task's notice: the counts start afresh only when it is news."""
+    prompt = data.get("prompt")
+    if not isinstance(prompt, str) or not os.path.lexists(path):
+        return
+    from ..engine.tool_repeat import notice_result
+
+    result = notice_result(prompt)
+    try:
+        with store.locked(state):
+            kept = store.load(path)
+            if kept is None:
+                return
+            counts = store.counter(kept, MAIN_SCOPE, settings)
+            counts.note_notice(result)
+            store.keep(path, kept, MAIN_SCOPE, counts, settings)
+    except store.Busy:
+        return
 
 
 def _reset(state: str, path: str) -> None:
