@@ -365,8 +365,11 @@ def test_similarity_is_measured_on_words_of_any_script():
      "我仍然在修复认证测试，第3个测试还没有通过。"],
     ["認証テストをまだ修正しています。", "認証テストをまだ修正しています!",
      "認証テストを、まだ修正しています。"],
+    ["ฉันยังคงแก้ไขการทดสอบการยืนยันตัวตนอยู่ การทดสอบยังไม่ผ่าน",
+     "ฉันยังคงแก้ไขการทดสอบการยืนยันตัวตนอยู่ การทดสอบยังไม่ผ่านเลย",
+     "ฉันยังคงแก้ไขการทดสอบการยืนยันตัวตนอยู่ การทดสอบยังไม่ผ่าน!"],
 ])
-def test_chinese_and_japanese_replies_that_differ_by_a_character_are_similar(
+def test_replies_in_unspaced_scripts_that_differ_by_a_character_are_similar(
         replies: list[str]) -> None:
     """Written without spaces, a whole clause was one word: near-identical replies shared
     none, and the loop ran to IDLE_TURNS, twice as long (found by an adversarial pass)."""

@@ -88,6 +88,7 @@ RULES: Final[tuple[Rule, ...]] = (RULE_SAME, RULE_IDLE, RULE_MANUAL)
 _leading_space: Callable[[str], re.Match[str] | None] | None = None
 _ascii_words: Callable[[str], list[str]] | None = None  # letters and digits, no "_"
 _any_script_words: Callable[[str], list[str]] | None = None
+_letters: Callable[[str], list[str]] | None = None
 
 # Compare Jaccard exactly, in integers, so that exactly 0.6 counts as similar.
 
@@ -164,9 +165,10 @@ def words(text: str) -> frozenset[str]:
     """The distinct lowercase words (3+ letters or digits, any script) of ``text``.
 
     Combining vowel signs and other marks (Devanagari, Thai, ...) belong to the letters
-    they sit on, so they do not cut a word in two. Chinese and Japanese, written without
-    spaces, count by each pair of neighbouring characters instead: a whole clause would
-    be one "word", and two replies differing by one character would share none.
+    they sit on, so they do not cut a word in two. Scripts written without spaces between
+    words (Chinese, Japanese, Thai, Lao, Burmese, Khmer) count by each pair of
+    neighbouring characters instead: a whole clause would be one "word", and two replies
+    differing by one character would share none.
     """
     global _ascii_words
     lowered = text.lower()
@@ -178,14 +180,18 @@ def words(text: str) -> frozenset[str]:
         return frozenset(_ascii_words(lowered))
     import re
 
-    pairs = [run[i:i + 2] for run in re.findall(_UNSPACED, lowered)
-             for i in range(max(1, len(run) - 1))]
+    pairs = []
+    for run in re.findall(_UNSPACED, lowered):
+        letters = _letter_finder()(run)  # each with its combining marks
+        pairs += ["".join(letters[i:i + 2]) for i in range(max(1, len(letters) - 1))]
     rest = re.sub(_UNSPACED, " ", lowered) if pairs else lowered
     return frozenset(_any_script_word_finder()(rest)).union(pairs)
 
 
-_UNSPACED = "[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+"
-"""Runs of scripts written without spaces between words: kana and Han ideographs."""
+_UNSPACED = ("[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff"
+             "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+"""Runs of scripts written without spaces between words: Thai and Lao, Burmese, Khmer,
+kana and Han ideographs (their combining marks within the run)."""
 
 
 def _any_script_word_finder() -> Callable[[str], list[str]]:
@@ -195,14 +201,32 @@ def _any_script_word_finder() -> Callable[[str], list[str]]:
     if _any_script_words is None:
         import re
 
-        from .marks import MARK_RANGES
-
-        marks = "".join(
-            re.escape(chr(low)) if low == high else f"{re.escape(chr(low))}-{re.escape(chr(high))}"
-            for low, high in MARK_RANGES
-        )
-        _any_script_words = re.compile(rf"(?:[^\W_]|[{marks}]){{3,}}").findall
+        _any_script_words = re.compile(rf"(?:[^\W_]|[{_marks()}]){{3,}}").findall
     return _any_script_words
+
+
+def _letter_finder() -> Callable[[str], list[str]]:
+    """Each character with the combining marks after it (a Thai vowel sign stays with its
+    consonant), compiled on first use."""
+    global _letters
+    if _letters is None:
+        import re
+
+        marks = _marks()
+        _letters = re.compile(rf"[^{marks}][{marks}]*|[{marks}]+").findall
+    return _letters
+
+
+def _marks() -> str:
+    """The combining marks as a regular-expression class's content."""
+    import re
+
+    from .marks import MARK_RANGES
+
+    return "".join(
+        re.escape(chr(low)) if low == high else f"{re.escape(chr(low))}-{re.escape(chr(high))}"
+        for low, high in MARK_RANGES
+    )
 
 
 def similarity(a: frozenset[str], b: frozenset[str]) -> float:
