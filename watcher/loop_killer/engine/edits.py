@@ -27,6 +27,8 @@ warning: reverting is sometimes right.
 
 from __future__ import annotations
 
+from itertools import islice
+
 from ..light import hex_digest
 from .masking import canonical
 
@@ -42,6 +44,7 @@ __all__ = [
     "SHELL_TOOLS",
     "EditHistory",
     "changes_files",
+    "leading_cd",
     "edited_file",
 ]
 
@@ -130,7 +133,8 @@ def _shell_writes(command: str) -> bool:
 
 def _tokens(command: str) -> Iterator[tuple[str, str]]:
     """A command line's words ("w", quotes removed), the ends of its simple commands
-    (";") and the targets of its output redirections (">"; "&" for a descriptor)."""
+    (";", with the character that ended it) and the targets of its output redirections
+    (">"; "&" for a descriptor)."""
     word: list[str] = []
     index, end = 0, len(command)
     while index < end:
@@ -155,11 +159,24 @@ def _tokens(command: str) -> Iterator[tuple[str, str]]:
                 yield "w", "".join(word)
                 word = []
             if char in _SEPARATORS:
-                yield ";", ""
+                yield ";", char
         else:
             word.append(char)
     if word:
         yield "w", "".join(word)
+
+
+def leading_cd(command: str) -> str:
+    """The folder a command line's first simple command ``cd X`` names, when the line goes
+    on after it in the same shell (``cd X && ...``, ``cd X; ...``); "" otherwise (a pipe,
+    ``||``, a background ``&``, a redirection, or ``cd`` alone). Read with the words
+    ``changes_files`` reads (quotes honoured)."""
+    tokens = list(islice(_tokens(command[:_MAX_COMMAND]), 4))
+    if len(tokens) < 3 or tokens[0] != ("w", "cd") or tokens[1][0] != "w":
+        return ""
+    if tokens[2] == (";", ";") or tokens[2:] == [(";", "&"), (";", "&")]:
+        return tokens[1][1]
+    return ""
 
 
 def _redirect_target(command: str, index: int) -> tuple[int, str]:

@@ -37,6 +37,7 @@ from .edits import (
     SHELL_TOOLS,
     EditHistory,
     changes_files,
+    leading_cd,
 )
 from .masking import canonical, result_key
 from .rules import RULE_EDIT_OSCILLATION
@@ -214,20 +215,8 @@ def moved_to(name: str, tool_input: object, cwd: str) -> str:
     command = tool_input.get("command") if isinstance(tool_input, dict) else None
     if name not in SHELL_TOOLS or not isinstance(command, str):
         return ""
-    text = command[:4096].lstrip()
-    if not text.startswith("cd ") and not text.startswith("cd\t"):
-        return ""
-    rest = text[3:].lstrip()
-    if rest[:1] in ("'", '"'):
-        end = rest.find(rest[0], 1)
-        if end < 0:
-            return ""
-        target, after = rest[1:end], rest[end + 1:]
-    else:
-        end = next((i for i, ch in enumerate(rest) if ch.isspace() or ch in ";&|"), len(rest))
-        target, after = rest[:end], rest[end:]
-    after = after.lstrip()
-    if not (after.startswith("&&") or after.startswith(";")) or not target:
+    target = leading_cd(command)
+    if not target:
         return ""
     if target.startswith("~") or "$" in target or "`" in target:
         return ""
@@ -396,9 +385,10 @@ class ToolRepeatCounter:
         """Where the call stands when its next attempt must be refused, else None.
         ``cwd``: the folder before it runs (PreToolUse's); the call is also looked up in
         the folder its leading ``cd`` moves to (``moved_to``), where it was counted."""
-        for folder in (cwd, moved_to(name, tool_input, cwd)):
+        moved = moved_to(name, tool_input, cwd)
+        for folder in (cwd, moved) if moved else (cwd,):
             count = self.count(name, tool_input, cwd=folder)
-            if count >= self._block and (folder or not cwd):
+            if count >= self._block:
                 return ToolRepeat(call_key(name, tool_input, folder), name, tool_use_id,
                                   count)
         return None
