@@ -93,10 +93,10 @@ class AnswerAssembler:
 
     A re-prompt that follows the Stop of the re-prompt before (its ``stop_hook_summary``,
     of a Stop that did not end the turn) with no assistant line between them answers an
-    empty reply: Claude Code writes nothing
-    for a reply without content (measured on 2.1.250 to 2.1.332), and a model that answers
-    every re-prompt so is a loop. Two re-prompts of one Stop (two hooks blocked it) are
-    written together, before its summary: they await one answer.
+    empty reply: Claude Code writes nothing for a reply without content (measured on
+    2.1.250 to 2.1.332), and a model that answers every re-prompt so is a loop. Two
+    re-prompts of one Stop (two hooks blocked it) are written together, before its
+    summary: they await one answer.
     """
 
     __slots__ = (

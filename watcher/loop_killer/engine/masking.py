@@ -183,6 +183,11 @@ def _masked_nested(value: object) -> object:
     return value
 
 
+_TIME_UNITS = ("ms", "millis", "seconds", "secs", "sec", "_s", "us", "micros", "ns")
+"""How a key that names a time taken ends: its unit, so that a ``duration`` of a clip or a
+``trialDurationDays`` (values, not times taken) is compared as it is."""
+
+
 def _is_duration(key: object, value: object) -> bool:
     """A number a structured output names as a time taken (``Glob``'s and ``WebFetch``'s
     ``durationMs``, ``WebSearch``'s ``durationSeconds``, a subagent's
@@ -192,11 +197,6 @@ def _is_duration(key: object, value: object) -> bool:
         return False
     lowered = key.lower()
     return ("duration" in lowered or "elapsed" in lowered) and lowered.endswith(_TIME_UNITS)
-
-
-_TIME_UNITS = ("ms", "millis", "seconds", "secs", "sec", "_s", "us", "micros", "ns")
-"""How a key that names a time taken ends: its unit, so that a ``duration`` of a clip or a
-``trialDurationDays`` (values, not times taken) is compared as it is."""
 
 
 def result_key(content: object, *, is_error: bool) -> str:

@@ -70,15 +70,14 @@ def run_input(data: Any, *, env: dict[str, str], settings: Settings | None = Non
         return None
     try:
         path = store.state_path(state, session_id)
-        name = data.get("tool_name")
-        if event == "UserPromptSubmit" or (
-                isinstance(name, str) and name in ANSWERED_BY_PERSON and event in _AFTER):
-            if _person_spoke(data):
-                _reset(state, path)
-            else:
-                _notice(data, state, path, settings)
+        if event == "UserPromptSubmit":
+            _prompted(data, state, path, settings)
             return None
+        name = data.get("tool_name")
         if not isinstance(name, str) or not name:
+            return None
+        if name in ANSWERED_BY_PERSON and event in _AFTER:
+            _reset(state, path)  # the person answered: as if they had typed a prompt
             return None
         if is_ignored(name, settings.ignore_tools):
             return None
@@ -93,16 +92,14 @@ def run_input(data: Any, *, env: dict[str, str], settings: Settings | None = Non
     return None
 
 
-def _person_spoke(data: dict[str, Any]) -> bool:
-    """A prompt the person submitted (not one Claude Code submits itself), or their answer
-    to a question (``ANSWERED_BY_PERSON``): as if they had typed a prompt."""
-    return data.get("hook_event_name") != "UserPromptSubmit" or is_persons_prompt(
-        data.get("prompt"))
-
-
-def _notice(data: dict[str, Any], state: str, path: str, settings: Settings) -> None:
-    """A background task's notice: the counts start afresh only when it is news."""
+def _prompted(data: dict[str, Any], state: str, path: str, settings: Settings) -> None:
+    """A prompt was submitted: the person's forgets the session's counts; a background
+    task's notice, which Claude Code submits itself, starts them afresh only when it is
+    news."""
     prompt = data.get("prompt")
+    if is_persons_prompt(prompt):
+        _reset(state, path)
+        return
     if not isinstance(prompt, str) or not os.path.lexists(path):
         return
     from ..engine.tool_repeat import notice_result
