@@ -370,6 +370,49 @@ def test_a_file_edited_back_and_forth_is_told_to_the_model(
     assert any("EDIT_OSCILLATION" in n for n in notices), notices
 
 
+def test_a_goal_that_edits_back_and_forth_is_refused_then_ended_and_cleared(
+    sandbox: Sandbox, mock_api: MockAnthropic, claude_332: Path
+) -> None:
+    """Edit, test, revert, test, for ever inside a /goal: every edit changes the file, so
+    the test's count never grew, and every answer does tool work, so no re-prompt rule
+    fired either: it ran until the model gave up (here, 40 requests). Now the 4th return
+    of the file is refused, and the 3rd refused attempt ends the turn and clears the
+    goal, as for a refused call."""
+    target = sandbox.project / "m.py"
+    target.write_text("import a\n")
+    test = "echo run >> runs.txt; cat m.py; exit 1"
+
+    def script(index: int, body: dict[str, Any]) -> Reply:
+        if index >= 40:
+            return Reply(text="I give up on this import.")
+        if index % 2:
+            return Reply(text="Testing.", tool_calls=[ToolCall("Bash", {"command": test})])
+        old, new = (("import a", "import b") if "import a" in target.read_text()
+                    else ("import b", "import a"))
+        return Reply(text="Trying the other import.", tool_calls=[ToolCall(
+            "Edit", {"file_path": str(target), "old_string": old, "new_string": new})])
+
+    mock_api.configure(script, evaluator=EvaluatorPolicy())
+    result = run_headless(sandbox, GOAL, version=claude_332, plugin_dir=PLUGIN,
+                          extra_args=["--allowedTools", "Bash,Edit"], timeout=180)
+    assert result.returncode == 0, result.stderr
+    # Requests 0..7 make four edits (the 2nd, 3rd and 4th take the file back) and four
+    # tests; the edits asked at 8, 10 and 12 are refused, the 3rd ending the turn.
+    assert mock_api.count("main") == 13
+    assert runs(sandbox) == 6
+    assert target.read_text() == "import a\n"
+    assert mentions(mock_api, "going back and forth")[0] == 5
+    assert mentions(mock_api, "loop-killer: refused to make this edit")[0] == 9
+    events = [(r["event"], r["rule"]) for r in journal(sandbox)]
+    assert events[:2] == [("detection", "EDIT_OSCILLATION"), ("refusal", "EDIT_OSCILLATION")]
+    assert events[-1] == ("outcome", "TOOL_REPEAT")
+    statuses = goal_statuses(sandbox.read_transcript())
+    assert statuses[-1].get("met") is True and statuses[-1].get("sentinel") is True
+    assert result.output is not None
+    assert result.output["result"] == ("loop-killer: TOOL_REPEAT (a refused call tried 3 more "
+                                       "times): loop stopped, goal cleared."), result.output
+
+
 def test_retrying_a_refused_call_inside_a_goal_ends_the_turn_and_clears_the_goal(
     sandbox: Sandbox, mock_api: MockAnthropic, claude_332: Path
 ) -> None:

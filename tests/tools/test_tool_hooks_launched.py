@@ -169,6 +169,54 @@ def test_a_test_run_after_a_fix_made_with_sed_is_a_new_check(state: Path) -> Non
     assert launch(before()) is None
 
 
+def test_a_file_edited_back_and_forth_climbs_the_ladder_to_the_stop(state: Path) -> None:
+    """Edit, test, revert, test: every edit is a change, so the test's count never grows
+    and the loop never ended (in a /goal it has tool work every round). Warned at the 2nd
+    return, the 3rd let through, the 4th refused; the 3rd refused attempt ends the turn,
+    as for a refused call: one ladder."""
+    path = "/home/dev/proj/m.py"
+
+    def change(old: str, new: str, *, after: bool) -> dict[str, Any]:
+        tool_input = {"file_path": path, "old_string": old, "new_string": new}
+        if after:
+            return succeeded(tool="Edit", tool_input=tool_input,
+                             tool_response={"filePath": path, "oldString": old})
+        return before(tool="Edit", tool_input=tool_input)
+
+    said = []
+    for old, new in [("a", "b"), ("b", "a")] * 2:
+        assert launch(change(old, new, after=False)) is None
+        said.append(launch(change(old, new, after=True)))
+        assert launch(failed("pytest", error=f"1 failed ({new})")) is None
+    assert [out is not None for out in said] == [False, False, True, False]
+    assert said[2] is not None
+    assert "From the file's fourth return on, loop-killer will refuse such edits" in (
+        said[2]["hookSpecificOutput"]["additionalContext"])
+    refused = [launch(change(*move, after=False)) for move in (("a", "b"), ("b", "a"))]
+    refused.append(launch(change("a", "b", after=False)))
+    for out in refused:
+        assert out is not None and out["hookSpecificOutput"]["permissionDecision"] == "deny"
+        assert out["hookSpecificOutput"]["permissionDecisionReason"].startswith(
+            f"{REFUSED_MARK} to make this edit: it would take the file back to an earlier "
+            "version for the fourth time in this turn (EDIT_OSCILLATION)")
+    first, second, third = refused
+    assert first is not None and first["systemMessage"] == (
+        f"loop-killer: refused Edit: {path}: it would be edited back to an earlier version "
+        "4 times (EDIT_OSCILLATION); it runs again after your next message")
+    assert second is not None and "systemMessage" not in second
+    assert third is not None and third["continue"] is False
+    assert third["stopReason"].startswith("loop-killer: TOOL_REPEAT: a refused call tried 3")
+    records = journal(state)
+    assert [(r["event"], r["rule"], r.get("count")) for r in records[:4]] == [
+        ("detection", "EDIT_OSCILLATION", 2), ("refusal", "EDIT_OSCILLATION", 4),
+        ("refusal", "EDIT_OSCILLATION", 4), ("refusal", "EDIT_OSCILLATION", 4)]
+    assert records[-1]["event"] == "outcome"
+    # An edit that moves on is made; the person's next prompt lifts the refusal.
+    assert launch(change("a", "c", after=False)) is None
+    assert launch(prompt()) is None
+    assert launch(change("a", "b", after=False)) is None
+
+
 def test_the_state_file_appears_with_the_first_counted_result_only(state: Path) -> None:
     assert launch(before()) is None
     assert launch(prompt()) is None

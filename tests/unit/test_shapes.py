@@ -3,7 +3,8 @@ that decided it, on the transcript shapes Claude Code writes.
 
 * cycles (A, B, A, B with the same results): no rule of their own; the per-call count
   already sees each call repeat, whatever runs in between;
-* oscillating edits (edit, revert, edit): EDIT_OSCILLATION, a warning;
+* oscillating edits (edit, revert, edit): EDIT_OSCILLATION, a warning; the 4th return is
+  refused, and refusals end the turn as a refused call's do;
 * the same failure from varied calls (goose): not built, for the false alarm below;
 * thinking that repeats while the visible text varies: not built; IDLE_TURNS ends it.
 """
@@ -68,6 +69,34 @@ def test_edit_revert_edit_is_an_oscillation_told_once() -> None:
               for old, new in moves]
     assert [(r.shape, r.shape_count) for r in shapes] == [
         ("", 0), ("", 0), (RULE_EDIT_OSCILLATION, EDIT_OSCILLATION_WARN), ("", 0), ("", 0)]
+
+
+def test_the_fourth_return_of_a_file_is_refused_until_the_person_speaks() -> None:
+    """An edit, test, revert, test loop changes the files every round, so no call's count
+    grows: warned at the 2nd return, one more let through, the 4th refused before it is
+    made (with the launcher's marker up from the 3rd)."""
+    counter = ToolRepeatCounter()
+    forth, back = edit("src/x.py", "a", "b"), edit("src/x.py", "b", "a")
+    refusable = []
+    for change in (forth, back, forth, back):
+        assert counter.refusal("Edit", change) is None
+        counter.record("Edit", change, "updated", False)
+        counter.record("Bash", bash("pytest"), f"1 failed ({change['new_string']})", True)
+        refusable.append(counter.refusable())
+    assert refusable == [False, False, False, True]
+    refused = counter.refusal("Edit", forth, "toolu_5")
+    assert refused is not None
+    assert (refused.shape, refused.shape_count, refused.tool_use_id) == (
+        RULE_EDIT_OSCILLATION, 4, "toolu_5")
+    # A change that goes somewhere new, or another file, is made.
+    assert counter.refusal("Edit", edit("src/x.py", "a", "c")) is None
+    assert counter.refusal("Edit", edit("src/y.py", "b", "a")) is None
+    # Kept across the hooks' processes; the person's prompt lifts it; off with the rule.
+    assert ToolRepeatCounter.from_state(counter.to_state()).refusal("Edit", forth) is not None
+    assert ToolRepeatCounter.from_state(counter.to_state(), oscillation=0).refusal(
+        "Edit", forth) is None
+    counter.reset()
+    assert counter.refusal("Edit", forth) is None and not counter.refusable()
 
 
 def test_rewriting_a_file_back_and_forth_is_an_oscillation() -> None:

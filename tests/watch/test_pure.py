@@ -155,3 +155,12 @@ def test_the_hooks_tool_repeat_records_read_as_lines_in_the_watchers_terminal():
     assert report.journal_line(refusal, "/home/dev") == (
         "REFUSED   proj  a26ba613  TOOL_REPEAT: Bash: npm test not run again after 4 "
         "identical results (hook)")
+    edits = {**base, "rule": "EDIT_OSCILLATION", "call": "Edit: m.py"}
+    assert report.journal_line(journal.decode({**edits, "event": "detection", "count": 2}),
+                               "/home/dev") == (
+        "LOOP      proj  a26ba613  EDIT_OSCILLATION: Edit: m.py edited back to an earlier "
+        "version 2 times (hook)")
+    assert report.journal_line(journal.decode({**edits, "event": "refusal", "count": 4}),
+                               "/home/dev") == (
+        "REFUSED   proj  a26ba613  EDIT_OSCILLATION: Edit: m.py not made: it would be edited "
+        "back to an earlier version 4 times (hook)")

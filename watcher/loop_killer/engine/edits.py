@@ -21,8 +21,11 @@ content it had before:
 * a ``Write`` of a content the file was written with before in the turn.
 
 On the ``EDIT_OSCILLATION_WARN``-th return of a file (edit, revert, edit: the 2nd) the
-model is told it is going back and forth (``rules.RULE_EDIT_OSCILLATION``). Only a
-warning: reverting is sometimes right.
+model is told it is going back and forth (``rules.RULE_EDIT_OSCILLATION``). Reverting is
+sometimes right, so one more return is let through; the one after it (the 4th) is refused
+before it is made (``EditHistory.would_return``), and refused attempts end the turn as a
+refused call's do: an edit-test-revert-test loop changes the files every round, so no
+call's count ever grows, and in a ``/goal`` it never ended.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ __all__ = [
     "EDIT_OSCILLATION_WARN",
     "FILE_CHANGING_TOOLS",
     "MAX_FILES",
+    "REFUSED_RETURN_AFTER_WARN",
     "SHELL_TOOLS",
     "EditHistory",
     "changes_files",
@@ -50,6 +54,10 @@ __all__ = [
 
 EDIT_OSCILLATION_WARN = 2
 """Returns of one file to an earlier content in a turn (edit, revert, edit) that warn."""
+
+REFUSED_RETURN_AFTER_WARN = 2
+"""How far after the return that warned comes the one refused before it is made: warned
+at the 2nd, the 3rd let through (reverting is sometimes right), the 4th refused."""
 
 MAX_FILES = 32
 """Files remembered per turn; the least recently changed are forgotten first."""
@@ -286,6 +294,18 @@ def _moves(name: str, tool_input: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+def _change(name: str, tool_input: object) -> tuple[str, str, str] | None:
+    """(the file's key, this change, the change that would undo it), as digests; None
+    when the input names no file or no change that can be followed."""
+    if not isinstance(tool_input, dict):
+        return None
+    path = edited_file(tool_input)
+    moves = _moves(name, tool_input)
+    if not path or moves is None:
+        return None
+    return _digest(path), *moves
+
+
 class EditHistory:
     """The changes made to each file in one scope's turn, and their returns."""
 
@@ -298,14 +318,10 @@ class EditHistory:
     def note(self, name: str, tool_input: object) -> int:
         """A successful change by a file-changing call; how many times it has taken the
         file back to an earlier content in this turn (0 when this change did not)."""
-        if not isinstance(tool_input, dict):
+        change = _change(name, tool_input)
+        if change is None:
             return 0
-        path = edited_file(tool_input)
-        moves = _moves(name, tool_input)
-        if not path or moves is None:
-            return 0
-        move, undo = moves
-        key = _digest(path)
+        key, move, undo = change
         returns, seen = self._files.pop(key, (0, []))
         went_back = undo in seen
         if went_back:
@@ -315,6 +331,19 @@ class EditHistory:
         while len(self._files) > MAX_FILES:
             del self._files[next(iter(self._files))]
         return returns if went_back else 0
+
+    def would_return(self, name: str, tool_input: object) -> int:
+        """Which return of its file this change would be, were it made now (0: none)."""
+        change = _change(name, tool_input)
+        if change is None:
+            return 0
+        key, _, undo = change
+        returns, seen = self._files.get(key, (0, []))
+        return returns + 1 if undo in seen else 0
+
+    def most_returns(self) -> int:
+        """The most returns any one file has made in this turn."""
+        return max((returns for returns, _ in self._files.values()), default=0)
 
     def clear(self) -> None:
         self._files.clear()

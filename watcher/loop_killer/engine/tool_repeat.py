@@ -19,6 +19,9 @@ Pure: plain values in, plain values out; no files, no clock.
   has ``TOOL_REPEAT_BLOCK`` identical results, its next attempt is refused (``refusal``)
   until the person speaks, the call changes or the session changes a file; after
   ``TOOL_REPEAT_STOP`` refused attempts in one turn the turn itself is ended (the hooks).
+* An edit that would take a file back to an earlier content for the 4th time in the turn
+  (``edits.REFUSED_RETURN_AFTER_WARN``) is refused too, and counts towards that stop: one
+  ladder for both shapes.
 * Tools that poll by design (``DEFAULT_IGNORED``) are never counted.
 
 The counter keeps only digests: per call, its last result and count, at most
@@ -34,6 +37,7 @@ from ..light import Value, hex_digest, loads
 from .edits import (
     EDIT_OSCILLATION_WARN,
     FILE_CHANGING_TOOLS,
+    REFUSED_RETURN_AFTER_WARN,
     SHELL_TOOLS,
     EditHistory,
     changes_files,
@@ -312,6 +316,12 @@ class ToolRepeatCounter:
     def ignored(self) -> frozenset[str]:
         return self._ignored
 
+    @property
+    def refused_return(self) -> int:
+        """The return of a file (edited back to an earlier content) refused before it is
+        made; 0 when the oscillation rule is off."""
+        return self._oscillation + REFUSED_RETURN_AFTER_WARN if self._oscillation else 0
+
     def __len__(self) -> int:
         """The number of calls remembered."""
         return len(self._calls)
@@ -384,13 +394,20 @@ class ToolRepeatCounter:
                 cwd: str = "") -> ToolRepeat | None:
         """Where the call stands when its next attempt must be refused, else None.
         ``cwd``: the folder before it runs (PreToolUse's); the call is also looked up in
-        the folder its leading ``cd`` moves to (``moved_to``), where it was counted."""
+        the folder its leading ``cd`` moves to (``moved_to``), where it was counted.
+        An edit refused for going back and forth has ``shape`` EDIT_OSCILLATION and the
+        return it would have been as ``shape_count``."""
         moved = moved_to(name, tool_input, cwd)
         for folder in (cwd, moved) if moved else (cwd,):
             count = self.count(name, tool_input, cwd=folder)
             if count >= self._block:
                 return ToolRepeat(call_key(name, tool_input, folder), name, tool_use_id,
                                   count)
+        if self.refused_return and name in FILE_CHANGING_TOOLS:
+            returns = self._edits.would_return(name, tool_input)
+            if returns >= self.refused_return:
+                return ToolRepeat(call_key(name, tool_input, cwd), name, tool_use_id, 0,
+                                  RULE_EDIT_OSCILLATION, returns)
         return None
 
     def note_notice(self, result: str) -> bool:
@@ -410,6 +427,8 @@ class ToolRepeatCounter:
     def refusable(self) -> bool:
         """Whether any call's next attempt would be refused now (the launcher runs the
         package for a PreToolUse only then: ``tools.store``'s marker)."""
+        if self.refused_return and self._edits.most_returns() + 1 >= self.refused_return:
+            return True
         return any(count >= self._block and changes == self._changes
                    for _, count, changes in self._calls.values())
 

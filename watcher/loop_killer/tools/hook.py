@@ -8,10 +8,11 @@ and prints what it returns.
   ``ToolRepeatCounter``, kept in ``store``); on the TOOL_REPEAT_WARN-th identical result
   tell the model to stop and the person what happened, and log a detection; at
   TOOL_REPEAT_BLOCK and beyond tell the model the call is now refused.
-* ``PreToolUse``: refuse a call that reached TOOL_REPEAT_BLOCK (and log the refusal); the
+* ``PreToolUse``: refuse a call that reached TOOL_REPEAT_BLOCK, or an edit that would take
+  its file back once too often (EDIT_OSCILLATION), and log the refusal; the
   TOOL_REPEAT_STOP-th refused attempt in the person's turn also ends the turn (and gets
-  the goal cleared, as a re-prompt loop's stop does): the ladder's last step. In a
-  subagent's scope it ends the subagent's run alone.
+  the goal cleared, as a re-prompt loop's stop does): the ladder's last step, for both
+  shapes. In a subagent's scope it ends the subagent's run alone.
 * ``UserPromptSubmit`` of the person's prompt, or the result of a question the person
   answered (``ANSWERED_BY_PERSON``): the person spoke; forget the session's counts. A
   finished background task's notice, which Claude Code submits as a prompt itself,
@@ -157,16 +158,21 @@ def _before(data: dict[str, Any], state: str, path: str, name: str, scope: str,
 
     label = call_label(name, tool_input, words.LABEL_LIMIT)
     _log(state, "refusal", data, refusal, label, scope)
-    if refused >= settings.tool_repeat_stop:
-        if scope != MAIN_SCOPE:
-            # A subagent retrying a refused call: its own run ends (measured on 2.1.332:
-            # the session's turn goes on, with the subagent's result), its goal is not ours.
-            return words.subagent_stop(label, refusal.count, refused)
-        from .stop import stop_turn
+    stops = refused >= settings.tool_repeat_stop
+    first = refused <= 1 and not stops
+    if refusal.shape:  # an edit that would go back again (edits.RULE_EDIT_OSCILLATION)
+        output = words.oscillation_refusal(label, refusal.shape_count, first=first)
+    else:
+        output = words.refusal(label, refusal.count, first=first)
+    if not stops:
+        return output
+    if scope != MAIN_SCOPE:
+        # A subagent retrying a refused call: its own run ends (measured on 2.1.332: the
+        # session's turn goes on, with the subagent's result), its goal is not ours.
+        return words.subagent_stop(label, refused, output)
+    from .stop import stop_turn
 
-        return stop_turn(data, state=state, label=label, refused=refused, env=env,
-                         output=words.refusal(label, refusal.count, first=False))
-    return words.refusal(label, refusal.count, first=refused <= 1)
+    return stop_turn(data, state=state, label=label, refused=refused, env=env, output=output)
 
 
 def _after(data: dict[str, Any], state: str, path: str, event: str, name: str, scope: str,
@@ -210,7 +216,8 @@ def _after(data: dict[str, Any], state: str, path: str, event: str, name: str, s
     if repeat.shape:  # a file edited back and forth (edits.RULE_EDIT_OSCILLATION)
         if scope != MAIN_SCOPE or _first_to_record(state, data, repeat):
             _log(state, "detection", data, repeat, label, scope)
-        return words.oscillation(event, label, repeat.shape_count)
+        return words.oscillation(event, label, repeat.shape_count,
+                                 refused_at=counts.refused_return)
     if repeat.count == settings.tool_repeat_warn:
         # Only the main session's transcript is followed by the watcher too: a subagent's
         # warning is this hook's alone to log.

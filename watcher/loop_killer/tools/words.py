@@ -19,8 +19,8 @@ from ..engine.tool_repeat import REFUSED_MARK, RULE_TOOL_REPEAT, TOOL_REPEAT_BLO
 from ..hook.notice import MARK
 from ..printable import printable
 
-__all__ = ["LABEL_LIMIT", "final_warning", "oscillation", "phrase", "refusal", "subagent_stop",
-           "warning"]
+__all__ = ["LABEL_LIMIT", "final_warning", "oscillation", "oscillation_refusal", "phrase",
+           "refusal", "subagent_stop", "warning"]
 
 LABEL_LIMIT = 120
 """The most characters of a call shown in one line."""
@@ -55,19 +55,39 @@ def warning(event: str, label: str, count: int, *, block: int = TOOL_REPEAT_BLOC
     return _after(event, model, person)
 
 
-def oscillation(event: str, label: str, returns: int) -> dict[str, Any]:
+def oscillation(event: str, label: str, returns: int, *, refused_at: int) -> dict[str, Any]:
     """After an edit that took a file back to an earlier content for the ``returns``-th
-    time in the turn (EDIT_OSCILLATION): tell the model, and the person. Never a refusal."""
+    time in the turn (EDIT_OSCILLATION): tell the model, and the person. ``refused_at``:
+    the return that is refused before it is made."""
     call = _call(label)
     model = (
         f"{MARK}this edit ({call}) took the file back to a version it already had in this "
         f"turn, for the {_ordinal(returns)} time: you are going back and forth between "
         "versions. Stop editing it. Say in one or two sentences which version is right "
-        "and why, then keep that one, or ask the person."
+        "and why, then keep that one, or ask the person. From the file's "
+        f"{_ordinal(refused_at)} return on, loop-killer will refuse such edits until the "
+        "person's next message."
     )
     person = (f"{MARK}{call}: {rule_phrase(RULE_EDIT_OSCILLATION, returns)} "
               f"({RULE_EDIT_OSCILLATION}); the model was told to settle on one version")
     return _after(event, model, person)
+
+
+def oscillation_refusal(label: str, returns: int, *, first: bool = True) -> dict[str, Any]:
+    """PreToolUse output refusing an edit that would take its file back to an earlier
+    version for the ``returns``-th time in the turn. The person is told once a turn."""
+    call = _call(label)
+    reason = (
+        f"{REFUSED_MARK} to make this edit: it would take the file back to an earlier "
+        f"version for the {_ordinal(returns)} time in this turn ({RULE_EDIT_OSCILLATION}); "
+        "such edits run again after the person's next message. Do not retry it: say which "
+        "version is right and why, then keep it, or ask the person. Retrying a refused "
+        "call again and again ends the turn."
+    )
+    person = (f"{MARK}refused {call}: it would be "
+              f"{rule_phrase(RULE_EDIT_OSCILLATION, returns)} ({RULE_EDIT_OSCILLATION}); "
+              "it runs again after your next message")
+    return _deny(reason, person, first=first)
 
 
 def _times(number: int) -> str:
@@ -75,7 +95,14 @@ def _times(number: int) -> str:
 
 
 def _ordinal(number: int) -> str:
-    return {1: "first", 2: "second", 3: "third"}.get(number, f"{number}th")
+    if number in _ORDINALS:
+        return _ORDINALS[number]
+    suffix = "th" if number % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(
+        number % 10, "th")
+    return f"{number}{suffix}"
+
+
+_ORDINALS = {1: "first", 2: "second", 3: "third", 4: "fourth", 5: "fifth"}
 
 
 def final_warning(event: str, label: str, count: int) -> dict[str, Any]:
@@ -102,6 +129,10 @@ def refusal(label: str, count: int, *, first: bool = True) -> dict[str, Any]:
     )
     person = f"{MARK}refused {call}: it gave {phrase(count)} ({RULE_TOOL_REPEAT}); it runs " \
              "again after your next message"
+    return _deny(reason, person, first=first)
+
+
+def _deny(reason: str, person: str, *, first: bool) -> dict[str, Any]:
     output: dict[str, Any] = {"systemMessage": person} if first else {}
     return {
         **output,
@@ -120,10 +151,9 @@ def _after(event: str, model: str, person: str) -> dict[str, Any]:
     }
 
 
-def subagent_stop(label: str, count: int, refused: int) -> dict[str, Any]:
-    """PreToolUse output refusing a subagent's attempt and ending its run: the ladder's
-    last step for a subagent (the session's own turn goes on)."""
+def subagent_stop(label: str, refused: int, output: dict[str, Any]) -> dict[str, Any]:
+    """PreToolUse output refusing a subagent's attempt (``output``, said to no person) and
+    ending its run: the ladder's last step for a subagent (the session's turn goes on)."""
     said = (f"{MARK}{RULE_TOOL_REPEAT}: a subagent's refused call ({_call(label)}) tried "
             f"{refused} more times; the subagent was stopped")
-    return {**refusal(label, count, first=False), "continue": False, "stopReason": said,
-            "systemMessage": said}
+    return {**output, "continue": False, "stopReason": said, "systemMessage": said}

@@ -101,8 +101,10 @@ def tool_repeat_line(*, project: str, session_id: str, call: str, count: int,
     tool-call ``rule`` (EDIT_OSCILLATION), what it saw."""
     by = "" if source == "watcher" else f" ({source})"
     if rule != RULE_TOOL_REPEAT:
-        return (f"LOOP      {project}  {short_id(session_id)}  {printable(rule, 40)}: "
-                f"{snippet(call, 80)} {rule_phrase(rule, count)}{by}")
+        said = (f"not made: it would be {rule_phrase(rule, count)}" if refused
+                else rule_phrase(rule, count))
+        return (f"{'REFUSED' if refused else 'LOOP':<9} {project}  {short_id(session_id)}  "
+                f"{printable(rule, 40)}: {snippet(call, 80)} {said}{by}")
     if refused:
         return (f"{'REFUSED':<9} {project}  {short_id(session_id)}  {RULE_TOOL_REPEAT}: "
                 f"{snippet(call, 80)} not run again after {count} identical results{by}")
