@@ -554,3 +554,48 @@ def test_a_subagent_retrying_a_refused_call_is_stopped_and_the_session_goes_on(
     records = journal(sandbox)
     assert [(r["event"], bool(r.get("agent_id"))) for r in records] == [
         ("detection", True), ("refusal", True), ("refusal", True), ("refusal", True)]
+
+
+def test_a_subagent_re_prompted_by_its_own_stop_hook_is_stopped_by_the_ladder(
+    sandbox: Sandbox, mock_api: MockAnthropic, claude: Path
+) -> None:
+    """A SubagentStop hook that always blocks re-prompts the subagent (a "Stop hook
+    feedback:" line in its own transcript; measured on 2.1.250, 2.1.328 and 2.1.332).
+    Claude Code lets a subagent that answers with text alone go after 9 blocks, but a
+    subagent with tool work between its answers had no cap at all (30 blocks in 60
+    requests, measured). When that work is the same failing check, the subagent's count
+    ends it: the check runs 4 times and the session goes on with the subagent's result."""
+    hook = sandbox.root / "block_subagent_stop.py"
+    hook.write_text('import json\nprint(json.dumps({"decision": "block", '
+                    '"reason": "Keep going: the check must pass."}))\n')
+    settings = sandbox.home / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text(json.dumps({"hooks": {"SubagentStop": [{"hooks": [
+        {"type": "command", "command": f"python3 {hook}"}]}]}}))
+    check = ToolCall("Bash", {"command": "echo run >> runs.txt; cat no-such-file"})
+
+    def script(index: int, body: dict[str, Any]) -> Reply:
+        if "SUBTASK" in _first_user_text(body):
+            if _last_results(body):
+                return Reply(text="The check still fails.")  # then its Stop hook blocks
+            return Reply(text="Running the check.", tool_calls=[check])
+        if index > 0:
+            return Reply(text="Done.")
+        tools = [tool.get("name") for tool in body.get("tools") or []]
+        return Reply(text="Delegating.", tool_calls=[ToolCall(
+            "Agent" if "Agent" in tools else "Task", {
+                "description": "check", "prompt": "SUBTASK run the check",
+                "subagent_type": "general-purpose", "run_in_background": False})])
+
+    mock_api.configure(script)
+    result = run_headless(sandbox, "Go.", version=claude, plugin_dir=PLUGIN,
+                          extra_args=["--allowedTools", "Bash,Agent"], timeout=120)
+    assert not result.timed_out and result.returncode == 0, result.stderr
+    assert result.output is not None and result.output.get("result") == "Done."
+    assert runs(sandbox) == 4
+    # The session's 2 requests; the subagent's 13: 4 checks, 4 answers each followed by a
+    # block, then 3 refused attempts with an answer and a block between, the 3rd ending it.
+    assert mock_api.count("main") == 15
+    records = journal(sandbox)
+    assert [(r["event"], bool(r.get("agent_id"))) for r in records] == [
+        ("detection", True), ("refusal", True), ("refusal", True), ("refusal", True)]

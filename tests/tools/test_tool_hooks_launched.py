@@ -217,6 +217,23 @@ def test_a_file_edited_back_and_forth_climbs_the_ladder_to_the_stop(state: Path)
     assert launch(change("a", "b", after=False)) is None
 
 
+def test_a_model_that_heeded_refusals_is_not_stopped_by_another_calls_first(
+        state: Path) -> None:
+    """Found by a review: refused attempts were counted for the turn, so two refusals of
+    one call the model then left alone made the first refusal of another end the turn.
+    The stop is for a call retried: three refused attempts of that one call."""
+    for command in ("npm test", "make"):
+        for _ in range(4):
+            launch(failed(command))
+    assert [launch(before("npm test")) is not None for _ in range(2)] == [True, True]
+    first = launch(before("make"))
+    assert first is not None and "continue" not in first
+    assert first["systemMessage"].startswith("loop-killer: refused Bash: make")
+    assert launch(before("make")) is not None
+    third = launch(before("make"))
+    assert third is not None and third["continue"] is False
+
+
 def test_the_state_file_appears_with_the_first_counted_result_only(state: Path) -> None:
     assert launch(before()) is None
     assert launch(prompt()) is None

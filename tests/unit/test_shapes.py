@@ -99,6 +99,66 @@ def test_the_fourth_return_of_a_file_is_refused_until_the_person_speaks() -> Non
     assert counter.refusal("Edit", forth) is None and not counter.refusable()
 
 
+def _returns(changes: list[tuple[str, dict[str, object]]]) -> tuple[list[int], bool]:
+    """The return each change makes, and whether the next return would be refused."""
+    counter = ToolRepeatCounter()
+    shapes = [counter.record(name, tool_input, "updated", False).shape_count
+              for name, tool_input in changes]
+    return shapes, counter.refusable()
+
+
+def test_ideas_tried_and_undone_one_after_another_are_no_oscillation() -> None:
+    """Found by a review: a file's returns only grew, so a fourth idea undone was refused
+    (and the second undo told the model it was going back and forth). Each new change
+    starts the returns afresh."""
+    ideas = [("Edit", edit("f.py", old, new)) for idea in "XYZW"
+             for old, new in (("A", idea), (idea, "A"))]
+    assert _returns(ideas) == ([0] * 8, False)
+    # A debug print put in and taken out while fixes go on in another file.
+    debug = []
+    for fix in range(4):
+        debug += [("Edit", edit("f.py", "def f():\n", "def f():\n    print(x)\n")),
+                  ("Edit", edit("f.py", "def f():\n    print(x)\n", "def f():\n")),
+                  ("Edit", edit("g.py", f"v{fix}", f"v{fix + 1}"))]
+    shapes, refusable = _returns(debug)
+    assert max(shapes) < EDIT_OSCILLATION_WARN + 2 and not refusable
+
+
+def test_a_file_written_with_the_same_content_again_did_not_change() -> None:
+    same = {"file_path": "gen.py", "content": "GENERATED"}
+    changes = []
+    for n in range(5):
+        changes += [("Write", same), ("Edit", edit("src.py", f"v{n}", f"v{n + 1}"))]
+    assert _returns(changes) == ([0] * 10, False)
+
+
+@pytest.mark.parametrize("case", ["three versions", "revert with context", "other spacing",
+                                  "multi-edit undone in the same order"])
+def test_the_shapes_of_going_back_a_review_found_are_refused_too(case: str) -> None:
+    """Found by a review: these went back and forth for ever, no warning, no refusal."""
+    if case == "three versions":
+        cycle = [edit("f.py", "A", "B"), edit("f.py", "B", "C"), edit("f.py", "C", "A")]
+    elif case == "revert with context":
+        cycle = [edit("f.py", "x = 1", "x = 2"),
+                 edit("f.py", "def f():\n    x = 2\n", "def f():\n    x = 1\n")]
+    elif case == "other spacing":
+        cycle = [edit("f.py", "x = 1", "x = 2"), edit("f.py", "x = 2  ", "  x = 1")]
+    else:
+        pairs = [edit("", "a", "b"), edit("", "c", "d")]
+        cycle = [{"file_path": "m.py", "edits": pairs},
+                 {"file_path": "m.py", "edits": [edit("", "b", "a"), edit("", "d", "c")]}]
+    name = "MultiEdit" if "multi" in case else "Edit"
+    counter = ToolRepeatCounter()
+    made = 0
+    while counter.refusal(name, cycle[made % len(cycle)]) is None:
+        counter.record(name, cycle[made % len(cycle)], "updated", False)
+        made += 1
+        assert made < 20, "never refused"
+    # The changes that lead away from the first version, then three returns (warned at
+    # the 2nd): the 4th is refused.
+    assert made == (len(cycle) - 1) + EDIT_OSCILLATION_WARN + 1
+
+
 def test_rewriting_a_file_back_and_forth_is_an_oscillation() -> None:
     counter = ToolRepeatCounter()
     contents = ["v1", "v2", "v1", "v2"]

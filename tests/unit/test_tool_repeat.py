@@ -615,13 +615,22 @@ def test_an_edit_that_failed_or_repeats_itself_changes_nothing() -> None:
     assert counts == [1, 2, 3, 4]
 
 
-def test_refused_attempts_are_counted_in_the_turn_and_kept_across_processes() -> None:
+def test_refused_attempts_are_counted_per_call_and_kept_across_processes() -> None:
     counter = ToolRepeatCounter()
-    assert [counter.note_refusal() for _ in range(2)] == [1, 2]
+    repeat(counter, 4)
+    refused = counter.refusal("Bash", bash("npm test"))
+    assert refused is not None
+    assert [counter.note_refusal(refused) for _ in range(2)] == [1, 2]
     again = ToolRepeatCounter.from_state(counter.to_state())
-    assert again.note_refusal() == 3
+    assert again.note_refusal(refused) == 3
+    # A model that heeded one refusal and moved on is not stopped by another's first.
+    other = ToolRepeat(call_key("Bash", bash("make")), "Bash", "", 4)
+    assert again.note_refusal(other) == 1 and again.refused == 3
     again.reset()
     assert again.refused == 0
+    # An older version's count of all calls is dropped: nothing is stopped by mistake.
+    state = {**counter.to_state(), "refused": 2}
+    assert ToolRepeatCounter.from_state(state).refused == 0
 
 
 def test_a_state_file_of_the_earlier_shape_is_still_read() -> None:
@@ -747,8 +756,9 @@ def test_a_shell_command_that_failed_after_writing_still_changed_the_files() -> 
 def test_the_person_answering_a_question_lifts_a_refusal(tool: str) -> None:
     counter = ToolRepeatCounter()
     repeat(counter, 4)
-    counter.note_refusal()
-    assert counter.refusal("Bash", bash("npm test")) is not None
+    refused = counter.refusal("Bash", bash("npm test"))
+    assert refused is not None
+    counter.note_refusal(refused)
     answer = counter.record(tool, {"questions": []}, "User answered: Started postgres, retry",
                             False)
     assert answer.count == 0  # never counted itself

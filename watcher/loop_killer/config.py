@@ -8,7 +8,7 @@ idle_turns = 6            # IDLE_TURNS
 similar = 0.6             # SIMILAR (word-set Jaccard)
 tool_repeat_warn = 3      # TOOL_REPEAT_WARN
 tool_repeat_block = 4     # TOOL_REPEAT_BLOCK
-tool_repeat_stop = 3      # TOOL_REPEAT_STOP (refused attempts in a turn that end it)
+tool_repeat_stop = 3      # TOOL_REPEAT_STOP (refused attempts of one call that end the turn)
 edit_oscillation_warn = 2 # EDIT_OSCILLATION (a file edited back to an earlier content)
 off = ["IDLE_TURNS"]      # rules switched off: SAME_REPLY_TURNS, IDLE_TURNS, TOOL_REPEAT,
                           # EDIT_OSCILLATION
@@ -104,7 +104,7 @@ class Settings(Value):
     thresholds: Thresholds
     tool_repeat_warn: int
     tool_repeat_block: int
-    tool_repeat_stop: int  # refused attempts in one turn that end it
+    tool_repeat_stop: int  # refused attempts of one call in a turn that end it
     edit_oscillation_warn: int  # a file's returns to an earlier content that warn
     ignore_tools: frozenset[str]
     rules_off: frozenset[str]

@@ -14,13 +14,18 @@ A shape no agent we know of catches: the model edits a file, reverts the edit, e
 again, going back and forth between two versions (each edit a different call, so the
 tool-repeat count never grows). ``EditHistory`` keeps, per file, the changes made in the
 person's turn (digests only). A change is a *return* when it takes the file back to a
-content it had before:
+content it had before (``_change`` says how each tool's change is read):
 
-* an ``Edit`` (or ``MultiEdit``) that undoes an earlier change to the file (its new text
-  was that change's old text, and the other way round);
-* a ``Write`` of a content the file was written with before in the turn.
+* an ``Edit`` whose new text was an earlier edit's old text (a revert, or the last step
+  of a cycle of versions), read without the lines both texts share and each line's
+  spacing;
+* a ``MultiEdit`` that undoes an earlier one;
+* a ``Write`` of a content the file was written with before in the turn (not the same
+  content twice in a row: the file did not change).
 
-On the ``EDIT_OSCILLATION_WARN``-th return of a file (edit, revert, edit: the 2nd) the
+Returns build up only while the turn makes nothing new: a change never made before in
+the turn starts every file's count afresh. On the ``EDIT_OSCILLATION_WARN``-th return of
+a file (edit, revert, edit: the 2nd) the
 model is told it is going back and forth (``rules.RULE_EDIT_OSCILLATION``). Reverting is
 sometimes right, so one more return is let through; the one after it (the 4th) is refused
 before it is made (``EditHistory.would_return``), and refused attempts end the turn as a
@@ -61,7 +66,7 @@ at the 2nd, the 3rd let through (reverting is sometimes right), the 4th refused.
 
 MAX_FILES = 32
 """Files remembered per turn; the least recently changed are forgotten first."""
-_MAX_MOVES = 16  # changes remembered per file
+_MAX_MARKS = 32  # marks remembered per file (an edit leaves two)
 
 FILE_CHANGING_TOOLS: frozenset[str] = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
 """Claude Code's tools whose success changes a file (their changes are followed below)."""
@@ -277,79 +282,136 @@ def edited_file(tool_input: object) -> str:
     return ""
 
 
-def _moves(name: str, tool_input: dict[str, Any]) -> tuple[str, str] | None:
-    """(this change, the change that would undo it), as digests; None when unknown."""
-    if name == "Write" and isinstance(tool_input.get("content"), str):
-        content = "=" + _digest(tool_input["content"])
-        return content, content  # writing it again is the return
-    if name == "Edit":
-        old, new = tool_input.get("old_string"), tool_input.get("new_string")
-        if isinstance(old, str) and isinstance(new, str):
-            return f"{_digest(old)}>{_digest(new)}", f"{_digest(new)}>{_digest(old)}"
-    if name == "MultiEdit" and isinstance(tool_input.get("edits"), list):
-        edits = [(e.get("old_string"), e.get("new_string")) for e in tool_input["edits"]
-                 if isinstance(e, dict)]
-        undo = [(new, old) for old, new in reversed(edits)]
-        return _digest(canonical(edits)), _digest(canonical(undo))
-    return None
+class _Change:
+    """One change to a file, as ``EditHistory`` follows it (digests only).
+
+    ``move``: the change itself; ``back``: a mark whose presence among the file's earlier
+    marks means this change takes the file back (``None``: never taken as going back);
+    ``marks``: what it leaves for later changes to find.
+    """
+
+    __slots__ = ("back", "marks", "move", "writes")
+
+    def __init__(self, move: str, back: str | None, marks: tuple[str, ...],
+                 writes: bool = False) -> None:
+        self.move, self.back, self.marks, self.writes = move, back, marks, writes
 
 
-def _change(name: str, tool_input: object) -> tuple[str, str, str] | None:
-    """(the file's key, this change, the change that would undo it), as digests; None
-    when the input names no file or no change that can be followed."""
+def _change(name: str, tool_input: object) -> tuple[str, _Change] | None:
+    """(the file's key, the change) for a file-changing call; None when its input names no
+    file, or no change that can be followed.
+
+    * ``Edit``: its old and new text, without the lines they share at either end and each
+      line stripped of its edges (a revert written with more context, or other spacing,
+      is the same change undone). It goes back when its new text was the old text of an
+      earlier edit of the file: a revert, or the last step of a cycle (A, B, C, A).
+    * ``Write``: its content; it goes back when the file was written with that content
+      before, and the file's last change was another one.
+    * ``MultiEdit``: its edits as a set; it goes back when an earlier one had each of them
+      the other way round.
+    """
     if not isinstance(tool_input, dict):
         return None
     path = edited_file(tool_input)
-    moves = _moves(name, tool_input)
-    if not path or moves is None:
+    if not path:
         return None
-    return _digest(path), *moves
+    change: _Change | None = None
+    if name == "Write" and isinstance(tool_input.get("content"), str):
+        content = "=" + _digest(tool_input["content"])
+        change = _Change(content, content, (content,), writes=True)
+    elif name == "Edit":
+        pair = _core(tool_input.get("old_string"), tool_input.get("new_string"))
+        if pair is not None:
+            old, new = pair
+            change = _Change(f"{old}>{new}", f"<{new}", (f"{old}>{new}", f"<{old}"))
+    elif name == "MultiEdit" and isinstance(tool_input.get("edits"), list):
+        edits = [e for e in tool_input["edits"] if isinstance(e, dict)]
+        pairs = [pair for e in edits
+                 if (pair := _core(e.get("old_string"), e.get("new_string"))) is not None]
+        if pairs and len(pairs) == len(edits):
+            forth = "m" + _digest(canonical(sorted(pairs)))
+            undo = "m" + _digest(canonical(sorted((new, old) for old, new in pairs)))
+            change = _Change(forth, undo, (forth,))
+    return None if change is None else (_digest(path), change)
+
+
+def _core(old: object, new: object) -> tuple[str, str] | None:
+    """An edit's old and new text as digests of what it really changes (see ``_change``);
+    None when the texts are not strings, or differ in spacing alone."""
+    if not isinstance(old, str) or not isinstance(new, str):
+        return None
+    before = [line.strip() for line in old.split("\n")]
+    after = [line.strip() for line in new.split("\n")]
+    while before and after and before[0] == after[0]:
+        del before[0], after[0]
+    while before and after and before[-1] == after[-1]:
+        del before[-1], after[-1]
+    if before == after:
+        return None
+    return _digest("\n".join(before)), _digest("\n".join(after))
 
 
 class EditHistory:
-    """The changes made to each file in one scope's turn, and their returns."""
+    """The changes made to each file in one scope's turn, and their returns.
+
+    A file's returns build up only while the turn makes nothing new: a change seen for the
+    first time (in any file) starts every file's count afresh, so trying ideas one after
+    another and undoing each, or a debug print put in and taken out while other fixes go
+    on, is not a loop; going round the same versions is.
+    """
 
     __slots__ = ("_files",)
 
     def __init__(self) -> None:
-        # file digest -> [returns, moves (oldest first)]; insertion order is recency
+        # file digest -> [returns, marks (oldest first)]; insertion order is recency
         self._files: dict[str, tuple[int, list[str]]] = {}
+
+    def _judge(self, key: str, change: _Change) -> tuple[int, bool]:
+        """(the file's returns, were the change made now; whether it is new)."""
+        returns, marks = self._files.get(key, (0, []))
+        if change.writes and marks and marks[-1] == change.move:
+            return returns, False  # the same content again: the file did not change
+        if change.back is not None and change.back in marks:
+            return returns + 1, False
+        return returns, change.move not in marks
 
     def note(self, name: str, tool_input: object) -> int:
         """A successful change by a file-changing call; how many times it has taken the
         file back to an earlier content in this turn (0 when this change did not)."""
-        change = _change(name, tool_input)
-        if change is None:
+        found = _change(name, tool_input)
+        if found is None:
             return 0
-        key, move, undo = change
-        returns, seen = self._files.pop(key, (0, []))
-        went_back = undo in seen
-        if went_back:
-            returns += 1
-        seen = [*seen[-(_MAX_MOVES - 1):], move]
-        self._files[key] = (returns, seen)
+        key, change = found
+        before = self._files.get(key, (0, []))[0]
+        returns, new = self._judge(key, change)
+        if new:  # something new: every file's returns start afresh
+            returns = 0
+            self._files = {file: (0, marks) for file, (_, marks) in self._files.items()}
+        _, marks = self._files.pop(key, (0, []))
+        marks = [*(mark for mark in marks if mark not in change.marks), *change.marks]
+        self._files[key] = (returns, marks[-_MAX_MARKS:])
         while len(self._files) > MAX_FILES:
             del self._files[next(iter(self._files))]
-        return returns if went_back else 0
+        return returns if returns > before else 0
 
     def would_return(self, name: str, tool_input: object) -> int:
         """Which return of its file this change would be, were it made now (0: none)."""
-        change = _change(name, tool_input)
-        if change is None:
+        found = _change(name, tool_input)
+        if found is None:
             return 0
-        key, _, undo = change
-        returns, seen = self._files.get(key, (0, []))
-        return returns + 1 if undo in seen else 0
+        key, change = found
+        returns, _ = self._judge(key, change)
+        return returns if returns > self._files.get(key, (0, []))[0] else 0
 
     def most_returns(self) -> int:
-        """The most returns any one file has made in this turn."""
+        """The most returns any one file has made since the turn last made something new."""
         return max((returns for returns, _ in self._files.values()), default=0)
 
     def clear(self) -> None:
         self._files.clear()
 
     def to_state(self) -> dict[str, Any]:
-        return {key: [returns, moves] for key, (returns, moves) in self._files.items()}
+        return {key: [returns, marks] for key, (returns, marks) in self._files.items()}
 
     @classmethod
     def from_state(cls, state: object) -> EditHistory:
@@ -361,8 +423,8 @@ class EditHistory:
             if (isinstance(key, str) and isinstance(value, list) and len(value) == 2
                     and isinstance(value[0], int) and not isinstance(value[0], bool)
                     and 0 <= value[0] < 1000 and isinstance(value[1], list)
-                    and all(isinstance(move, str) for move in value[1])):
-                history._files[key] = (value[0], list(value[1][-_MAX_MOVES:]))
+                    and all(isinstance(mark, str) for mark in value[1])):
+                history._files[key] = (value[0], list(value[1][-_MAX_MARKS:]))
         return history
 
 

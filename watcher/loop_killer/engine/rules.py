@@ -80,7 +80,7 @@ RULE_SAME: Final = "SAME_REPLY_TURNS"
 RULE_IDLE: Final = "IDLE_TURNS"
 RULE_MANUAL: Final = "MANUAL"  # a clear asked for by hand, not a rule of the detector
 RULE_REFUSED_RETRIES: Final = "TOOL_REPEAT"  # (engine.tool_repeat.RULE_TOOL_REPEAT) its stop
-RULE_EDIT_OSCILLATION: Final = "EDIT_OSCILLATION"  # (engine.edits) a warning, never a stop
+RULE_EDIT_OSCILLATION: Final = "EDIT_OSCILLATION"  # (engine.edits) warned, then refused
 RULES: Final[tuple[Rule, ...]] = (RULE_SAME, RULE_IDLE, RULE_MANUAL)
 
 # Patterns compiled on first use: a tool-call hook loads this module for its constants,

@@ -18,10 +18,11 @@ Pure: plain values in, plain values out; no files, no clock.
 * On the ``TOOL_REPEAT_WARN``-th identical result the model is told to stop; once a call
   has ``TOOL_REPEAT_BLOCK`` identical results, its next attempt is refused (``refusal``)
   until the person speaks, the call changes or the session changes a file; after
-  ``TOOL_REPEAT_STOP`` refused attempts in one turn the turn itself is ended (the hooks).
+  ``TOOL_REPEAT_STOP`` refused attempts of one call in a turn the turn itself is ended
+  (the hooks). A model that heeded a refusal and moved on is not stopped by the next.
 * An edit that would take a file back to an earlier content for the 4th time in the turn
-  (``edits.REFUSED_RETURN_AFTER_WARN``) is refused too, and counts towards that stop: one
-  ladder for both shapes.
+  (``edits.REFUSED_RETURN_AFTER_WARN``) is refused too, and the refused edits of one file
+  count towards that stop as one call's attempts: one ladder for both shapes.
 * Tools that poll by design (``DEFAULT_IGNORED``) are never counted.
 
 The counter keeps only digests: per call, its last result and count, at most
@@ -41,6 +42,7 @@ from .edits import (
     SHELL_TOOLS,
     EditHistory,
     changes_files,
+    edited_file,
     leading_cd,
 )
 from .masking import canonical, result_key
@@ -88,8 +90,8 @@ TOOL_REPEAT_BLOCK = 4
 refused before it runs, until the person speaks again or the call changes."""
 
 TOOL_REPEAT_STOP = 3
-"""After this many refused attempts in one turn (of calls past TOOL_REPEAT_BLOCK), the turn
-is ended: a model that keeps retrying a refused call is a loop of its own."""
+"""After this many refused attempts of one call in a turn (past TOOL_REPEAT_BLOCK), the
+turn is ended: a model that keeps retrying a refused call is a loop of its own."""
 
 RULE_TOOL_REPEAT: Final = "TOOL_REPEAT"
 """The rule's name in the detection log."""
@@ -291,12 +293,12 @@ class ToolRepeatCounter:
 
     ``record`` takes each result as it comes (the hooks), ``feed`` takes transcript events
     (the watcher, ``loop-killer scan``); ``refusal`` says whether the next attempt of a
-    call must be refused, ``note_refusal`` counts the refused attempts of the turn;
+    call must be refused, ``note_refusal`` counts the refused attempts of each call;
     ``reset`` is the person speaking.
     """
 
     __slots__ = ("_block", "_calls", "_changes", "_edits", "_ignored", "_oscillation",
-                 "_pairing", "refused")
+                 "_pairing", "_refused")
 
     def __init__(self, *, ignored: frozenset[str] = DEFAULT_IGNORED,
                  block: int = TOOL_REPEAT_BLOCK,
@@ -309,7 +311,7 @@ class ToolRepeatCounter:
         # ``changes``: how many file changes the session had made at that result.
         self._calls: dict[str, tuple[str, int, int]] = {}
         self._changes = 0  # file changes made in the turn (``changes_files``)
-        self.refused = 0  # attempts refused in the turn
+        self._refused: dict[str, int] = {}  # call digest -> attempts refused in the turn
         self._pairing: ToolPairing | None = None  # ``feed``'s, made on its first call
 
     @property
@@ -406,7 +408,9 @@ class ToolRepeatCounter:
         if self.refused_return and name in FILE_CHANGING_TOOLS:
             returns = self._edits.would_return(name, tool_input)
             if returns >= self.refused_return:
-                return ToolRepeat(call_key(name, tool_input, cwd), name, tool_use_id, 0,
+                # Keyed by the file: its edits back and forth are one refused call.
+                file = {"file_path": edited_file(tool_input)}
+                return ToolRepeat(call_key(name, file, cwd), name, tool_use_id, 0,
                                   RULE_EDIT_OSCILLATION, returns)
         return None
 
@@ -432,16 +436,26 @@ class ToolRepeatCounter:
         return any(count >= self._block and changes == self._changes
                    for _, count, changes in self._calls.values())
 
-    def note_refusal(self) -> int:
-        """One more attempt refused in this turn; how many so far."""
-        self.refused += 1
-        return self.refused
+    @property
+    def refused(self) -> int:
+        """The most attempts of one call refused in this turn."""
+        return max(self._refused.values(), default=0)
+
+    def note_refusal(self, refusal: ToolRepeat) -> int:
+        """One more attempt of the call ``refusal`` is about refused in this turn; how many
+        of its attempts so far."""
+        digest = _digest(refusal.call)
+        count = self._refused.pop(digest, 0) + 1
+        self._refused[digest] = count
+        while len(self._refused) > MAX_CALLS:
+            del self._refused[next(iter(self._refused))]
+        return count
 
     def reset(self) -> None:
         """The person spoke: every count starts afresh."""
         self._calls.clear()
         self._changes = 0
-        self.refused = 0
+        self._refused.clear()
         self._edits.clear()
 
     def feed(self, event: Event) -> list[ToolRepeat]:
@@ -464,7 +478,7 @@ class ToolRepeatCounter:
     def to_state(self) -> dict[str, Any]:
         """The counts as a small JSON-ready value (digests only; ``feed``'s pairing of
         calls and results is not kept)."""
-        return {"v": STATE_VERSION, "changes": self._changes, "refused": self.refused,
+        return {"v": STATE_VERSION, "changes": self._changes, "refused": self._refused,
                 "calls": [[call, result, count, changes]
                           for call, (result, count, changes) in self._calls.items()],
                 "edits": self._edits.to_state()}
@@ -483,7 +497,11 @@ class ToolRepeatCounter:
             return counter
         counter._changes = _small(state.get("changes"))
         counter._edits = EditHistory.from_state(state.get("edits"))
-        counter.refused = _small(state.get("refused"))
+        refused = state.get("refused")
+        if isinstance(refused, dict):  # (an older version's count of all calls is dropped)
+            for digest, count in list(refused.items())[-MAX_CALLS:]:
+                if isinstance(digest, str) and _small(count) > 0:
+                    counter._refused[digest] = _small(count)
         for item in calls[-MAX_CALLS:]:
             if (isinstance(item, list) and len(item) in (3, 4) and isinstance(item[0], str)
                     and isinstance(item[1], str) and _small(item[2]) > 0):

@@ -10,9 +10,9 @@ and prints what it returns.
   TOOL_REPEAT_BLOCK and beyond tell the model the call is now refused.
 * ``PreToolUse``: refuse a call that reached TOOL_REPEAT_BLOCK, or an edit that would take
   its file back once too often (EDIT_OSCILLATION), and log the refusal; the
-  TOOL_REPEAT_STOP-th refused attempt in the person's turn also ends the turn (and gets
-  the goal cleared, as a re-prompt loop's stop does): the ladder's last step, for both
-  shapes. In a subagent's scope it ends the subagent's run alone.
+  TOOL_REPEAT_STOP-th refused attempt of one call (or one file's edits) in the person's
+  turn ends the turn (and gets the goal cleared, as a re-prompt loop's stop does): the
+  ladder's last step, for both shapes. In a subagent's scope it ends the subagent's run.
 * ``UserPromptSubmit`` of the person's prompt, or the result of a question the person
   answered (``ANSWERED_BY_PERSON``): the person spoke; forget the session's counts. A
   finished background task's notice, which Claude Code submits as a prompt itself,
@@ -145,7 +145,7 @@ def _before(data: dict[str, Any], state: str, path: str, name: str, scope: str,
             refusal = counts.refusal(name, tool_input, tool_use_id, cwd=cwd)
             if refusal is None:
                 return None
-            refused = counts.note_refusal()
+            refused = counts.note_refusal(refusal)
             store.keep(path, kept, scope, counts, settings)
     except store.Busy:
         refused = 0  # refused all the same; the count of refusals waits for the next one

@@ -75,14 +75,15 @@ def oscillation(event: str, label: str, returns: int, *, refused_at: int) -> dic
 
 def oscillation_refusal(label: str, returns: int, *, first: bool = True) -> dict[str, Any]:
     """PreToolUse output refusing an edit that would take its file back to an earlier
-    version for the ``returns``-th time in the turn. The person is told once a turn."""
+    version for the ``returns``-th time in the turn. The person is told once (``first``)."""
     call = _call(label)
     reason = (
         f"{REFUSED_MARK} to make this edit: it would take the file back to an earlier "
         f"version for the {_ordinal(returns)} time in this turn ({RULE_EDIT_OSCILLATION}); "
-        "such edits run again after the person's next message. Do not retry it: say which "
-        "version is right and why, then keep it, or ask the person. Retrying a refused "
-        "call again and again ends the turn."
+        "such edits run again after the person's next message. Do not retry it: keep the "
+        "file as it is, say in one or two sentences which version is right and why, and if "
+        "it is not the one the file has now, ask the person. Retrying a refused call again "
+        "and again ends the turn."
     )
     person = (f"{MARK}refused {call}: it would be "
               f"{rule_phrase(RULE_EDIT_OSCILLATION, returns)} ({RULE_EDIT_OSCILLATION}); "
@@ -117,7 +118,7 @@ def final_warning(event: str, label: str, count: int) -> dict[str, Any]:
 
 def refusal(label: str, count: int, *, first: bool = True) -> dict[str, Any]:
     """PreToolUse output refusing an attempt of a call that reached TOOL_REPEAT_BLOCK.
-    The person is told once a turn (``first``); later refusals say nothing to them."""
+    The person is told once for each call (``first``); later refusals say nothing to them."""
     call = _call(label)
     # Claude Code shows the reason to the person too, under the call (the first lines of
     # it): so it opens with what happened, in their words, and says the rest to the model.
