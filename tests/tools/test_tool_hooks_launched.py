@@ -190,7 +190,7 @@ def test_a_file_edited_back_and_forth_climbs_the_ladder_to_the_stop(state: Path)
         assert launch(failed("pytest", error=f"1 failed ({new})")) is None
     assert [out is not None for out in said] == [False, False, True, False]
     assert said[2] is not None
-    assert "From the file's fourth return on, loop-killer will refuse such edits" in (
+    assert "loop-killer will refuse its fourth return." in (
         said[2]["hookSpecificOutput"]["additionalContext"])
     refused = [launch(change(*move, after=False)) for move in (("a", "b"), ("b", "a"))]
     refused.append(launch(change("a", "b", after=False)))
@@ -198,11 +198,11 @@ def test_a_file_edited_back_and_forth_climbs_the_ladder_to_the_stop(state: Path)
         assert out is not None and out["hookSpecificOutput"]["permissionDecision"] == "deny"
         assert out["hookSpecificOutput"]["permissionDecisionReason"].startswith(
             f"{REFUSED_MARK} to make this edit: it would take the file back to an earlier "
-            "version for the fourth time in this turn (EDIT_OSCILLATION)")
+            "version for the fourth time (EDIT_OSCILLATION)")
     first, second, third = refused
     assert first is not None and first["systemMessage"] == (
         f"loop-killer: refused Edit: {path}: it would be edited back to an earlier version "
-        "4 times (EDIT_OSCILLATION); it runs again after your next message")
+        "4 times (EDIT_OSCILLATION); the model was told to keep the file as it is or ask you")
     assert second is not None and "systemMessage" not in second
     assert third is not None and third["continue"] is False
     assert third["stopReason"].startswith("loop-killer: TOOL_REPEAT: a refused call tried 3")

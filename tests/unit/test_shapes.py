@@ -109,19 +109,59 @@ def _returns(changes: list[tuple[str, dict[str, object]]]) -> tuple[list[int], b
 
 def test_ideas_tried_and_undone_one_after_another_are_no_oscillation() -> None:
     """Found by a review: a file's returns only grew, so a fourth idea undone was refused
-    (and the second undo told the model it was going back and forth). Each new change
-    starts the returns afresh."""
+    (and the second undo told the model it was going back and forth). A version the file
+    never had starts its returns afresh."""
     ideas = [("Edit", edit("f.py", old, new)) for idea in "XYZW"
              for old, new in (("A", idea), (idea, "A"))]
     assert _returns(ideas) == ([0] * 8, False)
-    # A debug print put in and taken out while fixes go on in another file.
-    debug = []
-    for fix in range(4):
-        debug += [("Edit", edit("f.py", "def f():\n", "def f():\n    print(x)\n")),
-                  ("Edit", edit("f.py", "def f():\n    print(x)\n", "def f():\n")),
-                  ("Edit", edit("g.py", f"v{fix}", f"v{fix + 1}"))]
-    shapes, refusable = _returns(debug)
-    assert max(shapes) < EDIT_OSCILLATION_WARN + 2 and not refusable
+
+
+def test_going_back_and_forth_is_refused_whatever_is_new_elsewhere() -> None:
+    """Found by a second review: any new change reset every file's returns, so a model
+    that also wrote a new line to its notes each round went back and forth for ever."""
+    counter = ToolRepeatCounter()
+    moves = [edit("src/x.py", "a", "b"), edit("src/x.py", "b", "a")]
+    made = 0
+    while counter.refusal("Edit", moves[made % 2]) is None:
+        counter.record("Edit", moves[made % 2], "updated", False)
+        counter.record("Write", {"file_path": "notes.md", "content": f"round {made}"},
+                       "written", False)
+        made += 1
+        assert made < 20, "never refused"
+    assert made == 4  # the first edit, three returns: the 4th return is refused
+
+
+@pytest.mark.parametrize("changes", [
+    [edit("f.py", f"def {name}():", f"\ndef {name}():") for name in "abcdefgh"],
+    [edit("f.py", "import os", "import os\nimport re"),
+     *(edit("f.py", f"dead_{n} = None\n", "") for n in range(6))],
+    [edit("f.py", "def a():\n    pass", "def a():\n    return 1"),
+     *(edit("f.py", f"def {n}():\n    return {n}", f"def {n}():\n    pass") for n in "bcdef")],
+    [edit("f.js", f"  }}, {n})", f"  }}); // {n}") for n in range(3)]
+    + [edit("f.js", f"  }}); // {n}", "  }") for n in range(3)],
+], ids=["blank lines added", "dead lines deleted", "stubs", "closing braces"])
+def test_edits_that_meet_only_in_blank_or_trivial_text_are_no_returns(
+        changes: list[dict[str, str]]) -> None:
+    """Found by a second review: read without their shared lines, an inserted line's old
+    text and a deleted line's new text are both nothing, and ``pass`` or ``}`` come back
+    to a file all the time: edits that met only there were warned, refused and ended a
+    turn."""
+    assert _returns([("Edit", change) for change in changes]) == ([0] * len(changes), False)
+
+
+def test_the_model_is_warned_once_a_file_and_its_refusals_are_one_call() -> None:
+    """Found by a second review: a file whose returns started afresh warned again every
+    time they reached the warning (66 warnings in one loop); and a refused edit retried
+    from another folder, or as the other move, counted as another call towards the stop."""
+    counter = ToolRepeatCounter()
+    moves = [("a", "b"), ("b", "a"), ("a", "b"), ("b", "c"), ("c", "b"), ("b", "c"), ("c", "b")]
+    warned = [counter.record("Edit", edit("/r/f.py", old, new), "updated", False).shape_count
+              for old, new in moves]
+    assert warned == [0, 0, EDIT_OSCILLATION_WARN, 0, 0, 0, 0]  # (b, c is a new version)
+    first = counter.refusal("Edit", edit("/r/f.py", "b", "c"), cwd="/r")
+    second = counter.refusal("Edit", edit("/r/f.py", "c", "b"), cwd="/r/sub")
+    assert first is not None and second is not None and first.call == second.call
+    assert [counter.note_refusal(first), counter.note_refusal(second)] == [1, 2]
 
 
 def test_a_file_written_with_the_same_content_again_did_not_change() -> None:
@@ -137,7 +177,9 @@ def test_a_file_written_with_the_same_content_again_did_not_change() -> None:
 def test_the_shapes_of_going_back_a_review_found_are_refused_too(case: str) -> None:
     """Found by a review: these went back and forth for ever, no warning, no refusal."""
     if case == "three versions":
-        cycle = [edit("f.py", "A", "B"), edit("f.py", "B", "C"), edit("f.py", "C", "A")]
+        cycle = [edit("f.py", "timeout = 30", "timeout = 60"),
+                 edit("f.py", "timeout = 60", "timeout = 90"),
+                 edit("f.py", "timeout = 90", "timeout = 30")]
     elif case == "revert with context":
         cycle = [edit("f.py", "x = 1", "x = 2"),
                  edit("f.py", "def f():\n    x = 2\n", "def f():\n    x = 1\n")]
@@ -171,7 +213,8 @@ def test_a_multi_edit_undone_and_redone_is_an_oscillation() -> None:
     history = EditHistory()
     forth = {"file_path": "m.py", "edits": [edit("", "a", "b"), edit("", "c", "d")]}
     back = {"file_path": "m.py", "edits": [edit("", "d", "c"), edit("", "b", "a")]}
-    assert [history.note("MultiEdit", e) for e in (forth, back, forth)] == [0, 1, 2]
+    assert [history.note("MultiEdit", e, warn_at=2) for e in (forth, back, forth)] == [0, 0, 2]
+    assert history.most_returns() == 2
 
 
 def test_edits_that_move_on_are_never_an_oscillation() -> None:

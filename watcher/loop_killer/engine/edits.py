@@ -14,18 +14,11 @@ A shape no agent we know of catches: the model edits a file, reverts the edit, e
 again, going back and forth between two versions (each edit a different call, so the
 tool-repeat count never grows). ``EditHistory`` keeps, per file, the changes made in the
 person's turn (digests only). A change is a *return* when it takes the file back to a
-content it had before (``_change`` says how each tool's change is read):
-
-* an ``Edit`` whose new text was an earlier edit's old text (a revert, or the last step
-  of a cycle of versions), read without the lines both texts share and each line's
-  spacing;
-* a ``MultiEdit`` that undoes an earlier one;
-* a ``Write`` of a content the file was written with before in the turn (not the same
-  content twice in a row: the file did not change).
-
-Returns build up only while the turn makes nothing new: a change never made before in
-the turn starts every file's count afresh. On the ``EDIT_OSCILLATION_WARN``-th return of
-a file (edit, revert, edit: the 2nd) the
+content it had before (``_change`` says how each tool's change is read): an edit that
+makes the opposite of an earlier one, an edit back to an earlier edit's old text (a
+cycle of versions), a ``Write`` of a content written before, a ``MultiEdit`` undone.
+A version the file never had in the turn starts its count afresh. On the
+``EDIT_OSCILLATION_WARN``-th return of a file (edit, revert, edit: the 2nd) the
 model is told it is going back and forth (``rules.RULE_EDIT_OSCILLATION``). Reverting is
 sometimes right, so one more return is let through; the one after it (the 4th) is refused
 before it is made (``EditHistory.would_return``), and refused attempts end the turn as a
@@ -285,29 +278,30 @@ def edited_file(tool_input: object) -> str:
 class _Change:
     """One change to a file, as ``EditHistory`` follows it (digests only).
 
-    ``move``: the change itself; ``back``: a mark whose presence among the file's earlier
-    marks means this change takes the file back (``None``: never taken as going back);
-    ``marks``: what it leaves for later changes to find.
+    ``move``: the change itself; ``undoes``: marks any one of which, among the file's
+    earlier ones, makes this change a return; ``marks``: what it leaves for later changes
+    to find (its ``move`` last); ``writes``: a whole content (the same one twice in a row
+    is no change).
     """
 
-    __slots__ = ("back", "marks", "move", "writes")
+    __slots__ = ("marks", "move", "undoes", "writes")
 
-    def __init__(self, move: str, back: str | None, marks: tuple[str, ...],
+    def __init__(self, move: str, undoes: tuple[str, ...], marks: tuple[str, ...],
                  writes: bool = False) -> None:
-        self.move, self.back, self.marks, self.writes = move, back, marks, writes
+        self.move, self.undoes, self.marks, self.writes = move, undoes, marks, writes
 
 
 def _change(name: str, tool_input: object) -> tuple[str, _Change] | None:
     """(the file's key, the change) for a file-changing call; None when its input names no
     file, or no change that can be followed.
 
-    * ``Edit``: its old and new text, without the lines they share at either end and each
-      line stripped of its edges (a revert written with more context, or other spacing,
-      is the same change undone). It goes back when its new text was the old text of an
-      earlier edit of the file: a revert, or the last step of a cycle (A, B, C, A).
+    * ``Edit``: its old and new text read as ``_core`` reads them. It goes back when an
+      earlier edit of the file made the opposite change (a revert), or when its new text,
+      if not a trivial one (``_TRIVIAL``), was an earlier edit's old text (the last step
+      of a cycle: A, B, C, A).
     * ``Write``: its content; it goes back when the file was written with that content
-      before, and the file's last change was another one.
-    * ``MultiEdit``: its edits as a set; it goes back when an earlier one had each of them
+      before, and its last change was another one.
+    * ``MultiEdit``: its edits as a set; it goes back when an earlier one made each of them
       the other way round.
     """
     if not isinstance(tool_input, dict):
@@ -318,100 +312,127 @@ def _change(name: str, tool_input: object) -> tuple[str, _Change] | None:
     change: _Change | None = None
     if name == "Write" and isinstance(tool_input.get("content"), str):
         content = "=" + _digest(tool_input["content"])
-        change = _Change(content, content, (content,), writes=True)
+        change = _Change(content, (content,), (content,), writes=True)
     elif name == "Edit":
-        pair = _core(tool_input.get("old_string"), tool_input.get("new_string"))
-        if pair is not None:
-            old, new = pair
-            change = _Change(f"{old}>{new}", f"<{new}", (f"{old}>{new}", f"<{old}"))
+        core = _core(tool_input.get("old_string"), tool_input.get("new_string"))
+        if core is not None:
+            old, new, old_said, new_said = core
+            undoes = (f"e{new}>{old}", f"<{new}") if new_said else (f"e{new}>{old}",)
+            marks = (f"<{old}", f"e{old}>{new}") if old_said else (f"e{old}>{new}",)
+            change = _Change(f"e{old}>{new}", undoes, marks)
     elif name == "MultiEdit" and isinstance(tool_input.get("edits"), list):
         edits = [e for e in tool_input["edits"] if isinstance(e, dict)]
-        pairs = [pair for e in edits
-                 if (pair := _core(e.get("old_string"), e.get("new_string"))) is not None]
-        if pairs and len(pairs) == len(edits):
-            forth = "m" + _digest(canonical(sorted(pairs)))
-            undo = "m" + _digest(canonical(sorted((new, old) for old, new in pairs)))
-            change = _Change(forth, undo, (forth,))
+        cores = [core[:2] for e in edits
+                 if (core := _core(e.get("old_string"), e.get("new_string"))) is not None]
+        if cores and len(cores) == len(edits):
+            forth = "m" + _digest(canonical(sorted(cores)))
+            undo = "m" + _digest(canonical(sorted((new, old) for old, new in cores)))
+            change = _Change(forth, (undo,), (forth,))
     return None if change is None else (_digest(path), change)
 
 
-def _core(old: object, new: object) -> tuple[str, str] | None:
-    """An edit's old and new text as digests of what it really changes (see ``_change``);
-    None when the texts are not strings, or differ in spacing alone."""
+_TRIVIAL = 8
+"""Non-space characters a text needs for an edit back to it to count as going back in a
+cycle (an opposite edit always counts): ``pass``, ``}`` or nothing at all come back to a
+file without anything going back and forth."""
+
+_WHOLE = 64 * 1024
+"""Characters of an edit's texts read line by line; longer ones are taken whole."""
+
+
+def _core(old: object, new: object) -> tuple[str, str, bool, bool] | None:
+    """An edit's old and new text, as digests of what it really changes: without blank
+    lines, the lines both share at either end, and each line's spacing (a revert written
+    with more context, or other spacing, is the same change undone); and whether each is
+    more than trivial. None when the texts are not strings, or differ in spacing alone."""
     if not isinstance(old, str) or not isinstance(new, str):
         return None
-    before = [line.strip() for line in old.split("\n")]
-    after = [line.strip() for line in new.split("\n")]
-    while before and after and before[0] == after[0]:
-        del before[0], after[0]
-    while before and after and before[-1] == after[-1]:
-        del before[-1], after[-1]
+    if len(old) + len(new) > _WHOLE:
+        return _digest(old), _digest(new), True, True
+    before = [line for line in (line.strip() for line in old.split("\n")) if line]
+    after = [line for line in (line.strip() for line in new.split("\n")) if line]
     if before == after:
         return None
-    return _digest("\n".join(before)), _digest("\n".join(after))
+    start, shortest = 0, min(len(before), len(after))
+    while start < shortest and before[start] == after[start]:
+        start += 1
+    end = 0
+    while end < shortest - start and before[-1 - end] == after[-1 - end]:
+        end += 1
+    old_core = "\n".join(before[start:len(before) - end])
+    new_core = "\n".join(after[start:len(after) - end])
+    return (_digest(old_core), _digest(new_core), _said(old_core), _said(new_core))
+
+
+def _said(text: str) -> bool:
+    return len(text) - text.count(" ") - text.count("\n") - text.count("\t") >= _TRIVIAL
 
 
 class EditHistory:
     """The changes made to each file in one scope's turn, and their returns.
 
-    A file's returns build up only while the turn makes nothing new: a change seen for the
-    first time (in any file) starts every file's count afresh, so trying ideas one after
-    another and undoing each, or a debug print put in and taken out while other fixes go
-    on, is not a loop; going round the same versions is.
+    A file's returns build up while it goes round versions it had: an edit that gives it
+    a version it never had in the turn starts its count afresh, so trying ideas one after
+    another and undoing each is not a loop, while going back and forth is, whatever else
+    the turn does between. The model is warned once a turn for each file.
     """
 
     __slots__ = ("_files",)
 
     def __init__(self) -> None:
-        # file digest -> [returns, marks (oldest first)]; insertion order is recency
-        self._files: dict[str, tuple[int, list[str]]] = {}
+        # file digest -> [returns, warned, marks (oldest first)]; insertion order is recency
+        self._files: dict[str, tuple[int, bool, list[str]]] = {}
 
-    def _judge(self, key: str, change: _Change) -> tuple[int, bool]:
-        """(the file's returns, were the change made now; whether it is new)."""
-        returns, marks = self._files.get(key, (0, []))
-        if change.writes and marks and marks[-1] == change.move:
-            return returns, False  # the same content again: the file did not change
-        if change.back is not None and change.back in marks:
-            return returns + 1, False
-        return returns, change.move not in marks
-
-    def note(self, name: str, tool_input: object) -> int:
-        """A successful change by a file-changing call; how many times it has taken the
-        file back to an earlier content in this turn (0 when this change did not)."""
-        found = _change(name, tool_input)
-        if found is None:
+    def note(self, name: str, tool_input: object, warn_at: int = 0) -> int:
+        """A successful change by a file-changing call; its file's returns when this change
+        is the one to warn about (its ``warn_at``-th return since the file's last new
+        version, the first to get there in the turn), else 0."""
+        judged = self._judge(name, tool_input)
+        if judged is None:
             return 0
-        key, change = found
-        before = self._files.get(key, (0, []))[0]
-        returns, new = self._judge(key, change)
-        if new:  # something new: every file's returns start afresh
+        key, change, returns, new = judged
+        before, warned, marks = self._files.pop(key, (0, False, []))
+        if new:
             returns = 0
-            self._files = {file: (0, marks) for file, (_, marks) in self._files.items()}
-        _, marks = self._files.pop(key, (0, []))
         marks = [*(mark for mark in marks if mark not in change.marks), *change.marks]
-        self._files[key] = (returns, marks[-_MAX_MARKS:])
+        warn = bool(warn_at) and returns == warn_at and returns > before and not warned
+        self._files[key] = (returns, warned or warn, marks[-_MAX_MARKS:])
         while len(self._files) > MAX_FILES:
             del self._files[next(iter(self._files))]
-        return returns if returns > before else 0
+        return returns if warn else 0
 
     def would_return(self, name: str, tool_input: object) -> int:
         """Which return of its file this change would be, were it made now (0: none)."""
+        judged = self._judge(name, tool_input)
+        if judged is None:
+            return 0
+        key, _, returns, _ = judged
+        return returns if returns > self._files.get(key, (0, False, []))[0] else 0
+
+    def _judge(self, name: str, tool_input: object) -> tuple[str, _Change, int, bool] | None:
+        """(the file's key, the change, the file's returns were it made now, whether it is
+        new); None for a change that cannot be followed."""
         found = _change(name, tool_input)
         if found is None:
-            return 0
+            return None
         key, change = found
-        returns, _ = self._judge(key, change)
-        return returns if returns > self._files.get(key, (0, []))[0] else 0
+        returns, _, marks = self._files.get(key, (0, False, []))
+        if change.writes and marks and marks[-1] == change.move:
+            return key, change, returns, False  # the same content again: no change
+        if any(mark in marks for mark in change.undoes):
+            return key, change, returns + 1, False
+        return key, change, returns, change.move not in marks
 
     def most_returns(self) -> int:
-        """The most returns any one file has made since the turn last made something new."""
-        return max((returns for returns, _ in self._files.values()), default=0)
+        """The most returns any one file has made since its last new version."""
+        return max((returns for returns, _, _ in self._files.values()), default=0)
 
     def clear(self) -> None:
         self._files.clear()
 
     def to_state(self) -> dict[str, Any]:
-        return {key: [returns, marks] for key, (returns, marks) in self._files.items()}
+        return {key: [returns, marks, warned]
+                for key, (returns, warned, marks) in self._files.items()}
 
     @classmethod
     def from_state(cls, state: object) -> EditHistory:
@@ -420,11 +441,12 @@ class EditHistory:
         if not isinstance(state, dict):
             return history
         for key, value in list(state.items())[-MAX_FILES:]:
-            if (isinstance(key, str) and isinstance(value, list) and len(value) == 2
+            if (isinstance(key, str) and isinstance(value, list) and len(value) in (2, 3)
                     and isinstance(value[0], int) and not isinstance(value[0], bool)
                     and 0 <= value[0] < 1000 and isinstance(value[1], list)
                     and all(isinstance(mark, str) for mark in value[1])):
-                history._files[key] = (value[0], list(value[1][-_MAX_MARKS:]))
+                warned = len(value) == 3 and value[2] is True
+                history._files[key] = (value[0], warned, list(value[1][-_MAX_MARKS:]))
         return history
 
 

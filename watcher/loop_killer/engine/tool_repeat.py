@@ -161,7 +161,8 @@ class ToolRepeat(Value):
     """Where one call stands: ``count`` identical results in a row within the person's turn.
 
     ``count`` is 0 for a tool that is not counted (``DEFAULT_IGNORED``); ``call`` is the
-    call's key (``call_key``); ``tool_use_id`` the result's (or the refused attempt's) id.
+    call's key (``call_key``; for an edit refused for going back and forth, its file's);
+    ``tool_use_id`` the result's (or the refused attempt's) id.
     """
 
     __slots__ = ("call", "name", "tool_use_id", "count", "shape", "shape_count")
@@ -371,8 +372,8 @@ class ToolRepeatCounter:
         if name in FILE_CHANGING_TOOLS:
             if count == 1 and not (is_error if failed is None else failed):
                 self._changes += 1
-                returns = self._edits.note(name, tool_input)
-                if self._oscillation and returns == self._oscillation:
+                returns = self._edits.note(name, tool_input, warn_at=self._oscillation)
+                if returns:
                     shape = RULE_EDIT_OSCILLATION
         elif (last is None or last[0] != result) and changes_files(name, tool_input):
             self._changes += 1
@@ -408,10 +409,10 @@ class ToolRepeatCounter:
         if self.refused_return and name in FILE_CHANGING_TOOLS:
             returns = self._edits.would_return(name, tool_input)
             if returns >= self.refused_return:
-                # Keyed by the file: its edits back and forth are one refused call.
-                file = {"file_path": edited_file(tool_input)}
-                return ToolRepeat(call_key(name, file, cwd), name, tool_use_id, 0,
-                                  RULE_EDIT_OSCILLATION, returns)
+                # Keyed by the file alone: its edits back and forth, with whichever tool
+                # from whichever folder, are one refused call.
+                return ToolRepeat(f"{RULE_EDIT_OSCILLATION} {edited_file(tool_input)}", name,
+                                  tool_use_id, 0, RULE_EDIT_OSCILLATION, returns)
         return None
 
     def note_notice(self, result: str) -> bool:

@@ -57,16 +57,15 @@ def warning(event: str, label: str, count: int, *, block: int = TOOL_REPEAT_BLOC
 
 def oscillation(event: str, label: str, returns: int, *, refused_at: int) -> dict[str, Any]:
     """After an edit that took a file back to an earlier content for the ``returns``-th
-    time in the turn (EDIT_OSCILLATION): tell the model, and the person. ``refused_at``:
-    the return that is refused before it is made."""
+    time (EDIT_OSCILLATION): tell the model, and the person. ``refused_at``: the return
+    that is refused before it is made."""
     call = _call(label)
     model = (
         f"{MARK}this edit ({call}) took the file back to a version it already had in this "
         f"turn, for the {_ordinal(returns)} time: you are going back and forth between "
         "versions. Stop editing it. Say in one or two sentences which version is right "
-        "and why, then keep that one, or ask the person. From the file's "
-        f"{_ordinal(refused_at)} return on, loop-killer will refuse such edits until the "
-        "person's next message."
+        "and why, then keep that one, or ask the person. loop-killer will refuse its "
+        f"{_ordinal(refused_at)} return."
     )
     person = (f"{MARK}{call}: {rule_phrase(RULE_EDIT_OSCILLATION, returns)} "
               f"({RULE_EDIT_OSCILLATION}); the model was told to settle on one version")
@@ -75,19 +74,18 @@ def oscillation(event: str, label: str, returns: int, *, refused_at: int) -> dic
 
 def oscillation_refusal(label: str, returns: int, *, first: bool = True) -> dict[str, Any]:
     """PreToolUse output refusing an edit that would take its file back to an earlier
-    version for the ``returns``-th time in the turn. The person is told once (``first``)."""
+    version for the ``returns``-th time. The person is told once (``first``)."""
     call = _call(label)
     reason = (
         f"{REFUSED_MARK} to make this edit: it would take the file back to an earlier "
-        f"version for the {_ordinal(returns)} time in this turn ({RULE_EDIT_OSCILLATION}); "
-        "such edits run again after the person's next message. Do not retry it: keep the "
-        "file as it is, say in one or two sentences which version is right and why, and if "
-        "it is not the one the file has now, ask the person. Retrying a refused call again "
-        "and again ends the turn."
+        f"version for the {_ordinal(returns)} time ({RULE_EDIT_OSCILLATION}). Do not retry "
+        "it: keep the file as it is, say in one or two sentences which version is right "
+        "and why, and if it is not the one the file has now, ask the person. Retrying a "
+        "refused call again and again ends the turn."
     )
     person = (f"{MARK}refused {call}: it would be "
               f"{rule_phrase(RULE_EDIT_OSCILLATION, returns)} ({RULE_EDIT_OSCILLATION}); "
-              "it runs again after your next message")
+              "the model was told to keep the file as it is or ask you")
     return _deny(reason, person, first=first)
 
 
