@@ -137,8 +137,8 @@ def test_going_back_and_forth_is_refused_whatever_is_new_elsewhere() -> None:
      *(edit("f.py", f"dead_{n} = None\n", "") for n in range(6))],
     [edit("f.py", "def a():\n    pass", "def a():\n    return 1"),
      *(edit("f.py", f"def {n}():\n    return {n}", f"def {n}():\n    pass") for n in "bcdef")],
-    [edit("f.js", f"  }}, {n})", f"  }}); // {n}") for n in range(3)]
-    + [edit("f.js", f"  }}); // {n}", "  }") for n in range(3)],
+    [edit("f.js", "  }\n}", "  });\n}"),
+     *(edit("f.js", f"  call{n}();\n  }});", f"  call{n}();\n  }}") for n in range(4))],
 ], ids=["blank lines added", "dead lines deleted", "stubs", "closing braces"])
 def test_edits_that_meet_only_in_blank_or_trivial_text_are_no_returns(
         changes: list[dict[str, str]]) -> None:
@@ -172,7 +172,8 @@ def test_a_file_written_with_the_same_content_again_did_not_change() -> None:
     assert _returns(changes) == ([0] * 10, False)
 
 
-@pytest.mark.parametrize("case", ["three versions", "revert with context", "other spacing",
+@pytest.mark.parametrize("case", ["three versions", "revert with context",
+                                  "small revert with context", "other spacing",
                                   "multi-edit undone in the same order"])
 def test_the_shapes_of_going_back_a_review_found_are_refused_too(case: str) -> None:
     """Found by a review: these went back and forth for ever, no warning, no refusal."""
@@ -181,6 +182,9 @@ def test_the_shapes_of_going_back_a_review_found_are_refused_too(case: str) -> N
                  edit("f.py", "timeout = 60", "timeout = 90"),
                  edit("f.py", "timeout = 90", "timeout = 30")]
     elif case == "revert with context":
+        cycle = [edit("f.py", "timeout = 30", "timeout = 60"),
+                 edit("f.py", "def f():\n    timeout = 60\n", "def f():\n    timeout = 30\n")]
+    elif case == "small revert with context":
         cycle = [edit("f.py", "x = 1", "x = 2"),
                  edit("f.py", "def f():\n    x = 2\n", "def f():\n    x = 1\n")]
     elif case == "other spacing":

@@ -284,11 +284,13 @@ class _Change:
     is no change).
     """
 
-    __slots__ = ("marks", "move", "undoes", "writes")
+    __slots__ = ("marks", "move", "undo_anywhere", "undoes", "writes")
 
     def __init__(self, move: str, undoes: tuple[str, ...], marks: tuple[str, ...],
-                 writes: bool = False) -> None:
+                 writes: bool = False, undo_anywhere: str = "") -> None:
         self.move, self.undoes, self.marks, self.writes = move, undoes, marks, writes
+        # A mark that begins so is a return too: the opposite change made in any place.
+        self.undo_anywhere = undo_anywhere
 
 
 def _change(name: str, tool_input: object) -> tuple[str, _Change] | None:
@@ -296,9 +298,10 @@ def _change(name: str, tool_input: object) -> tuple[str, _Change] | None:
     file, or no change that can be followed.
 
     * ``Edit``: its old and new text read as ``_core`` reads them. It goes back when an
-      earlier edit of the file made the opposite change (a revert), or when its new text,
-      if not a trivial one (``_TRIVIAL``), was an earlier edit's old text (the last step
-      of a cycle: A, B, C, A).
+      earlier edit of the file made the opposite change (a revert; for a trivial change,
+      in the same place: ``_edit_change``), or when its new text, if not a trivial one
+      (``_TRIVIAL``), was an earlier edit's old text (the last step of a cycle: A, B, C,
+      A).
     * ``Write``: its content; it goes back when the file was written with that content
       before, and its last change was another one.
     * ``MultiEdit``: its edits as a set; it goes back when an earlier one made each of them
@@ -316,13 +319,10 @@ def _change(name: str, tool_input: object) -> tuple[str, _Change] | None:
     elif name == "Edit":
         core = _core(tool_input.get("old_string"), tool_input.get("new_string"))
         if core is not None:
-            old, new, old_said, new_said = core
-            undoes = (f"e{new}>{old}", f"<{new}") if new_said else (f"e{new}>{old}",)
-            marks = (f"<{old}", f"e{old}>{new}") if old_said else (f"e{old}>{new}",)
-            change = _Change(f"e{old}>{new}", undoes, marks)
+            change = _edit_change(*core)
     elif name == "MultiEdit" and isinstance(tool_input.get("edits"), list):
         edits = [e for e in tool_input["edits"] if isinstance(e, dict)]
-        cores = [core[:2] for e in edits
+        cores = [(core[0] + core[4], core[1] + core[4]) for e in edits
                  if (core := _core(e.get("old_string"), e.get("new_string"))) is not None]
         if cores and len(cores) == len(edits):
             forth = "m" + _digest(canonical(sorted(cores)))
@@ -340,15 +340,30 @@ _WHOLE = 64 * 1024
 """Characters of an edit's texts read line by line; longer ones are taken whole."""
 
 
-def _core(old: object, new: object) -> tuple[str, str, bool, bool] | None:
+def _edit_change(old: str, new: str, old_said: bool, new_said: bool, where: str) -> _Change:
+    """An ``Edit``'s change from what ``_core`` read of it."""
+    if old_said and new_said:
+        return _Change(f"e{old}>{new}", (f"e{new}>{old}", f"<{new}"),
+                       (f"<{old}", f"e{old}>{new}"))
+    # A trivial change is told by where it is made: the opposite one made in another place
+    # of the file is no revert (``}`` to ``});`` here, ``});`` to ``}`` there). One made
+    # with no lines around it may be undone with some, and the other way round.
+    opposite = f"e{new}>{old}@"
+    return _Change(f"e{old}>{new}@{where}", (opposite + where, opposite),
+                   (f"<{old}", f"e{old}>{new}@{where}") if old_said else (f"e{old}>{new}@{where}",),
+                   undo_anywhere="" if where else opposite)
+
+
+def _core(old: object, new: object) -> tuple[str, str, bool, bool, str] | None:
     """An edit's old and new text, as digests of what it really changes: without blank
     lines, the lines both share at either end, and each line's spacing (a revert written
-    with more context, or other spacing, is the same change undone); and whether each is
-    more than trivial. None when the texts are not strings, or differ in spacing alone."""
+    with more context, or other spacing, is the same change undone); whether each is more
+    than trivial; and the digest of the lines they share ("" when none). None when the
+    texts are not strings, or differ in spacing alone."""
     if not isinstance(old, str) or not isinstance(new, str):
         return None
     if len(old) + len(new) > _WHOLE:
-        return _digest(old), _digest(new), True, True
+        return _digest(old), _digest(new), True, True, ""
     before = [line for line in (line.strip() for line in old.split("\n")) if line]
     after = [line for line in (line.strip() for line in new.split("\n")) if line]
     if before == after:
@@ -361,7 +376,9 @@ def _core(old: object, new: object) -> tuple[str, str, bool, bool] | None:
         end += 1
     old_core = "\n".join(before[start:len(before) - end])
     new_core = "\n".join(after[start:len(after) - end])
-    return (_digest(old_core), _digest(new_core), _said(old_core), _said(new_core))
+    shared = [*before[:start], "", *before[len(before) - end:]] if start or end else []
+    return (_digest(old_core), _digest(new_core), _said(old_core), _said(new_core),
+            _digest("\n".join(shared)) if shared else "")
 
 
 def _said(text: str) -> bool:
@@ -419,7 +436,9 @@ class EditHistory:
         returns, _, marks = self._files.get(key, (0, False, []))
         if change.writes and marks and marks[-1] == change.move:
             return key, change, returns, False  # the same content again: no change
-        if any(mark in marks for mark in change.undoes):
+        if any(mark in marks for mark in change.undoes) or (
+                change.undo_anywhere
+                and any(mark.startswith(change.undo_anywhere) for mark in marks)):
             return key, change, returns + 1, False
         return key, change, returns, change.move not in marks
 
