@@ -100,10 +100,11 @@ def test_the_fourth_return_of_a_file_is_refused_until_the_person_speaks() -> Non
 
 
 def _returns(changes: list[tuple[str, dict[str, object]]]) -> tuple[list[int], bool]:
-    """The return each change makes, and whether the next return would be refused."""
+    """The warning each change gives, and whether the next return would be refused.
+    (Each result differs, as Claude Code's do: it quotes the file around the change.)"""
     counter = ToolRepeatCounter()
-    shapes = [counter.record(name, tool_input, "updated", False).shape_count
-              for name, tool_input in changes]
+    shapes = [counter.record(name, tool_input, f"updated ({n})", False).shape_count
+              for n, (name, tool_input) in enumerate(changes)]
     return shapes, counter.refusable()
 
 
@@ -149,6 +150,59 @@ def test_edits_that_meet_only_in_blank_or_trivial_text_are_no_returns(
     assert _returns([("Edit", change) for change in changes]) == ([0] * len(changes), False)
 
 
+def _debug_prints(anchor: bool) -> list[dict[str, str]]:
+    adds = [edit("a.py", f"def f{n}(x):\n", f"def f{n}(x):\n    print('f{n}', x)\n")
+            for n in range(4)]
+    removes = [edit("a.py", f"def f{n}(x):\n    print('f{n}', x)\n", f"def f{n}(x):\n")
+               if anchor else edit("a.py", f"    print('f{n}', x)\n", "") for n in range(4)]
+    return adds + removes
+
+
+@pytest.mark.parametrize("changes", [
+    _debug_prints(anchor=True),
+    _debug_prints(anchor=False),
+    [edit("api.py", f"{old}_data(", f"{new}_data(") for old, new in
+     [("fetch", "load")] * 5 + [("load", "fetch")] * 5],
+    [edit("flags.yaml", f"{name}:\n  enabled: {old}", f"{name}:\n  enabled: {new}")
+     for name, (old, new) in zip("abcde", [("false", "true"), ("true", "false")] * 3,
+                                 strict=False)],
+    [edit("theme.css", f".{part} {{\n  color: {old};", f".{part} {{\n  color: {new};")
+     for part, (old, new) in zip(["nav", "body", "card", "footer"],
+                                 [("#ffffff", "#000000"), ("#000000", "#ffffff")] * 2,
+                                 strict=True)],
+    [edit("f.js", f"{'  ' * depth}call{depth}();\n{'  ' * depth}}}",
+          f"{'  ' * depth}call{depth}();\n{'  ' * depth}}});") for depth in range(1, 4)]
+    + [edit("f.js", f"{'  ' * depth}done{depth}();\n{'  ' * depth}}});",
+            f"{'  ' * depth}done{depth}();\n{'  ' * depth}}}") for depth in range(1, 4)],
+], ids=["debug prints removed", "debug prints removed by their line", "rename and back",
+        "flags set in turn", "colours swapped", "closing braces at other depths"])
+def test_a_change_undone_in_many_places_or_made_the_other_way_elsewhere_is_no_loop(
+        changes: list[dict[str, str]]) -> None:
+    """Found by a third review: a file's returns were counted per edit, so undoing one
+    change made in four places was a loop (refused at the fourth, which could end the
+    turn), as were opposite edits in different places (flags, colours). A return's depth
+    is 1 + that of the change it undoes, and an edit is placed by its nearest lines."""
+    assert _returns([("Edit", change) for change in changes]) == ([0] * len(changes), False)
+
+
+@pytest.mark.parametrize("case", ["one more line quoted back", "edits forth, multi-edit back"])
+def test_a_revert_written_otherwise_is_still_going_back(case: str) -> None:
+    if case == "one more line quoted back":
+        forth = [("Edit", edit("f.py", "def f(n):\n    x = 1", "def f(n):\n    x = 2"))]
+        back = [("Edit", edit("f.py", "def f(n):\n    x = 2\n    return x * n",
+                              "def f(n):\n    x = 1\n    return x * n"))]
+    else:
+        forth = [("Edit", edit("f.py", "alpha = 1", "alpha = 2")),
+                 ("Edit", edit("f.py", "omega = 1", "omega = 2"))]
+        back = [("MultiEdit", {"file_path": "f.py", "edits": [
+            edit("", "alpha = 2", "alpha = 1"), edit("", "omega = 2", "omega = 1")]})]
+    counter = ToolRepeatCounter()
+    for name, change in forth + back + forth + back:
+        assert counter.refusal(name, change) is None
+        counter.record(name, change, "updated", False)
+    assert counter.refusal(*forth[0]) is not None
+
+
 def test_the_model_is_warned_once_a_file_and_its_refusals_are_one_call() -> None:
     """Found by a second review: a file whose returns started afresh warned again every
     time they reached the warning (66 warnings in one loop); and a refused edit retried
@@ -159,7 +213,9 @@ def test_the_model_is_warned_once_a_file_and_its_refusals_are_one_call() -> None
               for old, new in moves]
     assert warned == [0, 0, EDIT_OSCILLATION_WARN, 0, 0, 0, 0]  # (b, c is a new version)
     first = counter.refusal("Edit", edit("/r/f.py", "b", "c"), cwd="/r")
-    second = counter.refusal("Edit", edit("/r/f.py", "c", "b"), cwd="/r/sub")
+    second = counter.refusal("Write", {"file_path": "/r/f.py", "content": "c"}, cwd="/r/sub")
+    assert second is None  # (no content was written: nothing to go back to)
+    second = counter.refusal("Edit", edit("/r/f.py", "b", "c"), cwd="/r/sub")
     assert first is not None and second is not None and first.call == second.call
     assert [counter.note_refusal(first), counter.note_refusal(second)] == [1, 2]
 
@@ -201,8 +257,9 @@ def test_the_shapes_of_going_back_a_review_found_are_refused_too(case: str) -> N
         made += 1
         assert made < 20, "never refused"
     # The changes that lead away from the first version, then three returns (warned at
-    # the 2nd): the 4th is refused.
-    assert made == (len(cycle) - 1) + EDIT_OSCILLATION_WARN + 1
+    # the 2nd): the 4th is refused. Each step of a cycle of three undoes the one made
+    # two steps before it, so its depth grows every other step.
+    assert made == (8 if case == "three versions" else len(cycle) + EDIT_OSCILLATION_WARN)
 
 
 def test_rewriting_a_file_back_and_forth_is_an_oscillation() -> None:
@@ -218,7 +275,7 @@ def test_a_multi_edit_undone_and_redone_is_an_oscillation() -> None:
     forth = {"file_path": "m.py", "edits": [edit("", "a", "b"), edit("", "c", "d")]}
     back = {"file_path": "m.py", "edits": [edit("", "d", "c"), edit("", "b", "a")]}
     assert [history.note("MultiEdit", e, warn_at=2) for e in (forth, back, forth)] == [0, 0, 2]
-    assert history.most_returns() == 2
+    assert history.deepest() == 2
 
 
 def test_edits_that_move_on_are_never_an_oscillation() -> None:

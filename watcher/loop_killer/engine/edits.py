@@ -13,17 +13,23 @@ Oscillating edits: a file edited back to a content it had before in this turn.
 A shape no agent we know of catches: the model edits a file, reverts the edit, edits it
 again, going back and forth between two versions (each edit a different call, so the
 tool-repeat count never grows). ``EditHistory`` keeps, per file, the changes made in the
-person's turn (digests only). A change is a *return* when it takes the file back to a
-content it had before (``_change`` says how each tool's change is read): an edit that
-makes the opposite of an earlier one, an edit back to an earlier edit's old text (a
-cycle of versions), a ``Write`` of a content written before, a ``MultiEdit`` undone.
-A version the file never had in the turn starts its count afresh. On the
-``EDIT_OSCILLATION_WARN``-th return of a file (edit, revert, edit: the 2nd) the
-model is told it is going back and forth (``rules.RULE_EDIT_OSCILLATION``). Reverting is
-sometimes right, so one more return is let through; the one after it (the 4th) is refused
+person's turn (digests only, each edit placed by the lines around it). A change that
+takes the file back is a *return*: an edit that makes the opposite of an earlier one in
+its place, an edit back to an earlier edit's old text there (a cycle of versions), a
+``Write`` of a content written before. Its *depth* is 1 + that of the change it undoes:
+edit, revert, edit goes 0, 1, 2, while a change undone in ten places, or ideas tried
+one after another and each undone, stay at 1. On a change of depth
+``EDIT_OSCILLATION_WARN`` (edit, revert, edit) the model is told it is going back and
+forth (``rules.RULE_EDIT_OSCILLATION``), once a turn for each file. Reverting is
+sometimes right, so one more return is let through; the next (depth 4) is refused
 before it is made (``EditHistory.would_return``), and refused attempts end the turn as a
 refused call's do: an edit-test-revert-test loop changes the files every round, so no
 call's count ever grows, and in a ``/goal`` it never ended.
+
+Edits are read by their words, not their effect, so some reverts are missed (one made
+with the line above quoted, undone with the line below). Claude Code's ``Edit`` result
+holds the whole file before the edit (``originalFile``, on 2.1.250 and 2.1.332): whole
+contents would compare exactly, but every transcript reader would have to read it too.
 """
 
 from __future__ import annotations
@@ -31,7 +37,6 @@ from __future__ import annotations
 from itertools import islice
 
 from ..light import hex_digest
-from .masking import canonical
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool-call hook imports this module
 if TYPE_CHECKING:
@@ -59,7 +64,7 @@ at the 2nd, the 3rd let through (reverting is sometimes right), the 4th refused.
 
 MAX_FILES = 32
 """Files remembered per turn; the least recently changed are forgotten first."""
-_MAX_MARKS = 32  # marks remembered per file (an edit leaves two)
+_MAX_MARKS = 24  # replacements remembered per file
 
 FILE_CHANGING_TOOLS: frozenset[str] = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
 """Claude Code's tools whose success changes a file (their changes are followed below)."""
@@ -275,197 +280,205 @@ def edited_file(tool_input: object) -> str:
     return ""
 
 
-class _Change:
-    """One change to a file, as ``EditHistory`` follows it (digests only).
+_TRIVIAL = 8
+"""Non-space characters an edit's old text needs for an edit back to it to count as the
+last step of a cycle (A, B, C, A): ``pass``, ``}`` or nothing at all come back to a file
+without anything going back and forth."""
 
-    ``move``: the change itself; ``undoes``: marks any one of which, among the file's
-    earlier ones, makes this change a return; ``marks``: what it leaves for later changes
-    to find (its ``move`` last); ``writes``: a whole content (the same one twice in a row
-    is no change).
+_WHOLE = 64 * 1024
+"""Characters of an edit's texts read line by line; longer ones are taken whole."""
+
+_NOWHERE = ("", "")
+
+
+class _Pair:
+    """One replacement of an edit, as ``EditHistory`` follows it (digests only).
+
+    ``old`` and ``new``: what it really changes (``_pair``; a ``Write``: ``=`` and its
+    content's digest, and ""); ``place``: the nearest line above and below that both texts
+    share (``_NOWHERE``: none); ``depth``: 0 for a change, 1 + the depth of the change it
+    undoes for a return; ``cycles``: whether an edit back to its old text closes a cycle
+    (that text is more than trivial).
     """
 
-    __slots__ = ("marks", "move", "undo_anywhere", "undoes", "writes")
+    __slots__ = ("cycles", "depth", "new", "old", "place")
 
-    def __init__(self, move: str, undoes: tuple[str, ...], marks: tuple[str, ...],
-                 writes: bool = False, undo_anywhere: str = "") -> None:
-        self.move, self.undoes, self.marks, self.writes = move, undoes, marks, writes
-        # A mark that begins so is a return too: the opposite change made in any place.
-        self.undo_anywhere = undo_anywhere
+    def __init__(self, old: str, new: str, place: tuple[str, str], depth: int = 0,
+                 cycles: bool = False) -> None:
+        self.old, self.new, self.place, self.depth, self.cycles = old, new, place, depth, cycles
+
+    def state(self) -> list[Any]:
+        return [self.old, self.new, *self.place, self.depth, self.cycles]
+
+    @classmethod
+    def from_state(cls, value: object) -> _Pair | None:
+        if (isinstance(value, list) and len(value) == 6
+                and all(isinstance(part, str) for part in value[:4])
+                and isinstance(value[4], int) and not isinstance(value[4], bool)
+                and 0 <= value[4] < 1000 and isinstance(value[5], bool)):
+            return cls(value[0], value[1], (value[2], value[3]), value[4], value[5])
+        return None
 
 
-def _change(name: str, tool_input: object) -> tuple[str, _Change] | None:
-    """(the file's key, the change) for a file-changing call; None when its input names no
-    file, or no change that can be followed.
-
-    * ``Edit``: its old and new text read as ``_core`` reads them. It goes back when an
-      earlier edit of the file made the opposite change (a revert; for a trivial change,
-      in the same place: ``_edit_change``), or when its new text, if not a trivial one
-      (``_TRIVIAL``), was an earlier edit's old text (the last step of a cycle: A, B, C,
-      A).
-    * ``Write``: its content; it goes back when the file was written with that content
-      before, and its last change was another one.
-    * ``MultiEdit``: its edits as a set; it goes back when an earlier one made each of them
-      the other way round.
-    """
+def _pairs(name: str, tool_input: object) -> tuple[str, list[_Pair]] | None:
+    """(the file's key, its replacements) for a file-changing call; None when its input
+    names no file, or no change that can be followed (``NotebookEdit``, a spacing change).
+    A ``MultiEdit`` is its edits, each one on its own."""
     if not isinstance(tool_input, dict):
         return None
     path = edited_file(tool_input)
     if not path:
         return None
-    change: _Change | None = None
-    if name == "Write" and isinstance(tool_input.get("content"), str):
-        content = "=" + _digest(tool_input["content"])
-        change = _Change(content, (content,), (content,), writes=True)
-    elif name == "Edit":
-        core = _core(tool_input.get("old_string"), tool_input.get("new_string"))
-        if core is not None:
-            change = _edit_change(*core)
-    elif name == "MultiEdit" and isinstance(tool_input.get("edits"), list):
-        edits = [e for e in tool_input["edits"] if isinstance(e, dict)]
-        cores = [(core[0] + core[4], core[1] + core[4]) for e in edits
-                 if (core := _core(e.get("old_string"), e.get("new_string"))) is not None]
-        if cores and len(cores) == len(edits):
-            forth = "m" + _digest(canonical(sorted(cores)))
-            undo = "m" + _digest(canonical(sorted((new, old) for old, new in cores)))
-            change = _Change(forth, (undo,), (forth,))
-    return None if change is None else (_digest(path), change)
+    if name == "Write":
+        content = tool_input.get("content")
+        if not isinstance(content, str):
+            return None
+        return _digest(path), [_Pair("=" + _digest(content), "", _NOWHERE)]
+    edits = [tool_input] if name == "Edit" else tool_input.get("edits")
+    if name not in ("Edit", "MultiEdit") or not isinstance(edits, list) or not edits:
+        return None
+    pairs = [_pair(e.get("old_string"), e.get("new_string")) if isinstance(e, dict) else None
+             for e in edits]
+    followed = [pair for pair in pairs if pair is not None]
+    return (_digest(path), followed) if followed else None
 
 
-_TRIVIAL = 8
-"""Non-space characters a text needs for an edit back to it to count as going back in a
-cycle (an opposite edit always counts): ``pass``, ``}`` or nothing at all come back to a
-file without anything going back and forth."""
-
-_WHOLE = 64 * 1024
-"""Characters of an edit's texts read line by line; longer ones are taken whole."""
-
-
-def _edit_change(old: str, new: str, old_said: bool, new_said: bool, where: str) -> _Change:
-    """An ``Edit``'s change from what ``_core`` read of it."""
-    if old_said and new_said:
-        return _Change(f"e{old}>{new}", (f"e{new}>{old}", f"<{new}"),
-                       (f"<{old}", f"e{old}>{new}"))
-    # A trivial change is told by where it is made: the opposite one made in another place
-    # of the file is no revert (``}`` to ``});`` here, ``});`` to ``}`` there). One made
-    # with no lines around it may be undone with some, and the other way round.
-    opposite = f"e{new}>{old}@"
-    return _Change(f"e{old}>{new}@{where}", (opposite + where, opposite),
-                   (f"<{old}", f"e{old}>{new}@{where}") if old_said else (f"e{old}>{new}@{where}",),
-                   undo_anywhere="" if where else opposite)
-
-
-def _core(old: object, new: object) -> tuple[str, str, bool, bool, str] | None:
-    """An edit's old and new text, as digests of what it really changes: without blank
-    lines, the lines both share at either end, and each line's spacing (a revert written
-    with more context, or other spacing, is the same change undone); whether each is more
-    than trivial; and the digest of the lines they share ("" when none). None when the
-    texts are not strings, or differ in spacing alone."""
+def _pair(old: object, new: object) -> _Pair | None:
+    """An edit's replacement, read for what it really changes: without blank lines, the
+    lines both texts share at either end (they tell its place), and each line's spacing
+    (a revert written with more context, or other spacing, is the same change undone).
+    None when the texts are not strings, or differ in spacing alone."""
     if not isinstance(old, str) or not isinstance(new, str):
         return None
     if len(old) + len(new) > _WHOLE:
-        return _digest(old), _digest(new), True, True, ""
-    before = [line for line in (line.strip() for line in old.split("\n")) if line]
-    after = [line for line in (line.strip() for line in new.split("\n")) if line]
-    if before == after:
+        return _Pair(_digest(old), _digest(new), _NOWHERE, cycles=True)
+    before = [line.rstrip() for line in old.split("\n") if line.strip()]
+    after = [line.rstrip() for line in new.split("\n") if line.strip()]
+    bare_before = [line.lstrip() for line in before]
+    bare_after = [line.lstrip() for line in after]
+    if bare_before == bare_after:
         return None
     start, shortest = 0, min(len(before), len(after))
-    while start < shortest and before[start] == after[start]:
+    while start < shortest and bare_before[start] == bare_after[start]:
         start += 1
     end = 0
-    while end < shortest - start and before[-1 - end] == after[-1 - end]:
+    while end < shortest - start and bare_before[-1 - end] == bare_after[-1 - end]:
         end += 1
-    old_core = "\n".join(before[start:len(before) - end])
-    new_core = "\n".join(after[start:len(after) - end])
-    shared = [*before[:start], "", *before[len(before) - end:]] if start or end else []
-    return (_digest(old_core), _digest(new_core), _said(old_core), _said(new_core),
-            _digest("\n".join(shared)) if shared else "")
+    old_core = "\n".join(bare_before[start:len(before) - end])
+    new_core = "\n".join(bare_after[start:len(after) - end])
+    # Its place: the nearest shared lines, as written (their indent tells ``}`` of one
+    # block from another's).
+    place = (_digest(before[start - 1]) if start else "",
+             _digest(before[len(before) - end]) if end else "")
+    cycles = len(old_core) - old_core.count(" ") - old_core.count("\n") >= _TRIVIAL
+    return _Pair(_digest(old_core), _digest(new_core), place, cycles=cycles)
 
 
-def _said(text: str) -> bool:
-    return len(text) - text.count(" ") - text.count("\n") - text.count("\t") >= _TRIVIAL
+def _same_place(one: tuple[str, str], other: tuple[str, str]) -> bool:
+    """Whether two replacements are in the same place of a file: one of them quotes no
+    line around it, or their nearest line above, or below, is the same."""
+    if one == _NOWHERE or other == _NOWHERE:
+        return True
+    return bool(one[0] and one[0] == other[0]) or bool(one[1] and one[1] == other[1])
+
+
+def _judge(pair: _Pair, earlier: list[_Pair]) -> tuple[int, bool] | None:
+    """(its depth, whether it goes back) for a replacement after the file's ``earlier``
+    ones; None for a ``Write`` of the content the file was just written with."""
+    if pair.old.startswith("="):
+        last = max((at for at, e in enumerate(earlier) if e.old == pair.old), default=-1)
+        if last == len(earlier) - 1 >= 0:
+            return None  # the same content again: the file did not change
+        # Back to a content it was written with: undoes the change made after it.
+        undone = [earlier[last + 1].depth] if last >= 0 else []
+    else:
+        undone = [e.depth for e in earlier if e.old == pair.new and _same_place(e.place, pair.place)
+                  and (e.new == pair.old or e.cycles)]
+    if undone:
+        return max(undone) + 1, True
+    same = [e.depth for e in earlier if e.old == pair.old and e.new == pair.new
+            and _same_place(e.place, pair.place)]
+    return max(same, default=0), False
 
 
 class EditHistory:
-    """The changes made to each file in one scope's turn, and their returns.
+    """The changes made to each file in one scope's turn, and how deep they go back.
 
-    A file's returns build up while it goes round versions it had: an edit that gives it
-    a version it never had in the turn starts its count afresh, so trying ideas one after
-    another and undoing each is not a loop, while going back and forth is, whatever else
-    the turn does between. The model is warned once a turn for each file.
+    A change that takes a file back to a content it had is a *return*: an edit that makes
+    the opposite of an earlier one in the same place (a revert), an edit back to an
+    earlier edit's old text there (the last step of a cycle: A, B, C, A), a ``Write`` of
+    a content the file was written with before. Its depth is 1 + that of the change it
+    undoes; any other change's is 0. So edit, revert, edit goes 0, 1, 2, while undoing a
+    change made in ten places, or ideas tried one after another and each undone, stay at
+    1, whatever else the turn does between.
     """
 
     __slots__ = ("_files",)
 
     def __init__(self) -> None:
-        # file digest -> [returns, warned, marks (oldest first)]; insertion order is recency
-        self._files: dict[str, tuple[int, bool, list[str]]] = {}
+        # file digest -> (warned, its replacements, oldest first); insertion order is
+        # recency
+        self._files: dict[str, tuple[bool, list[_Pair]]] = {}
 
     def note(self, name: str, tool_input: object, warn_at: int = 0) -> int:
-        """A successful change by a file-changing call; its file's returns when this change
-        is the one to warn about (its ``warn_at``-th return since the file's last new
-        version, the first to get there in the turn), else 0."""
-        judged = self._judge(name, tool_input)
-        if judged is None:
+        """A successful change by a file-changing call; its depth when it is the one to
+        warn about (the first in the turn to reach ``warn_at`` in its file), else 0."""
+        found = _pairs(name, tool_input)
+        if found is None:
             return 0
-        key, change, returns, new = judged
-        before, warned, marks = self._files.pop(key, (0, False, []))
-        if new:
-            returns = 0
-        marks = [*(mark for mark in marks if mark not in change.marks), *change.marks]
-        warn = bool(warn_at) and returns == warn_at and returns > before and not warned
-        self._files[key] = (returns, warned or warn, marks[-_MAX_MARKS:])
+        key, pairs = found
+        warned, earlier = self._files.pop(key, (False, []))
+        deepest = 0
+        for pair in pairs:
+            judged = _judge(pair, earlier)
+            if judged is None:
+                continue
+            pair.depth = judged[0]
+            if judged[1]:
+                deepest = max(deepest, pair.depth)
+            earlier = [e for e in earlier if (e.old, e.new, e.place) != (
+                pair.old, pair.new, pair.place)]
+            earlier.append(pair)
+        warn = bool(warn_at) and deepest >= warn_at and not warned
+        self._files[key] = (warned or warn, earlier[-_MAX_MARKS:])
         while len(self._files) > MAX_FILES:
             del self._files[next(iter(self._files))]
-        return returns if warn else 0
+        return deepest if warn else 0
 
     def would_return(self, name: str, tool_input: object) -> int:
-        """Which return of its file this change would be, were it made now (0: none)."""
-        judged = self._judge(name, tool_input)
-        if judged is None:
-            return 0
-        key, _, returns, _ = judged
-        return returns if returns > self._files.get(key, (0, False, []))[0] else 0
-
-    def _judge(self, name: str, tool_input: object) -> tuple[str, _Change, int, bool] | None:
-        """(the file's key, the change, the file's returns were it made now, whether it is
-        new); None for a change that cannot be followed."""
-        found = _change(name, tool_input)
+        """The depth of the return this change would be, were it made now (0: none)."""
+        found = _pairs(name, tool_input)
         if found is None:
-            return None
-        key, change = found
-        returns, _, marks = self._files.get(key, (0, False, []))
-        if change.writes and marks and marks[-1] == change.move:
-            return key, change, returns, False  # the same content again: no change
-        if any(mark in marks for mark in change.undoes) or (
-                change.undo_anywhere
-                and any(mark.startswith(change.undo_anywhere) for mark in marks)):
-            return key, change, returns + 1, False
-        return key, change, returns, change.move not in marks
+            return 0
+        key, pairs = found
+        earlier = self._files.get(key, (False, []))[1]
+        return max((judged[0] for pair in pairs
+                    if (judged := _judge(pair, earlier)) is not None and judged[1]), default=0)
 
-    def most_returns(self) -> int:
-        """The most returns any one file has made since its last new version."""
-        return max((returns for returns, _, _ in self._files.values()), default=0)
+    def deepest(self) -> int:
+        """The depth of the deepest change any file has made in the turn."""
+        return max((pair.depth for _, pairs in self._files.values() for pair in pairs),
+                   default=0)
 
     def clear(self) -> None:
         self._files.clear()
 
     def to_state(self) -> dict[str, Any]:
-        return {key: [returns, marks, warned]
-                for key, (returns, warned, marks) in self._files.items()}
+        return {key: [warned, [pair.state() for pair in pairs]]
+                for key, (warned, pairs) in self._files.items()}
 
     @classmethod
     def from_state(cls, state: object) -> EditHistory:
-        """What ``to_state`` gave; anything not understood is left out."""
+        """What ``to_state`` gave; anything not understood is left out (an older
+        version's history too: nothing is refused by mistake)."""
         history = cls()
         if not isinstance(state, dict):
             return history
         for key, value in list(state.items())[-MAX_FILES:]:
-            if (isinstance(key, str) and isinstance(value, list) and len(value) in (2, 3)
-                    and isinstance(value[0], int) and not isinstance(value[0], bool)
-                    and 0 <= value[0] < 1000 and isinstance(value[1], list)
-                    and all(isinstance(mark, str) for mark in value[1])):
-                warned = len(value) == 3 and value[2] is True
-                history._files[key] = (value[0], warned, list(value[1][-_MAX_MARKS:]))
+            if (isinstance(key, str) and isinstance(value, list) and len(value) == 2
+                    and isinstance(value[0], bool) and isinstance(value[1], list)):
+                pairs = [_Pair.from_state(item) for item in value[1][-_MAX_MARKS:]]
+                history._files[key] = (value[0], [pair for pair in pairs if pair is not None])
         return history
 
 

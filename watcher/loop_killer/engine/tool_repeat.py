@@ -432,7 +432,7 @@ class ToolRepeatCounter:
     def refusable(self) -> bool:
         """Whether any call's next attempt would be refused now (the launcher runs the
         package for a PreToolUse only then: ``tools.store``'s marker)."""
-        if self.refused_return and self._edits.most_returns() + 1 >= self.refused_return:
+        if self.refused_return and self._edits.deepest() + 1 >= self.refused_return:
             return True
         return any(count >= self._block and changes == self._changes
                    for _, count, changes in self._calls.values())

@@ -70,8 +70,9 @@ counts survive it; the next save trims it. Beyond this it is not ours: logged, e
 MAX_SCOPES = 32
 """Scopes (the main session and its subagents) kept per session; the oldest go first."""
 SUBAGENT_CALLS = 100
-"""Calls kept per subagent (the main scope keeps the engine's ``MAX_CALLS``): 31
-subagents of 100 calls and a main of 200 stay well under the budget."""
+"""Calls kept per subagent (the main scope keeps the engine's ``MAX_CALLS``). A scope
+with a full edit history too holds about 60 KB, so when many subagents edit, the oldest
+are dropped (their counts start afresh: nothing is refused by mistake)."""
 MAIN = "main"
 """The main session's scope (``tools.hook.MAIN_SCOPE``)."""
 LOCK_WAIT = 2.0
