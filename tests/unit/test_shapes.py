@@ -185,6 +185,60 @@ def test_a_change_undone_in_many_places_or_made_the_other_way_elsewhere_is_no_lo
     assert _returns([("Edit", change) for change in changes]) == ([0] * len(changes), False)
 
 
+_BLOCK = 'def parse(text):\n    """Seconds in "1h30m"."""\n    return sum(parts(text))\n'
+_PRINT = '    print("DEBUG total:", total)'
+
+
+@pytest.mark.parametrize("changes", [
+    [change for anchor in ("    total = sum(items)", "    total -= discount(total)",
+                           "    total = round(total, 2)")
+     for change in (edit("p.py", anchor, f"{anchor}\n{_PRINT}"), edit("p.py", f"{_PRINT}\n", ""))],
+    [change for anchor in ("def load(path):", "class Settings:", "def main():")
+     for change in (edit("u.py", "\n\n" + _BLOCK, ""),
+                    edit("u.py", anchor, f"{_BLOCK}\n\n{anchor}"))],
+    [edit("store.go", f"\tif err != nil {{\n\t\t{old}\n\t}}\n\treturn s.{name}()",
+          f"\tif err != nil {{\n\t\t{new}\n\t}}\n\treturn s.{name}()")
+     for name, (old, new) in zip(["get", "put", "delete", "list", "close"],
+                                 [("return nil", "return err"), ("return err", "return nil")] * 2
+                                 + [("return nil", "return err")], strict=True)],
+], ids=["a debug print moved along", "a function moved three times",
+        "opposite fixes beside the same boilerplate"])
+def test_a_line_tried_in_one_place_after_another_is_no_loop(
+        changes: list[dict[str, str]]) -> None:
+    """Found by a fourth review: a line removed by quoting only itself has no place, so it
+    matched every place: a debug print walked down a function, or a function moved twice,
+    was warned and refused. A removal takes the place of what it undoes, and a text removed
+    from no known place is not put back by adding it elsewhere. Places are told by up to
+    three shared lines a side, so ``if err != nil {`` beside both is not one place."""
+    assert _returns([("Edit", change) for change in changes]) == ([0] * len(changes), False)
+
+
+def test_a_line_put_back_in_its_place_again_and_again_is_going_back() -> None:
+    anchor = "    total = sum(items)"
+    counter = ToolRepeatCounter()
+    moves = [edit("p.py", anchor, f"{anchor}\n{_PRINT}"), edit("p.py", f"{_PRINT}\n", "")]
+    made = 0
+    while counter.refusal("Edit", moves[made % 2]) is None:
+        counter.record("Edit", moves[made % 2], f"updated ({made})", False)
+        made += 1
+        assert made < 20, "never refused"
+    assert made == 4
+
+
+def test_a_multi_edit_is_judged_alike_before_and_after_it_runs() -> None:
+    """Found by the fourth review: the refusal judged a MultiEdit's edits each against the
+    file before it, the record one after another, so one let through was recorded deeper
+    than judged."""
+    counter = ToolRepeatCounter()
+    counter.record("Edit", edit("m.py", "alpha = 1", "alpha = 2"), "updated (0)", False)
+    both = {"file_path": "m.py", "edits": [edit("", "alpha = 2", "alpha = 1"),
+                                           edit("", "alpha = 1", "alpha = 2")]}
+    history = EditHistory.from_state(counter.to_state()["edits"])
+    judged = history.would_return("MultiEdit", both)
+    history.note("MultiEdit", both)
+    assert judged == history.deepest() == 2
+
+
 @pytest.mark.parametrize("case", ["one more line quoted back", "edits forth, multi-edit back"])
 def test_a_revert_written_otherwise_is_still_going_back(case: str) -> None:
     if case == "one more line quoted back":

@@ -64,7 +64,7 @@ at the 2nd, the 3rd let through (reverting is sometimes right), the 4th refused.
 
 MAX_FILES = 32
 """Files remembered per turn; the least recently changed are forgotten first."""
-_MAX_MARKS = 24  # replacements remembered per file
+_MAX_MARKS = 16  # replacements remembered per file
 
 FILE_CHANGING_TOOLS: frozenset[str] = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
 """Claude Code's tools whose success changes a file (their changes are followed below)."""
@@ -280,6 +280,13 @@ def edited_file(tool_input: object) -> str:
     return ""
 
 
+def _digest(text: str) -> str:
+    return hex_digest(text, 16)
+
+
+_REMOVED = _digest("")
+"""What an edit that removes its text leaves, as ``_pair`` reads it."""
+
 _TRIVIAL = 8
 """Non-space characters an edit's old text needs for an edit back to it to count as the
 last step of a cycle (A, B, C, A): ``pass``, ``}`` or nothing at all come back to a file
@@ -366,39 +373,82 @@ def _pair(old: object, new: object) -> _Pair | None:
         end += 1
     old_core = "\n".join(bare_before[start:len(before) - end])
     new_core = "\n".join(bare_after[start:len(after) - end])
-    # Its place: the nearest shared lines, as written (their indent tells ``}`` of one
-    # block from another's).
-    place = (_digest(before[start - 1]) if start else "",
-             _digest(before[len(before) - end]) if end else "")
+    # Its place: the shared lines around it, nearest first, as written (their indent
+    # tells ``}`` of one block from another's).
+    above = before[max(0, start - _PLACE_LINES):start][::-1]
+    below = before[len(before) - end:][:_PLACE_LINES]
+    place = (",".join(hex_digest(line, 8) for line in above),
+             ",".join(hex_digest(line, 8) for line in below))
     cycles = len(old_core) - old_core.count(" ") - old_core.count("\n") >= _TRIVIAL
     return _Pair(_digest(old_core), _digest(new_core), place, cycles=cycles)
 
 
+_PLACE_LINES = 3
+"""Shared lines on either side of an edit that tell its place (boilerplate such as
+``if err != nil {`` is often the nearest)."""
+
+
+
 def _same_place(one: tuple[str, str], other: tuple[str, str]) -> bool:
     """Whether two replacements are in the same place of a file: one of them quotes no
-    line around it, or their nearest line above, or below, is the same."""
+    line around it, or they quote the same nearest line on a side, and no side's lines
+    disagree (one quotes more of them than the other, not others)."""
     if one == _NOWHERE or other == _NOWHERE:
         return True
-    return bool(one[0] and one[0] == other[0]) or bool(one[1] and one[1] == other[1])
+    met = False
+    for mine, theirs in zip(one, other, strict=True):
+        if mine and theirs:
+            a, b = mine.split(","), theirs.split(",")
+            if a[:len(b)] != b[:len(a)]:
+                return False
+            met = True
+    return met
 
 
 def _judge(pair: _Pair, earlier: list[_Pair]) -> tuple[int, bool] | None:
     """(its depth, whether it goes back) for a replacement after the file's ``earlier``
-    ones; None for a ``Write`` of the content the file was just written with."""
+    ones; None for a ``Write`` of the content the file was just written with. A
+    replacement that quotes no line around it takes the place of the change it undoes."""
     if pair.old.startswith("="):
         last = max((at for at, e in enumerate(earlier) if e.old == pair.old), default=-1)
-        if last == len(earlier) - 1 >= 0:
+        if earlier and last == len(earlier) - 1:
             return None  # the same content again: the file did not change
         # Back to a content it was written with: undoes the change made after it.
-        undone = [earlier[last + 1].depth] if last >= 0 else []
+        undone = [earlier[last + 1]] if last >= 0 else []
     else:
-        undone = [e.depth for e in earlier if e.old == pair.new and _same_place(e.place, pair.place)
-                  and (e.new == pair.old or e.cycles)]
+        undone = [e for e in earlier if e.old == pair.new and _same_place(e.place, pair.place)
+                  and (e.new == pair.old or e.cycles)
+                  # A text removed from no known place is not put back by adding it
+                  # somewhere: a line tried in one place after another is no loop.
+                  and not (e.place == _NOWHERE and e.new == _REMOVED
+                           and pair.place != _NOWHERE)]
     if undone:
-        return max(undone) + 1, True
+        deepest = max(undone, key=lambda e: e.depth)
+        if pair.place == _NOWHERE:
+            placed = [e for e in undone if e.place != _NOWHERE]
+            if placed:
+                pair.place = max(placed, key=lambda e: e.depth).place
+        return deepest.depth + 1, True
     same = [e.depth for e in earlier if e.old == pair.old and e.new == pair.new
             and _same_place(e.place, pair.place)]
     return max(same, default=0), False
+
+
+def _made(pairs: list[_Pair], earlier: list[_Pair]) -> tuple[list[_Pair], int]:
+    """A file's replacements after ``pairs`` are made, one after another (a
+    ``MultiEdit``'s in turn), and the depth of the deepest return among them (0: none)."""
+    deepest = 0
+    for pair in pairs:
+        judged = _judge(pair, earlier)
+        if judged is None:
+            continue
+        pair.depth = judged[0]
+        if judged[1]:
+            deepest = max(deepest, pair.depth)
+        earlier = [e for e in earlier
+                   if (e.old, e.new, e.place) != (pair.old, pair.new, pair.place)]
+        earlier.append(pair)
+    return earlier, deepest
 
 
 class EditHistory:
@@ -428,17 +478,7 @@ class EditHistory:
             return 0
         key, pairs = found
         warned, earlier = self._files.pop(key, (False, []))
-        deepest = 0
-        for pair in pairs:
-            judged = _judge(pair, earlier)
-            if judged is None:
-                continue
-            pair.depth = judged[0]
-            if judged[1]:
-                deepest = max(deepest, pair.depth)
-            earlier = [e for e in earlier if (e.old, e.new, e.place) != (
-                pair.old, pair.new, pair.place)]
-            earlier.append(pair)
+        earlier, deepest = _made(pairs, earlier)
         warn = bool(warn_at) and deepest >= warn_at and not warned
         self._files[key] = (warned or warn, earlier[-_MAX_MARKS:])
         while len(self._files) > MAX_FILES:
@@ -451,9 +491,7 @@ class EditHistory:
         if found is None:
             return 0
         key, pairs = found
-        earlier = self._files.get(key, (False, []))[1]
-        return max((judged[0] for pair in pairs
-                    if (judged := _judge(pair, earlier)) is not None and judged[1]), default=0)
+        return _made(pairs, self._files.get(key, (False, []))[1])[1]
 
     def deepest(self) -> int:
         """The depth of the deepest change any file has made in the turn."""
@@ -480,7 +518,3 @@ class EditHistory:
                 pairs = [_Pair.from_state(item) for item in value[1][-_MAX_MARKS:]]
                 history._files[key] = (value[0], [pair for pair in pairs if pair is not None])
         return history
-
-
-def _digest(text: str) -> str:
-    return hex_digest(text, 16)
