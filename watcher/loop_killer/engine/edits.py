@@ -374,9 +374,13 @@ def _pair(old: object, new: object) -> _Pair | None:
     old_core = "\n".join(bare_before[start:len(before) - end])
     new_core = "\n".join(bare_after[start:len(after) - end])
     # Its place: the shared lines around it, nearest first, as written (their indent
-    # tells ``}`` of one block from another's).
-    above = before[max(0, start - _PLACE_LINES):start][::-1]
-    below = before[len(before) - end:][:_PLACE_LINES]
+    # tells ``}`` of one block from another's), unless the edit re-indents them (wrapping
+    # a statement in an ``if``, or unwrapping it).
+    above = [before[at] if before[at] == after[at] else bare_before[at]
+             for at in range(start - 1, max(0, start - _PLACE_LINES) - 1, -1)]
+    below = [before[len(before) - end + at]
+             if before[len(before) - end + at] == after[len(after) - end + at]
+             else bare_before[len(before) - end + at] for at in range(min(end, _PLACE_LINES))]
     place = (",".join(hex_digest(line, 8) for line in above),
              ",".join(hex_digest(line, 8) for line in below))
     cycles = len(old_core) - old_core.count(" ") - old_core.count("\n") >= _TRIVIAL
@@ -408,7 +412,8 @@ def _same_place(one: tuple[str, str], other: tuple[str, str]) -> bool:
 def _judge(pair: _Pair, earlier: list[_Pair]) -> tuple[int, bool] | None:
     """(its depth, whether it goes back) for a replacement after the file's ``earlier``
     ones; None for a ``Write`` of the content the file was just written with. A
-    replacement that quotes no line around it takes the place of the change it undoes."""
+    replacement takes, on a side it quotes no line of, the place of the change it
+    undoes."""
     if pair.old.startswith("="):
         last = max((at for at, e in enumerate(earlier) if e.old == pair.old), default=-1)
         if earlier and last == len(earlier) - 1:
@@ -424,10 +429,12 @@ def _judge(pair: _Pair, earlier: list[_Pair]) -> tuple[int, bool] | None:
                            and pair.place != _NOWHERE)]
     if undone:
         deepest = max(undone, key=lambda e: e.depth)
-        if pair.place == _NOWHERE:
-            placed = [e for e in undone if e.place != _NOWHERE]
-            if placed:
-                pair.place = max(placed, key=lambda e: e.depth).place
+        placed = [e for e in undone if e.place != _NOWHERE]
+        if placed and not pair.old.startswith("="):
+            # A side it quotes no line of is the side of what it undoes (the latest, of
+            # the deepest): the line removed by quoting one neighbour was there.
+            where = max(reversed(placed), key=lambda e: e.depth).place
+            pair.place = (pair.place[0] or where[0], pair.place[1] or where[1])
         return deepest.depth + 1, True
     same = [e.depth for e in earlier if e.old == pair.old and e.new == pair.new
             and _same_place(e.place, pair.place)]

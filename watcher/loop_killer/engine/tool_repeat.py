@@ -432,7 +432,8 @@ class ToolRepeatCounter:
     def refusable(self) -> bool:
         """Whether any call's next attempt would be refused now (the launcher runs the
         package for a PreToolUse only then: ``tools.store``'s marker)."""
-        if self.refused_return and self._edits.deepest() + 1 >= self.refused_return:
+        # (+ 2: a MultiEdit may hold a return and the return of that return)
+        if self.refused_return and self._edits.deepest() + 2 >= self.refused_return:
             return True
         return any(count >= self._block and changes == self._changes
                    for _, count, changes in self._calls.values())
