@@ -20,9 +20,10 @@ Pure: plain values in, plain values out; no files, no clock.
   until the person speaks, the call changes or the session changes a file; after
   ``TOOL_REPEAT_STOP`` refused attempts of one call in a turn the turn itself is ended
   (the hooks). A model that heeded a refusal and moved on is not stopped by the next.
-* An edit that would take a file back to an earlier content for the 4th time in the turn
-  (``edits.REFUSED_RETURN_AFTER_WARN``) is refused too, and the refused edits of one file
-  count towards that stop as one call's attempts: one ladder for both shapes.
+* An edit that would take a file back for the 4th time in a back-and-forth (a return of
+  depth 4: ``edits.EditHistory``, ``edits.REFUSED_RETURN_AFTER_WARN``) is refused too, and
+  the refused edits of one file count towards that stop as one call's attempts: one
+  ladder for both shapes.
 * Tools that poll by design (``DEFAULT_IGNORED``) are never counted.
 
 The counter keeps only digests: per call, its last result and count, at most
@@ -321,8 +322,8 @@ class ToolRepeatCounter:
 
     @property
     def refused_return(self) -> int:
-        """The return of a file (edited back to an earlier content) refused before it is
-        made; 0 when the oscillation rule is off."""
+        """The depth of a return (a file edited back to an earlier content) refused before
+        it is made; 0 when the oscillation rule is off."""
         return self._oscillation + REFUSED_RETURN_AFTER_WARN if self._oscillation else 0
 
     def __len__(self) -> int:
@@ -361,7 +362,7 @@ class ToolRepeatCounter:
         last = self._calls.pop(digest, None)
         count = last[1] + 1 if (last is not None and last[0] == result
                                 and last[2] == self._changes) else 1
-        shape, returns = "", 0
+        shape, shape_count = "", 0
         # A new change to the files, so every check after it is new. An edit that
         # succeeds changed its file (its old text was there again), unless it repeats
         # itself with nothing changed between; one that failed changed nothing. Any other
@@ -372,15 +373,15 @@ class ToolRepeatCounter:
         if name in FILE_CHANGING_TOOLS:
             if count == 1 and not (is_error if failed is None else failed):
                 self._changes += 1
-                returns = self._edits.note(name, tool_input, warn_at=self._oscillation)
-                if returns:
-                    shape = RULE_EDIT_OSCILLATION
+                depth = self._edits.note(name, tool_input, warn_at=self._oscillation)
+                if depth:
+                    shape, shape_count = RULE_EDIT_OSCILLATION, depth
         elif (last is None or last[0] != result) and changes_files(name, tool_input):
             self._changes += 1
         self._calls[digest] = (result, count, self._changes)
         while len(self._calls) > MAX_CALLS:
             del self._calls[next(iter(self._calls))]
-        return ToolRepeat(call, name, tool_use_id, count, shape, returns if shape else 0)
+        return ToolRepeat(call, name, tool_use_id, count, shape, shape_count)
 
     def count(self, name: str, tool_input: object, *, cwd: str = "") -> int:
         """Identical results in a row of this call so far, with no file changed since (0
@@ -407,12 +408,12 @@ class ToolRepeatCounter:
                 return ToolRepeat(call_key(name, tool_input, folder), name, tool_use_id,
                                   count)
         if self.refused_return and name in FILE_CHANGING_TOOLS:
-            returns = self._edits.would_return(name, tool_input)
-            if returns >= self.refused_return:
+            depth = self._edits.would_return(name, tool_input)
+            if depth >= self.refused_return:
                 # Keyed by the file alone: its edits back and forth, with whichever tool
                 # from whichever folder, are one refused call.
                 return ToolRepeat(f"{RULE_EDIT_OSCILLATION} {edited_file(tool_input)}", name,
-                                  tool_use_id, 0, RULE_EDIT_OSCILLATION, returns)
+                                  tool_use_id, 0, RULE_EDIT_OSCILLATION, depth)
         return None
 
     def note_notice(self, result: str) -> bool:
