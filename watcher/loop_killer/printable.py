@@ -110,10 +110,14 @@ def _fitting(text: str, columns: int) -> int:
     return len(text)
 
 
+_BREAKS = ("/", "-", "_", ",", "(")
+
+
 def wrap(line: str, width: int | None, indent: int = 4) -> list[str]:
     """``line`` as lines of at most ``width`` columns (as a terminal shows them), cut at
     spaces, each after the first indented by ``indent`` spaces (a word longer than a line
-    is cut); ``[line]`` when ``width`` is None or it fits. Runs of spaces inside the line
+    is cut after a ``/``, ``-``, ``_``, ``,`` or ``(`` where it has one, else where it
+    must); ``[line]`` when ``width`` is None or it fits. Runs of spaces inside the line
     (aligned columns) are kept where the line is not cut."""
     if width is None or display_width(line) <= width:
         return [line]
@@ -124,7 +128,11 @@ def wrap(line: str, width: int | None, indent: int = 4) -> list[str]:
         fits = _fitting(rest, room)
         cut = rest.rfind(" ", 0, fits + 1)
         if cut <= 0 or not rest[:cut].strip():
-            cut = fits  # no space to cut at: cut the word
+            # No space to cut at: after a path's or a name's own break (``/``, ``-``,
+            # ``_``, ``,``, ``(``), else the word is cut.
+            cut = max(rest.rfind(mark, 0, fits) for mark in _BREAKS) + 1
+            if cut <= 0 or not rest[:cut].strip():
+                cut = fits
         lines.append(rest[:cut].rstrip())
         rest = rest[cut:].lstrip(" ")
         room = width - indent
