@@ -1119,12 +1119,29 @@ def _build(  # noqa: C901 - the reference model reads best as one table of step 
             return a == b
         return Fraction(len(wa & wb), len(wa | wb)) >= Fraction(3, 5)
 
+    # An answer with no text is held until it is complete: at the next re-prompt, or the
+    # turn's end; a person's prompt (or a kickoff, a compaction) drops it (engine.answers).
+    held: tuple[str, str] | None = None
+
+    def settle() -> None:
+        nonlocal held
+        if held is not None:
+            add_to_run(*held)
+        held = None
+
     for n, (kind, *args) in enumerate(steps):
+        if kind in ("reprompt", "reprompt_tool", "interrupt", "api_error"):
+            settle()  # (each begins with a re-prompt)
+        elif kind in ("prompt", "kickoff", "compact"):
+            held = None
         if kind == "reprompt":
             text, form, thinking = VOCAB[args[0]], REPROMPT_FORMS[args[1]], args[2]
             t.reprompt(**form)
             uuid = t.reply(text, thinking=f"pass {n} zebra{n} quokka{n}" if thinking else None)
-            add_to_run(uuid, text)
+            if text:
+                add_to_run(uuid, text)
+            else:
+                held = (uuid, text)
         elif kind == "reprompt_tool":
             # Work only when its result is new in the person's turn (engine.run).
             output = f"{args[1]} failed"
@@ -1171,6 +1188,7 @@ def _build(  # noqa: C901 - the reference model reads best as one table of step 
         elif kind == "goal_clear":
             t.goal_status(met=True, sentinel=True)
     t.system("turn_duration", durationMs=1)  # completes a last answer with null stop_reason
+    settle()
     return t, expected
 
 
@@ -1182,6 +1200,13 @@ def _build(  # noqa: C901 - the reference model reads best as one table of step 
 )
 @example(  # the 3rd similar answer completes only when the person's prompt arrives
     steps=[("reprompt", 0, 0, False)] * 3 + [("prompt", 0)], stop_reasons=False, cut_points=[]
+)
+@example(  # three answers with no text: the 3rd completes at the turn's end
+    steps=[("reprompt", 5, 0, False)] * 3, stop_reasons=False, cut_points=[]
+)
+@example(  # ... and a person's prompt right after it drops it (its turn is over)
+    steps=[("reprompt", 5, 0, False)] * 3 + [("prompt", 0)], stop_reasons=False,
+    cut_points=[]
 )
 @example(  # the 6th different answer completes only when the kickoff arrives
     steps=[("reprompt", i % 5, 0, False) for i in (3, 4, 5, 6, 7, 3)] + [("kickoff",)],

@@ -11,6 +11,7 @@ from typing import Final, Literal
 from .rules import text_digest
 from .transcript import (
     STOP_HOOK_SUMMARY,
+    TURN_DURATION,
     AssistantPart,
     Discard,
     Event,
@@ -84,12 +85,12 @@ class AnswerAssembler:
     """Groups assistant lines into replies (by ``message.id``) and replies into answers.
 
     A reply is complete when a line carries a final ``stop_reason`` and the reader has
-    caught up with the file (``flush``), or when the next
-    user or system entry arrives (``stop_reason`` is null on every line in some
-    versions). An answer is complete when a reply without tool use completes (one with no
-    text at all only at its Stop's summary or the next re-prompt: a person's prompt drops
-    it, its turn being over), or when the next prompt arrives. Interrupted and API-error
-    answers are dropped whole.
+    caught up with the file (``flush``), or when the next user or system entry arrives
+    (``stop_reason`` is null on every line in some versions). An answer is complete when
+    a reply without tool use completes (one with no text at all only at its Stop's
+    summary, the turn's end or the next re-prompt: a person's prompt drops it, its turn
+    being over), or when the next prompt arrives. Interrupted and API-error answers are
+    dropped whole.
 
     A re-prompt that follows the Stop of the re-prompt before (its ``stop_hook_summary``,
     of a Stop that did not end the turn) with no assistant line between them answers an
@@ -154,13 +155,15 @@ class AnswerAssembler:
             return [answer] if answer else []
         if isinstance(event, (ToolResults, SystemEntry)):
             answer = self._close_reply()
-            if (isinstance(event, SystemEntry) and event.subtype == STOP_HOOK_SUMMARY
-                    and not event.prevented_continuation):
-                # The Stop after the answer: Claude Code's nudge came before it, so an
-                # answer with no text is complete; a re-prompt next answers nothing.
-                if answer is None and self._wordless():
-                    answer = self._emit()
-                self._stop_over = True
+            stop = (isinstance(event, SystemEntry) and event.subtype == STOP_HOOK_SUMMARY
+                    and not event.prevented_continuation)
+            ended = isinstance(event, SystemEntry) and event.subtype == TURN_DURATION
+            if (stop or ended) and answer is None and self._wordless():
+                # The Stop after the answer, or the turn's end: Claude Code's nudge came
+                # before it, so an answer with no text is complete.
+                answer = self._emit()
+            if stop:
+                self._stop_over = True  # a re-prompt next answers nothing
             return [answer] if answer else []
         if isinstance(event, Discard):
             self._reset()

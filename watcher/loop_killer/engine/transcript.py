@@ -29,6 +29,7 @@ __all__ = [
     "GoalStatus",
     "MAX_COUNT",
     "STOP_HOOK_SUMMARY",
+    "TURN_DURATION",
     "ParseStats",
     "Reprompt",
     "SystemEntry",
@@ -147,6 +148,9 @@ same answer goes on, so the line is nobody's prompt."""
 STOP_HOOK_SUMMARY = "stop_hook_summary"
 """The subtype of the system line that ends a Stop's hook run (not written by 2.1.250
 headless): a re-prompt before it was written by that Stop."""
+
+TURN_DURATION = "turn_duration"
+"""The subtype of the system line written when a turn has ended."""
 
 
 _API_ERROR = "API Error"
