@@ -295,6 +295,10 @@ without anything going back and forth."""
 _WHOLE = 64 * 1024
 """Characters of an edit's texts read line by line; longer ones are taken whole."""
 
+_PLACE_LINES = 3
+"""Shared lines on either side of an edit that tell its place (boilerplate such as
+``if err != nil {`` is often the nearest)."""
+
 _NOWHERE = ("", "")
 
 
@@ -302,10 +306,10 @@ class _Pair:
     """One replacement of an edit, as ``EditHistory`` follows it (digests only).
 
     ``old`` and ``new``: what it really changes (``_pair``; a ``Write``: ``=`` and its
-    content's digest, and ""); ``place``: the nearest line above and below that both texts
-    share (``_NOWHERE``: none); ``depth``: 0 for a change, 1 + the depth of the change it
-    undoes for a return; ``cycles``: whether an edit back to its old text closes a cycle
-    (that text is more than trivial).
+    content's digest, and ""); ``place``: the digests of up to ``_PLACE_LINES`` lines
+    above and below that both texts share, nearest first (``_NOWHERE``: none); ``depth``:
+    0 for a change, 1 + the depth of the change it undoes for a return; ``cycles``:
+    whether an edit back to its old text closes a cycle (that text is more than trivial).
     """
 
     __slots__ = ("cycles", "depth", "new", "old", "place")
@@ -313,6 +317,11 @@ class _Pair:
     def __init__(self, old: str, new: str, place: tuple[str, str], depth: int = 0,
                  cycles: bool = False) -> None:
         self.old, self.new, self.place, self.depth, self.cycles = old, new, place, depth, cycles
+
+    @property
+    def writes(self) -> bool:
+        """A ``Write``'s whole content, not an edit's replacement."""
+        return self.old.startswith("=")
 
     def state(self) -> list[Any]:
         return [self.old, self.new, *self.place, self.depth, self.cycles]
@@ -341,8 +350,10 @@ def _pairs(name: str, tool_input: object) -> tuple[str, list[_Pair]] | None:
         if not isinstance(content, str):
             return None
         return _digest(path), [_Pair("=" + _digest(content), "", _NOWHERE)]
+    if name not in ("Edit", "MultiEdit"):
+        return None
     edits = [tool_input] if name == "Edit" else tool_input.get("edits")
-    if name not in ("Edit", "MultiEdit") or not isinstance(edits, list) or not edits:
+    if not isinstance(edits, list) or not edits:
         return None
     pairs = [_pair(e.get("old_string"), e.get("new_string")) if isinstance(e, dict) else None
              for e in edits]
@@ -373,24 +384,20 @@ def _pair(old: object, new: object) -> _Pair | None:
         end += 1
     old_core = "\n".join(bare_before[start:len(before) - end])
     new_core = "\n".join(bare_after[start:len(after) - end])
-    # Its place: the shared lines around it, nearest first, as written (their indent
-    # tells ``}`` of one block from another's), unless the edit re-indents them (wrapping
-    # a statement in an ``if``, or unwrapping it).
-    above = [before[at] if before[at] == after[at] else bare_before[at]
-             for at in range(start - 1, max(0, start - _PLACE_LINES) - 1, -1)]
-    below = [before[len(before) - end + at]
-             if before[len(before) - end + at] == after[len(after) - end + at]
-             else bare_before[len(before) - end + at] for at in range(min(end, _PLACE_LINES))]
-    place = (",".join(hex_digest(line, 8) for line in above),
-             ",".join(hex_digest(line, 8) for line in below))
+    def placed(at: int, shift: int) -> str:
+        """A shared line as written (its indent tells ``}`` of one block from another's),
+        unless the edit re-indents it (wrapping a statement in an ``if``, or unwrapping
+        it); ``shift``: where it sits in the new text, less where it sits in the old."""
+        line = before[at] if before[at] == after[at + shift] else bare_before[at]
+        return hex_digest(line, 8)
+
+    # Its place: the shared lines around it, nearest first.
+    above = [placed(at, 0) for at in range(start - 1, max(0, start - _PLACE_LINES) - 1, -1)]
+    below = [placed(len(before) - end + at, len(after) - len(before))
+             for at in range(min(end, _PLACE_LINES))]
+    place = (",".join(above), ",".join(below))
     cycles = len(old_core) - old_core.count(" ") - old_core.count("\n") >= _TRIVIAL
     return _Pair(_digest(old_core), _digest(new_core), place, cycles=cycles)
-
-
-_PLACE_LINES = 3
-"""Shared lines on either side of an edit that tell its place (boilerplate such as
-``if err != nil {`` is often the nearest)."""
-
 
 
 def _same_place(one: tuple[str, str], other: tuple[str, str]) -> bool:
@@ -414,7 +421,7 @@ def _judge(pair: _Pair, earlier: list[_Pair]) -> tuple[int, bool] | None:
     ones; None for a ``Write`` of the content the file was just written with. A
     replacement takes, on a side it quotes no line of, the place of the change it
     undoes."""
-    if pair.old.startswith("="):
+    if pair.writes:
         last = max((at for at, e in enumerate(earlier) if e.old == pair.old), default=-1)
         if earlier and last == len(earlier) - 1:
             return None  # the same content again: the file did not change
@@ -430,7 +437,7 @@ def _judge(pair: _Pair, earlier: list[_Pair]) -> tuple[int, bool] | None:
     if undone:
         deepest = max(undone, key=lambda e: e.depth)
         placed = [e for e in undone if e.place != _NOWHERE]
-        if placed and not pair.old.startswith("="):
+        if placed and not pair.writes:
             # A side it quotes no line of is the side of what it undoes (the latest, of
             # the deepest): the line removed by quoting one neighbour was there.
             where = max(reversed(placed), key=lambda e: e.depth).place
