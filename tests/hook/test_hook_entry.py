@@ -101,9 +101,10 @@ def test_the_hook_runs_as_a_module_and_through_the_cli(tmp_path: Path) -> None:
         assert _assert_harmless(run_hook_process(data, argv=argv)) is None
 
 
-def test_a_firing_stop_walks_through_few_of_the_package_s_modules(tmp_path: Path) -> None:
-    """The rooms a firing Stop walks through (issue 18 asked for 20; 38 when this was
-    first counted, 24 since the merges of that stop: see its closing note)."""
+def test_a_firing_stop_runs_in_a_process_of_its_own(tmp_path: Path) -> None:
+    """A firing Stop, run as the launcher runs it, fires and judges with the reply module.
+    (Its count of modules was retired with issue 31: what it stood for, the cost of a
+    hook, is measured by scripts/hook-timing.)"""
     lines = lines_of(fixture_transcript("goal-same"))
     path = write(tmp_path / "s.jsonl", lines[: answer(lines, 3).first])
     code = ("import sys\nfrom loop_killer.hook.entry import main\nmain(sys.stdin.buffer.read())\n"
@@ -114,7 +115,7 @@ def test_a_firing_stop_walks_through_few_of_the_package_s_modules(tmp_path: Path
                           input=json.dumps(stop_input(path)).encode(), timeout=60, check=True)
     assert json.loads(done.stdout)["continue"] is False  # it did fire
     modules = listed.read_text().split()
-    assert "loop_killer.hook.reply" in modules and len(modules) <= 24, modules
+    assert "loop_killer.hook.reply" in modules, modules
 
 
 def test_run_ignores_an_oversized_input() -> None:

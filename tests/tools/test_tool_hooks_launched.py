@@ -116,8 +116,9 @@ def test_the_same_background_notice_again_is_not_the_person_speaking(state: Path
 
 def test_a_background_notice_that_is_news_lifts_a_refusal(state: Path) -> None:
     """Polling a silent build's log until it is refused, then the build's end is told:
-    the log may say more now, so the poll runs again (found by a review)."""
-    poll = "sleep 20; tail -3 build.log"
+    the log may say more now, so the poll runs again (found by a review). (A poll that
+    sleeps first waits, and is timed instead: tests/unit/test_waiting.py.)"""
+    poll = "tail -3 build.log"
     launch(_notice("running", "a1"))
     for _ in range(4):
         launch(succeeded(poll, stdout="compiling..."))
@@ -236,7 +237,7 @@ def test_a_model_that_heeded_refusals_is_not_stopped_by_another_calls_first(
 def test_the_state_file_appears_with_the_first_counted_result_only(state: Path) -> None:
     assert launch(before()) is None
     assert launch(prompt()) is None
-    assert launch(succeeded(tool="TaskOutput", tool_input={"task_id": "b1"})) is None
+    assert launch(succeeded(tool="AskUserQuestion", tool_input={"q": "Which?"})) is None
     assert not state_file(state).exists()
     launch(failed())
     assert state_file(state).exists()

@@ -34,4 +34,5 @@ def test_pickled_and_copied_as_they_were() -> None:
     for made in (pickle.loads(pickle.dumps(settings)), copy.deepcopy(settings)):
         assert made == settings and made.sources == {"tool_repeat_warn": "config.toml"}
     assert repr(Thresholds()) == (
-        "Thresholds(same_reply_turns=3, idle_turns=6, similar=0.6, off=frozenset())")
+        "Thresholds(same_reply_turns=3, idle_turns=6, similar=0.6, off=frozenset(), "
+        "wait_minutes=30.0)")

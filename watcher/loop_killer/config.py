@@ -10,6 +10,7 @@ tool_repeat_warn = 3      # TOOL_REPEAT_WARN
 tool_repeat_block = 4     # TOOL_REPEAT_BLOCK
 tool_repeat_stop = 3      # TOOL_REPEAT_STOP (refused attempts of one call that end the turn)
 edit_oscillation_warn = 2 # EDIT_OSCILLATION (a file edited back to an earlier content)
+wait_minutes = 30         # a waiting call's result unchanged this long is a loop
 off = ["IDLE_TURNS"]      # rules switched off: SAME_REPLY_TURNS, IDLE_TURNS, TOOL_REPEAT,
                           # EDIT_OSCILLATION
 
@@ -27,6 +28,7 @@ The environment (the shell that starts ``claude``, or the ``env`` block of its
 ``settings.json``): ``LOOP_KILLER_SAME_REPLY_TURNS``, ``LOOP_KILLER_IDLE_TURNS``,
 ``LOOP_KILLER_SIMILAR``, ``LOOP_KILLER_TOOL_REPEAT_WARN``, ``LOOP_KILLER_TOOL_REPEAT_BLOCK``,
 ``LOOP_KILLER_TOOL_REPEAT_STOP``, ``LOOP_KILLER_EDIT_OSCILLATION_WARN``,
+``LOOP_KILLER_WAIT_MINUTES``,
 ``LOOP_KILLER_RULES_OFF`` (comma-separated),
 ``LOOP_KILLER_PROJECTS_OFF`` (``:``-separated),
 ``LOOP_KILLER_IGNORE_TOOLS`` and ``LOOP_KILLER_TOOL_REPEAT=off``.
@@ -62,6 +64,7 @@ from .engine.tool_repeat import (
     TOOL_REPEAT_WARN,
     ToolRepeatCounter,
 )
+from .engine.waiting import WAIT_MINUTES
 from .light import Value
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool-call hook imports this module
@@ -92,6 +95,8 @@ _NUMBERS: dict[str, tuple[str, str, str, float, float, float]] = {
                          TOOL_REPEAT_STOP, 1, 1000),
     "edit_oscillation_warn": ("rules", "edit_oscillation_warn",
                               "LOOP_KILLER_EDIT_OSCILLATION_WARN", EDIT_OSCILLATION_WARN, 1, 100),
+    "wait_minutes": ("rules", "wait_minutes", "LOOP_KILLER_WAIT_MINUTES", WAIT_MINUTES,
+                     0.05, 1440),
 }
 
 
@@ -138,7 +143,8 @@ class Settings(Value):
                        else 0)
         return ToolRepeatCounter.from_state(state, ignored=self.ignore_tools,
                                             block=self.tool_repeat_block,
-                                            oscillation=oscillation)
+                                            oscillation=oscillation,
+                                            wait=self.thresholds.wait_seconds)
 
     def project_off(self, *, cwd: str = "", folder: str = "") -> bool:
         """Whether loop-killer does nothing for a session in this project (the hooks and
@@ -284,7 +290,8 @@ def parse_settings(text: bytes | None, env: Mapping[str, str], *, where: str = C
         metrics, sources["metrics"] = "", "default"
     thresholds = DEFAULT_THRESHOLDS.replace(same_reply_turns=int(numbers["same_reply_turns"]),
                          idle_turns=int(numbers["idle_turns"]), similar=numbers["similar"],
-                         off=frozenset(rules_off) & {RULE_SAME, RULE_IDLE})
+                         off=frozenset(rules_off) & {RULE_SAME, RULE_IDLE},
+                         wait_minutes=numbers["wait_minutes"])
     return Settings(
         thresholds=thresholds,
         tool_repeat_warn=int(numbers["tool_repeat_warn"]),

@@ -34,13 +34,12 @@ contents would compare exactly, but every transcript reader would have to read i
 
 from __future__ import annotations
 
-from itertools import islice
-
 from ..light import hex_digest
+from .shell import MAX_COMMAND, SHELL_TOOLS, is_prefix, tokens
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool-call hook imports this module
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
     from typing import Any
 
 __all__ = [
@@ -48,10 +47,8 @@ __all__ = [
     "FILE_CHANGING_TOOLS",
     "MAX_FILES",
     "REFUSED_RETURN_AFTER_WARN",
-    "SHELL_TOOLS",
     "EditHistory",
     "changes_files",
-    "leading_cd",
     "edited_file",
 ]
 
@@ -69,7 +66,6 @@ _MAX_MARKS = 16  # replacements remembered per file
 FILE_CHANGING_TOOLS: frozenset[str] = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
 """Claude Code's tools whose success changes a file (their changes are followed below)."""
 
-SHELL_TOOLS: frozenset[str] = frozenset({"Bash", "PowerShell"})
 """Tools whose input is a ``command`` line."""
 
 _SUBAGENT_TOOLS = frozenset({"Task", "Agent"})  # a subagent's run may change any file
@@ -96,14 +92,11 @@ _PACKAGE_WRITES = frozenset({
 })
 _FORMATTERS = frozenset({"black", "isort", "rustfmt", "autopep8", "yapf"})
 _WRITE_FLAGS = frozenset({"--fix", "--write", "--in-place", "-delete"})
-_PREFIXES = frozenset({"sudo", "env", "time", "nohup", "nice", "command", "exec", "xargs",
-                       "timeout", "doas"})
 _MCP_CHANGES = frozenset({
     "edit", "write", "create", "delete", "remove", "move", "rename", "patch", "apply",
     "replace", "insert", "update", "upload", "commit", "push", "merge", "save", "modify",
     "append", "set", "put",
 })
-_SEPARATORS = ";&|()\n`"
 _SAFE_TARGETS = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty")
 
 
@@ -121,15 +114,11 @@ def changes_files(name: str, tool_input: object) -> bool:
     return False
 
 
-_MAX_COMMAND = 16 * 1024
-"""Characters of a command line read for writes: a longer one is read that far."""
-
-
 def _shell_writes(command: str) -> bool:
     """Whether a command line writes files: a redirection to a file, or a simple command
     that writes (``_command_writes``). Quotes are honoured; heredoc bodies are not read."""
     words: list[str] = []
-    for kind, text in _tokens(command[:_MAX_COMMAND]):
+    for kind, text in tokens(command[:MAX_COMMAND]):
         if kind == ">":
             if text and not text.startswith(("&", *_SAFE_TARGETS)):
                 return True
@@ -142,73 +131,10 @@ def _shell_writes(command: str) -> bool:
     return _command_writes(words)
 
 
-def _tokens(command: str) -> Iterator[tuple[str, str]]:
-    """A command line's words ("w", quotes removed), the ends of its simple commands
-    (";", with the character that ended it) and the targets of its output redirections
-    (">"; "&" for a descriptor)."""
-    word: list[str] = []
-    index, end = 0, len(command)
-    while index < end:
-        char = command[index]
-        index += 1
-        if char in "'\"":  # (a backslash inside double quotes is kept as it is)
-            close = command.find(char, index)
-            close = end if close < 0 else close
-            word.append(command[index:close])
-            index = close + 1
-        elif char == "\\":
-            word.append(command[index:index + 1])
-            index += 1
-        elif char == ">":
-            if word and not (len(word) == 1 and word[0].isdigit()):
-                yield "w", "".join(word)  # (``2>``: a descriptor, not a word)
-            word = []
-            index, target = _redirect_target(command, index)
-            yield ">", target
-        elif char in " \t" or char in _SEPARATORS:
-            if word:
-                yield "w", "".join(word)
-                word = []
-            if char in _SEPARATORS:
-                yield ";", char
-        else:
-            word.append(char)
-    if word:
-        yield "w", "".join(word)
-
-
-def leading_cd(command: str) -> str:
-    """The folder a command line's first simple command ``cd X`` names, when the line goes
-    on after it in the same shell (``cd X && ...``, ``cd X; ...``); "" otherwise (a pipe,
-    ``||``, a background ``&``, a redirection, or ``cd`` alone). Read with the words
-    ``changes_files`` reads (quotes honoured)."""
-    tokens = list(islice(_tokens(command[:_MAX_COMMAND]), 4))
-    if len(tokens) < 3 or tokens[0] != ("w", "cd") or tokens[1][0] != "w":
-        return ""
-    if tokens[2] == (";", ";") or tokens[2:] == [(";", "&"), (";", "&")]:
-        return tokens[1][1]
-    return ""
-
-
-def _redirect_target(command: str, index: int) -> tuple[int, str]:
-    """(where reading goes on, the word a ``>`` at ``index - 1`` redirects to)."""
-    end = len(command)
-    if index < end and command[index] in ">|":
-        index += 1  # ``>>`` appends; ``>|`` overwrites
-    if index < end and command[index] in "&(":
-        return index + 1, "&"  # a descriptor (``2>&1``) or a process: no file
-    while index < end and command[index] in " \t":
-        index += 1
-    start = index
-    while index < end and command[index] not in " \t" and command[index] not in _SEPARATORS:
-        index += 1
-    return index, command[start:index].strip("'\"")
-
-
 def _command_writes(words: list[str]) -> bool:
     """Whether one simple command (its words, quotes removed) writes files."""
     start = 0
-    while start < len(words) and _is_prefix(words[start]):
+    while start < len(words) and is_prefix(words[start]):
         start += 1  # ``FOO=1 sudo timeout 30 xargs -0 rm``: the command is rm
     if start == len(words):
         return False
@@ -224,10 +150,6 @@ def _command_writes(words: list[str]) -> bool:
         return _package_writes(rest)
     check = _BY_NAME.get(name)
     return check is not None and check(rest)
-
-
-def _is_prefix(word: str) -> bool:
-    return "=" in word or word in _PREFIXES or word.startswith("-") or word.isdigit()
 
 
 def _package_writes(rest: list[str]) -> bool:

@@ -26,6 +26,7 @@ keeps going fires again at the next threshold and no answer ever fires twice.
 from __future__ import annotations
 
 from ..light import Value, hex_digest
+from .waiting import WAIT_MINUTES
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool-call hook imports this module
 if TYPE_CHECKING:
@@ -97,16 +98,24 @@ class Thresholds(Value):
     """The re-prompt rules' numbers. The defaults are the documented constants above; a
     person may change them (``loop_killer.config``)."""
 
-    __slots__ = ("same_reply_turns", "idle_turns", "similar", "off")
+    __slots__ = ("same_reply_turns", "idle_turns", "similar", "off", "wait_minutes")
     same_reply_turns: int
     idle_turns: int
     similar: float
     off: frozenset[str]  # rules switched off (RULE_SAME, RULE_IDLE)
+    # How long a waiting call's result may stay the same (``engine.waiting``): until then
+    # an answer that waited is no idle answer, and the call is not counted.
+    wait_minutes: float
 
     def __init__(self, same_reply_turns: int = SAME_REPLY_TURNS, idle_turns: int = IDLE_TURNS,
-                 similar: float = SIMILAR, off: frozenset[str] = frozenset()) -> None:
+                 similar: float = SIMILAR, off: frozenset[str] = frozenset(),
+                 wait_minutes: float = WAIT_MINUTES) -> None:
         self._set(same_reply_turns=same_reply_turns, idle_turns=idle_turns, similar=similar,
-                  off=off)
+                  off=off, wait_minutes=wait_minutes)
+
+    @property
+    def wait_seconds(self) -> float:
+        return self.wait_minutes * 60
 
     def fires(self, rule: str, count: int) -> bool:
         """Whether ``count`` answers (in a similar chain, or in the run) fire ``rule``."""

@@ -14,6 +14,11 @@ work, and neither is a call that gave a result already seen: a ``/goal`` whose m
 runs the same failing command in every answer is a loop, where a migration that
 advances, tests that fail differently or files that change are work.
 
+Waiting is not idling: a call that waits for the world (``waiting.waits``: ``sleep 60 &&
+gh pr checks``, a background job's output) giving the same result again is work until its
+result has stayed the same for the wait bound (``Thresholds.wait_minutes``, timed by the
+lines' timestamps); the answers after the result that reached it are idle.
+
 When in doubt it is work, so that nothing fires by mistake: a call whose result is not
 in the transcript (yet) and not known otherwise (``settle``: the Stop hook asks the
 tool-call hooks' counts), a tool that polls by design (``DEFAULT_IGNORED``, or the
@@ -45,7 +50,7 @@ from .rules import (
     similarity,
     words,
 )
-from .tool_repeat import DEFAULT_IGNORED, call_key, is_ignored, is_refusal
+from .tool_repeat import DEFAULT_IGNORED, call_key, event_seconds, is_ignored, is_refusal
 from .transcript import (
     AssistantPart,
     Discard,
@@ -56,6 +61,7 @@ from .transcript import (
     TurnStart,
     UnreadResult,
 )
+from .waiting import WAIT_MINUTES, waits
 
 __all__ = [
     "Detection",
@@ -173,7 +179,8 @@ class RunDetector:
         self.last_answer: Answer | None = None
         self.goal: GoalStatus | None = None
         self.answers_seen = 0
-        self.work = TurnWork(ignored)  # what the turn's tool work has produced so far
+        # what the turn's tool work has produced so far
+        self.work = TurnWork(ignored, wait=thresholds.wait_seconds)
 
     @property
     def run_length(self) -> int:
@@ -327,6 +334,10 @@ class RunDetector:
         self._chain = 0
 
 
+_Done = tuple[ToolCall, ToolResult, float]
+"""A call, its result, and when the result came (seconds since the epoch; 0: unknown)."""
+
+
 MAX_KEPT = 4096
 """Results remembered per turn (keyed or waiting to be); the oldest are forgotten first."""
 
@@ -339,14 +350,17 @@ class TurnWork:
     """The results seen in one scope's turn, and whether an answer added a new one."""
 
     __slots__ = ("_held", "_ignored", "_open_calls", "_pairing", "_pending", "_seen",
-                 "_this_answer")
+                 "_this_answer", "_wait")
 
-    def __init__(self, ignored: frozenset[str] = DEFAULT_IGNORED) -> None:
-        self._ignored = ignored  # tools that poll by design (the settings' list)
+    def __init__(self, ignored: frozenset[str] = DEFAULT_IGNORED, *,
+                 wait: float = WAIT_MINUTES * 60) -> None:
+        self._ignored = ignored  # tools never counted (the settings' list)
+        self._wait = wait  # seconds a waiting call's same result is still work
         self._pairing = ToolPairing()
-        self._seen: dict[str, None] = {}  # digests of (call, result), oldest first
-        self._pending: list[tuple[ToolCall, ToolResult]] = []  # seen, not keyed yet
-        self._this_answer: list[tuple[ToolCall, ToolResult]] = []  # the answer in progress
+        # digests of (call, result), oldest first -> when first and last seen (0: unknown)
+        self._seen: dict[str, tuple[float, float]] = {}
+        self._pending: list[_Done] = []  # seen, not keyed yet
+        self._this_answer: list[_Done] = []  # the answer in progress
         self._open_calls: set[str] = set()  # its calls still without a result
         self._held = 0
 
@@ -365,9 +379,11 @@ class TurnWork:
         for _, call, result in self._pairing.pair(event):
             self._open_calls.discard(call.tool_use_id)
             if is_ignored(call.name, self._ignored):
-                self._open_calls.add(call.tool_use_id)  # polling by design: always work
+                self._open_calls.add(call.tool_use_id)  # not counted: always work
                 continue
-            self._this_answer.append((call, result))  # keyed only if a verdict needs it
+            # Keyed only if a verdict needs it; timed only if it waits.
+            now = (event_seconds(event) or 0.0) if waits(call.name, call.input) else 0.0
+            self._this_answer.append((call, result, now))
 
     def settle(self, tool_use_ids: Iterable[str]) -> None:
         """Calls of the answer in progress whose result is not in the transcript yet, but
@@ -387,16 +403,22 @@ class TurnWork:
             return None
         self._key_pending()
         new = unanswered
-        for call, result in results:
+        for call, result, now in results:
             digest = _key(call, result)
             if digest is None:
                 continue  # loop-killer's own refusal: the call did not run
-            if digest not in self._seen:
+            seen = self._seen.get(digest)
+            if seen is None or (waits(call.name, call.input) and self._still_waiting(*seen)):
                 new = True
-            self._remember(digest)
+            self._remember(digest, now)
         return new
 
-    def _hold(self, item: tuple[ToolCall, ToolResult]) -> None:
+    def _still_waiting(self, first: float, last: float) -> bool:
+        """Whether a waiting call whose result was first seen at ``first`` and last at
+        ``last`` was still within its bound then (or the times are not known)."""
+        return not first or not last or last - first < self._wait
+
+    def _hold(self, item: _Done) -> None:
         self._pending.append(item)
         self._held += _size(item[1].content)
         while self._pending and (self._held > MAX_HELD_BYTES
@@ -404,23 +426,23 @@ class TurnWork:
             self._key_oldest()
 
     def _key_oldest(self) -> None:
-        call, result = self._pending.pop(0)
+        call, result, now = self._pending.pop(0)
         self._held -= _size(result.content)
         digest = _key(call, result)
         if digest is not None:
-            self._remember(digest)
+            self._remember(digest, now)
 
     def _key_pending(self) -> None:
-        for call, result in self._pending:
+        for call, result, now in self._pending:
             digest = _key(call, result)
             if digest is not None:
-                self._remember(digest)
+                self._remember(digest, now)
         self._pending.clear()
         self._held = 0
 
-    def _remember(self, digest: str) -> None:
-        self._seen.pop(digest, None)
-        self._seen[digest] = None
+    def _remember(self, digest: str, now: float) -> None:
+        seen = self._seen.pop(digest, None)
+        self._seen[digest] = (seen[0] if seen is not None else now, now)
         if len(self._seen) > MAX_KEPT:
             del self._seen[next(iter(self._seen))]
 

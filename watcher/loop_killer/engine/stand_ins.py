@@ -33,10 +33,12 @@ from .edits import FILE_CHANGING_TOOLS
 from .masking import result_key
 from .pairing import ToolPairing
 from .tool_repeat import (
+    ANSWERED_BY_PERSON,
     MAX_CALLS,
     ToolRepeat,
     ToolRepeatCounter,
     call_key,
+    event_seconds,
     is_ignored,
     is_refusal,
 )
@@ -47,6 +49,7 @@ from .transcript import (
     ToolResult,
     UnreadResult,
 )
+from .waiting import waits
 
 __all__ = ["MAX_HELD_BYTES", "StandIns", "ToolCounts"]
 
@@ -117,6 +120,11 @@ class StandIns:
             ignored = self._ignored_names[name] = is_ignored(name, self._ignored)
         if ignored:
             return result  # the counter never looks at these: hand them on as they are
+        if name in ANSWERED_BY_PERSON:  # whether the person answered: the counter reads it
+            if isinstance(result.content, UnreadResult):
+                content, is_error = result.content.read()
+                return ToolResult(result.tool_use_id, content, is_error, result.cwd)
+            return result
         call = digest(call_text.encode("utf-8", "surrogatepass"))
         last = self._last.get(call)
         content, is_error = result.content, result.is_error
@@ -224,5 +232,6 @@ class ToolCounts:
         return [(part, call, self.counter.record_call(
                     key, call.name, result.content, result.is_error, result.tool_use_id,
                     failed=stand_ins.failed(key) if call.name in FILE_CHANGING_TOOLS else None,
-                    tool_input=call.input))
+                    tool_input=call.input,
+                    now=event_seconds(event) if waits(call.name, call.input) else None))
                 for part, call, key, result in stand_ins.pairs(event)]

@@ -24,7 +24,16 @@ Pure: plain values in, plain values out; no files, no clock.
   depth 4: ``edits.EditHistory``, ``edits.REFUSED_RETURN_AFTER_WARN``) is refused too, and
   the refused edits of one file count towards that stop as one call's attempts: one
   ladder for both shapes.
-* Tools that poll by design (``DEFAULT_IGNORED``) are never counted.
+* A call that waits for the world (``waiting.waits``: ``sleep 60 && gh pr checks``, a
+  background job's output, Claude Code's task tools) is never warned or refused by its
+  count: only once its result has stayed the same for the wait bound (``wait``, seconds;
+  ``waiting.WAIT_MINUTES``) is it a loop, refused from its next attempt.
+* Refused attempts end the turn only when nothing new came of the turn since the last
+  one (``note_refusal``): a goal whose other calls advance goes on, its refused call still
+  refused.
+* A question put to the person (``ANSWERED_BY_PERSON``) resets every count only when the
+  person answered it; one that failed with nobody to answer is an ordinary call.
+* Tools the person lists (``ignored``) are never counted.
 
 The counter keeps only digests: per call, its last result and count, at most
 ``MAX_CALLS`` calls (the least recently seen go first), so it fits a small state file
@@ -40,14 +49,14 @@ from .edits import (
     EDIT_OSCILLATION_WARN,
     FILE_CHANGING_TOOLS,
     REFUSED_RETURN_AFTER_WARN,
-    SHELL_TOOLS,
     EditHistory,
     changes_files,
     edited_file,
-    leading_cd,
 )
 from .masking import canonical, result_key
 from .rules import RULE_EDIT_OSCILLATION
+from .shell import SHELL_TOOLS, leading_cd
+from .waiting import WAIT_MINUTES, iso_seconds, waits
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool-call hook imports this module
 if TYPE_CHECKING:
@@ -75,6 +84,7 @@ __all__ = [
     "call_label",
     "is_ignored",
     "is_persons_prompt",
+    "person_answered",
     "is_refusal",
     "notice_result",
     "repeat_label",
@@ -100,20 +110,33 @@ RULE_TOOL_REPEAT: Final = "TOOL_REPEAT"
 TOOL_CALL_RULES: Final = (RULE_TOOL_REPEAT, RULE_EDIT_OSCILLATION)
 """The rules the tool-call hooks judge (the detection log names a call for each)."""
 
-DEFAULT_IGNORED: frozenset[str] = frozenset({
-    # Reading a background job's (or agent's) output until it finishes: polling by design.
-    "TaskOutput", "BashOutput", "BashOutputTool", "AgentOutput", "AgentOutputTool",
-    # Waiting on purpose: a scheduled wake-up of a /loop, MCP servers still connecting,
-    # new notifications, a background process watched until it says something.
-    "ScheduleWakeup", "WaitForMcpServers", "ReadNotifications", "Monitor",
-    # The person answers these: they are in the loop already (``ANSWERED_BY_PERSON``).
-    "AskUserQuestion", "ExitPlanMode",
-})
-"""Tools never counted. Entries may be ``fnmatch`` patterns (``mcp__ci__*``)."""
+DEFAULT_IGNORED: frozenset[str] = frozenset()
+"""Tools never counted, unless the person lists some (``fnmatch`` patterns allowed:
+``mcp__ci__*``). None by default: the tools that poll by design wait
+(``waiting.WAITING_TOOLS``), and waiting is bounded in time, not by count."""
 
 ANSWERED_BY_PERSON: frozenset[str] = frozenset({"AskUserQuestion", "ExitPlanMode"})
-"""Tools whose result is the person's answer: the person spoke, as with a new prompt, and
-every count starts afresh (a refused call runs again)."""
+"""Tools whose result is the person's answer when it succeeded (or the person turned it
+down: ``person_answered``): the person spoke, as with a new prompt, and every count starts
+afresh (a refused call runs again). Failed with nobody to answer (``Tool permission
+request failed: Error: Stream closed``, seen 8 times in a row in a real session), it is
+an ordinary call, counted like any other."""
+
+_TURNED_DOWN = ("the user doesn't want to proceed", "user rejected", "the user rejected")
+"""How Claude Code words a call the person turned down (``The user doesn't want to proceed
+with this tool use. The tool use was rejected...``)."""
+
+
+def person_answered(content: object, *, is_error: bool) -> bool:
+    """Whether a question put to the person (``ANSWERED_BY_PERSON``) got their answer: it
+    succeeded, or failed because they turned it down."""
+    if not is_error:
+        return True
+    if isinstance(content, list):
+        content = " ".join(str(block.get("text", "")) for block in content
+                           if isinstance(block, dict))
+    return isinstance(content, str) and any(
+        words in content[:4096].lower() for words in _TURNED_DOWN)
 
 NOT_THE_PERSON = ("<task-notification>",)
 """How prompts begin that Claude Code submits itself (``UserPromptSubmit`` fires for them
@@ -166,7 +189,7 @@ class ToolRepeat(Value):
     ``tool_use_id`` the result's (or the refused attempt's) id.
     """
 
-    __slots__ = ("call", "name", "tool_use_id", "count", "shape", "shape_count")
+    __slots__ = ("call", "name", "tool_use_id", "count", "shape", "shape_count", "waited")
     call: str
     name: str
     tool_use_id: str
@@ -174,11 +197,14 @@ class ToolRepeat(Value):
     # Another shape this result completes (``edits.RULE_EDIT_OSCILLATION``), and its count.
     shape: str
     shape_count: int
+    # For a call that waits (``waiting.waits``) past its bound: the seconds its result
+    # stayed the same; else 0.
+    waited: float
 
     def __init__(self, call: str, name: str, tool_use_id: str, count: int, shape: str = "",
-                 shape_count: int = 0) -> None:
+                 shape_count: int = 0, waited: float = 0.0) -> None:
         self._set(call=call, name=name, tool_use_id=tool_use_id, count=count, shape=shape,
-                  shape_count=shape_count)
+                  shape_count=shape_count, waited=waited)
 
     @property
     def warn(self) -> bool:
@@ -296,29 +322,41 @@ class ToolRepeatCounter:
     ``record`` takes each result as it comes (the hooks), ``feed`` takes transcript events
     (the watcher, ``loop-killer scan``); ``refusal`` says whether the next attempt of a
     call must be refused, ``note_refusal`` counts the refused attempts of each call;
-    ``reset`` is the person speaking.
+    ``reset`` is the person speaking. ``now`` (seconds since the epoch: the hook's clock,
+    a transcript line's timestamp) times the calls that wait; unknown, they never count.
     """
 
     __slots__ = ("_block", "_calls", "_changes", "_edits", "_ignored", "_oscillation",
-                 "_pairing", "_refused")
+                 "_pairing", "_progress", "_refused", "_wait")
 
     def __init__(self, *, ignored: frozenset[str] = DEFAULT_IGNORED,
                  block: int = TOOL_REPEAT_BLOCK,
-                 oscillation: int = EDIT_OSCILLATION_WARN) -> None:
+                 oscillation: int = EDIT_OSCILLATION_WARN,
+                 wait: float = WAIT_MINUTES * 60) -> None:
         self._ignored = ignored
         self._block = block  # identical results after which the next attempt is refused
         self._oscillation = oscillation  # a file's returns that warn (0: never)
+        self._wait = wait  # seconds a waiting call's result may stay the same
         self._edits = EditHistory()
-        # call digest -> (result digest, count, changes); insertion order is recency.
-        # ``changes``: how many file changes the session had made at that result.
-        self._calls: dict[str, tuple[str, int, int]] = {}
+        # call digest -> (result digest, count, changes, since); insertion order is
+        # recency. ``changes``: how many file changes the session had made at that result;
+        # ``since``: when the call first gave that result (0: not known).
+        self._calls: dict[str, tuple[str, int, int, float]] = {}
         self._changes = 0  # file changes made in the turn (``changes_files``)
-        self._refused: dict[str, int] = {}  # call digest -> attempts refused in the turn
+        self._progress = 0  # new results in the turn (a call's result it had not given)
+        # call digest -> (attempts refused with nothing new between them, ``_progress``
+        # at the last)
+        self._refused: dict[str, tuple[int, int]] = {}
         self._pairing: ToolPairing | None = None  # ``feed``'s, made on its first call
 
     @property
     def ignored(self) -> frozenset[str]:
         return self._ignored
+
+    @property
+    def wait(self) -> float:
+        """Seconds a waiting call's result may stay the same before it is a loop."""
+        return self._wait
 
     @property
     def refused_return(self) -> int:
@@ -331,25 +369,29 @@ class ToolRepeatCounter:
         return len(self._calls)
 
     def record(self, name: str, tool_input: object, content: object, is_error: bool,
-               tool_use_id: str = "", *, cwd: str = "") -> ToolRepeat:
+               tool_use_id: str = "", *, cwd: str = "", now: float | None = None
+               ) -> ToolRepeat:
         """Count one result of a call; where that call stands now.
 
         A result that is loop-killer's own refusal leaves the count as it was.
         """
         return self.record_call(call_key(name, tool_input, cwd), name, content, is_error,
-                                tool_use_id, tool_input=tool_input)
+                                tool_use_id, tool_input=tool_input, now=now)
 
     def record_call(self, call: str, name: str, content: object, is_error: bool,
                     tool_use_id: str = "", *, result: str | None = None,
-                    failed: bool | None = None, tool_input: object = None) -> ToolRepeat:
+                    failed: bool | None = None, tool_input: object = None,
+                    now: float | None = None) -> ToolRepeat:
         """``record`` of a call already keyed: ``call`` is ``call_key(name, input, cwd)``.
 
         ``result``: the result's digest (``result_digest``), when computed already (the
         hooks compute it before they take their lock). ``failed``: whether the call
         failed, when ``is_error`` does not say it (the stand-ins hand on no error flag).
-        ``tool_input``: the call's input, for the shapes that read it (edits).
+        ``tool_input``: the call's input, for the shapes that read it (edits, waiting).
+        ``now``: when the result came (seconds since the epoch), if known.
         """
-        if name in ANSWERED_BY_PERSON:
+        failed = is_error if failed is None else failed
+        if name in ANSWERED_BY_PERSON and person_answered(content, is_error=failed):
             self.reset()
             return ToolRepeat(call, name, tool_use_id, 0)
         if is_ignored(name, self._ignored):
@@ -360,8 +402,16 @@ class ToolRepeatCounter:
         if result is None:
             result = result_digest(content, is_error=is_error)
         last = self._calls.pop(digest, None)
-        count = last[1] + 1 if (last is not None and last[0] == result
-                                and last[2] == self._changes) else 1
+        same = last is not None and last[0] == result and last[2] == self._changes
+        since = last[3] if last is not None and same else (now or 0.0)
+        waited = 0.0
+        if not same:
+            count = 1
+            self._progress += 1
+        elif waits(name, tool_input):
+            count, waited = self._waiting(last, since, now)
+        else:
+            count = last[1] + 1 if last is not None else 1
         shape, shape_count = "", 0
         # A new change to the files, so every check after it is new. An edit that
         # succeeds changed its file (its old text was there again), unless it repeats
@@ -371,21 +421,29 @@ class ToolRepeatCounter:
         # log, the same sed) is a repeat, or two writers in a cycle would restart each
         # other's counts for ever. A shell command that failed may have written first.
         if name in FILE_CHANGING_TOOLS:
-            if count == 1 and not (is_error if failed is None else failed):
+            if count == 1 and not failed:
                 self._changes += 1
                 depth = self._edits.note(name, tool_input, warn_at=self._oscillation)
                 if depth:
                     shape, shape_count = RULE_EDIT_OSCILLATION, depth
         elif (last is None or last[0] != result) and changes_files(name, tool_input):
             self._changes += 1
-        self._calls[digest] = (result, count, self._changes)
+        self._calls[digest] = (result, count, self._changes, since)
         while len(self._calls) > MAX_CALLS:
             del self._calls[next(iter(self._calls))]
-        return ToolRepeat(call, name, tool_use_id, count, shape, shape_count)
+        return ToolRepeat(call, name, tool_use_id, count, shape, shape_count, waited)
+
+    def _waiting(self, last: tuple[str, int, int, float] | None, since: float,
+                 now: float | None) -> tuple[int, float]:
+        """(count, seconds waited) of a waiting call's same result again: 1 while within
+        the bound (or its time is not known); past it, refused from the next attempt."""
+        if last is None or not since or now is None or now - since < self._wait:
+            return 1, 0.0
+        return max(last[1] + 1, self._block), now - since
 
     def count(self, name: str, tool_input: object, *, cwd: str = "") -> int:
         """Identical results in a row of this call so far, with no file changed since (0
-        if ignored or never seen)."""
+        if ignored or never seen; 1 for a call that waits, within its bound)."""
         if is_ignored(name, self._ignored):
             return 0
         return self._count(_digest(call_key(name, tool_input, cwd)))
@@ -394,19 +452,40 @@ class ToolRepeatCounter:
         last = self._calls.get(digest)
         return last[1] if last is not None and last[2] == self._changes else 0
 
+    def repeated(self, name: str, tool_input: object, *, cwd: str = "") -> bool:
+        """Whether this call's last result was one it had given already, with nothing
+        changed between, and not while it waited within its bound: no new work (the Stop
+        hook asks, for a call whose result is not in the transcript yet). The result that
+        reached the bound is the last of the waiting: the answers after it are idle."""
+        count = self.count(name, tool_input, cwd=cwd)
+        if waits(name, tool_input):
+            return count > self._block
+        return count >= 2
+
+    def waited(self, name: str, tool_input: object, *, cwd: str = "",
+               now: float | None = None) -> float:
+        """Seconds a waiting call's result has stayed the same (0 for any other call, or
+        when not known)."""
+        last = self._calls.get(_digest(call_key(name, tool_input, cwd)))
+        if last is None or not last[3] or now is None or not waits(name, tool_input):
+            return 0.0
+        return max(0.0, now - last[3])
+
     def refusal(self, name: str, tool_input: object, tool_use_id: str = "", *,
-                cwd: str = "") -> ToolRepeat | None:
+                cwd: str = "", now: float | None = None) -> ToolRepeat | None:
         """Where the call stands when its next attempt must be refused, else None.
         ``cwd``: the folder before it runs (PreToolUse's); the call is also looked up in
         the folder its leading ``cd`` moves to (``moved_to``), where it was counted.
         An edit refused for going back and forth has ``shape`` EDIT_OSCILLATION and the
-        return it would have been as ``shape_count``."""
+        return it would have been as ``shape_count``; a call that waited past its bound,
+        the seconds it waited as ``waited`` (``now``: the clock)."""
         moved = moved_to(name, tool_input, cwd)
         for folder in (cwd, moved) if moved else (cwd,):
             count = self.count(name, tool_input, cwd=folder)
             if count >= self._block:
                 return ToolRepeat(call_key(name, tool_input, folder), name, tool_use_id,
-                                  count)
+                                  count, waited=self.waited(name, tool_input, cwd=folder,
+                                                            now=now))
         if self.refused_return and name in FILE_CHANGING_TOOLS:
             depth = self._edits.would_return(name, tool_input)
             if depth >= self.refused_return:
@@ -427,7 +506,8 @@ class ToolRepeatCounter:
         news = last is None or last[0] != result
         if news:
             self._changes += 1
-        self._calls[digest] = (result, 1, self._changes)
+            self._progress += 1
+        self._calls[digest] = (result, 1, self._changes, 0.0)
         return news
 
     def refusable(self) -> bool:
@@ -437,19 +517,22 @@ class ToolRepeatCounter:
         if self.refused_return and self._edits.deepest() + 2 >= self.refused_return:
             return True
         return any(count >= self._block and changes == self._changes
-                   for _, count, changes in self._calls.values())
+                   for _, count, changes, _ in self._calls.values())
 
     @property
     def refused(self) -> int:
-        """The most attempts of one call refused in this turn."""
-        return max(self._refused.values(), default=0)
+        """The most attempts of one call refused with nothing new between them."""
+        return max((count for count, _ in self._refused.values()), default=0)
 
     def note_refusal(self, refusal: ToolRepeat) -> int:
         """One more attempt of the call ``refusal`` is about refused in this turn; how many
-        of its attempts so far."""
+        of its attempts in a row with nothing new coming of the turn between them (a new
+        result of any call starts the count afresh: a turn that advances is not stuck,
+        though the call stays refused)."""
         digest = _digest(refusal.call)
-        count = self._refused.pop(digest, 0) + 1
-        self._refused[digest] = count
+        count, at = self._refused.pop(digest, (0, self._progress))
+        count = count + 1 if at == self._progress else 1
+        self._refused[digest] = (count, self._progress)
         while len(self._refused) > MAX_CALLS:
             del self._refused[next(iter(self._refused))]
         return count
@@ -458,6 +541,7 @@ class ToolRepeatCounter:
         """The person spoke: every count starts afresh."""
         self._calls.clear()
         self._changes = 0
+        self._progress = 0
         self._refused.clear()
         self._edits.clear()
 
@@ -475,43 +559,65 @@ class ToolRepeatCounter:
         if pairing.starts_afresh(event):
             self.reset()
         return [self.record(call.name, call.input, result.content, result.is_error,
-                            result.tool_use_id, cwd=result.cwd)
+                            result.tool_use_id, cwd=result.cwd,
+                            now=event_seconds(event) if waits(call.name, call.input) else None)
                 for _, call, result in pairing.pair(event)]
 
     def to_state(self) -> dict[str, Any]:
         """The counts as a small JSON-ready value (digests only; ``feed``'s pairing of
         calls and results is not kept)."""
-        return {"v": STATE_VERSION, "changes": self._changes, "refused": self._refused,
-                "calls": [[call, result, count, changes]
-                          for call, (result, count, changes) in self._calls.items()],
+        return {"v": STATE_VERSION, "changes": self._changes, "progress": self._progress,
+                "refused": {digest: list(refused) for digest, refused in self._refused.items()},
+                "calls": [[call, result, count, changes, since]
+                          for call, (result, count, changes, since) in self._calls.items()],
                 "edits": self._edits.to_state()}
 
     @classmethod
     def from_state(cls, state: object, *, ignored: frozenset[str] = DEFAULT_IGNORED,
                    block: int = TOOL_REPEAT_BLOCK,
-                   oscillation: int = EDIT_OSCILLATION_WARN) -> ToolRepeatCounter:
+                   oscillation: int = EDIT_OSCILLATION_WARN,
+                   wait: float = WAIT_MINUTES * 60) -> ToolRepeatCounter:
         """A counter with the counts of ``to_state``; whatever is not understood is left
         out (an unreadable state is an empty counter: nothing is refused by mistake)."""
-        counter = cls(ignored=ignored, block=block, oscillation=oscillation)
+        counter = cls(ignored=ignored, block=block, oscillation=oscillation, wait=wait)
         if not isinstance(state, dict) or state.get("v") != STATE_VERSION:
             return counter
         calls = state.get("calls")
         if not isinstance(calls, list):
             return counter
         counter._changes = _small(state.get("changes"))
+        counter._progress = _small(state.get("progress"))
         counter._edits = EditHistory.from_state(state.get("edits"))
         refused = state.get("refused")
-        if isinstance(refused, dict):  # (an older version's count of all calls is dropped)
-            for digest, count in list(refused.items())[-MAX_CALLS:]:
+        if isinstance(refused, dict):
+            for digest, kept in list(refused.items())[-MAX_CALLS:]:
+                # (an older version's plain count: as if nothing came since)
+                count, at = (kept if isinstance(kept, list) and len(kept) == 2
+                             else (kept, counter._progress))
                 if isinstance(digest, str) and _small(count) > 0:
-                    counter._refused[digest] = _small(count)
+                    counter._refused[digest] = (_small(count), _small(at))
         for item in calls[-MAX_CALLS:]:
-            if (isinstance(item, list) and len(item) in (3, 4) and isinstance(item[0], str)
+            if (isinstance(item, list) and 3 <= len(item) <= 5 and isinstance(item[0], str)
                     and isinstance(item[1], str) and _small(item[2]) > 0):
-                changes = _small(item[3]) if len(item) == 4 else 0
+                changes = _small(item[3]) if len(item) >= 4 else 0
+                since = _moment(item[4]) if len(item) == 5 else 0.0
                 counter._calls.pop(item[0], None)
-                counter._calls[item[0]] = (item[1], item[2], changes)
+                counter._calls[item[0]] = (item[1], item[2], changes, since)
         return counter
+
+
+def event_seconds(event: Event) -> float | None:
+    """When a transcript event was written (seconds since the epoch), if it says. (Read
+    only for the calls that wait: the others' results are never timed.)"""
+    timestamp = getattr(event, "timestamp", "")
+    return iso_seconds(timestamp) if isinstance(timestamp, str) else None
+
+
+def _moment(value: object) -> float:
+    """A moment read back from a state file: a plain positive number, else 0 (unknown)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1e11:
+        return float(value)
+    return 0.0
 
 
 def _small(value: object) -> int:

@@ -123,6 +123,7 @@ class Firing:
     count: int  # answers involved
     run_length: int = 0
     source: Source = "hook"
+    detail: str = ""  # what more the person is told of it (a call that waited: how long)
 
 
 def rule_label(firing: Firing) -> str:
@@ -132,7 +133,8 @@ def rule_label(firing: Firing) -> str:
 
 def rule_head(firing: Firing) -> str:
     """``SAME_REPLY_TURNS (3 similar replies to re-prompts)``: how the notice names the rule."""
-    return f"{printable(firing.rule, 64)} ({rule_phrase(firing.rule, firing.count)})"
+    detail = f"; {printable(firing.detail, 160)}" if firing.detail else ""
+    return f"{printable(firing.rule, 64)} ({rule_phrase(firing.rule, firing.count)}{detail})"
 
 
 def stop_reason(firing: Firing) -> str:

@@ -398,8 +398,8 @@ def _repeated_calls(state: Path, session_id: str, cwd: str, settings: Settings
                 kept = None
             counts.append(None if kept is None else store.counter(kept, store.MAIN, settings))
         known = counts[0]
-        # Two identical results in a row, no file changed since: the last one was seen.
-        return known is not None and known.count(call.name, call.input, cwd=cwd) >= 2
+        # The same result again, no file changed since (a waiting call: past its bound).
+        return known is not None and known.repeated(call.name, call.input, cwd=cwd)
 
     return repeated
 

@@ -112,7 +112,7 @@ def scan_context(settings: Settings) -> str:
     judged = (
         thresholds.same_reply_turns, thresholds.idle_turns, thresholds.similar,
         sorted(thresholds.off), settings.tool_repeat_warn, settings.tool_repeat_block,
-        settings.tool_repeat_stop, settings.edit_oscillation_warn,
+        settings.tool_repeat_stop, settings.edit_oscillation_warn, thresholds.wait_minutes,
         sorted(settings.ignore_tools), sorted(settings.rules_off),
     )
     versions = (sys.version, msgspec.__version__, orjson.__version__)

@@ -13,8 +13,12 @@ and prints what it returns.
   TOOL_REPEAT_STOP-th refused attempt of one call (or one file's edits) in the person's
   turn ends the turn (and gets the goal cleared, as a re-prompt loop's stop does): the
   ladder's last step, for both shapes. In a subagent's scope it ends the subagent's run.
+* A call that waits for the world (``engine.waiting``) is timed by this hook's clock, not
+  counted: once its result stayed the same for the wait bound the model is told, and its
+  next attempt is refused; the words say what it waited on and how long.
 * ``UserPromptSubmit`` of the person's prompt, or the result of a question the person
-  answered (``ANSWERED_BY_PERSON``): the person spoke; forget the session's counts. A
+  answered (``ANSWERED_BY_PERSON``; one that failed with nobody to answer is counted as
+  any call): the person spoke; forget the session's counts. A
   finished background task's notice, which Claude Code submits as a prompt itself,
   starts the counts afresh only when it is news (``note_notice``).
 
@@ -33,6 +37,7 @@ from ..engine.tool_repeat import (
     ANSWERED_BY_PERSON,
     RULE_TOOL_REPEAT,
     ToolRepeat,
+    ToolRepeatCounter,
     is_ignored,
     is_persons_prompt,
 )
@@ -77,7 +82,7 @@ def run_input(data: Any, *, env: dict[str, str], settings: Settings | None = Non
         name = data.get("tool_name")
         if not isinstance(name, str) or not name:
             return None
-        if name in ANSWERED_BY_PERSON and event in _AFTER:
+        if name in ANSWERED_BY_PERSON and event in _AFTER and _person_answered(data, event):
             _reset(state, path)  # the person answered: as if they had typed a prompt
             return None
         if is_ignored(name, settings.ignore_tools):
@@ -118,6 +123,13 @@ def _prompted(data: dict[str, Any], state: str, path: str, settings: Settings) -
         return
 
 
+def _person_answered(data: dict[str, Any], event: str) -> bool:
+    from ..engine.tool_repeat import person_answered
+
+    failed = event == "PostToolUseFailure"
+    return person_answered(data.get("error") if failed else None, is_error=failed)
+
+
 def _reset(state: str, path: str) -> None:
     if not os.path.lexists(path):
         return
@@ -138,11 +150,14 @@ def _before(data: dict[str, Any], state: str, path: str, name: str, scope: str,
     tool_use_id = _text(data.get("tool_use_id"))
     if store.counter(kept, scope, settings).refusal(name, tool_input, cwd=cwd) is None:
         return None  # the common case: decided without the lock
+    import time
+
+    now = time.time()
     try:
         with store.locked(state):  # count the refused attempt: the ladder's last step
             kept = store.load(path)
             counts = store.counter(kept, scope, settings)
-            refusal = counts.refusal(name, tool_input, tool_use_id, cwd=cwd)
+            refusal = counts.refusal(name, tool_input, tool_use_id, cwd=cwd, now=now)
             if refusal is None:
                 return None
             refused = counts.note_refusal(refusal)
@@ -150,7 +165,7 @@ def _before(data: dict[str, Any], state: str, path: str, name: str, scope: str,
     except store.Busy:
         refused = 0  # refused all the same; the count of refusals waits for the next one
         refusal = store.counter(kept, scope, settings).refusal(name, tool_input, tool_use_id,
-                                                               cwd=cwd)
+                                                               cwd=cwd, now=now)
         if refusal is None:
             return None
     from ..engine.tool_repeat import call_label
@@ -162,6 +177,8 @@ def _before(data: dict[str, Any], state: str, path: str, name: str, scope: str,
     first = refused <= 1 and not stops
     if refusal.shape:  # an edit that would go back again (edits.RULE_EDIT_OSCILLATION)
         output = words.oscillation_refusal(label, refusal.shape_count, first=first)
+    elif refusal.waited:  # a call that waited past its bound
+        output = words.waited_refusal(label, refusal.waited, first=first)
     else:
         output = words.refusal(label, refusal.count, first=first)
     if not stops:
@@ -172,7 +189,9 @@ def _before(data: dict[str, Any], state: str, path: str, name: str, scope: str,
         return words.subagent_stop(label, refused, output)
     from .stop import stop_turn
 
-    return stop_turn(data, state=state, label=label, refused=refused, env=env, output=output)
+    return stop_turn(data, state=state, label=label, refused=refused, env=env, output=output,
+                     detail=words.waited_detail(label, refusal.waited) if refusal.waited
+                     else "")
 
 
 def _after(data: dict[str, Any], state: str, path: str, event: str, name: str, scope: str,
@@ -184,19 +203,22 @@ def _after(data: dict[str, Any], state: str, path: str, event: str, name: str, s
     else:
         content, is_error = data.get("tool_response"), False
     tool_input = data.get("tool_input")
+    import time
+
     from ..engine.tool_repeat import call_key, result_digest
 
     # Keyed before the lock, which every hook of every session waits for: a huge output
     # costs its own hook the time, never another's.
     call = call_key(name, tool_input, _text(data.get("cwd")))
     result = result_digest(content, is_error=is_error)
+    now = time.time()
     try:
         with store.locked(state):
             kept = store.load(path)
             counts = store.counter(kept, scope, settings)
             repeat = counts.record_call(call, name, content, is_error,
                                         _text(data.get("tool_use_id")), result=result,
-                                        tool_input=tool_input)
+                                        tool_input=tool_input, now=now)
             if repeat.count == 0:
                 return None
             store.keep(path, kept, scope, counts, settings)
@@ -204,11 +226,17 @@ def _after(data: dict[str, Any], state: str, path: str, event: str, name: str, s
     except store.Busy:
         return None
     if created:
-        import time
-
-        store.prune(state, now=time.time(), keep=path)
+        store.prune(state, now=now, keep=path)
     if repeat.count < settings.tool_repeat_warn and not repeat.shape:
         return None
+    return _tell(data, state, event, name, tool_input, scope, settings, counts, repeat)
+
+
+def _tell(data: dict[str, Any], state: str, event: str, name: str, tool_input: object,
+          scope: str, settings: Settings, counts: ToolRepeatCounter, repeat: ToolRepeat
+          ) -> dict[str, Any] | None:
+    """What the model and the person are told after a result that reached a step of the
+    ladder (and the detection logged), if anything."""
     from ..engine.tool_repeat import call_label
     from . import words
 
@@ -218,6 +246,11 @@ def _after(data: dict[str, Any], state: str, path: str, event: str, name: str, s
             _log(state, "detection", data, repeat, label, scope)
         return words.oscillation(event, label, repeat.shape_count,
                                  refused_at=counts.refused_return)
+    if repeat.waited and repeat.count == settings.tool_repeat_block:
+        # A call that waited: its result stayed the same for the whole bound, just now.
+        if scope != MAIN_SCOPE or _first_to_record(state, data, repeat):
+            _log(state, "detection", data, repeat, label, scope)
+        return words.waited(event, label, repeat.waited)
     if repeat.count == settings.tool_repeat_warn:
         # Only the main session's transcript is followed by the watcher too: a subagent's
         # warning is this hook's alone to log.

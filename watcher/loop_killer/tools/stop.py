@@ -26,9 +26,10 @@ _TAIL = 64 * 1024
 
 
 def stop_turn(data: dict[str, Any], *, state: str, label: str, refused: int,
-              output: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
+              output: dict[str, Any], env: dict[str, str], detail: str = ""
+              ) -> dict[str, Any]:
     """The PreToolUse output that refuses this attempt (``output``) and ends the turn
-    (``env``: the hook's environment)."""
+    (``env``: the hook's environment; ``detail``: what more the notice says)."""
     from ..engine.rules import RULE_REFUSED_RETRIES
     from ..hook import notice
     from ..hook.stop_hook import Fired, HookInput, fire
@@ -39,7 +40,7 @@ def stop_turn(data: dict[str, Any], *, state: str, label: str, refused: int,
         session_id=str(data.get("session_id")), transcript_path=transcript,
         stop_hook_active=False, last_assistant_message=label,
         mod_version=notice.MOD_PROTOCOL if mod_loads(transcript) else None)
-    firing = notice.Firing(RULE_REFUSED_RETRIES, refused, 0, "hook")
+    firing = notice.Firing(RULE_REFUSED_RETRIES, refused, 0, "hook", detail)
     # No typing hands: only the environment's multiplexer variables are left out.
     hands_off = {key: value for key, value in env.items()
                  if key not in ("TMUX_PANE", "STY", "WINDOW")}

@@ -16,11 +16,12 @@ from typing import Any
 
 from ..engine.rules import RULE_EDIT_OSCILLATION, rule_phrase
 from ..engine.tool_repeat import REFUSED_MARK, RULE_TOOL_REPEAT, TOOL_REPEAT_BLOCK
+from ..engine.waiting import waited_words
 from ..hook.notice import MARK
 from ..printable import printable
 
 __all__ = ["LABEL_LIMIT", "final_warning", "oscillation", "oscillation_refusal", "phrase",
-           "refusal", "subagent_stop", "warning"]
+           "refusal", "subagent_stop", "waited", "waited_detail", "waited_refusal", "warning"]
 
 LABEL_LIMIT = 120
 """The most characters of a call shown in one line."""
@@ -128,6 +129,43 @@ def refusal(label: str, count: int, *, first: bool = True) -> dict[str, Any]:
     )
     person = f"{MARK}refused {call}: it gave {phrase(count)} ({RULE_TOOL_REPEAT}); it runs " \
              "again after your next message"
+    return _deny(reason, person, first=first)
+
+
+def waited_detail(label: str, seconds: float) -> str:
+    """A call that waited past its bound, as the turn's stop names it."""
+    return f"{_call(label)} waited {waited_words(seconds)} with no change"
+
+
+def waited(event: str, label: str, seconds: float) -> dict[str, Any]:
+    """After the result of a waiting call that stayed the same for the whole wait bound:
+    tell the model, and the person; its next attempt is refused."""
+    call = _call(label)
+    how_long = waited_words(seconds)
+    model = (
+        f"{MARK}this call ({call}) waits for something, and its result has not changed in "
+        f"{how_long}. Stop waiting on it: loop-killer will refuse to run it again until "
+        "the person's next message. Say what you were waiting for and what you saw, then "
+        "check why it is not moving or ask the person."
+    )
+    person = (f"{MARK}{call} waited {how_long} with no change ({RULE_TOOL_REPEAT}); the "
+              "model was told to stop waiting, and the call is refused from now on")
+    return _after(event, model, person)
+
+
+def waited_refusal(label: str, seconds: float, *, first: bool = True) -> dict[str, Any]:
+    """PreToolUse output refusing a waiting call whose result stayed the same past the
+    wait bound. The person is told once (``first``)."""
+    call = _call(label)
+    how_long = waited_words(seconds)
+    reason = (
+        f"{REFUSED_MARK} to run this call again: it waited {how_long} with no change "
+        f"({RULE_TOOL_REPEAT}); it runs again after the person's next message. Do not retry "
+        "it: say what you were waiting for and what you saw, then check why it is not "
+        "moving or ask the person. Retrying a refused call again and again ends the turn."
+    )
+    person = (f"{MARK}refused {call}: it waited {how_long} with no change "
+              f"({RULE_TOOL_REPEAT}); it runs again after your next message")
     return _deny(reason, person, first=first)
 
 

@@ -424,6 +424,7 @@ def config(args: argparse.Namespace) -> int:
         "tool_repeat_block": settings.tool_repeat_block,
         "tool_repeat_stop": settings.tool_repeat_stop,
         "edit_oscillation_warn": settings.edit_oscillation_warn,
+        "wait_minutes": settings.thresholds.wait_minutes,
         "rules_off": sorted(settings.rules_off),
         "projects_off": list(settings.projects_off),
         "ignore_tools": sorted(settings.ignore_tools),

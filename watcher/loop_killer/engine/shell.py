@@ -1,0 +1,124 @@
+"""A shell command line read as words (pure): quotes honoured, simple commands split.
+
+Read by what needs to know what a command does from its words: the folder a leading
+``cd`` moves to (``leading_cd``), and whether a command waits for the world
+(``engine.waiting``). Heredoc bodies are not read.
+"""
+
+from __future__ import annotations
+
+from itertools import islice
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool-call hook imports this module
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = ["MAX_COMMAND", "SHELL_TOOLS", "command_of", "is_prefix", "leading_cd",
+           "simple_commands", "tokens"]
+
+SHELL_TOOLS: frozenset[str] = frozenset({"Bash", "PowerShell"})
+"""Tools whose input is a command line (``command``)."""
+
+MAX_COMMAND = 16 * 1024
+"""Characters of a command line read: a longer one is read that far."""
+
+_PREFIXES = frozenset({"sudo", "env", "time", "nohup", "nice", "command", "exec", "xargs",
+                       "timeout", "doas"})
+_SEPARATORS = ";&|()\n`"
+
+
+def command_of(name: str, tool_input: object) -> str:
+    """A shell tool's command line; "" for any other call."""
+    if name not in SHELL_TOOLS or not isinstance(tool_input, dict):
+        return ""
+    command = tool_input.get("command")
+    return command if isinstance(command, str) else ""
+
+
+def tokens(command: str) -> Iterator[tuple[str, str]]:
+    """A command line's words ("w", quotes removed), the ends of its simple commands
+    (";", with the character that ended it) and the targets of its output redirections
+    (">"; "&" for a descriptor)."""
+    word: list[str] = []
+    index, end = 0, len(command)
+    while index < end:
+        char = command[index]
+        index += 1
+        if char in "'\"":  # (a backslash inside double quotes is kept as it is)
+            close = command.find(char, index)
+            close = end if close < 0 else close
+            word.append(command[index:close])
+            index = close + 1
+        elif char == "\\":
+            word.append(command[index:index + 1])
+            index += 1
+        elif char == ">":
+            if word and not (len(word) == 1 and word[0].isdigit()):
+                yield "w", "".join(word)  # (``2>``: a descriptor, not a word)
+            word = []
+            index, target = _redirect_target(command, index)
+            yield ">", target
+        elif char in " \t" or char in _SEPARATORS:
+            if word:
+                yield "w", "".join(word)
+                word = []
+            if char in _SEPARATORS:
+                yield ";", char
+        else:
+            word.append(char)
+    if word:
+        yield "w", "".join(word)
+
+
+def simple_commands(command: str) -> Iterator[list[str]]:
+    """Each simple command's words (quotes removed, redirections left out), from the
+    command that follows its prefixes (``FOO=1 sudo timeout 30 xargs -0 rm``: ``rm``...)."""
+    words: list[str] = []
+    for kind, text in tokens(command[:MAX_COMMAND]):
+        if kind == ";":
+            if words:
+                yield _without_prefixes(words)
+            words = []
+        elif kind == "w":
+            words.append(text)
+    if words:
+        yield _without_prefixes(words)
+
+
+def _without_prefixes(words: list[str]) -> list[str]:
+    start = 0
+    while start < len(words) and is_prefix(words[start]):
+        start += 1
+    return words[start:]
+
+
+def leading_cd(command: str) -> str:
+    """The folder a command line's first simple command ``cd X`` names, when the line goes
+    on after it in the same shell (``cd X && ...``, ``cd X; ...``); "" otherwise (a pipe,
+    ``||``, a background ``&``, a redirection, or ``cd`` alone). Quotes honoured."""
+    found = list(islice(tokens(command[:MAX_COMMAND]), 4))
+    if len(found) < 3 or found[0] != ("w", "cd") or found[1][0] != "w":
+        return ""
+    if found[2] == (";", ";") or found[2:] == [(";", "&"), (";", "&")]:
+        return found[1][1]
+    return ""
+
+
+def _redirect_target(command: str, index: int) -> tuple[int, str]:
+    """(where reading goes on, the word a ``>`` at ``index - 1`` redirects to)."""
+    end = len(command)
+    if index < end and command[index] in ">|":
+        index += 1  # ``>>`` appends; ``>|`` overwrites
+    if index < end and command[index] in "&(":
+        return index + 1, "&"  # a descriptor (``2>&1``) or a process: no file
+    while index < end and command[index] in " \t":
+        index += 1
+    start = index
+    while index < end and command[index] not in " \t" and command[index] not in _SEPARATORS:
+        index += 1
+    return index, command[start:index].strip("'\"")
+
+
+def is_prefix(word: str) -> bool:
+    """A word before the command proper: an assignment, ``sudo``, ``timeout 30``..."""
+    return "=" in word or word in _PREFIXES or word.startswith("-") or word.isdigit()

@@ -1,0 +1,126 @@
+"""Waiting is not looping (pure): the calls that wait for the world, and the time they get.
+
+A call *waits* when the call itself waits for something that takes time outside the
+session: its command sleeps or blocks until the world changes (``sleep 60 && gh pr
+checks 42``, ``gh run watch``, ``gh pr checks --watch``, ``kubectl rollout status``,
+``kubectl wait``, ``until ...; do sleep 5; done``, ``tail -f``), it reads the output of a
+background job (``<tmp>/tasks/<id>.output``), or it is one of Claude Code's own waiting
+and task tools (``WAITING_TOOLS``). The same result of such a call again is the world not
+having changed yet, not the model going round: it is never warned, refused or stopped by
+its count. It is bounded in time instead: once its result has stayed the same for
+``WAIT_MINUTES`` (a setting), it is a loop like any other, and the words say what it
+waited on and for how long.
+
+A gap between calls is not waiting by itself: a model with a large context takes 15-60 s
+a request, and two identical searches alternating every 15-20 s for 50 minutes (a real
+report: 141 repeats) are a loop. Only the call's own words, or its tool, say it waits.
+"""
+
+from __future__ import annotations
+
+from .shell import SHELL_TOOLS, simple_commands
+
+__all__ = ["WAITING_TOOLS", "WAIT_MINUTES", "iso_seconds", "waited_words", "waits"]
+
+WAIT_MINUTES = 30.0
+"""How long a waiting call's result may stay the same before it counts as a loop: CI runs
+and deploys mostly end within it (GitHub's median workflow run is a few minutes; a rollout
+times out at 10 minutes by default), and polling the same unchanged status for half an
+hour is worth the person's attention."""
+
+WAITING_TOOLS: frozenset[str] = frozenset({
+    # Reading a background job's (or agent's) output while it runs.
+    "TaskOutput", "BashOutput", "BashOutputTool", "AgentOutput", "AgentOutputTool",
+    # Teammates' tasks polled while they work.
+    "TaskList", "TaskGet",
+    # Waiting on purpose: a /loop's scheduled wake-up, MCP servers still connecting, new
+    # notifications, a background process watched until it says something.
+    "ScheduleWakeup", "WaitForMcpServers", "ReadNotifications", "Monitor",
+})
+"""Claude Code's own tools that wait by design."""
+
+# A command that waits is found by one of these words first (a cheap test on every call).
+_HINTS = ("sleep", "wait", "watch", "rollout", "tail", ".output")
+_SLEEPS = frozenset({"sleep", "start-sleep", "wait", "wait-on", "wait-for-it", "wait-for"})
+_BACKGROUND_OUTPUT = "/tasks/"
+_RUNNERS = frozenset({"npx", "pnpx", "bunx", "uvx"})
+_KEYWORDS = frozenset({"do", "then", "else", "elif", "if", "while", "until", "!", "{"})
+
+
+def waits(name: str, tool_input: object) -> bool:
+    """Whether a call of ``name`` with ``tool_input`` waits for the world (see above)."""
+    if name in WAITING_TOOLS:
+        return True
+    if not isinstance(tool_input, dict):
+        return False
+    if name == "Read":
+        path = tool_input.get("file_path")
+        return isinstance(path, str) and _background_output(path)
+    if name not in SHELL_TOOLS:
+        return False
+    command = tool_input.get("command")
+    if not isinstance(command, str):
+        return False
+    lowered = command.lower()
+    if not any(hint in lowered for hint in _HINTS):
+        return False
+    return any(_command_waits(words) for words in simple_commands(command))
+
+
+def _background_output(path: str) -> bool:
+    """A background job's output file, as Claude Code names it
+    (``/tmp/claude-1000/<project>/tasks/bae407b.output``)."""
+    return path.endswith(".output") and _BACKGROUND_OUTPUT in path
+
+
+def _command_waits(words: list[str]) -> bool:
+    """Whether one simple command (its words, from the command proper) waits."""
+    while words and words[0] in _KEYWORDS:
+        words = words[1:]  # ``until ...; do sleep 5; done``
+    if not words:
+        return False
+    name = words[0].rpartition("/")[2].lower()
+    rest = words[1:]
+    if name in _SLEEPS:
+        return True
+    if any(_background_output(word) for word in rest):
+        return True  # cat, tail, grep... of a background job's output
+    if name == "gh":  # gh run watch, gh pr checks --watch
+        return "watch" in rest[:2] or "--watch" in rest
+    if name in _RUNNERS:  # npx wait-on ...
+        return _command_waits([word for word in rest if not word.startswith("-")][:1])
+    if name == "kubectl":  # kubectl rollout status, kubectl [-n ns] wait
+        verbs = [word for word in rest if not word.startswith("-")][:3]
+        return "wait" in verbs or ("rollout" in verbs and "status" in verbs)
+    if name in ("aws", "az", "gcloud", "docker"):  # aws cloudformation wait ..., docker wait
+        return "wait" in [word for word in rest if not word.startswith("-")][:3]
+    if name == "tail":
+        return any(word in ("-f", "-F", "--follow") or word.startswith("--follow=")
+                   for word in rest)
+    return False
+
+
+def iso_seconds(timestamp: str) -> float | None:
+    """Seconds since the epoch of a transcript line's ISO ``timestamp``; None if none."""
+    if not timestamp:
+        return None
+    from datetime import datetime  # (not on a tool-call hook's path: it reads the clock)
+
+    try:
+        moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00", 1))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return None  # a moment without its zone is no moment to compare
+    return moment.timestamp()
+
+
+def waited_words(seconds: float) -> str:
+    """``12 s``, ``31 min``, ``2 h 5 min``: how long a call waited, for a person."""
+    if seconds < 120:
+        return f"{max(0, round(seconds))} s"
+    minutes = round(seconds / 60)
+    if minutes < 120:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min" if minutes else f"{hours} h"
