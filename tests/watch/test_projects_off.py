@@ -6,17 +6,28 @@ file, from the project folder's name (``-home-dev-proj-sub``, which cannot tell
 ``/home/dev/proj/sub`` from ``/home/dev/proj-sub``) or from a tail's cwd, and a file that
 appears opens with lines that carry none (a summary, a file-history snapshot, a queue
 operation). It logged ``LOOP ... -> clear requested`` and wrote the request. Now the
-watcher asks ``Settings.project_off`` again before each batch of lines whose cwd is new.
+watcher asks ``Settings.project_off`` again before each batch of lines whose cwd is new,
+and the hooks and ``scan`` ask the same function with the same inputs.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from pathlib import Path
 
 import pytest
-from loop_killer.state.inbox import peek_request
+from loop_killer.config import load_settings
+from loop_killer.hook.stop_hook import run_input as stop_hook
+from loop_killer.scan.files import (
+    SKIP_PROJECT_OFF,
+    find_transcripts,
+    read_transcript,
+    switched_off,
+)
+from loop_killer.state.inbox import ClearRequest, peek_request, write_request
+from loop_killer.tools.hook import run_input as tool_hook
 from loop_killer.watch.sessions import Sessions
 from transcripts import Lines, append, line
 
@@ -112,3 +123,64 @@ def test_a_session_that_moves_into_a_folder_off_is_off_from_then_on(env):
     sessions.sync(str(path))
     assert peek_request(env.state, s.session_id) is None
     assert env.detections(s.session_id) == []
+
+
+# -- the same inputs, the same answer: watcher, Stop hook, tool-call hooks, scan -----------
+
+CASES = [  # (cwd, switched off by ["/home/dev/proj"])
+    ("/home/dev/proj", True),
+    ("/home/dev/proj/sub", True),
+    ("/home/dev/proj/2", True),  # folder -home-dev-proj-2, as /home/dev/proj-2's
+    ("/home/dev/proj-2", False),
+    ("/home/dev-proj", False),  # folder -home-dev-proj, as /home/dev/proj's
+    ("/home/dev/other", False),
+]
+
+
+def _watcher_acts(env, s: Lines) -> bool:
+    _followed(env, s, "apart")
+    return bool(env.detections(s.session_id)) or peek_request(env.state, s.session_id) \
+        is not None
+
+
+def _stop_hook_acts(env, s: Lines, hook_env: dict[str, str]) -> bool:
+    """A clear request waits for the session (the watcher's, or one as a watcher with the
+    bug wrote): does its Stop hook take it?"""
+    path = s.path_in(env.root)
+    if peek_request(env.state, s.session_id) is None:
+        write_request(env.state, ClearRequest(
+            session_id=s.session_id, rule="SAME_REPLY_TURNS", count=3, run_length=3,
+            answer_uuid="", answer_digest="", transcript_path=str(path),
+            created_at=time.time(), source="manual"))
+    output = stop_hook({"hook_event_name": "Stop", "session_id": s.session_id,
+                        "transcript_path": str(path), "cwd": s.transcript.cwd,
+                        "stop_hook_active": False, "last_assistant_message": "x"},
+                       env=hook_env)
+    return output is not None
+
+
+def _tool_hooks_act(env, s: Lines, hook_env: dict[str, str]) -> bool:
+    """The same failing call three times: is the model warned?"""
+    outputs = [tool_hook({
+        "hook_event_name": "PostToolUseFailure", "session_id": s.session_id,
+        "transcript_path": str(s.path_in(env.root)), "cwd": s.transcript.cwd,
+        "tool_name": "Bash", "tool_input": {"command": "npm test"},
+        "tool_use_id": f"toolu_{n}", "error": "Exit code 1\nFAIL", "is_interrupt": False},
+        env=hook_env) for n in range(3)]
+    return any(output is not None for output in outputs)
+
+
+def test_the_watcher_the_hooks_and_the_scan_agree(env):
+    _config(env, ["/home/dev/proj"])
+    hook_env = {"HOME": str(env.home), "CLAUDE_CONFIG_DIR": str(env.state.parent)}
+    settings = load_settings(env.state)
+    sessions = {cwd: Lines(cwd=cwd) for cwd, _ in CASES}
+    said = {}
+    for cwd, s in sessions.items():
+        said[cwd] = [_watcher_acts(env, s), _stop_hook_acts(env, s, hook_env),
+                     _tool_hooks_act(env, s, hook_env)]
+    for transcript in find_transcripts(env.root).transcripts:
+        result = switched_off(read_transcript(transcript, settings=settings), settings)
+        cwd = next(cwd for cwd, s in sessions.items() if s.session_id == transcript.session_id)
+        said[cwd].append(result.skipped != SKIP_PROJECT_OFF and bool(result.loops))
+    assert said == {cwd: [not off] * 4 for cwd, off in CASES}
