@@ -45,8 +45,8 @@ def history(root: Path) -> dict[str, list[Use]]:
     b.prompt("hi")
     b.reply("hello", Use(1, 1))
     b.write(root / "-home-dev-auth" / f"{SESSION_B}.jsonl")
-    agent = Transcript(SESSION_B, sidechain=True, model="claude-haiku-4-5-20251001",
-                    start=START.replace(month=4))
+    agent = Transcript(SESSION_B, cwd="/home/dev/auth", sidechain=True,
+                       model="claude-haiku-4-5-20251001", start=START.replace(month=4))
     agent.user("find the bug")
     tool = [Use(200 + i, 20) for i in range(4)]
     for use in tool:
@@ -308,3 +308,39 @@ def test_a_root_that_is_no_folder_or_dates_out_of_order_are_told_not_read_as_no_
     history(projects_dir())
     code, out, _ = run(capsys, "--json", "--since", "2020-01-01", "--until", "2020-01-01")
     assert code == 0 and json.loads(out)["loops"] == []  # (a day's span is fine)
+
+
+def test_the_scan_leaves_out_projects_switched_off_as_the_watcher_and_hooks_do(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 29, item 7. ``/home/dev/billing/sub``'s transcript opens with lines that
+    carry no cwd (a summary, a file-history snapshot) and its folder's name cannot tell it
+    from ``/home/dev/billing-sub``: the cwd its lines give decides. Its subagent's file is
+    left out too; the other project's loop stays. Results kept in the cache from before the
+    setting are judged again (the cache holds what files hold, whatever the setting)."""
+    history(projects_dir())
+    sub = Transcript("cccccccc-2222-4333-8444-555555555555", cwd="/home/dev/billing/sub")
+    sub.raw(b'{"type":"summary","summary":"Auth","leafUuid":"x"}')
+    sub.raw(b'{"type":"file-history-snapshot","messageId":"m","snapshot":{},'
+            b'"isSnapshotUpdate":false}')
+    sub.prompt("go")
+    sub.goal()
+    sub.reply("ok", Use(1, 1))
+    for _ in range(3):
+        sub.reprompt()
+        sub.reply(SAME, Use(1, 1))
+    sub.write(projects_dir() / sub.project / f"{sub.session_id}.jsonl")
+    _, out, _ = run(capsys, "--json")  # (fills the cache before the setting)
+    assert len(json.loads(out)["loops"]) == 3
+    config = Path(os.environ["CLAUDE_CONFIG_DIR"]) / "loop-killer" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('[projects]\noff = ["/home/dev/billing", "/home/dev/auth"]\n')
+    for _ in range(2):  # read, then from the cache
+        _, out, _ = run(capsys, "--json")
+        document = json.loads(out)
+        assert document["loops"] == [] and document["sessions"] == []
+        assert document["scan"]["skipped"] == {"project_off": 4}  # 3 sessions, 1 subagent
+    config.write_text('[projects]\noff = ["/home/dev/billing/sub"]\n')
+    _, out, _ = run(capsys, "--json")
+    assert {loop["session_id"] for loop in json.loads(out)["loops"]} == {SESSION_A, SESSION_B}
+    code, out, _ = run(capsys)
+    assert code == 0 and "skipped: 1 in projects switched off." in " ".join(out.split())

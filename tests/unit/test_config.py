@@ -196,3 +196,63 @@ def test_the_judge_uses_the_thresholds():
     reader = TranscriptReader("s", detector=RunDetector("s", thresholds=settings.thresholds))
     fired = [d for step in reader.feed(t.data()) for d in step.detections]
     assert [(d.rule, d.count) for d in fired] == [(RULE_SAME, 4), (RULE_SAME, 4)]
+
+
+# -- issue 29, item 7: projects.off is one rule (Settings.project_off) everywhere -----------
+
+OFF = b'[projects]\noff = ["/home/dev/proj"]\n'
+
+
+@pytest.mark.parametrize("cwd,folder,off", [
+    ("/home/dev/proj", "-home-dev-proj", True),
+    ("/home/dev/proj/", "-home-dev-proj", True),
+    ("/home/dev/proj/sub", "-home-dev-proj-sub", True),
+    ("/home/dev/proj/sub/deeper", "-home-dev-proj-sub-deeper", True),
+    ("/home/dev/proj/2", "-home-dev-proj-2", True),
+    ("/home/dev/proj-2", "-home-dev-proj-2", False),
+    ("/home/dev-proj", "-home-dev-proj", False),  # the folder's name says off: the cwd not
+    ("/home/dev/proj.old", "-home-dev-proj-old", False),
+    ("/home/dev", "-home-dev", False),
+    # Not known yet (the first lines carry no cwd): the folder's name alone, its own only.
+    ("", "-home-dev-proj", True),
+    ("", "-home-dev-proj-sub", False),
+    ("", "", False),
+])
+def test_the_one_rule_for_a_session_by_its_cwd_else_its_folder(cwd, folder, off):
+    settings = parse_settings(OFF, {})
+    assert settings.project_off(cwd=cwd, folder=folder) is off
+
+
+def test_the_hooks_ask_the_one_rule_with_their_inputs_cwd_then_their_folder():
+    settings = parse_settings(OFF, {})
+    path = "/h/.claude/projects/{}/s.jsonl".format
+    assert settings.hook_off({"cwd": "/home/dev/proj/sub", "transcript_path": path("x")})
+    assert not settings.hook_off({"cwd": "/home/dev-proj",
+                                  "transcript_path": path("-home-dev-proj")})
+    assert settings.hook_off({"transcript_path": path("-home-dev-proj")})  # no cwd given
+    assert not settings.hook_off({"cwd": 3, "transcript_path": 4})
+    assert not settings.hook_off(None) and not settings.hook_off([])
+    assert not parse_settings(None, {}).hook_off({"cwd": "/home/dev/proj"})
+
+
+def test_a_lines_cwd_is_its_own_top_level_one():
+    from loop_killer.config import line_cwd
+
+    assert line_cwd(b'{"type":"user","cwd":"/home/dev/proj/sub"}') == "/home/dev/proj/sub"
+    assert line_cwd(b'{"type":"summary","summary":"x","leafUuid":"u"}') == ""
+    assert line_cwd(b'{"type":"user","toolUseResult":{"cwd":"/else"}}') == ""
+    assert line_cwd(b'{"cwd":"/cut') == "" and line_cwd(b"[1]") == ""
+    assert line_cwd(b'{"cwd":7}') == ""
+
+
+def test_the_cwd_known_already_is_taken_without_parsing_and_a_new_one_is_found():
+    from loop_killer.config import transcript_cwd
+
+    def user(cwd: str) -> bytes:
+        return b'{"type":"user","cwd":"' + cwd.encode() + b'","message":{"content":"x"}}\n'
+
+    assert transcript_cwd(user("/a") + user("/a"), "/a") == "/a"
+    assert transcript_cwd(user("/a") + user("/a/sub"), "/a") == "/a/sub"
+    assert transcript_cwd(b'{"type":"summary"}\n', "/a") == ""  # no cwd in these lines
+    # A line cut inside its cwd says nothing: the line before it decides.
+    assert transcript_cwd(user("/b") + b'{"cwd":"/a', "/a") == "/b"

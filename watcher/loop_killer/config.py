@@ -147,8 +147,8 @@ class Settings(Value):
                                             wait=self.thresholds.wait_seconds)
 
     def project_off(self, *, cwd: str = "", folder: str = "") -> bool:
-        """Whether loop-killer does nothing for a session in this project (the hooks and
-        the watcher alike ask here).
+        """Whether loop-killer does nothing for a session in this project: the one rule
+        the hooks, the watcher and ``scan`` ask (none decides it by itself).
 
         ``cwd``: the session's real path (hook input, a transcript line's ``cwd``), under
         a prefix at a folder boundary: ``/home/dev/proj`` covers ``/home/dev/proj/sub``,
@@ -156,14 +156,26 @@ class Settings(Value):
 
         ``folder``: the project folder's name (the path with every character but ASCII
         letters and digits made ``-``, as Claude Code names it), for a session whose cwd
-        is not known yet. The boundary is lost in it (``-home-dev-proj-2`` is
+        is not known yet (its first lines may carry none: a summary, a file-history
+        snapshot, a queue operation). The boundary is lost in it (``-home-dev-proj-2`` is
         ``/home/dev/proj-2`` or ``/home/dev/proj/2``), so only a prefix's own folder
-        matches: a sub-folder's session is switched off once its cwd is known.
+        matches: a sub-folder's session is switched off once its cwd is known, and the
+        caller must ask again then (the watcher does before each batch of lines).
         """
         if cwd:
             return any(_within(cwd, prefix) for prefix in self.projects_off)
         return bool(folder) and any(folder == _mangle(prefix.rstrip("/") or "/")
                                     for prefix in self.projects_off)
+
+    def hook_off(self, data: object) -> bool:
+        """``project_off`` for a hook's input (the Stop hook and the tool-call hooks ask
+        here): its ``cwd``, and its transcript's folder should the cwd be missing."""
+        if not isinstance(data, dict) or not self.projects_off:
+            return False
+        cwd, path = data.get("cwd"), data.get("transcript_path")
+        return self.project_off(
+            cwd=cwd if isinstance(cwd, str) else "",
+            folder=os.path.basename(os.path.dirname(path)) if isinstance(path, str) else "")
 
 
 def _within(path: str, prefix: str) -> bool:
@@ -179,28 +191,44 @@ _CWD = b'"cwd":"'
 _CWD_TRIES = 8
 
 
-def transcript_cwd(data: bytes | None) -> str:
+def line_cwd(line: bytes) -> str:
+    """A transcript line's top-level ``cwd`` ("" when it has none, or is no JSON
+    object); a ``cwd`` in a nested object or quoted in a tool's output is not it."""
+    import orjson  # (only the watcher and the scan read transcripts here: not a hook)
+
+    try:
+        entry = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return ""
+    cwd = entry.get("cwd") if isinstance(entry, dict) else None
+    return cwd if isinstance(cwd, str) else ""
+
+
+def transcript_cwd(data: bytes | None, known: str = "") -> str:
     """The real path of a transcript's session (its last line's top-level ``cwd``, as
     Claude Code writes on every user and assistant line) in ``data``, the bytes of its
-    tail; "" when none is there. A ``"cwd":"`` quoted in a tool's output is escaped
-    text, never matched; one in a nested object is passed over (the line is parsed)."""
+    tail or of a batch of its lines; "" when none is there. A ``"cwd":"`` quoted in a
+    tool's output is escaped text, never matched; one in a nested object is passed over
+    (the line is parsed). ``known``: the session's path as last found; when the last
+    ``cwd`` in ``data`` is written as that one, it is taken without parsing its line
+    (the watcher asks for every batch it reads, and a line may be megabytes)."""
     if not data:
         return ""
     end = len(data)
+    if known:
+        import orjson
+
+        at = data.rfind(_CWD)
+        if at >= 0 and data.startswith(b'"cwd":' + orjson.dumps(known), at):
+            return known
     for _ in range(_CWD_TRIES):
         at = data.rfind(_CWD, 0, end)
         if at < 0:
             return ""
         start = data.rfind(b"\n", 0, at) + 1
         stop = data.find(b"\n", at)
-        import orjson  # (only the watcher reads transcripts here: not on a hook's path)
-
-        try:
-            entry = orjson.loads(data[start:stop if stop >= 0 else len(data)])
-        except orjson.JSONDecodeError:
-            entry = None
-        cwd = entry.get("cwd") if isinstance(entry, dict) else None
-        if isinstance(cwd, str) and cwd:
+        cwd = line_cwd(data[start:stop if stop >= 0 else len(data)])
+        if cwd:
             return cwd
         end = start  # a cut or odd line: the one before it
     return ""

@@ -110,8 +110,7 @@ def run_input(data: Any, *, env: dict[str, str], spawn_time: float | None = None
     state = state_dir(env)
     if settings is None:
         settings = load_settings(state, env)
-    cwd = data.get("cwd") if isinstance(data, dict) else None
-    if settings.project_off(cwd=cwd if isinstance(cwd, str) else ""):
+    if settings.hook_off(data):
         return None
     _sweep_outcomes(state)
     # This reply answers a re-prompt: whatever happens below, the anchor moves on.

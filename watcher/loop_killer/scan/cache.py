@@ -59,7 +59,7 @@ CACHE_FILE = "scan-cache.msgpack"
 MAX_CACHE_BYTES = 256 << 20
 """A cache file bigger than this is not read (a 1 GB history's is about 16 MB)."""
 
-_FORMAT = 2
+_FORMAT = 3  # (3: a result holds its session's cwd)
 SETTLING = 2.0
 _LEFT_BEHIND = 600.0  # seconds: a temporary cache file this old is a killed scan's
 

@@ -81,6 +81,9 @@ def add_arguments_scan(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", dest="cache", action="store_false",
                         help="read every file, not only those changed since the last scan "
                              "(and leave the cache as it is)")
+    parser.epilog = ("Sessions in projects switched off ([projects] off in config.toml) are "
+                     "left out, as the watcher and the hooks leave them alone; the last line "
+                     "counts their files as skipped.")
 
 
 def scan(args: argparse.Namespace) -> int:
@@ -161,6 +164,7 @@ def _read(args: argparse.Namespace, listing: Listing, collector: Collector,
     KeyboardInterrupt and leaves the cache as it was."""
     from ..state.files import state_dir
     from .cache import ScanCache, scan_context
+    from .files import switched_off
     from .pool import scan_transcripts
     from .report import Progress
 
@@ -170,7 +174,7 @@ def _read(args: argparse.Namespace, listing: Listing, collector: Collector,
         cache = ScanCache.load(state_dir(), scan_context(settings))
         kept, to_read = cache.split(listing.transcripts)
         for result in kept:
-            collector.add(result)
+            collector.add(switched_off(result, settings))
     listed = {transcript.path: transcript for transcript in to_read}
     progress = None
     if sys.stderr.isatty():
@@ -180,7 +184,7 @@ def _read(args: argparse.Namespace, listing: Listing, collector: Collector,
     try:
         for result in scan_transcripts(to_read, jobs=args.jobs, progress=progress,
                                        settings=settings):
-            collector.add(result)
+            collector.add(switched_off(result, settings))
             if cache is not None:
                 cache.keep(listed[result.path], result)
     finally:

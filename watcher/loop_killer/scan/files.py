@@ -21,7 +21,8 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
-from ..config import Settings
+from ..config import Settings, line_cwd
+from ..engine.reader import MAX_LINE_BYTES, LineBuffer
 from ..state.files import NotAFile, is_plain_id, open_transcript, session_id_of
 from .lean import LeanScan
 from .records import FileResult
@@ -32,11 +33,13 @@ __all__ = [
     "SKIP_FAILED",
     "SKIP_LINK",
     "SKIP_NOT_REGULAR",
+    "SKIP_PROJECT_OFF",
     "SKIP_UNREADABLE",
     "Listing",
     "Transcript",
     "find_transcripts",
     "read_transcript",
+    "switched_off",
 ]
 
 logger = logging.getLogger(__name__)
@@ -49,6 +52,7 @@ SKIP_LINK = "link"  # a symbolic link: never followed
 SKIP_NOT_REGULAR = "not_regular"  # a FIFO, a socket, a device...
 SKIP_UNREADABLE = "unreadable"  # permission denied, vanished, I/O error
 SKIP_FAILED = "failed"  # reading it went wrong in a way we did not foresee
+SKIP_PROJECT_OFF = "project_off"  # read, but its project is switched off: not counted
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +222,7 @@ def read_transcript(transcript: Transcript, *, prefilter: bool = True,
             # Replaced since it was listed (a link put in its place, say): not ours to read.
             return skipped(SKIP_LINK if _is_link(transcript.path) else SKIP_UNREADABLE)
         chunk = os.read(fd, chunk_bytes)
+        cwd = _file_cwd(fd, chunk, chunk_bytes)
         lean: LeanScan | None = None
         if two_tier and prefilter and not _looks_looping(chunk, transcript.subagent):
             lean = LeanScan(path=transcript.path, project=transcript.project,
@@ -230,10 +235,10 @@ def read_transcript(transcript: Transcript, *, prefilter: bool = True,
                 loops = [loop for start, end in lean.segments()
                          for loop in _engine(fd, transcript, settings, chunk_bytes, start,
                                              end).loops]
-                return replace(result, loops=tuple(loops)) if loops else result
+                return replace(result, loops=tuple(loops), cwd=cwd)
         # (the first chunk, if read for nothing else: the engine starts with it)
-        return _engine(fd, transcript, settings, chunk_bytes, prefilter=prefilter,
-                       head=chunk if lean is None else b"")
+        return replace(_engine(fd, transcript, settings, chunk_bytes, prefilter=prefilter,
+                               head=chunk if lean is None else b""), cwd=cwd)
     except OSError as error:
         if error.errno not in (errno.EIO, errno.EACCES, errno.EISDIR, errno.ENOENT):
             logger.debug("reading %s: %s", transcript.path, error)
@@ -243,6 +248,40 @@ def read_transcript(transcript: Transcript, *, prefilter: bool = True,
         return skipped(SKIP_FAILED)
     finally:
         os.close(fd)
+
+
+def switched_off(result: FileResult, settings: Settings) -> FileResult:
+    """The file's result as the scan counts it: skipped (``project_off``) when its
+    session's project is switched off, as the hooks and the watcher would say for it
+    (``Settings.project_off``, by the real path its lines give, else its folder's
+    name). Asked of every result, read now or kept from an earlier scan, so the cache
+    holds what the file holds whatever the setting."""
+    if result.skipped or not settings.projects_off or not settings.project_off(
+            cwd=result.cwd, folder=result.project):
+        return result
+    return replace(result, skipped=SKIP_PROJECT_OFF)
+
+
+_CWD = b'"cwd":"'
+
+
+def _file_cwd(fd: int, head: bytes, chunk_bytes: int) -> str:
+    """The session's real path: the top-level ``cwd`` of the file's first line that
+    has one (every user and assistant line does; a summary, a file-history snapshot
+    or a queue operation first has none), "" when none does. ``head``: the file's first
+    bytes, read already; the rest is read only while no line has given it."""
+    lines = LineBuffer(max_line=MAX_LINE_BYTES)
+    chunk, at = head, len(head)
+    while True:
+        for _, buffer, start, end in lines.iter_spans(chunk or b"\n"):
+            if buffer.find(_CWD, start, end) >= 0:
+                cwd = line_cwd(buffer[start:end])
+                if cwd:
+                    return cwd
+        if not chunk:
+            return ""  # (a last line without its newline was read as the reader does)
+        chunk = os.pread(fd, chunk_bytes, at)
+        at += len(chunk)
 
 
 _REPROMPT_MARK = b'"content":"Stop hook feedback:'  # (a re-prompt, as Claude Code writes it)

@@ -131,10 +131,13 @@ class FileResult:
     copied into another belongs to: the original began first, or ended first);
     ``cost_state``: the last ``cost-state`` line's ``totalCostUSD`` (Claude Code
     2.1.33x), if any. ``skipped``: why the file was not read (``link``, ``not_regular``,
-    ``unreadable``), empty when it was. ``lines`` / ``parsed`` / ``broken``: lines seen,
-    lines handed to the engine's parser, and bad lines: not valid JSON objects among those
-    parsed, and lines that do not even start like one (a line that does, but holds no
-    conversation marker, is skipped unparsed and uncounted).
+    ``unreadable``) or not counted (``project_off``), empty when it was. ``lines`` /
+    ``parsed`` / ``broken``: lines seen, lines handed to the engine's parser, and bad
+    lines: not valid JSON objects among those parsed, and lines that do not even start
+    like one (a line that does, but holds no conversation marker, is skipped unparsed and
+    uncounted). ``cwd``: the session's real path, from the first line that gives one (""
+    when none does): whether its project is switched off is asked with it
+    (``Settings.project_off``).
     """
 
     path: str
@@ -152,6 +155,7 @@ class FileResult:
     broken: int = 0
     oversized: int = 0
     skipped: str = ""
+    cwd: str = ""
 
     @property
     def usage(self) -> ModelTokens:

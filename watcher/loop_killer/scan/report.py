@@ -223,7 +223,8 @@ def _sessions(summary: Summary, home: str | None, width: int) -> list[str]:
 
 
 _SKIP_WORDS = {"link": "links", "not_regular": "not regular files",
-               "unreadable": "unreadable", "failed": "failed"}
+               "unreadable": "unreadable", "failed": "failed",
+               "project_off": "in projects switched off"}
 
 
 def _read_line(summary: Summary, root: str, seconds: float | None) -> str:

@@ -70,9 +70,7 @@ def run_input(data: Any, *, env: dict[str, str], settings: Settings | None = Non
     state = state_dir_text(env)
     if settings is None:
         settings = load_settings(state, env)
-    cwd = data.get("cwd")
-    if not settings.rule_on(RULE_TOOL_REPEAT) or settings.project_off(
-            cwd=cwd if isinstance(cwd, str) else ""):
+    if not settings.rule_on(RULE_TOOL_REPEAT) or settings.hook_off(data):
         return None
     try:
         path = store.state_path(state, session_id)

@@ -33,7 +33,7 @@ from ..config import Settings, load_settings, transcript_cwd
 from ..engine.answers import PROMPT_REPROMPT
 from ..engine.prefilter import skim_span
 from ..engine.reader import MAX_LINE_BYTES, Step, TranscriptReader
-from ..engine.rules import RULE_IDLE, RULE_SAME
+from ..engine.rules import RULE_IDLE, RULE_SAME, Thresholds
 from ..engine.transcript import GoalStatus, SystemEntry, TurnStart, parse_timestamp
 from ..state import records
 from ..state.files import open_transcript, session_id_of
@@ -168,7 +168,7 @@ class Sessions:
             return None
         self.unreadable.pop(path, None)
         reader = self._reader(path, session_id, start, data)
-        tracked = self._new_tracked(path, session_id, now_seen.key, reader, transcript_cwd(data))
+        tracked = self._new_tracked(path, session_id, now_seen.key, reader)
         tracked.follower.offset = start + len(data)
         tracked.follower.remember(data)
         tracked.last_activity = now_seen.mtime
@@ -179,22 +179,45 @@ class Sessions:
             self._withdraw_if_superseded(tracked, prompted)
         return tracked
 
-    def _reader(self, path: str | Path, session_id: str, offset: int, data: bytes | None
-                ) -> TranscriptReader:
+    def _reader(self, path: str | Path, session_id: str, offset: int, data: bytes | None,
+                *, off: bool | None = None) -> TranscriptReader:
         """A reader for ``session_id`` from ``offset``, in catch-up mode when ``data`` (the
         tail it is about to replay) is given, judging with the configured thresholds (no
-        rule at all in a project switched off). What fired before never fires again: the
-        recorded keys, only those the tail holds when there is one (nothing else is
-        reachable from its run)."""
+        rule at all in a project switched off: ``off``, or when None, as the project
+        folder's name alone says; ``_ingest`` asks again once a line gives the cwd). What
+        fired before never fires again: the recorded keys, only those the tail holds when
+        there is one (nothing else is reachable from its run)."""
         known = records.recorded_keys(self.state, session_id)
         if data is not None and len(known) * len(data) <= _MATCH_BUDGET:
             known = {key for key in known if key.encode() in data}
-        thresholds = self.settings.thresholds
-        if self.settings.project_off(cwd=transcript_cwd(data), folder=Path(path).parent.name):
-            thresholds = thresholds.replace(off=frozenset({RULE_SAME, RULE_IDLE}))
+        if off is None:
+            off = self.settings.project_off(folder=Path(path).parent.name)
         return TranscriptReader(session_id, offset=offset, live=data is None,
-                                already_fired=known, thresholds=thresholds,
+                                already_fired=known, thresholds=self._thresholds(off),
                                 ignored=self.settings.ignore_tools, parse=skim_span)
+
+    def _thresholds(self, off: bool) -> Thresholds:
+        thresholds = self.settings.thresholds
+        return thresholds.replace(off=frozenset({RULE_SAME, RULE_IDLE})) if off else thresholds
+
+    def _place(self, tracked: Tracked, data: bytes) -> None:
+        """Whether the session is in a project switched off, asked again (``project_off``)
+        when ``data``, the lines about to be read, give its real path anew: before any
+        line is judged, so a session whose first lines carry no cwd (a summary, a file
+        history snapshot) and whose folder's name does not say (a sub-folder's) is off
+        before its first loop. On the change, its rules go off (or on again)."""
+        cwd = transcript_cwd(data, tracked.cwd)
+        if not cwd or cwd == tracked.cwd:
+            return
+        tracked.cwd = sys.intern(cwd)  # (one string per folder, shared by its sessions)
+        off = self.settings.project_off(cwd=cwd, folder=tracked.project)
+        if off == tracked.off:
+            return
+        tracked.off = off
+        tracked.tools = self.tool_repeats.counter(off=off)
+        tracked.tool_streaks = ()
+        if tracked.reader is not None:
+            tracked.reader.detector.thresholds = self._thresholds(off)
 
     def _wake(self, tracked: Tracked) -> None:
         """Rebuild a dormant session's reader from its tail up to what was read, as the
@@ -202,12 +225,12 @@ class Sessions:
         end = tracked.follower.offset
         _, start, data = self._read_tail(tracked.path, end)
         dormant = tracked.dormant
-        reader = self._reader(tracked.path, tracked.session_id, start, data)
+        reader = self._reader(tracked.path, tracked.session_id, start, data, off=tracked.off)
         detector = reader.detector
         if dormant is not None:
             detector.goal = dormant.goal
         tracked.reader = reader
-        tracked.tools = self.tool_repeats.counter(tracked.project, transcript_cwd(data))
+        tracked.tools = self.tool_repeats.counter(off=tracked.off)
         try:
             self._ingest(tracked, data, time.time(), live=False)
         except BaseException:
@@ -353,11 +376,13 @@ class Sessions:
         return session_id
 
     def _new_tracked(self, path: str, session_id: str, key: FileKey,
-                     reader: TranscriptReader, cwd: str = "") -> Tracked:
+                     reader: TranscriptReader) -> Tracked:
         # One string per project folder, shared by its sessions (thousands are followed).
         project = sys.intern(os.path.basename(os.path.dirname(path)))
+        # Off or on as the folder's name says until a line gives the cwd (``_place``).
+        off = self.settings.project_off(folder=project)
         tracked = Tracked(path, session_id, project, Follower(path, key, reader.offset), reader,
-                          tools=self.tool_repeats.counter(project, cwd))
+                          tools=self.tool_repeats.counter(off=off), off=off)
         self.tracked[path] = tracked
         self.by_key[key] = path
         return tracked
@@ -391,6 +416,7 @@ class Sessions:
         timestamp of the last person's prompt in it ("" if none)."""
         reader = tracked.reader
         assert reader is not None
+        self._place(tracked, data)
         prompted = ""
         for step in reader.feed(data):
             stamp = self._on_step(tracked, step, now, live=live)

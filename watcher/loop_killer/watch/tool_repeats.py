@@ -48,13 +48,12 @@ class ToolRepeats:
         self.home = home
         self.settings = settings
 
-    def counter(self, project: str, cwd: str = "") -> ToolCounts | None:
-        """A counter for a session of this project folder, whose real path is ``cwd`` when
-        known (None: the rule is off there), behind stand-ins: an output is masked only
-        when its call's output changed."""
+    def counter(self, *, off: bool) -> ToolCounts | None:
+        """A counter for a session, ``off`` when its project is switched off (as
+        ``Settings.project_off`` says; then, or when the rule is off, None), behind
+        stand-ins: an output is masked only when its call's output changed."""
         settings = self.settings
-        if not settings.rule_on(RULE_TOOL_REPEAT) or settings.project_off(cwd=cwd,
-                                                                          folder=project):
+        if off or not settings.rule_on(RULE_TOOL_REPEAT):
             return None
         return ToolCounts(settings.tool_counter(), max_held=HELD_PER_SESSION)
 

@@ -55,6 +55,8 @@ class Tracked:
     follower: Follower
     reader: TranscriptReader | None  # None while dormant: rebuilt from the tail on growth
     tools: ToolCounts | None = None  # the main session's tool-repeat counts
+    off: bool = False  # in a project switched off (``Settings.project_off``): no rule
+    cwd: str = ""  # the session's real path, as its lines last gave it ("" not yet)
     tool_streaks: Streaks = ()
     history_end: int = 0  # bytes already in the file when first seen live
     last_activity: float = 0.0  # when the file last grew (epoch seconds)
