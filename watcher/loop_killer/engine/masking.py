@@ -150,8 +150,10 @@ def _noise_in(text: str) -> int:
         found |= _TEMPS
     if _word_before_digit(low, b"pid") or _word_before_digit(low, b"process"):
         found |= _PIDS
-    if b"] " in raw and b"] 000" in raw.translate(_CLASSES):
-        found |= _JOBS
+    if b"]" in raw:
+        shape = raw.translate(_CLASSES)  # a job line's ``] 0``, or more spaces, or ``]+ ``
+        if any(start in shape for start in (b"] 0", b"]  ", b"]+ ", b"]- ")):
+            found |= _JOBS
     return found
 
 
