@@ -85,9 +85,9 @@ _KEYED_ID = (r"(?a)((?<![A-Za-z])(?i:(?:request|req|trace|span|correlation|ray)[
              r"|cf-ray|traceparent)[\"']?[ \t]*[:=][ \t]*[\"']?)"
              r"(?=[\w.:/+=-]*[0-9])[\w.:/+=-]{4,}")
 # An API's request id by its prefix (Anthropic's ``req_011CX…``, OpenAI's ``req_<hex>``).
-_PREFIXED_ID = r"(?a)(?<![A-Za-z0-9])(req_)(?=[A-Za-z0-9]*[0-9])[A-Za-z0-9]{12,}(?![A-Za-z0-9])"
+_PREFIXED_ID = r"(?a)(req_)(?<![A-Za-z0-9]req_)(?=[A-Za-z0-9]*[0-9])[A-Za-z0-9]{12,}(?![A-Za-z0-9])"
 # A JSON Web Token (header.payload.signature, base64url): a fresh one at every login.
-_JWT = r"(?a)(?<![\w-])eyJ[\w-]{8,}\.eyJ[\w-]{8,}\.[\w-]+"
+_JWT = r"(?a)eyJ(?<![\w-]eyJ)[\w-]{8,}\.eyJ[\w-]{8,}\.[\w-]+"
 # A run of 16+ hex digits of one case (a trace id, a nonce, an id without its dashes);
 # ``_hex_or_not`` keeps what names a content (see ``_HEX_KEPT``).
 _HEX_RUN = r"(?a)(?<!\w)(?:[0-9a-f]{16,}|[0-9A-F]{16,})(?!\w)"
@@ -103,9 +103,9 @@ _HASH_REACH = 48
 _PYTEST_TMP = r"(?a)(pytest-of-[^/\\\s]+[/\\]+pytest-)[0-9]+"
 # Python's ``tempfile`` names: ``tmp`` and 8 of ``[a-z0-9_]`` (one at least a digit or _,
 # so that a folder named ``tmpcheckout`` is not one), as a path's component.
-_PY_TMP = r"(?a)(?<=[/\\])tmp(?=[a-z0-9_]{0,7}[0-9_])[a-z0-9_]{8}(?![A-Za-z0-9_])"
+_PY_TMP = r"(?a)tmp(?<=[/\\]tmp)(?=[a-z0-9_]{0,7}[0-9_])[a-z0-9_]{8}(?![A-Za-z0-9_])"
 # mktemp's default ``tmp.XXXXXXXXXX`` (a digit or a capital among them: not ``tmp.config``).
-_MKTEMP = r"(?a)(?<![\w.-])tmp\.(?=[a-z]*[0-9A-Z])[A-Za-z0-9]{6,}(?![A-Za-z0-9])"
+_MKTEMP = r"(?a)tmp\.(?<![\w.-]tmp\.)(?=[a-z]*[0-9A-Z])[A-Za-z0-9]{6,}(?![A-Za-z0-9])"
 # A name made in a temporary folder (``/tmp/``, ``/var/tmp/``, macOS's ``…/T/``, Windows'
 # ``\Temp\``): its run of 8+ letters and digits mixed, alone or after a prefix ending in
 # ``-``, ``_`` or ``.`` (``mkdtemp(prefix="build-")``, ``/tmp/go-build123…``); a word
@@ -113,17 +113,20 @@ _MKTEMP = r"(?a)(?<![\w.-])tmp\.(?=[a-z]*[0-9A-Z])[A-Za-z0-9]{6,}(?![A-Za-z0-9])
 _TMP_NAME = (r"(?a)((?:/tmp|/var/tmp|/T|\\Temp)[/\\](?:[\w.-]*?[._-])?)"
              r"(?=[A-Za-z]*[0-9])(?=[0-9]*[A-Za-z])[A-Za-z0-9]{8,}(?![A-Za-z0-9])")
 # A process id where a tool names it so: ``pid 1234``, ``pid=1234``, ``PID: 1234``.
-_PID = r"(?a)((?<![A-Za-z])(?i:pid)[ \t]*[:=#]?[ \t]*)[0-9]+(?![0-9.])"
+_PID = r"(?a)([Pp](?<![A-Za-z][Pp])[Ii][Dd][ \t]*[:=#]?[ \t]*)[0-9]+(?![0-9.])"
 # ``process 1234`` (3+ digits: Linux gives user processes ids from 300), not ``process
 # 120 files`` (a count: a word in s after it).
-_PROCESS = (r"(?a)((?<![A-Za-z])(?i:process)[ \t]+(?:(?i:id)[ \t]*[:=]?[ \t]*)?)"
+_PROCESS = (r"(?a)([Pp](?<![A-Za-z][Pp])(?i:rocess)[ \t]+(?:(?i:id)[ \t]*[:=]?[ \t]*)?)"
             r"[0-9]{3,}(?![0-9.])(?![ \t]+[A-Za-z]+s\b)")
 # A shell's job line: ``[1] 12345`` alone on its line (3+ digits, as above).
 _JOB = r"(?am)^(\[[0-9]{1,3}\][+-]?[ \t]+)[0-9]{3,7}(?=[ \t]*$)"
 
-_UUIDS, _IDS, _JWTS, _HEXES, _TEMPS, _PIDS, _JOBS = (1 << bit for bit in range(7))
-_ALL_NOISE = (1 << 7) - 1
-_HEX_CLASS = bytes.maketrans(b"0123456789abcdefABCDEF", b"x" * 22)
+_UUIDS, _IDS, _JWTS, _HEXES, _TEMPS, _PYTESTS, _MKTEMPS, _PIDS, _JOBS = (
+    1 << bit for bit in range(9))
+_ALL_NOISE = (1 << 9) - 1
+_HEX_CLASS = bytes(ord("x") if chr(byte) in "0123456789abcdefABCDEF" else
+                   byte if byte == ord("-") else ord(".") for byte in range(256))
+"""A hex digit to x, a dash as it is, any other byte to a dot."""
 _ID_SPELLINGS = (b"requestid", b"reqid", b"traceid", b"spanid", b"correlationid", b"rayid",
                  b"cfray", b"traceparent")
 _SCANNED = 64  # occurrences of a word looked at by ``_word_before_digit``
@@ -139,21 +142,33 @@ def _noise_in(text: str) -> int:
         found |= _UUIDS
     if b"xxxxxxxxxxxxxxxx" in hexes:
         found |= _HEXES
-    if b"eyJ" in raw:
-        found |= _JWTS
     low = raw.lower()
+    if b"eyj" in low:
+        found |= _JWTS
     if b"req_" in low or (
             (b"id" in low or b"ray" in low or b"traceparent" in low)
             and any(spelling in low.translate(None, b"-_ \t\"'") for spelling in _ID_SPELLINGS)):
         found |= _IDS
-    if b"tmp" in low or b"pytest-of-" in low or b"/t/" in low or b"\\temp\\" in low:
-        found |= _TEMPS
+    found |= _temps_in(low)
     if _word_before_digit(low, b"pid") or _word_before_digit(low, b"process"):
         found |= _PIDS
     if b"]" in raw:
         shape = raw.translate(_CLASSES)  # a job line's ``] 0``, or more spaces, or ``]+ ``
         if any(start in shape for start in (b"] 0", b"]  ", b"]+ ", b"]- ")):
             found |= _JOBS
+    return found
+
+
+def _temps_in(low: bytes) -> int:
+    """``_noise_in``'s flags of the temporary paths, from the text lowered."""
+    found = _PYTESTS if b"pytest-of-" in low else 0
+    if b"tmp" in low:  # (one search for most outputs, which have none)
+        if b"tmp." in low:
+            found |= _MKTEMPS
+        if b"/tmp" in low or b"\\tmp" in low:
+            found |= _TEMPS
+    if b"/t/" in low or b"\\temp\\" in low:
+        found |= _TEMPS
     return found
 
 
@@ -185,10 +200,13 @@ def _mask_noise(text: str, found: int) -> str:
         text = re.sub(_JWT, "<jwt>", text)
     if found & _UUIDS:
         text = re.sub(_UUID, "<uuid>", text)
-    if found & _TEMPS:
+    if found & _PYTESTS:
         text = re.sub(_PYTEST_TMP, r"\1<n>", text)
+    if found & _TEMPS:
         text = re.sub(_PY_TMP, "tmp<tmp>", text)
+    if found & _MKTEMPS:
         text = re.sub(_MKTEMP, "tmp.<tmp>", text)
+    if found & _TEMPS:
         text = re.sub(_TMP_NAME, r"\1<tmp>", text)
     if found & _HEXES:
         text = re.sub(_HEX_RUN, _hex_or_not, text)
