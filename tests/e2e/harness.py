@@ -74,6 +74,9 @@ DEFAULT_API_KEY = "sk-ant-api03-loop-killer-e2e-0123456789abcdef"
 _PASSTHROUGH = (
     "PATH", "LANG", "LANGUAGE", "TZ", "USER", "LOGNAME", "SHELL",
     "PYENV_ROOT", "PYENV_VERSION", "VIRTUAL_ENV",
+    # The hooks' python3 imports the package the tests import (a worktree's, say, where
+    # the venv's editable install points at another checkout).
+    "PYTHONPATH",
     "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS",
 )
 

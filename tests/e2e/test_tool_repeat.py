@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from .harness import Sandbox, goal_statuses, read_jsonl, run_headless
+from .harness import Sandbox, goal_statuses, read_jsonl, run_headless, tool_results
 from .mock_api import EvaluatorPolicy, MockAnthropic, Reply, ToolCall
 
 REPO = Path(__file__).resolve().parents[2]
@@ -289,6 +289,44 @@ def test_a_goal_whose_work_advances_runs_until_it_is_met(
     final = goal_statuses(sandbox.read_transcript())[-1]
     assert final["met"] is True and not final.get("sentinel")  # the evaluator ended it
     assert journal(sandbox) == []
+
+
+
+FRESH_ID_API = ("echo run >> runs.txt\n"
+                "id=$(od -An -N12 -tx1 /dev/urandom | tr -d ' \\n')\n"
+                'echo "Error: 503 Service Unavailable (request_id: req_011CX$id)"\n'
+                "exit 1\n")
+"""A call that fails the same way every time, with a fresh request id (issue 29)."""
+
+
+def test_a_goal_whose_call_fails_with_a_fresh_request_id_each_time_ends(
+    sandbox: Sandbox, mock_api: MockAnthropic, claude_332: Path
+) -> None:
+    # Noise is not progress: the same 503 with a new request id in every answer is the
+    # same result, so the answers to re-prompts do no work and the loop ends as with an
+    # unchanged output. (Before the ids were masked every answer counted as new work and
+    # the goal ran until the scripted model ran out.) The model runs the call for 20
+    # rounds at most, so that a regression fails on the count, not on a timeout.
+    (sandbox.project / "call_api.sh").write_text(FRESH_ID_API)
+    run_it = rerunner("sh call_api.sh")
+
+    def script(index: int, body: dict[str, Any]) -> Reply:
+        return run_it(index, body) if index < 40 else Reply(text=SAME_WORDS)
+
+    mock_api.configure(script, evaluator=EvaluatorPolicy())
+    result = run_headless(sandbox, GOAL, version=claude_332, plugin_dir=PLUGIN,
+                          extra_args=ALLOW_BASH, timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert mock_api.count("main") <= 12
+    entries = sandbox.read_transcript()
+    outputs = [_text(block.get("content")) for block in tool_results(entries)]
+    assert len(outputs) == runs(sandbox) >= 3
+    assert len(set(outputs)) == len(outputs)  # a fresh request id every time
+    assert all("503 Service Unavailable (request_id: req_011CX" in o for o in outputs)
+    statuses = goal_statuses(entries)
+    assert statuses[-1].get("met") is True and statuses[-1].get("sentinel") is True
+    assert result.output is not None
+    assert result.output["result"].endswith("loop stopped, goal cleared."), result.output
 
 
 # -- no false refusals (issue 21), on the real binary -----------------------------------------

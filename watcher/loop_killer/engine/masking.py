@@ -2,11 +2,23 @@
 
 ``result_key`` is what every consumer compares: the output with ANSI codes, ISO dates and
 times, Unix times (only where a number reads as one), clock times, durations and memory
-addresses masked, and whether it was an error. Process ids, temporary file names, hashes,
-UUIDs, port numbers and ``\r`` progress bars are NOT masked (two outputs that differ in
-them are different results: at worst a loop is caught later, never a call refused by
-mistake). ``canonical`` is the JSON form of a call's input or a structured output.
-"""
+addresses masked, and the values that change on every run (issue 29: noise is not
+progress): UUIDs, request and trace ids, long hex runs and JWTs, temporary paths and
+process ids in the shapes tools print them; and whether it was an error.
+
+Masking merges two outputs, so each pattern is kept to a shape that cannot hold what a
+person would call progress: a count, a file name, an error's words, a line number, a
+short git SHA. Hex is the delicate case: a run is masked only at 16 digits or more (git
+abbreviates a commit to 7-12, a CRC is 8, a register 8-16 with its 0x), with digits and
+letters both (a number or a word is not a token), in one case; never at the length of a
+SHA-1, SHA-256 or SHA-512 (a commit's full name, a checksum: a different one is a
+different content), after a hash word on its line or in a checksum line. Compared as
+they are: port numbers, ``\r`` progress bars, a bare number (a ``pgrep``'s pid), base64
+that no key or shape names (it cannot be told from an identifier or a path), a token
+named ``token`` (``unexpected token: …`` is an error's words). An output that differs
+only in what is not masked is a different result: at worst a loop is caught later,
+never a call refused by mistake. ``canonical`` is the JSON form of a call's input or a
+structured output."""
 
 from __future__ import annotations
 
@@ -58,6 +70,171 @@ _DURATION_START = r"\d\s?[nµμumsh]"
 # (2.1.39 wrote a 7-digit id and ``total_tokens``.)
 _SUBAGENT_ID = r"(?<=agentId: )[0-9a-f]{6,}(?![0-9a-f])|(?<=to: ')[0-9a-f]{6,}(?=')"
 _SUBAGENT_USAGE = r"<usage>(?:[a-z_]+: \d+\n?){1,8}</usage>"
+
+# -- values that change on every run (issue 29: noise is not progress) -------------------
+# A loop that changes one token every round (a fresh request id in the same 503, a fresh
+# pytest folder) is still the same result. Each pattern masks the value alone, what names
+# it is kept, and matches ASCII alone (``(?a)``), so that ``_noise_in``'s checks of the
+# bytes hold for any text. None of them reaches a count, a file name or an error's words.
+_UUID = (r"(?a)(?<![0-9A-Za-z])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}"
+         r"-[0-9a-fA-F]{12}(?![0-9A-Za-z])")
+# The value a key names as a request's or a trace's id (``"request_id": "req_…"``,
+# ``x-request-id: …``, ``trace_id=…``, Cloudflare's ``Ray ID: …``, ``traceparent``): a
+# run of 4+ id characters holding a digit (``request_id: missing`` is a message).
+_KEYED_ID = (r"(?a)((?<![A-Za-z])(?i:(?:request|req|trace|span|correlation|ray)[-_ ]?id"
+             r"|cf-ray|traceparent)[\"']?[ \t]*[:=][ \t]*[\"']?)"
+             r"(?=[\w.:/+=-]*[0-9])[\w.:/+=-]{4,}")
+# An API's request id by its prefix (Anthropic's ``req_011CX…``, OpenAI's ``req_<hex>``).
+_PREFIXED_ID = r"(?a)(req_)(?<![A-Za-z0-9]req_)(?=[A-Za-z0-9]*[0-9])[A-Za-z0-9]{12,}(?![A-Za-z0-9])"
+# A JSON Web Token (header.payload.signature, base64url): a fresh one at every login.
+_JWT = r"(?a)eyJ(?<![\w-]eyJ)[\w-]{8,}\.eyJ[\w-]{8,}\.[\w-]+"
+# A run of 16+ hex digits of one case (a trace id, a nonce, an id without its dashes);
+# ``_hex_or_not`` keeps what names a content (see ``_HEX_KEPT``).
+_HEX_RUN = r"(?a)(?<!\w)(?:[0-9a-f]{16,}|[0-9A-F]{16,})(?!\w)"
+_HEX_KEPT = (40, 64, 128)
+"""Lengths of a SHA-1 (a git object's full name), SHA-256 and SHA-512: a digest compared
+as it is, since a different one is a different commit or content (``git rev-parse HEAD``,
+``sha256sum``, an image digest)."""
+_HASH_WORDS = ("sha", "md5", "hash", "digest", "checksum", "commit", "etag", "integrity",
+               "rev", "blob", "tree", "object")
+"""A hex run after one of these (on its line, within ``_HASH_REACH``) names a content."""
+_HASH_REACH = 48
+# pytest's temporary folders: ``pytest-of-USER/pytest-N`` (N grows every run).
+_PYTEST_TMP = r"(?a)(pytest-of-[^/\\\s]+[/\\]+pytest-)[0-9]+"
+# Python's ``tempfile`` names: ``tmp`` and 8 of ``[a-z0-9_]`` (one at least a digit or _,
+# so that a folder named ``tmpcheckout`` is not one), as a path's component.
+_PY_TMP = r"(?a)tmp(?<=[/\\]tmp)(?=[a-z0-9_]{0,7}[0-9_])[a-z0-9_]{8}(?![A-Za-z0-9_])"
+# mktemp's default ``tmp.XXXXXXXXXX`` (a digit or a capital among them: not ``tmp.config``).
+_MKTEMP = r"(?a)tmp\.(?<![\w.-]tmp\.)(?=[a-z]*[0-9A-Z])[A-Za-z0-9]{6,}(?![A-Za-z0-9])"
+# A name made in a temporary folder (``/tmp/``, ``/var/tmp/``, macOS's ``…/T/``, Windows'
+# ``\Temp\``): its run of 8+ letters and digits mixed, alone or after a prefix ending in
+# ``-``, ``_`` or ``.`` (``mkdtemp(prefix="build-")``, ``/tmp/go-build123…``); a word
+# (``/tmp/build-output``) is a name.
+_TMP_NAME = (r"(?a)((?:/tmp|/var/tmp|/T|\\Temp)[/\\](?:[\w.-]*?[._-])?)"
+             r"(?=[A-Za-z]*[0-9])(?=[0-9]*[A-Za-z])[A-Za-z0-9]{8,}(?![A-Za-z0-9])")
+# A process id where a tool names it so: ``pid 1234``, ``pid=1234``, ``PID: 1234``.
+_PID = r"(?a)([Pp](?<![A-Za-z][Pp])[Ii][Dd][ \t]*[:=#]?[ \t]*)[0-9]+(?![0-9.])"
+# ``process 1234`` (3+ digits: Linux gives user processes ids from 300), not ``process
+# 120 files`` (a count: a word in s after it).
+_PROCESS = (r"(?a)([Pp](?<![A-Za-z][Pp])(?i:rocess)[ \t]+(?:(?i:id)[ \t]*[:=]?[ \t]*)?)"
+            r"[0-9]{3,}(?![0-9.])(?![ \t]+[A-Za-z]+s\b)")
+# A shell's job line: ``[1] 12345`` alone on its line (3+ digits, as above).
+_JOB = r"(?am)^(\[[0-9]{1,3}\][+-]?[ \t]+)[0-9]{3,7}(?=[ \t]*$)"
+
+_UUIDS, _IDS, _JWTS, _HEXES, _TEMPS, _PYTESTS, _MKTEMPS, _PIDS, _JOBS = (
+    1 << bit for bit in range(9))
+_ALL_NOISE = (1 << 9) - 1
+_HEX_CLASS = bytes(ord("x") if chr(byte) in "0123456789abcdefABCDEF" else
+                   byte if byte == ord("-") else ord(".") for byte in range(256))
+"""A hex digit to x, a dash as it is, any other byte to a dot."""
+_ID_SPELLINGS = (b"requestid", b"reqid", b"traceid", b"spanid", b"correlationid", b"rayid",
+                 b"cfray", b"traceparent")
+_SCANNED = 64  # occurrences of a word looked at by ``_word_before_digit``
+
+
+def _noise_in(text: str) -> int:
+    """Which kinds of noise may be in ``text`` (flags; 0: none), told without ``re``.
+    (Necessary, not sufficient: the patterns then decide.)"""
+    raw = text.encode("utf-8", "surrogatepass")
+    found = 0
+    hexes = raw.translate(_HEX_CLASS)
+    if b"-xxxx-xxxx-xxxx-" in hexes:
+        found |= _UUIDS
+    if b"xxxxxxxxxxxxxxxx" in hexes:
+        found |= _HEXES
+    low = raw.lower()
+    if b"eyj" in low:
+        found |= _JWTS
+    if b"req_" in low or (
+            (b"id" in low or b"ray" in low or b"traceparent" in low)
+            and any(spelling in low.translate(None, b"-_ \t\"'") for spelling in _ID_SPELLINGS)):
+        found |= _IDS
+    found |= _temps_in(low)
+    if _word_before_digit(low, b"pid") or _word_before_digit(low, b"process"):
+        found |= _PIDS
+    if b"]" in raw:
+        shape = raw.translate(_CLASSES)  # a job line's ``] 0``, or more spaces, or ``]+ ``
+        if any(start in shape for start in (b"] 0", b"]  ", b"]+ ", b"]- ")):
+            found |= _JOBS
+    return found
+
+
+def _temps_in(low: bytes) -> int:
+    """``_noise_in``'s flags of the temporary paths, from the text lowered."""
+    found = _PYTESTS if b"pytest-of-" in low else 0
+    if b"tmp" in low:  # (one search for most outputs, which have none)
+        if b"tmp." in low:
+            found |= _MKTEMPS
+        if b"/tmp" in low or b"\\tmp" in low:
+            found |= _TEMPS
+    if b"/t/" in low or b"\\temp\\" in low:
+        found |= _TEMPS
+    return found
+
+
+def _word_before_digit(low: bytes, word: bytes) -> bool:
+    """Whether ``word`` is in ``low`` not after a letter, with a digit after it (spaces,
+    ``:=#`` and ``id`` between allowed); past ``_SCANNED`` occurrences, True."""
+    start = low.find(word)
+    for _ in range(_SCANNED):
+        if start < 0:
+            return False
+        after = start + len(word)
+        if start == 0 or not low[start - 1:start].isalpha():
+            rest = low[after:after + 16].lstrip(b" \t:=#")
+            rest = rest[2:].lstrip(b" \t:=#") if rest.startswith(b"id") else rest
+            if rest[:1].isdigit():
+                return True
+        start = low.find(word, after)
+    return start >= 0
+
+
+def _mask_noise(text: str, found: int) -> str:
+    """``text`` with the noise of the kinds ``found`` masked (``_noise_in``'s flags)."""
+    import re
+
+    if found & _IDS:
+        text = re.sub(_KEYED_ID, r"\1<id>", text)
+        text = re.sub(_PREFIXED_ID, r"\1<id>", text)
+    if found & _JWTS:
+        text = re.sub(_JWT, "<jwt>", text)
+    if found & _UUIDS:
+        text = re.sub(_UUID, "<uuid>", text)
+    if found & _PYTESTS:
+        text = re.sub(_PYTEST_TMP, r"\1<n>", text)
+    if found & _TEMPS:
+        text = re.sub(_PY_TMP, "tmp<tmp>", text)
+    if found & _MKTEMPS:
+        text = re.sub(_MKTEMP, "tmp.<tmp>", text)
+    if found & _TEMPS:
+        text = re.sub(_TMP_NAME, r"\1<tmp>", text)
+    if found & _HEXES:
+        text = re.sub(_HEX_RUN, _hex_or_not, text)
+    if found & _PIDS:
+        text = re.sub(_PID, r"\1<pid>", text)
+        text = re.sub(_PROCESS, r"\1<pid>", text)
+    if found & _JOBS:
+        text = re.sub(_JOB, r"\1<pid>", text)
+    return text
+
+
+def _hex_or_not(match: re.Match[str]) -> str:
+    """``<hex>`` for a run of hex digits that reads as a random value, else itself: kept
+    are a number (digits alone), a word (letters alone: ``deadbeefcafebabe``), a digest
+    (``_HEX_KEPT``), one after a hash word on its line (``commit …``, ``"sha": …``,
+    ``MD5 (f) = …``) and one in a checksum line (``<hex>  file``, coreutils' ``*sum``)."""
+    value = match.group()
+    if len(value) in _HEX_KEPT or value.isdigit() or not any(c.isdigit() for c in value):
+        return value
+    end = match.end()
+    if match.string[end:end + 2] in ("  ", " *"):
+        return value
+    start = match.start()
+    line = match.string[max(0, start - _HASH_REACH):start].rsplit("\n", 1)[-1].lower()
+    if any(word in line for word in _HASH_WORDS):
+        return value
+    return "<hex>"
+
 
 
 
@@ -130,12 +307,16 @@ def _mask(text: str) -> str:
     if len(text) > MAX_MASKED:
         return _mask(text[:MAX_MASKED]) + "\x00" + hex_digest(text[MAX_MASKED:], 20)
     subagent = "agentId: " in text
-    if text.isascii() and not subagent and not _may_match(text):
+    plain = text.isascii()
+    noise = _noise_in(text)
+    if plain and not subagent and not noise and not _may_match(text):
         return text
     import re
 
     if subagent:
         text = re.sub(_SUBAGENT_USAGE, "<usage>", re.sub(_SUBAGENT_ID, "<agent>", text))
+    if noise:
+        text = _mask_noise(text, noise)
 
     if "\x1b" in text:
         text = re.sub(_ANSI, "", text)
@@ -205,9 +386,11 @@ def result_key(content: object, *, is_error: bool) -> str:
     ``content`` is what the tool gave back: a string, a list of content blocks (text
     blocks count by their text), or any JSON value (a hook's ``tool_response``).
     ANSI codes, timestamps and clock times, durations (``1.2s``, ``45 ms``, a number a
-    structured output names as one), memory addresses (``0x7ffd…``) and what Claude Code
-    appends to a subagent's report (its id, its usage) are masked, so two runs differing
-    only in those are equal.
+    structured output names as one), memory addresses (``0x7ffd…``), what Claude Code
+    appends to a subagent's report (its id, its usage), and the values that change on
+    every run (UUIDs, request and trace ids, long hex runs, JWTs, temporary paths, pids:
+    see the module's docstring) are masked, so two runs differing only in those are
+    equal.
     """
     if isinstance(content, str):
         text = _mask(content)

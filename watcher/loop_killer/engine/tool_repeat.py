@@ -7,7 +7,8 @@ Pure: plain values in, plain values out; no files, no clock.
   the folder it runs in (the session's ``cwd``), where known: ``npm test`` in six packages
   of a monorepo is six calls.
 * Its *result* is the tool's output made comparable (``masking.result_key``: ANSI codes,
-  dates and times, durations and memory addresses masked; whether it was an error kept).
+  dates and times, durations, memory addresses and the values that change on every run,
+  such as request ids, UUIDs and temporary paths, masked; whether it was an error kept).
 * The same call giving the same result again counts one more; a different result starts
   that call's count afresh at 1. Counts are per call within the person's turn: other calls
   in between change nothing, nor do Stop-hook re-prompts; the person's next prompt
