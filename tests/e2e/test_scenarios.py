@@ -222,6 +222,27 @@ def test_identical_replies_end_on_the_third_answer_and_the_goal_is_cleared(
     assert [d["rule"] for d in detections] == ["SAME_REPLY_TURNS"]
 
 
+def test_a_goal_loop_in_a_session_started_with_agent_ends_as_any_other(
+    sandbox: Sandbox, mock_api: MockAnthropic, claude_332: Path
+) -> None:
+    """``claude --agent NAME``: the main session's Stop input names the agent
+    (``agent_type``) with no ``agent_id`` (2.1.332). Taken for a subagent's, the loop ran
+    to Claude Code's own cap (9 requests) with the goal left set."""
+    agents = sandbox.project / ".claude" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "fixer.md").write_text(
+        "---\nname: fixer\ndescription: Fixes failing tests.\n---\nYou fix failing tests.\n")
+    mock_api.configure(default=Reply(text=SAME, delay=0.05), evaluator=EvaluatorPolicy())
+    rc, output, stderr = run_headless(sandbox, GOAL, version=claude_332, plugin_dir=PLUGIN,
+                                      extra_args=["--agent", "fixer"])
+    assert rc == 0, stderr
+    entries = _assert_stopped_and_cleared(
+        sandbox, mock_api, main=4, rule="SAME_REPLY_TURNS", output=output)
+    assert {"type": "agent-setting", "agentSetting": "fixer"}.items() <= next(
+        e for e in entries if e.get("type") == "agent-setting").items()  # it ran as fixer
+    assert assistant_texts(entries) == [SAME] * 4
+
+
 @pytest.mark.parametrize("empty", [Reply(text="", delay=0.05),
                                    Reply(no_content=True, delay=0.05)], ids=["text", "no-content"])
 def test_a_model_answering_every_re_prompt_with_nothing_is_stopped_on_the_third(
