@@ -20,6 +20,10 @@
 //      the command's output, which is what `-p` prints; in the terminal UI as
 //      a row after the command's own) and its toast, and records it in the
 //      JSON file the plan named (held open at session end for `-p`);
+//      In a run with no terminal (`claude -p`, the SDK) a turn's `text` is not
+//      printed, so there the notice of a stop with no goal to clear is the
+//      output of a command of this module's own (NOTICE_COMMAND), queued as
+//      the `/goal clear` is: what `-p` prints, in text and json alike;
 //   5. tells the brain of tool calls no command hook counts: a call whose input
 //      the engine rejects (InputValidationError) raises no PreToolUse,
 //      PostToolUse nor PostToolUseFailure, and one the permissions refuse no
@@ -78,6 +82,10 @@ let clearing
 let envelope
 // The main loop's running turn (its `turn.start` id), for ending it.
 let mainTurn
+// Whether NOTICE_COMMAND is registered (a session with no terminal), and the
+// notice its queued run prints.
+let noticeCommand = false
+let noticeWaiting
 // Tool calls (by tool_use_id) whose classic PreToolUse was raised (`asked`),
 // and whose PostToolUse or PostToolUseFailure was (`counted`: the command
 // hooks counted the result). Taken off as each call's result comes back.
@@ -100,6 +108,12 @@ const MAX_CALLS = 1000
 const CALL_FIELDS = new Set(['tool', 'tool_use_id', 'consent', 'agentId', 'requestMeta'])
 // How long the brain may take (a command hook's timeout in hooks.json).
 const BRAIN_MS = 30000
+// The command whose output is the notice where nothing draws (`-p`, the SDK):
+// there the text a turn.complete hook returns is printed nowhere, while a
+// queued command's output is what `-p` prints (measured on 2.1.328 and
+// 2.1.332). Registered only in such a session: a person at a terminal never
+// sees it in the typeahead.
+const NOTICE_COMMAND = 'loop-killer-notice'
 
 // Returns `value` when it is a plain object, else an empty one.
 function objectOr(value) {
@@ -452,11 +466,40 @@ async function onTurnComplete($, e, next) {
       )
       .catch((err) => $.ui.log(`outcome not recorded: ${err}`, { to: 'debug' }))
   }
+  const notice = textOr(plan.notice)
+  if (notice !== undefined && plan.clear_goal !== true && noticeCommand) {
+    // Queued before next(e), as the clear is: queued after it, the run was
+    // sometimes taken for a re-entry and no hook answered it (2.1.332).
+    noticeWaiting = notice
+    $.command.run({ command: NOTICE_COMMAND })
+      .catch((err) => $.ui.log(`${MARK}the notice was not printed: ${err}`, { to: 'debug' }))
+  }
   const toast = textOr(plan.toast)
   if (toast !== undefined) $.ui.toast(toast)
   const ended = await next(e)
-  const notice = textOr(plan.notice)
   return notice === undefined ? ended : { ...ended, text: notice }
+}
+
+// NOTICE_COMMAND as it runs: its output is the notice waiting (none when the
+// person ran it), for the person alone (no request carries it).
+async function onNoticeCommand($, e, next) {
+  const text = noticeWaiting ?? ''
+  noticeWaiting = undefined
+  return { text, isTextDisplayOnly: true }
+}
+
+// Session start: where nothing draws, register NOTICE_COMMAND.
+async function onSessionStart($, e, next) {
+  if (e.isInteractive === false && !noticeCommand) {
+    try {
+      await $.command.register({ name: NOTICE_COMMAND,
+        description: "loop-killer's notice of the loop it stopped in this run" })
+      noticeCommand = true
+    } catch (err) {
+      $.ui.log(`${MARK}${NOTICE_COMMAND} not registered: ${err}`, { to: 'debug' })
+    }
+  }
+  return next(e)
 }
 
 // Session end (exit, /clear, a `-p` run done): let a settle in flight finish
@@ -477,5 +520,7 @@ export function register(on) {
   on('tool.call', onToolCall).catch(onToolCallFailed)
   on('turn.complete', onTurnComplete)
   on('command.run', { command: 'goal' }, onGoalCommand)
+  on('command.run', { command: NOTICE_COMMAND }, onNoticeCommand)
+  on('session.start', onSessionStart)
   on('session.end', onSessionEnd)
 }

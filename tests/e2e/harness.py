@@ -437,11 +437,13 @@ def run_headless(
     plugin_dir: Path | None = None,
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
+    output_format: str = "json",
 ) -> HeadlessResult:
     """Run `claude -p PROMPT --output-format json [--plugin-dir DIR] [extra_args]` in the
-    sandbox (stdin closed). On timeout the whole process group is killed and timed_out set."""
+    sandbox (stdin closed). On timeout the whole process group is killed and timed_out set.
+    `output_format="text"`: what a person's script reads (`output` is then None)."""
     binary = _resolve_binary(version)
-    argv = [str(binary), "-p", prompt, "--output-format", "json"]
+    argv = [str(binary), "-p", prompt, "--output-format", output_format]
     if plugin_dir is not None:
         argv += ["--plugin-dir", str(plugin_dir)]
     argv += list(extra_args)

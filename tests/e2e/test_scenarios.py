@@ -86,6 +86,8 @@ def one_line(text: str) -> str:
 
 CLEARED_LINE = ("loop-killer: SAME_REPLY_TURNS (3 similar replies to re-prompts): loop stopped, "
                 "goal cleared.")
+NO_GOAL_LINE = ("loop-killer: SAME_REPLY_TURNS (3 similar replies to re-prompts): loop "
+                "stopped; no goal was set.")
 PAUSED_LINE = ("loop-killer: SAME_REPLY_TURNS (3 similar replies to re-prompts): loop stopped, "
                "goal only paused: type /goal clear to clear it")
 
@@ -222,6 +224,27 @@ def test_identical_replies_end_on_the_third_answer_and_the_goal_is_cleared(
     assert [d["rule"] for d in detections] == ["SAME_REPLY_TURNS"]
 
 
+def test_a_goal_loop_in_a_session_started_with_agent_ends_as_any_other(
+    sandbox: Sandbox, mock_api: MockAnthropic, claude_332: Path
+) -> None:
+    """``claude --agent NAME``: the main session's Stop input names the agent
+    (``agent_type``) with no ``agent_id`` (2.1.332). Taken for a subagent's, the loop ran
+    to Claude Code's own cap (9 requests) with the goal left set."""
+    agents = sandbox.project / ".claude" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "fixer.md").write_text(
+        "---\nname: fixer\ndescription: Fixes failing tests.\n---\nYou fix failing tests.\n")
+    mock_api.configure(default=Reply(text=SAME, delay=0.05), evaluator=EvaluatorPolicy())
+    rc, output, stderr = run_headless(sandbox, GOAL, version=claude_332, plugin_dir=PLUGIN,
+                                      extra_args=["--agent", "fixer"])
+    assert rc == 0, stderr
+    entries = _assert_stopped_and_cleared(
+        sandbox, mock_api, main=4, rule="SAME_REPLY_TURNS", output=output)
+    assert {"type": "agent-setting", "agentSetting": "fixer"}.items() <= next(
+        e for e in entries if e.get("type") == "agent-setting").items()  # it ran as fixer
+    assert assistant_texts(entries) == [SAME] * 4
+
+
 @pytest.mark.parametrize("empty", [Reply(text="", delay=0.05),
                                    Reply(no_content=True, delay=0.05)], ids=["text", "no-content"])
 def test_a_model_answering_every_re_prompt_with_nothing_is_stopped_on_the_third(
@@ -286,7 +309,7 @@ def test_a_plain_blocking_stop_hook_is_stopped_without_claiming_a_goal(
     rc, output, stderr = run_headless(sandbox, "Fix the failing tests in test/auth.",
                                       version=claude_mods, plugin_dir=PLUGIN)
     assert rc == 0, stderr
-    assert output is not None and "Goal cleared" not in output.get("result", "")
+    assert output is not None and output.get("result") == NO_GOAL_LINE, output
     assert settled_main_count(mock_api) == 4
     entries = sandbox.read_transcript()
     assert len(stop_hook_feedback(entries)) >= 3
@@ -297,6 +320,27 @@ def test_a_plain_blocking_stop_hook_is_stopped_without_claiming_a_goal(
     assert "cleared" not in outcomes(sandbox)
     assert "stopped_no_goal" in outcomes(sandbox), outcomes(sandbox)
     assert any(n.endswith("loop stopped; no goal was set.") for n in shown), shown
+
+
+@pytest.mark.parametrize("goal", [True, False], ids=["goal", "no-goal"])
+def test_claude_p_in_text_mode_prints_the_line(
+    sandbox: Sandbox, mock_api: MockAnthropic, claude_332: Path, goal: bool
+) -> None:
+    """What a person's script reads from `claude -p` (text) when loop-killer ends the turn:
+    the one line that names loop-killer, the rule and what it did. Without a goal it was
+    an empty line (exit code 0): the text a mod gives the turn's end is printed nowhere
+    in `-p`, a command's output is (the mod's own command prints the line)."""
+    if goal:
+        mock_api.configure(default=Reply(text=SAME, delay=0.05), evaluator=EvaluatorPolicy())
+    else:
+        write_blocking_stop_hook(sandbox.project)
+        mock_api.configure(default=Reply(text=SAME, delay=0.05))
+    result = run_headless(sandbox, GOAL if goal else "Fix the failing tests in test/auth.",
+                          version=claude_332, plugin_dir=PLUGIN, output_format="text")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (CLEARED_LINE if goal else NO_GOAL_LINE) + "\n", result.stdout
+    assert settled_main_count(mock_api) == 4
+    assert cleared(sandbox.read_transcript()) is goal
 
 
 def test_two_sessions_under_one_watcher_are_stopped_each_on_its_own_threshold(

@@ -229,6 +229,28 @@ def test_a_model_that_keeps_retrying_a_refused_call_has_its_turn_ended(
     # The person is told of the refusal once, not on every refused attempt.
     notices = person_notices(entries)
     assert len([n for n in notices if n.startswith("loop-killer: refused")]) == 1, notices
+    # What -p prints: the stop's line, by the mod's command; nothing before mods.
+    assert result.output is not None
+    assert result.output["result"] == ("" if "2.1.250" in str(claude) else LADDER_LINE)
+
+
+LADDER_LINE = ("loop-killer: TOOL_REPEAT (a refused call tried 3 more times): loop stopped; no "
+               "goal was set.")
+
+
+def test_claude_p_in_text_mode_prints_the_ladders_stop(
+    sandbox: Sandbox, mock_api: MockAnthropic, claude_332: Path
+) -> None:
+    """A person's script running `claude -p` (text) reads the line naming loop-killer, the
+    rule and what it did, where it read an empty line (exit code 0)."""
+    mock_api.configure(repeater(FAILING, gives_up=False))
+    result = run_headless(sandbox, "Make the tests pass.", version=claude_332,
+                          plugin_dir=PLUGIN, extra_args=ALLOW_BASH, timeout=120,
+                          output_format="text")
+    assert result.returncode == 0, result.stderr
+    assert runs(sandbox) == 4
+    assert mock_api.count("main") == 7
+    assert result.stdout == LADDER_LINE + "\n", result.stdout
 
 
 # -- the two kinds of loop as one: a /goal that re-runs the same failing command ------------------

@@ -68,6 +68,20 @@ def test_a_subagent_stop_is_ignored(tmp_path: Path) -> None:
         assert _assert_harmless(run_hook_process(stop_input(path, **extra))) is None
 
 
+def test_a_session_started_with_agent_is_the_main_session(tmp_path: Path) -> None:
+    """``claude --agent NAME`` (or ``"agent"`` in the settings): the main session's Stop
+    input carries ``agent_type`` and no ``agent_id`` (2.1.332); its loop is stopped. A
+    subagent's carries both, and is left alone."""
+    lines = lines_of(fixture_transcript("goal-same"))
+    third = answer(lines, 3)
+    path = write(tmp_path / "s.jsonl", lines[: third.first])
+    output = _assert_harmless(run_hook_process(stop_input(path, agent_type="fixer")))
+    assert output is not None and output["continue"] is False
+    subagent = stop_input(path, agent_type="fixer", agent_id="a1b2c3d4e5f6a7b8c")
+    assert parse_input(subagent) is None
+    assert parse_input({**subagent, "agent_id": ""}) is not None  # an empty id names nobody
+
+
 def test_an_unexpected_failure_exits_0_with_a_short_note(tmp_path: Path) -> None:
     """A state folder that is a file breaks every write: the hook still exits 0."""
     lines = lines_of(fixture_transcript("goal-same"))

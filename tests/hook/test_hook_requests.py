@@ -55,6 +55,17 @@ def test_a_fresh_request_stops_the_turn_and_is_taken(transcript: Path, state: Pa
     assert run(raw(stop_input(transcript, active=False)), env=_env(state)) is None
 
 
+def test_a_request_is_taken_by_a_session_started_with_agent(transcript: Path, state: Path
+                                                            ) -> None:
+    """``loop-killer clear`` on a session started with ``claude --agent NAME``: its Stop
+    input names the agent (``agent_type``) but no ``agent_id``; it is the main session."""
+    write_request(state, _request(transcript))
+    output = run(raw(stop_input(transcript, active=False, agent_type="fixer")),
+                 env=_env(state))
+    assert output is not None and output["continue"] is False
+    assert not (state / "requests" / f"{SESSION}.json").exists()
+
+
 def test_a_manual_request_names_itself(transcript: Path, state: Path) -> None:
     write_request(state, _request(transcript, rule="MANUAL", count=2, answer_uuid="",
                                   answer_digest="", source="manual"))

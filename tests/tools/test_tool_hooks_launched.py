@@ -273,6 +273,22 @@ def test_subagents_count_apart_from_the_main_session(state: Path) -> None:
     assert [r.get("agent_id") for r in records] == [None, "a1b2c3"]
 
 
+def test_a_session_started_with_agent_counts_as_the_main_session(state: Path) -> None:
+    """``claude --agent NAME``: the main session's input names the agent (``agent_type``)
+    with no ``agent_id`` (2.1.332). Its calls are the main session's, logged as such (no
+    subagent named), and its refused retries end the turn, not "a subagent's" run."""
+    main = {"agent_type": "fixer"}
+    for _ in range(4):
+        launch(failed(**main))
+    assert launch(before()) is not None  # one scope: the plain input's refusal too
+    said = [launch(before(**main)) for _ in range(2)]
+    assert said[-1] is not None and said[-1].get("continue") is False
+    assert "subagent" not in said[-1]["systemMessage"]
+    records = journal(state)
+    assert [r["event"] for r in records][:2] == ["detection", "refusal"]
+    assert all(r.get("agent_id") is None and r.get("agent_type") is None for r in records)
+
+
 def test_a_subagent_retrying_a_refused_call_is_stopped_alone(state: Path) -> None:
     """The ladder's last step in a subagent's scope ends the subagent's run (the session's
     turn goes on with its result): no goal of the session is cleared, nothing else is."""

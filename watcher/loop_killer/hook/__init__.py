@@ -15,7 +15,8 @@ them), ``notice`` (every word the person sees, and who the hands are), ``termina
 (typing into tmux or screen), ``screen`` (reading their screens: pure), ``mod_outcomes``
 (what the mod's ``/goal clear`` did), ``setup`` (``loop-killer install`` / ``doctor``).
 Nothing else is imported here: the hook imports only what a turn needs. The hook input
-is parsed here, once, for ``entry`` and ``stop_hook`` alike.
+is parsed here, once, for ``entry`` and ``stop_hook`` alike, and whose it is (the main
+session's or a subagent's: ``subagent_id``) is told here for every hook.
 """
 
 from ..light import loads
@@ -24,7 +25,7 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a normal turn does not import
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["MAX_INPUT_BYTES", "parse_json"]
+__all__ = ["MAX_INPUT_BYTES", "parse_json", "subagent_id"]
 
 MAX_INPUT_BYTES = 32 * 1024 * 1024
 """Hook input larger than this is ignored (``last_assistant_message`` is the big part)."""
@@ -38,3 +39,13 @@ def parse_json(raw: bytes) -> "Any":
         return loads(raw)
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None
+
+
+def subagent_id(data: "Any") -> "str | None":
+    """The subagent whose hook input this is (its ``agent_id``); None for the main session.
+
+    ``agent_type`` alone is no subagent: ``claude --agent NAME`` (or ``"agent"`` in the
+    settings) gives the main session's hook input ``agent_type: NAME`` and no ``agent_id``
+    (measured on 2.1.332); a subagent's input carries both."""
+    agent = data.get("agent_id") if isinstance(data, dict) else None
+    return agent if isinstance(agent, str) and agent else None

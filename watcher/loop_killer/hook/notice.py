@@ -18,8 +18,11 @@ Where the words show up:
   ``/goal clear``, shown once that result is known (in ``-p`` the line becomes the output of
   the ``/goal clear`` the mod ran, so ``-p`` text and json print it as the result; in the
   TUI it is a row after Claude Code's own ``Goal cleared``), or, without a goal to clear,
-  the line shown under the answer. Claude Code prefixes a mod's lines with
+  the line shown under the answer (in ``-p``, where that is printed nowhere, the output
+  of the mod's own ``/loop-killer-notice``). Claude Code prefixes a mod's lines with
   ``loop-killer:``, so these texts do not.
+* Neither ``stopReason`` nor ``systemMessage`` reaches what ``-p`` prints in text or json
+  (measured on 2.1.250, 2.1.328 and 2.1.332): there only the mod's words do.
 
 Every notice is one line: ``loop-killer: <RULE> (<what it saw>): loop stopped, <what
 became of the goal>.``

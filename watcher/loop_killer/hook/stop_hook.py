@@ -4,7 +4,8 @@ Run at the end of every main-session turn that the launcher could not settle fro
 and one ``lstat`` (``plugin/hooks/launch.py``: a reply to a person's prompt with no
 request pending never reaches the package). In order:
 
-1. ``parse_input``: only a main-session ``Stop`` with a usable session id is acted on.
+1. ``parse_input``: only a main-session ``Stop`` with a usable session id is acted on
+   (a session started with ``--agent NAME`` is a main session: ``subagent_id``).
 2. A fresh clear request for the session (from the watcher or ``loop-killer clear``) is
    taken, exactly once, and acted on, unless a Stop hook already stopped the turn for
    the answer it names (``state.records``).
@@ -57,7 +58,7 @@ from ..state.files import (
     request_waiting,
     state_dir,
 )
-from . import notice, parse_json
+from . import notice, parse_json, subagent_id
 from .reply import (
     Anchor,
     AnchorKeeper,
@@ -244,7 +245,7 @@ def parse_input(raw: Any) -> HookInput | None:
     """The hook input if it is a main-session Stop we can act on, else None (ignore it)."""
     if not isinstance(raw, dict) or raw.get("hook_event_name") != "Stop":
         return None
-    if raw.get("agent_id") or raw.get("agent_type"):
+    if subagent_id(raw) is not None:
         return None  # a subagent's stop, whatever the event is called in this version
     session_id = raw.get("session_id")
     transcript = raw.get("transcript_path")

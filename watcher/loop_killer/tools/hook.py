@@ -22,10 +22,12 @@ and prints what it returns.
   finished background task's notice, which Claude Code submits as a prompt itself,
   starts the counts afresh only when it is news (``note_notice``).
 
-Subagents (input with ``agent_id``) count in their own scope. The hooks fail open: bad
-input, an unreadable state or a failing disk all mean "nothing to say", so a call is
-never refused by mistake. A busy lock costs a count (a result not counted, a refused
-attempt not added towards the stop), never a refusal the counts on disk do not call for.
+Subagents (input with ``agent_id``: ``hook.subagent_id``) count in their own scope; a
+session started with ``--agent NAME`` (``agent_type`` alone) is the main session. The
+hooks fail open: bad input, an unreadable state or a failing disk all mean "nothing to
+say", so a call is never refused by mistake. A busy lock costs a count (a result not
+counted, a refused attempt not added towards the stop), never a refusal the counts on
+disk do not call for.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from ..engine.tool_repeat import (
     is_ignored,
     is_persons_prompt,
 )
+from ..hook import subagent_id
 from . import store
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool call does not import typing
@@ -85,8 +88,7 @@ def run_input(data: Any, *, env: dict[str, str], settings: Settings | None = Non
             return None
         if is_ignored(name, settings.ignore_tools):
             return None
-        agent = data.get("agent_id")
-        scope = agent if isinstance(agent, str) and agent else MAIN_SCOPE
+        scope = subagent_id(data) or MAIN_SCOPE
         if event == "PreToolUse":
             return _before(data, state, path, name, scope, settings, env)
         if event in _AFTER:
