@@ -135,7 +135,7 @@ def test_a_goal_polling_a_ci_that_never_turns_green_ends_at_the_wait_bound(
 
 def _poll_times(sandbox: Sandbox) -> tuple[float, float]:
     """When the first and the last poll's results came back (the transcript's clock)."""
-    from loop_killer.engine.waiting import iso_seconds
+    from loop_killer.engine.transcript import parse_timestamp as iso_seconds
 
     times = []
     for entry in sandbox.read_transcript():

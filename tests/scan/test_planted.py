@@ -269,11 +269,17 @@ def test_a_file_edited_back_and_forth_is_an_oscillation_loop() -> None:
     session = Transcript()
     session.prompt("fix the import")
     edits = uses(3, base=700)
+    content = "a"
     for (old, new), use in zip((("a", "b"), ("b", "a"), ("a", "b")), edits, strict=True):
         session.reply(None, use, tools=[("Edit", {
             "file_path": "m.py", "old_string": old, "new_string": new})])
         (tool_id,) = session.tool_use_ids
-        session.results((tool_id, "The file m.py has been updated successfully."))
+        # (Claude Code's result line holds the whole file before the edit)
+        session.user([{"tool_use_id": tool_id, "type": "tool_result",
+                       "content": "The file m.py has been updated successfully."}],
+                     toolUseResult={"filePath": "m.py", "oldString": old, "newString": new,
+                                    "originalFile": content, "replaceAll": False})
+        content = content.replace(old, new, 1)
     (loop,) = scan_bytes(session.data(), session_id=session.session_id).loops
     assert (loop.kind, loop.rule, loop.replies) == ("tool", RULE_EDIT_OSCILLATION, 2)
     assert loop.total_tokens == tokens(edits)  # edit, revert, edit

@@ -73,10 +73,30 @@ def test_a_changed_call_or_another_tool_is_not_refused(state: Path) -> None:
     assert launch(before(tool="Read", tool_input={"file_path": "package.json"})) is None
 
 
-def test_output_that_changes_is_never_touched(state: Path) -> None:
-    outs = [launch(failed(error=f"Exit code 1\n{n} failed")) for n in range(6, 0, -1)]
+def test_output_that_changes_as_the_files_change_is_never_touched(state: Path,
+                                                                   tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    project.mkdir()
+    outs = []
+    for n in range(6, 0, -1):
+        (project / "fix.py").write_text(f"FIXED = {7 - n}\n")  # what the model's script did
+        outs.append(launch(failed(error=f"Exit code 1\n{n} failed", cwd=str(project))))
     assert outs == [None] * 6
-    assert launch(before()) is None
+    assert launch(before(cwd=str(project))) is None
+
+
+def test_failing_with_another_error_and_nothing_changed_is_a_repeat(state: Path,
+                                                                   tmp_path: Path) -> None:
+    """Measured, not guessed: the same command failing with a new error each time while
+    nothing changed on disk is warned at the 3rd and refused at the 5th (issue 30)."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "app.py").write_text("print('hi')\n")
+    outs = [launch(failed("curl -f localhost/health", error=f"Exit code 22\nHTTP {code}",
+                          cwd=str(project))) for code in (503, 502, 504, 500)]
+    assert [out is not None for out in outs] == [False, False, True, True]
+    refused = launch(before("curl -f localhost/health", cwd=str(project)))
+    assert REFUSED_MARK in json.dumps(refused)
 
 
 def test_the_persons_prompt_resets_everything(state: Path) -> None:
@@ -162,26 +182,39 @@ def test_the_persons_answer_to_a_question_lifts_a_refusal(state: Path) -> None:
     assert launch(failed()) is None  # and counts from 1 again
 
 
-def test_a_test_run_after_a_fix_made_with_sed_is_a_new_check(state: Path) -> None:
+def test_a_test_run_after_a_fix_made_with_sed_is_a_new_check(state: Path,
+                                                              tmp_path: Path) -> None:
+    """The change is seen on disk, whatever made it (sed here, as the hook sees it)."""
+    project = tmp_path / "proj"
+    (project / "src").mkdir(parents=True)
     for n in range(6):
-        assert launch(succeeded(f"sed -i 's/v{n}/v{n + 1}/' src/a.js", stdout="")) is None
-        assert launch(before()) is None
-        assert launch(failed()) is None  # never warned, never refused
-    assert launch(before()) is None
+        (project / "src" / "a.js").write_text(f"export const v = {n + 1}\n")
+        assert launch(succeeded(f"sed -i 's/v{n}/v{n + 1}/' src/a.js", stdout="",
+                                cwd=str(project))) is None
+        assert launch(before(cwd=str(project))) is None
+        assert launch(failed(cwd=str(project))) is None  # never warned, never refused
+    assert launch(before(cwd=str(project))) is None
 
 
-def test_a_file_edited_back_and_forth_climbs_the_ladder_to_the_stop(state: Path) -> None:
+def test_a_file_edited_back_and_forth_climbs_the_ladder_to_the_stop(state: Path,
+                                                                    tmp_path: Path) -> None:
     """Edit, test, revert, test: every edit is a change, so the test's count never grows
-    and the loop never ended (in a /goal it has tool work every round). Warned at the 2nd
-    return, the 3rd let through, the 4th refused; the 3rd refused attempt ends the turn,
-    as for a refused call: one ladder."""
-    path = "/home/dev/proj/m.py"
+    and the loop never ended (in a /goal it has tool work every round). Warned at edit 3
+    (the first move made again), edit 4 let through, edit 5 refused (the exact change
+    already made, from the state on disk); the 3rd refused attempt ends the turn, as for a
+    refused call: one ladder."""
+    file = tmp_path / "m.py"
+    file.write_text("a")
+    path = str(file)
 
     def change(old: str, new: str, *, after: bool) -> dict[str, Any]:
         tool_input = {"file_path": path, "old_string": old, "new_string": new}
-        if after:
-            return succeeded(tool="Edit", tool_input=tool_input,
-                             tool_response={"filePath": path, "oldString": old})
+        if after:  # (Claude Code made the edit, and hands the whole file before it)
+            original = file.read_text()
+            file.write_text(original.replace(old, new, 1))
+            return succeeded(tool="Edit", tool_input=tool_input, tool_response={
+                "filePath": path, "oldString": old, "newString": new,
+                "originalFile": original, "replaceAll": False})
         return before(tool="Edit", tool_input=tool_input)
 
     said = []
@@ -212,7 +245,7 @@ def test_a_file_edited_back_and_forth_climbs_the_ladder_to_the_stop(state: Path)
         ("refusal", "EDIT_OSCILLATION", 4), ("refusal", "EDIT_OSCILLATION", 4)]
     assert records[-1]["event"] == "outcome"
     # An edit that moves on is made; the person's next prompt lifts the refusal.
-    assert launch(change("a", "c", after=False)) is None
+    assert launch(change("a", "c", after=False)) is None  # (never made before: not refused)
     assert launch(prompt()) is None
     assert launch(change("a", "b", after=False)) is None
 

@@ -329,7 +329,8 @@ def test_a_file_edited_back_and_forth_is_told_to_the_model_and_logged(state: Pat
     def edit(old: str, new: str) -> dict[str, Any]:
         return succeeded(tool="Edit", tool_input={"file_path": "/home/dev/proj/m.py",
                                                    "old_string": old, "new_string": new},
-                         tool_response={"filePath": "/home/dev/proj/m.py"})
+                         tool_response={"filePath": "/home/dev/proj/m.py", "oldString": old,
+                                        "newString": new, "originalFile": old})
 
     outputs = [run(edit(old, new)) for old, new in (("a", "b"), ("b", "a"), ("a", "b"))]
     assert outputs[:2] == [None, None]

@@ -12,7 +12,8 @@ from loop_killer.engine.tool_repeat import (
     person_answered,
 )
 from loop_killer.engine.transcript import AssistantPart, ToolCall, ToolResult, ToolResults
-from loop_killer.engine.waiting import WAIT_MINUTES, iso_seconds, waited_words, waits
+from loop_killer.engine.transcript import parse_timestamp as iso_seconds
+from loop_killer.engine.waiting import WAIT_MINUTES, waited_words, waits
 
 
 def bash(command: str) -> dict[str, object]:
@@ -61,7 +62,7 @@ def test_iso_seconds_reads_transcript_timestamps() -> None:
     assert iso_seconds("2026-12-02T07:08:00.000Z") == 1796195280.0
     assert iso_seconds("2026-12-02T07:08:30Z") == 1796195310.0
     assert iso_seconds("") is None and iso_seconds("yesterday") is None
-    assert iso_seconds("2026-12-02T07:08:00") is None  # no zone: no moment
+    assert iso_seconds("2026-12-02T07:08:00") == 1796195280.0  # no zone: UTC
 
 
 def test_waited_words() -> None:

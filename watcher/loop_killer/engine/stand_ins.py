@@ -120,10 +120,12 @@ class StandIns:
             ignored = self._ignored_names[name] = is_ignored(name, self._ignored)
         if ignored:
             return result  # the counter never looks at these: hand them on as they are
-        if name in ANSWERED_BY_PERSON:  # whether the person answered: the counter reads it
+        if name in ANSWERED_BY_PERSON or name in FILE_CHANGING_TOOLS:
+            # Whether the person answered, or the file's states: the counter reads them.
             if isinstance(result.content, UnreadResult):
                 content, is_error = result.content.read()
-                return ToolResult(result.tool_use_id, content, is_error, result.cwd)
+                return ToolResult(result.tool_use_id, content, is_error, result.cwd,
+                                  result.content.read_move())
             return result
         call = digest(call_text.encode("utf-8", "surrogatepass"))
         last = self._last.get(call)
@@ -168,16 +170,6 @@ class StandIns:
         self._held += last.size
         self._trim()
         return ToolResult(result.tool_use_id, last.token, False, result.cwd)
-
-    def failed(self, call_text: str) -> bool:
-        """Whether the call's last result was an error (the stand-ins hand the counter no
-        error flag); a result left unread is read for it: a failed edit changes no file."""
-        last = self._last.get(digest(call_text.encode("utf-8", "surrogatepass")))
-        if last is None:
-            return False
-        if isinstance(last.content, UnreadResult):
-            last.content, last.is_error = last.content.read()
-        return last.is_error
 
     def _new_token(self) -> str:
         number, letters = self._tokens, []
@@ -231,7 +223,6 @@ class ToolCounts:
         stand_ins = self._stand_ins
         return [(part, call, self.counter.record_call(
                     key, call.name, result.content, result.is_error, result.tool_use_id,
-                    failed=stand_ins.failed(key) if call.name in FILE_CHANGING_TOOLS else None,
-                    tool_input=call.input,
+                    tool_input=call.input, move=result.move,
                     now=event_seconds(event) if waits(call.name, call.input) else None))
                 for part, call, key, result in stand_ins.pairs(event)]

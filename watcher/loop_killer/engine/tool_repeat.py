@@ -50,14 +50,15 @@ from .edits import (
     EDIT_OSCILLATION_WARN,
     FILE_CHANGING_TOOLS,
     REFUSED_RETURN_AFTER_WARN,
+    SUBAGENT_TOOLS,
     EditHistory,
-    changes_files,
+    change_digest,
     edited_file,
 )
 from .masking import canonical, result_key
 from .rules import RULE_EDIT_OSCILLATION
 from .shell import SHELL_TOOLS, leading_cd
-from .waiting import WAIT_MINUTES, iso_seconds, waits
+from .waiting import WAIT_MINUTES, waits
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool-call hook imports this module
 if TYPE_CHECKING:
@@ -339,10 +340,12 @@ class ToolRepeatCounter:
         self._oscillation = oscillation  # a file's returns that warn (0: never)
         self._wait = wait  # seconds a waiting call's result may stay the same
         self._edits = EditHistory()
-        # call digest -> (result digest, count, changes, since); insertion order is
-        # recency. ``changes``: how many file changes the session had made at that result;
-        # ``since``: when the call first gave that result (0: not known).
-        self._calls: dict[str, tuple[str, int, int, float]] = {}
+        # call digest -> (result digest, count, changes, since, tree, failed); insertion
+        # order is recency. ``changes``: how many file changes the session had made at
+        # that result; ``since``: when the call first gave that result (0: not known);
+        # ``tree``: the working tree's fingerprint then ("" not taken); ``failed``: it
+        # was an error.
+        self._calls: dict[str, _Last] = {}
         self._changes = 0  # file changes made in the turn (``changes_files``)
         self._progress = 0  # new results in the turn (a call's result it had not given)
         # call digest -> (attempts refused with nothing new between them, ``_progress``
@@ -370,26 +373,32 @@ class ToolRepeatCounter:
         return len(self._calls)
 
     def record(self, name: str, tool_input: object, content: object, is_error: bool,
-               tool_use_id: str = "", *, cwd: str = "", now: float | None = None
-               ) -> ToolRepeat:
+               tool_use_id: str = "", *, cwd: str = "", now: float | None = None,
+               move: tuple[str, str] | None = None) -> ToolRepeat:
         """Count one result of a call; where that call stands now.
 
         A result that is loop-killer's own refusal leaves the count as it was.
         """
         return self.record_call(call_key(name, tool_input, cwd), name, content, is_error,
-                                tool_use_id, tool_input=tool_input, now=now)
+                                tool_use_id, tool_input=tool_input, now=now, move=move)
 
     def record_call(self, call: str, name: str, content: object, is_error: bool,
                     tool_use_id: str = "", *, result: str | None = None,
                     failed: bool | None = None, tool_input: object = None,
-                    now: float | None = None) -> ToolRepeat:
+                    now: float | None = None, tree: str | None = None,
+                    move: tuple[str, str] | None = None) -> ToolRepeat:
         """``record`` of a call already keyed: ``call`` is ``call_key(name, input, cwd)``.
 
         ``result``: the result's digest (``result_digest``), when computed already (the
         hooks compute it before they take their lock). ``failed``: whether the call
         failed, when ``is_error`` does not say it (the stand-ins hand on no error flag).
         ``tool_input``: the call's input, for the shapes that read it (edits, waiting).
-        ``now``: when the result came (seconds since the epoch), if known.
+        ``now``: when the result came (seconds since the epoch), if known. ``tree``: the
+        working tree's fingerprint as it came (``worktree.fingerprint``), taken when
+        ``would_repeat`` said so; "" when it could not be told (then the files count as
+        changed); None when not measured (the transcript's readers). ``move``: for an
+        edit, its file's states before and after it (``edits.states_of_result``, or the
+        disk), if known.
         """
         failed = is_error if failed is None else failed
         if name in ANSWERED_BY_PERSON and person_answered(content, is_error=failed):
@@ -403,7 +412,7 @@ class ToolRepeatCounter:
         if result is None:
             result = result_digest(content, is_error=is_error)
         last = self._calls.pop(digest, None)
-        same = last is not None and last[0] == result and last[2] == self._changes
+        same = last is not None and self._same(last, result, name, tool_input, failed, tree)
         since = last[3] if last is not None and same else (now or 0.0)
         waited = 0.0
         if not same:
@@ -414,27 +423,64 @@ class ToolRepeatCounter:
         else:
             count = last[1] + 1 if last is not None else 1
         shape, shape_count = "", 0
-        # A new change to the files, so every check after it is new. An edit that
-        # succeeds changed its file (its old text was there again), unless it repeats
-        # itself with nothing changed between; one that failed changed nothing. Any other
-        # writer (a shell command, a subagent...) changed something only when its result
-        # is new: the same command with the same result again (a build writing the same
-        # log, the same sed) is a repeat, or two writers in a cycle would restart each
-        # other's counts for ever. A shell command that failed may have written first.
+        # The session's own edit is a change to the files Claude Code tells of, so every
+        # check after it is new: one that succeeds changed its file (its old text was
+        # there again), unless it repeats itself with nothing changed between; one that
+        # failed changed nothing. A subagent's run may change any file. Any other writer
+        # (a formatter, a script, the person) is measured, not read from its words: the
+        # tree's fingerprint when a result repeats.
         if name in FILE_CHANGING_TOOLS:
             if count == 1 and not failed:
                 self._changes += 1
-                depth = self._edits.note(name, tool_input, warn_at=self._oscillation)
+                depth = self._edits.note(edited_file(tool_input), *move,
+                                         change_digest(tool_input),
+                                         warn_at=self._oscillation) if move else 0
                 if depth:
                     shape, shape_count = RULE_EDIT_OSCILLATION, depth
-        elif (last is None or last[0] != result) and changes_files(name, tool_input):
+        elif name in SUBAGENT_TOOLS and count == 1:
             self._changes += 1
-        self._calls[digest] = (result, count, self._changes, since)
+        kept_tree = tree if tree is not None else (last[4] if last is not None and same
+                                                   else "")
+        self._calls[digest] = (result, count, self._changes, since, kept_tree, failed)
         while len(self._calls) > MAX_CALLS:
             del self._calls[next(iter(self._calls))]
         return ToolRepeat(call, name, tool_use_id, count, shape, shape_count, waited)
 
-    def _waiting(self, last: tuple[str, int, int, float] | None, since: float,
+    def would_repeat(self, call: str, name: str, result: str, *, failed: bool,
+                     tool_input: object = None) -> bool:
+        """Whether a result of ``call`` (keyed, ``call_key``) would repeat its last one
+        with no change to the files known: the same result, or a failure after a failure
+        (the shell then measures the tree, and ``record_call`` takes it as ``tree``). A
+        call seen for the first time, and an edit, never pay for it."""
+        if name in FILE_CHANGING_TOOLS or is_ignored(name, self._ignored):
+            return False
+        last = self._calls.get(_digest(call))
+        if last is None or last[2] != self._changes:
+            return False
+        return last[0] == result or (failed and last[5] and not waits(name, tool_input))
+
+    def _same(self, last: _Last, result: str, name: str, tool_input: object, failed: bool,
+              tree: str | None) -> bool:
+        """Whether a result repeats the call's last one: the same result (or a failure
+        after a failure, ``_failed_again``) with no change to the files, neither one the
+        session made nor one the tree's fingerprint shows (or cannot rule out)."""
+        if last[2] != self._changes:
+            return False
+        if last[0] != result and not self._failed_again(last, name, tool_input, failed, tree):
+            return False
+        return tree is None or (bool(tree) and (not last[4] or tree == last[4]))
+
+    def _failed_again(self, last: _Last, name: str, tool_input: object, failed: bool,
+                      tree: str | None) -> bool:
+        """A failure after a failure of the same call, with nothing changed on disk (a
+        fingerprint taken, and equal to the last one's where that had one): nothing the
+        model did could have made it pass, whatever the error says this time. A call
+        that waits keeps its time bound instead; unmeasured (the transcript's readers),
+        only the same error again is a repeat."""
+        return (failed and last[5] and tree is not None and bool(tree)
+                and (not last[4] or tree == last[4]) and not waits(name, tool_input))
+
+    def _waiting(self, last: _Last | None, since: float,
                  now: float | None) -> tuple[int, float]:
         """(count, seconds waited) of a waiting call's same result again: 1 while within
         the bound (or its time is not known); past it, refused from the next attempt."""
@@ -473,13 +519,15 @@ class ToolRepeatCounter:
         return max(0.0, now - last[3])
 
     def refusal(self, name: str, tool_input: object, tool_use_id: str = "", *,
-                cwd: str = "", now: float | None = None) -> ToolRepeat | None:
+                cwd: str = "", now: float | None = None, file_state: str | None = None
+                ) -> ToolRepeat | None:
         """Where the call stands when its next attempt must be refused, else None.
         ``cwd``: the folder before it runs (PreToolUse's); the call is also looked up in
         the folder its leading ``cd`` moves to (``moved_to``), where it was counted.
         An edit refused for going back and forth has ``shape`` EDIT_OSCILLATION and the
         return it would have been as ``shape_count``; a call that waited past its bound,
-        the seconds it waited as ``waited`` (``now``: the clock)."""
+        the seconds it waited as ``waited`` (``now``: the clock). ``file_state``: for an
+        edit, its file's state on disk now (``edits.content_digest``), if read."""
         moved = moved_to(name, tool_input, cwd)
         for folder in (cwd, moved) if moved else (cwd,):
             count = self.count(name, tool_input, cwd=folder)
@@ -487,8 +535,9 @@ class ToolRepeatCounter:
                 return ToolRepeat(call_key(name, tool_input, folder), name, tool_use_id,
                                   count, waited=self.waited(name, tool_input, cwd=folder,
                                                             now=now))
-        if self.refused_return and name in FILE_CHANGING_TOOLS:
-            depth = self._edits.would_return(name, tool_input)
+        if self.refused_return and name in FILE_CHANGING_TOOLS and file_state is not None:
+            depth = self._edits.would_return(edited_file(tool_input), file_state,
+                                             change_digest(tool_input))
             if depth >= self.refused_return:
                 # Keyed by the file alone: its edits back and forth, with whichever tool
                 # from whichever folder, are one refused call.
@@ -508,17 +557,16 @@ class ToolRepeatCounter:
         if news:
             self._changes += 1
             self._progress += 1
-        self._calls[digest] = (result, 1, self._changes, 0.0)
+        self._calls[digest] = (result, 1, self._changes, 0.0, "", False)
         return news
 
     def refusable(self) -> bool:
         """Whether any call's next attempt would be refused now (the launcher runs the
         package for a PreToolUse only then: ``tools.store``'s marker)."""
-        # (+ 2: a MultiEdit may hold a return and the return of that return)
-        if self.refused_return and self._edits.deepest() + 2 >= self.refused_return:
+        if self.refused_return and self._edits.deepest() + 1 >= self.refused_return:
             return True
         return any(count >= self._block and changes == self._changes
-                   for _, count, changes, _ in self._calls.values())
+                   for _, count, changes, *_ in self._calls.values())
 
     @property
     def refused(self) -> int:
@@ -560,7 +608,7 @@ class ToolRepeatCounter:
         if pairing.starts_afresh(event):
             self.reset()
         return [self.record(call.name, call.input, result.content, result.is_error,
-                            result.tool_use_id, cwd=result.cwd,
+                            result.tool_use_id, cwd=result.cwd, move=result.move,
                             now=event_seconds(event) if waits(call.name, call.input) else None)
                 for _, call, result in pairing.pair(event)]
 
@@ -569,8 +617,7 @@ class ToolRepeatCounter:
         calls and results is not kept)."""
         return {"v": STATE_VERSION, "changes": self._changes, "progress": self._progress,
                 "refused": {digest: list(refused) for digest, refused in self._refused.items()},
-                "calls": [[call, result, count, changes, since]
-                          for call, (result, count, changes, since) in self._calls.items()],
+                "calls": [[call, *last] for call, last in self._calls.items()],
                 "edits": self._edits.to_state()}
 
     @classmethod
@@ -598,20 +645,30 @@ class ToolRepeatCounter:
                 if isinstance(digest, str) and _small(count) > 0:
                     counter._refused[digest] = (_small(count), _small(at))
         for item in calls[-MAX_CALLS:]:
-            if (isinstance(item, list) and 3 <= len(item) <= 5 and isinstance(item[0], str)
+            if (isinstance(item, list) and 3 <= len(item) <= 7 and isinstance(item[0], str)
                     and isinstance(item[1], str) and _small(item[2]) > 0):
                 changes = _small(item[3]) if len(item) >= 4 else 0
-                since = _moment(item[4]) if len(item) == 5 else 0.0
+                since = _moment(item[4]) if len(item) >= 5 else 0.0
+                tree = item[5] if len(item) >= 6 and isinstance(item[5], str) else ""
+                failed = len(item) == 7 and item[6] is True
                 counter._calls.pop(item[0], None)
-                counter._calls[item[0]] = (item[1], item[2], changes, since)
+                counter._calls[item[0]] = (item[1], item[2], changes, since, tree[:80], failed)
         return counter
+
+
+_Last = tuple[str, int, int, float, str, bool]
+"""What the counter keeps of a call's last result (``ToolRepeatCounter._calls``)."""
 
 
 def event_seconds(event: Event) -> float | None:
     """When a transcript event was written (seconds since the epoch), if it says. (Read
     only for the calls that wait: the others' results are never timed.)"""
     timestamp = getattr(event, "timestamp", "")
-    return iso_seconds(timestamp) if isinstance(timestamp, str) else None
+    if not isinstance(timestamp, str) or not timestamp:
+        return None
+    from .transcript import parse_timestamp  # (the hooks never feed events)
+
+    return parse_timestamp(timestamp)
 
 
 def _moment(value: object) -> float:

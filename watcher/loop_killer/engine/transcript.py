@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Final, Literal
 
@@ -193,6 +193,11 @@ class ToolResult:
     content: Any  # a string or a list of blocks, as written; or an UnreadResult
     is_error: bool  # (with an UnreadResult: not known until it is read)
     cwd: str = ""  # the session's folder when the result came back ("" unknown)
+    # A file-changing call's states of its file, before and after (``edits.
+    # states_of_result`` of the line's ``toolUseResult``), when the line holds them.
+    # (left out of equality: derived from the line, and the scan's typed reader leaves it
+    # to ``UnreadResult.read_move``)
+    move: tuple[str, str] | None = field(default=None, compare=False)
 
 
 class UnreadResult:
@@ -234,6 +239,19 @@ class UnreadResult:
             if result.tool_use_id == self.tool_use_id:
                 return result.content, result.is_error
         return self.BROKEN, True
+
+    def read_move(self) -> tuple[str, str] | None:
+        """The file's states before and after, as ``parse_line`` gives them (``move``)."""
+        try:
+            line = self.source if isinstance(self.source, bytes) else self.source()
+        except OSError:
+            return None
+        entry = _load(line)
+        if not isinstance(entry, dict):
+            return None
+        from .edits import states_of_result
+
+        return states_of_result(entry.get("toolUseResult"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -494,6 +512,11 @@ def _user(entry: dict[str, Any], content: Any, uuid: str, timestamp: str
           ) -> tuple[Event | None, str]:
     results = _tool_results(content, _str(entry.get("cwd")))
     if results:
+        use_result = entry.get("toolUseResult")
+        if len(results) == 1 and isinstance(use_result, dict) and "originalFile" in use_result:
+            from .edits import states_of_result  # (an edit's line: its file's states)
+
+            results = (replace(results[0], move=states_of_result(use_result)),)
         return ToolResults(uuid, timestamp, results), ""
     if isinstance(content, str):
         text = content

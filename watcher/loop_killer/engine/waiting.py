@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from .shell import SHELL_TOOLS, simple_commands
 
-__all__ = ["WAITING_TOOLS", "WAIT_MINUTES", "iso_seconds", "waited_words", "waits"]
+__all__ = ["WAITING_TOOLS", "WAIT_MINUTES", "waited_words", "waits"]
 
 WAIT_MINUTES = 30.0
 """How long a waiting call's result may stay the same before it counts as a loop: CI runs
@@ -98,21 +98,6 @@ def _command_waits(words: list[str]) -> bool:
         return any(word in ("-f", "-F", "--follow") or word.startswith("--follow=")
                    for word in rest)
     return False
-
-
-def iso_seconds(timestamp: str) -> float | None:
-    """Seconds since the epoch of a transcript line's ISO ``timestamp``; None if none."""
-    if not timestamp:
-        return None
-    from datetime import datetime  # (not on a tool-call hook's path: it reads the clock)
-
-    try:
-        moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00", 1))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        return None  # a moment without its zone is no moment to compare
-    return moment.timestamp()
 
 
 def waited_words(seconds: float) -> str:

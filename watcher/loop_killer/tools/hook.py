@@ -148,7 +148,9 @@ def _before(data: dict[str, Any], state: str, path: str, name: str, scope: str,
     tool_input = data.get("tool_input")
     cwd = _text(data.get("cwd"))
     tool_use_id = _text(data.get("tool_use_id"))
-    if store.counter(kept, scope, settings).refusal(name, tool_input, cwd=cwd) is None:
+    state_now = _file_state(name, tool_input, cwd)
+    if store.counter(kept, scope, settings).refusal(name, tool_input, cwd=cwd,
+                                                    file_state=state_now) is None:
         return None  # the common case: decided without the lock
     import time
 
@@ -157,15 +159,16 @@ def _before(data: dict[str, Any], state: str, path: str, name: str, scope: str,
         with store.locked(state):  # count the refused attempt: the ladder's last step
             kept = store.load(path)
             counts = store.counter(kept, scope, settings)
-            refusal = counts.refusal(name, tool_input, tool_use_id, cwd=cwd, now=now)
+            refusal = counts.refusal(name, tool_input, tool_use_id, cwd=cwd, now=now,
+                                     file_state=state_now)
             if refusal is None:
                 return None
             refused = counts.note_refusal(refusal)
             store.keep(path, kept, scope, counts, settings)
     except store.Busy:
         refused = 0  # refused all the same; the count of refusals waits for the next one
-        refusal = store.counter(kept, scope, settings).refusal(name, tool_input, tool_use_id,
-                                                               cwd=cwd, now=now)
+        refusal = store.counter(kept, scope, settings).refusal(
+            name, tool_input, tool_use_id, cwd=cwd, now=now, file_state=state_now)
         if refusal is None:
             return None
     from ..engine.tool_repeat import call_label
@@ -212,13 +215,16 @@ def _after(data: dict[str, Any], state: str, path: str, event: str, name: str, s
     call = call_key(name, tool_input, _text(data.get("cwd")))
     result = result_digest(content, is_error=is_error)
     now = time.time()
+    tree = _tree_if_repeat(data, path, scope, settings, call, name, result, is_error)
+    move = _move(data, name, tool_input) if not is_error else None
     try:
         with store.locked(state):
             kept = store.load(path)
             counts = store.counter(kept, scope, settings)
             repeat = counts.record_call(call, name, content, is_error,
                                         _text(data.get("tool_use_id")), result=result,
-                                        tool_input=tool_input, now=now)
+                                        tool_input=tool_input, now=now, tree=tree,
+                                        move=move)
             if repeat.count == 0:
                 return None
             store.keep(path, kept, scope, counts, settings)
@@ -230,6 +236,45 @@ def _after(data: dict[str, Any], state: str, path: str, event: str, name: str, s
     if repeat.count < settings.tool_repeat_warn and not repeat.shape:
         return None
     return _tell(data, state, event, name, tool_input, scope, settings, counts, repeat)
+
+
+def _file_state(name: str, tool_input: object, cwd: str) -> str | None:
+    """An edit's file's state on disk now (None for any other call, or unreadable)."""
+    from ..engine.edits import FILE_CHANGING_TOOLS, edited_file
+
+    if name not in FILE_CHANGING_TOOLS:
+        return None
+    from ..worktree import file_state
+
+    return file_state(edited_file(tool_input), cwd)
+
+
+def _move(data: dict[str, Any], name: str, tool_input: object) -> tuple[str, str] | None:
+    """An edit's file's states before and after: as Claude Code hands them (the whole
+    file before, and what the edit made of it), else the file on disk after it."""
+    from ..engine.edits import FILE_CHANGING_TOOLS, states_of_result
+
+    if name not in FILE_CHANGING_TOOLS:
+        return None
+    states = states_of_result(data.get("tool_response"))
+    if states is not None:
+        return states
+    after = _file_state(name, tool_input, _text(data.get("cwd")))
+    return ("", after) if after else None
+
+
+def _tree_if_repeat(data: dict[str, Any], path: str, scope: str, settings: Settings,
+                    call: str, name: str, result: str, failed: bool) -> str | None:
+    """The working tree's fingerprint ("" when it cannot be told), taken only when this
+    result would repeat the call's last one (read without the lock: the walk or ``git
+    status`` must never hold up another hook); None when not taken."""
+    kept = store.load(path)
+    if kept is None or not store.counter(kept, scope, settings).would_repeat(
+            call, name, result, failed=failed, tool_input=data.get("tool_input")):
+        return None
+    from ..worktree import fingerprint
+
+    return fingerprint(_text(data.get("cwd"))) or ""
 
 
 def _tell(data: dict[str, Any], state: str, event: str, name: str, tool_input: object,

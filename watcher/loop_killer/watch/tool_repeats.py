@@ -5,14 +5,17 @@ counter the tool-call hooks keep per session). When a result brings a call to
 ``tool_repeat_warn`` identical results (3 unless configured), the detection is recorded
 (``state.records``, keyed by that result's ``tool_use_id``, as the PostToolUse hook
 does): only when this watcher is first does it log the detection and print its line.
-The warning to the model and the refusals are the hooks' (the watcher shows their log
-lines as they come). ``feed`` returns the session's streaks after an event (what
+The warning to the model and the refusals are the hooks': a session whose hooks keep
+counts (``tools.store``) is theirs to judge, since they measure the working tree when a
+result repeats, which the transcript cannot tell; the watcher logs the loops of the
+sessions without them. ``feed`` returns the session's streaks after an event (what
 ``loop-killer status`` shows); its owner (``sessions``) keeps them.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 from ..config import Settings
@@ -78,6 +81,8 @@ class ToolRepeats:
                         report.session_label(tracked.project, tracked.session_id, self.home),
                         error)
 
+        if _hooks_count(self.state, tracked.session_id):
+            return  # the session's hooks judge its calls, with what only they can measure
         rule = repeat.shape or RULE_TOOL_REPEAT
         count = repeat.shape_count if repeat.shape else repeat.count
         if not records.first_to_record(self.state, tracked.session_id,
@@ -99,6 +104,18 @@ class ToolRepeats:
         events.warning(report.tool_repeat_line(
             project=report.project_label(tracked.project, self.home),
             session_id=tracked.session_id, call=label, count=count, rule=rule))
+
+
+def _hooks_count(state: Path, session_id: str) -> bool:
+    """Whether the session's tool-call hooks keep its counts (their state file is there):
+    they decide its loops with the tree's fingerprint, which a transcript does not hold,
+    and log them; the watcher logs only the loops of sessions without them."""
+    from ..tools.store import state_path
+
+    try:
+        return os.path.lexists(state_path(state, session_id))
+    except ValueError:
+        return False
 
 
 def _note_streak(streaks: Streaks, repeat: ToolRepeat) -> Streaks:
