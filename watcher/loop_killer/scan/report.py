@@ -90,7 +90,14 @@ def _loop(row: LoopRow) -> dict[str, Any]:
         "tokens": row.tokens.to_dict(),
         "avoidable_tokens": row.avoidable.total,
         "cost_usd": _usd(row.cost_usd),
+        "what": _what(row),
     }
+
+
+def _what(row: LoopRow) -> str:
+    """What looped, as the table's last column and the JSON's ``what`` say it: the call
+    (``Bash: cat PLAN.md``), or the rule and the first words of the repeated reply."""
+    return printable(row.loop.label + (" (subagent)" if row.subagent else ""))
 
 
 def _path(path: str) -> str:
@@ -145,7 +152,7 @@ _MARKS = {"exact": "", "fallback": "*", "unpriced": "?"}
 
 def _row(row: LoopRow, home: str | None, compact: bool) -> list[str]:
     loop = row.loop
-    what = printable(loop.label + (" (subagent)" if row.subagent else ""))
+    what = _what(row)
     project = printable(project_label(row.project, home))
     cost = _money(row.cost_usd) + _MARKS[row.priced]
     if compact:
