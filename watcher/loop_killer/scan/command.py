@@ -20,6 +20,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..helptext import PROJECTS_DEFAULT
+
 if TYPE_CHECKING:
     from ..config import Settings
     from .files import Listing
@@ -75,7 +77,7 @@ def add_arguments_scan(parser: argparse.ArgumentParser) -> None:
                              "(input, output, cache_read, cache_creation), or LiteLLM's "
                              "model_prices_and_context_window.json; over the defaults")
     parser.add_argument("--root", type=Path, default=None,
-                        help="folder of project folders (default: $CLAUDE_CONFIG_DIR/projects)")
+                        help=f"folder of project folders (default: {PROJECTS_DEFAULT})")
     parser.add_argument("--jobs", type=int, metavar="N", default=None,
                         help="worker processes (default: one per core; 1: none)")
     parser.add_argument("--no-cache", dest="cache", action="store_false",

@@ -27,6 +27,7 @@ import orjson
 
 from ..engine.rules import RULE_MANUAL, RULE_REFUSED_RETRIES, rule_phrase
 from ..engine.tool_repeat import RULE_TOOL_REPEAT
+from ..helptext import PROJECTS_DEFAULT, STATE_DEFAULT
 from ..printable import printable, terminal_width, wrap
 from ..state import journal
 from ..state.files import is_plain_id, list_transcripts, projects_dir, session_id_of, state_dir
@@ -41,8 +42,7 @@ __all__ = ["add_arguments_clear", "add_arguments_config", "add_arguments_status"
 
 def _state_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state-dir", type=Path, default=None,
-                        help="loop-killer's state folder (default: $LOOP_KILLER_STATE_DIR or "
-                             "$CLAUDE_CONFIG_DIR/loop-killer)")
+                        help=f"loop-killer's state folder (default: {STATE_DEFAULT})")
 
 
 def add_arguments_status(parser: argparse.ArgumentParser) -> None:
@@ -57,7 +57,7 @@ def add_arguments_clear(parser: argparse.ArgumentParser) -> None:
                         help="only project folders whose name or path contains TEXT (to "
                              "choose between sessions of one id in several projects)")
     parser.add_argument("--root", type=Path, default=None,
-                        help="folder of project folders (default: $CLAUDE_CONFIG_DIR/projects)")
+                        help=f"folder of project folders (default: {PROJECTS_DEFAULT})")
     _state_option(parser)
 
 
