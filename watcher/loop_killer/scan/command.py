@@ -119,7 +119,7 @@ def _bad_arguments(args: argparse.Namespace, root: Path) -> str:
 
 def _scan(args: argparse.Namespace, gc_pace: tuple[int, int, int]) -> int:
     from ..config import load_settings
-    from ..printable import printable
+    from ..printable import output_width, printable
     from ..state.files import projects_dir, state_dir
     from .files import find_transcripts
     from .prices import PriceError, PriceTable, read_price_file
@@ -150,8 +150,7 @@ def _scan(args: argparse.Namespace, gc_pace: tuple[int, int, int]) -> int:
         sys.stdout.buffer.write(json_bytes(summary, root=str(root), top=top))
         sys.stdout.flush()
         return 0
-    # Cut the table to the terminal; piped into a file or a pager, keep it whole.
-    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 0
+    width = output_width(sys.stdout) or 0  # (a pipe too: 80 columns, or $COLUMNS)
     sys.stdout.write(human_report(summary, width=width, home=os.environ.get("HOME"),
                                   root=str(root), seconds=time.monotonic() - started,
                                   top=TOP if top is None else top))

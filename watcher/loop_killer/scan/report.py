@@ -170,7 +170,7 @@ def human_report(summary: Summary, *, width: int = 120, home: str | None = None,
     """The table, biggest loop first (as ordered in ``summary``), a totals row, then what
     was read and skipped.
 
-    ``width``: the terminal's columns (0: not a terminal, nothing is cut); ``compact``:
+    ``width``: the columns to fit (0: nothing is cut); ``compact``:
     the narrow table (None: when ``width`` is under ``COMPACT_BELOW``, or the full table
     would not fit it, its other columns being wide); ``top``: the
     loops shown (None or 0: all; a line says how many more there are); ``home``: the
@@ -220,7 +220,7 @@ def _sessions(summary: Summary, home: str | None, width: int) -> list[str]:
         return []
     lines = ["", "Sessions where Claude Code recorded its own cost (cost-state):"]
     for s in known[:10]:
-        lines += wrap(  # (to the terminal's width, under a hanging indent; 0: not one)
+        lines += wrap(  # (to the width, under a hanging indent; 0: whole)
             f"  {printable(s.session_id[:8])}  {printable(project_label(s.project, home), 28)}: "
             f"loops {_money(s.loops_cost_usd)} of {_money(s.estimated_cost_usd)} estimated here"
             f", {_money(s.claude_code_cost_usd or 0.0)} by Claude Code", width or None, 12)
