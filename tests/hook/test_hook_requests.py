@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from loop_killer.hook.stop_hook import run
 from loop_killer.state.inbox import ClearRequest, discard_request, write_request
+from owners import give_to_another_user
 
 from .kit import fixture_transcript, journal, lines_of, raw, stop_input, write
 
@@ -191,7 +192,7 @@ def test_a_linked_requests_folder_is_never_acted_on_nor_emptied(
 
 def test_a_request_another_user_owns_is_never_acted_on(transcript: Path, state: Path) -> None:
     path = write_request(state, _request(transcript))
-    os.chown(path, 65534, 65534)
+    give_to_another_user(path)
     assert run(raw(stop_input(transcript, active=False)), env=_env(state)) is None
     assert journal(state) == []
 
@@ -202,7 +203,7 @@ def test_a_request_in_a_folder_others_can_write_is_never_acted_on(
     write_request(state, _request(transcript))
     folder = state / "requests"
     if how == "another owner":
-        os.chown(folder, 65534, 65534)
+        give_to_another_user(folder)
     else:
         os.chmod(folder, 0o777)
     assert run(raw(stop_input(transcript, active=False)), env=_env(state)) is None

@@ -34,6 +34,8 @@ def _write_config(text: bytes) -> None:
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    # (whole lines to read: piped, a report is 80 columns unless $COLUMNS says)
+    env = {**(os.environ if env is None else env), "COLUMNS": "400"}
     return subprocess.run([sys.executable, "-m", "loop_killer.cli", *args], capture_output=True,
                           text=True, timeout=TIMEOUT, check=False, env=env)
 

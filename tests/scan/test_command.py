@@ -21,7 +21,7 @@ SESSION_A = "aaaaaaaa-2222-4333-8444-555555555555"
 SESSION_B = "bbbbbbbb-2222-4333-8444-555555555555"
 SAME = "I am still working on the auth tests; the condition is not met yet."
 LOOP_KEYS = {"session_id", "project", "transcript_path", "kind", "rule", "replies",
-             "first_at", "last_at", "tokens", "avoidable_tokens", "cost_usd"}
+             "first_at", "last_at", "tokens", "avoidable_tokens", "cost_usd", "what"}
 TOKEN_KEYS = {"input", "output", "cache_read", "cache_creation", "total"}
 SESSION_KEYS = {"session_id", "project", "first_at", "tokens", "cost_usd", "models", "loops",
                 "loops_cost_usd", "claude_code_cost_usd"}
@@ -103,7 +103,21 @@ def test_json_document_has_exactly_the_documented_schema(capsys: pytest.CaptureF
     assert document["scan"]["transcripts"] == 3
 
 
-def test_the_table_is_biggest_first_with_totals(capsys: pytest.CaptureFixture[str]) -> None:
+def test_each_json_loop_says_what_looped_as_the_table_does(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    history(projects_dir())
+    same, tool = json.loads(run(capsys, "--json")[1])["loops"]
+    assert same["what"] == f"3 similar replies to re-prompts: {SAME}"
+    assert tool["what"] == "Bash: pytest -x (subagent)"
+    monkeypatch.setenv("COLUMNS", "300")  # (the full table, its What column whole)
+    table = run(capsys)[1]
+    for loop in (same, tool):
+        assert f"│ {loop['what']} " in table, table
+
+
+def test_the_table_is_biggest_first_with_totals(capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # (wide enough for the full table)
     history(projects_dir())
     code, out, err = run(capsys)
     assert code == 0 and err == ""

@@ -13,6 +13,7 @@ import pytest
 from loop_killer.engine.tool_repeat import ToolRepeatCounter
 from loop_killer.tools import store
 from loop_killer.tools.hook import run_input
+from owners import give_to_another_user
 
 from .kit import FAIL, SESSION, before, failed, prompt
 
@@ -220,7 +221,7 @@ def blocked_counts() -> dict:
 
 def test_counts_another_user_owns_refuse_nothing(state: Path) -> None:
     path = blocked_state(state)
-    os.chown(path, 65534, 65534)
+    give_to_another_user(path)
     assert run(before()) is None
 
 

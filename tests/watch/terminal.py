@@ -59,3 +59,43 @@ class OnTerminal:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+
+
+def piped_on_a_terminal(argv: Sequence[str], *, columns: int = 191, timeout: float = 60.0
+                        ) -> str:
+    """What ``argv`` writes to its stdout, a pipe, run as ``argv | cat`` runs in a person's
+    ``columns``-wide terminal: stdin and stderr on that terminal (its progress bars go
+    there, and are read away so that it never waits on a full terminal)."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    read_end, write_end = os.pipe()
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    proc = subprocess.Popen(list(argv), stdin=slave, stdout=write_end, stderr=slave, env=env,
+                            start_new_session=True, close_fds=True)
+    os.close(slave)
+    os.close(write_end)
+    out = b""
+    open_ends = {master, read_end}
+    deadline = time.monotonic() + timeout
+    try:
+        while open_ends:
+            left = deadline - time.monotonic()
+            assert left > 0, f"timed out; piped so far:\n{out.decode(errors='replace')}"
+            ready, _, _ = select.select(list(open_ends), [], [], min(left, 0.5))
+            for fd in ready:
+                try:
+                    chunk = os.read(fd, 65536)
+                except OSError:  # EIO: the terminal's other side is closed
+                    chunk = b""
+                if not chunk:
+                    open_ends.discard(fd)
+                elif fd == read_end:
+                    out += chunk
+        proc.wait(timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        os.close(master)
+        os.close(read_end)
+    return out.decode()

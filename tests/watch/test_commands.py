@@ -14,6 +14,13 @@ from transcripts import Lines, append
 from .helpers import wait_for
 
 
+@pytest.fixture(autouse=True)
+def whole_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows read whole: piped, a report is 80 columns unless $COLUMNS says (the widths
+    are tests/watch/test_fits.py's)."""
+    monkeypatch.setenv("COLUMNS", "400")
+
+
 def run(capsys, *argv: str) -> tuple[int, str, str]:
     code = cli.main(list(argv))
     out, err = capsys.readouterr()

@@ -1,6 +1,8 @@
 """What a person sees fits the terminal: at 80 columns, on a pseudo-terminal, every line
 of ``config``, ``status``, ``doctor`` and the watcher is at most 80 columns, wrapped at
-spaces under a hanging indent; to a pipe each record stays on one line."""
+spaces under a hanging indent. Through a pipe, the commands' reports and every ``--help``
+fit 80 columns too (never more than 100: a word longer than a line), no line padded with
+spaces; the watcher's log keeps each record on one line there."""
 
 from __future__ import annotations
 
@@ -8,14 +10,14 @@ import logging
 import os
 import shutil
 import signal
-import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from loop_killer.printable import display_width, wrap
 from transcripts import Lines, append
 
-from .terminal import OnTerminal
+from .terminal import OnTerminal, piped_on_a_terminal
 
 
 def _cli(*args: str) -> list[str]:
@@ -38,7 +40,7 @@ def test_wrap_cuts_at_spaces_under_a_hanging_indent():
     assert wrap("x" * 100, 40, indent=4) == ["x" * 40, "    " + "x" * 36, "    " + "x" * 24]
 
 
-def test_config_fits_80_columns_on_a_terminal_and_stays_whole_in_a_pipe(
+def test_config_fits_80_columns_on_a_terminal_and_in_a_pipe(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # (a list longer than a line: nothing is ignored by default)
     monkeypatch.setenv("LOOP_KILLER_IGNORE_TOOLS", ",".join(
@@ -49,9 +51,11 @@ def test_config_fits_80_columns_on_a_terminal_and_stays_whole_in_a_pipe(
     lines = shown.splitlines()
     row = next(i for i, line in enumerate(lines) if line.startswith("ignore_tools"))
     assert lines[row + 1].startswith(" " * len("ignore_tools"))  # wrapped in its column
-    piped = subprocess.run(_cli("config"), capture_output=True, text=True, check=False).stdout
-    (whole,) = [line for line in piped.splitlines() if line.startswith("ignore_tools")]
-    assert len(whole) > 80
+    piped = piped_on_a_terminal(_cli("config"), columns=191)  # (`config | cat`: 80 columns)
+    _fits(piped)
+    lines = piped.splitlines()
+    row = next(i for i, line in enumerate(lines) if line.startswith("ignore_tools"))
+    assert lines[row + 1].startswith(" " * len("ignore_tools"))
 
 
 def test_doctor_fits_80_columns_on_a_terminal():
@@ -114,3 +118,43 @@ def test_the_log_formatter_wraps_only_on_a_terminal(tmp_path):
         formatter = PrintableFormatter("%(asctime)s  %(message)s", "%H:%M:%S",
                                        stream=to_a_file)
         assert "\n" not in formatter.format(record)
+
+
+def _plant_history(root: Path) -> None:
+    """A re-prompt loop and a tool-repeat loop, in projects with long names."""
+    goal = Lines(cwd="/home/dev/a-rather-long-project-folder-name-for-the-goal-loop")
+    append(goal.path_in(root), goal.goal_loop(4))
+    tools = Lines(cwd="/home/dev/認証テストの長いプロジェクトフォルダ名")
+    append(tools.path_in(root), tools.prompt() + [
+        line for _ in range(4) for line in tools.answer("Running the tests again.", tool=True)])
+
+
+def _argv(command: str) -> list[str]:
+    if command == "loop-killer-watch --help":
+        from .conftest import watch_command
+
+        return [*watch_command(), "--help"]
+    return _cli(*command.split())
+
+
+def _every_report_and_help() -> list[str]:
+    from loop_killer.cli import COMMANDS
+
+    return ["config", "doctor", "status", "scan --jobs 1", "--help",
+            *(f"{name} --help" for name in COMMANDS), "loop-killer-watch --help"]
+
+
+@pytest.mark.parametrize("command", _every_report_and_help())
+def test_what_is_piped_fits_100_columns_and_no_line_ends_in_spaces(command: str) -> None:
+    """``loop-killer COMMAND | cat`` in a 191-column terminal: every line at most 100
+    columns (80, save a word longer than that), none padded with spaces."""
+    from loop_killer.state.files import projects_dir
+
+    _plant_history(projects_dir())
+    shown = piped_on_a_terminal(_argv(command), columns=191)
+    assert shown.strip(), f"{command} printed nothing"
+    if command == "scan --jobs 1":
+        assert "2 loops" in shown  # (the table, not "No loops found.")
+    _fits(shown, 100)
+    padded = [line for line in shown.splitlines() if line != line.rstrip()]
+    assert not padded, "lines ending in spaces:\n" + "\n".join(map(repr, padded))

@@ -1,4 +1,5 @@
-"""``loop-killer``: the command line (status, clear, install, doctor, hook).
+"""``loop-killer``: the command line (status, clear, config, install, doctor, scan, top;
+and ``hook``, which the plugin runs and ``--help`` does not list).
 
 Each subcommand lives with the part of the product it belongs to and is imported only
 when used, so a call stays quick and never imports watchdog needlessly.
@@ -9,6 +10,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+
+from .helptext import HelpFormatter
 
 # subcommand -> (module, function, one-line help). Each module also provides
 # ``add_arguments_<function>(parser)`` when the subcommand takes options.
@@ -23,11 +26,13 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "scan": ("loop_killer.scan.command", "scan", "every past loop in the history, and its cost"),
     "top": ("loop_killer.top.app", "top", "every session active lately, live, one row each"),
 }
+INTERNAL = frozenset({"hook"})
+"""Subcommands run by the plugin, not by a person: ``--help`` does not list them."""
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="loop-killer",
+        prog="loop-killer", formatter_class=HelpFormatter,
         description="Stop the loops Claude Code sessions get stuck in. A re-prompt loop (a "
                     "Stop hook such as /goal re-prompts, the model answers without working): "
                     "the turn is stopped and the goal cleared. A tool-repeat loop (the same "
@@ -36,7 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, function, help_text) in COMMANDS.items():
-        sub = subparsers.add_parser(name, help=help_text, description=help_text)
+        if name in INTERNAL:  # (without a help text, argparse does not list it)
+            sub = subparsers.add_parser(name, description=help_text,
+                                        formatter_class=HelpFormatter)
+        else:
+            sub = subparsers.add_parser(name, help=help_text, description=help_text,
+                                        formatter_class=HelpFormatter)
         sub.set_defaults(_target=(module_name, function))
         if _wanted(name):  # (only its own options: `scan --help` loads no other command)
             module = importlib.import_module(module_name)

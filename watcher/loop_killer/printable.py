@@ -6,10 +6,12 @@ line loop-killer prints (hook notices and toasts, the watcher's terminal and log
 ``loop-killer status``, ``scan``) goes through ``printable``.
 
 What is printed to a terminal also fits it: ``terminal_width`` says how wide the terminal
-a stream writes to is (None for a file or a pipe, which keep one record per line), and
-``wrap`` cuts a line to that width at spaces, with a hanging indent. Text is measured as
-a terminal shows it (``display_width``): wide East Asian characters and most emoji take
-two columns, combining marks and zero-width characters none.
+a stream writes to is (None for a file or a pipe: a log keeps one record per line), and
+``wrap`` cuts a line to that width at spaces, with a hanging indent. A command's report
+(``config``, ``doctor``, ``status``, ``scan``) is read by a person through a pipe too
+(``| less``, ``| cat``): ``output_width`` gives it 80 columns there (or ``$COLUMNS``).
+Text is measured as a terminal shows it (``display_width``): wide East Asian characters
+and most emoji take two columns, combining marks and zero-width characters none.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool-call hook imports this
 if TYPE_CHECKING:
     from typing import TextIO
 
-__all__ = ["MIN_WIDTH", "char_width", "display_width", "printable", "terminal_width",
-           "without_controls", "wrap"]
+__all__ = ["MIN_WIDTH", "PIPE_WIDTH", "char_width", "display_width", "output_width",
+           "printable", "terminal_width", "without_controls", "wrap"]
 
 # C0 and C1 control characters (ESC, BEL, CSI ...), DEL, and the bidirectional and
 # line-separating code points that can reorder or split what a terminal shows.
@@ -63,16 +65,41 @@ def terminal_width(stream: TextIO | None) -> int | None:
         fd = stream.fileno()
     except (AttributeError, OSError, ValueError):  # closed, or a stand-in without a fd
         return None
-    try:
-        columns = int(os.environ.get("COLUMNS", ""))
-    except ValueError:
-        columns = 0
+    columns = _columns_variable()
     if columns <= 0:
         try:
             columns = os.get_terminal_size(fd).columns
         except OSError:
             return None
     return columns if columns >= MIN_WIDTH else None
+
+
+PIPE_WIDTH = 80
+"""The columns of a report written to a pipe or a file (as rich and ``shutil`` assume)."""
+
+
+def output_width(stream: TextIO | None) -> int | None:
+    """The columns a report for a person fits: its terminal's (``terminal_width``), else
+    ``$COLUMNS`` or ``PIPE_WIDTH`` for a pipe or a file, which is read by a person too."""
+    if stream is not None and _is_terminal(stream):
+        return terminal_width(stream)
+    columns = _columns_variable()
+    return columns if columns >= MIN_WIDTH else PIPE_WIDTH
+
+
+def _columns_variable() -> int:
+    """``$COLUMNS`` (0 when unset or not a number)."""
+    try:
+        return int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        return 0
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 _ZERO_WIDTH = frozenset({"\u200b", "\u200c", "\u200d", "\u2060", "\ufeff"})

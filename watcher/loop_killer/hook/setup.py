@@ -197,9 +197,9 @@ def doctor(args: argparse.Namespace, *, run: Runner | None = None,
     env = os.environ if env is None else env
     run = run or _runner(env)
     checks = run_checks(claude=getattr(args, "claude", None), run=run, env=env)
-    from ..printable import printable, terminal_width, wrap
+    from ..printable import output_width, printable, wrap
 
-    width = terminal_width(sys.stdout)
+    width = output_width(sys.stdout)
     for check in checks:
         # Details quote paths and files others may write: no control codes reach the terminal.
         line = f"{check.level.upper():<5} {check.what}: {printable(check.detail)}"

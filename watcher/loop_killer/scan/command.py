@@ -20,6 +20,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..helptext import PROJECTS_DEFAULT
+
 if TYPE_CHECKING:
     from ..config import Settings
     from .files import Listing
@@ -75,7 +77,7 @@ def add_arguments_scan(parser: argparse.ArgumentParser) -> None:
                              "(input, output, cache_read, cache_creation), or LiteLLM's "
                              "model_prices_and_context_window.json; over the defaults")
     parser.add_argument("--root", type=Path, default=None,
-                        help="folder of project folders (default: $CLAUDE_CONFIG_DIR/projects)")
+                        help=f"folder of project folders (default: {PROJECTS_DEFAULT})")
     parser.add_argument("--jobs", type=int, metavar="N", default=None,
                         help="worker processes (default: one per core; 1: none)")
     parser.add_argument("--no-cache", dest="cache", action="store_false",
@@ -117,7 +119,7 @@ def _bad_arguments(args: argparse.Namespace, root: Path) -> str:
 
 def _scan(args: argparse.Namespace, gc_pace: tuple[int, int, int]) -> int:
     from ..config import load_settings
-    from ..printable import printable
+    from ..printable import output_width, printable
     from ..state.files import projects_dir, state_dir
     from .files import find_transcripts
     from .prices import PriceError, PriceTable, read_price_file
@@ -148,8 +150,7 @@ def _scan(args: argparse.Namespace, gc_pace: tuple[int, int, int]) -> int:
         sys.stdout.buffer.write(json_bytes(summary, root=str(root), top=top))
         sys.stdout.flush()
         return 0
-    # Cut the table to the terminal; piped into a file or a pager, keep it whole.
-    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 0
+    width = output_width(sys.stdout) or 0  # (a pipe too: 80 columns, or $COLUMNS)
     sys.stdout.write(human_report(summary, width=width, home=os.environ.get("HOME"),
                                   root=str(root), seconds=time.monotonic() - started,
                                   top=TOP if top is None else top))

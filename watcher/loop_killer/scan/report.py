@@ -90,7 +90,14 @@ def _loop(row: LoopRow) -> dict[str, Any]:
         "tokens": row.tokens.to_dict(),
         "avoidable_tokens": row.avoidable.total,
         "cost_usd": _usd(row.cost_usd),
+        "what": _what(row),
     }
+
+
+def _what(row: LoopRow) -> str:
+    """What looped, as the table's last column and the JSON's ``what`` say it: the call
+    (``Bash: cat PLAN.md``), or the rule and the first words of the repeated reply."""
+    return printable(row.loop.label + (" (subagent)" if row.subagent else ""))
 
 
 def _path(path: str) -> str:
@@ -145,7 +152,7 @@ _MARKS = {"exact": "", "fallback": "*", "unpriced": "?"}
 
 def _row(row: LoopRow, home: str | None, compact: bool) -> list[str]:
     loop = row.loop
-    what = printable(loop.label + (" (subagent)" if row.subagent else ""))
+    what = _what(row)
     project = printable(project_label(row.project, home))
     cost = _money(row.cost_usd) + _MARKS[row.priced]
     if compact:
@@ -163,7 +170,7 @@ def human_report(summary: Summary, *, width: int = 120, home: str | None = None,
     """The table, biggest loop first (as ordered in ``summary``), a totals row, then what
     was read and skipped.
 
-    ``width``: the terminal's columns (0: not a terminal, nothing is cut); ``compact``:
+    ``width``: the columns to fit (0: nothing is cut); ``compact``:
     the narrow table (None: when ``width`` is under ``COMPACT_BELOW``, or the full table
     would not fit it, its other columns being wide); ``top``: the
     loops shown (None or 0: all; a line says how many more there are); ``home``: the
@@ -213,7 +220,7 @@ def _sessions(summary: Summary, home: str | None, width: int) -> list[str]:
         return []
     lines = ["", "Sessions where Claude Code recorded its own cost (cost-state):"]
     for s in known[:10]:
-        lines += wrap(  # (to the terminal's width, under a hanging indent; 0: not one)
+        lines += wrap(  # (to the width, under a hanging indent; 0: whole)
             f"  {printable(s.session_id[:8])}  {printable(project_label(s.project, home), 28)}: "
             f"loops {_money(s.loops_cost_usd)} of {_money(s.estimated_cost_usd)} estimated here"
             f", {_money(s.claude_code_cost_usd or 0.0)} by Claude Code", width or None, 12)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..config import load_settings
+from ..helptext import PROJECTS_DEFAULT, STATE_DEFAULT
 from ..scan.prices import PriceTable
 from ..state import journal
 from ..state.files import list_transcripts, projects_dir, session_id_of, state_dir
@@ -66,10 +67,9 @@ def add_arguments_top(parser: argparse.ArgumentParser) -> None:
                         help="show sessions whose transcript grew within AGE (30m, 1h, 2d; "
                              "default 1h)")
     parser.add_argument("--state-dir", type=Path, default=None,
-                        help="loop-killer's state folder (default: $LOOP_KILLER_STATE_DIR or "
-                             "$CLAUDE_CONFIG_DIR/loop-killer)")
+                        help=f"loop-killer's state folder (default: {STATE_DEFAULT})")
     parser.add_argument("--root", type=Path, default=None,
-                        help="folder of project folders (default: $CLAUDE_CONFIG_DIR/projects)")
+                        help=f"folder of project folders (default: {PROJECTS_DEFAULT})")
 
 
 class _Tokens:

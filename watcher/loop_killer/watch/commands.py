@@ -27,7 +27,8 @@ import orjson
 
 from ..engine.rules import RULE_MANUAL, RULE_REFUSED_RETRIES, rule_phrase
 from ..engine.tool_repeat import RULE_TOOL_REPEAT
-from ..printable import printable, terminal_width, wrap
+from ..helptext import PROJECTS_DEFAULT, STATE_DEFAULT
+from ..printable import output_width, printable, wrap
 from ..state import journal
 from ..state.files import is_plain_id, list_transcripts, projects_dir, session_id_of, state_dir
 from ..state.inbox import ClearRequest, InvalidRequest, peek_request, write_request
@@ -41,8 +42,7 @@ __all__ = ["add_arguments_clear", "add_arguments_config", "add_arguments_status"
 
 def _state_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state-dir", type=Path, default=None,
-                        help="loop-killer's state folder (default: $LOOP_KILLER_STATE_DIR or "
-                             "$CLAUDE_CONFIG_DIR/loop-killer)")
+                        help=f"loop-killer's state folder (default: {STATE_DEFAULT})")
 
 
 def add_arguments_status(parser: argparse.ArgumentParser) -> None:
@@ -57,7 +57,7 @@ def add_arguments_clear(parser: argparse.ArgumentParser) -> None:
                         help="only project folders whose name or path contains TEXT (to "
                              "choose between sessions of one id in several projects)")
     parser.add_argument("--root", type=Path, default=None,
-                        help="folder of project folders (default: $CLAUDE_CONFIG_DIR/projects)")
+                        help=f"folder of project folders (default: {PROJECTS_DEFAULT})")
     _state_option(parser)
 
 
@@ -263,7 +263,7 @@ def status(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         return 0 if data["watcher"] else 1
     home = os.environ.get("HOME")
-    width = terminal_width(sys.stdout)
+    width = output_width(sys.stdout)
     beat = data["watcher"]
     if beat:
         how = "polling" if beat["polling"] else "watching"
@@ -436,7 +436,7 @@ def config(args: argparse.Namespace) -> int:
         sys.stdout.buffer.write(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
         sys.stdout.flush()
         return 1 if settings.problems else 0
-    width = terminal_width(sys.stdout)
+    width = output_width(sys.stdout)
     _say(f"config file: {config_path(state)}", width)
     rows = [[name, ", ".join(map(str, value)) if isinstance(value, list) else str(value),
              settings.sources.get(name, "default")] for name, value in values.items()]

@@ -17,6 +17,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, TextIO
 
 from ..config import load_settings
+from ..helptext import PROJECTS_DEFAULT, STATE_DEFAULT, HelpFormatter
 from ..printable import terminal_width, without_controls, wrap
 from ..state.files import ensure_private_dir, projects_dir, state_dir
 from . import notify
@@ -115,7 +116,7 @@ def _positive(text: str) -> float:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="loop-killer-watch",
+        prog="loop-killer-watch", formatter_class=HelpFormatter,
         description="Follow every Claude Code session live and print each loop and what "
                     "was done about it. A re-prompt loop (a Stop hook such as /goal "
                     "re-prompts, the model answers without working): its Stop hook is asked "
@@ -125,11 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "watcher shows it.",
     )
     parser.add_argument("--root", type=Path, default=None,
-                        help="folder of project folders to watch "
-                             "(default: $CLAUDE_CONFIG_DIR/projects or ~/.claude/projects)")
+                        help=f"folder of project folders to watch (default: {PROJECTS_DEFAULT})")
     parser.add_argument("--state-dir", type=Path, default=None,
-                        help="loop-killer's state folder (default: $LOOP_KILLER_STATE_DIR "
-                             "or $CLAUDE_CONFIG_DIR/loop-killer)")
+                        help=f"loop-killer's state folder (default: {STATE_DEFAULT})")
     parser.add_argument("--verbose", "-v", action="store_true",
                         help="say what is being followed, and why")
     parser.add_argument("--poll", action="store_true",

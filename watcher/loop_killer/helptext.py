@@ -1,0 +1,28 @@
+"""``--help`` as a person reads it: argparse's layout, but a name such as ``loop-killer``
+or ``--state-dir`` is never broken at its hyphen ("loop-" at a line's end, "killer" on
+the next), and the defaults are named the way a person knows them."""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+
+__all__ = ["PROJECTS_DEFAULT", "STATE_DEFAULT", "HelpFormatter"]
+
+PROJECTS_DEFAULT = "~/.claude/projects, or $CLAUDE_CONFIG_DIR/projects"
+"""Where the transcripts are unless ``--root`` says (``state.files.projects_dir``)."""
+
+STATE_DEFAULT = ("~/.claude/loop-killer, or $CLAUDE_CONFIG_DIR/loop-killer; "
+                 "$LOOP_KILLER_STATE_DIR overrides both")
+"""loop-killer's state folder unless ``--state-dir`` says (``state.files.state_dir``)."""
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's help, wrapped at spaces only (a word longer than a line is still cut)."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return textwrap.fill(" ".join(text.split()), width, initial_indent=indent,
+                             subsequent_indent=indent, break_on_hyphens=False)
