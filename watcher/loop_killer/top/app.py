@@ -337,5 +337,5 @@ def top(args: argparse.Namespace) -> int:
                 elif key in ("c", "C") and screen.rows:
                     row = screen.rows[selected]
                     asking = row.session_id
-                    message = (f"end the loop of {row.project_text} {row.session_text}? "
-                               "y: ask its next Stop hook to; any other key: no")
+                    message = (f"end the loop of {row.project_text} {row.session_text} at "
+                               "its next Stop? y: yes, other keys: no")

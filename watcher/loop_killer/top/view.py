@@ -131,7 +131,7 @@ def render(screen: Screen, *, selected: int, width: int, height: int, message: s
            now: float) -> RenderableType:
     title = Text(screen.watcher, style="bold" if screen.watcher_running else "bold white on red",
                  no_wrap=True, overflow="ellipsis")
-    shown = visible_rows(len(screen.rows), selected, height)
+    shown = visible_rows(len(screen.rows), selected, height - (1 if message else 0))
     columns = layout(list(screen.rows), width)  # of every row: steady while scrolling
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, GAP - 1, 0, 0),
                   show_edge=False, collapse_padding=True)
