@@ -27,7 +27,7 @@ from loop_killer.top.rows import (
     project_names,
     tokens_text,
 )
-from loop_killer.top.view import render, visible_rows
+from loop_killer.top.view import cut_left, render, visible_rows
 from loop_killer.watch.usage import Spent, UsageTally, reply_tokens
 from rich.console import Console
 from transcripts import Lines, append, data
@@ -125,6 +125,9 @@ def test_a_project_is_named_by_its_folders_last_part_told_apart_from_the_left() 
         "/srv/api": "/srv/api", "/srv/old/api": "…/old/api", "/api": "/api"}
     assert project_names(["/home/dev/api", "/home/dev/x/home/dev/api"], "/home/dev") == {
         "/home/dev/api": "~/api", "/home/dev/x/home/dev/api": "…/x/home/dev/api"}
+    # Too long for its column: cut from the left, where the ending tells it apart.
+    assert cut_left("a-rather-long-project-name-12", 16) == "…project-name-12"
+    assert cut_left("日本語プロジェクト-07", 10) == "…ェクト-07"  # (two columns a character)
 
 
 def test_a_clear_request_is_shown_and_kept_in_view_past_the_window() -> None:

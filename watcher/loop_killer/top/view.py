@@ -21,7 +21,7 @@ from rich.text import Text
 from ..printable import display_width
 from .rows import Attention, Row, Screen, Words, ago_short
 
-__all__ = ["KEYS_HELP", "Layout", "fit", "layout", "render", "visible_rows"]
+__all__ = ["KEYS_HELP", "Layout", "cut_left", "fit", "layout", "render", "visible_rows"]
 
 KEYS_HELP = "q quit · ↑/↓ (k/j) select · c end the selected session's loop at its next Stop"
 
@@ -79,12 +79,14 @@ def cut_left(text: str, width: int) -> str:
     """``text`` in ``width`` columns, its beginning dropped for an ellipsis when too long."""
     if display_width(text) <= width:
         return text
-    kept = ""
+    kept: list[str] = []
+    used = 1  # the ellipsis
     for char in reversed(text):
-        if display_width(kept) + display_width(char) > width - 1:
+        used += display_width(char)
+        if used > width:
             break
-        kept = char + kept
-    return "…" + kept
+        kept.append(char)
+    return "…" + "".join(reversed(kept))
 
 
 def layout(rows: list[Row], width: int) -> Layout:
