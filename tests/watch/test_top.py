@@ -13,18 +13,21 @@ from pathlib import Path
 import pytest
 from loop_killer.state import journal
 from loop_killer.state.inbox import peek_request
+from loop_killer.state.refused import Refused
 from loop_killer.state.status import SessionStatus, WatcherHeartbeat, write_session_status
 from loop_killer.top.app import StateReader, ask_to_clear, decode_keys, parse_window
 from loop_killer.top.rows import (
     Attention,
     LastDetection,
     Limits,
+    Screen,
     build_screen,
     fold_record,
     money,
+    project_names,
     tokens_text,
 )
-from loop_killer.top.view import render, visible_rows
+from loop_killer.top.view import cut_left, render, visible_rows
 from loop_killer.watch.usage import Spent, UsageTally, reply_tokens
 from rich.console import Console
 from transcripts import Lines, append, data
@@ -44,9 +47,10 @@ def status(session_id: str, **changes: object) -> SessionStatus:
 
 
 def screen_of(*statuses: SessionStatus, detections: dict[str, LastDetection] | None = None,
-              beat: WatcherHeartbeat | None = None, window: float = 3600.0):
+              beat: WatcherHeartbeat | None = None, window: float = 3600.0,
+              cwds: dict[str, str] | None = None, refused: dict[str, Refused] | None = None):
     return build_screen(statuses, detections or {}, {}, beat=beat, limits=Limits(), now=NOW,
-                        window=window, home="/home/dev")
+                        window=window, home="/home/dev", cwds=cwds, refused=refused)
 
 
 # -- rows ---------------------------------------------------------------------------------
@@ -64,21 +68,37 @@ def test_what_each_session_is_doing_sorted_by_what_needs_attention_first() -> No
         status("stopped"),
         status("old", last_activity=NOW - 7200),
         detections={"stopped": LastDetection("SAME_REPLY_TURNS", 3, NOW - 20, "",
-                                             "cleared", NOW - 15)})
-    doing = {row.session_id: row.doing for row in screen.rows}
+                                             "cleared", NOW - 15)},
+        refused={"refused": Refused("Bash: ls nope", 2, NOW - 3)})
+    doing = {row.session_id: row.doing[0] for row in screen.rows}
     assert [row.session_id for row in screen.rows] == [
         "refused", "near", "run", "repeating", "stopped", "waiting", "working"]
-    assert doing["refused"] == "refused: Bash: ls nope x4"
+    assert doing["refused"] == "refused x2: Bash: ls nope"
     assert doing["near"] == "re-prompt run 2/6, 2/3 similar"  # 2 of 3 similar: nearer
     assert doing["run"] == "re-prompt run 4/6, 2/3 similar"
-    assert doing["repeating"] == "repeating Bash: npm test x3"
+    assert doing["repeating"] == "repeating x3: Bash: npm test"
     assert doing["stopped"] == "loop stopped (SAME_REPLY_TURNS)"
     assert doing["waiting"] == "waiting for you"
     assert doing["working"] == "working"
     assert "old" not in doing  # outside the window
-    assert screen.summary == ("7 sessions active in the last 1 h; 1 refused, 2 in a re-prompt "
-                              "run, 1 repeating a call")
+    assert screen.summary == ("7 sessions in 1 h: 1 refused, 2 in a re-prompt run, "
+                              "1 repeating")
     assert screen.rows[0].project_text == "proj-refused"  # the home folder left out
+
+
+def test_a_call_is_refused_only_where_a_hook_refused_it() -> None:
+    """Counts say how often a result came back, not that a hook refused anything: a session
+    only the watcher saw (no hook loaded), or one from before the install, reached the
+    refusal's count with nothing refused. Only a hook's logged refusal says "refused"."""
+    at_the_block = status("s", tool_repeats=[{"call": "Bash: sleep 5", "count": 4}])
+    (row,) = screen_of(at_the_block).rows
+    assert row.doing == ("repeating x4: Bash: sleep 5",)
+    assert row.attention == Attention.REPEATING
+    assert screen_of(at_the_block).summary.endswith(": 0 refused, 0 in a re-prompt run, "
+                                                    "1 repeating")
+    (row,) = screen_of(at_the_block, refused={"s": Refused("Bash: sleep 5", 1, NOW)}).rows
+    assert row.doing == ("refused x1: Bash: sleep 5",)
+    assert row.attention == Attention.REFUSED
 
 
 def test_results_past_the_refusal_say_the_call_is_not_being_refused() -> None:
@@ -86,24 +106,44 @@ def test_results_past_the_refusal_say_the_call_is_not_being_refused() -> None:
     Claude Code rejected the input before any hook ran). "refused" would be untrue."""
     screen = screen_of(status("s", tool_repeats=[{"call": "Read: a.py", "count": 321}]))
     (row,) = screen.rows
-    assert row.doing == "still repeating: Read: a.py x321"
-    assert row.attention == Attention.REFUSED  # (first in the list all the same)
+    assert row.doing == ("still repeating x321: Read: a.py",)
+    assert row.attention == Attention.REPEATING
+
+
+def test_a_project_is_named_by_its_folders_last_part_told_apart_from_the_left() -> None:
+    """Named by the session's folder (its lines' cwd), not by the transcript's folder,
+    whose name is the path with every other character made '-': ``home-dev-serv…`` on
+    every row. Two folders ending alike are told apart by the shortest ending no other
+    shares."""
+    cwds = {"a": "/home/dev/team-a/api", "b": "/home/dev/team-b/api", "c": "/home/dev/web",
+            "d": "/home/dev/web", "e": "/home/dev/x/web-app"}
+    screen = screen_of(*(status(name) for name in cwds), status("f"), cwds=cwds)
+    named = {row.session_id: row.project_text for row in screen.rows}
+    assert named == {"a": "…/team-a/api", "b": "…/team-b/api", "c": "web", "d": "web",
+                     "e": "web-app", "f": "proj-f"}  # f: no cwd read yet
+    assert project_names(["/srv/api", "/srv/old/api", "/api"]) == {
+        "/srv/api": "/srv/api", "/srv/old/api": "…/old/api", "/api": "/api"}
+    assert project_names(["/home/dev/api", "/home/dev/x/home/dev/api"], "/home/dev") == {
+        "/home/dev/api": "~/api", "/home/dev/x/home/dev/api": "…/x/home/dev/api"}
+    # Too long for its column: cut from the left, where the ending tells it apart.
+    assert cut_left("a-rather-long-project-name-12", 16) == "…project-name-12"
+    assert cut_left("日本語プロジェクト-07", 10) == "…ェクト-07"  # (two columns a character)
 
 
 def test_a_clear_request_is_shown_and_kept_in_view_past_the_window() -> None:
     screen = screen_of(status("asked", pending_request=True, last_activity=NOW - 9000))
     (row,) = screen.rows
     assert row.attention == Attention.RUN
-    assert row.doing == "clear requested: next Stop ends the loop"
+    assert row.doing == ("clear requested: next Stop ends the loop", "clear requested")
 
 
 def test_a_stopped_loop_is_no_longer_what_a_session_does_once_it_works_again() -> None:
     last = {"s": LastDetection("TOOL_REPEAT", 3, NOW - 600, "", "stopped_no_goal", NOW - 600)}
-    assert screen_of(status("s"), detections=last).rows[0].doing == "waiting for you"
+    assert screen_of(status("s"), detections=last).rows[0].doing == ("waiting for you",)
     assert screen_of(status("s", last_activity=NOW - 590), detections=last
-                     ).rows[0].doing == "loop stopped (TOOL_REPEAT)"
+                     ).rows[0].doing[0] == "loop stopped (TOOL_REPEAT)"
     assert screen_of(status("s", awaiting="turn", last_activity=NOW - 590), detections=last
-                     ).rows[0].doing == "working"
+                     ).rows[0].doing == ("working",)
 
 
 def test_the_watcher_line_says_when_no_watcher_runs() -> None:
@@ -137,7 +177,9 @@ def test_the_last_detection_and_its_outcome_from_the_log_records() -> None:
         {"event": "outcome", "session_id": "a", "rule": "SAME_REPLY_TURNS",
          "outcome": "stopped", "at": NOW - 27},  # a passing word after the last one
         {"event": "detection", "session_id": "b", "rule": "TOOL_REPEAT", "count": 3,
-         "call": "Bash: npm test", "at": NOW - 5},
+         "call": "Bash: npm test", "at": NOW - 5, "source": "hook"},
+        {"event": "detection", "session_id": "e", "rule": "TOOL_REPEAT", "count": 3,
+         "call": "Bash: ls", "at": NOW - 5, "source": "watcher"},  # no hook warned
         {"event": "outcome", "session_id": "c", "rule": "TOOL_REPEAT",
          "outcome": "stopped_no_goal", "at": NOW - 4},  # the ladder's stop: no detection
         {"event": "refusal", "session_id": "b", "rule": "TOOL_REPEAT", "at": NOW - 3},
@@ -147,12 +189,16 @@ def test_the_last_detection_and_its_outcome_from_the_log_records() -> None:
     for record in filter(None, map(journal.decode, records)):  # session 7: not a record
         fold_record(known, record)
     assert known["a"].outcome == "cleared"
-    screen = screen_of(*(status(name) for name in "abcd"), detections=known)
-    shown = {row.session_id: row.detection for row in screen.rows}
-    assert shown["a"] == "SAME_REPLY_TURNS x3 -> CLEARED 28s ago"
-    assert shown["b"] == "TOOL_REPEAT x3 Bash: npm test -> WARNED 5s ago"
-    assert shown["c"] == "TOOL_REPEAT -> STOPPED 4s ago"
-    assert shown["d"].startswith("MANUAL clear -> PENDING")
+    screen = screen_of(*(status(name) for name in "abcde"), detections=known)
+    shown = {row.session_id: row.loop for row in screen.rows}
+    assert shown["a"] == ("SAME_REPLY_TURNS x3 -> CLEARED 28s ago",
+                          "SAME_REPLY_TURNS x3 -> CLEARED", "SAME_REPLY_TURNS -> CLEARED")
+    assert shown["b"] == ("TOOL_REPEAT x3 -> WARNED 5s ago: Bash: npm test",
+                          "TOOL_REPEAT x3 -> WARNED 5s ago", "TOOL_REPEAT x3 -> WARNED",
+                          "TOOL_REPEAT -> WARNED")
+    assert shown["c"][0] == "TOOL_REPEAT -> STOPPED 4s ago"
+    assert shown["d"][0].startswith("MANUAL clear -> PENDING")
+    assert shown["e"][-1] == "TOOL_REPEAT -> NOT WARNED"
 
 
 def test_figures() -> None:
@@ -162,49 +208,59 @@ def test_figures() -> None:
     spent = {"a": (Spent(1234, 0.05), Spent(2_000_000, 12.5))}
     screen = build_screen([status("a")], {}, spent, beat=None, limits=Limits(), now=NOW,
                           window=3600)
-    assert (screen.rows[0].turn, screen.rows[0].total) == ("1.2k $0.05", "2.0M $12.50")
+    assert (screen.rows[0].turn, screen.rows[0].total) == ("1.2k tok $0.05",
+                                                            "2.0M tok $12.50")
 
 
 # -- the screen ---------------------------------------------------------------------------
 
 
 def _drawn(width: int, height: int, rows: int, selected: int = 0
-           ) -> tuple[list[str], list[str]]:
-    """The lines drawn, and the sessions' short ids in row order."""
+           ) -> tuple[list[str], Screen]:
+    """The lines drawn of ``rows`` sessions with long project names and long commands,
+    every third with a loop stopped; and the screen they were drawn from."""
     statuses = [status(f"{i:08x}-aaaa", run_length=i % 3,
-                       project=f"-home-dev-a-rather-long-project-name-{i}",
                        tool_repeats=[{"call": "Bash: " + "x" * 200, "count": 2}])
                 for i in range(rows)]
-    screen = screen_of(*statuses)
+    cwds = {s.session_id: f"/home/dev/a-rather-long-project-name-{i}"
+            for i, s in enumerate(statuses)}
+    stopped = {s.session_id: LastDetection("SAME_REPLY_TURNS", 3, NOW - 50, "", "cleared",
+                                           NOW - 40) for s in statuses[::3]}
+    spent = {s.session_id: (Spent(258_000, 0.18), Spent(12_345_678, 12_345.0))
+             for s in statuses}
+    screen = build_screen(statuses, stopped, spent, beat=None, limits=Limits(), now=NOW,
+                          window=3600, home="/home/dev", cwds=cwds)
     console = Console(width=width, height=height, record=True, color_system=None,
                       force_terminal=True)
     console.print(render(screen, selected=selected, width=width, height=height, message="",
                          now=NOW))
-    return console.export_text().splitlines(), [row.session_text for row in screen.rows]
+    return console.export_text().splitlines(), screen
 
 
 @pytest.mark.parametrize("width", [80, 100, 120, 200])
-def test_the_screen_fits_the_terminal_from_80_columns(width: int) -> None:
-    lines, ids = _drawn(width, 45, 30)
+def test_the_screen_keeps_the_words_that_matter_from_80_columns(width: int) -> None:
+    """Every row's project (its ending, cut from the left), what it is doing and its loop's
+    rule and outcome stay readable; figures get only the room those words leave, and
+    when shown, are whole with their units (an audit found ``258.0k $0.…``)."""
+    lines, screen = _drawn(width, 45, 30)
     assert all(len(line) <= width for line in lines)
     assert len(lines) <= 45
-    assert all(any(short in line for line in lines) for short in ids)  # every session
     header = next(line for line in lines if "PROJECT" in line)
-    assert ("TURN/TOTAL" in header) == (width < 110)
-
-
-@pytest.mark.parametrize("width", [110, 120, 200])
-def test_the_widest_figures_are_shown_whole_on_a_wide_screen(width: int) -> None:
-    """An audit found every figure from 100k tokens up cut to ``258.0k $0.…``."""
-    spent = {"a": (Spent(258_000, 0.18), Spent(12_345_678, 12_345.0))}
-    screen = build_screen([status("a")], {}, spent, beat=None, limits=Limits(), now=NOW,
-                          window=3600)
-    console = Console(width=width, height=20, record=True, color_system=None,
-                      force_terminal=True)
-    console.print(render(screen, selected=0, width=width, height=20, message="", now=NOW))
-    text = console.export_text()
-    assert "258.0k $0.18" in text and "12.3M $12,345" in text
-    assert all(len(line) <= width for line in text.splitlines())
+    for row in screen.rows:
+        (line,) = [line for line in lines if row.session_text in line]
+        number = row.project_text.rsplit("-", 1)[1]
+        assert f"project-name-{number} " in line
+        assert line.split(row.session_text)[0].rstrip().endswith(f"-name-{number}")
+        assert any(words in line for words in row.doing) or (
+            "repeating x2: Bash: x" in line), (row.doing, line)  # (a command cut)
+        if "SAME_REPLY_TURNS" in row.loop[0]:
+            assert "SAME_REPLY_TURNS" in line and "-> CLEARED" in line
+        if "TOTAL" in header:
+            assert "12.3M tok $12,345" in line
+        if "TURN" in header:
+            assert "258.0k tok $0.18" in line
+    assert ("TOTAL" in header) == (width >= 120)
+    assert ("TURN" in header) == (width >= 200)
 
 
 def test_rows_beyond_the_height_scroll_with_the_selection() -> None:
@@ -212,9 +268,10 @@ def test_rows_beyond_the_height_scroll_with_the_selection() -> None:
     assert visible_rows(100, 0, 25) == range(20)
     assert visible_rows(100, 99, 25) == range(80, 100)
     assert 50 in visible_rows(100, 50, 25)
-    lines, ids = _drawn(120, 25, 100, selected=60)
+    lines, screen = _drawn(120, 25, 100, selected=60)
+    ids = [row.session_text for row in screen.rows]
     assert len(lines) <= 25
-    assert any("80 more" in line for line in lines)
+    assert any("(80 more ↑↓)" in line for line in lines)
     assert any(ids[60] in line for line in lines)
     assert not any(ids[0] in line for line in lines)
 
@@ -307,17 +364,56 @@ def test_the_state_reader_follows_status_files_the_log_and_transcripts(env: Env)
     assert {row.session_id for row in screen.rows} == {looping.session_id, quiet.session_id}
     first = screen.rows[0]
     assert first.session_id == looping.session_id
-    assert first.doing == "re-prompt run 3/6"
-    assert first.detection.startswith("IDLE_TURNS x6 -> PENDING")
-    assert first.total == "20 <$0.01"
+    assert first.doing[0] == "re-prompt run 3/6"
+    assert first.loop[0].startswith("IDLE_TURNS x6 -> PENDING")
+    assert first.total == "20 tok <$0.01"
+    assert {row.project_text for row in screen.rows} == {"loop", "quiet"}  # by their cwd
     append(path, looping.answer("more"))
     journal.append(env.state, journal.OutcomeRecord(session_id=looping.session_id,
                                                     rule="IDLE_TURNS", outcome="cleared"))
     reader.look(time.time())
     first = reader.screen(time.time()).rows[0]
-    assert first.total == "40 <$0.01"  # read on from where it was
-    assert "-> CLEARED" in first.detection
+    assert first.total == "40 tok <$0.01"  # read on from where it was
+    assert "-> CLEARED" in first.loop[0]
     assert not screen.watcher_running
+
+
+def test_the_state_reader_shows_refusals_a_hook_logged_since_its_mark(env: Env) -> None:
+    """"refused" comes from the log's refusal records (a hook's) since the tool hooks'
+    mark, never from a count: a fresh install over an old history has neither."""
+    from loop_killer.tools.store import refusal_marker, state_path
+
+    session = Lines(cwd="/home/dev/api")
+    path = session.path_in(env.root)
+    append(path, session.prompt() + session.answer("ok"))
+    now = time.time()
+    write_session_status(env.state, replace(
+        status(session.session_id), transcript_path=str(path), project=session.project,
+        last_activity=now, tool_repeats=[{"call": "Bash: sleep 5", "count": 4}]))
+    refusal = journal.ToolRecord(refused=True, session_id=session.session_id,
+                                 rule="TOOL_REPEAT", call="Bash: sleep 5", count=4,
+                                 source="hook", at=now - 60)
+    journal.append(env.state, refusal)  # before the mark: an earlier turn's
+    reader = StateReader(env.state, window=3600, root=env.root)
+
+    def doing() -> str:
+        reader.look(time.time())
+        (row,) = reader.screen(time.time()).rows
+        return row.doing[0]
+
+    assert doing() == "repeating x4: Bash: sleep 5"  # a count alone: nothing refused
+    marker = Path(refusal_marker(state_path(env.state, session.session_id)))
+    marker.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    marker.write_bytes(b"")
+    os.utime(marker, (now - 30, now - 30))
+    assert doing() == "repeating x4: Bash: sleep 5"  # the refusal logged predates the mark
+    journal.append(env.state, replace(refusal, source="watcher", at=now - 2))  # not a hook
+    assert doing() == "repeating x4: Bash: sleep 5"
+    for _ in range(2):
+        journal.append(env.state, replace(refusal, at=now - 1))
+    assert doing() == "refused x2: Bash: sleep 5"
+    marker.unlink()  # the person spoke
+    assert doing() == "repeating x4: Bash: sleep 5"
 
 
 def test_the_clear_key_is_loop_killer_clear(env: Env) -> None:

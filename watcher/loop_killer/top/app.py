@@ -1,8 +1,9 @@
 """``loop-killer top``: the shell around ``rows`` and ``view`` (state read, keys, screen).
 
 It only reads the watcher's state folder (status files, the detection log, the
-heartbeat), and each shown session's transcript for its tokens, from where it last read:
-the watcher does no work for it. Keys come from the terminal in cbreak mode, read with
+heartbeat, the tool hooks' refusal marks), and each shown session's transcript for its
+tokens and its folder (the lines' ``cwd``), from where it last read: the watcher does no
+work for it. Keys come from the terminal in cbreak mode, read with
 ``select`` between two refreshes; ``c`` then ``y`` asks the selected session's next Stop
 hook to end its loop, through ``loop-killer clear``'s own function.
 """
@@ -23,11 +24,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..config import load_settings
+from ..config import load_settings, transcript_cwd
 from ..helptext import PROJECTS_DEFAULT, STATE_DEFAULT
 from ..scan.prices import PriceTable
 from ..state import journal
 from ..state.files import list_transcripts, projects_dir, session_id_of, state_dir
+from ..state.journal import Record, ToolRecord
+from ..state.refused import Refused, hook_refusals, refused_now
 from ..state.status import (
     SessionStatus,
     WatcherHeartbeat,
@@ -50,6 +53,7 @@ REFRESH = 0.5  # seconds between two looks at the state folder
 LISTING_INTERVAL = 10.0  # seconds between two listings of the project folders
 _READ_PER_LOOK = 8 * 1024 * 1024  # transcript bytes read per session per look
 _HISTORY_BYTES = 2 * 1024 * 1024  # of the detection log, read at start
+_REFUSALS_KEPT = 64  # a session's latest refusals (those since its mark are what count)
 _WINDOW = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNITS = {"": 60.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
@@ -72,14 +76,16 @@ def add_arguments_top(parser: argparse.ArgumentParser) -> None:
                         help=f"folder of project folders (default: {PROJECTS_DEFAULT})")
 
 
-class _Tokens:
-    """One transcript's usage, read on from where the last look ended."""
+class _Transcript:
+    """One transcript's usage and its session's folder, read on from where the last look
+    ended."""
 
-    __slots__ = ("path", "tally")
+    __slots__ = ("cwd", "path", "tally")
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.tally = UsageTally()
+        self.cwd = ""  # as its lines last said
 
     def read_on(self) -> None:
         try:
@@ -91,6 +97,7 @@ class _Tokens:
             return
         if data:
             self.tally.feed(data)
+            self.cwd = transcript_cwd(data, self.cwd) or self.cwd
 
 
 class StateReader:
@@ -104,32 +111,43 @@ class StateReader:
         self._next_listing = 0.0
         self.statuses: dict[str, tuple[float, SessionStatus]] = {}  # id -> (when written, status)
         self.detections: dict[str, LastDetection] = {}
-        self.tokens: dict[str, _Tokens] = {}
+        self.refusals: dict[str, list[ToolRecord]] = {}  # a hook's, per session
+        self.refused: dict[str, Refused] = {}  # the sessions a call is refused in now
+        self.transcripts: dict[str, _Transcript] = {}
         self.beat: WatcherHeartbeat | None = None
         self.prices = PriceTable()
         self.limits = _limits(state)
         self._journal = journal.JournalTail(state)
         self._journal.skip_to_end()  # before the history: a record in between is read twice
-        for record in journal.read_recent(state, max_bytes=_HISTORY_BYTES):
+        self._fold(list(journal.read_recent(state, max_bytes=_HISTORY_BYTES)))
+
+    def _fold(self, records: list[Record]) -> None:
+        for record in records:
             fold_record(self.detections, record)
+        for session_id, refusals in hook_refusals(records).items():
+            kept = self.refusals.setdefault(session_id, [])
+            kept.extend(refusals)
+            del kept[:-_REFUSALS_KEPT]
 
     def look(self, now: float) -> None:
         self.beat = watcher_alive(self.state, now=now)
-        for record in self._journal.read_new():
-            fold_record(self.detections, record)
+        self._fold(list(self._journal.read_new()))
         self._read_statuses(now)
         if self.root is not None and time.monotonic() >= self._next_listing:
             self._list_transcripts(self.root, now)
             self._next_listing = time.monotonic() + LISTING_INTERVAL
         shown = self._shown()
-        for session_id in list(self.tokens):
+        for session_id in list(self.transcripts):
             if session_id not in shown:
-                del self.tokens[session_id]
+                del self.transcripts[session_id]
         for session_id, status in shown.items():
-            tokens = self.tokens.get(session_id)
-            if tokens is None or tokens.path != status.transcript_path:
-                tokens = self.tokens[session_id] = _Tokens(status.transcript_path)
-            tokens.read_on()
+            transcript = self.transcripts.get(session_id)
+            if transcript is None or transcript.path != status.transcript_path:
+                transcript = self.transcripts[session_id] = _Transcript(status.transcript_path)
+            transcript.read_on()
+        self.refused = {
+            session_id: refused for session_id in shown.keys() & self.refusals.keys()
+            if (refused := refused_now(self.state, session_id, self.refusals[session_id]))}
 
     def _read_statuses(self, now: float) -> None:
         seen: set[str] = set()
@@ -171,11 +189,14 @@ class StateReader:
 
     def screen(self, now: float) -> Screen:
         spent_by: dict[str, tuple[Spent | None, Spent | None]] = {
-            session_id: tokens.tally.spent(self.prices)
-            for session_id, tokens in self.tokens.items()}
+            session_id: transcript.tally.spent(self.prices)
+            for session_id, transcript in self.transcripts.items()}
+        cwds = {session_id: transcript.cwd
+                for session_id, transcript in self.transcripts.items() if transcript.cwd}
         return build_screen(self._shown().values(),
                             self.detections, spent_by, beat=self.beat, limits=self.limits,
-                            now=now, window=self.window, home=os.environ.get("HOME"))
+                            now=now, window=self.window, home=os.environ.get("HOME"),
+                            cwds=cwds, refused=self.refused)
 
 
 def _limits(state: Path) -> Limits:
@@ -316,5 +337,5 @@ def top(args: argparse.Namespace) -> int:
                 elif key in ("c", "C") and screen.rows:
                     row = screen.rows[selected]
                     asking = row.session_id
-                    message = (f"end the loop of {row.project_text} {row.session_text}? "
-                               "y: ask its next Stop hook to; any other key: no")
+                    message = (f"end the loop of {row.project_text} {row.session_text} at "
+                               "its next Stop? y: yes, other keys: no")

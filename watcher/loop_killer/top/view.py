@@ -1,30 +1,43 @@
 """``loop-killer top``'s screen, drawn with rich from a ``rows.Screen`` (no I/O).
 
-The table fits the terminal from 80 columns up: below ``WIDE`` columns the turn's and the
-session's token counts share one column, and their costs and the age go; long cells end
-in an ellipsis, never wrap (the figures' columns hold their widest: ``12.3M $12,345``).
-Rows beyond the terminal's height scroll with the selection.
+The project, what the session is doing and its last loop (the rule and what became of
+it) are always shown; the figures (the session's tokens and cost, how long ago it was
+active, the turn's tokens and cost, in that order) only where they leave those words the
+room they need, so at 80 columns there are none. Each cell of words shows the fullest
+wording that fits (``rows.Words``); a project too long for its column is cut from the
+left, where its ending tells it apart. Rows beyond the terminal's height scroll with the
+selection.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from .rows import Attention, Row, Screen, ago_short
+from ..printable import display_width
+from .rows import Attention, Row, Screen, Words, ago_short
 
-__all__ = ["KEYS_HELP", "WIDE", "render", "visible_rows"]
-
-WIDE = 110
-FIGURES = 14
-"""The widest tokens-and-cost figure (``rows.tokens_text`` and ``rows.money``)."""
-"""From this many columns the turn's and the session's figures get a column each."""
+__all__ = ["KEYS_HELP", "Layout", "cut_left", "fit", "layout", "render", "visible_rows"]
 
 KEYS_HELP = "q quit · ↑/↓ (k/j) select · c end the selected session's loop at its next Stop"
 
-_LINES_AROUND = 5  # title, summary, header, footer, help
+GAP = 2
+"""Columns between two columns."""
+SESSION = 8
+ACTIVE = 6
+WORDS_WANTED = 30
+"""The room the doing and the loop each keep (or their longest wording, if shorter)
+before a figure is shown beside them."""
+DOING_LEAST = 20
+"""The doing's room on a narrow terminal (``refused x2: Bash: …``), kept before the loop's."""
+PROJECT_SHARE = 5
+"""The project's column takes at most 1/PROJECT_SHARE of the width (12 columns at least)."""
+
+_LINES_AROUND = 5  # title, summary, header, its rule, help
 
 _STYLE = {
     Attention.REFUSED: "bold red",
@@ -45,35 +58,106 @@ def visible_rows(count: int, selected: int, height: int) -> range:
     return range(first, first + room)
 
 
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Each column's width; a figure's 0 when it is not shown."""
+
+    project: int
+    doing: int
+    loop: int
+    total: int = 0
+    active: int = 0
+    turn: int = 0
+
+
+def fit(words: Words, width: int) -> str:
+    """The fullest wording that fits ``width`` columns (else the shortest, to be cut)."""
+    return next((said for said in words if display_width(said) <= width), words[-1])
+
+
+def cut_left(text: str, width: int) -> str:
+    """``text`` in ``width`` columns, its beginning dropped for an ellipsis when too long."""
+    if display_width(text) <= width:
+        return text
+    kept: list[str] = []
+    used = 1  # the ellipsis
+    for char in reversed(text):
+        used += display_width(char)
+        if used > width:
+            break
+        kept.append(char)
+    return "…" + "".join(reversed(kept))
+
+
+def layout(rows: list[Row], width: int) -> Layout:
+    """The columns for ``rows`` in ``width`` columns."""
+    def widest(column: str, *, shortest: bool = False) -> int:
+        return _widest(rows, column, shortest=shortest)
+
+    project = min(widest("project_text"), max(12, width // PROJECT_SHARE))
+    room = width - project - SESSION - 3 * GAP  # for the doing and the loop
+    doing_full, loop_full = widest("doing"), widest("loop")
+    doing_wanted, loop_wanted = min(doing_full, WORDS_WANTED), min(loop_full, WORDS_WANTED)
+    figures: dict[str, int] = {}
+    for name, size in (("total", widest("total")), ("active", ACTIVE),
+                       ("turn", widest("turn"))):
+        if room - size - GAP >= doing_wanted + loop_wanted:
+            figures[name] = size
+            room -= size + GAP
+    if room >= doing_wanted + loop_wanted:  # what is left goes to the doing first
+        doing = min(doing_full, room - loop_wanted)
+        loop = min(loop_full, room - doing)
+    else:  # the loop keeps its shortest wording if the doing keeps DOING_LEAST
+        least = min(widest("loop", shortest=True), WORDS_WANTED, room - DOING_LEAST)
+        loop = min(loop_full, max(least, room // 2, room - doing_full))
+    loop = max(1, loop)  # (a terminal too narrow for anything: cut, never negative)
+    return Layout(project=project, doing=max(1, room - loop), loop=loop, **figures)
+
+
+_HEADERS = {"project_text": "PROJECT", "doing": "DOING", "loop": "LAST LOOP",
+            "total": "TOTAL", "turn": "TURN"}
+
+
+def _widest(rows: list[Row], column: str, *, shortest: bool = False) -> int:
+    """The widest cell of ``column`` (its header's too): of each row's fullest wording, or
+    of its ``shortest``."""
+    widths = [display_width(_HEADERS[column])]
+    for row in rows:
+        value: str | Words = getattr(row, column)
+        said = value if isinstance(value, str) else value[-1 if shortest else 0]
+        widths.append(display_width(said))
+    return max(widths)
+
+
 def render(screen: Screen, *, selected: int, width: int, height: int, message: str,
            now: float) -> RenderableType:
-    wide = width >= WIDE
     title = Text(screen.watcher, style="bold" if screen.watcher_running else "bold white on red",
                  no_wrap=True, overflow="ellipsis")
-    table = Table(box=box.SIMPLE_HEAD, expand=True, pad_edge=False, padding=(0, 1),
-                  show_edge=False)
-    table.add_column("PROJECT", ratio=2, min_width=8, max_width=32, no_wrap=True,
-                     overflow="ellipsis")
-    table.add_column("SESSION", width=8, no_wrap=True)
-    table.add_column("DOING", ratio=4, min_width=16, no_wrap=True, overflow="ellipsis")
-    if wide:
-        table.add_column("TURN", width=FIGURES, no_wrap=True, overflow="ellipsis",
-                         justify="right")
-        table.add_column("TOTAL", width=FIGURES, no_wrap=True, overflow="ellipsis",
-                         justify="right")
-        table.add_column("ACTIVE", width=6, no_wrap=True, justify="right")
-    else:
-        table.add_column("TURN/TOTAL", width=13, no_wrap=True, overflow="ellipsis",
-                         justify="right")
-    table.add_column("LAST DETECTION", ratio=3, min_width=10, no_wrap=True,
-                     overflow="ellipsis")
-    shown = visible_rows(len(screen.rows), selected, height)
+    shown = visible_rows(len(screen.rows), selected, height - (1 if message else 0))
+    columns = layout(list(screen.rows), width)  # of every row: steady while scrolling
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, GAP - 1, 0, 0),
+                  show_edge=False, collapse_padding=True)
+
+    def column(header: str, size: int, *, right: bool = False) -> None:
+        table.add_column(header, width=size, no_wrap=True, overflow="ellipsis",
+                         justify="right" if right else "left")
+
+    column("PROJECT", columns.project)
+    column("SESSION", SESSION)
+    column("DOING", columns.doing)
+    if columns.turn:
+        column("TURN", columns.turn, right=True)
+    if columns.total:
+        column("TOTAL", columns.total, right=True)
+    if columns.active:
+        column("ACTIVE", columns.active, right=True)
+    column("LAST LOOP", columns.loop)
     for index in shown:
         row = screen.rows[index]
-        table.add_row(*_cells(row, wide=wide, now=now),
+        table.add_row(*_cells(row, columns, now=now),
                       style="reverse" if index == selected else None)
     more = len(screen.rows) - len(shown)
-    summary = screen.summary + (f" ({more} more: scroll with ↑/↓)" if more > 0 else "")
+    summary = screen.summary + (f" ({more} more ↑↓)" if more > 0 else "")
     parts: list[RenderableType] = [title, Text(summary, no_wrap=True, overflow="ellipsis"),
                                    table]
     if message:
@@ -82,11 +166,14 @@ def render(screen: Screen, *, selected: int, width: int, height: int, message: s
     return Group(*parts)
 
 
-def _cells(row: Row, *, wide: bool, now: float) -> list[Text]:
-    doing = Text(row.doing, style=_STYLE.get(row.attention, ""))
-    if wide:
-        figures = [Text(row.turn), Text(row.total), Text(ago_short(now - row.last_activity))]
-    else:
-        figures = [Text(f"{row.turn.split(' ')[0]}/{row.total.split(' ')[0]}")]
-    return [Text(row.project_text), Text(row.session_text), doing, *figures,
-            Text(row.detection)]
+def _cells(row: Row, columns: Layout, *, now: float) -> list[Text]:
+    cells = [Text(cut_left(row.project_text, columns.project)), Text(row.session_text),
+             Text(fit(row.doing, columns.doing), style=_STYLE.get(row.attention, ""))]
+    if columns.turn:
+        cells.append(Text(row.turn))
+    if columns.total:
+        cells.append(Text(row.total))
+    if columns.active:
+        cells.append(Text(ago_short(now - row.last_activity)))
+    cells.append(Text(fit(row.loop, columns.loop)))
+    return cells

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import stat
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from ..printable import output_width, printable, wrap
 from ..state import journal
 from ..state.files import is_plain_id, list_transcripts, projects_dir, session_id_of, state_dir
 from ..state.inbox import ClearRequest, InvalidRequest, peek_request, write_request
+from ..state.refused import hook_refusals, refused_now
 from ..state.status import SessionStatus, falling_behind, read_session_status, watcher_alive
 from . import report
 from .narrate import FINAL_OUTCOMES, VERDICTS
@@ -94,7 +95,7 @@ def collect(state: Path, *, now: float | None = None) -> dict[str, Any]:
     now = time.time() if now is None else now
     beat = watcher_alive(state, now=now)
     logged = list(journal.read_recent(state, max_bytes=_RECENT_BYTES))
-    refusals = _refusals(logged)
+    refusals = hook_refusals(logged)
     session_ids = set(_ids_in(state / "status")) | set(_ids_in(state / "requests"))
     sessions: list[dict[str, Any]] = []
     for session_id in sorted(session_ids):
@@ -104,7 +105,7 @@ def collect(state: Path, *, now: float | None = None) -> dict[str, Any]:
             found = None  # a transcript gone since
         if request is None and (found is None or not (found.run_length or found.tool_repeats)):
             continue
-        refused = _refused_now(state, session_id, refusals.get(session_id, []))
+        refused = refused_now(state, session_id, refusals.get(session_id, []))
         stale = request.is_stale(now) if request is not None else None
         shown = None if request is None else {
             "rule": request.rule, "source": request.source, "count": request.count,
@@ -122,7 +123,7 @@ def collect(state: Path, *, now: float | None = None) -> dict[str, Any]:
             "last_answer_uuid": found.last_answer_uuid if found else "",
             "status_updated_at": found.updated_at if found else None,
             "tool_repeats": found.tool_repeats if found else [],
-            "refused": refused,
+            "refused": None if refused is None else asdict(refused),
             "pending_request": None if stale else shown,
             "stale_request": {**shown, "stale": stale} if shown and stale else None,
         })
@@ -141,45 +142,6 @@ def collect(state: Path, *, now: float | None = None) -> dict[str, Any]:
 
 
 _RECENT_BYTES = 512 * 1024  # of the detection log's tail: far more than 5 loops
-
-
-def _refusals(logged: list[journal.Record]) -> dict[str, list[journal.ToolRecord]]:
-    """Per session, the refusals in the log, oldest first."""
-    found: dict[str, list[journal.ToolRecord]] = {}
-    for record in logged:
-        if isinstance(record, journal.ToolRecord) and record.refused:
-            found.setdefault(record.session_id, []).append(record)
-    return found
-
-
-def _refused_now(state: Path, session_id: str, refusals: list[journal.ToolRecord]
-                 ) -> dict[str, Any] | None:
-    """The session's last refused call and how many times in a row it was refused, while
-    a call would still be refused: the tool hooks' own mark says so (``store``: there from
-    the result that makes a call refusable until the person speaks). Only the refusals
-    since that mark count."""
-    from ..tools.store import refusal_marker, state_path
-
-    try:
-        info = os.lstat(refusal_marker(state_path(state, session_id)))
-    except (OSError, ValueError):
-        return None
-    if not stat.S_ISREG(info.st_mode):
-        return None
-    since = [r for r in refusals if not r.at or r.at >= info.st_mtime - _CLOCK_SLACK]
-    if not since:
-        return None
-    last = since[-1]
-    attempts = 0
-    for record in reversed(since):
-        if record.call != last.call:
-            break
-        attempts += 1
-    return {"call": last.call, "attempts": attempts, "at": last.at or None}
-
-
-_CLOCK_SLACK = 1.0
-"""Seconds a refusal logged may seem to precede the mark it followed (two clocks' reads)."""
 
 
 def recent_loops(logged: list[journal.Record], *, limit: int) -> list[dict[str, Any]]:

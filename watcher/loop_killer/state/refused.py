@@ -1,0 +1,65 @@
+"""Whether a session has a call refused now, as ``status`` and ``top`` both say it.
+
+Only a tool-call hook refuses, and it logs each refusal (a ``refusal`` record, source
+``hook``). A call is refused now while the hooks' own mark says a call would be (there
+from the result that makes it refusable until the person speaks) and the log holds
+refusals since that mark. Nothing is inferred from counts: a session only the watcher
+saw (no hook loaded) repeats, and is never said to be refused; nor is one whose
+refusals predate the mark (an install over an older history has neither).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .journal import Record, ToolRecord
+
+__all__ = ["CLOCK_SLACK", "Refused", "hook_refusals", "refused_now"]
+
+CLOCK_SLACK = 1.0
+"""Seconds a refusal logged may seem to precede the mark it followed (two clocks' reads)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A session's last refused call, and how many times in a row it was refused."""
+
+    call: str
+    attempts: int
+    at: float | None
+
+
+def hook_refusals(records: Iterable[Record]) -> dict[str, list[ToolRecord]]:
+    """Per session, the refusals a hook logged, oldest first."""
+    found: dict[str, list[ToolRecord]] = {}
+    for record in records:
+        if isinstance(record, ToolRecord) and record.refused and record.source == "hook":
+            found.setdefault(record.session_id, []).append(record)
+    return found
+
+
+def refused_now(state: Path, session_id: str, refusals: list[ToolRecord]) -> Refused | None:
+    """The session's refused call while one would still be refused (the hooks' mark is
+    there); only the ``refusals`` logged since the mark count. None otherwise."""
+    from ..tools.store import refusal_marker, state_path
+
+    try:
+        info = os.lstat(refusal_marker(state_path(state, session_id)))
+    except (OSError, ValueError):
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    since = [r for r in refusals if not r.at or r.at >= info.st_mtime - CLOCK_SLACK]
+    if not since:
+        return None
+    last = since[-1]
+    attempts = 0
+    for record in reversed(since):
+        if record.call != last.call:
+            break
+        attempts += 1
+    return Refused(last.call, attempts, last.at or None)
