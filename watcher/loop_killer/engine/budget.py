@@ -169,8 +169,8 @@ def over_by(budget: Budget, use: TurnUse, now: float) -> dict[str, float]:
 
 
 def usd_text(usd: float) -> str:
-    """``$25.13``; a few cents are shown to the tenth of a cent."""
-    return f"${usd:.2f}" if usd >= 1 or usd == 0 else f"${usd:.4f}".rstrip("0")
+    """``$25.13``; below ten cents, three significant digits (``$0.00103``)."""
+    return f"${usd:.2f}" if usd >= 0.1 or usd == 0 else f"${usd:.3g}"
 
 
 def describe(name: str, used: float, limit: float, use: TurnUse) -> str:
