@@ -216,3 +216,12 @@ def test_the_stop_hook_keeps_nothing_with_both_its_limits_off(tmp_path: Path) ->
     transcript = Transcript().write(tmp_path / "t.jsonl")
     assert _stop(state, transcript, "p1", Budget(reprompts=0, minutes=0)) is None
     assert not (state / "budget").exists()
+
+
+def test_status_shows_a_live_goals_spend_re_prompts_and_time_against_its_limits() -> None:
+    from loop_killer.watch.commands import budget_line
+
+    figures = {"reprompts": 12, "started_at": 1000.0, "usd": 1.2, "fallback": False,
+               "goal": True, "limits": {"reprompts": 100, "usd": 25.0, "minutes": 0}}
+    assert budget_line(figures, 1000.0 + 14 * 60) == (
+        "$1.20 of $25.00 spent, 12 of 100 re-prompts, 14 min (no limit)")
