@@ -22,13 +22,19 @@ off = ["/home/me/scratch"]           # path prefixes where loop-killer does noth
 
 [watcher]
 metrics = "127.0.0.1:9464"           # serve Prometheus metrics there (loop-killer[metrics])
+
+[budget]
+reprompts = 100   # re-prompts in one turn (a /goal runs inside one)
+usd = 25.0        # spend of one turn (main session and its subagents), priced as scan prices
+minutes = 0       # wall time of one turn; 0: no limit
 ```
 
 The environment (the shell that starts ``claude``, or the ``env`` block of its
 ``settings.json``): ``LOOP_KILLER_SAME_REPLY_TURNS``, ``LOOP_KILLER_IDLE_TURNS``,
 ``LOOP_KILLER_SIMILAR``, ``LOOP_KILLER_TOOL_REPEAT_WARN``, ``LOOP_KILLER_TOOL_REPEAT_BLOCK``,
 ``LOOP_KILLER_TOOL_REPEAT_STOP``, ``LOOP_KILLER_EDIT_OSCILLATION_WARN``,
-``LOOP_KILLER_WAIT_MINUTES``,
+``LOOP_KILLER_WAIT_MINUTES``, ``LOOP_KILLER_BUDGET_REPROMPTS``, ``LOOP_KILLER_BUDGET_USD``,
+``LOOP_KILLER_BUDGET_MINUTES``,
 ``LOOP_KILLER_RULES_OFF`` (comma-separated),
 ``LOOP_KILLER_PROJECTS_OFF`` (``:``-separated),
 ``LOOP_KILLER_IGNORE_TOOLS`` and ``LOOP_KILLER_TOOL_REPEAT=off``.
@@ -45,6 +51,13 @@ from __future__ import annotations
 import os
 import sys
 
+from .engine.budget import (
+    BUDGET_MINUTES,
+    BUDGET_REPROMPTS,
+    BUDGET_USD,
+    DEFAULT_BUDGET,
+    Budget,
+)
 from .engine.edits import EDIT_OSCILLATION_WARN
 from .engine.rules import (
     DEFAULT_THRESHOLDS,
@@ -97,6 +110,12 @@ _NUMBERS: dict[str, tuple[str, str, str, float, float, float]] = {
                               "LOOP_KILLER_EDIT_OSCILLATION_WARN", EDIT_OSCILLATION_WARN, 1, 100),
     "wait_minutes": ("rules", "wait_minutes", "LOOP_KILLER_WAIT_MINUTES", WAIT_MINUTES,
                      0.05, 1440),
+    # A turn's budget (``engine.budget``); 0 switches a limit off.
+    "budget_reprompts": ("budget", "reprompts", "LOOP_KILLER_BUDGET_REPROMPTS",
+                         BUDGET_REPROMPTS, 0, 100_000),
+    "budget_usd": ("budget", "usd", "LOOP_KILLER_BUDGET_USD", BUDGET_USD, 0, 1_000_000),
+    "budget_minutes": ("budget", "minutes", "LOOP_KILLER_BUDGET_MINUTES", BUDGET_MINUTES,
+                       0, 100_000),
 }
 
 
@@ -105,7 +124,7 @@ class Settings(Value):
 
     __slots__ = ("thresholds", "tool_repeat_warn", "tool_repeat_block", "tool_repeat_stop",
                  "edit_oscillation_warn", "ignore_tools", "rules_off", "projects_off",
-                 "metrics", "sources", "problems")
+                 "metrics", "budget", "sources", "problems")
     thresholds: Thresholds
     tool_repeat_warn: int
     tool_repeat_block: int
@@ -115,6 +134,7 @@ class Settings(Value):
     rules_off: frozenset[str]
     projects_off: tuple[str, ...]
     metrics: str  # HOST:PORT where the watcher serves Prometheus metrics ("" none)
+    budget: Budget  # a turn's limits (``engine.budget``)
     sources: Mapping[str, str]  # setting -> where it came from
     problems: tuple[str, ...]
 
@@ -125,13 +145,14 @@ class Settings(Value):
                  edit_oscillation_warn: int = EDIT_OSCILLATION_WARN,
                  ignore_tools: frozenset[str] = DEFAULT_IGNORED,
                  rules_off: frozenset[str] = frozenset(), projects_off: tuple[str, ...] = (),
-                 metrics: str = "", sources: Mapping[str, str] | None = None,
+                 metrics: str = "", budget: Budget = DEFAULT_BUDGET,
+                 sources: Mapping[str, str] | None = None,
                  problems: tuple[str, ...] = ()) -> None:
         self._set(thresholds=thresholds, tool_repeat_warn=tool_repeat_warn,
                   tool_repeat_block=tool_repeat_block, tool_repeat_stop=tool_repeat_stop,
                   edit_oscillation_warn=edit_oscillation_warn, ignore_tools=ignore_tools,
                   rules_off=rules_off, projects_off=projects_off, metrics=metrics,
-                  sources={} if sources is None else sources, problems=problems)
+                  budget=budget, sources={} if sources is None else sources, problems=problems)
 
     def rule_on(self, rule: str) -> bool:
         return rule not in self.rules_off
@@ -330,6 +351,8 @@ def parse_settings(text: bytes | None, env: Mapping[str, str], *, where: str = C
         rules_off=frozenset(rule for rule in rules_off if rule in SWITCHABLE_RULES),
         projects_off=projects,
         metrics=metrics.strip(),
+        budget=Budget(int(numbers["budget_reprompts"]), numbers["budget_usd"],
+                      numbers["budget_minutes"]),
         sources=sources,
         problems=tuple(found),
     )

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_THRESHOLDS",
+    "RULE_BUDGET",
     "IDLE_TURNS",
     "REPROMPT_PREFIXES",
     "RULE_EDIT_OSCILLATION",
@@ -71,18 +72,20 @@ REPROMPT_PREFIXES = ("stop hook feedback:", "stop hook", "[stop hook", "hook re-
 """Lower-cased prefixes of a re-prompt's text (checked after leading whitespace)."""
 
 if TYPE_CHECKING:
-    Rule = Literal["SAME_REPLY_TURNS", "IDLE_TURNS", "MANUAL", "TOOL_REPEAT"]
+    Rule = Literal["SAME_REPLY_TURNS", "IDLE_TURNS", "MANUAL", "TOOL_REPEAT", "BUDGET"]
 else:
     Rule = str
-"""What fired: one of the two rules, a clear asked for by hand, or the tool-repeat rule's
-last step (a refused call retried ``tool_repeat_stop`` times in one turn)."""
+"""What fired: one of the two rules, a clear asked for by hand, the tool-repeat rule's
+last step (a refused call retried ``tool_repeat_stop`` times in one turn), or a turn's
+budget crossed (``engine.budget``)."""
 
 RULE_SAME: Final = "SAME_REPLY_TURNS"
 RULE_IDLE: Final = "IDLE_TURNS"
 RULE_MANUAL: Final = "MANUAL"  # a clear asked for by hand, not a rule of the detector
 RULE_REFUSED_RETRIES: Final = "TOOL_REPEAT"  # (engine.tool_repeat.RULE_TOOL_REPEAT) its stop
 RULE_EDIT_OSCILLATION: Final = "EDIT_OSCILLATION"  # (engine.edits) warned, then refused
-RULES: Final[tuple[Rule, ...]] = (RULE_SAME, RULE_IDLE, RULE_MANUAL)
+RULE_BUDGET: Final = "BUDGET"  # (engine.budget) a turn's re-prompts, spend or time
+RULES: Final[tuple[Rule, ...]] = (RULE_SAME, RULE_IDLE, RULE_MANUAL, RULE_BUDGET)
 
 # Patterns compiled on first use: a tool-call hook loads this module for its constants,
 # never compares answers, and does not import ``re`` (7 ms) at all.
@@ -270,6 +273,8 @@ def rule_phrase(rule: str, count: int) -> str:
         return f"a refused call tried {count} more times"
     if rule == RULE_EDIT_OSCILLATION:
         return f"edited back to an earlier version {count} times"
+    if rule == RULE_BUDGET:  # (the notice names the limit: ``engine.budget.describe``)
+        return "the turn's budget reached"
     return f"{count} replies"
 
 

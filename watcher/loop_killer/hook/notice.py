@@ -35,7 +35,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from ..engine.rules import RULE_MANUAL, Rule, rule_phrase
+from ..engine.rules import RULE_BUDGET, RULE_MANUAL, Rule, rule_phrase
 from ..printable import printable
 
 if TYPE_CHECKING:
@@ -131,13 +131,27 @@ class Firing:
 
 def rule_label(firing: Firing) -> str:
     """``SAME_REPLY_TURNS: 3 similar replies to re-prompts`` (the ``stopReason``'s form)."""
-    return f"{printable(firing.rule, 64)}: {rule_phrase(firing.rule, firing.count)}"
+    return f"{printable(firing.rule, 64)}: {_phrase(firing)}"
 
 
 def rule_head(firing: Firing) -> str:
     """``SAME_REPLY_TURNS (3 similar replies to re-prompts)``: how the notice names the rule."""
+    if _budget_words(firing):
+        return f"{printable(firing.rule, 64)} ({_phrase(firing)})"
     detail = f"; {printable(firing.detail, 160)}" if firing.detail else ""
     return f"{printable(firing.rule, 64)} ({rule_phrase(firing.rule, firing.count)}{detail})"
+
+
+def _budget_words(firing: Firing) -> bool:
+    # A budget's words name the limit and what was used: ``$25.13 spent in this goal,
+    # limit $25.00`` (``engine.budget.describe``); they are the whole phrase.
+    return firing.rule == RULE_BUDGET and bool(firing.detail)
+
+
+def _phrase(firing: Firing) -> str:
+    if _budget_words(firing):
+        return printable(firing.detail, 160)
+    return rule_phrase(firing.rule, firing.count)
 
 
 def stop_reason(firing: Firing) -> str:

@@ -310,8 +310,14 @@ def _check_watcher(env: Mapping[str, str]) -> Check:
 
     beat = watcher_alive(state_dir(env))
     if beat is None:
+        from ..config import load_settings
+
+        # The Stop hook counts a turn's re-prompts and time itself; only the watcher reads
+        # what each reply cost.
+        spend = ("; the budget's spend limit ([budget] usd) needs it too"
+                 if load_settings(state_dir(env), env).budget.usd > 0 else "")
         return Check("warn", "watcher", "not running: the Stop hook detects on its own "
-                                        "(start loop-killer-watch for the log and status)")
+                                        f"(start loop-killer-watch for the log and status{spend})")
     return Check("ok", "watcher", f"alive (pid {beat.pid}, {beat.sessions} sessions)")
 
 

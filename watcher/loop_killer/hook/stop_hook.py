@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import Settings, load_settings
-from ..engine.rules import text_digest
+from ..engine.rules import RULE_BUDGET, text_digest
 from ..engine.tool_repeat import RULE_TOOL_REPEAT
 from ..state import records
 from ..state.files import (
@@ -59,6 +59,7 @@ from ..state.files import (
     state_dir,
 )
 from . import notice, parse_json, subagent_id
+from .budget_turn import count_turn, over_budget
 from .reply import (
     Anchor,
     AnchorKeeper,
@@ -72,6 +73,7 @@ from .reply import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from ..engine.budget import TurnUse
     from ..engine.tool_repeat import ToolRepeatCounter
     from ..engine.transcript import GoalStatus, ToolCall
     from ..state.journal import OutcomeRecord
@@ -124,7 +126,11 @@ def run_input(data: Any, *, env: dict[str, str], spawn_time: float | None = None
             return output
         if keeper is None:
             return None  # this reply answers a person's prompt: it cannot fire
-        return _check(state, hook_input, env, spawn_time, keeper, settings)
+        turn = count_turn(state, hook_input.session_id, prompt_id=hook_input.prompt_id,
+                          transcript_path=hook_input.transcript_path, spawn_time=spawn_time,
+                          settings=settings)  # BUDGET: every re-prompt counts, fired or not
+        return (_check(state, hook_input, env, spawn_time, keeper, settings)
+                or _over_budget(turn, state, hook_input, env, settings))
     finally:
         if keeper is not None:
             keeper.settle()
@@ -152,7 +158,8 @@ def _take_request(state: Path, hook_input: HookInput, env: dict[str, str]
            answer_uuid=request.answer_uuid, source=request.source, void=void)
     if void:
         return None  # a Stop hook already stopped the turn for that answer: void
-    firing = notice.Firing(request.rule, request.count, request.run_length, request.source)
+    firing = notice.Firing(request.rule, request.count, request.run_length, request.source,
+                           request.detail)
     return _fire(firing, request.answer_uuid, request.answer_digest, None, False,
                  hook_input=hook_input, state=state, env=env)
 
@@ -214,6 +221,23 @@ def _check(state: Path, hook_input: HookInput, env: dict[str, str],
     firing = notice.Firing(detection.rule, detection.count, detection.run_length, "hook")
     return _fire(firing, judgement.reply_uuid, text_digest(message), judgement, first,
                  hook_input=hook_input, state=state, env=env)
+
+
+def _over_budget(turn: TurnUse | None, state: Path, hook_input: HookInput,
+                 env: dict[str, str], settings: Settings) -> dict[str, Any] | None:
+    """End the turn when it has reached its re-prompt or time limit (``engine.budget``)."""
+    crossing = over_budget(turn, settings, transcript_path=hook_input.transcript_path)
+    if crossing is None:
+        return None
+    assert turn is not None
+    # One key per reply over the budget: a twin hook for the same reply does not stop twice.
+    key = "budget-" + text_digest(f"{hook_input.prompt_id}:{turn.started_at}:{turn.reprompts}")
+    if not records.first_to_act(state, hook_input.session_id, key):
+        return None
+    firing = notice.Firing(RULE_BUDGET, crossing.count, 0, "hook", crossing.words)
+    message = hook_input.last_assistant_message or ""
+    return _fire(firing, key, text_digest(message), None, True, hook_input=hook_input,
+                 state=state, env=env)
 
 
 def _fire(firing: notice.Firing, answer_uuid: str, answer_digest: str,

@@ -86,6 +86,7 @@ class ClearRequest:
     created_at: float  # seconds since the epoch
     source: Source
     prompt_uuid: str = ""  # the re-prompt the answer answered: its record key (``records``)
+    detail: str = ""  # what the notice says of it (BUDGET: the limit and what was used)
     version: int = REQUEST_VERSION
 
     def to_json(self) -> bytes:
@@ -153,6 +154,7 @@ def parse_request(data: bytes, *, expected_session: str) -> ClearRequest:
             created_at=float(_field(raw, "created_at", (int, float))),
             source=_choice(raw, "source", SOURCES),
             prompt_uuid=_optional_text(raw, "prompt_uuid"),
+            detail=_optional_text(raw, "detail"),
         )
     except (TypeError, ValueError) as error:
         raise InvalidRequest(str(error)) from None

@@ -19,6 +19,7 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -103,7 +104,9 @@ def collect(state: Path, *, now: float | None = None) -> dict[str, Any]:
         request = peek_request(state, session_id)
         if found is not None and not os.path.exists(found.transcript_path):
             found = None  # a transcript gone since
-        if request is None and (found is None or not (found.run_length or found.tool_repeats)):
+        budget = _live_goal_budget(found)
+        if request is None and (found is None or not (found.run_length or found.tool_repeats
+                                                      or budget)):
             continue
         refused = refused_now(state, session_id, refusals.get(session_id, []))
         stale = request.is_stale(now) if request is not None else None
@@ -126,6 +129,7 @@ def collect(state: Path, *, now: float | None = None) -> dict[str, Any]:
             "refused": None if refused is None else asdict(refused),
             "pending_request": None if stale else shown,
             "stale_request": {**shown, "stale": stale} if shown and stale else None,
+            "budget": budget,
         })
     sessions.sort(key=lambda s: -(s["last_activity"] or 0))
     return {
@@ -183,6 +187,47 @@ def recent_loops(logged: list[journal.Record], *, limit: int) -> list[dict[str, 
             if loop["outcome"] not in FINAL_OUTCOMES or kind in FINAL_OUTCOMES:
                 loop["outcome"] = kind
     return loops[::-1][:limit]
+
+
+def _live_goal_budget(found: SessionStatus | None) -> dict[str, Any] | None:
+    """The turn's figures against its budget the watcher published, for a goal that is
+    set (``watch.budgets``); None otherwise."""
+    budget = found.extra.get("budget") if found is not None else None
+    if not isinstance(budget, dict) or not budget.get("goal"):
+        return None
+    return budget
+
+
+def budget_line(budget: dict[str, Any], now: float) -> str:
+    """``$1.20 of $25.00 spent, 12 of 100 re-prompts, 14 min (no limit)``."""
+    from ..engine.budget import usd_text
+
+    limits = budget.get("limits") or {}
+
+    def against(used: str, name: str, shown: Callable[[float], str], unit: str = "") -> str:
+        limit = limits.get(name)
+        if isinstance(limit, (int, float)) and not isinstance(limit, bool) and limit > 0:
+            return f"{used} of {shown(limit)}{unit}"
+        return f"{used}{unit} (no limit)"
+
+    spent = against(usd_text(float(budget.get("usd") or 0)), "usd", usd_text)
+    guess = " (partly at a model family's price)" if budget.get("fallback") else ""
+    reprompts = against(str(budget.get("reprompts", 0)), "reprompts", lambda n: f"{n:g}")
+    started = budget.get("started_at")
+    took = (f"{(now - float(started)) / 60:.0f}" if isinstance(started, (int, float))
+            else "?")
+    return (f"{spent} spent{guess}, {reprompts} re-prompts, "
+            f"{against(took, 'minutes', lambda n: f'{n:g}', ' min')}")
+
+
+def _say_budgets(sessions: list[dict[str, Any]], now: float, home: str | None,
+                 width: int | None) -> None:
+    budgets = [s for s in sessions if s["budget"]]
+    if budgets:
+        _say("live goals against their budget (the turn's spend, re-prompts, time):", width)
+        for s in budgets:
+            _say(f"  {report.session_label(s['project'], s['session_id'], home)}: "
+                 f"{budget_line(s['budget'], now)}", width, indent=4)
 
 
 def _streaks(streaks: list[dict[str, Any]], refused: dict[str, Any] | None = None) -> str:
@@ -257,6 +302,7 @@ def status(args: argparse.Namespace) -> int:
                 ["PROJECT", "SESSION", "RUN", "SIMILAR", "LAST ACTIVITY", "CLEAR REQUEST",
                  "TOOL REPEATS"], rows, width):
             print(line)
+    _say_budgets(data["sessions"], now, home, width)
     if data["recent"]:
         _say("recent loops (newest first):", width)
         for loop in data["recent"]:
@@ -391,6 +437,9 @@ def config(args: argparse.Namespace) -> int:
         "projects_off": list(settings.projects_off),
         "ignore_tools": sorted(settings.ignore_tools),
         "metrics": settings.metrics,
+        "budget_reprompts": settings.budget.reprompts,
+        "budget_usd": settings.budget.usd,
+        "budget_minutes": settings.budget.minutes,
     }
     if getattr(args, "json", False):
         document = {"file": str(config_path(state)), "settings": values,

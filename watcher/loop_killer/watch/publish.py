@@ -26,8 +26,9 @@ log = logging.getLogger("loop_killer.watch")
 
 
 def publish(state: Path, tracked: Tracked, now: float, *, unless_on_disk: bool = False,
-            home: str | None = None) -> Published:
-    """Write the session's status if anything in it changed; returns what it says now."""
+            home: str | None = None, budget: dict[str, Any] | None = None) -> Published:
+    """Write the session's status if anything in it changed; returns what it says now.
+    ``budget``: the current turn's figures against its limits (``budgets.figures``)."""
     seen = tracked.published
     reader = tracked.reader
     if reader is None:  # dormant: its status on disk still says what it was
@@ -42,7 +43,8 @@ def publish(state: Path, tracked: Tracked, now: float, *, unless_on_disk: bool =
     pending_request = request_waiting(state, tracked.session_id)
     streaks = tuple((label, count) for _call, label, count in tracked.tool_streaks)
     key = (reader.offset, detector.run_length, detector.chain_length, detector.awaiting,
-           answer_uuid, digest, pending_request, goal, streaks)
+           answer_uuid, digest, pending_request, goal, streaks,
+           None if budget is None else tuple(sorted((k, str(v)) for k, v in budget.items())))
     if key == seen.key:
         return seen
     status = SessionStatus(
@@ -72,6 +74,7 @@ def publish(state: Path, tracked: Tracked, now: float, *, unless_on_disk: bool =
             "pending_bytes": reader.pending_bytes,
             "broken_lines": reader.stats.broken,
             "watcher_pid": os.getpid(),
+            **({"budget": budget} if budget is not None else {}),
         },
     )
     if unless_on_disk:

@@ -37,9 +37,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from ..engine.rules import text_digest
+from ..engine.budget import Crossing
+from ..engine.rules import RULE_BUDGET, text_digest
 from ..engine.run import Detection
 from ..engine.transcript import STOP_HOOK_SUMMARY, GoalStatus, SystemEntry
+from ..printable import printable
 from ..state import journal, records
 from ..state.files import request_waiting
 from ..state.inbox import ClearRequest, InvalidRequest, discard_request, write_request
@@ -137,6 +139,46 @@ class Responder:
                                        rule=detection.rule, count=detection.count,
                                        text=answer.text, requested=requested)))
         self._pending(tracked, detection.answer_uuid, detection.rule, now, requested=requested)
+
+    def on_budget(self, tracked: Tracked, crossing: Crossing, key: str, now: float) -> None:
+        """A turn crossed its spend limit (``watch.budgets``): ask the session's next Stop
+        hook to end the turn and clear its goal, as for a loop (``key``: the turn's, once
+        recorded, never asked again, across restarts too)."""
+        session_id = tracked.session_id
+        if not records.first_to_record(self.state, session_id, key, source="watcher",
+                                       rule=RULE_BUDGET):
+            return
+        request = ClearRequest(
+            session_id=session_id, rule=RULE_BUDGET, count=crossing.count, run_length=0,
+            answer_uuid=key, answer_digest="", transcript_path=tracked.path,
+            created_at=time.time(), source="watcher", detail=crossing.words)
+        requested = True
+        try:
+            write_request(self.state, request)
+        except (OSError, InvalidRequest) as error:
+            log.error("%s: cannot write the clear request: %s", self.name(tracked), error)
+            requested = False
+        journal.append(self.state, journal.LoopRecord(
+            session_id=session_id, answer_uuid=key, rule=RULE_BUDGET, count=crossing.count,
+            run_length=0, project=tracked.project, transcript_path=tracked.path,
+            snippet=crossing.words, source="watcher"))
+        who = report.project_label(tracked.project, self.home)
+        then = "clear requested" if requested else "no clear request (it could not be written)"
+        self.say(self.narrator.detection(
+            session_id, (key,), who=who, rule=RULE_BUDGET, count=crossing.count,
+            now=time.time(), line=(f"LOOP      {who}  {report.short_id(session_id)}  "
+                                   f"{RULE_BUDGET}: {crossing.words}  -> {then}")))
+        self._pending(tracked, key, RULE_BUDGET, now, requested=requested)
+
+    def budget_warning(self, tracked: Tracked, near: Crossing) -> None:
+        """A turn used ``WARN_AT`` of a limit: said once (and notified with ``--notify``)."""
+        who = report.project_label(tracked.project, self.home)
+        events.warning("BUDGET    %s  %s  near its limit: %s", who,
+                       report.short_id(tracked.session_id), printable(near.words, 160))
+        if self.notify is not None:
+            self.notify(Notice(tracked.session_id, who,
+                               f"{who}: near its budget ({printable(near.words, 160)})",
+                               stop=False))
 
     def _record(self, tracked: Tracked, key: str | None, detection: Detection, *,
                 source: str) -> bool:

@@ -33,13 +33,14 @@ from ..config import Settings, load_settings, transcript_cwd
 from ..engine.answers import PROMPT_REPROMPT
 from ..engine.prefilter import skim_span
 from ..engine.reader import MAX_LINE_BYTES, Step, TranscriptReader
-from ..engine.rules import RULE_IDLE, RULE_SAME, Thresholds
+from ..engine.rules import RULE_IDLE, RULE_SAME, Thresholds, text_digest
 from ..engine.transcript import GoalStatus, SystemEntry, TurnStart, parse_timestamp
 from ..state import records
 from ..state.files import open_transcript, session_id_of
 from ..state.inbox import discard_request, peek_request
 from ..state.status import session_status_path
 from ..tailing import scan_run_start
+from .budgets import Budgets
 from .follower import Change, FileKey, Follower, Seen, Vanished, classify, seen_of
 from .housekeeping import Housekeeper
 from .outcomes import HISTORY_AGE, OUTCOME_TIMEOUT, is_historic
@@ -91,6 +92,7 @@ class Sessions:
                                  outcome_timeout=outcome_timeout)
         self.housekeeper = Housekeeper(state, home=home)
         self.tool_repeats = ToolRepeats(state, home=home, settings=self.settings)
+        self.budgets = Budgets(self.settings.budget)
         self.tracked: dict[str, Tracked] = {}
         self.by_key: dict[FileKey, str] = {}
         self.gone = Vanished()  # recently vanished files: one may turn up renamed
@@ -257,6 +259,7 @@ class Sessions:
         tracked.dormant = Dormant(detector.goal, bare, detector.answers_seen)
         tracked.reader = None
         tracked.tools = None
+        self.budgets.forget(tracked.path)
 
     def _withdraw_if_superseded(self, tracked: Tracked, prompted: str) -> None:
         prompt_at = parse_timestamp(prompted)
@@ -402,6 +405,7 @@ class Sessions:
         busy = self.respond.pending_of(tracked) is not None or (
             detector is not None and detector.run_length)
         self.respond.forget(tracked)
+        self.budgets.forget(path)
         if not quiet:
             (log.warning if busy else log.info)("%s: transcript %s, no longer followed",
                                                   self.respond.name(tracked), why)
@@ -432,6 +436,8 @@ class Sessions:
             fresh = live and not (step.end <= tracked.history_end and is_historic(
                 getattr(event, "timestamp", ""), now, max_age=self.respond.history_age))
             tracked.tool_streaks = self.tool_repeats.feed(tracked, event, live=fresh)
+            if not tracked.off:
+                self.budgets.feed(tracked.path, event)
         prompted = None
         if isinstance(event, TurnStart):
             if event.kind == "prompt":
@@ -459,7 +465,28 @@ class Sessions:
                         "ended, or not a transcript); reading on after it",
                         self.respond.name(tracked), MAX_LINE_BYTES >> 20)
             tracked.reported_oversized = reader.oversized_lines
-        tracked.published = publish(self.state, tracked, now, home=self.home)
+        self._budget(tracked, now)
+        tracked.published = publish(self.state, tracked, now, home=self.home,
+                                    budget=self._budget_figures(tracked))
+
+    def _budget(self, tracked: Tracked, now: float) -> None:
+        """The turn's spend, its subagents' too, against the budget (``budgets``)."""
+        budgets = self.budgets
+        if tracked.off or not budgets.budget.any_on:
+            return
+        budgets.read_subagents(tracked.path, tracked.session_id)
+        goal = _goal_set(tracked)
+        crossing = budgets.check(tracked.path, now, goal=goal,
+                                 warn=lambda near: self.respond.budget_warning(tracked, near))
+        if crossing is not None:
+            turn = budgets.turns[tracked.path]
+            key = "budget-" + text_digest(f"{tracked.path}:{turn.started_at}:usd")
+            self.respond.on_budget(tracked, crossing, key, now)
+
+    def _budget_figures(self, tracked: Tracked) -> dict[str, object] | None:
+        if tracked.off or not self.budgets.budget.any_on:
+            return None
+        return self.budgets.figures(tracked.path, goal=_goal_set(tracked))
 
     # -- housekeeping -------------------------------------------------------------------
 
@@ -522,3 +549,9 @@ class Sessions:
             self.ignored.add(path)
         self.drop(path, why="is not a regular file any more", quiet=True)
 
+
+def _goal_set(tracked: Tracked) -> bool:
+    """Whether a goal is set in the session (neither met nor cleared), as last read."""
+    detector = tracked.detector
+    goal = detector.goal if detector is not None else None
+    return goal is not None and not goal.met

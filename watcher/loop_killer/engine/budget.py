@@ -1,0 +1,216 @@
+"""BUDGET: the backstop that ends a turn no loop rule can tell from work (pure).
+
+A ``/goal`` runs inside one turn of the person's (every re-prompt of it is in that turn),
+and a goal that does something new in every answer (a migration that never converges, a
+fix that moves the failure around) is work to every rule. Claude Code's own cap (9 blocks
+in a row) starts afresh on tool work, so nothing ends it. A budget does: a turn may hold
+so many re-prompts, spend so much (its main session and its subagents, priced as
+``scan`` prices them) and last so long; ``0`` switches a limit off.
+
+One place for the budget's logic: the watcher (spend, live, and the warnings), the Stop
+hook (re-prompts and wall time, at every Stop) and ``scan`` (past turns over it) give
+this module a turn's figures and get back what is crossed, or near, and the words.
+"""
+
+from __future__ import annotations
+
+from ..light import Value
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: the Stop hook imports this module
+if TYPE_CHECKING:
+    from typing import Final
+
+__all__ = [
+    "BUDGET_MINUTES",
+    "BUDGET_REPROMPTS",
+    "BUDGET_USD",
+    "DEFAULT_BUDGET",
+    "LIMITS",
+    "LIMIT_MINUTES",
+    "LIMIT_REPROMPTS",
+    "LIMIT_USD",
+    "WARN_AT",
+    "Budget",
+    "Crossing",
+    "TurnSpend",
+    "TurnUse",
+    "crossed",
+    "describe",
+    "nearing",
+    "over_by",
+    "usd_text",
+]
+
+BUDGET_REPROMPTS = 100
+"""Re-prompts one turn may hold: eleven times Claude Code's own cap of 9 in a row."""
+
+BUDGET_USD = 25.0
+"""What one turn may spend (USD, main session and subagents)."""
+
+BUDGET_MINUTES = 0.0
+"""How long one turn may last; 0: no limit (a turn may wait on CI for long, rightly)."""
+
+WARN_AT = 0.8
+"""The share of a limit at which the person is told, once, that a turn nears it."""
+
+LIMIT_REPROMPTS: Final = "reprompts"
+LIMIT_USD: Final = "usd"
+LIMIT_MINUTES: Final = "minutes"
+LIMITS: Final = (LIMIT_REPROMPTS, LIMIT_USD, LIMIT_MINUTES)
+
+
+class Budget(Value):
+    """The limits of one turn; a limit of 0 is off."""
+
+    __slots__ = ("reprompts", "usd", "minutes")
+    reprompts: int
+    usd: float
+    minutes: float
+
+    def __init__(self, reprompts: int = BUDGET_REPROMPTS, usd: float = BUDGET_USD,
+                 minutes: float = BUDGET_MINUTES) -> None:
+        self._set(reprompts=reprompts, usd=usd, minutes=minutes)
+
+    def limit(self, name: str) -> float:
+        return float(getattr(self, name))
+
+    @property
+    def any_on(self) -> bool:
+        return any(self.limit(name) > 0 for name in LIMITS)
+
+
+DEFAULT_BUDGET: Final = Budget()
+
+
+class TurnUse(Value):
+    """What one turn has used so far.
+
+    ``started_at``: when the person's prompt that began it was written (seconds since the
+    epoch; None: unknown, and then no wall time is counted). ``fallback``: some of ``usd``
+    is priced at a model family's price (the model itself has none). ``goal``: a ``/goal``
+    is set in the turn (the words say "goal" or "turn")."""
+
+    __slots__ = ("reprompts", "started_at", "usd", "fallback", "goal")
+    reprompts: int
+    started_at: float | None
+    usd: float
+    fallback: bool
+    goal: bool
+
+    def __init__(self, reprompts: int = 0, started_at: float | None = None, usd: float = 0.0,
+                 fallback: bool = False, goal: bool = False) -> None:
+        self._set(reprompts=reprompts, started_at=started_at, usd=usd, fallback=fallback,
+                  goal=goal)
+
+    def used(self, name: str, now: float) -> float:
+        """How much of the limit ``name`` the turn has used at ``now``."""
+        if name == LIMIT_REPROMPTS:
+            return float(self.reprompts)
+        if name == LIMIT_USD:
+            return self.usd
+        return 0.0 if self.started_at is None else max(0.0, now - self.started_at) / 60
+
+
+class Crossing(Value):
+    """A limit a turn has reached: which, and the words for the notice and the log
+    (``$25.13 spent in this goal, limit $25.00``)."""
+
+    __slots__ = ("limit", "used", "words")
+    limit: str
+    used: float
+    words: str
+
+    def __init__(self, limit: str, used: float, words: str) -> None:
+        self._set(limit=limit, used=used, words=words)
+
+    @property
+    def count(self) -> int:
+        """A whole number for records that keep one (the re-prompts, the cents, the
+        minutes)."""
+        return round(self.used * 100) if self.limit == LIMIT_USD else int(self.used)
+
+
+def _reached(name: str, used: float, limit: float) -> bool:
+    # A turn may hold ``reprompts`` re-prompts: at the Stop of the answer to the last of
+    # them, one more would be beyond. Money is crossed once spent beyond the limit.
+    if name == LIMIT_USD:
+        return used > limit
+    return used >= limit
+
+
+def crossed(budget: Budget, use: TurnUse, now: float,
+            limits: tuple[str, ...] = LIMITS) -> Crossing | None:
+    """The first of ``limits`` (of those on) the turn has reached at ``now``, or None."""
+    for name in limits:
+        limit = budget.limit(name)
+        used = use.used(name, now)
+        if limit > 0 and _reached(name, used, limit):
+            return Crossing(name, used, describe(name, used, limit, use))
+    return None
+
+
+def nearing(budget: Budget, use: TurnUse, now: float, *, share: float = WARN_AT
+            ) -> tuple[Crossing, ...]:
+    """The limits (of those on) the turn has used ``share`` of but not reached."""
+    found = []
+    for name in LIMITS:
+        limit = budget.limit(name)
+        used = use.used(name, now)
+        if limit > 0 and used >= share * limit and not _reached(name, used, limit):
+            found.append(Crossing(name, used, describe(name, used, limit, use)))
+    return tuple(found)
+
+
+def over_by(budget: Budget, use: TurnUse, now: float) -> dict[str, float]:
+    """For a past turn: each limit it went beyond, and by how much (re-prompts, USD,
+    minutes)."""
+    return {name: use.used(name, now) - budget.limit(name) for name in LIMITS
+            if budget.limit(name) > 0 and use.used(name, now) > budget.limit(name)}
+
+
+def usd_text(usd: float) -> str:
+    """``$25.13``; below ten cents, three significant digits (``$0.00103``)."""
+    return f"${usd:.2f}" if usd >= 0.1 or usd == 0 else f"${usd:.3g}"
+
+
+def describe(name: str, used: float, limit: float, use: TurnUse) -> str:
+    """``$25.13 spent in this goal, limit $25.00``, and its kin for the other limits."""
+    where = "in this goal" if use.goal else "in this turn"
+    if name == LIMIT_REPROMPTS:
+        return f"{int(used)} re-prompts {where}, limit {int(limit)}"
+    if name == LIMIT_USD:
+        guess = " (partly at a model family's price)" if use.fallback else ""
+        return f"{usd_text(used)} spent {where}{guess}, limit {usd_text(limit)}"
+    return f"{_minutes(used)} {where}, limit {_minutes(limit)}"
+
+
+def _minutes(minutes: float) -> str:
+    if minutes < 1:
+        return f"{round(minutes * 60)} s"
+    return f"{minutes:.0f} min" if minutes < 120 else f"{minutes / 60:.1f} h"
+
+
+class TurnSpend:
+    """One turn's figures as its lines arrive (the watcher's, and ``scan``'s): re-prompts
+    counted, and each API reply priced once (the largest copy: Claude Code repeats a
+    reply's usage on every line of it, with a growing output count). A subagent's replies
+    go to its parent's turn. Prices come in already computed: the engine knows none."""
+
+    __slots__ = ("_replies", "reprompts", "started_at", "warned", "stopped")
+
+    def __init__(self, started_at: float | None = None) -> None:
+        self.started_at = started_at
+        self.reprompts = 0
+        self._replies: dict[str, tuple[float, bool]] = {}  # key -> (USD, family-priced)
+        self.warned: set[str] = set()  # limits the person was told this turn nears
+        self.stopped = False  # a stop was asked for this turn
+
+    def reply(self, key: str, usd: float, *, fallback: bool = False) -> None:
+        known = self._replies.get(key)
+        if known is None or usd > known[0]:
+            self._replies[key] = (usd, fallback)
+
+    def use(self, *, goal: bool = False) -> TurnUse:
+        usd = sum(cost for cost, _ in self._replies.values())
+        fallback = any(guess for _, guess in self._replies.values())
+        return TurnUse(self.reprompts, self.started_at, usd, fallback, goal)

@@ -1,0 +1,188 @@
+"""Each live turn's budget, kept by the watcher as lines arrive (BUDGET, ``engine.budget``).
+
+The watcher reads every line of a main transcript already: its steps' events come here
+(``feed``), and a turn's re-prompts and replies are counted in its ``TurnSpend``, each
+reply priced as ``scan`` prices it (``scan.prices``). A session's subagents write their
+own files (``<session>/subagents/agent-*.jsonl``), which the watcher does not follow:
+after each batch of the main transcript, their new bytes are read here and their replies
+go to the parent's turn. Spend is the one limit only the watcher sees: crossed, the
+``Responder`` writes a clear request for the session's next Stop (``on_budget``); at
+``WARN_AT`` of any limit the person is told once per turn (the log line, and a desktop
+notification with ``--notify``). Re-prompts and time are also counted by the Stop hook
+itself (``hook.budget_turn``), which ends the turn when they are reached, watcher or not.
+
+Counted from what the watcher read: after a restart in the middle of a turn, only the
+replies of the tail it read back (the turn's trailing run) and what came after.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+from ..engine.budget import (
+    LIMIT_USD,
+    Crossing,
+    TurnSpend,
+    TurnUse,
+    crossed,
+    nearing,
+)
+from ..engine.prefilter import KEEP, sort_line
+from ..engine.reader import EventReader
+from ..engine.transcript import (
+    AssistantPart,
+    Event,
+    ParseStats,
+    Reprompt,
+    TurnStart,
+    parse_line,
+    parse_timestamp,
+)
+from ..scan.prices import PriceTable
+from .usage import read_new_bytes
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..engine.budget import Budget
+
+__all__ = ["Budgets"]
+
+log = logging.getLogger("loop_killer.watch")
+
+_READ_LIMIT = 8 * 1024 * 1024  # most bytes read from one subagent file in one go
+_CLOCK_MARGIN = 2.0
+
+
+def _subagent_line(buffer: bytes, start: int, end: int, stats: ParseStats | None = None
+                   ) -> Event | None:
+    """A subagent's line (``isSidechain``) read as its own file's conversation."""
+    if sort_line(buffer, start, end) < KEEP:
+        return None
+    return parse_line(buffer[start:end], stats, subagent=True)
+
+
+class _Subagents:
+    """What was read of one session's subagent files: a reader per file."""
+
+    __slots__ = ("files",)
+
+    def __init__(self) -> None:
+        self.files: dict[str, EventReader] = {}
+
+
+class Budgets:
+    """Every live turn's figures, by main transcript path; all calls from one thread."""
+
+    def __init__(self, budget: Budget, *, prices: PriceTable | None = None) -> None:
+        self.budget = budget
+        self.prices = prices if prices is not None else PriceTable()
+        self.turns: dict[str, TurnSpend] = {}
+        self.subagents: dict[str, _Subagents] = {}
+
+    # -- counting -----------------------------------------------------------------------
+
+    def feed(self, path: str, event: Event | None) -> None:
+        """One event of the main transcript at ``path``."""
+        if isinstance(event, TurnStart):
+            if event.kind == "prompt":  # the person spoke: a new turn
+                self.turns[path] = TurnSpend(parse_timestamp(event.timestamp))
+            return
+        turn = self.turns.get(path)
+        if turn is None:
+            return  # no turn begun in what was read (a tail from a run's middle)
+        if isinstance(event, Reprompt):
+            turn.reprompts += 1
+        elif isinstance(event, AssistantPart):
+            self._reply(turn, event)
+
+    def _reply(self, turn: TurnSpend, part: AssistantPart) -> None:
+        if part.usage is None:
+            return
+        usd, how = self.prices.reply_cost(part.model, part.usage)
+        turn.reply(part.message_id or part.uuid, usd, fallback=how == "fallback")
+
+    def read_subagents(self, path: str, session_id: str) -> None:
+        """Count the new replies of the session's subagents in its current turn. A file
+        last written before the turn began is none of the turn's: skipped to its end."""
+        turn = self.turns.get(path)
+        if turn is None:
+            return
+        folder = os.path.join(os.path.dirname(path), session_id, "subagents")
+        try:
+            with os.scandir(folder) as entries:
+                names = [entry.path for entry in entries if entry.name.endswith(".jsonl")
+                         and entry.is_file(follow_symlinks=False)]
+        except OSError:
+            return
+        known = self.subagents.setdefault(path, _Subagents()).files
+        for name in names:
+            reader = known.get(name)
+            if reader is None:
+                reader = known[name] = EventReader(offset=self._start(name, turn),
+                                                   parse=_subagent_line)
+            offset = reader.offset + reader.pending_bytes
+            try:
+                data, size = read_new_bytes(name, offset, _READ_LIMIT)
+            except OSError:
+                continue
+            if size < offset:  # rewritten: read again from its start
+                known[name] = EventReader(parse=_subagent_line)
+                continue
+            for line in reader.feed(data):
+                if isinstance(line.event, AssistantPart):
+                    self._reply(turn, line.event)
+
+    @staticmethod
+    def _start(name: str, turn: TurnSpend) -> int:
+        try:
+            info = os.stat(name, follow_symlinks=False)
+        except OSError:
+            return 0
+        begun = turn.started_at
+        # (a margin for a coarse file clock: a file written with the prompt is the turn's)
+        old = begun is not None and info.st_mtime < begun - _CLOCK_MARGIN
+        return info.st_size if old else 0
+
+    def forget(self, path: str) -> None:
+        self.turns.pop(path, None)
+        self.subagents.pop(path, None)
+
+    # -- judging ------------------------------------------------------------------------
+
+    def use(self, path: str, *, goal: bool) -> TurnUse | None:
+        turn = self.turns.get(path)
+        return None if turn is None else turn.use(goal=goal)
+
+    def check(self, path: str, now: float, *, goal: bool,
+              warn: Callable[[Crossing], None]) -> Crossing | None:
+        """The spend limit, crossed now and asked to stop for the first time this turn
+        (the caller writes the request); ``warn`` is called once per limit and turn at
+        ``WARN_AT`` of it."""
+        turn = self.turns.get(path)
+        if turn is None or not self.budget.any_on:
+            return None
+        use = turn.use(goal=goal)
+        for near in nearing(self.budget, use, now):
+            if near.limit not in turn.warned:
+                turn.warned.add(near.limit)
+                warn(near)
+        crossing = crossed(self.budget, use, now, (LIMIT_USD,))
+        if crossing is None or turn.stopped:
+            return None
+        turn.stopped = True
+        turn.warned.add(LIMIT_USD)
+        return crossing
+
+    def figures(self, path: str, *, goal: bool) -> dict[str, Any] | None:
+        """What ``loop-killer status`` shows of the turn (None: no turn read)."""
+        use = self.use(path, goal=goal)
+        if use is None:
+            return None
+        budget = self.budget
+        return {"reprompts": use.reprompts, "started_at": use.started_at,
+                "usd": round(use.usd, 6), "fallback": use.fallback, "goal": use.goal,
+                "limits": {"reprompts": budget.reprompts, "usd": budget.usd,
+                           "minutes": budget.minutes}}
