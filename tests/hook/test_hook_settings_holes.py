@@ -109,9 +109,10 @@ def test_config_shows_every_setting_with_where_it_came_from() -> None:
 
     env = {**os.environ, "LOOP_KILLER_TOOL_REPEAT_STOP": "7"}
     document = json.loads(_cli("config", "--json", env=env).stdout)
-    fields = set(Settings.__slots__) - {"thresholds", "sources", "problems"}
+    fields = set(Settings.__slots__) - {"thresholds", "sources", "problems", "budget"}
     assert set(document["settings"]) == fields | {"same_reply_turns", "idle_turns", "similar",
-                                                  "wait_minutes"}
+                                                  "wait_minutes", "budget_reprompts",
+                                                  "budget_usd", "budget_minutes"}
     assert document["settings"]["tool_repeat_stop"] == 7
     assert document["sources"]["tool_repeat_stop"] == "$LOOP_KILLER_TOOL_REPEAT_STOP"
     shown = _cli("config", env=env).stdout

@@ -430,7 +430,8 @@ class ToolRepeatCounter:
         # (a formatter, a script, the person) is measured, not read from its words: the
         # tree's fingerprint when a result repeats.
         if name in FILE_CHANGING_TOOLS:
-            if count == 1 and not failed:
+            # (an edit that left its file as it was, a Write of what is there, is none)
+            if count == 1 and not failed and not (move and move[0] == move[1]):
                 self._changes += 1
                 depth = self._edits.note(edited_file(tool_input), *move,
                                          change_digest(tool_input),
