@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from ..config import Settings
 from ..engine.rules import RULE_MANUAL, RULE_REFUSED_RETRIES, rule_phrase
 from ..engine.tool_repeat import RULE_TOOL_REPEAT
 from ..printable import printable, terminal_width, wrap
@@ -157,11 +158,13 @@ def _refused_now(state: Path, session_id: str, refusals: list[journal.ToolRecord
     """The session's last refused call and how many times in a row it was refused, while
     a call would still be refused: the tool hooks' own mark says so (``store``: there from
     the result that makes a call refusable until the person speaks). Only the refusals
-    since that mark count."""
-    from ..tools.store import refusal_marker, state_path
+    since that mark count. The log holds one record per refused call; its attempts are
+    the tool hooks' own count."""
+    from ..tools import store
 
+    path = store.state_path(state, session_id)
     try:
-        info = os.lstat(refusal_marker(state_path(state, session_id)))
+        info = os.lstat(store.refusal_marker(path))
     except (OSError, ValueError):
         return None
     if not stat.S_ISREG(info.st_mode):
@@ -170,12 +173,8 @@ def _refused_now(state: Path, session_id: str, refusals: list[journal.ToolRecord
     if not since:
         return None
     last = since[-1]
-    attempts = 0
-    for record in reversed(since):
-        if record.call != last.call:
-            break
-        attempts += 1
-    return {"call": last.call, "attempts": attempts, "at": last.at or None}
+    attempts = store.counter(store.load(path), store.MAIN, Settings()).refused
+    return {"call": last.call, "attempts": max(1, attempts), "at": last.at or None}
 
 
 _CLOCK_SLACK = 1.0
