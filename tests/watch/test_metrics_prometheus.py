@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 from must_run import unavailable
-
 from transcripts import Lines, append
 
 from .conftest import Env
