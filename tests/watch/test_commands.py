@@ -215,7 +215,10 @@ def test_status_shows_a_refused_call_as_refused_and_the_last_loops_with_their_ou
              "rule": "SAME_REPLY_TURNS", "outcome": "stopped", "source": "watcher",
              "at": now - 297},  # a passing outcome after the final one changes nothing
             {**base, "event": "detection", "count": 3, "tool_use_id": "t3", "at": now - 60},
-            {**base, "event": "refusal", "count": 4, "at": now - 30}):  # one per call
+            {**base, "event": "refusal", "count": 4, "at": now - 30},  # one per call
+            # The watcher's word on an earlier warning of the session: no news here.
+            {**base, "event": "outcome", "outcome": "none", "source": "watcher",
+             "at": now - 25}):
         journal.append(env.state, journal.decode(record))
     # The tool hooks' counts (the attempts refused: 2) and their mark: a call would be
     # refused (made at the 4th identical result).
