@@ -222,15 +222,31 @@ def test_status_shows_a_refused_call_as_refused_and_the_last_loops_with_their_ou
              "rule": "SAME_REPLY_TURNS", "outcome": "stopped", "source": "watcher",
              "at": now - 297},  # a passing outcome after the final one changes nothing
             {**base, "event": "detection", "count": 3, "tool_use_id": "t3", "at": now - 60},
-            {**base, "event": "refusal", "count": 4, "at": now - 30},
-            {**base, "event": "refusal", "count": 4, "at": now - 20}):
+            {**base, "event": "refusal", "count": 4, "at": now - 30},  # one per call
+            # The watcher's word on an earlier warning of the session: no news here.
+            {**base, "event": "outcome", "outcome": "none", "source": "watcher",
+             "at": now - 25}):
         journal.append(env.state, journal.decode(record))
-    # The tool hooks' mark: a call would be refused (made at the 4th identical result).
-    from loop_killer.tools.store import refusal_marker, state_path
+    # The tool hooks' counts (the attempts refused: 2) and their mark: a call would be
+    # refused (made at the 4th identical result).
+    from loop_killer.config import Settings
+    from loop_killer.tools import store
 
-    marker = Path(refusal_marker(state_path(env.state, api.session_id)))
-    marker.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    marker.write_bytes(b"")
+    def refused(attempts: int) -> Path:
+        """The tool hooks' counts after ``attempts`` refused attempts; their mark."""
+        counts = Settings().tool_counter()
+        command = {"command": "cat server.log"}
+        for _ in range(4):
+            counts.record("Bash", command, "no change", False)
+        for _ in range(attempts):
+            refusal = counts.refusal("Bash", command)
+            assert refusal is not None
+            counts.note_refusal(refusal)
+        store.save(path, store.put(None, store.MAIN, counts), refusable=True)
+        return Path(store.refusal_marker(path))
+
+    path = store.state_path(env.state, api.session_id)
+    marker = refused(2)
     os.utime(marker, (now - 40, now - 40))
 
     _, out, _ = run(capsys, "status", "--json")
@@ -253,7 +269,7 @@ def test_status_shows_a_refused_call_as_refused_and_the_last_loops_with_their_ou
 
     # The person spoke: the tool hooks drop their mark, and the refusal is over, though
     # the same call repeats again in the new turn (an audit found it still "refused").
-    marker.unlink()
+    store.remove(path)
     write_session_status(env.state, SessionStatus(
         session_id=api.session_id, transcript_path=str(api.path_in(env.root)),
         project=api.project, offset=0, run_length=1, chain_length=1, awaiting=None,
@@ -262,7 +278,7 @@ def test_status_shows_a_refused_call_as_refused_and_the_last_loops_with_their_ou
     _, out, _ = run(capsys, "status", "--json")
     assert orjson.loads(out)["sessions"][0]["refused"] is None
     # Refused again later: only the refusals since the new mark are counted.
-    marker.write_bytes(b"")
+    refused(1)
     journal.append(env.state, journal.decode({**base, "event": "refusal", "count": 4}))
     _, out, _ = run(capsys, "status", "--json")
     assert orjson.loads(out)["sessions"][0]["refused"]["attempts"] == 1

@@ -46,14 +46,17 @@ def outcome(session: str, rule: str, word: str, **more: Any) -> journal.Record |
                            "outcome": word, "project": "-home-dev-shop", **more})
 
 
-def test_a_loop_counts_once_at_its_first_outcome_with_the_tokens_it_would_have_spent() -> None:
+def test_a_loop_counts_when_detected_and_again_at_its_first_outcome_with_the_tokens(
+        ) -> None:
     figures = tally()
     figures.observe(detection("s1", "SAME_REPLY_TURNS", answer_uuid="a1", count=3,
                               run_length=3))
-    assert figures.loops == {}  # no outcome yet
+    assert figures.loops == {("SAME_REPLY_TURNS", "reprompt", "shop"): 1}
+    assert figures.outcomes == {}  # no outcome yet
     figures.observe(outcome("s1", "SAME_REPLY_TURNS", "clear_queued", answer_uuid="a1"))
     figures.observe(outcome("s1", "SAME_REPLY_TURNS", "cleared", answer_uuid="a1"))
-    assert figures.loops == {("SAME_REPLY_TURNS", "reprompt", "clear_queued", "shop"): 1}
+    assert figures.loops == {("SAME_REPLY_TURNS", "reprompt", "shop"): 1}
+    assert figures.outcomes == {("SAME_REPLY_TURNS", "reprompt", "clear_queued", "shop"): 1}
     # 250 tokens a reply x the 5 replies Claude Code's cap of 8 blocks still allowed.
     assert figures.avoided_tokens == {("SAME_REPLY_TURNS", "shop"):
                                       250.0 * (STOP_HOOK_BLOCK_CAP - 3)}
@@ -98,7 +101,8 @@ def test_two_loops_a_hook_stopped_before_their_replies_were_written_count_twice(
                                   run_length=3, source="hook", prompt_uuid=f"p{loop}"))
         figures.observe(outcome("s1", "SAME_REPLY_TURNS", "clear_queued", answer_uuid="",
                                 source="hook"))
-    assert figures.loops == {("SAME_REPLY_TURNS", "reprompt", "clear_queued", "shop"): 2}
+    assert figures.loops == {("SAME_REPLY_TURNS", "reprompt", "shop"): 2}
+    assert figures.outcomes == {("SAME_REPLY_TURNS", "reprompt", "clear_queued", "shop"): 2}
 
 
 def test_a_loop_that_went_on_avoided_nothing_and_a_manual_clear_finds_its_outcome() -> None:
@@ -107,40 +111,53 @@ def test_a_loop_that_went_on_avoided_nothing_and_a_manual_clear_finds_its_outcom
     figures.observe(outcome("s1", "IDLE_TURNS", "continued", answer_uuid="a1"))
     figures.observe(detection("s2", "MANUAL", answer_uuid="", count=0))
     figures.observe(outcome("s2", "MANUAL", "stopped_no_goal", answer_uuid="x"))
-    assert figures.loops == {("IDLE_TURNS", "reprompt", "continued", "shop"): 1,
-                             ("MANUAL", "reprompt", "stopped_no_goal", "shop"): 1}
+    assert figures.outcomes == {("IDLE_TURNS", "reprompt", "continued", "shop"): 1,
+                                ("MANUAL", "reprompt", "stopped_no_goal", "shop"): 1}
     assert figures.avoided_tokens == {("MANUAL", "shop"): 250.0 * STOP_HOOK_BLOCK_CAP}
 
 
 def test_tool_calls_warnings_refusals_and_the_ladders_stop() -> None:
     figures = tally()
     figures.observe(detection("s1", "TOOL_REPEAT", tool_use_id="t1", count=3))
-    figures.observe(detection("s1", "EDIT_OSCILLATION", count=2))
-    for _ in range(3):
-        figures.observe(journal.ToolRecord(session_id="s1", rule="TOOL_REPEAT", refused=True,
-                                           project="-home-dev-shop"))
+    figures.observe(detection("s2", "EDIT_OSCILLATION", tool_use_id="e1", count=2))
+    figures.observe(detection("s3", "TOOL_REPEAT", tool_use_id="u1", count=3))
+    figures.observe(journal.ToolRecord(session_id="s1", rule="TOOL_REPEAT", refused=True,
+                                       project="-home-dev-shop"))
+    # The ladder's stop names the refused attempt: it is s1's warned loop's outcome.
     figures.observe(outcome("s1", "TOOL_REPEAT", "clear_queued", answer_uuid="t9"))
     figures.observe(outcome("s1", "TOOL_REPEAT", "cleared", answer_uuid="t9"))  # the mod's
-    assert figures.loops == {("TOOL_REPEAT", "tool", "warned", "shop"): 1,
-                             ("EDIT_OSCILLATION", "tool", "warned", "shop"): 1,
-                             ("TOOL_REPEAT", "tool", "clear_queued", "shop"): 1}
-    assert figures.refusals == {"shop": 3}
+    # The watcher's word on a warning nothing refused after.
+    figures.observe(outcome("s2", "EDIT_OSCILLATION", "warned", answer_uuid="e1"))
+    # A stop with no warning awaiting (s3's settled): a loop detected at its stop.
+    figures.observe(outcome("s3", "TOOL_REPEAT", "warned", answer_uuid="u1"))
+    figures.observe(outcome("s3", "TOOL_REPEAT", "stopped_no_goal", answer_uuid="u7"))
+    assert figures.loops == {("TOOL_REPEAT", "tool", "shop"): 3,
+                             ("EDIT_OSCILLATION", "tool", "shop"): 1}
+    assert figures.outcomes == {("TOOL_REPEAT", "tool", "clear_queued", "shop"): 1,
+                                ("EDIT_OSCILLATION", "tool", "warned", "shop"): 1,
+                                ("TOOL_REPEAT", "tool", "warned", "shop"): 1,
+                                ("TOOL_REPEAT", "tool", "stopped_no_goal", "shop"): 1}
+    assert figures.refusals == {"shop": 1}
     assert figures.avoided_tokens == {}
 
 
 def test_label_values_are_bounded() -> None:
     figures = tally(max_projects=3)
     for index in range(10):
-        figures.observe(detection(f"s{index}", "TOOL_REPEAT", project=f"-home-dev-p{index}"))
+        figures.observe(detection(f"s{index}", "TOOL_REPEAT", project=f"-home-dev-p{index}",
+                                  tool_use_id="t"))
+        figures.observe(outcome(f"s{index}", "TOOL_REPEAT", "warned", answer_uuid="t",
+                                project=f"-home-dev-p{index}"))
     figures.observe(detection("s", "A_RULE_FROM_THE_FUTURE", answer_uuid="u"))
     figures.observe(outcome("s", "A_RULE_FROM_THE_FUTURE", "exploded", answer_uuid="u"))
     figures.observe(outcome("old", "SAME_REPLY_TURNS", "cleared"))  # detected before start
     assert journal.decode({"event": "detection", "session_id": None}) is None  # not counted
-    projects = {key[3] for key in figures.loops}
-    assert projects == {"p0", "p1", "p2", OTHER}
-    assert figures.loops[("TOOL_REPEAT", "tool", "warned", OTHER)] == 7
-    assert figures.loops[(OTHER, "reprompt", OTHER, OTHER)] == 1
-    assert sum(figures.loops.values()) == 11
+    assert {key[2] for key in figures.loops} == {key[3] for key in figures.outcomes} == {
+        "p0", "p1", "p2", OTHER}
+    assert figures.loops[("TOOL_REPEAT", "tool", OTHER)] == 7
+    assert figures.outcomes[("TOOL_REPEAT", "tool", "warned", OTHER)] == 7
+    assert figures.outcomes[(OTHER, "reprompt", OTHER, OTHER)] == 1
+    assert sum(figures.loops.values()) == sum(figures.outcomes.values()) == 11
 
 
 def test_gauges_from_the_heartbeat_and_the_statuses_written_lately(env: Env) -> None:
@@ -188,7 +205,9 @@ def test_the_endpoint_serves_what_the_log_holds(env: Env) -> None:
         text = _scrape(server.address)
     finally:
         server.close()
-    assert ('loop_killer_loops_total{kind="reprompt",outcome="cleared",project="shop",'
+    assert ('loop_killer_loops_total{kind="reprompt",project="shop",'
+            'rule="SAME_REPLY_TURNS"} 1.0') in text
+    assert ('loop_killer_loop_outcomes_total{kind="reprompt",outcome="cleared",project="shop",'
             'rule="SAME_REPLY_TURNS"} 1.0') in text
     # The loop's replies used 20 tokens each (tests/transcripts.py): 20 x (8 - 3).
     assert 'loop_killer_avoided_tokens_total{project="shop",rule="SAME_REPLY_TURNS"} 100.0' in text

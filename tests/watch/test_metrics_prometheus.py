@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from must_run import unavailable
+from transcripts import Lines, append
 
 from .conftest import Env
 from .helpers import wait_for
@@ -97,26 +98,49 @@ def prometheus_server(tmp_path: Path) -> Iterator[Any]:
         server.stop()
 
 
-def test_prometheus_scrapes_the_loops_the_watcher_sees(
-        env: Env, spawn_watcher: Any, prometheus_server: Any) -> None:
+NOT_STOPPED = (
+    'sum by (project) (loop_killer_loops_total) - sum by (project) ('
+    'loop_killer_loop_outcomes_total{outcome!~"continued|none|not_requested|other"} '
+    'or 0 * loop_killer_loops_total) > 0')
+"""The README's alert rule ("detected but not stopped"), without its ``for:``."""
+
+
+def _watched(spawn_watcher: Any, prometheus_server: Any) -> tuple[Any, Any]:
+    """The real watcher serving metrics (its outcome timeout 2 s), scraped by a real
+    Prometheus every second."""
     port = _free_port()
-    watcher = spawn_watcher("--metrics", f"127.0.0.1:{port}")
+    watcher = spawn_watcher("--metrics", f"127.0.0.1:{port}", "--outcome-timeout", "2")
     assert f"Prometheus metrics at http://127.0.0.1:{port}/metrics" in watcher.stdout()
     server = prometheus_server(f"127.0.0.1:{port}")
     server.until(lambda: server.query('up{job="loop-killer"} == 1'), 30,
                  "Prometheus to scrape the watcher")
+    return watcher, server
 
+
+def test_prometheus_scrapes_the_loops_the_watcher_sees(
+        env: Env, spawn_watcher: Any, prometheus_server: Any) -> None:
+    _watcher, server = _watched(spawn_watcher, prometheus_server)
     tools, goal, fired = env.two_loops()
 
     def loops() -> dict[tuple[str, str, str], float]:
-        return {(s["metric"]["rule"], s["metric"]["outcome"], s["metric"]["project"]):
+        return {(s["metric"]["rule"], s["metric"]["kind"], s["metric"]["project"]):
                 float(s["value"][1]) for s in server.query("loop_killer_loops_total")}
+
+    def outcomes() -> dict[tuple[str, str, str], float]:
+        return {(s["metric"]["rule"], s["metric"]["outcome"], s["metric"]["project"]):
+                float(s["value"][1]) for s in server.query("loop_killer_loop_outcomes_total")}
 
     found = server.until(lambda: len(seen := loops()) >= 2 and seen, 30,
                          "both loops in Prometheus")
     # (The projects are named from their folders; the test's HOME is not /home/dev.)
-    assert found == {("TOOL_REPEAT", "warned", "home-dev-shop"): 1.0,
-                     ("SAME_REPLY_TURNS", "cleared", "home-dev-billing"): 1.0}
+    assert found == {("TOOL_REPEAT", "tool", "home-dev-shop"): 1.0,
+                     ("SAME_REPLY_TURNS", "reprompt", "home-dev-billing"): 1.0}
+    # The tool loop's outcome is the watcher's, after its outcome timeout: no tool-call
+    # hook counted that session's calls (no plugin), so nothing warned the model.
+    settled = server.until(lambda: len(seen := outcomes()) >= 2 and seen, 30,
+                           "both outcomes in Prometheus")
+    assert settled == {("TOOL_REPEAT", "none", "home-dev-shop"): 1.0,
+                       ("SAME_REPLY_TURNS", "cleared", "home-dev-billing"): 1.0}
     (avoided,) = server.until(lambda: server.query("loop_killer_avoided_tokens_total"), 10,
                               "the avoided tokens")
     assert avoided["metric"]["rule"] == "SAME_REPLY_TURNS"
@@ -124,3 +148,28 @@ def test_prometheus_scrapes_the_loops_the_watcher_sees(
     followed = server.until(
         lambda: server.query("loop_killer_sessions_followed >= 2"), 10, "the sessions gauge")
     assert float(followed[0]["value"][1]) == 2
+    # The alert's expression: the tool loop nothing stopped; the cleared one is not in it.
+    (alert,) = server.until(lambda: server.query(NOT_STOPPED), 10, "the alert's expression")
+    assert (alert["metric"], float(alert["value"][1])) == ({"project": "home-dev-shop"}, 1.0)
+
+
+def test_a_loop_in_a_session_without_the_plugin_is_counted_when_detected(
+        env: Env, spawn_watcher: Any, prometheus_server: Any) -> None:
+    """No Stop hook takes the request and no Stop hook's word ever comes: the loop is in
+    Prometheus within seconds of the watcher's LOOP line (it once waited for an outcome,
+    and an alert on loops detected never fired for exactly this case), and the alert's
+    expression says it was not stopped, before and after its outcome (none)."""
+    watcher, server = _watched(spawn_watcher, prometheus_server)
+    s = Lines(cwd="/home/dev/billing")
+    append(s.path_in(env.root), s.goal_loop(3))
+    server.until(lambda: "-> clear requested" in watcher.stdout(), 30, "the LOOP line")
+    (counted,) = server.until(lambda: server.query("sum(loop_killer_loops_total)"), 30,
+                              "the loop counted")
+    assert float(counted["value"][1]) == 1
+    (alert,) = server.until(lambda: server.query(NOT_STOPPED), 10, "the alert's expression")
+    assert (alert["metric"], float(alert["value"][1])) == ({"project": "home-dev-billing"},
+                                                          1.0)
+    (none,) = server.until(lambda: server.query("loop_killer_loop_outcomes_total"), 30,
+                           "its outcome")
+    assert none["metric"]["outcome"] == "none"  # the request still pending
+    assert server.query(NOT_STOPPED)[0]["metric"] == {"project": "home-dev-billing"}

@@ -108,14 +108,10 @@ def test_a_passing_outcome_is_said_when_nothing_final_follows():
     (told,) = narrator.due(6)
     assert told.line == "STOPPED" and told.notice is not None
     assert told.notice.text == "billing: loop stopped (3 similar replies to re-prompts)"
-    # The same news again is dropped; news that differs (the clear failed) is said once.
-    assert narrator.outcome("s1", ["a1"], kind="stopped", line="STOPPED", source="watcher",
-                            who="billing", now=7) == []
-    (failed,) = narrator.outcome("s1", [], kind="clear_failed", line="FAILED", source="hook",
-                                 who="billing", now=8)
-    assert failed.notice is not None and "/goal clear failed" in failed.notice.text
-    assert narrator.outcome("s1", ["a1"], kind="cleared", line="CLEARED", source="hook",
-                            who="billing", now=9) == []
+    # One outcome line per loop: whatever comes later is in the detection log alone.
+    for kind in ("stopped", "clear_failed", "cleared"):
+        assert narrator.outcome("s1", ["a1"], kind=kind, line=kind, source="hook",
+                                who="billing", now=7) == []
     # The same detection from another writer is the same loop; a new one is a new loop.
     assert narrator.detection("s1", ["a1"], who="billing", rule="SAME_REPLY_TURNS",
                               count=3, line="LOOP again", now=10) == []
@@ -140,32 +136,55 @@ def test_tool_repeats_notify_as_warnings_and_a_refusal_that_ends_the_turn_as_a_s
             "rule": "TOOL_REPEAT", "call": "Bash: npm test"}
     (warned,) = tell(narrator, journal.decode({**base, "event": "detection", "count": 3,
                                 "tool_use_id": "t3"}), home="/home/dev", now=0)
+    assert warned.line is not None and warned.line.startswith("LOOP")
     assert warned.notice is not None and not warned.notice.stop
     assert warned.notice.text == ("api: Bash: npm test gave the same result 3 times; the "
                                   "model was warned")
-    said = [tell(narrator, journal.decode({**base, "event": "refusal", "count": 3,
-                                           "tool_use_id": f"r{attempt}"}),
-                 home="/home/dev", now=1) for attempt in range(3)]
-    (refused,) = said[0]  # said once for the call, not once per refused attempt
-    assert said[1:] == [[], []]
+    (refused,) = tell(narrator, journal.decode({**base, "event": "refusal", "count": 4,
+                                                "tool_use_id": "r0"}), home="/home/dev", now=1)
     assert refused.line is not None and refused.line.startswith("REFUSED")
     assert refused.notice is None
+    # The ladder's stop (the 3rd refused attempt) is the warned loop's one outcome.
     stop = journal.decode({**base, "event": "outcome", "outcome": "stopped_no_goal",
-                           "answer_uuid": "r2", "detail": "loop stopped"})
+                           "answer_uuid": "r2", "count": 3,
+                           "detail": "loop-killer: TOOL_REPEAT (a refused call tried 3 more "
+                                     "times): loop stopped; no goal was set."})
     (stopped,) = tell(narrator, stop, home="/home/dev", now=2)
+    assert stopped.line == ("STOPPED   api  s1  TOOL_REPEAT: turn ended after 3 refused "
+                            "attempts; no goal was set (hook)")
     assert stopped.notice is not None and stopped.notice.stop
     assert stopped.notice.text == ("api: loop stopped; no goal was set (Bash: npm test "
                                    "refused 3 times)")
 
 
-def test_the_watchers_own_tool_repeat_line_is_printed_once_and_notified(env):
+def test_a_warned_only_tool_loop_says_so_and_a_later_stop_is_a_loop_of_its_own():
+    from loop_killer.watch.retell import tell
+
+    narrator = Narrator()
+    base = {"session_id": "s1", "project": "api", "rule": "TOOL_REPEAT",
+            "call": "Bash: npm test"}
+    (loop,) = tell(narrator, journal.decode({**base, "event": "detection", "count": 3,
+                                             "tool_use_id": "t3", "source": "hook"}),
+                   home=None, now=0)
+    # The watcher's word, when no refusal followed within its outcome timeout.
+    (warned,) = narrator.outcome("s1", ["t3"], kind="warned", line="WARNED api",
+                                 rule="TOOL_REPEAT", source="watcher", who="api", now=60)
+    assert warned.line == "WARNED api" and warned.notice is None  # warned at the LOOP line
+    stop = journal.decode({**base, "event": "outcome", "outcome": "stopped_no_goal",
+                           "answer_uuid": "r9", "count": 3, "source": "hook"})
+    (stopped,) = tell(narrator, stop, home=None, now=300)
+    assert stopped.line is not None and stopped.line.startswith("STOPPED")
+
+
+def test_the_watchers_own_tool_repeat_line_is_told_from_the_log_and_notified(env):
     from loop_killer.watch.retell import tell
 
     narrator = Narrator()
     record = {"event": "detection", "session_id": "s1", "project": "p", "source": "watcher",
               "rule": "TOOL_REPEAT", "call": "Bash: ls", "count": 3, "tool_use_id": "t"}
     (said,) = tell(narrator, journal.decode(record), home=None, now=0)
-    assert said.line is None  # tool_repeats printed it
+    assert said.line == ("LOOP      p  s1  TOOL_REPEAT: Bash: ls gave the same result 3 "
+                         "times in a row")
     assert said.notice is not None and "Bash: ls gave the same result 3 times" in \
         said.notice.text
 

@@ -67,14 +67,15 @@ def _followed(env, s: Lines, how: str) -> Path:
     if how == "together":
         append(path, _no_cwd(s) + _loops(s))
         sessions.sync(str(path))
-        return path
-    append(path, _no_cwd(s))
-    if how == "caught_up":
-        sessions.catch_up(str(path), pending_requests=set())
     else:
+        append(path, _no_cwd(s))
+        if how == "caught_up":
+            sessions.catch_up(str(path), pending_requests=set())
+        else:
+            sessions.sync(str(path))
+        append(path, _loops(s))
         sessions.sync(str(path))
-    append(path, _loops(s))
-    sessions.sync(str(path))
+    sessions.respond.release()  # the lines held to be told in order, told now
     return path
 
 

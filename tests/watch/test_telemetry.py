@@ -129,12 +129,21 @@ def outcome(session: str, answer_uuid: str, word: str) -> journal.Record:
 
 def test_one_event_per_detection_with_its_outcome_when_known() -> None:
     events = LoopEvents(home="/home/dev", wait=60)
-    (warned,) = events.observe(detection("s1", "TOOL_REPEAT", tool="Bash"), now=0)
+    # A tool-call warning's event waits for its outcome too: the watcher's "warned", or
+    # the ladder's stop (which names the refused attempt: the session's latest tool loop).
+    assert events.observe(detection("s1", "TOOL_REPEAT", tool="Bash", tool_use_id="t3"),
+                          now=0) == []
+    (warned,) = events.observe(outcome("s1", "t3", "warned"), now=0.5)
     assert warned.attributes == {
         "session.id": "s1", "event.name": "loop_detected", "rule": "TOOL_REPEAT",
         "kind": "tool", "outcome": "warned", "project": "shop", "count": 3,
         "source": "watcher", "tool": "Bash", "event.timestamp": "2023-11-14T22:13:20.500Z"}
     assert warned.at == 1_700_000_000.5
+    events.observe(detection("s5", "TOOL_REPEAT", tool_use_id="t3"), now=0.6)
+    (stopped,) = events.observe(journal.OutcomeRecord(session_id="s5", answer_uuid="r1",
+                                                      rule="TOOL_REPEAT", outcome="stopped"),
+                                now=0.7)
+    assert (stopped.attributes["kind"], stopped.attributes["outcome"]) == ("tool", "stopped")
     # A re-prompt loop's event waits for the outcome: the first one, once.
     assert events.observe(detection("s2", "SAME_REPLY_TURNS", answer_uuid="a"), now=1) == []
     assert events.observe(journal.ToolRecord(session_id="s2", refused=True), now=2) == []

@@ -144,7 +144,9 @@ def test_the_watcher_exports_loops_and_events_to_an_otlp_collector(
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
     monkeypatch.setenv("OTEL_METRIC_EXPORT_INTERVAL", "300")
     monkeypatch.setenv("OTEL_LOGS_EXPORT_INTERVAL", "200")
-    watcher = spawn_watcher("--metrics", "127.0.0.1:0")  # beside it: one source for both
+    # Beside it, the Prometheus endpoint: one source for both. Outcome timeout 2 s: the
+    # tool loop's outcome (the watcher's) comes that soon.
+    watcher = spawn_watcher("--metrics", "127.0.0.1:0", "--outcome-timeout", "2")
     (scrape_port,) = re.findall(r"Prometheus metrics at http://127\.0\.0\.1:(\d+)/metrics",
                                 watcher.stdout())
     assert (f"OpenTelemetry: metrics every 0.3 s to {receiver.url}/v1/metrics, "
@@ -157,8 +159,9 @@ def test_the_watcher_exports_loops_and_events_to_an_otlp_collector(
     by_session = {event["session.id"]: event for event in events}
     assert len(events) == 2 and set(by_session) == {tools.session_id, goal.session_id}
     tool_event, goal_event = by_session[tools.session_id], by_session[goal.session_id]
+    # (no tool-call hook counted that session's calls: nothing warned the model)
     assert (tool_event["rule"], tool_event["kind"], tool_event["outcome"],
-            tool_event["project"]) == ("TOOL_REPEAT", "tool", "warned", "home-dev-shop")
+            tool_event["project"]) == ("TOOL_REPEAT", "tool", "none", "home-dev-shop")
     assert (goal_event["rule"], goal_event["kind"], goal_event["outcome"],
             goal_event["project"]) == ("SAME_REPLY_TURNS", "reprompt", "cleared",
                                        "home-dev-billing")
@@ -169,20 +172,29 @@ def test_the_watcher_exports_loops_and_events_to_an_otlp_collector(
     assert resource["service.name"] == "loop-killer"
     assert resource["department"] == "platform"
 
-    def loops() -> dict[tuple[str, str, str], float]:
-        return {(labels["rule"], labels["outcome"], labels["project"]): value
-                for labels, value in latest_points(receiver, "loop_killer.loops")}
+    def counted(name: str, *labels: str) -> dict[tuple[str, ...], float]:
+        return {tuple(points[label] for label in labels): value
+                for points, value in latest_points(receiver, name)}
 
-    found = wait_for(lambda: len(seen := loops()) >= 2 and seen, 30, "both loops counted")
-    # The same figures as the Prometheus endpoint's loop_killer_loops_total.
-    assert found == {("TOOL_REPEAT", "warned", "home-dev-shop"): 1,
-                     ("SAME_REPLY_TURNS", "cleared", "home-dev-billing"): 1}
+    found = wait_for(lambda: len(seen := counted("loop_killer.loops", "rule", "kind",
+                                                 "project")) >= 2 and seen,
+                     30, "both loops counted")
+    assert found == {("TOOL_REPEAT", "tool", "home-dev-shop"): 1,
+                     ("SAME_REPLY_TURNS", "reprompt", "home-dev-billing"): 1}
+    settled = wait_for(lambda: len(seen := counted("loop_killer.loop_outcomes", "rule",
+                                                   "outcome", "project")) >= 2 and seen,
+                       30, "both outcomes counted")
+    assert settled == {("TOOL_REPEAT", "none", "home-dev-shop"): 1,
+                       ("SAME_REPLY_TURNS", "cleared", "home-dev-billing"): 1}
+    # The same figures as the Prometheus endpoint's.
     with urllib.request.urlopen(f"http://127.0.0.1:{scrape_port}/metrics", timeout=5) as page:
         scraped = page.read().decode()
-    assert ('loop_killer_loops_total{kind="tool",outcome="warned",project="home-dev-shop",'
+    assert ('loop_killer_loops_total{kind="tool",project="home-dev-shop",'
             'rule="TOOL_REPEAT"} 1.0') in scraped
-    assert ('loop_killer_loops_total{kind="reprompt",outcome="cleared",'
+    assert ('loop_killer_loop_outcomes_total{kind="reprompt",outcome="cleared",'
             'project="home-dev-billing",rule="SAME_REPLY_TURNS"} 1.0') in scraped
+    assert ('loop_killer_loop_outcomes_total{kind="tool",outcome="none",'
+            'project="home-dev-shop",rule="TOOL_REPEAT"} 1.0') in scraped
     (avoided,) = wait_for(lambda: latest_points(receiver, "loop_killer.avoided_tokens"), 10,
                           "the avoided tokens")
     # The loop's replies used 20 tokens each (tests/transcripts.py): 20 x the 5 replies left of 8.

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import Settings, load_settings
-from ..engine.rules import RULE_BUDGET, text_digest
+from ..engine.rules import RULE_BUDGET, RULE_REFUSED_RETRIES, text_digest
 from ..engine.tool_repeat import RULE_TOOL_REPEAT
 from ..state import records
 from ..state.files import (
@@ -369,6 +369,8 @@ def fire(what: Fired, *, hook_input: HookInput, state: Path, env: dict[str, str]
         detail=notice.notice(firing, outcome, why=why),
         evidence=evidence,
         source="hook",
+        # The ladder's stop has no detection line of its own: how many attempts were refused.
+        count=firing.count if firing.rule == RULE_REFUSED_RETRIES else None,
     ))
     return notice.hook_output(firing, outcome, why=why, plan=plan)
 

@@ -120,13 +120,15 @@ class OutcomeRecord(_Logged):
     evidence: str | None = None  # what proved it
     after_s: float | None = None  # seconds after the detection (the watcher's)
     plan_id: str | None = None  # the mod's plan it settles
+    count: int | None = None  # a refused call's attempts, when refusals ended the turn
 
 
 Record = LoopRecord | ToolRecord | OutcomeRecord
 """One line of the detection log."""
 
 _KINDS: dict[str, type] = {"str": str, "int": int, "float": float, "bool": bool,
-                           "str | None": str, "float | None": float, "bool | None": bool}
+                           "str | None": str, "float | None": float, "bool | None": bool,
+                           "int | None": int}
 _SCHEMA: dict[type, tuple[tuple[str, type, Any], ...]] = {
     kind: tuple((f.name, _KINDS[str(f.type)], f.default) for f in fields(kind)
                 if f.name not in ("refused", "event"))

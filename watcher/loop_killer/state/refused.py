@@ -57,9 +57,13 @@ def refused_now(state: Path, session_id: str, refusals: list[ToolRecord]) -> Ref
     if not since:
         return None
     last = since[-1]
-    attempts = 0
-    for record in reversed(since):
-        if record.call != last.call:
-            break
-        attempts += 1
-    return Refused(last.call, attempts, last.at or None)
+    # The log holds one record per refused call; its attempts are the hooks' own count.
+    from ..config import Settings
+    from ..tools import store
+
+    try:
+        attempts = store.counter(store.load(state_path(state, session_id)), store.MAIN,
+                                 Settings()).refused
+    except (OSError, ValueError):
+        attempts = 1
+    return Refused(last.call, max(1, attempts), last.at or None)

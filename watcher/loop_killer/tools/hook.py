@@ -175,7 +175,8 @@ def _before(data: dict[str, Any], state: str, path: str, name: str, scope: str,
     from . import words
 
     label = call_label(name, tool_input, words.LABEL_LIMIT)
-    _log(state, "refusal", data, refusal, label, scope)
+    if refused <= 1:  # one record per refused call; its stop says how many attempts
+        _log(state, "refusal", data, refusal, label, scope)
     stops = refused >= settings.tool_repeat_stop
     first = refused <= 1 and not stops
     if refusal.shape:  # an edit that would go back again (edits.RULE_EDIT_OSCILLATION)
@@ -189,6 +190,7 @@ def _before(data: dict[str, Any], state: str, path: str, name: str, scope: str,
     if scope != MAIN_SCOPE:
         # A subagent retrying a refused call: its own run ends (measured on 2.1.332: the
         # session's turn goes on, with the subagent's result), its goal is not ours.
+        _log_subagent_stop(state, data, refusal, refused)
         return words.subagent_stop(label, refused, output)
     from .stop import stop_turn
 
@@ -342,6 +344,23 @@ def _log(state: str, kind: str, data: dict[str, Any], repeat: ToolRepeat, label:
         agent_id=scope if subagent else None,
         agent_type=_text(data.get("agent_type")) if subagent else None,
     ))
+
+
+def _log_subagent_stop(state: str, data: dict[str, Any], refusal: ToolRepeat,
+                       refused: int) -> None:
+    """The outcome of a subagent's tool loop: its run was ended (the session's own stop is
+    the Stop hook's ``fire``)."""
+    from pathlib import Path
+
+    from ..state.journal import OutcomeRecord, append
+
+    transcript = _text(data.get("transcript_path"))
+    append(Path(state), OutcomeRecord(
+        session_id=_text(data.get("session_id")), answer_uuid=refusal.tool_use_id,
+        rule=RULE_TOOL_REPEAT, outcome="stopped", count=refused,
+        detail="the subagent's run was ended; the session's turn goes on",
+        project=os.path.basename(os.path.dirname(transcript)), transcript_path=transcript,
+        source="hook"))
 
 
 def _text(value: object) -> str:

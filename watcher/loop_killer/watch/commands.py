@@ -184,6 +184,8 @@ def recent_loops(logged: list[journal.Record], *, limit: int) -> list[dict[str, 
                         "outcome": None}
                 loops.append(loop)
                 latest[session_id] = loop
+            if loop["outcome"] in ("warned", "seen") and kind in ("warned", "none"):
+                continue  # the watcher's word that nothing refused after: no news here
             if loop["outcome"] not in FINAL_OUTCOMES or kind in FINAL_OUTCOMES:
                 loop["outcome"] = kind
     return loops[::-1][:limit]

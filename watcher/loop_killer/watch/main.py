@@ -21,6 +21,7 @@ from ..helptext import PROJECTS_DEFAULT, STATE_DEFAULT, HelpFormatter
 from ..printable import terminal_width, without_controls, wrap
 from ..state.files import ensure_private_dir, projects_dir, state_dir
 from . import notify
+from .outcomes import OUTCOME_TIMEOUT
 from .watcher import POLL_INTERVAL, RECONCILE_INTERVAL, SWEEP_INTERVAL, Watcher
 
 if TYPE_CHECKING:
@@ -139,6 +140,12 @@ def build_parser() -> argparse.ArgumentParser:
                              f"(default {RECONCILE_INTERVAL:g}, or {POLL_INTERVAL:g} when "
                              f"polling; every transcript is stat'ed every "
                              f"{SWEEP_INTERVAL:g} s)")
+    parser.add_argument("--outcome-timeout", type=_positive, default=OUTCOME_TIMEOUT,
+                        metavar="SECONDS",
+                        help=f"seconds after a detection at which the watcher says what "
+                             f"became of it: nothing, the loop went on, or (a tool-call "
+                             f"warning no refusal followed) warned only "
+                             f"(default {OUTCOME_TIMEOUT:g})")
     parser.add_argument("--metrics", metavar="HOST:PORT", default=None,
                         help="serve Prometheus metrics at http://HOST:PORT/metrics (also "
                              "config.toml's [watcher] metrics; needs loop-killer[metrics])")
@@ -194,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     notifier = notify.Notifier() if args.notify else None
     watcher = Watcher(root=root, state=state, poll=args.poll,
                       reconcile_interval=args.reconcile_interval,
+                      outcome_timeout=args.outcome_timeout,
                       notify=notifier.offer if notifier is not None else None)
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:

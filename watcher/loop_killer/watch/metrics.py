@@ -7,12 +7,17 @@ records into counters (pure); ``MetricsSource`` follows the log from the watcher
 gauges from the published status files. The Prometheus endpoint (``prometheus``) and the
 OpenTelemetry export (``telemetry``) both read a ``MetricsSource``.
 
-* ``loops`` (rule, kind, outcome, project): a loop once, when its first outcome is logged
-  (the Stop hook's or the watcher's word: ``cleared``, ``clear_queued``, ``stopped``,
-  ``continued``, ...); a tool-call warning (``TOOL_REPEAT``, ``EDIT_OSCILLATION``) at
-  once, with outcome ``warned``; the ladder's stop (a refused call retried) by its own
-  outcome line.
-* ``refusals`` (project): each call the PreToolUse hook refused.
+* ``loops`` (rule, kind, project): a loop once, when it is detected: a re-prompt loop's
+  detection (the watcher's or a Stop hook's), a tool-call warning (``TOOL_REPEAT``,
+  ``EDIT_OSCILLATION``), or the ladder's stop (a refused call retried until the turn
+  ended) when no warning of that session awaits an outcome.
+* ``outcomes`` (rule, kind, outcome, project): a loop once more, when its first outcome
+  is logged (the Stop hook's or the watcher's word: ``cleared``, ``clear_queued``,
+  ``stopped``, ``none``, ``continued``, ...); a tool-call warning's is the ladder's stop,
+  else ``warned`` (the watcher's word when no call was refused within its outcome
+  timeout). Loops minus outcomes: the loops whose outcome is not known yet.
+* ``refusals`` (project): each call the PreToolUse hook refused (once per call, however
+  many attempts).
 * ``avoided_tokens`` (rule, project): for a re-prompt loop whose turn was stopped, the
   mean tokens of its last replies (as written in the transcript) times the replies Claude
   Code would still have allowed: its Stop-hook block cap (``STOP_HOOK_BLOCK_CAP``, 8 by
@@ -50,6 +55,7 @@ __all__ = [
     "Gauges",
     "LoopKey",
     "LoopTally",
+    "OutcomeKey",
     "MetricsSource",
     "parse_address",
     "read_gauges",
@@ -72,7 +78,8 @@ STOPPED = frozenset({"cleared", "stopped", "stopped_no_goal", "clear_queued",
 """Outcomes that mean the loop's turn was ended."""
 _REMEMBERED = 10_000  # detections awaiting an outcome, and settled ones, kept at most
 
-LoopKey = tuple[str, str, str, str]  # rule, kind, outcome, project
+LoopKey = tuple[str, str, str]  # rule, kind, project
+OutcomeKey = tuple[str, str, str, str]  # rule, kind, outcome, project
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +109,7 @@ class LoopTally:
                  max_projects: int = MAX_PROJECT_LABELS,
                  reply_tokens: ReplyTokens = reply_tokens) -> None:
         self.loops: dict[LoopKey, int] = {}
+        self.outcomes: dict[OutcomeKey, int] = {}
         self.refusals: dict[str, int] = {}  # project -> refused calls
         self.avoided_tokens: dict[tuple[str, str], float] = {}  # (rule, project) -> tokens
         self.home = home
@@ -129,15 +137,16 @@ class LoopTally:
         project = self.project(record.project)
         if isinstance(record, ToolRecord) and record.refused:
             self.refusals[project] = self.refusals.get(project, 0) + 1
-        elif isinstance(record, ToolRecord):
-            self._count((rule, "tool", "warned", project))  # a warning: no outcome follows
-        elif isinstance(record, LoopRecord):
+        elif isinstance(record, (ToolRecord, LoopRecord)):
+            key = (session, record.tool_use_id if isinstance(record, ToolRecord)
+                   else record.answer_uuid)
             # A new loop under a key an earlier one settled (a Stop hook that stopped a
             # turn before its reply was written names none): its outcome counts anew.
-            self._settled.pop((session, record.answer_uuid), None)
-            self._remember(self._pending, (session, record.answer_uuid),
-                           _Pending(rule, kind, project, record.run_length or record.count,
-                                    record.transcript_path))
+            self._settled.pop(key, None)
+            run_length = record.run_length if isinstance(record, LoopRecord) else 0
+            self._remember(self._pending, key, _Pending(
+                rule, kind, project, run_length or record.count, record.transcript_path))
+            self._count_loop((rule, kind, project))
         else:
             self._outcome(record, rule, kind, project)
 
@@ -147,17 +156,22 @@ class LoopTally:
         if key in self._settled:
             return  # a later word on a loop already counted
         pending = self._pending.pop(key, None)
-        if pending is None:  # the hook's outcome may name no answer: the session's latest
-            key = next((k for k in reversed(self._pending) if k[0] == session), key)
+        if pending is None:  # the hook's outcome may name no answer (the ladder's stop
+            # names the refused attempt): the session's latest loop of its kind
+            key = next((k for k in reversed(self._pending)
+                        if k[0] == session and self._pending[k].kind == kind), key)
             pending = self._pending.pop(key, None)
         if pending is None and rule != RULE_TOOL_REPEAT:
             return  # its detection came before the watcher started
         outcome = record.outcome if record.outcome in OUTCOMES else OTHER
         self._remember(self._settled, key, None)
-        if pending is None:  # the tool-repeat ladder's stop: an outcome line alone
-            self._count((rule, kind, outcome, project))
+        # (and the key the outcome names: the mod's report names what the stop named)
+        self._remember(self._settled, (session, record.answer_uuid), None)
+        if pending is None:  # the ladder's stop with no warning awaiting: detected at it
+            self._count_loop((rule, kind, project))
+            self._count_outcome((rule, kind, outcome, project))
             return
-        self._count((pending.rule, pending.kind, outcome, pending.project))
+        self._count_outcome((pending.rule, pending.kind, outcome, pending.project))
         if pending.kind == "reprompt" and outcome in STOPPED and pending.transcript_path:
             left = max(0, STOP_HOOK_BLOCK_CAP - pending.run_length)
             if left:
@@ -168,8 +182,11 @@ class LoopTally:
                 where = (pending.rule, pending.project)
                 self.avoided_tokens[where] = self.avoided_tokens.get(where, 0.0) + mean * left
 
-    def _count(self, key: LoopKey) -> None:
+    def _count_loop(self, key: LoopKey) -> None:
         self.loops[key] = self.loops.get(key, 0) + 1
+
+    def _count_outcome(self, key: OutcomeKey) -> None:
+        self.outcomes[key] = self.outcomes.get(key, 0) + 1
 
     @staticmethod
     def _remember(table: OrderedDict[tuple[str, str], Any], key: tuple[str, str],

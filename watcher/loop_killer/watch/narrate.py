@@ -10,12 +10,17 @@ second ``CLEARED (hook)`` when the mod's report was swept.
 re-prompt uuids, the mod's plan id, a tool result's id) and says:
 
 * its LOOP line once (a detection naming known keys is the same loop);
-* its outcome once: a final one (the goal cleared, no goal, /goal clear failed, the loop
+* one outcome line: a final one (the goal cleared, no goal, /goal clear failed, the loop
   went on, ...) at once; a passing one (the turn stopped, /goal clear queued or typed
   without proof yet) only when nothing final follows within ``SETTLE`` seconds. An outcome
-  belongs to the session's latest loop unless its keys name an older one; once the final
-  outcome is said, the rest are the same news and are dropped; after a passing one was
-  said, a final one of another kind is still said (it is news: /goal clear failed).
+  belongs to the session's latest loop of its kind (re-prompt or tool call) unless its
+  keys name an older one; once one is said, the rest are dropped (the detection log keeps
+  them). A tool-call warning's outcome is the ladder's stop, or the watcher's ``warned``
+  when no refusal followed in time; a stop after that is a loop of its own.
+
+``InOrder`` holds the lines a moment (``ORDER_WINDOW``) and lets them out in the order
+the things they tell happened (the transcripts' timestamps, the log's), across sessions:
+the watcher reads one transcript at a time, and the hooks' lines come through their log.
 
 What is worth a desktop notification comes out with the line (``Notice``), in a sentence:
 a stopped loop once its outcome is known, a tool-repeat warning as a warning, a tool
@@ -29,10 +34,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..engine.rules import RULE_MANUAL, RULE_REFUSED_RETRIES, rule_phrase
+from ..engine.tool_repeat import TOOL_CALL_RULES
 from ..printable import printable
 
-__all__ = ["FINAL_OUTCOMES", "PASSING_OUTCOMES", "SETTLE", "VERDICTS", "Narrator", "Notice",
-           "Said"]
+__all__ = ["FINAL_OUTCOMES", "ORDER_WINDOW", "PASSING_OUTCOMES", "SETTLE", "VERDICTS",
+           "InOrder", "Narrator", "Notice", "Said"]
 
 SETTLE = 8.0
 """Seconds a passing outcome (the turn stopped, /goal clear queued) waits for the final
@@ -42,7 +48,11 @@ PASSING_OUTCOMES = frozenset({"stopped", "clear_queued", "sent_unconfirmed"})
 """Outcomes on the way to the final one."""
 
 FINAL_OUTCOMES = frozenset({"cleared", "stopped_no_goal", "not_possible", "clear_failed",
-                            "continued", "superseded", "none"})
+                            "continued", "superseded", "none", "warned"})
+
+ORDER_WINDOW = 1.0
+"""Seconds a line waits for those about earlier things: the hooks' log is read every half
+second, the transcripts as they are written."""
 
 KEPT_LOOPS = 8
 """Loops remembered per session (their keys: a late record of one is recognised)."""
@@ -86,6 +96,38 @@ class Said:
     level: int
     line: str | None
     notice: Notice | None = None
+    after: float = 0.0  # told no earlier than this moment (an outcome: after its LOOP line)
+
+
+class InOrder:
+    """Lines held ``window`` seconds, then let out by when what they tell happened (ties:
+    in the order they came). Pure: the caller passes the times."""
+
+    def __init__(self, *, window: float = ORDER_WINDOW) -> None:
+        self.window = window
+        self._held: list[tuple[float, int, Said]] = []
+        self._count = 0
+
+    def add(self, at: float, said: Iterable[Said]) -> None:
+        for item in said:
+            self._held.append((max(at, item.after), self._count, item))
+            self._count += 1
+
+    def ready(self, now: float) -> list[Said]:
+        """The lines about things older than the window, oldest first."""
+        due = [held for held in self._held if held[0] <= now - self.window]
+        if due:
+            self._held = [held for held in self._held if held[0] > now - self.window]
+        return [said for _, _, said in sorted(due, key=lambda held: held[:2])]
+
+    def drain(self) -> list[Said]:
+        """Every line held, oldest first."""
+        held, self._held = self._held, []
+        return [said for _, _, said in sorted(held, key=lambda item: item[:2])]
+
+
+def _kind(rule: str) -> str:
+    return "tool" if rule in TOOL_CALL_RULES else "reprompt"
 
 
 @dataclass(slots=True)
@@ -98,7 +140,9 @@ class _Loop:
     told_kind: str = ""
     passing: tuple[str, str, str] | None = None  # (kind, line, source) waiting to be said
     due_at: float = 0.0
-    call: str = ""  # a refused tool call's label (a tool-repeat stop)
+    call: str = ""  # a tool loop's call (its label)
+    kind: str = "reprompt"  # or "tool": a tool call repeating
+    at: float = 0.0  # when it was detected: its outcome is told after its LOOP line
 
 
 @dataclass(slots=True)
@@ -123,29 +167,34 @@ class Narrator:
     # -- what happened ---------------------------------------------------------------
 
     def detection(self, session_id: str, keys: Iterable[object], *, who: str, rule: str,
-                  count: int, line: str | None, now: float) -> list[Said]:
+                  count: int, line: str | None, now: float, at: float | None = None
+                  ) -> list[Said]:
         """A rule fired (a re-prompt loop, or a manual request): its LOOP line, unless the
-        loop is known already. ``line`` None: printed by its writer already."""
+        loop is known already. ``line`` None: printed by its writer already. ``at``: when
+        it was detected (default ``now``)."""
         session = self._session(session_id, now)
         found = _keys(keys)
         if found and any(found & loop.keys for loop in session.loops):
             return []
         said = self._flush_current(session, session_id)
-        self._open(session, _Loop(found, who, rule, count))
+        self._open(session, _Loop(found, who, rule, count, at=now if at is None else at))
         if line is not None:
             said.append(Said(logging.WARNING, line))
         return said
 
     def warning(self, session_id: str, keys: Iterable[object], *, who: str, call: str,
-                text: str, line: str | None, now: float) -> list[Said]:
+                text: str, line: str | None, now: float, rule: str = "",
+                count: int = 0, at: float | None = None) -> list[Said]:
         """A tool call repeating (the model is warned, or refused later): its line once,
-        and a notification as a warning."""
+        and a notification as a warning. Its outcome comes later (the ladder's stop, or
+        ``warned``)."""
         session = self._session(session_id, now)
         found = _keys(keys)
         if found and any(found & loop.keys for loop in session.loops):
             return []
         said = self._flush_current(session, session_id)
-        self._open(session, _Loop(found, who, call=call, told="final"))  # nothing to wait for
+        self._open(session, _Loop(found, who, rule=rule, count=count, call=call, kind="tool",
+                                  at=now if at is None else at))
         session.refusals = 0
         notice = Notice(session_id, who, f"{who}: {text}", stop=False)
         return [*said, Said(logging.WARNING, line, notice)]
@@ -160,31 +209,35 @@ class Narrator:
         return [Said(logging.INFO, line)] if first else []
 
     def outcome(self, session_id: str, keys: Iterable[object], *, kind: str, line: str,
-                source: str, rule: str = "", who: str, now: float) -> list[Said]:
-        """What became of a loop, from any writer: said once, when final (see above)."""
+                source: str, rule: str = "", who: str, now: float, count: int = 0
+                ) -> list[Said]:
+        """What became of a loop, from any writer: one line per loop (see above).
+        ``count``: a refused call's attempts, when refusals ended the turn."""
         session = self._session(session_id, now)
         found = _keys(keys)
         loop = next((loop for loop in reversed(session.loops) if found & loop.keys), None)
-        if loop is None and session.loops and not (
-                rule == RULE_REFUSED_RETRIES and session.loops[-1].rule != rule):
+        if loop is None and rule:  # the session's latest loop of the outcome's kind
+            loop = next((loop for loop in reversed(session.loops)
+                         if loop.kind == _kind(rule)), None)
+            if loop is not None and loop.kind == "tool" and loop.told_kind == "warned":
+                loop = None  # the ladder's stop after the warning was over: a new loop
+        elif loop is None and session.loops:
             loop = session.loops[-1]
         said: list[Said] = []
         if loop is None:  # its detection came before this watcher: a loop of its own
             said = self._flush_current(session, session_id)
-            loop = self._open(session, _Loop(found, who, rule))
+            loop = self._open(session, _Loop(found, who, rule, kind=_kind(rule), at=now))
         loop.keys |= found
         if rule and not loop.rule:
             loop.rule = rule
-        if rule == RULE_REFUSED_RETRIES and not loop.call:
-            loop.call, loop.count = session.refused_call, session.refusals
-        if loop.told == "final":
-            return said  # the same news again (a late report of what was said)
+        if rule == RULE_REFUSED_RETRIES and kind != "warned":
+            loop.call = loop.call or session.refused_call
+            loop.count = count or session.refusals or 1
+        if loop.told:
+            return said  # one outcome line per loop: later news is in the log alone
         if kind not in FINAL_OUTCOMES and kind in PASSING_OUTCOMES:
-            if loop.told == "":
-                loop.passing = (kind, line, source)
-                loop.due_at = now + self.settle
-            return said
-        if loop.told == "passing" and kind == loop.told_kind:
+            loop.passing = (kind, line, source)  # the latest word on the way
+            loop.due_at = now + self.settle
             return said
         loop.told, loop.told_kind, loop.passing = "final", kind, None
         return [*said, self._said(session_id, loop, kind, line)]
@@ -244,13 +297,14 @@ class Narrator:
                                             "not_possible") else logging.INFO
         verdict = VERDICTS.get(kind)
         if verdict is None:  # superseded (the person spoke), or a kind unknown here
-            return Said(level, line)
+            return Said(level, line, after=loop.at)
         return Said(level, line, Notice(session_id, loop.who,
-                                        f"{loop.who}: {verdict} ({self._why(loop)})"))
+                                        f"{loop.who}: {verdict} ({self._why(loop)})"),
+                    after=loop.at)
 
     @staticmethod
     def _why(loop: _Loop) -> str:
-        if loop.rule == RULE_REFUSED_RETRIES and loop.call:
+        if loop.kind == "tool" and loop.call:  # (its notice is the ladder's stop)
             times = f" {loop.count} times" if loop.count > 1 else ""
             return f"{printable(loop.call, 80)} refused{times}"
         if loop.rule and (loop.count or loop.rule == RULE_MANUAL):

@@ -15,6 +15,7 @@ from ..engine.transcript import parse_timestamp
 
 __all__ = [
     "HISTORY_AGE",
+    "HOOKS_WORD",
     "OUTCOME_TIMEOUT",
     "Outcome",
     "OutcomeKind",
@@ -31,9 +32,11 @@ HISTORY_AGE = 600.0
 copied or forked history, say) fires only if its last answer is younger than this."""
 
 
-OutcomeKind = Literal["cleared", "stopped", "continued", "superseded", "none", "not_requested"]
+OutcomeKind = Literal["cleared", "stopped", "continued", "superseded", "none", "not_requested",
+                      "warned"]
 """What the watcher saw become of a detection: the goal cleared, the turn stopped, the
-loop went on, a person's prompt came first (request withdrawn), nothing in time."""
+loop went on, a person's prompt came first (request withdrawn), nothing in time; of a
+tool-call warning, that no refusal followed in time (``warned``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +55,13 @@ class PendingOutcome:
     deadline: float  # monotonic seconds
     stopped: bool = False  # "stopped" was reported; still waiting for a clear
     requested: bool = True  # a clear request was written for it (or a hook acted on it)
+    key: str | None = None  # its record key (``state.records``): did a Stop hook act on it?
+    hook_acted: bool = False  # a Stop hook fired on it by itself (its detection was logged)
+
+
+HOOKS_WORD = frozenset({"stopped", "cleared"})
+"""Outcomes the Stop hook that acted on a loop logs itself (with the mod's report of
+/goal clear): the watcher logs them only for a loop no Stop hook acted on."""
 
 
 def at_deadline(pending: PendingOutcome, *, more_answers: int, request_pending: bool,
@@ -61,15 +71,15 @@ def at_deadline(pending: PendingOutcome, *, more_answers: int, request_pending: 
         return None
     if more_answers:
         plural = "s" if more_answers != 1 else ""
-        return Outcome("continued", f"the loop went on: {more_answers} more re-prompt "
-                                    f"answer{plural} since the request")
+        return Outcome("continued", f"{more_answers} more re-prompt answer{plural} came "
+                                    "after the request")
     if not pending.requested:
-        return Outcome("not_requested", f"nothing happened within {timeout:.0f} s; no "
-                                        "clear request could be written")
+        return Outcome("not_requested", f"no change within {timeout:.0f} s, and no clear "
+                                        "request could be written")
     if not request_pending:
         return Outcome("stopped", "the request was taken and no re-prompt followed")
-    return Outcome("none", f"nothing happened within {timeout:.0f} s; the request is "
-                           "still pending")
+    return Outcome("none", f"no change within {timeout:.0f} s; the request is still "
+                           "pending")
 
 
 def is_historic(timestamp: str, now: float, *, max_age: float = HISTORY_AGE) -> bool:

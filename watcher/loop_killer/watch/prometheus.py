@@ -32,8 +32,11 @@ class _Collector:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
         loops = CounterMetricFamily(
-            "loop_killer_loops", "Loops loop-killer caught, counted at their first outcome "
-            "(tool-call warnings at once, outcome warned)",
+            "loop_killer_loops", "Loops loop-killer caught, counted when detected",
+            labels=["rule", "kind", "project"])
+        outcomes = CounterMetricFamily(
+            "loop_killer_loop_outcomes", "Loops counted again when their first outcome is "
+            "known (a tool-call warning nothing refused after: outcome warned)",
             labels=["rule", "kind", "outcome", "project"])
         refusals = CounterMetricFamily(
             "loop_killer_tool_refusals", "Tool calls refused for repeating the same result",
@@ -44,14 +47,17 @@ class _Collector:
             labels=["rule", "project"])
         with self.source.lock:
             tally = self.source.refresh()
-            for (rule, kind, outcome, project), count in tally.loops.items():
-                loops.add_metric([rule, kind, outcome, project], count)
+            for (rule, kind, project), count in tally.loops.items():
+                loops.add_metric([rule, kind, project], count)
+            for (rule, kind, outcome, project), count in tally.outcomes.items():
+                outcomes.add_metric([rule, kind, outcome, project], count)
             for project, count in tally.refusals.items():
                 refusals.add_metric([project], count)
             for (rule, project), tokens in tally.avoided_tokens.items():
                 avoided.add_metric([rule, project], round(tokens))
         gauges = self.source.gauges()
         yield loops
+        yield outcomes
         yield refusals
         yield avoided
         for name, text, value in (

@@ -20,6 +20,7 @@ __all__ = [
     "expired_line",
     "journal_line",
     "outcome_line",
+    "outcome_words",
     "project_label",
     "rule_phrase",
     "session_label",
@@ -43,9 +44,14 @@ OUTCOME_LABELS = {
     "sent_unconfirmed": "SENT",  # /goal clear typed, no proof seen yet
     "clear_queued": "QUEUED",  # the mod runs /goal clear once the turn has ended
     "stopped_no_goal": "STOPPED",  # no goal to clear: stopping the turn was all
-    "not_possible": "NO CLEAR",  # a goal is set, but nothing here can clear it
+    "not_possible": "PAUSED",  # a goal is set, but nothing here can clear it
     "clear_failed": "FAILED",  # the mod ran /goal clear and it failed: goal only paused
+    # What the watcher says of a tool-call warning no refusal followed in time.
+    "warned": "WARNED",
 }
+
+_GOAL_CLEARED = re.compile(r"goal cleared:\s*(.+)", re.IGNORECASE)
+_CLEAR_SAID = "/goal clear: "  # how the mod's report quotes what /goal clear printed
 
 
 def snippet(text: str, width: int = 80) -> str:
@@ -85,12 +91,41 @@ def detection_line(*, project: str, session_id: str, rule: str, count: int, text
     )
 
 
-def outcome_line(*, project: str, session_id: str, outcome: str, detail: str,
-                 source: str = "watcher") -> str:
-    """The line printed when what became of a detection is known."""
+def outcome_line(*, project: str, session_id: str, outcome: str, rule: str, detail: str,
+                 count: int = 0, source: str = "watcher") -> str:
+    """The line printed when what became of a loop is known: its label, the rule, and
+    what happened in words that repeat neither (``outcome_words``)."""
     label = OUTCOME_LABELS.get(outcome) or outcome.replace("_", " ").upper()
     by = "" if source == "watcher" else f" ({source})"
-    return f"{label:<9} {project}  {short_id(session_id)}  {detail}{by}"
+    words = outcome_words(outcome, detail, rule=rule, count=count)
+    return (f"{label:<9} {project}  {short_id(session_id)}  {printable(rule, 40) or '?'}: "
+            f"{words}{by}")
+
+
+def outcome_words(outcome: str, detail: str, *, rule: str = "", count: int = 0) -> str:
+    """What became of a loop, after its label and rule. A Stop hook's outcomes are said in
+    fixed words (its ``detail`` is the notice, which names the rule and the verdict again),
+    with what ``/goal clear`` printed where it matters; the watcher's own outcomes in its
+    ``detail``."""
+    turn = (f"turn ended after {count} refused attempts" if rule == RULE_TOOL_REPEAT and count
+            else "turn ended")
+    if outcome == "cleared":
+        found = _GOAL_CLEARED.search(detail)
+        goal = f" (\"{snippet(found[1], 60)}\")" if found else ""
+        return f"{turn}, goal removed{goal}"
+    if outcome == "clear_failed":
+        said = detail[len(_CLEAR_SAID):] if detail.startswith(_CLEAR_SAID) else ""
+        output = f" (\"{snippet(said, 60)}\")" if said else ""
+        return f"{turn}, but /goal clear did not work{output}: goal only paused"
+    fixed = {
+        "stopped": turn,
+        "stopped_no_goal": f"{turn}; no goal was set",
+        "clear_queued": f"{turn}; the mod runs /goal clear next",
+        "sent_unconfirmed": f"{turn}; what /goal clear did is unknown: type it if the goal "
+                            "is still set",
+        "not_possible": f"{turn}; the goal is left set: type /goal clear",
+    }.get(outcome)
+    return fixed if fixed is not None else snippet(detail, 160) or outcome
 
 
 def tool_repeat_line(*, project: str, session_id: str, call: str, count: int,
@@ -156,7 +191,8 @@ def journal_line(record: Record, home: str | None = None) -> str | None:
     if isinstance(record, OutcomeRecord):
         outcome = record.outcome or "?"
         return outcome_line(project=project, session_id=session_id, outcome=outcome,
-                            detail=record.detail or outcome, source=source)
+                            rule=record.rule, detail=record.detail or outcome,
+                            count=record.count or 0, source=source)
     if isinstance(record, ToolRecord):
         return tool_repeat_line(
             project=project, session_id=session_id, call=record.call or "?",

@@ -26,12 +26,21 @@ is shown before it.
 
 Every line about a loop, the watcher's own and the other writers', goes through one
 ``Narrator`` (``narrate``): one LOOP line and one outcome line per loop, and the desktop
-notification (``notify``, when given) once the outcome is known.
+notification (``notify``, when given) once the outcome is known; then through one
+``InOrder``, which lets the lines out by when what they tell happened, across sessions.
+
+One record per fact in the detection log: the turn stopped and the goal cleared of a loop
+a Stop hook acted on are the hook's (and its mod's) to log; the watcher logs them only
+for a loop no hook acted on, and always what only it can see (the loop went on, nothing
+happened in time, a person's prompt came first). A tool-call warning (anyone's, read
+from the log) is followed too: when no refusal follows within the outcome timeout, the
+watcher logs its outcome, ``warned``.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
@@ -40,14 +49,28 @@ from pathlib import Path
 from ..engine.budget import Crossing
 from ..engine.rules import RULE_BUDGET, text_digest
 from ..engine.run import Detection
-from ..engine.transcript import STOP_HOOK_SUMMARY, GoalStatus, SystemEntry
+from ..engine.tool_repeat import TOOL_CALL_RULES
+from ..engine.transcript import STOP_HOOK_SUMMARY, GoalStatus, SystemEntry, parse_timestamp
 from ..printable import printable
 from ..state import journal, records
 from ..state.files import request_waiting
-from ..state.inbox import ClearRequest, InvalidRequest, discard_request, write_request
+from ..state.inbox import (
+    ClearRequest,
+    InvalidRequest,
+    discard_request,
+    peek_request,
+    write_request,
+)
 from . import report
-from .narrate import Narrator, Notice, Said
-from .outcomes import OUTCOME_TIMEOUT, Outcome, PendingOutcome, at_deadline, is_historic
+from .narrate import InOrder, Narrator, Notice, Said
+from .outcomes import (
+    HOOKS_WORD,
+    OUTCOME_TIMEOUT,
+    Outcome,
+    PendingOutcome,
+    at_deadline,
+    is_historic,
+)
 from .tracked import Tracked
 
 __all__ = ["Responder"]
@@ -69,7 +92,11 @@ class Responder:
         self.watching: dict[str, tuple[Tracked, PendingOutcome]] = {}
         self.settled: set[str] = set()  # paths whose last detection's loop was seen to end
         self.held: list[_Held] = []  # outcomes for the next tick, in the order found
+        # (session, subagent or "") -> a tool-call warning awaiting its outcome, until when
+        # (monotonic), and whether the tool-call hooks counted its calls (they warn, refuse)
+        self.warnings: dict[tuple[str, str], tuple[journal.ToolRecord, float, bool]] = {}
         self.narrator = Narrator()
+        self.order = InOrder()
         self.notify: Callable[[Notice], None] | None = None  # desktop notifications
 
     def name(self, tracked: Tracked) -> str:
@@ -132,13 +159,15 @@ class Responder:
             source="watcher",
         ))
         who = report.project_label(tracked.project, self.home)
+        at = parse_timestamp(answer.timestamp) or time.time()  # when it was written
         self.say(self.narrator.detection(
             session_id, (answer.uuid, answer.prompt_uuid, detection.answer_uuid), who=who,
-            rule=detection.rule, count=detection.count, now=time.time(),
+            rule=detection.rule, count=detection.count, now=time.time(), at=at,
             line=report.detection_line(project=who, session_id=session_id,
                                        rule=detection.rule, count=detection.count,
-                                       text=answer.text, requested=requested)))
-        self._pending(tracked, detection.answer_uuid, detection.rule, now, requested=requested)
+                                       text=answer.text, requested=requested)), at=at)
+        self._pending(tracked, detection.answer_uuid, detection.rule, now, requested=requested,
+                      key=key)
 
     def on_budget(self, tracked: Tracked, crossing: Crossing, key: str, now: float) -> None:
         """A turn crossed its spend limit (``watch.budgets``): ask the session's next Stop
@@ -196,13 +225,15 @@ class Responder:
 
     def on_prompt(self, tracked: Tracked) -> None:
         """A person's prompt, read live."""
-        withdrawn = request_waiting(self.state, tracked.session_id) and discard_request(
+        there = request_waiting(self.state, tracked.session_id)
+        waiting = peek_request(self.state, tracked.session_id) if there else None
+        withdrawn = there and discard_request(
             self.state, tracked.session_id, "superseded by a new prompt",
             transcript_path=tracked.path)
         if self.pending_of(tracked) is not None:
             if withdrawn:
                 self.resolve(tracked, Outcome("superseded",
-                                              "a new prompt came first: request withdrawn"))
+                                              "a new prompt came first; request removed"))
             else:
                 self.resolve(tracked, None)
         elif withdrawn and tracked.path in self.settled:  # housekeeping: that loop is over anyway
@@ -210,7 +241,8 @@ class Responder:
                      self.name(tracked))
         elif withdrawn:
             self._hold(tracked, (), Outcome("superseded",
-                                            "a new prompt came first: request withdrawn"), "")
+                                            "a new prompt came first; request removed"),
+                       waiting.rule if waiting is not None else "")
 
     # -- outcomes -----------------------------------------------------------------------
 
@@ -234,7 +266,7 @@ class Responder:
         pending = self.pending_of(tracked)
         if pending is not None and not pending.stopped:
             return
-        self._pending(tracked, answer_uuid, rule, time.time())
+        self._pending(tracked, answer_uuid, rule, time.time(), hook_acted=True)
         detector = tracked.detector
         goal = detector.goal if detector is not None else None
         if goal is not None and goal.cleared:
@@ -242,14 +274,22 @@ class Responder:
                 "cleared", f"goal cleared: {report.snippet(goal.condition, 60)}"))
 
     def _pending(self, tracked: Tracked, answer_uuid: str, rule: str, now: float, *,
-                 requested: bool = True) -> None:
+                 requested: bool = True, key: str | None = None, hook_acted: bool = False
+                 ) -> None:
         pending = self.pending_of(tracked)
         if pending is not None and not pending.stopped:
-            self.resolve(tracked, Outcome("continued", "the loop went on and fired again"))
+            self.resolve(tracked, Outcome("continued", "it fired again before any stop"))
         self.watching[tracked.path] = (tracked, PendingOutcome(
             answer_uuid, rule, now, time.monotonic() + self.outcome_timeout,
-            requested=requested))
+            requested=requested, key=key, hook_acted=hook_acted))
         self.settled.discard(tracked.path)
+
+    def _hook_acted(self, tracked: Tracked, pending: PendingOutcome) -> bool:
+        """Whether a Stop hook acted on this loop (its own word then says what became
+        of it)."""
+        return pending.hook_acted or (pending.key is not None and pending.key in
+                                      records.recorded_keys(self.state, tracked.session_id,
+                                                            acted_only=True))
 
     def resolve(self, tracked: Tracked, outcome: Outcome | None, *, final: bool = True
                 ) -> None:
@@ -258,7 +298,8 @@ class Responder:
             return
         if outcome is not None and outcome.kind in ("cleared", "stopped"):
             self.settled.add(tracked.path)
-        if outcome is not None:
+        if outcome is not None and not (outcome.kind in HOOKS_WORD
+                                        and self._hook_acted(tracked, pending)):
             journal.append(self.state, journal.OutcomeRecord(
                 session_id=tracked.session_id,
                 answer_uuid=pending.answer_uuid,
@@ -270,11 +311,59 @@ class Responder:
                 transcript_path=tracked.path,
                 source="watcher",
             ))
+        if outcome is not None:
             self._hold(tracked, (pending.answer_uuid,), outcome, pending.rule)
         if final:
             del self.watching[tracked.path]
         else:
             self.watching[tracked.path] = (tracked, replace(pending, stopped=True))
+
+    # -- tool-call warnings ---------------------------------------------------------
+
+    def on_record(self, record: journal.Record) -> None:
+        """A record of the detection log (anyone's): follow the tool-call warnings to
+        their outcome. A refusal of the session's call puts the timeout off (the ladder
+        is under way); the ladder's stop is the outcome."""
+        session_id = record.session_id
+        if isinstance(record, journal.ToolRecord):
+            scope = (session_id, record.agent_id or "")
+            if not record.refused:
+                self._warned(scope)  # an earlier warning of the same calls is over
+                self.warnings[scope] = (record, time.monotonic() + self.outcome_timeout,
+                                        _tool_hooks_counted(self.state, session_id))
+            elif scope in self.warnings:
+                warning, _, counted = self.warnings.pop(scope)
+                self.warnings[scope] = (warning, time.monotonic() + self.outcome_timeout,
+                                        counted)
+        elif (isinstance(record, journal.OutcomeRecord) and record.rule in TOOL_CALL_RULES
+              and record.outcome != "warned"):
+            # The ladder's stop names the refused attempt: the session's latest warning.
+            latest = next((scope for scope in reversed(self.warnings)
+                           if scope[0] == session_id), None)
+            if latest is not None:
+                del self.warnings[latest]
+
+    def _warned(self, scope: tuple[str, str]) -> None:
+        """A tool-call warning ended without a refusal: log and tell it."""
+        followed = self.warnings.pop(scope, None)
+        if followed is None:
+            return
+        session_id = scope[0]
+        warning, _, counted = followed
+        outcome = Outcome("warned", f"no call was refused within {self.outcome_timeout:.0f} s")
+        if not counted:
+            outcome = Outcome("none", "no tool-call hook counted its calls (plugin not "
+                                      "loaded?), so the model got no warning")
+        journal.append(self.state, journal.OutcomeRecord(
+            session_id=session_id, answer_uuid=warning.tool_use_id, rule=warning.rule,
+            outcome=outcome.kind, detail=outcome.detail,
+            after_s=round(time.time() - warning.at, 3) if warning.at else None,
+            project=warning.project, transcript_path=warning.transcript_path,
+            source="watcher"))
+        who = report.project_label(warning.project, self.home) if warning.project else "?"
+        self.held.append(_Held(session_id, (warning.tool_use_id,), outcome.kind, warning.rule,
+                               who, self._outcome_line(who, session_id, outcome,
+                                                       warning.rule)))
 
     def forget(self, tracked: Tracked) -> None:
         """The session is no longer followed."""
@@ -298,21 +387,30 @@ class Responder:
         for item in held:
             self.say(self.narrator.outcome(
                 item.session_id, item.keys, kind=item.kind, line=item.line, source="watcher",
-                rule=item.rule, who=item.who, now=now))
+                rule=item.rule, who=item.who, now=now), at=item.at)
         self.say(self.narrator.due(now))
+        self.release(now)
 
     def _hold(self, tracked: Tracked, keys: tuple[str, ...], outcome: Outcome, rule: str
               ) -> None:
         who = report.project_label(tracked.project, self.home)
         self.held.append(_Held(tracked.session_id, keys, outcome.kind, rule, who,
-                               report.outcome_line(project=who, session_id=tracked.session_id,
-                                                   outcome=outcome.kind,
-                                                   detail=outcome.detail)))
+                               self._outcome_line(who, tracked.session_id, outcome, rule)))
 
-    def say(self, said: Iterable[Said]) -> None:
-        """Print each line (its writer printed those without one) and pass each
-        notification on."""
-        for item in said:
+    @staticmethod
+    def _outcome_line(who: str, session_id: str, outcome: Outcome, rule: str) -> str:
+        return report.outcome_line(project=who, session_id=session_id, outcome=outcome.kind,
+                                   rule=rule, detail=outcome.detail)
+
+    def say(self, said: Iterable[Said], *, at: float | None = None) -> None:
+        """Hold each line, to be let out in order (``release``): ``at``, when what it
+        tells happened (seconds since the epoch; None: now)."""
+        self.order.add(time.time() if at is None else at, said)
+
+    def release(self, now: float | None = None) -> None:
+        """Print the lines whose turn has come (all of them without ``now``), and pass
+        each notification on."""
+        for item in self.order.drain() if now is None else self.order.ready(now):
             if item.line is not None:
                 events.log(item.level, item.line)
             if item.notice is not None and self.notify is not None:
@@ -322,8 +420,12 @@ class Responder:
         """The watcher is stopping: what was held or waiting is said now."""
         self.show_held()
         self.say(self.narrator.flush())
+        self.release()
 
     def _expire(self, monotonic_now: float) -> None:
+        for scope, (_, deadline, _counted) in list(self.warnings.items()):
+            if deadline <= monotonic_now:
+                self._warned(scope)
         for tracked, pending in list(self.watching.values()):
             if pending.deadline > monotonic_now:
                 continue
@@ -337,12 +439,23 @@ class Responder:
             self.resolve(tracked, outcome)
 
 
+def _tool_hooks_counted(state: Path, session_id: str) -> bool:
+    """Whether the tool-call hooks keep counts for the session (they warn and refuse)."""
+    from ..tools.store import state_path
+
+    try:
+        return os.path.lexists(state_path(state, session_id))
+    except ValueError:
+        return False
+
+
 class _Held:
     """An outcome the watcher found, told at the next tick."""
 
-    __slots__ = ("keys", "kind", "line", "rule", "session_id", "who")
+    __slots__ = ("at", "keys", "kind", "line", "rule", "session_id", "who")
 
     def __init__(self, session_id: str, keys: tuple[str, ...], kind: str, rule: str, who: str,
                  line: str) -> None:
         self.session_id, self.keys, self.kind = session_id, keys, kind
         self.rule, self.who, self.line = rule, who, line
+        self.at = time.time()  # when it was found

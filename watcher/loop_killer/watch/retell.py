@@ -2,9 +2,9 @@
 hooks, the mod and ``loop-killer clear`` logged reaches the watcher's terminal and the
 desktop notifications through the same door as the watcher's own lines.
 
-The watcher's own records are said where they happen (``respond``, ``tool_repeats``);
-of those, only a tool-repeat detection comes back through here, for its notification
-(``tool_repeats`` printed its line).
+The watcher's own records are said where they happen (``respond``); of those, only a
+tool-repeat detection comes back through here (``tool_repeats`` logs it, and its line is
+told here with its notification, as a hook's is).
 """
 
 from __future__ import annotations
@@ -28,24 +28,25 @@ def tell(narrator: Narrator, record: Record, *, home: str | None, now: float) ->
     who = report.project_label(record.project, home) if record.project else "?"
     if isinstance(record, ToolRecord) and not record.refused and record.call:
         # a tool call repeating: a warning
-        line = None if record.source == "watcher" else report.journal_line(record, home)
         return narrator.warning(session_id, (record.tool_use_id,), who=who, call=record.call,
                                 text=_warning(record.rule, record.call, record.count,
                                               warned=record.source == "hook"),
-                                line=line, now=now)
+                                line=report.journal_line(record, home), now=now,
+                                rule=record.rule, count=record.count, at=record.at or now)
     if record.source == "watcher":
         return []
     line = report.journal_line(record, home)
     if isinstance(record, LoopRecord):
         return narrator.detection(
             session_id, (record.answer_uuid, record.prompt_uuid), who=who,
-            rule=record.rule, count=record.count, line=line, now=now)
+            rule=record.rule, count=record.count, line=line, now=now, at=record.at or now)
     if isinstance(record, ToolRecord) and record.refused and line is not None:
         return narrator.refusal(session_id, call=record.call, line=line, now=now)
     if isinstance(record, OutcomeRecord) and line is not None:
         return narrator.outcome(
             session_id, (record.answer_uuid, record.plan_id), kind=record.outcome or "?",
-            line=line, source=record.source, rule=record.rule, who=who, now=now)
+            line=line, source=record.source, rule=record.rule, who=who, now=now,
+            count=record.count or 0)
     return [] if line is None else [Said(logging.INFO, line)]
 
 

@@ -136,8 +136,11 @@ class TelemetryExport:
         meter = provider.get_meter("loop_killer", __version__)
         meter.create_observable_counter(
             "loop_killer.loops", [self._loops], unit="{loop}",
-            description="Loops loop-killer caught, counted at their first outcome "
-                        "(tool-call warnings at once, outcome warned)")
+            description="Loops loop-killer caught, counted when detected")
+        meter.create_observable_counter(
+            "loop_killer.loop_outcomes", [self._outcomes], unit="{loop}",
+            description="Loops counted again when their first outcome is known (a "
+                        "tool-call warning nothing refused after: outcome warned)")
         meter.create_observable_counter(
             "loop_killer.tool_refusals", [self._refusals], unit="{call}",
             description="Tool calls refused for repeating the same result")
@@ -180,9 +183,15 @@ class TelemetryExport:
     def _loops(self, _options: Any) -> Iterable[Any]:
         with self.source.lock:
             loops = dict(self.source.refresh().loops)
+        return [self._observation(count, {"rule": rule, "kind": kind, "project": project})
+                for (rule, kind, project), count in loops.items()]
+
+    def _outcomes(self, _options: Any) -> Iterable[Any]:
+        with self.source.lock:
+            outcomes = dict(self.source.refresh().outcomes)
         return [self._observation(count, {"rule": rule, "kind": kind, "outcome": outcome,
                                           "project": project})
-                for (rule, kind, outcome, project), count in loops.items()]
+                for (rule, kind, outcome, project), count in outcomes.items()]
 
     def _refusals(self, _options: Any) -> Iterable[Any]:
         with self.source.lock:

@@ -189,9 +189,9 @@ class _Held:
 
 
 class LoopEvents:
-    """Detection-log records in, one event per detection out. A tool-call warning goes
-    at once (outcome ``warned``); a re-prompt loop's event waits for its first outcome
-    (matched as ``LoopTally`` matches it), at most ``wait`` seconds."""
+    """Detection-log records in, one event per detection out. A loop's event waits for
+    its first outcome (matched as ``LoopTally`` matches it: a tool-call warning's is the
+    ladder's stop or the watcher's ``warned``), at most ``wait`` seconds."""
 
     def __init__(self, *, home: str | None = None, wait: float = OUTCOME_WAIT,
                  remember: int = 10_000) -> None:
@@ -210,8 +210,11 @@ class LoopEvents:
         if isinstance(record, OutcomeRecord):
             key = (session, record.answer_uuid)
             held = self._held.pop(key, None)
-            if held is None:  # the hook's outcome may name no answer: the session's latest
-                key = next((k for k in reversed(self._held) if k[0] == session), key)
+            if held is None:  # the hook's outcome may name no answer (the ladder's stop
+                # names the refused attempt): the session's latest loop of its kind
+                kind = _kind(record.rule)
+                key = next((k for k in reversed(self._held) if k[0] == session
+                            and self._held[k].event.attributes["kind"] == kind), key)
                 held = self._held.pop(key, None)
             if held is not None and record.outcome:
                 return [LoopEvent(held.event.at, {**held.event.attributes,
@@ -239,7 +242,7 @@ class LoopEvents:
     def _detection(self, record: LoopRecord | ToolRecord, session: str,
                    now: float) -> list[LoopEvent]:
         rule = record.rule or "other"
-        kind = "tool" if rule in TOOL_CALL_RULES else "reprompt"
+        kind = _kind(rule)
         attributes: dict[str, str | int] = {"session.id": session, "event.name": "loop_detected",
                                             "rule": rule, "kind": kind}
         at = record.at or now
@@ -255,12 +258,15 @@ class LoopEvents:
         if isinstance(record, ToolRecord) and record.tool:
             attributes["tool"] = record.tool
         event = LoopEvent(at, attributes)
-        if kind == "tool":  # a warning: no outcome follows
-            return [LoopEvent(at, {**attributes, "outcome": "warned"})]
-        key = (session, record.answer_uuid if isinstance(record, LoopRecord) else "")
+        key = (session, record.answer_uuid if isinstance(record, LoopRecord)
+               else record.tool_use_id)
         self._held[key] = _Held(now, event)
         self._held.move_to_end(key)
         overflow = []
         while len(self._held) > self.remember:
             overflow.append(self._held.popitem(last=False)[1].event)
         return overflow
+
+
+def _kind(rule: str) -> str:
+    return "tool" if rule in TOOL_CALL_RULES else "reprompt"

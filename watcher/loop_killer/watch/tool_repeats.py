@@ -4,7 +4,8 @@ Each followed session's events also go to the engine's ``ToolRepeatCounter`` (th
 counter the tool-call hooks keep per session). When a result brings a call to
 ``tool_repeat_warn`` identical results (3 unless configured), the detection is recorded
 (``state.records``, keyed by that result's ``tool_use_id``, as the PostToolUse hook
-does): only when this watcher is first does it log the detection and print its line.
+does): only when this watcher is first does it log the detection (its line is told
+from the log, as the hooks' are).
 The warning to the model and the refusals are the hooks': a session whose hooks keep
 counts (``tools.store``) is theirs to judge, since they measure the working tree when a
 result repeats, which the transcript cannot tell; the watcher logs the loops of the
@@ -33,7 +34,6 @@ from .tracked import Streaks, Tracked
 __all__ = ["ToolRepeats"]
 
 log = logging.getLogger("loop_killer.watch")
-events = logging.getLogger("loop_killer.watch.events")
 
 _LABEL = 80
 HELD_PER_SESSION = 1 << 20
@@ -100,10 +100,7 @@ class ToolRepeats:
             project=tracked.project,
             transcript_path=tracked.path,
             source="watcher",
-        ))
-        events.warning(report.tool_repeat_line(
-            project=report.project_label(tracked.project, self.home),
-            session_id=tracked.session_id, call=label, count=count, rule=rule))
+        ))  # its line is told when the watcher reads the log (``retell``), in order
 
 
 def _hooks_count(state: Path, session_id: str) -> bool:

@@ -196,6 +196,7 @@ class Watcher:
                 self._deferred = []
             self.net.next_sweep = time.monotonic() + self.net.sweep_interval
         self._housekeep()
+        self.sessions.respond.release()  # the loops found catching up, in their order
         self.catch_up_seconds = time.perf_counter() - started
         stats = self.sessions.catch_up_stats
         events.info(report.startup_line(
@@ -436,7 +437,10 @@ class Watcher:
             log.debug("cannot sweep the mod's outcomes: %s", error)
         respond = self.sessions.respond
         for record in self._journal.read_new():
-            respond.say(tell(respond.narrator, record, home=self.home, now=time.time()))
+            now = time.time()
+            respond.say(tell(respond.narrator, record, home=self.home, now=now),
+                        at=record.at or now)
+            respond.on_record(record)
             if isinstance(record, journal.LoopRecord) and record.source == "hook":
                 self.sessions.follow_hook_detection(record.session_id, record.answer_uuid,
                                                     record.rule)
