@@ -169,8 +169,13 @@ def test_a_repeated_failing_command_is_warned_then_refused_until_the_person_spea
 def test_changing_output_and_a_sweep_of_commands_are_never_touched(
     sandbox: Sandbox, mock_api: MockAnthropic, claude: Path
 ) -> None:
-    # The same command whose output changes each time (progress), then six different
-    # commands that each fail the same way (a sweep).
+    # The same command whose output changes each time as a file of the project changes
+    # (progress), then six different commands that each fail the same way (a sweep).
+    # (runs.txt is committed, so git sees it change: the same failure with nothing
+    # changed on disk would be a repeat whatever it printed, issue 30.)
+    from .test_changes import commit_project
+
+    commit_project(sandbox.project, {"runs.txt": ""})
     progress = ["echo run >> runs.txt; wc -l < runs.txt; exit 1"] * 6
     sweep = [f"cat missing-{n}.txt 2>/dev/null; exit 3" for n in range(6)]
     mock_api.configure(runner(progress + sweep))
