@@ -80,6 +80,12 @@ def _tool_loop(env: Any, s: Lines, *, hooks: bool) -> None:
     for _ in range(3):
         lines += s.answer("Running the tests again.", tool=True, output="1 failing")
     append(s.path_in(env.root), lines)
+    if hooks:  # the PostToolUse hook judged the third result and logged the warning
+        journal.append(env.state, journal.decode({
+            "event": "detection", "rule": "TOOL_REPEAT", "source": "hook",
+            "session_id": s.session_id, "project": "-home-dev-shop", "call": "Bash: npm test",
+            "count": 3, "tool_use_id": "toolu_hook_3",
+            "transcript_path": str(s.path_in(env.root))}))
 
 
 @pytest.mark.parametrize(("hooks", "outcome", "label"), [

@@ -409,8 +409,19 @@ def test_the_state_reader_shows_refusals_a_hook_logged_since_its_mark(env: Env) 
     assert doing() == "repeating x4: Bash: sleep 5"  # the refusal logged predates the mark
     journal.append(env.state, replace(refusal, source="watcher", at=now - 2))  # not a hook
     assert doing() == "repeating x4: Bash: sleep 5"
+    journal.append(env.state, replace(refusal, at=now - 1))  # one record per refused call
+    assert doing() == "refused x1: Bash: sleep 5"
+    # Its attempts are the tool hooks' own count (two in a row, nothing new between).
+    from loop_killer.config import Settings
+    from loop_killer.engine.tool_repeat import ToolRepeat
+    from loop_killer.tools import store
+
+    counts = Settings().tool_counter()
     for _ in range(2):
-        journal.append(env.state, replace(refusal, at=now - 1))
+        counts.note_refusal(ToolRepeat("Bash sleep 5", "Bash", "t", 4))
+    store.save(state_path(env.state, session.session_id), store.put(None, store.MAIN, counts),
+               refusable=True)
+    os.utime(marker, (now - 30, now - 30))
     assert doing() == "refused x2: Bash: sleep 5"
     marker.unlink()  # the person spoke
     assert doing() == "repeating x4: Bash: sleep 5"
