@@ -102,7 +102,7 @@ NOT_STOPPED = (
     'sum by (project) (loop_killer_loops_total) - sum by (project) ('
     'loop_killer_loop_outcomes_total{outcome!~"continued|none|not_requested|other"} '
     'or 0 * loop_killer_loops_total) > 0')
-"""The README's alert rule ("detected but not stopped"), without its ``for:``."""
+"""docs/monitoring.md's alert rule ("detected but not stopped"), without its ``for:``."""
 
 
 def _watched(spawn_watcher: Any, prometheus_server: Any) -> tuple[Any, Any]:
