@@ -30,14 +30,18 @@ __all__ = [
     "LIMIT_REPROMPTS",
     "LIMIT_USD",
     "WARN_AT",
+    "Against",
     "Budget",
     "Crossing",
     "TurnSpend",
     "TurnUse",
+    "against",
     "crossed",
     "describe",
+    "figures",
     "nearing",
     "over_by",
+    "read_figures",
     "usd_text",
 ]
 
@@ -166,6 +170,63 @@ def over_by(budget: Budget, use: TurnUse, now: float) -> dict[str, float]:
     minutes)."""
     return {name: use.used(name, now) - budget.limit(name) for name in LIMITS
             if budget.limit(name) > 0 and use.used(name, now) > budget.limit(name)}
+
+
+class Against(Value):
+    """One limit that is on, and what a turn has used of it (re-prompts, USD, minutes)."""
+
+    __slots__ = ("limit", "used", "most")
+    limit: str
+    used: float
+    most: float
+
+    def __init__(self, limit: str, used: float, most: float) -> None:
+        self._set(limit=limit, used=used, most=most)
+
+    @property
+    def share(self) -> float:
+        return self.used / self.most
+
+
+def against(budget: Budget, use: TurnUse, now: float) -> tuple[Against, ...]:
+    """Each limit that is on, with what the turn has used of it at ``now`` (a wall time
+    only when the turn's start is known)."""
+    return tuple(Against(name, use.used(name, now), budget.limit(name)) for name in LIMITS
+                 if budget.limit(name) > 0
+                 and (name != LIMIT_MINUTES or use.started_at is not None))
+
+
+def figures(budget: Budget, use: TurnUse) -> dict[str, object]:
+    """A turn's figures as the watcher publishes them in a session's status (``budget``
+    in its ``extra``), for ``loop-killer status``, ``top`` and the metrics
+    (``read_figures``)."""
+    return {"reprompts": use.reprompts, "started_at": use.started_at,
+            "usd": round(use.usd, 6), "fallback": use.fallback, "goal": use.goal,
+            "limits": {LIMIT_REPROMPTS: budget.reprompts, LIMIT_USD: budget.usd,
+                       LIMIT_MINUTES: budget.minutes}}
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        return None
+    return float(value)
+
+
+def read_figures(raw: object) -> tuple[Budget, TurnUse] | None:
+    """``figures`` read back: the limits and the turn's use; None when they are not
+    figures (a status file is read, not trusted)."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("limits"), dict):
+        return None
+    limits = {name: _number(raw["limits"].get(name)) for name in LIMITS}
+    reprompts, usd = _number(raw.get("reprompts")), _number(raw.get("usd"))
+    started_at = raw.get("started_at")
+    if (None in limits.values() or reprompts is None or usd is None
+            or (started_at is not None and _number(started_at) is None)):
+        return None
+    budget = Budget(int(limits[LIMIT_REPROMPTS] or 0), limits[LIMIT_USD] or 0.0,
+                    limits[LIMIT_MINUTES] or 0.0)
+    return budget, TurnUse(int(reprompts), _number(started_at), usd,
+                           raw.get("fallback") is True, raw.get("goal") is True)
 
 
 def usd_text(usd: float) -> str:

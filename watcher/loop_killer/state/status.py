@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import orjson
 
+from ..engine.budget import Budget, TurnUse, read_figures
 from .files import is_plain_id, read_json_object, state_folder, write_private_file
 
 __all__ = [
@@ -86,6 +87,17 @@ class SessionStatus:
     # Calls giving the same result again in the person's turn: {"call", "count"}, newest last.
     tool_repeats: list[dict[str, Any]] = field(default_factory=list)
     version: int = STATUS_VERSION
+
+    @property
+    def in_turn(self) -> bool:
+        """An answer is pending or on its way: the person's turn goes on."""
+        return self.awaiting is not None or bool(self.extra.get("answer_in_progress"))
+
+    def turn_budget(self) -> tuple[Budget, TurnUse] | None:
+        """The limits and what the live turn has used of them, as the watcher published
+        them (``engine.budget.figures``); None between turns, or without figures (no
+        watcher, no limit on, the session switched off)."""
+        return read_figures(self.extra.get("budget")) if self.in_turn else None
 
 
 _Record = TypeVar("_Record", "WatcherHeartbeat", "SessionStatus")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..engine.budget import (
     LIMIT_USD,
@@ -27,6 +27,7 @@ from ..engine.budget import (
     TurnSpend,
     TurnUse,
     crossed,
+    figures,
     nearing,
 )
 from ..engine.prefilter import KEEP, sort_line
@@ -176,13 +177,7 @@ class Budgets:
         turn.warned.add(LIMIT_USD)
         return crossing
 
-    def figures(self, path: str, *, goal: bool) -> dict[str, Any] | None:
-        """What ``loop-killer status`` shows of the turn (None: no turn read)."""
+    def figures(self, path: str, *, goal: bool) -> dict[str, object] | None:
+        """What the session's status says of the turn (None: no turn read)."""
         use = self.use(path, goal=goal)
-        if use is None:
-            return None
-        budget = self.budget
-        return {"reprompts": use.reprompts, "started_at": use.started_at,
-                "usd": round(use.usd, 6), "fallback": use.fallback, "goal": use.goal,
-                "limits": {"reprompts": budget.reprompts, "usd": budget.usd,
-                           "minutes": budget.minutes}}
+        return None if use is None else figures(self.budget, use)
