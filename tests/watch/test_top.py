@@ -212,6 +212,77 @@ def test_figures() -> None:
                                                             "2.0M tok $12.50")
 
 
+
+def budget(usd: float = 1.2, reprompts: int = 12, *, minutes: float = 0.0,
+           started_at: float | None = NOW - 840, limits: dict[str, float] | None = None
+           ) -> dict[str, object]:
+    """A turn's figures as the watcher publishes them (``engine.budget.figures``)."""
+    from loop_killer.engine.budget import Budget, TurnUse, figures
+
+    shown = Budget(**{"reprompts": 100, "usd": 25.0, "minutes": minutes, **(limits or {})})
+    return figures(shown, TurnUse(reprompts, started_at, usd, goal=True))
+
+
+def test_a_live_turn_shows_its_spend_and_re_prompts_against_the_budget() -> None:
+    """Beside what a session in a turn is doing: its spend and re-prompts against their
+    limits, with their units, the limit nearest first (a narrow column keeps that one)."""
+    screen = screen_of(
+        status("goal", awaiting="reprompt", extra={"budget": budget(5.0)}),
+        status("near", awaiting="reprompt",
+               extra={"budget": budget(2.0, 95, minutes=60)}),
+        status("plain", awaiting="turn", extra={"budget": budget(0.31, 0)}),
+        status("between", extra={"budget": budget()}),  # waiting for you: the turn is over
+        status("nothing", awaiting="turn"),  # no figures (no watcher, or no limit on)
+        status("broken", awaiting="turn", extra={"budget": {"usd": "a lot"}}))
+    doing = {row.session_id: row.doing for row in screen.rows}
+    assert doing["goal"] == ("working · $5.00/$25 · 12/100 re-prompts",
+                             "working · $5.00/$25", "working")
+    assert doing["near"] == ("working · 95/100 re-prompts · 14/60 min · $2.00/$25",
+                             "working · 95/100 re-prompts · 14/60 min",
+                             "working · 95/100 re-prompts", "working")
+    assert doing["plain"] == ("working · $0.31/$25", "working")  # no re-prompt: not said
+    assert doing["between"] == ("waiting for you",)
+    assert doing["nothing"] == doing["broken"] == ("working",)
+    # Beside a re-prompt run's words too, its shorter wordings kept for a narrow column.
+    (run,) = screen_of(status("run", run_length=4, awaiting="reprompt",
+                              extra={"budget": budget(limits={"usd": 2.5})})).rows  # spend nearer
+    assert run.doing == ("re-prompt run 4/6 · $1.20/$2.50 · 12/100 re-prompts",
+                         "re-prompt run 4/6 · $1.20/$2.50",
+                         "run 4/6 · $1.20/$2.50 · 12/100 re-prompts", "run 4/6 · $1.20/$2.50",
+                         "re-prompt run 4/6", "run 4/6")
+
+
+def test_the_budget_at_80x24_leaves_the_project_and_the_loop_readable() -> None:
+    """The budget gets the room the project and the last loop's rule and outcome leave,
+    never theirs: at 80 and 120 columns the nearest limit (the spend here), wider all."""
+    statuses = [status(f"{i:08x}-bbbb", awaiting="reprompt",
+                       extra={"budget": budget(1.2 + i, 2 + i)}) for i in range(30)]
+    cwds = {s.session_id: f"/home/dev/a-rather-long-project-name-{i}"
+            for i, s in enumerate(statuses)}
+    stopped = {s.session_id: LastDetection("SAME_REPLY_TURNS", 3, NOW - 50, "", "cleared",
+                                           NOW - 40) for s in statuses[::3]}
+    screen = build_screen(statuses, stopped, {}, beat=None, limits=Limits(), now=NOW,
+                          window=3600, home="/home/dev", cwds=cwds)
+    for width in (80, 120, 200):
+        console = Console(width=width, height=24, record=True, color_system=None,
+                          force_terminal=True)
+        console.print(render(screen, selected=0, width=width, height=24, message="",
+                             now=NOW))
+        lines = console.export_text().splitlines()
+        assert len(lines) <= 24 and all(len(line) <= width for line in lines)
+        rows = [line for line in lines if "-name-" in line]
+        assert len(rows) == 19  # 24 lines less the title, summary, header, rule, help
+        for line in rows:
+            number = line.split("-name-")[1].split()[0]
+            row = next(r for r in screen.rows if r.project_text.endswith(f"-{number}"))
+            assert f"-name-{number} " in line
+            assert ("re-prompts" in line) == (width == 200)
+            assert f"${1.2 + int(number):.2f}/$25" in line  # the spend, whole, with its unit
+            if row.session_id in stopped:
+                assert "SAME_REPLY_TURNS" in line and "-> CLEARED" in line
+
+
+
 # -- the screen ---------------------------------------------------------------------------
 
 

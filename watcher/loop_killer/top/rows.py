@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
+from ..engine.budget import LIMIT_REPROMPTS, LIMIT_USD, Against, Budget, TurnUse, against
 from ..engine.rules import RULE_MANUAL
 from ..engine.tool_repeat import TOOL_CALL_RULES
 from ..printable import printable
@@ -33,6 +34,7 @@ __all__ = [
     "Screen",
     "Words",
     "ago_short",
+    "budget_words",
     "build_screen",
     "fold_record",
     "money",
@@ -209,10 +211,6 @@ def _whole(place: str, home: str | None) -> str:
     return "~" + place[len(home):] if home and place.startswith(home + "/") else place
 
 
-def _is_working(status: SessionStatus) -> bool:
-    return status.awaiting is not None or bool(status.extra.get("answer_in_progress"))
-
-
 def _doing(status: SessionStatus, last: LastDetection | None, refused: Refused | None,
            limits: Limits) -> tuple[int, float, Words]:
     """(rank, urgency, words) for what the session is doing."""
@@ -234,13 +232,39 @@ def _doing(status: SessionStatus, last: LastDetection | None, refused: Refused |
                                     "clear requested")
     if count >= 2:
         return Attention.REPEATING, float(count), (f"repeating x{count}: {call}",)
-    working = _is_working(status)
+    working = status.in_turn
     if (not working and last is not None and last.outcome in STOPPED_OUTCOMES
             and last.outcome_at >= status.last_activity - SETTLE):
         return Attention.STOPPED, 0.0, (f"loop stopped ({last.rule})", "loop stopped")
     if working:
         return Attention.WORKING, 0.0, ("working",)
     return Attention.WAITING, 0.0, ("waiting for you",)
+
+
+def budget_words(budget: Budget, use: TurnUse, now: float) -> Words:
+    """The live turn against its limits, the nearest first (what a narrow column keeps):
+    ``$1.20/$25 · 12/100 re-prompts · 14/60 min``. A limit the turn has used nothing of
+    (no re-prompt in an ordinary turn) is left out: it says nothing of this turn."""
+    used = sorted((a for a in against(budget, use, now) if a.used > 0),
+                  key=lambda a: -a.share)  # (stable: spend before re-prompts at a tie)
+    parts = [_against_text(a) for a in used]
+    return tuple(" · ".join(parts[:count]) for count in range(len(parts), 0, -1))
+
+
+def _against_text(figure: Against) -> str:
+    if figure.limit == LIMIT_USD:
+        most = f"${figure.most:g}" if figure.most == int(figure.most) else money(figure.most)
+        return f"{money(figure.used)}/{most}"
+    if figure.limit == LIMIT_REPROMPTS:
+        return f"{figure.used:.0f}/{figure.most:.0f} re-prompts"
+    return f"{figure.used:.0f}/{figure.most:g} min"
+
+
+def _with_budget(doing: Words, budget: Words) -> Words:
+    """What the session is doing and its turn's budget, in as many words as fit: the
+    nearest limit is worth more than the doing's fuller words (``re-prompt run 4/6``,
+    ``run 4/6``); the doing alone last."""
+    return tuple(f"{said} · {limits}" for said in doing for limits in budget) + doing
 
 
 def _in_run(status: SessionStatus, limits: Limits) -> tuple[int, float, Words]:
@@ -304,6 +328,9 @@ def build_screen(statuses: Iterable[SessionStatus], detections: Mapping[str, Las
     for status in shown:
         last = detections.get(status.session_id)
         rank, urgency, doing = _doing(status, last, refused.get(status.session_id), limits)
+        figures = status.turn_budget()
+        if figures is not None:
+            doing = _with_budget(doing, budget_words(*figures, now))
         turn, total = spent.get(status.session_id, (None, None))
         rows.append(Row(
             session_id=status.session_id, project=status.project,
