@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from transcripts import Lines, append
 
 from .conftest import Env
 from .helpers import without_library
-from .test_top import status
+from .test_top import budget, status
 
 
 def tally(**options: Any) -> LoopTally:
@@ -169,6 +170,47 @@ def test_gauges_from_the_heartbeat_and_the_statuses_written_lately(env: Env) -> 
     assert (gauges.followed, gauges.live, gauges.in_run) == (0, 2, 1)
 
 
+def test_a_budget_stop_is_a_loop_of_its_own_rule_that_avoided_no_tokens() -> None:
+    """BUDGET was counted as ``other``. Nothing caps a turn that does new work in every
+    answer (the budget is its cap), so its stop counts no avoided tokens; its count is
+    the limit's figure (cents, re-prompts, minutes), never a run's length."""
+    figures = tally()
+    figures.observe(detection("s1", "BUDGET", answer_uuid="budget-1", count=2513,
+                              run_length=0, source="watcher"))
+    figures.observe(outcome("s1", "BUDGET", "cleared", answer_uuid="budget-1"))
+    assert figures.loops == {("BUDGET", "reprompt", "shop"): 1}
+    assert figures.outcomes == {("BUDGET", "reprompt", "cleared", "shop"): 1}
+    assert figures.avoided_tokens == {}
+
+
+def test_each_live_turn_against_its_budget_and_only_while_it_lasts(env: Env) -> None:
+    """A session's turn is a gauge while an answer is pending in it (the series is gone
+    once the turn is over, or the session quiet), so session ids stay bounded."""
+    from loop_killer.engine.budget import Budget
+    from loop_killer.watch.metrics import LiveTurn, budget_limits
+
+    now = time.time()
+    for session_id, changes in {
+            "goal": {"awaiting": "reprompt",
+                     "extra": {"budget": budget(20.5, 12, started_at=now - 900)}},
+            "fresh": {"awaiting": "turn",  # its prompt's time unknown: no minutes
+                      "extra": {"budget": budget(0.5, 0, started_at=None)}},
+            "over": {"extra": {"budget": budget()}},  # waiting for the person
+            "quiet": {"awaiting": "turn", "last_activity": now - 4000,
+                      "extra": {"budget": budget()}},
+            "none": {"awaiting": "turn"}}.items():  # no figures: no limit on, or switched off
+        write_session_status(env.state, status(session_id, **{"last_activity": now - 5,
+                                                              **changes}))
+    gauges = read_gauges(env.state, now, project=lambda folder: folder.rsplit("-", 1)[1])
+    turns = sorted(gauges.turns, key=lambda turn: turn.session_id)
+    assert turns == [LiveTurn("fresh", "fresh", 0.5, 0, None),
+                     LiveTurn("goal", "goal", 20.5, 12, turns[1].minutes)]
+    assert turns[1].minutes is not None and 15 <= turns[1].minutes < 15.1
+    assert gauges.live == 4
+    assert budget_limits(Budget(100, 25.0, 0)) == {"reprompts": 100, "usd": 25.0}
+    assert budget_limits(None) == {}
+
+
 def test_addresses() -> None:
     assert parse_address("127.0.0.1:9464") == ("127.0.0.1", 9464)
     assert parse_address(":9464") == ("127.0.0.1", 9464)
@@ -212,6 +254,32 @@ def test_the_endpoint_serves_what_the_log_holds(env: Env) -> None:
     # The loop's replies used 20 tokens each (tests/transcripts.py): 20 x (8 - 3).
     assert 'loop_killer_avoided_tokens_total{project="shop",rule="SAME_REPLY_TURNS"} 100.0' in text
     assert "loop_killer_sessions_followed 0.0" in text
+
+
+def test_the_endpoint_serves_each_live_turn_against_the_budget(env: Env) -> None:
+    pytest.importorskip("prometheus_client")
+    from loop_killer.engine.budget import Budget
+
+    now = time.time()
+    live = status("goal", awaiting="reprompt", last_activity=now,
+                  extra={"budget": budget(20.5, 12, started_at=now - 600)})
+    write_session_status(env.state, live)
+    server = prometheus.serve_metrics("127.0.0.1:0", MetricsSource(
+        env.state, home="/home/dev", budget=Budget(100, 25.0, 0)))
+    try:
+        text = _scrape(server.address)
+        write_session_status(env.state, replace(live, awaiting=None))  # the turn is over
+        after = _scrape(server.address)
+    finally:
+        server.close()
+    assert 'loop_killer_turn_spend_usd{project="proj-goal",session="goal"} 20.5' in text
+    assert 'loop_killer_turn_reprompts{project="proj-goal",session="goal"} 12.0' in text
+    assert 'loop_killer_turn_duration_minutes{project="proj-goal",session="goal"} 10.' in text
+    assert 'loop_killer_budget_limit{limit="usd"} 25.0' in text
+    assert 'loop_killer_budget_limit{limit="reprompts"} 100.0' in text
+    assert 'limit="minutes"' not in text  # off: no limit to compare with
+    assert 'session="goal"' not in after
+    assert 'loop_killer_budget_limit{limit="usd"} 25.0' in after
 
 
 def test_without_the_library_one_line_says_what_to_install(

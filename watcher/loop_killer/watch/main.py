@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     from .prometheus import MetricsUnavailable
 
     # One MetricsSource for the Prometheus endpoint and the OTLP export.
-    source = MetricsSource(state, home=os.environ.get("HOME"))
+    source = MetricsSource(state, home=os.environ.get("HOME"), budget=settings.budget)
     try:
         metrics = _serve_metrics(args.metrics or settings.metrics, source)
     except MetricsUnavailable as error:

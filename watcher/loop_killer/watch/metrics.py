@@ -21,13 +21,18 @@ OpenTelemetry export (``telemetry``) both read a ``MetricsSource``.
 * ``avoided_tokens`` (rule, project): for a re-prompt loop whose turn was stopped, the
   mean tokens of its last replies (as written in the transcript) times the replies Claude
   Code would still have allowed: its Stop-hook block cap (``STOP_HOOK_BLOCK_CAP``, 8 by
-  default) minus the run's length. A tool-repeat loop counts none (nothing caps it).
+  default) minus the run's length. A tool-repeat loop counts none (nothing caps it), nor
+  does a BUDGET stop (nothing would have: the budget is the cap).
 * gauges: sessions followed (the heartbeat), live (transcript grew within
-  ``LIVE_WITHIN`` s), in a re-prompt run (live, run length > 0).
+  ``LIVE_WITHIN`` s), in a re-prompt run (live, run length > 0); each live turn's spend,
+  re-prompts and minutes (project, session: a live session with an answer pending whose
+  status carries the turn's figures, ``SessionStatus.turn_budget``), and the budget's
+  limits that are on (limit: ``reprompts``, ``usd``, ``minutes``).
 
 Label values are bounded: rules and outcomes from fixed lists (else ``other``), kind
 ``reprompt`` or ``tool``, and the first ``MAX_PROJECT_LABELS`` projects seen get a label
-of their own; the rest are ``other``.
+of their own; the rest are ``other``. A session id is a label only of a live turn's
+gauges, gone from the next scrape once the turn is over.
 """
 
 from __future__ import annotations
@@ -40,7 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..engine.rules import RULE_EDIT_OSCILLATION, RULE_IDLE, RULE_MANUAL, RULE_SAME
+from ..engine.budget import LIMIT_MINUTES, LIMITS, Budget
+from ..engine.rules import RULE_BUDGET, RULE_EDIT_OSCILLATION, RULE_IDLE, RULE_MANUAL, RULE_SAME
 from ..engine.tool_repeat import RULE_TOOL_REPEAT, TOOL_CALL_RULES
 from ..state.journal import JournalTail, LoopRecord, OutcomeRecord, Record, ToolRecord
 from ..state.status import read_heartbeat, read_session_status, written_statuses
@@ -53,10 +59,12 @@ __all__ = [
     "OTHER",
     "STOP_HOOK_BLOCK_CAP",
     "Gauges",
+    "LiveTurn",
     "LoopKey",
     "LoopTally",
     "OutcomeKey",
     "MetricsSource",
+    "budget_limits",
     "parse_address",
     "read_gauges",
 ]
@@ -71,7 +79,8 @@ STOP_HOOK_BLOCK_CAP = 8
 ``CLAUDE_CODE_STOP_HOOK_BLOCK_CAP`` in a session's environment changes it, which the
 watcher cannot see: the default is used): the most a re-prompt loop could run."""
 
-RULES = frozenset({RULE_SAME, RULE_IDLE, RULE_MANUAL, RULE_TOOL_REPEAT, RULE_EDIT_OSCILLATION})
+RULES = frozenset({RULE_SAME, RULE_IDLE, RULE_MANUAL, RULE_BUDGET, RULE_TOOL_REPEAT,
+                   RULE_EDIT_OSCILLATION})
 OUTCOMES = frozenset({*OUTCOME_LABELS, "warned"})
 STOPPED = frozenset({"cleared", "stopped", "stopped_no_goal", "clear_queued",
                      "sent_unconfirmed", "clear_failed"})
@@ -172,7 +181,8 @@ class LoopTally:
             self._count_outcome((rule, kind, outcome, project))
             return
         self._count_outcome((pending.rule, pending.kind, outcome, pending.project))
-        if pending.kind == "reprompt" and outcome in STOPPED and pending.transcript_path:
+        if (pending.kind == "reprompt" and pending.rule != RULE_BUDGET and outcome in STOPPED
+                and pending.transcript_path):
             left = max(0, STOP_HOOK_BLOCK_CAP - pending.run_length)
             if left:
                 # The replies written by the time the loop was stopped: read later (at a
@@ -202,24 +212,53 @@ def _whole(value: object) -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class LiveTurn:
+    """One live turn against its budget: what it has used of each limit."""
+
+    project: str  # its label (``LoopTally.project``)
+    session_id: str
+    usd: float
+    reprompts: int
+    minutes: float | None  # None: when it began is not known
+
+
+@dataclass(frozen=True, slots=True)
 class Gauges:
     followed: int = 0
     live: int = 0
     in_run: int = 0
+    turns: tuple[LiveTurn, ...] = ()
 
 
-def read_gauges(state: Path, now: float, *, live_within: float = LIVE_WITHIN) -> Gauges:
-    """The session gauges from the heartbeat and the status files written lately."""
+def read_gauges(state: Path, now: float, *, live_within: float = LIVE_WITHIN,
+                project: Callable[[str], str] = lambda folder: OTHER) -> Gauges:
+    """The session gauges from the heartbeat and the status files written lately;
+    ``project``: a session's project folder -> its label."""
     beat = read_heartbeat(state)
     live = in_run = 0
+    turns: list[LiveTurn] = []
     for session_id, written in written_statuses(state):
         if now - written > live_within:
             continue  # written before: its transcript has not grown since
         status = read_session_status(state, session_id)
-        if status is not None and now - status.last_activity <= live_within:
-            live += 1
-            in_run += status.run_length > 0
-    return Gauges(beat.sessions if beat is not None else 0, live, in_run)
+        if status is None or now - status.last_activity > live_within:
+            continue
+        live += 1
+        in_run += status.run_length > 0
+        figures = status.turn_budget()
+        if figures is not None:
+            _, use = figures
+            minutes = None if use.started_at is None else use.used(LIMIT_MINUTES, now)
+            turns.append(LiveTurn(project(status.project), session_id, use.usd,
+                                  use.reprompts, minutes))
+    return Gauges(beat.sessions if beat is not None else 0, live, in_run, tuple(turns))
+
+
+def budget_limits(budget: Budget | None) -> dict[str, float]:
+    """The limits that are on (re-prompts, USD, minutes), by name."""
+    if budget is None:
+        return {}
+    return {name: budget.limit(name) for name in LIMITS if budget.limit(name) > 0}
 
 
 class MetricsSource:
@@ -227,9 +266,11 @@ class MetricsSource:
     the log is followed from when this source was made."""
 
     def __init__(self, state: Path, *, home: str | None = None,
-                 on_record: Callable[[Record], None] | None = None) -> None:
+                 on_record: Callable[[Record], None] | None = None,
+                 budget: Budget | None = None) -> None:
         self.state = state
         self.tally = LoopTally(home=home)
+        self.limits = budget_limits(budget)  # the watcher's, in force until it restarts
         self.on_record = on_record  # told of each new record (the OpenTelemetry log events)
         self._tail = JournalTail(state)
         self._tail.skip_to_end()
@@ -245,7 +286,8 @@ class MetricsSource:
             return self.tally
 
     def gauges(self) -> Gauges:
-        return read_gauges(self.state, time.time())
+        with self.lock:  # (labels are handed out by the tally)
+            return read_gauges(self.state, time.time(), project=self.tally.project)
 
 
 def parse_address(text: str) -> tuple[str, int]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .metrics import MetricsSource, parse_address
+from .metrics import Gauges, MetricsSource, parse_address
 
 __all__ = ["MISSING", "MetricsServer", "MetricsUnavailable", "serve_metrics"]
 
@@ -68,6 +68,34 @@ class _Collector:
                 ("loop_killer_sessions_in_run", "Live sessions in a re-prompt run",
                  gauges.in_run)):
             yield GaugeMetricFamily(name, text, value=value)
+        yield from _turns(gauges, self.source.limits)
+
+
+def _turns(gauges: Gauges, limits: dict[str, float]) -> Iterator[Any]:
+    """Each live turn against the budget (only live turns: a session's series goes with
+    its turn), and the limits that are on."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    labels = ["project", "session"]
+    spend = GaugeMetricFamily(
+        "loop_killer_turn_spend_usd", "What the live turn has spent (USD, main session "
+        "and subagents, priced as scan prices it)", labels=labels)
+    reprompts = GaugeMetricFamily(
+        "loop_killer_turn_reprompts", "Re-prompts in the live turn", labels=labels)
+    minutes = GaugeMetricFamily(
+        "loop_killer_turn_duration_minutes", "Minutes since the live turn's prompt",
+        labels=labels)
+    for turn in gauges.turns:
+        spend.add_metric([turn.project, turn.session_id], turn.usd)
+        reprompts.add_metric([turn.project, turn.session_id], turn.reprompts)
+        if turn.minutes is not None:
+            minutes.add_metric([turn.project, turn.session_id], turn.minutes)
+    limit = GaugeMetricFamily(
+        "loop_killer_budget_limit", "The budget of a turn, per limit that is on "
+        "(reprompts, usd, minutes; [budget] in config.toml)", labels=["limit"])
+    for name, value in limits.items():
+        limit.add_metric([name], value)
+    yield from (spend, reprompts, minutes, limit)
 
 
 class MetricsServer:

@@ -154,6 +154,17 @@ class TelemetryExport:
             meter.create_observable_gauge(f"loop_killer.sessions.{name}",
                                           [self._gauge(what)], unit="{session}",
                                           description=text)
+        # Each live turn against the budget: session.id, as on Claude Code's own metrics.
+        for name, what, unit, text in (
+                ("spend_usd", "usd", "{USD}", "What the live turn has spent (USD)"),
+                ("reprompts", "reprompts", "{reprompt}", "Re-prompts in the live turn"),
+                ("duration", "minutes", "min", "Minutes since the live turn's prompt")):
+            meter.create_observable_gauge(f"loop_killer.turn.{name}", [self._turns(what)],
+                                          unit=unit, description=text)
+        meter.create_observable_gauge(
+            "loop_killer.budget.limit", [self._limits], unit="{limit}",
+            description="The budget of a turn, per limit that is on (reprompts, usd, "
+                        "minutes)")
         return provider
 
     def _logs(self, resource: Any) -> tuple[Any, Callable[[LoopEvent], None]]:
@@ -209,6 +220,18 @@ class TelemetryExport:
         def observe(_options: Any) -> Iterable[Any]:
             return [self._observation(getattr(self.source.gauges(), which))]
         return observe
+
+    def _turns(self, which: str) -> Callable[[Any], Iterable[Any]]:
+        def observe(_options: Any) -> Iterable[Any]:
+            return [self._observation(value, {"project": turn.project,
+                                              "session.id": turn.session_id})
+                    for turn in self.source.gauges().turns
+                    if (value := getattr(turn, which)) is not None]
+        return observe
+
+    def _limits(self, _options: Any) -> Iterable[Any]:
+        return [self._observation(value, {"limit": name})
+                for name, value in self.source.limits.items()]
 
     def _on_record(self, record: Record) -> None:
         """Told of each new record, under the source's lock."""
