@@ -173,3 +173,37 @@ def test_a_loop_in_a_session_without_the_plugin_is_counted_when_detected(
                            "its outcome")
     assert none["metric"]["outcome"] == "none"  # the request still pending
     assert server.query(NOT_STOPPED)[0]["metric"] == {"project": "home-dev-billing"}
+
+
+OVER_80_PERCENT = (
+    'loop_killer_turn_spend_usd > on() group_left() '
+    '0.8 * loop_killer_budget_limit{limit="usd"}')
+"""docs/monitoring.md's budget alert ("a turn past 80 % of its spend limit"), without
+its ``for:``."""
+
+
+def test_prometheus_sees_a_live_goal_against_its_budget(
+        env: Env, spawn_watcher: Any, prometheus_server: Any) -> None:
+    """A goal answering its re-prompts, with a spend limit it has passed: its turn's
+    gauges, the limit, the alert's expression, and its BUDGET stop counted as such."""
+    env.state.mkdir(parents=True, exist_ok=True)
+    (env.state / "config.toml").write_text("[budget]\nusd = 0.000001\n")
+    _watcher, server = _watched(spawn_watcher, prometheus_server)
+    goal = Lines(cwd="/home/dev/billing")
+    append(goal.path_in(env.root), goal.prompt() + goal.answer("Working on it.", tool=True)
+           + goal.goal() + goal.answer("Migrated 3 tables.") + goal.reprompt())
+    (spent,) = server.until(lambda: server.query("loop_killer_turn_spend_usd"), 30,
+                            "the turn's spend")
+    assert spent["metric"]["session"] == goal.session_id
+    assert spent["metric"]["project"] == "home-dev-billing"
+    assert float(spent["value"][1]) > 0.000001
+    (reprompts,) = server.query("loop_killer_turn_reprompts")
+    assert float(reprompts["value"][1]) == 1
+    limits = {s["metric"]["limit"]: float(s["value"][1])
+              for s in server.query("loop_killer_budget_limit")}
+    assert limits == {"usd": 0.000001, "reprompts": 100}  # minutes: off, none
+    (alert,) = server.query(OVER_80_PERCENT)
+    assert alert["metric"]["session"] == goal.session_id
+    (stopped,) = server.until(lambda: server.query('loop_killer_loops_total{rule="BUDGET"}'),
+                              30, "the BUDGET stop counted")
+    assert float(stopped["value"][1]) == 1

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from must_run import unavailable
+from transcripts import Lines, append
 
 from .conftest import Env
 from .helpers import wait_for
@@ -153,6 +154,9 @@ def test_the_watcher_exports_loops_and_events_to_an_otlp_collector(
             f"loop events to {receiver.url}/v1/logs") in watcher.stdout()
 
     tools, goal, fired = env.two_loops()
+    live = Lines(cwd="/home/dev/migrate")  # a goal answering its first re-prompt
+    append(live.path_in(env.root), live.prompt() + live.answer("On it.", tool=True)
+           + live.goal() + live.answer("Migrated 3 tables.") + live.reprompt())
 
     events = wait_for(lambda: len(found := loop_events(receiver)) >= 2 and found, 30,
                       "both loop events at the collector")
@@ -202,6 +206,17 @@ def test_the_watcher_exports_loops_and_events_to_an_otlp_collector(
     wait_for(lambda: any(value >= 2 for _, value in
                          latest_points(receiver, "loop_killer.sessions.followed")),
              10, "the sessions gauge")
+    # The budget's limits that are on (the defaults: minutes is off).
+    limits = wait_for(lambda: latest_points(receiver, "loop_killer.budget.limit"), 10,
+                      "the budget's limits")
+    assert sorted((points["limit"], value) for points, value in limits) == [
+        ("reprompts", 100), ("usd", 25.0)]
+    # Its live turn, by session.id as on Claude Code's own metrics (no other turn is live).
+    (turn,) = wait_for(lambda: latest_points(receiver, "loop_killer.turn.reprompts"), 10,
+                       "the live turn's re-prompts")
+    assert turn == ({"project": "home-dev-migrate", "session.id": live.session_id}, 1)
+    (spent,) = latest_points(receiver, "loop_killer.turn.spend_usd")
+    assert spent[0]["session.id"] == live.session_id and 0 < spent[1] < 0.01
     assert all(headers.get("authorization") == "Bearer team-token"
                for headers in receiver.headers("/v1/metrics") + receiver.headers("/v1/logs"))
 

@@ -1,7 +1,7 @@
 """``loop-killer top`` on a real terminal: tmux, a real watcher, 30 live sessions in
 ~/dev/service-NN, two looping. Every service is named on the 120x45 screen and, scrolling,
-on the 80x24 one, with the loops' rules; the clear key writes the request, and ``q`` quits
-(status 0)."""
+on the 80x24 one, with the loops' rules and a goal's turn against its budget; the clear
+key writes the request, and ``q`` quits (status 0)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from .helpers import wait_for
 SESSIONS = 30
 LOOPING = 7
 REPEATING = 12
+WORKING = 3  # a goal's re-prompt being answered
 
 
 def _top_command() -> str:
@@ -111,6 +112,8 @@ def test_top_tells_thirty_services_apart_at_80x24_and_120x45(
     sessions = [Lines(cwd=str(env.home / "dev" / name)) for name in names]
     for index, session in enumerate(sessions):
         lines = session.prompt() + session.answer("Working on it.", tool=True)
+        if index == WORKING:
+            lines += session.goal() + session.answer("Migrated 3 tables.") + session.reprompt()
         if index == LOOPING:
             lines = session.goal_loop(3)  # three similar replies to re-prompts
         if index == REPEATING:  # the same result 5 times: past the refusal, no hook
@@ -141,6 +144,8 @@ def test_top_tells_thirty_services_apart_at_80x24_and_120x45(
     header = next(line for line in wide.splitlines() if "PROJECT" in line)
     assert "TOTAL" in header
     assert all(" tok " in _row(wide, name) for name in names)  # every figure's unit
+    # A turn in progress against its budget (the watcher's figures), the nearest limit first.
+    assert "working · 1/100 re-prompts" in _row(wide, names[WORKING])
 
     # 80x24: no figures, the words kept; 19 rows at a time, the rest a scroll away.
     top.tmux("resize-window", "-t", "top", "-x", "80", "-y", "24")
@@ -156,14 +161,17 @@ def test_top_tells_thirty_services_apart_at_80x24_and_120x45(
     assert len(seen) == 19 and {looping, repeating} <= seen
     top.keys(*["Down"] * SESSIONS)
     wide_lines: list[str] = []
+    working: list[str] = []  # its row, once scrolled into view (the working rows are last)
 
     def all_named(text: str) -> bool:
         seen.update(_names(text))
         wide_lines.extend(line for line in text.splitlines() if len(line) > 80)
+        working.extend(line for line in text.splitlines() if f"{names[WORKING]} " in line)
         return seen == set(names)
 
     top.shows(all_named, "every service by name, scrolling down")
     assert not wide_lines
+    assert working and "working · 1/100 re-prompts" in working[-1]
 
     # The clear key on the last row (a session at rest): c, then y to confirm.
     top.keys("c")
