@@ -207,3 +207,10 @@ def test_prometheus_sees_a_live_goal_against_its_budget(
     (stopped,) = server.until(lambda: server.query('loop_killer_loops_total{rule="BUDGET"}'),
                               30, "the BUDGET stop counted")
     assert float(stopped["value"][1]) == 1
+
+
+def test_the_alerts_tested_here_are_the_ones_the_docs_show() -> None:
+    docs = Path(__file__).parents[2] / "docs" / "monitoring.md"
+    shown = " ".join(docs.read_text().split())
+    for expression in (NOT_STOPPED, OVER_80_PERCENT):
+        assert " ".join(expression.split()) in shown.replace("( ", "(")
