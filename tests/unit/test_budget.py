@@ -225,3 +225,22 @@ def test_status_shows_a_live_goals_spend_re_prompts_and_time_against_its_limits(
                "goal": True, "limits": {"reprompts": 100, "usd": 25.0, "minutes": 0}}
     assert budget_line(figures, 1000.0 + 14 * 60) == (
         "$1.20 of $25.00 spent, 12 of 100 re-prompts, 14 min (no limit)")
+
+
+def test_the_published_figures_read_back_and_nothing_else_does() -> None:
+    """What the watcher publishes of a turn is read back by ``top`` and the metrics with
+    the same module; a status file is read, not trusted: anything off is no figures."""
+    from loop_killer.engine.budget import against, figures, read_figures
+
+    budget, use = Budget(100, 25.0, 60.0), TurnUse(12, 1000.0, 1.2, True, True)
+    assert read_figures(figures(budget, use)) == (budget, use)
+    assert [(a.limit, a.used, a.most) for a in against(budget, use, 1000.0 + 900)] == [
+        ("reprompts", 12, 100), ("usd", 1.2, 25.0), ("minutes", 15.0, 60.0)]
+    # Off, or no start known: no such limit to be against.
+    assert [a.limit for a in against(Budget(0, 25.0, 60.0), TurnUse(3, None, 1.0), 0)] == [
+        "usd"]
+    good = figures(budget, use)
+    for bad in (None, [], {**good, "usd": "1.2"}, {**good, "reprompts": True},
+                {**good, "started_at": -5}, {**good, "limits": {"usd": 25}},
+                {**good, "limits": None}):
+        assert read_figures(bad) is None, bad
