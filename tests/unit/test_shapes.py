@@ -147,13 +147,27 @@ def test_edit_forth_and_write_back_is_going_back_and_forth() -> None:
 def test_a_cycle_of_versions_and_a_multi_edit_undone_and_redone_go_back_and_forth() -> None:
     cycle = Files(c="v = 'a'\n")
     steps = [("Edit", edit("c.py", f"v = '{old}'", f"v = '{new}'"))
-             for old, new in [("a", "b"), ("b", "c"), ("c", "a")] * 2]
-    assert cycle.run(steps) == ([0, 0, 0, EDIT_OSCILLATION_WARN, 0], True)
+             for old, new in [("a", "b"), ("b", "c"), ("c", "a")] * 3]
+    # Each move made again is told once for its two versions; the first made a third
+    # time is refused.
+    assert cycle.run(steps) == ([0, 0, 0] + [EDIT_OSCILLATION_WARN] * 3, True)
     multi = Files(m="x = 1\ny = 1\n")
     both = {"file_path": "m.py", "edits": [edit("", "x = 1", "x = 2"), edit("", "y = 1", "y = 2")]}
     undo = {"file_path": "m.py", "edits": [edit("", "x = 2", "x = 1"), edit("", "y = 2", "y = 1")]}
     counts, refused = multi.run([("MultiEdit", both), ("MultiEdit", undo)] * 3)
     assert counts[2] == EDIT_OSCILLATION_WARN and refused
+
+
+def test_a_back_and_forth_settled_earlier_does_not_count_towards_another() -> None:
+    """Found by a review: depth counted per file, so after line A went back and forth
+    (warned, settled), line B's first edit, revert, edit was refused at once."""
+    files = Files(f="a = 1\nb = 1\n")
+    settle = _each("f.py", [("a = 1", "a = 2"), ("a = 2", "a = 1"), ("a = 1", "a = 2")])
+    counts, refused = files.run(settle)
+    assert counts == [0, 0, EDIT_OSCILLATION_WARN] and not refused
+    counts, refused = files.run(_each("f.py", [("b = 1", "b = 2"), ("b = 2", "b = 1"),
+                                               ("b = 1", "b = 2"), ("b = 2", "b = 1")]))
+    assert counts == [0, 0, EDIT_OSCILLATION_WARN, 0] and not refused  # warned, not refused
 
 
 def test_a_notebook_cell_flipped_between_two_sources_goes_back_and_forth() -> None:

@@ -34,7 +34,9 @@ def bash(command: str) -> dict[str, object]:
     "tail -f server.log",
     "tail -5 /tmp/claude-1000/-home-marco-projects-spotter/tasks/bae407b.output",
     "npx wait-on http://localhost:3000",
-    "wait",
+    "timeout 60 bash -c 'until curl -sf localhost; do sleep 1; done'",
+    "helm upgrade web ./chart --wait",
+    "./wait-for-it.sh db:5432",
 ])
 def test_commands_that_wait_for_the_world(command: str) -> None:
     assert waits("Bash", bash(command))
@@ -43,7 +45,7 @@ def test_commands_that_wait_for_the_world(command: str) -> None:
 @pytest.mark.parametrize("command", [
     "npm test", "pytest -k sleep", "grep -rn wait src/", "echo sleep", "git log --oneline",
     "kubectl get pods", "gh pr view 42", "tail -3 build.log", "cat watch.py",
-    "python manage.py runserver", "",
+    "python manage.py runserver", "", "npm run build & npm run lint & wait",
 ])
 def test_commands_that_do_not_wait(command: str) -> None:
     assert not waits("Bash", bash(command))
@@ -221,3 +223,63 @@ def test_an_answer_that_waited_is_work_until_the_bound() -> None:
 def test_the_detector_takes_its_bound_from_the_thresholds() -> None:
     thresholds = parse_settings(None, {"LOOP_KILLER_WAIT_MINUTES": "2"}).thresholds
     assert RunDetector("s", thresholds=thresholds).work._wait == 120
+
+
+# -- found by a review ---------------------------------------------------------------------
+
+
+def test_a_check_right_after_a_call_that_sleeps_waits_too() -> None:
+    """``sleep 60`` as a call of its own, then ``gh pr checks 42``: polling CI."""
+    counter = ToolRepeatCounter(wait=600)
+    counts = []
+    for minute in range(8):
+        counter.record("Bash", bash("sleep 60"), "", False, now=60.0 * minute)
+        counts.append(counter.record("Bash", bash("gh pr checks 42"), PENDING, False,
+                                     now=60.0 * minute + 1).count)
+    assert counts == [1] * 8 and counter.refusal("Bash", bash("gh pr checks 42")) is None
+    work = TurnWork(wait=600)
+    verdicts = []
+    for minute in range(3):
+        at = f"2026-12-02T07:0{minute}:00Z"
+        calls = (ToolCall(f"s{minute}", "Bash", bash("sleep 60")),
+                 ToolCall(f"c{minute}", "Bash", bash("gh pr checks 42")))
+        work.feed(AssistantPart(f"m{minute}", f"a{minute}", at, "", True, True, calls))
+        work.feed(ToolResults(f"r{minute}", at, (ToolResult(f"s{minute}", "", False),
+                                                 ToolResult(f"c{minute}", PENDING, False))))
+        verdicts.append(work.close(judge=True))
+    assert verdicts == [True, True, True]  # the re-prompt rules agree: it waited
+
+
+def test_a_failure_after_another_calls_progress_is_a_new_check() -> None:
+    """Installing one package after another into an ignored .venv: the tree git sees is
+    the same, but the install's new result is progress, so pytest's next, different
+    failure is a new check (found by a review)."""
+    from loop_killer.engine.tool_repeat import call_key, result_digest
+
+    counter = ToolRepeatCounter()
+
+    def failure(error: str) -> int:
+        call, result = call_key("Bash", bash("pytest")), result_digest(error, is_error=True)
+        tree = "git:same" if counter.would_repeat(call, "Bash", result, failed=True) else None
+        return counter.record_call(call, "Bash", error, True, result=result, tree=tree).count
+
+    counts = []
+    for module in ("requests", "yaml", "numpy", "attrs", "rich"):
+        counts.append(failure(f"ModuleNotFoundError: No module named '{module}'"))
+        counter.record("Bash", bash(f"pip install {module}"), f"Installed {module}", False)
+    assert counts == [1] * 5
+
+
+def test_a_crlf_or_bom_file_has_the_state_claude_code_hands(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from loop_killer.engine.edits import content_digest, states_of_result
+    from loop_killer.worktree import file_state
+
+    crlf = tmp_path / "w.txt"
+    crlf.write_bytes(b"\xef\xbb\xbfline one\r\nline two\r\n")
+    assert file_state(str(crlf)) == content_digest("line one\nline two\n")
+    utf16 = tmp_path / "u.txt"
+    utf16.write_bytes("hello\r\n".encode("utf-16"))
+    assert file_state(str(utf16)) == content_digest("hello\n")
+    assert file_state(str(tmp_path / "none.txt")) == "absent"
+    # A Write over a file too big to hand whole: its state before is not known.
+    assert states_of_result({"type": "update", "originalFile": None, "content": "x"}) is None

@@ -90,11 +90,22 @@ def file_state(path: str, cwd: str = "") -> str | None:
             if not chunk:
                 break
             chunks.append(chunk)
-        return content_digest(b"".join(chunks))
+        return content_digest(_as_claude_reads(b"".join(chunks)))
     except OSError:
         return None
     finally:
         os.close(fd)
+
+
+def _as_claude_reads(data: bytes) -> str:
+    """A file's text as Claude Code reads it into ``originalFile`` (its encoding decoded,
+    a byte-order mark dropped, CRLF made LF), so a state from the disk is the state
+    Claude Code hands: a CRLF or UTF-16 file's edits compare as an LF file's do."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        text = data.decode("utf-16", "surrogatepass")
+    else:
+        text = data.decode("utf-8", "surrogateescape").removeprefix("\ufeff")
+    return text.replace("\r\n", "\n")
 
 
 def _git_root(folder: str) -> str | None:
@@ -118,11 +129,13 @@ def _git_fingerprint(root: str, *, max_files: int, deadline: float) -> str | Non
     if left <= 0:
         return None
     # No optional lock: a status must never write the index while the session works.
-    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
+    # (and no GIT_DIR or GIT_WORK_TREE the session inherited: the tree is the folder's)
+    env = {**{key: value for key, value in os.environ.items() if not key.startswith("GIT_")},
+           "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
     try:
         done = subprocess.run(
             ["git", "-C", root, "status", "--porcelain=v2", "-z", "--branch",
-             "--untracked-files=all", "--ignore-submodules=dirty"],
+             "--untracked-files=all", "--ignore-submodules=untracked"],
             stdin=subprocess.DEVNULL, capture_output=True, timeout=left, env=env,
             check=False)
     except (OSError, subprocess.SubprocessError):

@@ -10,12 +10,14 @@ file before, with ``oldString``/``newString``/``replaceAll`` or the ``content`` 
 
 A move made before in the person's turn is the file going back and forth, whatever tool
 made each step (an ``Edit`` forth and a ``Write`` of the original back included): edit,
-revert, edit repeats the first move. The first repeated move of a file warns
-(``EDIT_OSCILLATION_WARN``: its depth, the repeats + 1, is 2), the next is let through
-(reverting is sometimes right), and the one after (depth 4) is refused before it is made
-when it is the exact change already made from exactly that state
-(``EditHistory.would_return``): no guess, so no false refusal. Ideas tried one after
-another and each undone repeat no move, and are never warned.
+revert, edit makes the first move again. Its depth is twice the times a move was made
+again: the first (depth 2, ``EDIT_OSCILLATION_WARN``) warns, once for the two states;
+the revert after it is let through (reverting is sometimes right); the move made a third
+time (depth 4) is refused before it is made when it is the exact change already made from
+exactly that state (``EditHistory.would_return``): no guess, so no false refusal. Each
+move counts apart, so a back-and-forth settled earlier does not count towards another in
+the same file, and a cycle of versions (A, B, C, A, B, C, A...) climbs all the same. Ideas
+tried one after another and each undone make no move twice, and are never warned.
 """
 
 from __future__ import annotations
@@ -132,6 +134,8 @@ def states_of_result(use_result: object) -> tuple[str, str] | None:
         return None
     original = use_result.get("originalFile")
     original = original if isinstance(original, str) else None
+    if original is None and use_result.get("type") == "update":
+        return None  # a file too big or hidden to hand whole: its state is not known
     if "oldString" in use_result or "old_string" in use_result:
         after = _replaced(original, use_result) if original is not None else None
     elif isinstance(use_result.get("edits"), list):
@@ -146,18 +150,27 @@ def states_of_result(use_result: object) -> tuple[str, str] | None:
 
 
 class _File:
-    __slots__ = ("last", "moves", "repeats", "warned")
+    __slots__ = ("last", "moves", "pairs", "warned")
 
     def __init__(self) -> None:
         self.last = ""  # the state its last move left it in
         # (before, change) -> after, oldest first: the moves made, and what made them
         self.moves: dict[tuple[str, str], str] = {}
-        self.repeats = 0  # moves made again in the turn
-        self.warned = False
+        # (before, after) -> how often that move was made again
+        self.pairs: dict[tuple[str, str], int] = {}
+        self.warned: set[tuple[str, str]] = set()  # two states the model was told of
+
+
+def _pair(one: str, other: str) -> tuple[str, str]:
+    return (one, other) if one <= other else (other, one)
 
 
 class EditHistory:
-    """The moves made to each file in one scope's turn, and how often they repeat."""
+    """The moves made to each file in one scope's turn, and how often each is made again:
+    a back-and-forth's depth is twice the repeats of its move (A to B made again: 2, the
+    model is told once for the two states; made a third time: 4, refused), so one settled
+    earlier does not count towards another in the same file, and a cycle of versions
+    (A, B, C, A, B...) still climbs."""
 
     __slots__ = ("_files",)
 
@@ -167,9 +180,9 @@ class EditHistory:
     def note(self, path: str, before: str, after: str, change: str, *, warn_at: int = 0
              ) -> int:
         """A move of ``path`` from state ``before`` ("": not told, then the state its last
-        move left it in) to ``after``, made by ``change``; the file's depth when this move
-        warns (the first repeated move at ``warn_at`` or deeper, once a turn for each
-        file), else 0."""
+        move left it in) to ``after``, made by ``change``; the depth of its back-and-forth
+        when this move warns (the first move made again between two states, at
+        ``warn_at`` or deeper, once for each), else 0."""
         if not path:
             return 0
         known = self._files.pop(path, None) or _File()
@@ -188,33 +201,36 @@ class EditHistory:
             del known.moves[next(iter(known.moves))]
         if not repeated:
             return 0
-        known.repeats += 1
-        depth = known.repeats + 1
-        if warn_at and depth >= warn_at and not known.warned:
-            known.warned = True
+        known.pairs[(before, after)] = known.pairs.get((before, after), 0) + 1
+        depth = 2 * known.pairs[(before, after)]
+        pair = _pair(before, after)
+        if warn_at and depth >= warn_at and pair not in known.warned:
+            known.warned.add(pair)
             return depth
         return 0
 
     def would_return(self, path: str, state: str, change: str) -> int:
-        """The depth the file would reach if ``change`` were made now to its ``state`` (read
-        from disk): only the exact change already made from exactly that state repeats a
-        move; 0 for anything else."""
+        """The depth the file's back-and-forth would reach if ``change`` were made now to
+        its ``state`` (read from disk): only the exact change already made from exactly
+        that state repeats a move; 0 for anything else."""
         known = self._files.get(path)
-        if known is None or (state, change) not in known.moves:
+        after = known.moves.get((state, change)) if known is not None else None
+        if known is None or after is None:
             return 0
-        return known.repeats + 2
+        return 2 * (known.pairs.get((state, after), 0) + 1)
 
     def deepest(self) -> int:
-        """The deepest depth of any file so far (0: no move repeated)."""
-        return max((known.repeats + 1 for known in self._files.values() if known.repeats),
-                   default=0)
+        """The deepest back-and-forth of any file so far (0: no move made again)."""
+        return max((2 * count for known in self._files.values()
+                    for count in known.pairs.values()), default=0)
 
     def clear(self) -> None:
         self._files.clear()
 
     def to_state(self) -> dict[str, Any]:
-        return {"v": 2, "files": [
-            [path, known.repeats, known.warned,
+        return {"v": 3, "files": [
+            [path, [[*move, count, _pair(*move) in known.warned]
+                    for move, count in known.pairs.items()],
              [[before, change, after] for (before, change), after in known.moves.items()],
              known.last]
             for path, known in self._files.items()]}
@@ -222,22 +238,29 @@ class EditHistory:
     @classmethod
     def from_state(cls, state: object) -> EditHistory:
         """A history from ``to_state``; what is not understood is left out (an older
-        version's fragments are dropped: nothing is refused by mistake)."""
+        version's is dropped: nothing is refused by mistake)."""
         history = cls()
-        files = state.get("files") if isinstance(state, dict) and state.get("v") == 2 else None
+        files = state.get("files") if isinstance(state, dict) and state.get("v") == 3 else None
         if not isinstance(files, list):
             return history
         for item in files[-MAX_FILES:]:
-            if not (isinstance(item, list) and len(item) == 5 and isinstance(item[0], str)
-                    and isinstance(item[1], int) and isinstance(item[3], list)):
+            if not (isinstance(item, list) and len(item) == 4 and isinstance(item[0], str)
+                    and isinstance(item[1], list) and isinstance(item[2], list)):
                 continue
             known = _File()
-            known.last = item[4] if isinstance(item[4], str) and len(item[4]) <= 64 else ""
-            known.repeats = max(0, min(item[1], 1000))
-            known.warned = item[2] is True
-            for move in item[3][-MAX_MOVES:]:
-                if isinstance(move, list) and len(move) == 3 and all(
-                        isinstance(part, str) and len(part) <= 64 for part in move):
+            known.last = item[3] if isinstance(item[3], str) and len(item[3]) <= 64 else ""
+            for pair in item[1][-MAX_MOVES:]:
+                if (isinstance(pair, list) and len(pair) == 4 and _digests(pair[:2])
+                        and isinstance(pair[2], int) and 0 < pair[2] < 1000):
+                    known.pairs[(pair[0], pair[1])] = pair[2]
+                    if pair[3] is True:
+                        known.warned.add(_pair(pair[0], pair[1]))
+            for move in item[2][-MAX_MOVES:]:
+                if isinstance(move, list) and len(move) == 3 and _digests(move):
                     known.moves[(move[0], move[1])] = move[2]
             history._files[item[0]] = known
         return history
+
+
+def _digests(values: list[Any]) -> bool:
+    return all(isinstance(value, str) and len(value) <= 64 for value in values)

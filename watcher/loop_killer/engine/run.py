@@ -334,8 +334,9 @@ class RunDetector:
         self._chain = 0
 
 
-_Done = tuple[ToolCall, ToolResult, float]
-"""A call, its result, and when the result came (seconds since the epoch; 0: unknown)."""
+_Done = tuple[ToolCall, ToolResult, float, bool]
+"""A call, its result, when the result came (seconds since the epoch; 0: unknown or not
+timed), and whether the call waits."""
 
 
 MAX_KEPT = 4096
@@ -350,7 +351,7 @@ class TurnWork:
     """The results seen in one scope's turn, and whether an answer added a new one."""
 
     __slots__ = ("_held", "_ignored", "_open_calls", "_pairing", "_pending", "_seen",
-                 "_this_answer", "_wait")
+                 "_this_answer", "_wait", "_waited_last")
 
     def __init__(self, ignored: frozenset[str] = DEFAULT_IGNORED, *,
                  wait: float = WAIT_MINUTES * 60) -> None:
@@ -363,6 +364,7 @@ class TurnWork:
         self._this_answer: list[_Done] = []  # the answer in progress
         self._open_calls: set[str] = set()  # its calls still without a result
         self._held = 0
+        self._waited_last = False  # the last call waited: the next one does too
 
     def feed(self, event: Event) -> None:
         """Take one transcript event (a person's prompt starts the turn afresh)."""
@@ -372,6 +374,7 @@ class TurnWork:
             self._this_answer.clear()
             self._open_calls.clear()
             self._held = 0
+            self._waited_last = False
         if not ToolPairing.may_pair(event):
             return
         if isinstance(event, AssistantPart):
@@ -381,9 +384,12 @@ class TurnWork:
             if is_ignored(call.name, self._ignored):
                 self._open_calls.add(call.tool_use_id)  # not counted: always work
                 continue
-            # Keyed only if a verdict needs it; timed only if it waits.
-            now = (event_seconds(event) or 0.0) if waits(call.name, call.input) else 0.0
-            self._this_answer.append((call, result, now))
+            # Keyed only if a verdict needs it; timed only if it waits (itself, or right
+            # after a call that does: ``sleep 60``, then ``gh pr checks 42``).
+            waiting = self._waited_last or waits(call.name, call.input)
+            self._waited_last = waits(call.name, call.input)
+            now = (event_seconds(event) or 0.0) if waiting else 0.0
+            self._this_answer.append((call, result, now, waiting))
 
     def settle(self, tool_use_ids: Iterable[str]) -> None:
         """Calls of the answer in progress whose result is not in the transcript yet, but
@@ -403,12 +409,12 @@ class TurnWork:
             return None
         self._key_pending()
         new = unanswered
-        for call, result, now in results:
+        for call, result, now, waiting in results:
             digest = _key(call, result)
             if digest is None:
                 continue  # loop-killer's own refusal: the call did not run
             seen = self._seen.get(digest)
-            if seen is None or (waits(call.name, call.input) and self._still_waiting(*seen)):
+            if seen is None or (waiting and self._still_waiting(*seen)):
                 new = True
             self._remember(digest, now)
         return new
@@ -426,14 +432,14 @@ class TurnWork:
             self._key_oldest()
 
     def _key_oldest(self) -> None:
-        call, result, now = self._pending.pop(0)
+        call, result, now, _ = self._pending.pop(0)
         self._held -= _size(result.content)
         digest = _key(call, result)
         if digest is not None:
             self._remember(digest, now)
 
     def _key_pending(self) -> None:
-        for call, result, now in self._pending:
+        for call, result, now, _ in self._pending:
             digest = _key(call, result)
             if digest is not None:
                 self._remember(digest, now)

@@ -49,7 +49,6 @@ from .transcript import (
     ToolResult,
     UnreadResult,
 )
-from .waiting import waits
 
 __all__ = ["MAX_HELD_BYTES", "StandIns", "ToolCounts"]
 
@@ -224,5 +223,6 @@ class ToolCounts:
         return [(part, call, self.counter.record_call(
                     key, call.name, result.content, result.is_error, result.tool_use_id,
                     tool_input=call.input, move=result.move,
-                    now=event_seconds(event) if waits(call.name, call.input) else None))
+                    now=event_seconds(event) if self.counter.waits(call.name, call.input)
+                    else None))
                 for part, call, key, result in stand_ins.pairs(event)]

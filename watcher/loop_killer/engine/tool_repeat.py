@@ -329,7 +329,7 @@ class ToolRepeatCounter:
     """
 
     __slots__ = ("_block", "_calls", "_changes", "_edits", "_ignored", "_oscillation",
-                 "_pairing", "_progress", "_refused", "_wait")
+                 "_pairing", "_progress", "_refused", "_wait", "_waited_last")
 
     def __init__(self, *, ignored: frozenset[str] = DEFAULT_IGNORED,
                  block: int = TOOL_REPEAT_BLOCK,
@@ -340,14 +340,18 @@ class ToolRepeatCounter:
         self._oscillation = oscillation  # a file's returns that warn (0: never)
         self._wait = wait  # seconds a waiting call's result may stay the same
         self._edits = EditHistory()
-        # call digest -> (result digest, count, changes, since, tree, failed); insertion
-        # order is recency. ``changes``: how many file changes the session had made at
-        # that result; ``since``: when the call first gave that result (0: not known);
-        # ``tree``: the working tree's fingerprint then ("" not taken); ``failed``: it
-        # was an error.
+        # call digest -> (result digest, count, changes, since, tree, failed, progress,
+        # waits); insertion order is recency. ``changes``: how many file changes the
+        # session had made at that result; ``since``: when the call first gave that
+        # result (0: not known); ``tree``: the working tree's fingerprint then ("" not
+        # taken); ``failed``: it was an error; ``progress``: the turn's new results then;
+        # ``waits``: the call waits (``waits``, or it came right after a call that does).
         self._calls: dict[str, _Last] = {}
         self._changes = 0  # file changes made in the turn (``changes_files``)
         self._progress = 0  # new results in the turn (a call's result it had not given)
+        # The last call recorded waited itself (``sleep 60``): the check right after it
+        # (``gh pr checks 42``) waits too.
+        self._waited_last = False
         # call digest -> (attempts refused with nothing new between them, ``_progress``
         # at the last)
         self._refused: dict[str, tuple[int, int]] = {}
@@ -411,14 +415,16 @@ class ToolRepeatCounter:
             return ToolRepeat(call, name, tool_use_id, self._count(digest))
         if result is None:
             result = result_digest(content, is_error=is_error)
+        waiting = self.waits(name, tool_input)
+        self._waited_last = waits(name, tool_input)
         last = self._calls.pop(digest, None)
-        same = last is not None and self._same(last, result, name, tool_input, failed, tree)
+        same = last is not None and self._same(last, result, failed, tree, waiting)
         since = last[3] if last is not None and same else (now or 0.0)
         waited = 0.0
         if not same:
             count = 1
             self._progress += 1
-        elif waits(name, tool_input):
+        elif waiting:
             count, waited = self._waiting(last, since, now)
         else:
             count = last[1] + 1 if last is not None else 1
@@ -442,7 +448,8 @@ class ToolRepeatCounter:
             self._changes += 1
         kept_tree = tree if tree is not None else (last[4] if last is not None and same
                                                    else "")
-        self._calls[digest] = (result, count, self._changes, since, kept_tree, failed)
+        self._calls[digest] = (result, count, self._changes, since, kept_tree, failed,
+                               self._progress, waiting)
         while len(self._calls) > MAX_CALLS:
             del self._calls[next(iter(self._calls))]
         return ToolRepeat(call, name, tool_use_id, count, shape, shape_count, waited)
@@ -458,28 +465,36 @@ class ToolRepeatCounter:
         last = self._calls.get(_digest(call))
         if last is None or last[2] != self._changes:
             return False
-        return last[0] == result or (failed and last[5] and not waits(name, tool_input))
+        return last[0] == result or (failed and last[5] and last[6] == self._progress
+                                     and not self.waits(name, tool_input))
 
-    def _same(self, last: _Last, result: str, name: str, tool_input: object, failed: bool,
-              tree: str | None) -> bool:
+    def waits(self, name: str, tool_input: object) -> bool:
+        """Whether this call waits for the world (``waiting.waits``), or comes right after
+        a call that does (``sleep 60``, then ``gh pr checks 42``)."""
+        return self._waited_last or waits(name, tool_input)
+
+    def _same(self, last: _Last, result: str, failed: bool, tree: str | None,
+              waiting: bool) -> bool:
         """Whether a result repeats the call's last one: the same result (or a failure
         after a failure, ``_failed_again``) with no change to the files, neither one the
         session made nor one the tree's fingerprint shows (or cannot rule out)."""
         if last[2] != self._changes:
             return False
-        if last[0] != result and not self._failed_again(last, name, tool_input, failed, tree):
+        if last[0] != result and not self._failed_again(last, failed, tree, waiting):
             return False
         return tree is None or (bool(tree) and (not last[4] or tree == last[4]))
 
-    def _failed_again(self, last: _Last, name: str, tool_input: object, failed: bool,
-                      tree: str | None) -> bool:
-        """A failure after a failure of the same call, with nothing changed on disk (a
-        fingerprint taken, and equal to the last one's where that had one): nothing the
-        model did could have made it pass, whatever the error says this time. A call
-        that waits keeps its time bound instead; unmeasured (the transcript's readers),
-        only the same error again is a repeat."""
-        return (failed and last[5] and tree is not None and bool(tree)
-                and (not last[4] or tree == last[4]) and not waits(name, tool_input))
+    def _failed_again(self, last: _Last, failed: bool, tree: str | None,
+                      waiting: bool) -> bool:
+        """A failure after a failure of the same call with nothing changed: no change on
+        disk (a fingerprint taken, and equal to the last one's where that had one) and no
+        new result of any other call in between (a package installed, a script written,
+        a migration run: progress the tree may not show). Nothing the model did could
+        have made it pass, whatever the error says this time. A call that waits keeps its
+        time bound instead; unmeasured (the transcript's readers), only the same error
+        again is a repeat."""
+        return (failed and last[5] and last[6] == self._progress and tree is not None
+                and bool(tree) and (not last[4] or tree == last[4]) and not waiting)
 
     def _waiting(self, last: _Last | None, since: float,
                  now: float | None) -> tuple[int, float]:
@@ -505,17 +520,17 @@ class ToolRepeatCounter:
         changed between, and not while it waited within its bound: no new work (the Stop
         hook asks, for a call whose result is not in the transcript yet). The result that
         reached the bound is the last of the waiting: the answers after it are idle."""
-        count = self.count(name, tool_input, cwd=cwd)
-        if waits(name, tool_input):
-            return count > self._block
-        return count >= 2
+        last = self._calls.get(_digest(call_key(name, tool_input, cwd)))
+        if last is None or last[2] != self._changes:
+            return False
+        return last[1] > self._block if last[7] else last[1] >= 2
 
     def waited(self, name: str, tool_input: object, *, cwd: str = "",
                now: float | None = None) -> float:
         """Seconds a waiting call's result has stayed the same (0 for any other call, or
         when not known)."""
         last = self._calls.get(_digest(call_key(name, tool_input, cwd)))
-        if last is None or not last[3] or now is None or not waits(name, tool_input):
+        if last is None or not last[3] or now is None or not last[7]:
             return 0.0
         return max(0.0, now - last[3])
 
@@ -558,13 +573,15 @@ class ToolRepeatCounter:
         if news:
             self._changes += 1
             self._progress += 1
-        self._calls[digest] = (result, 1, self._changes, 0.0, "", False)
+        self._calls[digest] = (result, 1, self._changes, 0.0, "", False, self._progress,
+                               False)
         return news
 
     def refusable(self) -> bool:
         """Whether any call's next attempt would be refused now (the launcher runs the
         package for a PreToolUse only then: ``tools.store``'s marker)."""
-        if self.refused_return and self._edits.deepest() + 1 >= self.refused_return:
+        # (+ 2: the next time one of its moves is made again)
+        if self.refused_return and self._edits.deepest() + 2 >= self.refused_return:
             return True
         return any(count >= self._block and changes == self._changes
                    for _, count, changes, *_ in self._calls.values())
@@ -592,6 +609,7 @@ class ToolRepeatCounter:
         self._calls.clear()
         self._changes = 0
         self._progress = 0
+        self._waited_last = False
         self._refused.clear()
         self._edits.clear()
 
@@ -610,13 +628,15 @@ class ToolRepeatCounter:
             self.reset()
         return [self.record(call.name, call.input, result.content, result.is_error,
                             result.tool_use_id, cwd=result.cwd, move=result.move,
-                            now=event_seconds(event) if waits(call.name, call.input) else None)
+                            now=event_seconds(event) if self.waits(call.name, call.input)
+                            else None)
                 for _, call, result in pairing.pair(event)]
 
     def to_state(self) -> dict[str, Any]:
         """The counts as a small JSON-ready value (digests only; ``feed``'s pairing of
         calls and results is not kept)."""
         return {"v": STATE_VERSION, "changes": self._changes, "progress": self._progress,
+                "waited_last": self._waited_last,
                 "refused": {digest: list(refused) for digest, refused in self._refused.items()},
                 "calls": [[call, *last] for call, last in self._calls.items()],
                 "edits": self._edits.to_state()}
@@ -636,6 +656,7 @@ class ToolRepeatCounter:
             return counter
         counter._changes = _small(state.get("changes"))
         counter._progress = _small(state.get("progress"))
+        counter._waited_last = state.get("waited_last") is True
         counter._edits = EditHistory.from_state(state.get("edits"))
         refused = state.get("refused")
         if isinstance(refused, dict):
@@ -646,18 +667,22 @@ class ToolRepeatCounter:
                 if isinstance(digest, str) and _small(count) > 0:
                     counter._refused[digest] = (_small(count), _small(at))
         for item in calls[-MAX_CALLS:]:
-            if (isinstance(item, list) and 3 <= len(item) <= 7 and isinstance(item[0], str)
+            if (isinstance(item, list) and 3 <= len(item) <= 9 and isinstance(item[0], str)
                     and isinstance(item[1], str) and _small(item[2]) > 0):
                 changes = _small(item[3]) if len(item) >= 4 else 0
                 since = _moment(item[4]) if len(item) >= 5 else 0.0
                 tree = item[5] if len(item) >= 6 and isinstance(item[5], str) else ""
-                failed = len(item) == 7 and item[6] is True
+                failed = len(item) >= 7 and item[6] is True
+                # (an older state has no progress: nothing new since, as it was then)
+                progress = _small(item[7]) if len(item) >= 8 else counter._progress
+                waiting = len(item) == 9 and item[8] is True
                 counter._calls.pop(item[0], None)
-                counter._calls[item[0]] = (item[1], item[2], changes, since, tree[:80], failed)
+                counter._calls[item[0]] = (item[1], item[2], changes, since, tree[:80], failed,
+                                           progress, waiting)
         return counter
 
 
-_Last = tuple[str, int, int, float, str, bool]
+_Last = tuple[str, int, int, float, str, bool, int, bool]
 """What the counter keeps of a call's last result (``ToolRepeatCounter._calls``)."""
 
 

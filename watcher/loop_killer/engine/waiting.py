@@ -20,6 +20,10 @@ from __future__ import annotations
 
 from .shell import SHELL_TOOLS, simple_commands
 
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool-call hook imports this module
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 __all__ = ["WAITING_TOOLS", "WAIT_MINUTES", "waited_words", "waits"]
 
 WAIT_MINUTES = 30.0
@@ -40,8 +44,11 @@ WAITING_TOOLS: frozenset[str] = frozenset({
 """Claude Code's own tools that wait by design."""
 
 # A command that waits is found by one of these words first (a cheap test on every call).
-_HINTS = ("sleep", "wait", "watch", "rollout", "tail", ".output")
-_SLEEPS = frozenset({"sleep", "start-sleep", "wait", "wait-on", "wait-for-it", "wait-for"})
+_HINTS = ("sleep", "wait", "watch", "rollout", "tail", ".output", "get-content")
+# (not a bare ``wait``: after ``a & b &`` it waits for the command's own jobs)
+_SLEEPS = frozenset({"sleep", "start-sleep", "wait-on", "wait-for-it", "wait-for",
+                     "wait-for-it.sh", "wait-for.sh", "wait-job", "receive-job"})
+_SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
 _BACKGROUND_OUTPUT = "/tasks/"
 _RUNNERS = frozenset({"npx", "pnpx", "bunx", "uvx"})
 _KEYWORDS = frozenset({"do", "then", "else", "elif", "if", "while", "until", "!", "{"})
@@ -81,23 +88,37 @@ def _command_waits(words: list[str]) -> bool:
         return False
     name = words[0].rpartition("/")[2].lower()
     rest = words[1:]
-    if name in _SLEEPS:
-        return True
-    if any(_background_output(word) for word in rest):
-        return True  # cat, tail, grep... of a background job's output
-    if name == "gh":  # gh run watch, gh pr checks --watch
-        return "watch" in rest[:2] or "--watch" in rest
-    if name in _RUNNERS:  # npx wait-on ...
-        return _command_waits([word for word in rest if not word.startswith("-")][:1])
-    if name == "kubectl":  # kubectl rollout status, kubectl [-n ns] wait
-        verbs = [word for word in rest if not word.startswith("-")][:3]
-        return "wait" in verbs or ("rollout" in verbs and "status" in verbs)
-    if name in ("aws", "az", "gcloud", "docker"):  # aws cloudformation wait ..., docker wait
-        return "wait" in [word for word in rest if not word.startswith("-")][:3]
-    if name == "tail":
-        return any(word in ("-f", "-F", "--follow") or word.startswith("--follow=")
-                   for word in rest)
-    return False
+    if name in _SLEEPS or any(_background_output(word) for word in rest):
+        return True  # (cat, tail, grep... of a background job's output)
+    check = _BY_NAME.get(name)
+    return check is not None and check(rest)
+
+
+def _verbs(rest: list[str], count: int = 3) -> list[str]:
+    return [word for word in rest if not word.startswith("-")][:count]
+
+
+def _shell_script(rest: list[str]) -> bool:
+    """``bash -c 'until curl ...; do sleep 1; done'``: the script's own commands."""
+    if "-c" not in rest[:-1]:
+        return False
+    return any(_command_waits(words) for words in simple_commands(rest[rest.index("-c") + 1]))
+
+
+_BY_NAME: dict[str, Callable[[list[str]], bool]] = {
+    **dict.fromkeys(_SHELLS, _shell_script),
+    # ``wait PID``: a process of its own, started earlier (a bare wait: its own jobs)
+    "wait": lambda rest: bool(rest) and not rest[0].startswith("-"),
+    "helm": lambda rest: "--wait" in rest or "--atomic" in rest,
+    "get-content": lambda rest: "-wait" in (word.lower() for word in rest),  # PowerShell's
+    "gh": lambda rest: "watch" in rest[:2] or "--watch" in rest,  # run watch, checks --watch
+    **dict.fromkeys(_RUNNERS, lambda rest: _command_waits(_verbs(rest, 1))),  # npx wait-on
+    "kubectl": lambda rest: "wait" in _verbs(rest) or (
+        "rollout" in _verbs(rest) and "status" in _verbs(rest)),
+    **dict.fromkeys(("aws", "az", "gcloud", "docker"), lambda rest: "wait" in _verbs(rest)),
+    "tail": lambda rest: any(word in ("-f", "-F", "--follow") or word.startswith("--follow=")
+                             for word in rest),
+}
 
 
 def waited_words(seconds: float) -> str:
