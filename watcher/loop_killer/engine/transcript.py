@@ -109,28 +109,32 @@ sums must still fit the 64-bit integers JSON readers take)."""
 
 def is_count(value: Any) -> bool:
     """Whether ``value`` is a token count as a reply can have one."""
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
+    # (a decoded number is an int or a float; True and False are bools, not counts)
+    return type(value) is int and 0 <= value <= MAX_COUNT
 
 
 def _count(value: Any) -> int:
     return value if is_count(value) else 0
 
 
-def usage_of(field: Callable[[str], Any]) -> Usage:
-    """A reply's ``usage``, each field read by name (``dict.get``, or a typed line's)."""
-    created = _count(field("cache_creation_input_tokens"))
-    split = field("cache_creation")
+def usage_of(input_tokens: Any, output_tokens: Any, cache_read: Any, cache_creation: Any,
+             split: Any, speed: Any, inference_geo: Any) -> Usage:
+    """A reply's ``usage`` from its fields as written (``input_tokens``,
+    ``output_tokens``, ``cache_read_input_tokens``, ``cache_creation_input_tokens``,
+    ``cache_creation``, ``speed``, ``inference_geo``; None where absent), from a parsed
+    line or a typed one."""
+    created = cache_creation if is_count(cache_creation) else 0
     # The 1-hour part of the writes, never more than all of them (as Claude Code bills it).
     one_hour = min(_count(split.get("ephemeral_1h_input_tokens")), created) \
         if isinstance(split, dict) else 0
     return Usage(
-        input=_count(field("input_tokens")),
-        output=_count(field("output_tokens")),
-        cache_read=_count(field("cache_read_input_tokens")),
-        cache_creation=created,
-        cache_creation_1h=one_hour,
-        speed="fast" if field("speed") == "fast" else "",
-        inference_geo="us" if field("inference_geo") == "us" else "",
+        input_tokens if is_count(input_tokens) else 0,
+        output_tokens if is_count(output_tokens) else 0,
+        cache_read if is_count(cache_read) else 0,
+        created,
+        one_hour,
+        "fast" if speed == "fast" else "",
+        "us" if inference_geo == "us" else "",
     )
 
 
@@ -384,7 +388,12 @@ def _tool_results(content: Any, cwd: str = "") -> tuple[ToolResult, ...]:
 
 def _usage(message: dict[str, Any]) -> Usage | None:
     usage = message.get("usage")
-    return usage_of(usage.get) if isinstance(usage, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    get = usage.get
+    return usage_of(get("input_tokens"), get("output_tokens"), get("cache_read_input_tokens"),
+                    get("cache_creation_input_tokens"), get("cache_creation"), get("speed"),
+                    get("inference_geo"))
 
 
 def _starts_with(text: str, prefix: str) -> bool:
