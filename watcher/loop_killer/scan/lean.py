@@ -16,8 +16,8 @@ their tool calls told to ``LoopHints`` of their own.
 
 It gives up, and the whole file is read by ``TranscriptScan`` (``needs_engine``), on any
 line that the engine's reader would not read the plain way: a line the typed decoding
-cannot tell (``NOT_TYPED``), a line of the conversation that starts with its type, a
-subagent's file whose session is found in its lines; and at the end, when a loop could
+cannot tell (``NOT_TYPED``), a line of the conversation that starts with its type; and at
+the end, when a loop could
 be among a subagent's inline lines, or in a turn of a file that holds some (the engine
 reads such a file whole).
 """
@@ -38,6 +38,7 @@ from .transcript import (
     cost_amount,
     cost_state_total,
     reply_request_id,
+    session_id_in,
 )
 
 __all__ = ["LeanScan"]
@@ -50,17 +51,19 @@ class LeanScan:
     but for its loops, or None when the engine must read it whole (``needs_engine``);
     ``segments``, the parts of it that the engine must read for loops."""
 
-    __slots__ = ("_broken", "_cost_state", "_hints", "_ledger", "_lines", "_settings",
-                 "_side", "bytes_read", "lines", "needs_engine", "parsed", "path", "project",
-                 "session_id", "subagent")
+    __slots__ = ("_broken", "_cost_state", "_find_session", "_hints", "_ledger", "_lines",
+                 "_settings", "_side", "bytes_read", "lines", "needs_engine", "parsed", "path",
+                 "project", "session_id", "subagent")
 
     def __init__(self, *, path: str = "", project: str = "", session_id: str = "",
                  subagent: bool = False, settings: Settings | None = None,
                  max_line: int = MAX_LINE_BYTES) -> None:
         self.path, self.project, self.session_id = path, project, session_id
         self.subagent = subagent
-        # A flat agent-*.jsonl names its session in its lines: TranscriptScan finds it.
-        self.needs_engine = subagent and not session_id
+        self.needs_engine = False
+        # A flat agent-*.jsonl names its session in its lines: found as TranscriptScan
+        # finds it, in the first line read that names one.
+        self._find_session = subagent and not session_id
         self._lines = LineBuffer(max_line=max_line, skip_non_json=True)
         self._ledger = UsageLedger()
         self._settings = settings if settings is not None else DEFAULT_SETTINGS
@@ -131,6 +134,8 @@ class LeanScan:
             return False
         event, reason, entry = found
         self.parsed += 1
+        if self._find_session and not self.session_id:
+            self.session_id = session_id_in(buffer, start, end)
         if entry.isSidechain is True and not self.subagent:
             return self._side_line(offset, memoryview(buffer)[start:end], found)
         if reason == "wrong_shape":
