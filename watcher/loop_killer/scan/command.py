@@ -166,7 +166,6 @@ def _read(args: argparse.Namespace, listing: Listing, collector: Collector,
     from ..state.files import state_dir
     from .cache import ScanCache, scan_context
     from .files import switched_off
-    from .pool import scan_transcripts
     from .report import Progress
 
     cache = None
@@ -176,6 +175,12 @@ def _read(args: argparse.Namespace, listing: Listing, collector: Collector,
         kept, to_read = cache.split(listing.transcripts)
         for result in kept:
             collector.add(switched_off(result, settings))
+    if not to_read:  # (every file from the cache: the readers are never loaded)
+        if cache is not None:
+            cache.save(root=str(root), whole=not args.project and args.since is None)
+        return len(listing.transcripts)
+    from .pool import scan_transcripts
+
     listed = {transcript.path: transcript for transcript in to_read}
     progress = None
     if sys.stderr.isatty():
