@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from loop_killer.config import Settings
-from loop_killer.scan import files
+from loop_killer.scan import files, transcript
 from loop_killer.scan.files import Transcript as Listed
 from loop_killer.scan.files import find_transcripts, read_transcript
 from loop_killer.scan.hints import Segment
@@ -457,7 +457,7 @@ def test_the_engine_reads_a_part_in_the_chunks_of_a_reading_from_the_top(
     path = tmp_path / "t.jsonl"
     path.write_bytes(b"x" * 1000)
     listed = Listed(str(path), "p", "s", False, 1000, 0.0)
-    monkeypatch.setattr(files, "TranscriptScan", Recorder)
+    monkeypatch.setattr(transcript, "TranscriptScan", Recorder)
     fd = os.open(path, os.O_RDONLY)
     try:
         files._engine(fd, listed, None, 100, 250, 730)
