@@ -28,7 +28,6 @@ prices them), so ``--prices`` does not touch it.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import sys
@@ -43,6 +42,7 @@ import orjson
 from .. import __version__
 from ..config import Settings
 from ..engine.transcript import MAX_COUNT
+from ..light import hex_digest
 from ..state.files import (
     ensure_private_dir,
     read_small_file,
@@ -141,14 +141,13 @@ def stamp_of(transcript: Transcript) -> Stamp | None:
 def scan_context(settings: Settings) -> str:
     """What a file's result depends on besides its bytes (see the module docstring)."""
     package = Path(__file__).resolve().parents[1]
-    digest = hashlib.sha256()
+    modules = []
     for module in sorted(package.rglob("*.py")):
         try:
             info = module.stat()
         except OSError:
             continue
-        digest.update(f"{module.relative_to(package)}:{info.st_size}:{info.st_mtime_ns}\n"
-                      .encode())
+        modules.append(f"{module.relative_to(package)}:{info.st_size}:{info.st_mtime_ns}\n")
     thresholds = settings.thresholds
     judged = (
         thresholds.same_reply_turns, thresholds.idle_turns, thresholds.similar,
@@ -157,7 +156,8 @@ def scan_context(settings: Settings) -> str:
         sorted(settings.ignore_tools), sorted(settings.rules_off),
     )
     versions = (sys.version, msgspec.__version__, orjson.__version__)
-    return f"{__version__} {digest.hexdigest()[:16]} {judged!r} {versions!r}"
+    # (blake2b, as light's: hashlib would load OpenSSL, 3.6 MB, for this one digest)
+    return f"{__version__} {hex_digest(''.join(modules), 16)} {judged!r} {versions!r}"
 
 
 def _sane(result: FileResult) -> bool:
