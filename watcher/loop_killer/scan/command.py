@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import shutil
 import sys
 import time
 from dataclasses import replace
@@ -184,7 +183,9 @@ def _read(args: argparse.Namespace, listing: Listing, collector: Collector,
     listed = {transcript.path: transcript for transcript in to_read}
     progress = None
     if sys.stderr.isatty():
-        progress = Progress(sys.stderr, width=shutil.get_terminal_size().columns)
+        from shutil import get_terminal_size
+
+        progress = Progress(sys.stderr, width=get_terminal_size().columns)
     relaxed = gc.get_threshold()
     gc.set_threshold(*gc_pace)  # (the workers start with it)
     try:
