@@ -78,7 +78,8 @@ def add_arguments_scan(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", type=Path, default=None,
                         help=f"folder of project folders (default: {PROJECTS_DEFAULT})")
     parser.add_argument("--jobs", type=int, metavar="N", default=None,
-                        help="worker processes (default: one per core; 1: none)")
+                        help="processes reading, this one among them (default: one per "
+                             "core; 1: this one alone)")
     parser.add_argument("--no-cache", dest="cache", action="store_false",
                         help="read every file, not only those changed since the last scan "
                              "(and leave the cache as it is)")
