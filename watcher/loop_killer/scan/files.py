@@ -22,6 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..engine.transcript import record
 from ..state.files import NotAFile, is_plain_id, open_transcript, session_id_of
 from .records import FileResult
 
@@ -59,7 +60,7 @@ SKIP_FAILED = "failed"  # reading it went wrong in a way we did not foresee
 SKIP_PROJECT_OFF = "project_off"  # read, but its project is switched off: not counted
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Transcript:
     """One transcript file to read.
 
