@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from loop_killer.config import Settings
-from loop_killer.scan import files
+from loop_killer.scan import files, transcript
 from loop_killer.scan.files import Transcript as Listed
 from loop_killer.scan.files import find_transcripts, read_transcript
 from loop_killer.scan.hints import Segment
@@ -246,17 +246,30 @@ def planted_history(root: Path, seed: int, sessions: int = 120) -> None:
         cwd = rng.choice(["/home/dev/app", "/home/dev/lib"])
         session = Transcript(session_id, cwd=cwd)
         _story(session, rng, False, rng.randrange(5, 60))
-        session.write(session.path_in(root))
         if rng.random() < 0.3:
             agent = Transcript(session_id, cwd=cwd, sidechain=True,
                                uuid_prefix=f"{number:08x}")
             agent.prompt("Investigate.")
             _story(agent, rng, True, rng.randrange(3, 30))
-            flat = rng.random() < 0.3  # Claude Code 1.0.x: agent-*.jsonl beside the session
-            where = (root / session.project / f"agent-{number:06x}.jsonl" if flat else
-                     root / session.project / session_id / "subagents" /
-                     f"agent-a{number:06x}.jsonl")
-            agent.write(where)
+            # Claude Code 1.0.x: agent-*.jsonl beside the session, or its lines inline
+            layout = rng.choice(["subagents", "subagents", "flat", "inline"])
+            if layout == "inline":
+                session = _interleaved(session, agent, rng)
+            else:
+                agent.write(root / session.project / f"agent-{number:06x}.jsonl"
+                            if layout == "flat" else root / session.project / session_id /
+                            "subagents" / f"agent-a{number:06x}.jsonl")
+        session.write(session.path_in(root))
+
+
+def _interleaved(session: Transcript, agent: Transcript, rng: random.Random) -> Transcript:
+    """``session`` with ``agent``'s lines among its own, each in its own order."""
+    mine, theirs = session.data().splitlines(), agent.data().splitlines()
+    both = Transcript(session.session_id, cwd=session.cwd)
+    while mine or theirs:
+        take = mine if mine and (not theirs or rng.random() < 0.6) else theirs
+        both.raw(take.pop(0))
+    return both
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -444,7 +457,7 @@ def test_the_engine_reads_a_part_in_the_chunks_of_a_reading_from_the_top(
     path = tmp_path / "t.jsonl"
     path.write_bytes(b"x" * 1000)
     listed = Listed(str(path), "p", "s", False, 1000, 0.0)
-    monkeypatch.setattr(files, "TranscriptScan", Recorder)
+    monkeypatch.setattr(transcript, "TranscriptScan", Recorder)
     fd = os.open(path, os.O_RDONLY)
     try:
         files._engine(fd, listed, None, 100, 250, 730)

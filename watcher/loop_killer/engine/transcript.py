@@ -16,11 +16,29 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 import orjson
 
 from .rules import is_reprompt, leading_space
+
+if TYPE_CHECKING:
+    from typing_extensions import dataclass_transform  # (typing's from Python 3.11 on)
+else:
+    def dataclass_transform(**_: object) -> Callable[[Any], Any]:
+        return lambda decorator: decorator
+
+_Class = TypeVar("_Class", bound=type)
+
+
+@dataclass_transform(frozen_default=True)
+def record(cls: _Class) -> _Class:
+    """A frozen dataclass to the type checker (no field is set after it is made: mypy
+    says so), made without frozen's cost at run time: each field of a frozen one is set
+    through ``object.__setattr__``, five times slower than a plain one, and a history
+    scan makes hundreds of thousands. Equal and hashable by its fields, as frozen."""
+    return dataclass(slots=True, unsafe_hash=True)(cls)  # type: ignore[return-value]
+
 
 __all__ = [
     "AssistantPart",
@@ -52,7 +70,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Usage:
     """A reply's token counts (Claude Code repeats them on every line of one message).
 
@@ -109,28 +127,32 @@ sums must still fit the 64-bit integers JSON readers take)."""
 
 def is_count(value: Any) -> bool:
     """Whether ``value`` is a token count as a reply can have one."""
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
+    # (a decoded number is an int or a float; True and False are bools, not counts)
+    return type(value) is int and 0 <= value <= MAX_COUNT
 
 
 def _count(value: Any) -> int:
     return value if is_count(value) else 0
 
 
-def usage_of(field: Callable[[str], Any]) -> Usage:
-    """A reply's ``usage``, each field read by name (``dict.get``, or a typed line's)."""
-    created = _count(field("cache_creation_input_tokens"))
-    split = field("cache_creation")
+def usage_of(input_tokens: Any, output_tokens: Any, cache_read: Any, cache_creation: Any,
+             split: Any, speed: Any, inference_geo: Any) -> Usage:
+    """A reply's ``usage`` from its fields as written (``input_tokens``,
+    ``output_tokens``, ``cache_read_input_tokens``, ``cache_creation_input_tokens``,
+    ``cache_creation``, ``speed``, ``inference_geo``; None where absent), from a parsed
+    line or a typed one."""
+    created = cache_creation if is_count(cache_creation) else 0
     # The 1-hour part of the writes, never more than all of them (as Claude Code bills it).
     one_hour = min(_count(split.get("ephemeral_1h_input_tokens")), created) \
         if isinstance(split, dict) else 0
     return Usage(
-        input=_count(field("input_tokens")),
-        output=_count(field("output_tokens")),
-        cache_read=_count(field("cache_read_input_tokens")),
-        cache_creation=created,
-        cache_creation_1h=one_hour,
-        speed="fast" if field("speed") == "fast" else "",
-        inference_geo="us" if field("inference_geo") == "us" else "",
+        input_tokens if is_count(input_tokens) else 0,
+        output_tokens if is_count(output_tokens) else 0,
+        cache_read if is_count(cache_read) else 0,
+        created,
+        one_hour,
+        "fast" if speed == "fast" else "",
+        "us" if inference_geo == "us" else "",
     )
 
 
@@ -161,7 +183,7 @@ SYNTHETIC_MODEL = "<synthetic>"
 1.0.17 wrote it with ``isApiErrorMessage`` as 2.1.5 and 2.1.328 do."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Reprompt:
     """A Stop hook refused to end the turn and re-prompted the model."""
 
@@ -175,7 +197,7 @@ TurnKind = Literal["prompt", "meta", "compact"]
 /goal kickoff; ``compact``: a compaction summary."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TurnStart:
     """Any other user message that starts a turn: it ends the run."""
 
@@ -185,7 +207,7 @@ class TurnStart:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ToolResult:
     """One ``tool_result`` block: what a tool call gave back."""
 
@@ -254,7 +276,7 @@ class UnreadResult:
         return states_of_result(entry.get("toolUseResult"))
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ToolResults:
     """Tool results coming back: part of the current answer."""
 
@@ -263,7 +285,7 @@ class ToolResults:
     results: tuple[ToolResult, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ToolCall:
     """One ``tool_use`` block of a reply."""
 
@@ -272,7 +294,7 @@ class ToolCall:
     input: Any  # the JSON value as written (usually an object)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AssistantPart:
     """One assistant line: one or more content blocks of the reply ``message_id``.
 
@@ -292,7 +314,7 @@ class AssistantPart:
     model: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Discard:
     """The answer in progress is void: the person interrupted it, or an API error ended it."""
 
@@ -301,7 +323,7 @@ class Discard:
     reason: Literal["interrupted", "api_error"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GoalStatus:
     """A ``goal_status`` attachment: goal set, evaluated, or cleared (met + sentinel)."""
 
@@ -318,7 +340,7 @@ class GoalStatus:
         return self.met and self.sentinel
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SystemEntry:
     """A system line (stop_hook_summary, turn_duration, ...): a reply before it is complete."""
 
@@ -384,7 +406,12 @@ def _tool_results(content: Any, cwd: str = "") -> tuple[ToolResult, ...]:
 
 def _usage(message: dict[str, Any]) -> Usage | None:
     usage = message.get("usage")
-    return usage_of(usage.get) if isinstance(usage, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    get = usage.get
+    return usage_of(get("input_tokens"), get("output_tokens"), get("cache_read_input_tokens"),
+                    get("cache_creation_input_tokens"), get("cache_creation"), get("speed"),
+                    get("inference_geo"))
 
 
 def _starts_with(text: str, prefix: str) -> bool:

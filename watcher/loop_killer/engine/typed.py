@@ -161,7 +161,10 @@ def _assistant(entry: Line, message: _Message, uuid: str, timestamp: str
                            api_error=entry.isApiErrorMessage, message_id=message.id,
                            stop_reason=message.stop_reason, model=message.model,
                            usage=None if usage is None else usage_of(
-                               lambda name: getattr(usage, name)))
+                               usage.input_tokens, usage.output_tokens,
+                               usage.cache_read_input_tokens,
+                               usage.cache_creation_input_tokens, usage.cache_creation,
+                               usage.speed, usage.inference_geo))
 
 
 def _blocks(content: list[_Block]) -> Iterator[tuple[Any, Any, Any, Any, Any]]:

@@ -28,20 +28,21 @@ prices them), so ``--prices`` does not touch it.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Annotated
 
 import msgspec
 import orjson
 
 from .. import __version__
 from ..config import Settings
-from ..engine.transcript import is_count
+from ..engine.transcript import MAX_COUNT
+from ..light import hex_digest
 from ..state.files import (
     ensure_private_dir,
     read_small_file,
@@ -84,8 +85,48 @@ class _Document(msgspec.Struct):
     files: dict[str, _Entry]
 
 
+# What a scan could have made, checked by the decoder as it reads (in C: a Python loop
+# over every reply took longer than decoding them): every count a count, and nothing
+# skipped. (The same fields, by the names a result is written with; the rest is stepped
+# over unbuilt.)
+_Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
+_Natural = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class _SaneUsage(msgspec.Struct):
+    input: _Count = 0
+    output: _Count = 0
+    cache_read: _Count = 0
+    cache_creation: _Count = 0
+    cache_creation_1h: _Count = 0
+
+
+class _SaneReply(msgspec.Struct):
+    usage: _SaneUsage
+
+
+class _SaneResult(msgspec.Struct):
+    replies: list[_SaneReply]
+    bytes_read: _Natural
+    lines: _Natural
+    parsed: _Natural
+    broken: _Natural
+    oversized: _Natural
+    skipped: Annotated[str, msgspec.Meta(max_length=0)]
+
+
+class _SaneEntry(msgspec.Struct, array_like=True):
+    stamp: msgspec.Raw
+    result: _SaneResult
+
+
+class _SaneDocument(msgspec.Struct):
+    files: dict[str, _SaneEntry]
+
+
 _HEADER = msgspec.msgpack.Decoder(_Header).decode  # (skips ``files`` unbuilt)
 _DECODE = msgspec.msgpack.Decoder(_Document).decode
+_CHECK = msgspec.msgpack.Decoder(_SaneDocument).decode
 _ENCODE = msgspec.msgpack.Encoder().encode
 
 
@@ -100,14 +141,13 @@ def stamp_of(transcript: Transcript) -> Stamp | None:
 def scan_context(settings: Settings) -> str:
     """What a file's result depends on besides its bytes (see the module docstring)."""
     package = Path(__file__).resolve().parents[1]
-    digest = hashlib.sha256()
+    modules = []
     for module in sorted(package.rglob("*.py")):
         try:
             info = module.stat()
         except OSError:
             continue
-        digest.update(f"{module.relative_to(package)}:{info.st_size}:{info.st_mtime_ns}\n"
-                      .encode())
+        modules.append(f"{module.relative_to(package)}:{info.st_size}:{info.st_mtime_ns}\n")
     thresholds = settings.thresholds
     judged = (
         thresholds.same_reply_turns, thresholds.idle_turns, thresholds.similar,
@@ -116,25 +156,27 @@ def scan_context(settings: Settings) -> str:
         sorted(settings.ignore_tools), sorted(settings.rules_off),
     )
     versions = (sys.version, msgspec.__version__, orjson.__version__)
-    return f"{__version__} {digest.hexdigest()[:16]} {judged!r} {versions!r}"
+    # (blake2b, as light's: hashlib would load OpenSSL, 3.6 MB, for this one digest)
+    return f"{__version__} {hex_digest(''.join(modules), 16)} {judged!r} {versions!r}"
 
 
 def _sane(result: FileResult) -> bool:
-    """A result the scan could have made: counts in range, and every loop's replies
-    among the file's own (the sums look them up)."""
-    if min(result.bytes_read, result.lines, result.parsed, result.broken,
-           result.oversized) < 0:
-        return False
-    keys: set[bytes] = set()
-    for reply in result.replies:
-        usage = reply.usage
-        if not all(is_count(count) for count in (
-                usage.input, usage.output, usage.cache_read, usage.cache_creation,
-                usage.cache_creation_1h)):
-            return False
-        keys.add(reply.key)
+    """Every loop's replies among the file's own (the sums look them up); the counts are
+    checked as the cache is decoded (``_SaneResult``)."""
+    if not result.loops:
+        return True
+    keys = {reply.key for reply in result.replies}
     return all(reply.key in keys for loop in result.loops
-               for reply in (*loop.tokens, *loop.avoidable)) and not result.skipped
+               for reply in (*loop.tokens, *loop.avoidable))
+
+
+def _checked(data: bytes) -> bool:
+    """Whether every result in the cache holds counts a scan could have made."""
+    try:
+        _CHECK(data)
+    except msgspec.ValidationError:
+        return False
+    return True
 
 
 class ScanCache:
@@ -160,12 +202,13 @@ class ScanCache:
             if header.format != _FORMAT or header.context != context:
                 return cls(path, context)  # another version or settings: read again
             files = _DECODE(data).files
+            sane = _checked(data)
         except FileNotFoundError:
             return cls(path, context)
         except (OSError, msgspec.DecodeError) as error:  # (ValidationError is one)
             logger.warning("scan cache %s not used, every file is read: %s", path, error)
             return cls(path, context)
-        if not all(_sane(entry.result) for entry in files.values()):
+        if not sane or not all(_sane(entry.result) for entry in files.values()):
             logger.warning("scan cache %s not used, every file is read: a result in it "
                            "is not one a scan makes", path)
             return cls(path, context)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import shutil
 import sys
 import time
 from dataclasses import replace
@@ -79,7 +78,8 @@ def add_arguments_scan(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", type=Path, default=None,
                         help=f"folder of project folders (default: {PROJECTS_DEFAULT})")
     parser.add_argument("--jobs", type=int, metavar="N", default=None,
-                        help="worker processes (default: one per core; 1: none)")
+                        help="processes reading, this one among them (default: one per "
+                             "core; 1: this one alone)")
     parser.add_argument("--no-cache", dest="cache", action="store_false",
                         help="read every file, not only those changed since the last scan "
                              "(and leave the cache as it is)")
@@ -166,7 +166,6 @@ def _read(args: argparse.Namespace, listing: Listing, collector: Collector,
     from ..state.files import state_dir
     from .cache import ScanCache, scan_context
     from .files import switched_off
-    from .pool import scan_transcripts
     from .report import Progress
 
     cache = None
@@ -176,10 +175,18 @@ def _read(args: argparse.Namespace, listing: Listing, collector: Collector,
         kept, to_read = cache.split(listing.transcripts)
         for result in kept:
             collector.add(switched_off(result, settings))
+    if not to_read:  # (every file from the cache: the readers are never loaded)
+        if cache is not None:
+            cache.save(root=str(root), whole=not args.project and args.since is None)
+        return len(listing.transcripts)
+    from .pool import scan_transcripts
+
     listed = {transcript.path: transcript for transcript in to_read}
     progress = None
     if sys.stderr.isatty():
-        progress = Progress(sys.stderr, width=shutil.get_terminal_size().columns)
+        from shutil import get_terminal_size
+
+        progress = Progress(sys.stderr, width=get_terminal_size().columns)
     relaxed = gc.get_threshold()
     gc.set_threshold(*gc_pace)  # (the workers start with it)
     try:

@@ -20,13 +20,18 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..config import Settings, line_cwd
-from ..engine.reader import MAX_LINE_BYTES, LineBuffer
+from ..engine.transcript import record
 from ..state.files import NotAFile, is_plain_id, open_transcript, session_id_of
-from .lean import LeanScan
 from .records import FileResult
-from .transcript import TranscriptScan
+
+if TYPE_CHECKING:
+    from ..config import Settings
+    from .lean import LeanScan
+
+# The readers (the engine's modules) are imported by ``read_transcript``, when a file is
+# read: a scan whose every file is in its cache lists them and never loads them.
 
 __all__ = [
     "CHUNK_BYTES",
@@ -55,7 +60,7 @@ SKIP_FAILED = "failed"  # reading it went wrong in a way we did not foresee
 SKIP_PROJECT_OFF = "project_off"  # read, but its project is switched off: not counted
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Transcript:
     """One transcript file to read.
 
@@ -204,6 +209,8 @@ def read_transcript(transcript: Transcript, *, prefilter: bool = True,
     (``TranscriptScan``) only the turns that pass says could hold a loop; off, the engine
     reads every file whole (the same result, slower)."""
 
+    from .lean import LeanScan
+
     def skipped(reason: str) -> FileResult:
         return FileResult(path=transcript.path, project=transcript.project,
                           session_id=transcript.session_id, subagent=transcript.subagent,
@@ -270,6 +277,9 @@ def _file_cwd(fd: int, head: bytes, chunk_bytes: int) -> str:
     has one (every user and assistant line does; a summary, a file-history snapshot
     or a queue operation first has none), "" when none does. ``head``: the file's first
     bytes, read already; the rest is read only while no line has given it."""
+    from ..config import line_cwd
+    from ..engine.reader import MAX_LINE_BYTES, LineBuffer
+
     lines = LineBuffer(max_line=MAX_LINE_BYTES)
     chunk, at = head, len(head)
     while True:
@@ -304,6 +314,8 @@ def _engine(fd: int, transcript: Transcript, settings: Settings | None, chunk_by
     """The engine's reading of the file from ``start`` to ``end`` (None: its end), in the
     chunks a reading from the top would give (the reader completes a reply marked final
     where a chunk ends). ``head``: the file's first chunk, read already (from 0 on)."""
+    from .transcript import TranscriptScan
+
     scan = TranscriptScan(path=transcript.path, project=transcript.project,
                           session_id=transcript.session_id, subagent=transcript.subagent,
                           prefilter=prefilter, settings=settings,

@@ -10,11 +10,16 @@ in one). Its ``FileResult`` is the one ``TranscriptScan`` gives, but for ``loops
 are in the ``segments`` the engine reads then (``files.read_transcript``), found there
 as reading the whole file finds them (``LoopHints``).
 
+A subagent's lines inline in a main transcript (Claude Code 1.0.x) are a scope of their
+own, as ``TranscriptScan`` makes them: their replies counted apart and merged at the end,
+their tool calls told to ``LoopHints`` of their own.
+
 It gives up, and the whole file is read by ``TranscriptScan`` (``needs_engine``), on any
 line that the engine's reader would not read the plain way: a line the typed decoding
-cannot tell (``NOT_TYPED``), a line of the conversation that starts with its type, a
-subagent's line inline in a main transcript (Claude Code 1.0.x), a subagent's file whose
-session is found in its lines.
+cannot tell (``NOT_TYPED``), a line of the conversation that starts with its type; and at
+the end, when a loop could
+be among a subagent's inline lines, or in a turn of a file that holds some (the engine
+reads such a file whole).
 """
 
 from __future__ import annotations
@@ -22,17 +27,18 @@ from __future__ import annotations
 from ..config import Settings
 from ..engine.prefilter import COST, KEEP, sort_line
 from ..engine.reader import MAX_LINE_BYTES, LineBuffer
-from ..engine.transcript import AssistantPart, TurnStart
-from ..engine.typed import NOT_TYPED, typed_event
+from ..engine.transcript import AssistantPart, Event, TurnStart
+from ..engine.typed import NOT_TYPED, Line, typed_event
 from .hints import LoopHints, Segment
 from .ledger import UsageLedger
-from .records import FileResult
+from .records import FileResult, Replies, Reply, ReplyKey
 from .transcript import (
     DEFAULT_SETTINGS,
     TYPE_FIRST,
     cost_amount,
     cost_state_total,
     reply_request_id,
+    session_id_in,
 )
 
 __all__ = ["LeanScan"]
@@ -45,21 +51,24 @@ class LeanScan:
     but for its loops, or None when the engine must read it whole (``needs_engine``);
     ``segments``, the parts of it that the engine must read for loops."""
 
-    __slots__ = ("_broken", "_cost_state", "_hints", "_ledger", "_lines", "bytes_read",
-                 "lines", "needs_engine", "parsed", "path", "project", "session_id",
-                 "subagent")
+    __slots__ = ("_broken", "_cost_state", "_find_session", "_hints", "_ledger", "_lines",
+                 "_settings", "_side", "bytes_read", "lines", "needs_engine", "parsed", "path",
+                 "project", "session_id", "subagent")
 
     def __init__(self, *, path: str = "", project: str = "", session_id: str = "",
                  subagent: bool = False, settings: Settings | None = None,
                  max_line: int = MAX_LINE_BYTES) -> None:
         self.path, self.project, self.session_id = path, project, session_id
         self.subagent = subagent
-        # A flat agent-*.jsonl names its session in its lines: TranscriptScan finds it.
-        self.needs_engine = subagent and not session_id
+        self.needs_engine = False
+        # A flat agent-*.jsonl names its session in its lines: found as TranscriptScan
+        # finds it, in the first line read that names one.
+        self._find_session = subagent and not session_id
         self._lines = LineBuffer(max_line=max_line, skip_non_json=True)
         self._ledger = UsageLedger()
-        self._hints = LoopHints(settings if settings is not None else DEFAULT_SETTINGS,
-                                reprompts=not subagent)
+        self._settings = settings if settings is not None else DEFAULT_SETTINGS
+        self._hints = LoopHints(self._settings, reprompts=not subagent)
+        self._side: tuple[UsageLedger, LoopHints] | None = None  # inline subagent lines
         self._cost_state: float | None = None
         self._broken = 0
         self.bytes_read = self.lines = self.parsed = 0
@@ -85,10 +94,20 @@ class LeanScan:
             return None  # (a last line without its newline, read as the reader does)
         ledger, lines = self._ledger, self._lines
         ledger.end_turn()
+        replies, first_at, last_at = ledger.replies(), ledger.first_at, ledger.last_at
+        if self._side is not None:
+            side, hints = self._side
+            if hints.segments() or self._hints.segments():
+                self.needs_engine = True
+                return None
+            side.end_turn()
+            replies = _merged(replies, side.replies())
+            first_at = min(filter(None, (first_at, side.first_at)), default="")
+            last_at = max(last_at, side.last_at)
         return FileResult(
             path=self.path, project=self.project, session_id=self.session_id,
-            subagent=self.subagent, replies=ledger.replies(), first_at=ledger.first_at,
-            last_at=ledger.last_at, cost_state=self._cost_state, bytes_read=self.bytes_read,
+            subagent=self.subagent, replies=replies, first_at=first_at,
+            last_at=last_at, cost_state=self._cost_state, bytes_read=self.bytes_read,
             # (lines stepped over unparsed: blank ones, and broken ones without a "{")
             lines=self.lines + lines.blank + lines.not_json, parsed=self.parsed,
             broken=self._broken + lines.not_json, oversized=lines.oversized)
@@ -114,9 +133,11 @@ class LeanScan:
         if found is NOT_TYPED:
             return False
         event, reason, entry = found
-        if entry.isSidechain is True and not self.subagent:
-            return False  # a subagent's line inline: TranscriptScan gives it its own scope
         self.parsed += 1
+        if self._find_session and not self.session_id:
+            self.session_id = session_id_in(buffer, start, end)
+        if entry.isSidechain is True and not self.subagent:
+            return self._side_line(offset, memoryview(buffer)[start:end], found)
         if reason == "wrong_shape":
             self._broken += 1
         if event is None:
@@ -129,3 +150,39 @@ class LeanScan:
         if isinstance(event, TurnStart) and event.kind == "prompt":
             self._ledger.end_turn()
         return True
+
+    def _side_line(self, offset: int, line: memoryview,
+                   found: tuple[Event | None, str, Line]) -> bool:
+        """A subagent's line inline in a main transcript (``found``: its main scope's
+        reading): read as ``TranscriptScan`` reads it, in a scope of its own. False when
+        only the engine can read it."""
+        event, reason, entry = found
+        if reason == "sidechain":  # (its conversation: read as a subagent's)
+            found = typed_event(line, b"", subagent=True, lean=True)
+            if found is NOT_TYPED:
+                return False
+            event, reason, entry = found
+        if reason == "wrong_shape":
+            self._broken += 1
+        if event is None:
+            return True
+        if self._side is None:
+            self._side = (UsageLedger(), LoopHints(self._settings, reprompts=False))
+        ledger, hints = self._side
+        if isinstance(event, AssistantPart):
+            ledger.add(event, reply_request_id(event, entry))
+        hints.feed(event, offset)
+        if isinstance(event, TurnStart) and event.kind == "prompt":
+            ledger.end_turn()
+        return True
+
+
+def _merged(main: Replies, side: Replies) -> Replies:
+    """Both scopes' replies, each once (its larger copy), as ``TranscriptScan`` merges
+    them: the main scope's first."""
+    replies: dict[ReplyKey, Reply] = {reply.key: reply for reply in main}
+    for reply in side:
+        known = replies.get(reply.key)
+        if known is None or reply.usage.total > known.usage.total:
+            replies[reply.key] = reply
+    return tuple(replies.values())

@@ -1,9 +1,11 @@
 """Reading many transcripts on every core.
 
-Files are read whole by one worker each (a file is one session's story: its loops cannot
+Files are read whole by one reader each (a file is one session's story: its loops cannot
 be cut at an arbitrary byte), biggest first so that the long ones start early; small
-files travel in batches so that thousands of them cost few round trips. A small history
-is read in this process: starting workers would cost more than it saves.
+files travel in batches so that thousands of them cost few round trips. This process is
+one of the readers: with N jobs it starts N - 1 workers and reads between handing them
+tasks (a process fewer: less memory, and none waiting idle). A small history is read in
+this process alone: starting workers would cost more than it saves.
 """
 
 from __future__ import annotations
@@ -67,7 +69,8 @@ def scan_transcripts(transcripts: Sequence[Transcript], *, jobs: int | None = No
                      ) -> Iterator[FileResult]:
     """Every file's result, in the order they finish.
 
-    ``jobs``: worker processes (default: every core); 1 reads in this process.
+    ``jobs``: readers, this process among them (default: every core); 1 reads in this
+    process alone.
     ``prefilter``: skip lines that cannot matter without parsing them.
     ``progress``: told how far along the scan is.
     ``settings``: the thresholds and ignored tools (the documented defaults when None).
@@ -86,25 +89,46 @@ def scan_transcripts(transcripts: Sequence[Transcript], *, jobs: int | None = No
                     progress(done, total)
                 yield result
         return
+    for results in _shared(tasks, jobs - 1, prefilter, settings, two_tier):
+        for result in results:
+            done += result.bytes_read
+            if progress is not None:
+                progress(done, total)
+            yield result
+
+
+# Tasks handed to each worker ahead: it never waits for this process to finish its own.
+_AHEAD = 2
+
+
+def _shared(tasks: list[list[Transcript]], workers: int, prefilter: bool,
+            settings: Settings | None, two_tier: bool) -> Iterator[list[FileResult]]:
+    """Every task's results, read by ``workers`` worker processes and this one, each
+    taking the next task (biggest first) when it is free."""
     # fork where it is safe (Linux): the workers start at once, with the modules loaded.
     context = multiprocessing.get_context("fork") if sys.platform == "linux" else None
-    with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=context) as pool:
-        task_of: dict[Future[list[FileResult]], list[Transcript]] = {
-            pool.submit(_read_batch, task, prefilter, settings, two_tier): task
-            for task in tasks
-        }
-        pending = set(task_of)
+    todo = iter(tasks)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        task_of: dict[Future[list[FileResult]], list[Transcript]] = {}
+
+        def hand_out() -> None:  # (keep every worker's queue full)
+            while len(task_of) < workers * _AHEAD and (task := next(todo, None)) is not None:
+                task_of[pool.submit(_read_batch, task, prefilter, settings, two_tier)] = task
+
         try:
-            while pending:
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            hand_out()
+            while task_of:
+                finished = [future for future in task_of if future.done()]
                 for future in finished:
-                    for result in _results(future, task_of[future]):
-                        done += result.bytes_read
-                        if progress is not None:
-                            progress(done, total)
-                        yield result
+                    yield _results(future, task_of.pop(future))
+                hand_out()
+                mine = next(todo, None)
+                if mine is not None:
+                    yield _read_batch(mine, prefilter, settings, two_tier)
+                elif not finished:
+                    wait(task_of, return_when=FIRST_COMPLETED)
         finally:
-            for future in pending:
+            for future in task_of:
                 future.cancel()
 
 

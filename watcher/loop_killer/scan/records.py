@@ -9,10 +9,9 @@ workers' results meet (``summary``), and priced there, as it was billed, in one 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..engine.transcript import Usage
+from ..engine.transcript import Usage, record
 
 __all__ = [
     "FileResult",
@@ -62,7 +61,7 @@ ReplyKey = bytes
 """A digest of a reply's (``message.id``, ``requestId``): the same reply in any file."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Reply:
     """One API reply's usage, as its largest copy in one file."""
 
@@ -91,7 +90,7 @@ def by_model(replies: Iterable[Reply]) -> ModelTokens:
     return add_model_tokens((reply.model, reply.usage) for reply in replies)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Loop:
     """One past loop found in one transcript file.
 
@@ -120,7 +119,7 @@ class Loop:
         return sum_tokens(by_model(self.avoidable))
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FileResult:
     """What one transcript file held.
 

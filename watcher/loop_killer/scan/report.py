@@ -16,7 +16,6 @@ import orjson
 
 from ..engine.transcript import parse_timestamp
 from ..printable import display_width, printable, without_controls, wrap
-from ..watch.report import project_label
 from .summary import LoopRow, SessionRow, Summary
 from .table import box
 
@@ -151,6 +150,8 @@ _MARKS = {"exact": "", "fallback": "*", "unpriced": "?"}
 
 
 def _row(row: LoopRow, home: str | None, compact: bool) -> list[str]:
+    from ..watch.report import project_label  # (the table's alone: --json never loads it)
+
     loop = row.loop
     what = _what(row)
     project = printable(project_label(row.project, home))
@@ -215,6 +216,8 @@ def human_report(summary: Summary, *, width: int = 120, home: str | None = None,
 
 
 def _sessions(summary: Summary, home: str | None, width: int) -> list[str]:
+    from ..watch.report import project_label
+
     known = [s for s in summary.sessions if s.claude_code_cost_usd is not None]
     if not known:
         return []

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from math import fsum
 
-from ..engine.transcript import parse_timestamp
+from ..engine.transcript import parse_timestamp, record
 from .files import Listing
 from .prices import Priced, PriceTable
 from .records import FileResult, Loop, Reply, ReplyKey, Tokens
@@ -30,7 +30,7 @@ __all__ = ["Collector", "LoopRow", "ModelRow", "SessionRow", "Summary", "ordered
 _WORST: dict[Priced, int] = {"exact": 0, "fallback": 1, "unpriced": 2}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class LoopRow:
     """A loop with where it happened and what it cost (USD, from the price table).
 
@@ -54,7 +54,7 @@ class LoopRow:
         return (-self.cost_usd, -self.tokens.total, self.loop.first_at)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ModelRow:
     """One model's part of a session."""
 
@@ -64,7 +64,7 @@ class ModelRow:
     priced: Priced
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SessionRow:
     """A session read: its tokens and cost per model, its loops' cost, and Claude Code's
     own total (``claude_code_cost_usd``: None where Claude Code wrote no ``cost-state``).
@@ -85,7 +85,7 @@ class SessionRow:
         return self.cost_usd
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Summary:
     """The whole report, biggest loop first."""
 
@@ -108,7 +108,7 @@ class Summary:
     from_cache: int = 0  # transcripts unchanged since the last scan: its results used
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _File:
     session: str  # session id, or the path where none is known
     project: str

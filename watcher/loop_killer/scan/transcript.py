@@ -44,11 +44,18 @@ from .loops import RepromptLoops, ToolLoops
 from .records import FileResult, Loop, Reply, ReplyKey
 
 __all__ = ["TranscriptScan", "cost_amount", "cost_state_total", "reply_request_id",
-           "scan_bytes"]
+           "scan_bytes", "session_id_in"]
 
 _SESSION_ID = re.compile(rb'"sessionId":"([A-Za-z0-9][A-Za-z0-9._-]{0,127})"')
 _REQUEST_ID = b'"requestId":"'
 _MAX_REQUEST_ID = 200
+
+
+def session_id_in(line: bytes, start: int, end: int) -> str:
+    """The ``sessionId`` a line (``line[start:end]``) names, or "": a flat subagent's file
+    (``agent-<id>.jsonl``) names its session in its lines alone."""
+    found = _SESSION_ID.search(line, start, end)
+    return found.group(1).decode() if found else ""
 
 
 def request_id(line: bytes, start: int = 0, end: int | None = None) -> str:
@@ -312,9 +319,7 @@ class TranscriptScan:
     def _side(self, line: bytes, start: int = 0, end: int | None = None) -> _Scope:
         """The subagent's scope (made on its first line, ``line[start:end]``)."""
         if not self.session_id:
-            found = _SESSION_ID.search(line, start, len(line) if end is None else end)
-            if found:
-                self.session_id = found.group(1).decode()
+            self.session_id = session_id_in(line, start, len(line) if end is None else end)
         if self._side_scope is None:
             self._side_scope = _Scope(self._settings)
         return self._side_scope
