@@ -22,6 +22,7 @@ __all__ = [
     "Reply",
     "ReplyKey",
     "Tokens",
+    "Turn",
     "add_model_tokens",
     "by_model",
     "sum_tokens",
@@ -120,6 +121,23 @@ class Loop:
 
 
 @record
+class Turn:
+    """One turn in one file: from a person's prompt to the next (in a subagent's file,
+    from a prompt it was given: its spend goes to its parent's turn at that moment).
+
+    ``started_at``: the prompt's time (before a file's first prompt, its first reply's or
+    re-prompt's); ``ended_at``: its last reply's or re-prompt's; ``reprompts``: the
+    Stop-hook re-prompts in it; ``replies``: its replies, as indexes into the file's
+    ``replies`` (each reply in the first turn that holds it). The budget's figures
+    (``engine.budget``), read in the first pass with the usage."""
+
+    started_at: str
+    ended_at: str
+    reprompts: int
+    replies: tuple[int, ...]
+
+
+@record
 class FileResult:
     """What one transcript file held.
 
@@ -136,7 +154,8 @@ class FileResult:
     like one (a line that does, but holds no conversation marker, is skipped unparsed and
     uncounted). ``cwd``: the session's real path, from the first line that gives one (""
     when none does): whether its project is switched off is asked with it
-    (``Settings.project_off``).
+    (``Settings.project_off``). ``turns``: the file's turns that hold a reply or a
+    re-prompt (``Turn``).
     """
 
     path: str
@@ -155,6 +174,7 @@ class FileResult:
     oversized: int = 0
     skipped: str = ""
     cwd: str = ""
+    turns: tuple[Turn, ...] = ()
 
     @property
     def usage(self) -> ModelTokens:

@@ -1,0 +1,95 @@
+"""One file's turns as its events arrive, for the budget (pure).
+
+The budget (``engine.budget``) is per turn of the person's: a prompt of theirs starts
+one, a Stop-hook re-prompt does not (a ``/goal`` runs inside one turn). Both readers of
+a file (the first pass, ``lean``, and the engine's, ``transcript``) tell a ``TurnTally``
+the prompts, re-prompts and replies they read anyway: no line is read for it. A reply
+goes to the first turn that holds it (a reply written again later is no new spend); its
+key is the one the ``UsageLedger`` gave it, so ``summary`` prices the turn's replies
+with the history's usual de-duplication.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+
+from .records import Replies, ReplyKey, Turn
+
+__all__ = ["TurnTally"]
+
+
+class _Open:
+    __slots__ = ("ended_at", "keys", "reprompts", "started_at")
+
+    def __init__(self, started_at: str) -> None:
+        self.started_at = self.ended_at = started_at
+        self.reprompts = 0
+        self.keys: list[ReplyKey] = []
+
+
+class TurnTally:
+    """A file's turns: ``prompt`` starts one, ``reprompt`` and ``reply`` count in the
+    current one (or in one begun by them, before the file's first prompt); ``aside``, a
+    reply of a subagent's line inline in the file (Claude Code 1.0.x), goes to the turn
+    under way at its time (the engine's reader reads those lines ahead of the others)."""
+
+    __slots__ = ("_aside", "_current", "_seen", "_turns")
+
+    def __init__(self) -> None:
+        self._turns: list[_Open] = []
+        self._current: _Open | None = None
+        self._seen: set[ReplyKey] = set()
+        self._aside: list[tuple[str, ReplyKey]] = []
+
+    def prompt(self, timestamp: str) -> None:
+        """A person's prompt (a subagent's file: a prompt it was given)."""
+        self._current = _Open(timestamp)
+        self._turns.append(self._current)
+
+    def reprompt(self, timestamp: str) -> None:
+        turn = self._turn(timestamp)
+        turn.reprompts += 1
+        if timestamp > turn.ended_at:
+            turn.ended_at = timestamp
+
+    def reply(self, key: ReplyKey, timestamp: str) -> None:
+        """A line of the reply ``key`` (every line of a reply is told: the last one's
+        time ends the turn)."""
+        turn = self._turn(timestamp)
+        if key not in self._seen:
+            self._seen.add(key)
+            turn.keys.append(key)
+        if timestamp > turn.ended_at:
+            turn.ended_at = timestamp
+
+    def aside(self, key: ReplyKey, timestamp: str) -> None:
+        self._aside.append((timestamp, key))
+
+    def _turn(self, timestamp: str) -> _Open:
+        turn = self._current
+        if turn is None:  # (lines before the file's first prompt)
+            turn = self._current = _Open(timestamp)
+            self._turns.append(turn)
+        return turn
+
+    def turns(self, replies: Replies) -> tuple[Turn, ...]:
+        """The turns that hold a reply or a re-prompt, their replies as indexes into
+        ``replies`` (the file's, each once)."""
+        if self._aside and not self._turns:
+            self._turn(self._aside[0][0])
+        starts = [turn.started_at for turn in self._turns]
+        for timestamp, key in self._aside:
+            if key not in self._seen:
+                self._seen.add(key)
+                # the last turn begun at or before it (else the first)
+                turn = self._turns[max(0, bisect_right(starts, timestamp) - 1)]
+                turn.keys.append(key)
+                if timestamp > turn.ended_at:
+                    turn.ended_at = timestamp
+        self._aside.clear()
+        if not self._turns:
+            return ()
+        index = {reply.key: at for at, reply in enumerate(replies)}
+        return tuple(Turn(turn.started_at, turn.ended_at, turn.reprompts,
+                          tuple(index[key] for key in turn.keys if key in index))
+                     for turn in self._turns if turn.keys or turn.reprompts)
