@@ -57,9 +57,10 @@ class TurnTally:
     def reply(self, key: ReplyKey, timestamp: str) -> None:
         """A line of the reply ``key`` (every line of a reply is told: the last one's
         time ends the turn)."""
-        turn = self._turn(timestamp)
-        if key not in self._seen:
-            self._seen.add(key)
+        turn = self._current or self._turn(timestamp)
+        seen = self._seen
+        if key not in seen:
+            seen.add(key)
             turn.keys.append(key)
         if timestamp > turn.ended_at:
             turn.ended_at = timestamp
@@ -77,20 +78,14 @@ class TurnTally:
     def finish(self, replies: Replies) -> tuple[Replies, tuple[Turn, ...]]:
         """The file's replies (each once) in its turns' order, and the turns that hold a
         reply or a re-prompt, each with how many of those replies are its own."""
-        if self._aside and not self._turns:
-            self._turn(self._aside[0][0])
-        starts = [turn.started_at for turn in self._turns]
-        for timestamp, key in self._aside:
-            if key not in self._seen:
-                self._seen.add(key)
-                # the last turn begun at or before it (else the first)
-                turn = self._turns[max(0, bisect_right(starts, timestamp) - 1)]
-                turn.keys.append(key)
-                if timestamp > turn.ended_at:
-                    turn.ended_at = timestamp
-        self._aside.clear()
+        if self._aside:
+            self._place_asides()
         if not self._turns:
             return replies, ()
+        if len(self._turns) == 1 and self._turns[0].keys:  # (every reply is its own)
+            turn = self._turns[0]
+            return replies, (Turn(turn.started_at, turn.ended_at, turn.reprompts,
+                                  len(replies)),)
         by_key = {reply.key: reply for reply in replies}
         ordered: list[Reply] = []
         turns = []
@@ -104,3 +99,18 @@ class TurnTally:
             told = {reply.key for reply in ordered}
             ordered.extend(reply for reply in replies if reply.key not in told)
         return tuple(ordered), tuple(turns)
+
+    def _place_asides(self) -> None:
+        """Each inline subagent reply in the last turn begun at or before it (else the
+        first), unless a turn holds it already."""
+        if not self._turns:
+            self._turn(self._aside[0][0])
+        starts = [turn.started_at for turn in self._turns]
+        for timestamp, key in self._aside:
+            if key not in self._seen:
+                self._seen.add(key)
+                turn = self._turns[max(0, bisect_right(starts, timestamp) - 1)]
+                turn.keys.append(key)
+                if timestamp > turn.ended_at:
+                    turn.ended_at = timestamp
+        self._aside.clear()
