@@ -18,7 +18,7 @@ from loop_killer.config import load_settings
 from loop_killer.scan import cache, files, pool
 from loop_killer.scan.cache import CACHE_FILE, SETTLING
 from loop_killer.scan.prices import PriceTable
-from loop_killer.scan.records import FileResult, Loop, Reply, Tokens
+from loop_killer.scan.records import FileResult, Loop, Reply, Tokens, Turn
 from loop_killer.scan.summary import Collector
 from loop_killer.state.files import projects_dir, state_dir
 from transcripts import FIXTURES, Transcript, Use
@@ -244,7 +244,8 @@ def _write_cache(result: FileResult, transcript: files.Transcript, context: str)
 
 
 @pytest.mark.parametrize("bad", ["a loop's reply not among the file's", "a negative count",
-                                 "a count no reply has"])
+                                 "a count no reply has", "a turn of a negative reply count",
+                                 "a turn of a negative re-prompt count"])
 def test_a_cache_holding_a_result_no_scan_makes_is_not_used(
         capsys: pytest.CaptureFixture[str], history: Path, caplog: pytest.LogCaptureFixture,
         bad: str) -> None:
@@ -264,6 +265,9 @@ def test_a_cache_holding_a_result_no_scan_makes_is_not_used(
     odd = dataclasses.replace(
         result, replies=result.replies if bad.startswith("a loop") else (reply,),
         loops=(loop,))
+    if "turn" in bad:
+        odd = dataclasses.replace(result, turns=(
+            Turn("", "", 3, -1) if "reply" in bad else Turn("", "", -1, 0),))
     _write_cache(odd, transcript, good.context)
     second = _scan(capsys)
     assert second["scan"]["from_cache"] == 0 and "not one a scan makes" in caplog.text

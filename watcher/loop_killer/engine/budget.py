@@ -39,6 +39,7 @@ __all__ = [
     "crossed",
     "describe",
     "figures",
+    "minutes_text",
     "nearing",
     "over_by",
     "read_figures",
@@ -242,10 +243,11 @@ def describe(name: str, used: float, limit: float, use: TurnUse) -> str:
     if name == LIMIT_USD:
         guess = " (partly at a model family's price)" if use.fallback else ""
         return f"{usd_text(used)} spent {where}{guess}, limit {usd_text(limit)}"
-    return f"{_minutes(used)} {where}, limit {_minutes(limit)}"
+    return f"{minutes_text(used)} {where}, limit {minutes_text(limit)}"
 
 
-def _minutes(minutes: float) -> str:
+def minutes_text(minutes: float) -> str:
+    """``45 s``, ``12 min``, ``2.5 h``."""
     if minutes < 1:
         return f"{round(minutes * 60)} s"
     return f"{minutes:.0f} min" if minutes < 120 else f"{minutes / 60:.1f} h"

@@ -60,7 +60,7 @@ CACHE_FILE = "scan-cache.msgpack"
 MAX_CACHE_BYTES = 256 << 20
 """A cache file bigger than this is not read (a 1 GB history's is about 16 MB)."""
 
-_FORMAT = 3  # (3: a result holds its session's cwd)
+_FORMAT = 4  # (3: a result holds its session's cwd; 4: its turns, for the budget)
 SETTLING = 2.0
 _LEFT_BEHIND = 600.0  # seconds: a temporary cache file this old is a killed scan's
 
@@ -107,6 +107,7 @@ class _SaneReply(msgspec.Struct):
 
 class _SaneResult(msgspec.Struct):
     replies: list[_SaneReply]
+    turns: list[tuple[msgspec.Raw, msgspec.Raw, _Count, _Count]]  # (Turn: an array)
     bytes_read: _Natural
     lines: _Natural
     parsed: _Natural
@@ -162,7 +163,8 @@ def scan_context(settings: Settings) -> str:
 
 def _sane(result: FileResult) -> bool:
     """Every loop's replies among the file's own (the sums look them up); the counts are
-    checked as the cache is decoded (``_SaneResult``)."""
+    checked as the cache is decoded (``_SaneResult``; a turn names its replies by how
+    many: it cannot name another file's)."""
     if not result.loops:
         return True
     keys = {reply.key for reply in result.replies}

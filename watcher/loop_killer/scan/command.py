@@ -141,7 +141,8 @@ def _scan(args: argparse.Namespace, gc_pace: tuple[int, int, int]) -> int:
     for problem in settings.problems:
         print(f"loop-killer scan: settings: {printable(problem, 300)}", file=sys.stderr)
     listing = find_transcripts(root, project=args.project, since=args.since)
-    collector = Collector(prices, since=args.since, until=getattr(args, "until", None))
+    collector = Collector(prices, since=args.since, until=getattr(args, "until", None),
+                          budget=settings.budget)
     from_cache = _read(args, listing, collector, settings, root, gc_pace)
     summary = replace(ordered(collector.summary(listing), getattr(args, "order", "cost")),
                       from_cache=from_cache)

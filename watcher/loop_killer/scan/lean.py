@@ -27,7 +27,7 @@ from __future__ import annotations
 from ..config import Settings
 from ..engine.prefilter import COST, KEEP, sort_line
 from ..engine.reader import MAX_LINE_BYTES, LineBuffer
-from ..engine.transcript import AssistantPart, Event, TurnStart
+from ..engine.transcript import AssistantPart, Event, Reprompt, TurnStart
 from ..engine.typed import NOT_TYPED, Line, typed_event
 from .hints import LoopHints, Segment
 from .ledger import UsageLedger
@@ -40,6 +40,7 @@ from .transcript import (
     reply_request_id,
     session_id_in,
 )
+from .turns import TurnTally
 
 __all__ = ["LeanScan"]
 
@@ -52,8 +53,8 @@ class LeanScan:
     ``segments``, the parts of it that the engine must read for loops."""
 
     __slots__ = ("_broken", "_cost_state", "_find_session", "_hints", "_ledger", "_lines",
-                 "_settings", "_side", "bytes_read", "lines", "needs_engine", "parsed", "path",
-                 "project", "session_id", "subagent")
+                 "_settings", "_side", "_turns", "bytes_read", "lines", "needs_engine",
+                 "parsed", "path", "project", "session_id", "subagent")
 
     def __init__(self, *, path: str = "", project: str = "", session_id: str = "",
                  subagent: bool = False, settings: Settings | None = None,
@@ -66,6 +67,7 @@ class LeanScan:
         self._find_session = subagent and not session_id
         self._lines = LineBuffer(max_line=max_line, skip_non_json=True)
         self._ledger = UsageLedger()
+        self._turns = TurnTally()
         self._settings = settings if settings is not None else DEFAULT_SETTINGS
         self._hints = LoopHints(self._settings, reprompts=not subagent)
         self._side: tuple[UsageLedger, LoopHints] | None = None  # inline subagent lines
@@ -104,13 +106,15 @@ class LeanScan:
             replies = _merged(replies, side.replies())
             first_at = min(filter(None, (first_at, side.first_at)), default="")
             last_at = max(last_at, side.last_at)
+        replies, turns = self._turns.finish(replies)
         return FileResult(
             path=self.path, project=self.project, session_id=self.session_id,
             subagent=self.subagent, replies=replies, first_at=first_at,
             last_at=last_at, cost_state=self._cost_state, bytes_read=self.bytes_read,
             # (lines stepped over unparsed: blank ones, and broken ones without a "{")
             lines=self.lines + lines.blank + lines.not_json, parsed=self.parsed,
-            broken=self._broken + lines.not_json, oversized=lines.oversized)
+            broken=self._broken + lines.not_json, oversized=lines.oversized,
+            turns=turns)
 
     def segments(self) -> list[Segment]:
         """The parts of the file the engine must read (after ``finish``)."""
@@ -121,12 +125,7 @@ class LeanScan:
         the engine must read the whole file."""
         self.lines += 1
         if buffer.startswith(TYPE_FIRST, start, end):
-            # Claude Code's bookkeeping lines: told by their bytes, as TranscriptScan does.
-            kind = sort_line(buffer, start, end)
-            if kind == COST:
-                self._cost_state = cost_amount(cost_state_total(buffer[start:end]),
-                                               self._cost_state)
-            return kind < KEEP
+            return self._bookkeeping(buffer, start, end)
         # (b"": a tool result is never read here, so the line need not be kept for it)
         found = typed_event(memoryview(buffer)[start:end], b"", subagent=self.subagent,
                             lean=True)
@@ -145,11 +144,25 @@ class LeanScan:
                 self._cost_state = cost_amount(entry.totalCostUSD, self._cost_state)
             return True
         if isinstance(event, AssistantPart):
-            self._ledger.add(event, reply_request_id(event, entry))
+            key = self._ledger.add(event, reply_request_id(event, entry))
+            if key is not None:
+                self._turns.reply(key, event.timestamp)
+        elif isinstance(event, Reprompt):
+            self._turns.reprompt(event.timestamp)
         self._hints.feed(event, offset)
         if isinstance(event, TurnStart) and event.kind == "prompt":
             self._ledger.end_turn()
+            self._turns.prompt(event.timestamp)
         return True
+
+    def _bookkeeping(self, buffer: bytes, start: int, end: int) -> bool:
+        """Claude Code's bookkeeping lines (their type first): told by their bytes, as
+        TranscriptScan tells them; False for a line of the conversation."""
+        kind = sort_line(buffer, start, end)
+        if kind == COST:
+            self._cost_state = cost_amount(cost_state_total(buffer[start:end]),
+                                           self._cost_state)
+        return kind < KEEP
 
     def _side_line(self, offset: int, line: memoryview,
                    found: tuple[Event | None, str, Line]) -> bool:
@@ -170,7 +183,9 @@ class LeanScan:
             self._side = (UsageLedger(), LoopHints(self._settings, reprompts=False))
         ledger, hints = self._side
         if isinstance(event, AssistantPart):
-            ledger.add(event, reply_request_id(event, entry))
+            key = ledger.add(event, reply_request_id(event, entry))
+            if key is not None:
+                self._turns.aside(key, event.timestamp)
         hints.feed(event, offset)
         if isinstance(event, TurnStart) and event.kind == "prompt":
             ledger.end_turn()

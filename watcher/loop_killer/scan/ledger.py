@@ -50,11 +50,12 @@ class UsageLedger:
         self.folds = 0  # how many times replies were folded into the kept ones
         self.first_at = self.last_at = ""  # the earliest and latest times of a reply seen
 
-    def add(self, part: AssistantPart, request_id: str = "") -> None:
+    def add(self, part: AssistantPart, request_id: str = "") -> ReplyKey | None:
         """Take one assistant line's usage (lines without usage change nothing);
-        ``request_id``: its line's ``requestId``."""
+        ``request_id``: its line's ``requestId``. Returns the reply's key (None: no
+        usage)."""
         if part.usage is None:
-            return
+            return None
         when = part.timestamp
         if when and (not self.first_at or when < self.first_at):
             self.first_at = when
@@ -68,10 +69,11 @@ class UsageLedger:
                 self._fold(self._open.pop(oldest))
         known = requests.get(request_id)
         if known is None:
-            requests[request_id] = Reply(reply_key(part.message_id, request_id), part.model,
-                                         part.usage)
-        else:
-            requests[request_id] = _larger(known, part.usage, part.model)
+            key = reply_key(part.message_id, request_id)
+            requests[request_id] = Reply(key, part.model, part.usage)
+            return key
+        requests[request_id] = _larger(known, part.usage, part.model)
+        return known.key
 
     def replies_of(self, message_ids: Iterable[str]) -> Replies:
         """These replies of the current turn, each once."""

@@ -14,9 +14,17 @@ from typing import Any, TextIO
 
 import orjson
 
+from ..engine.budget import (
+    LIMIT_MINUTES,
+    LIMIT_REPROMPTS,
+    LIMIT_USD,
+    Budget,
+    minutes_text,
+    usd_text,
+)
 from ..engine.transcript import parse_timestamp
 from ..printable import display_width, printable, without_controls, wrap
-from .summary import LoopRow, SessionRow, Summary
+from .summary import BudgetRow, LoopRow, SessionRow, Summary
 from .table import box
 
 __all__ = ["Progress", "human_report", "json_bytes", "json_document"]
@@ -33,7 +41,8 @@ def json_document(summary: Summary, *, root: str = "", top: int | None = None
 
     ``loops`` and ``totals`` keep the documented schema exactly; ``sessions`` (every
     session read: its tokens and cost, per model too, its loops' cost, Claude Code's own
-    total) and ``scan`` (what was read and skipped) are extra top-level keys.
+    total), ``budget`` (past turns over the budget) and ``scan`` (what was read and
+    skipped, the budget's limits) are extra top-level keys.
     """
     return {
         "loops": [_loop(row) for row in summary.loops[:top or None]],
@@ -44,6 +53,7 @@ def json_document(summary: Summary, *, root: str = "", top: int | None = None
             "cost_usd": _usd(summary.cost_usd),
         },
         "sessions": [_session(s) for s in summary.sessions],
+        "budget": [_over_budget(row) for row in summary.budget],
         "scan": {
             "root": _path(root),
             "transcripts": summary.transcripts,
@@ -58,7 +68,23 @@ def json_document(summary: Summary, *, root: str = "", top: int | None = None
             "duplicate_replies": summary.duplicate_replies,
             "duplicate_loops": summary.duplicate_loops,
             "from_cache": summary.from_cache,
+            "budget_limits": {LIMIT_REPROMPTS: summary.limits.reprompts,
+                              LIMIT_USD: summary.limits.usd,
+                              LIMIT_MINUTES: summary.limits.minutes},
         },
+    }
+
+
+def _over_budget(row: BudgetRow) -> dict[str, Any]:
+    return {
+        "session_id": printable(row.session_id), "project": printable(row.project),
+        "transcript_path": _path(row.transcript_path),
+        "started_at": printable(row.started_at), "ended_at": printable(row.ended_at),
+        "reprompts": row.reprompts,
+        "minutes": None if row.minutes is None else round(row.minutes, 2),
+        "cost_usd": _usd(row.cost_usd),
+        "over": {name: round(by) if name == LIMIT_REPROMPTS else _usd(by)
+                 for name, by in row.over},
     }
 
 
@@ -210,6 +236,7 @@ def human_report(summary: Summary, *, width: int = 120, home: str | None = None,
             out.append("? holds replies of a model without a price (counted as $0)")
     else:
         out.append("No loops found.")
+    out += _over_budget_lines(summary, home, width, top)
     out += _sessions(summary, home, width)
     out += wrap(_read_line(summary, root, seconds), width or None, 2)
     return "\n".join(out) + "\n"
@@ -229,6 +256,47 @@ def _sessions(summary: Summary, home: str | None, width: int) -> list[str]:
             f", {_money(s.claude_code_cost_usd or 0.0)} by Claude Code", width or None, 12)
     if len(known) > 10:
         lines.append(f"  … and {len(known) - 10} more (--json lists them all)")
+    return lines
+
+
+def _limits(budget: Budget) -> str:
+    """``100 re-prompts, $25.00``: the limits that are on."""
+    said = []
+    if budget.reprompts > 0:
+        said.append(f"{budget.reprompts} re-prompts")
+    if budget.usd > 0:
+        said.append(usd_text(budget.usd))
+    if budget.minutes > 0:
+        said.append(minutes_text(budget.minutes))
+    return ", ".join(said)
+
+
+def _beyond(name: str, by: float) -> str:
+    """What a turn spent beyond one limit: ``20 re-prompts``, ``$3.10``, ``12 min``."""
+    if name == LIMIT_REPROMPTS:
+        return f"{round(by)} re-prompt{'s' if round(by) != 1 else ''}"
+    return _money(by) if name == LIMIT_USD else minutes_text(by)
+
+
+def _over_budget_lines(summary: Summary, home: str | None, width: int,
+                       top: int | None) -> list[str]:
+    from ..watch.report import project_label
+
+    if not summary.budget:
+        return []
+    shown = summary.budget[:top] if top else summary.budget
+    lines = ["", f"Turns over the budget ({_limits(summary.limits)} a turn):"]
+    for row in shown:
+        minutes = "" if row.minutes is None else f", {minutes_text(row.minutes)}"
+        beyond = ", ".join(_beyond(name, by) for name, by in row.over)
+        lines += wrap(
+            f"  {printable(row.session_id[:8]) or '?'}  "
+            f"{printable(project_label(row.project, home), 28)}  {_when(row.started_at)}: "
+            f"{row.reprompts} re-prompts{minutes}, {_money(row.cost_usd)}"
+            f"{_MARKS[row.priced]}; beyond the limit: {beyond}", width or None, 12)
+    if len(shown) < len(summary.budget):
+        lines.append(f"  … and {len(summary.budget) - len(shown)} more (--json lists them "
+                     "all)")
     return lines
 
 

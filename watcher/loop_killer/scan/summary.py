@@ -11,21 +11,30 @@ A loop owns its replies: a reply claimed by several loops (the same loop found a
 a resumed session's copy) belongs to the loop in the file the reply belongs to (else to
 the loop whose file began first), and a loop left owning none of its replies is a copy,
 not a loop. Prices are applied per reply, as it was billed (``PriceTable.reply_cost``).
+
+The budget (``engine.budget``): each person's turn (``Turn``) with its re-prompts, wall
+time and spend: its replies and its subagents' (a subagent file's turn counts in its
+session's turn under way when it began), each reply once and priced as above; those
+over a limit are listed (``BudgetRow``). A turn none of whose replies belongs to its file
+is a copy (a resumed session's), as a loop is.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from math import fsum
 
+from ..engine.budget import DEFAULT_BUDGET, LIMIT_MINUTES, Budget, TurnUse, over_by
 from ..engine.transcript import parse_timestamp, record
 from .files import Listing
 from .prices import Priced, PriceTable
-from .records import FileResult, Loop, Reply, ReplyKey, Tokens
+from .records import FileResult, Loop, Replies, Reply, ReplyKey, Tokens, Turn
 
-__all__ = ["Collector", "LoopRow", "ModelRow", "SessionRow", "Summary", "ordered"]
+__all__ = ["BudgetRow", "Collector", "LoopRow", "ModelRow", "SessionRow", "Summary",
+           "ordered"]
 
 _WORST: dict[Priced, int] = {"exact": 0, "fallback": 1, "unpriced": 2}
 
@@ -86,6 +95,25 @@ class SessionRow:
 
 
 @record
+class BudgetRow:
+    """A past turn that went beyond the budget: where, when, what it used, and ``over``:
+    each limit it went beyond and by how much (re-prompts, USD, minutes: ``over_by``).
+    ``minutes``: its wall time, from its prompt to its last reply (None: a time
+    unreadable). ``priced``: the least sure of its replies' prices."""
+
+    session_id: str
+    project: str
+    transcript_path: str
+    started_at: str
+    ended_at: str
+    reprompts: int
+    minutes: float | None
+    cost_usd: float
+    over: tuple[tuple[str, float], ...]
+    priced: Priced = "exact"
+
+
+@record
 class Summary:
     """The whole report, biggest loop first."""
 
@@ -106,6 +134,8 @@ class Summary:
     duplicate_replies: int = 0  # copies of a reply found in another file, counted once
     duplicate_loops: int = 0  # loops found again in a copy of their replies
     from_cache: int = 0  # transcripts unchanged since the last scan: its results used
+    budget: tuple[BudgetRow, ...] = ()  # past turns over the budget, biggest spend first
+    limits: Budget = DEFAULT_BUDGET  # the budget they were judged by
 
 
 @record
@@ -122,6 +152,20 @@ class _File:
         """Of two files holding one reply, the original: the one that began first, then
         the one that ended first (a resumed copy goes on after it), then by path."""
         return (self.first_at or "\uffff", self.last_at, self.path)
+
+
+@record
+class _TurnAt:
+    """A turn, its file (index into Collector._files) and that file's replies, of which
+    the turn's are ``turn.replies`` from ``first``."""
+
+    turn: Turn
+    file: int
+    replies: Replies
+    first: int
+
+    def keys(self) -> list[ReplyKey]:
+        return [reply.key for reply in self.replies[self.first:self.first + self.turn.replies]]
 
 
 @dataclass(slots=True)
@@ -143,18 +187,23 @@ class _Session:
 class Collector:
     """Gathers file results into a ``Summary``.
 
-    ``prices``: the price table; ``since``: drop loops that ended before this moment,
-    ``until``: those that began after it (seconds since the epoch; a loop without a
-    readable time is kept). Sessions are all listed whatever the loops' times.
+    ``prices``: the price table; ``since``: drop loops (and turns over the budget) that
+    ended before this moment, ``until``: those that began after it (seconds since the
+    epoch; one without a readable time is kept). Sessions are all listed whatever the
+    loops' times. ``budget``: the limits past turns are judged by (``settings.budget``).
     """
 
     prices: PriceTable
     since: float | None = None
     until: float | None = None
+    budget: Budget = DEFAULT_BUDGET
     _files: list[_File] = field(default_factory=list)
     _copies: dict[ReplyKey, _Copy] = field(default_factory=dict)
     _loops: list[tuple[Loop, int]] = field(default_factory=list)
     _sessions: dict[str, _Session] = field(default_factory=dict)
+    # Main files' turns; subagent files' turns by session
+    _turns: list[_TurnAt] = field(default_factory=list)
+    _asides: dict[str, list[_TurnAt]] = field(default_factory=dict)
     _skipped: Counter[str] = field(default_factory=Counter)
     _duplicates: int = 0
     _transcripts: int = 0
@@ -185,6 +234,18 @@ class Collector:
         for reply in result.replies:
             self._take(reply, index)
         self._loops.extend((loop, index) for loop in result.loops)
+        if result.turns and self.budget.any_on:
+            self._add_turns(result, index, session_key)
+
+    def _add_turns(self, result: FileResult, file: int, session: str) -> None:
+        first = 0
+        for turn in result.turns:
+            found = _TurnAt(turn, file, result.replies, first)
+            first += turn.replies
+            if result.subagent:
+                self._asides.setdefault(session, []).append(found)
+            else:
+                self._turns.append(found)
 
     def _take(self, reply: Reply, file: int) -> None:
         known = self._copies.get(reply.key)
@@ -198,13 +259,17 @@ class Collector:
             self._copies[reply.key] = _Copy(reply, file)
 
     def _wanted(self, loop: Loop) -> bool:
+        return self._within(loop.first_at, loop.last_at)
+
+    def _within(self, first_at: str, last_at: str) -> bool:
+        """Whether something from ``first_at`` to ``last_at`` is within --since/--until."""
         if self.until is not None:
-            began = parse_timestamp(loop.first_at)
+            began = parse_timestamp(first_at)
             if began is not None and began > self.until:
                 return False
         if self.since is None:
             return True
-        ended = parse_timestamp(loop.last_at) or parse_timestamp(loop.first_at)
+        ended = parse_timestamp(last_at) or parse_timestamp(first_at)
         return ended is None or ended >= self.since
 
     def _owners(self, loops: list[tuple[Loop, int]]) -> dict[ReplyKey, int]:
@@ -275,7 +340,67 @@ class Collector:
             bytes_read=self._bytes, lines=self._lines, broken_lines=self._broken,
             skipped=dict(sorted(skipped.items())), older=older, fallback_tokens=fallback,
             duplicate_replies=self._duplicates, duplicate_loops=duplicate_loops,
+            budget=self._over_budget(costs), limits=self.budget,
         )
+
+    def _over_budget(self, costs: dict[ReplyKey, tuple[float, Priced]]
+                     ) -> tuple[BudgetRow, ...]:
+        """The main files' turns that went beyond the budget, their subagents' replies
+        counted in them."""
+        if not self._turns:
+            return ()
+        budget, files, copies = self.budget, self._files, self._copies
+        asides = self._subagent_turns()
+        # Most turns are told apart unsummed: fewer re-prompts than the limit, and
+        # too few replies to spend it even at the history's dearest reply's price.
+        dearest = max((cost for cost, _ in costs.values()), default=0.0)
+        rows = []
+        for index, main in enumerate(self._turns):
+            turn, file, theirs = main.turn, main.file, asides.get(index, ())
+            if not _may_be_over(budget, turn.reprompts, dearest * (
+                    turn.replies + sum(aside.turn.replies for aside in theirs))):
+                continue
+            keys = main.keys()
+            if keys and all(copies[key].file != file for key in keys):
+                continue  # a copy of a turn (a resumed session's): the original counts
+            spent = set(keys).union(*(aside.keys() for aside in theirs))
+            usd = fsum(costs[key][0] for key in spent)
+            priced: Priced = max((costs[key][1] for key in spent), key=_WORST.__getitem__,
+                                 default="exact")
+            began, ended = parse_timestamp(turn.started_at), parse_timestamp(turn.ended_at)
+            use = TurnUse(turn.reprompts, began, usd, priced == "fallback")
+            # (the wall time, from the prompt to the last reply; none without both times)
+            over = over_by(budget, use, ended if ended is not None else began or 0.0)
+            if not over or not self._within(turn.started_at, turn.ended_at):
+                continue
+            where = files[file]
+            rows.append(BudgetRow(
+                where.session if where.session != where.path else "", where.project,
+                where.path, turn.started_at, turn.ended_at, turn.reprompts,
+                None if began is None or ended is None else use.used(LIMIT_MINUTES, ended),
+                usd, tuple(over.items()), priced))
+        return tuple(sorted(rows, key=lambda row: (-row.cost_usd, row.started_at,
+                                                   row.transcript_path)))
+
+    def _subagent_turns(self) -> dict[int, list[_TurnAt]]:
+        """Each subagent file's turn, by the main turn (index into ``_turns``) of its
+        session under way when it began (the last begun at or before it)."""
+        if not self._asides:
+            return {}
+        files = self._files
+        main: dict[str, list[tuple[str, int]]] = {}
+        for index, found in enumerate(self._turns):
+            main.setdefault(files[found.file].session, []).append((found.turn.started_at,
+                                                                    index))
+        by_turn: dict[int, list[_TurnAt]] = {}
+        for session, asides in self._asides.items():
+            turns = sorted(main.get(session, ()))
+            starts = [started for started, _ in turns]
+            for aside in asides:
+                at = bisect_right(starts, aside.turn.started_at) - 1
+                if at >= 0:
+                    by_turn.setdefault(turns[at][1], []).append(aside)
+        return by_turn
 
     def _sum(self, keys: Iterable[ReplyKey], costs: dict[ReplyKey, tuple[float, Priced]]
              ) -> tuple[Tokens, float, Priced]:
@@ -327,6 +452,13 @@ class Collector:
                                                    row.session_id)))
 
 
+def _may_be_over(budget: Budget, reprompts: int, most_usd: float) -> bool:
+    """Whether a turn with ``reprompts`` that spent at most ``most_usd`` may be over a
+    limit (``over_by`` says; a wall time is not known before its times are read)."""
+    return (budget.minutes > 0 or 0 < budget.reprompts < reprompts
+            or 0 < budget.usd < most_usd)
+
+
 def _names_first(file: _File, other: _File) -> bool:
     """Whether ``file``'s project names its session rather than ``other``'s."""
     return (file.subagent, *file.rank) < (other.subagent, *other.rank)
@@ -360,10 +492,12 @@ class _ModelSum:
 
 
 def ordered(summary: Summary, order: str) -> Summary:
-    """The summary with its loops by ``order``: "cost" (biggest first, as made) or
-    "time" (the oldest first)."""
+    """The summary with its loops (and turns over the budget) by ``order``: "cost"
+    (biggest first, as made) or "time" (the oldest first)."""
     if order != "time":
         return summary
     return replace(summary, loops=tuple(sorted(
         summary.loops, key=lambda row: (parse_timestamp(row.loop.first_at) or 0.0,
-                                        row.loop.first_at))))
+                                        row.loop.first_at))),
+        budget=tuple(sorted(summary.budget, key=lambda row: (
+            parse_timestamp(row.started_at) or 0.0, row.started_at))))

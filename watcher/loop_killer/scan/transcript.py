@@ -35,6 +35,7 @@ from ..engine.transcript import (
     AssistantPart,
     Event,
     ParseStats,
+    Reprompt,
     TurnStart,
     parse_line,
 )
@@ -42,6 +43,7 @@ from ..engine.typed import NOT_TYPED, Line, typed_event
 from .ledger import UsageLedger
 from .loops import RepromptLoops, ToolLoops
 from .records import FileResult, Loop, Reply, ReplyKey
+from .turns import TurnTally
 
 __all__ = ["TranscriptScan", "cost_amount", "cost_state_total", "reply_request_id",
            "scan_bytes", "session_id_in"]
@@ -87,12 +89,15 @@ DEFAULT_SETTINGS = Settings()
 
 
 class _Scope:
-    """One counting scope: its replies' usage and its tool-repeat streaks."""
+    """One counting scope: its replies' usage and its tool-repeat streaks; its turns go
+    to ``turns`` (``inline``: a subagent's lines in a main transcript, whose replies
+    count in the main session's turns)."""
 
-    __slots__ = ("ledger", "stats", "tools")
+    __slots__ = ("inline", "ledger", "stats", "tools", "turns")
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, turns: TurnTally, *, inline: bool) -> None:
         self.ledger = UsageLedger()
+        self.turns, self.inline = turns, inline
         counter = settings.tool_counter()
         # None when the tool-repeat rule is switched off: no tool loop is looked for.
         self.tools = ToolLoops(self.ledger, counter, warn=settings.tool_repeat_warn,
@@ -102,11 +107,20 @@ class _Scope:
 
     def event(self, event: object, loops: list[Loop], request: str = "") -> None:
         if isinstance(event, AssistantPart):
-            self.ledger.add(event, request)
+            key = self.ledger.add(event, request)
+            if key is not None:
+                if self.inline:
+                    self.turns.aside(key, event.timestamp)
+                else:
+                    self.turns.reply(key, event.timestamp)
+        elif isinstance(event, Reprompt) and not self.inline:
+            self.turns.reprompt(event.timestamp)
         if self.tools is not None:
             loops.extend(self.tools.feed(event))  # type: ignore[arg-type]
         if isinstance(event, TurnStart) and event.kind == "prompt":
             self.ledger.end_turn()
+            if not self.inline:
+                self.turns.prompt(event.timestamp)
 
     def finish(self, loops: list[Loop]) -> None:
         if self.tools is not None:
@@ -143,6 +157,7 @@ class TranscriptScan:
         "_reread",
         "_settings",
         "_side_scope",
+        "_turns",
         "bytes_read",
         "lines",
         "parsed",
@@ -172,18 +187,19 @@ class TranscriptScan:
         self._garbage = 0
         settings = settings if settings is not None else DEFAULT_SETTINGS
         self._settings = settings
+        self._turns = TurnTally()
         # The engine's one reader: its lines, events, answers and run. Only how a line
         # becomes an event is the scan's (``_parse``: skip what cannot matter, route a
         # subagent's inline lines to a scope of their own).
         if subagent:
             # The file's own conversation is a sidechain: read it as the scope's main one.
-            self._side_scope: _Scope | None = _Scope(settings)
+            self._side_scope: _Scope | None = _Scope(settings, self._turns, inline=False)
             self._main: _Scope | None = None
             self._reprompts: RepromptLoops | None = None
             self._reader: TranscriptReader | None = None
             self._events = EventReader(offset=offset, max_line=max_line, parse=self._parse)
         else:
-            self._main = _Scope(settings)
+            self._main = _Scope(settings, self._turns, inline=False)
             self._side_scope = None  # made on the first inline subagent line
             self._reprompts = RepromptLoops(self._main.ledger)
             self._reader = TranscriptReader(session_id, offset=offset, max_line=max_line,
@@ -226,16 +242,17 @@ class TranscriptScan:
                 known = replies.get(reply.key)
                 if known is None or reply.usage.total > known.usage.total:
                     replies[reply.key] = reply
+        kept, turns = self._turns.finish(tuple(replies.values()))
         return FileResult(
             path=self.path, project=self.project, session_id=self.session_id,
-            subagent=self.subagent, loops=tuple(self._loops),
-            replies=tuple(replies.values()),
+            subagent=self.subagent, loops=tuple(self._loops), replies=kept,
             first_at=min((scope.ledger.first_at for scope in scopes if scope.ledger.first_at),
                          default=""),
             last_at=max((scope.ledger.last_at for scope in scopes), default=""),
             cost_state=self._cost_state, bytes_read=self.bytes_read,
             lines=self.lines + stepped_over.lines,
             parsed=self.parsed, broken=broken, oversized=self._events.oversized_lines,
+            turns=turns,
         )
 
     def _parse(self, buffer: bytes, start: int, end: int, stats: ParseStats) -> Event | None:
@@ -321,7 +338,7 @@ class TranscriptScan:
         if not self.session_id:
             self.session_id = session_id_in(line, start, len(line) if end is None else end)
         if self._side_scope is None:
-            self._side_scope = _Scope(self._settings)
+            self._side_scope = _Scope(self._settings, self._turns, inline=True)
         return self._side_scope
 
     def _side_line(self, line: bytes) -> None:
@@ -339,7 +356,11 @@ class TranscriptScan:
         event = step.event
         if isinstance(event, AssistantPart):
             # usage first: a loop the step closes may hold this reply
-            main.ledger.add(event, self._requests.pop(id(event), ""))
+            key = main.ledger.add(event, self._requests.pop(id(event), ""))
+            if key is not None:
+                self._turns.reply(key, event.timestamp)
+        elif isinstance(event, Reprompt):
+            self._turns.reprompt(event.timestamp)
         if step.answers or isinstance(event, TurnStart):
             # (a step without answers changes no re-prompt run unless it starts a turn)
             self._loops.extend(reprompts.step(step))
@@ -348,6 +369,7 @@ class TranscriptScan:
                 self._loops.extend(main.tools.feed(event))
             if isinstance(event, TurnStart) and event.kind == "prompt":
                 main.ledger.end_turn()
+                self._turns.prompt(event.timestamp)
 
     def _read_cost_state(self, line: bytes) -> None:
         self._cost(cost_state_total(line))

@@ -1,0 +1,116 @@
+"""One file's turns as its events arrive, for the budget (pure).
+
+The budget (``engine.budget``) is per turn of the person's: a prompt of theirs starts
+one, a Stop-hook re-prompt does not (a ``/goal`` runs inside one turn). Both readers of
+a file (the first pass, ``lean``, and the engine's, ``transcript``) tell a ``TurnTally``
+the prompts, re-prompts and replies they read anyway: no line is read for it. A reply
+goes to the first turn that holds it (a reply written again later is no new spend); its
+key is the one the ``UsageLedger`` gave it, so ``summary`` prices the turn's replies
+with the history's usual de-duplication. The file's replies are kept in its turns' order,
+so a turn names its own by how many there are: nothing in a kept result can name a reply
+that is not the file's.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+
+from .records import Replies, Reply, ReplyKey, Turn
+
+__all__ = ["TurnTally"]
+
+
+class _Open:
+    __slots__ = ("ended_at", "keys", "reprompts", "started_at")
+
+    def __init__(self, started_at: str) -> None:
+        self.started_at = self.ended_at = started_at
+        self.reprompts = 0
+        self.keys: list[ReplyKey] = []
+
+
+class TurnTally:
+    """A file's turns: ``prompt`` starts one, ``reprompt`` and ``reply`` count in the
+    current one (or in one begun by them, before the file's first prompt); ``aside``, a
+    reply of a subagent's line inline in the file (Claude Code 1.0.x), goes to the turn
+    under way at its time (the engine's reader reads those lines ahead of the others)."""
+
+    __slots__ = ("_aside", "_current", "_seen", "_turns")
+
+    def __init__(self) -> None:
+        self._turns: list[_Open] = []
+        self._current: _Open | None = None
+        self._seen: set[ReplyKey] = set()
+        self._aside: list[tuple[str, ReplyKey]] = []
+
+    def prompt(self, timestamp: str) -> None:
+        """A person's prompt (a subagent's file: a prompt it was given)."""
+        self._current = _Open(timestamp)
+        self._turns.append(self._current)
+
+    def reprompt(self, timestamp: str) -> None:
+        turn = self._turn(timestamp)
+        turn.reprompts += 1
+        if timestamp > turn.ended_at:
+            turn.ended_at = timestamp
+
+    def reply(self, key: ReplyKey, timestamp: str) -> None:
+        """A line of the reply ``key`` (every line of a reply is told: the last one's
+        time ends the turn)."""
+        turn = self._current or self._turn(timestamp)
+        seen = self._seen
+        if key not in seen:
+            seen.add(key)
+            turn.keys.append(key)
+        if timestamp > turn.ended_at:
+            turn.ended_at = timestamp
+
+    def aside(self, key: ReplyKey, timestamp: str) -> None:
+        self._aside.append((timestamp, key))
+
+    def _turn(self, timestamp: str) -> _Open:
+        turn = self._current
+        if turn is None:  # (lines before the file's first prompt)
+            turn = self._current = _Open(timestamp)
+            self._turns.append(turn)
+        return turn
+
+    def finish(self, replies: Replies) -> tuple[Replies, tuple[Turn, ...]]:
+        """The file's replies (each once) in its turns' order, and the turns that hold a
+        reply or a re-prompt, each with how many of those replies are its own."""
+        if self._aside:
+            self._place_asides()
+        if not self._turns:
+            return replies, ()
+        if len(self._turns) == 1 and self._turns[0].keys:  # (every reply is its own)
+            turn = self._turns[0]
+            return replies, (Turn(turn.started_at, turn.ended_at, turn.reprompts,
+                                  len(replies)),)
+        by_key = {reply.key: reply for reply in replies}
+        ordered: list[Reply] = []
+        turns = []
+        for turn in self._turns:
+            if turn.keys or turn.reprompts:
+                before = len(ordered)
+                ordered.extend(by_key[key] for key in turn.keys if key in by_key)
+                turns.append(Turn(turn.started_at, turn.ended_at, turn.reprompts,
+                                  len(ordered) - before))
+        if len(ordered) < len(replies):  # (every reply is told: none is lost if not)
+            told = {reply.key for reply in ordered}
+            ordered.extend(reply for reply in replies if reply.key not in told)
+        return tuple(ordered), tuple(turns)
+
+    def _place_asides(self) -> None:
+        """Each inline subagent reply in the last turn begun at or before it (else the
+        first), unless a turn holds it already."""
+        if not self._turns:
+            self._turn(self._aside[0][0])
+        starts = [turn.started_at for turn in self._turns]
+        for timestamp, key in self._aside:
+            if key not in self._seen:
+                self._seen.add(key)
+                turn = self._turns[max(0, bisect_right(starts, timestamp) - 1)]
+                turn.keys.append(key)
+                if timestamp > turn.ended_at:
+                    turn.ended_at = timestamp
+        self._aside.clear()
