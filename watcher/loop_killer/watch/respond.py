@@ -99,6 +99,15 @@ class Responder:
         self.order = InOrder()
         self.notify: Callable[[Notice], None] | None = None  # desktop notifications
 
+    def _write_request(self, tracked: Tracked, request: ClearRequest) -> bool:
+        """Write a clear request for the session's next Stop; whether it was written."""
+        try:
+            write_request(self.state, request)
+        except (OSError, InvalidRequest) as error:
+            log.error("%s: cannot write the clear request: %s", self.name(tracked), error)
+            return False
+        return True
+
     def name(self, tracked: Tracked) -> str:
         return report.session_label(tracked.project, tracked.session_id, self.home)
 
@@ -139,12 +148,7 @@ class Responder:
             source="watcher",
             prompt_uuid=answer.prompt_uuid,
         )
-        requested = True
-        try:
-            write_request(self.state, request)
-        except (OSError, InvalidRequest) as error:
-            log.error("%s: cannot write the clear request: %s", self.name(tracked), error)
-            requested = False
+        requested = self._write_request(tracked, request)
         journal.append(self.state, journal.LoopRecord(
             session_id=session_id,
             answer_uuid=detection.answer_uuid,
@@ -181,12 +185,7 @@ class Responder:
             session_id=session_id, rule=RULE_BUDGET, count=crossing.count, run_length=0,
             answer_uuid=key, answer_digest="", transcript_path=tracked.path,
             created_at=time.time(), source="watcher", detail=crossing.words)
-        requested = True
-        try:
-            write_request(self.state, request)
-        except (OSError, InvalidRequest) as error:
-            log.error("%s: cannot write the clear request: %s", self.name(tracked), error)
-            requested = False
+        requested = self._write_request(tracked, request)
         journal.append(self.state, journal.LoopRecord(
             session_id=session_id, answer_uuid=key, rule=RULE_BUDGET, count=crossing.count,
             run_length=0, project=tracked.project, transcript_path=tracked.path,
