@@ -386,8 +386,8 @@ class TurnWork:
                 continue
             # Keyed only if a verdict needs it; timed only if it waits (itself, or right
             # after a call that does: ``sleep 60``, then ``gh pr checks 42``).
-            waiting = self._waited_last or waits(call.name, call.input)
-            self._waited_last = waits(call.name, call.input)
+            itself = waits(call.name, call.input)
+            waiting, self._waited_last = self._waited_last or itself, itself
             now = (event_seconds(event) or 0.0) if waiting else 0.0
             self._this_answer.append((call, result, now, waiting))
 

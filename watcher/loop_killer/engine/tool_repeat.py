@@ -415,8 +415,8 @@ class ToolRepeatCounter:
             return ToolRepeat(call, name, tool_use_id, self._count(digest))
         if result is None:
             result = result_digest(content, is_error=is_error)
-        waiting = self.waits(name, tool_input)
-        self._waited_last = waits(name, tool_input)
+        itself = waits(name, tool_input)
+        waiting, self._waited_last = self._waited_last or itself, itself
         last = self._calls.pop(digest, None)
         same = last is not None and self._same(last, result, failed, tree, waiting)
         since = last[3] if last is not None and same else (now or 0.0)
@@ -463,38 +463,36 @@ class ToolRepeatCounter:
         if name in FILE_CHANGING_TOOLS or is_ignored(name, self._ignored):
             return False
         last = self._calls.get(_digest(call))
-        if last is None or last[2] != self._changes:
-            return False
-        return last[0] == result or (failed and last[5] and last[6] == self._progress
-                                     and not self.waits(name, tool_input))
+        return last is not None and self._may_repeat(last, result, failed,
+                                                     self.waits(name, tool_input))
 
     def waits(self, name: str, tool_input: object) -> bool:
         """Whether this call waits for the world (``waiting.waits``), or comes right after
         a call that does (``sleep 60``, then ``gh pr checks 42``)."""
         return self._waited_last or waits(name, tool_input)
 
-    def _same(self, last: _Last, result: str, failed: bool, tree: str | None,
-              waiting: bool) -> bool:
-        """Whether a result repeats the call's last one: the same result (or a failure
-        after a failure, ``_failed_again``) with no change to the files, neither one the
-        session made nor one the tree's fingerprint shows (or cannot rule out)."""
+    def _may_repeat(self, last: _Last, result: str, failed: bool, waiting: bool) -> bool:
+        """Whether a result repeats the call's last one as far as the session knows, with
+        no change it made between (its own edits): the same result, or a failure after a
+        failure with no new result of any other call in between (a package installed, a
+        script written, a migration run: progress the tree may not show). A call that
+        waits keeps its time bound instead of the second."""
         if last[2] != self._changes:
             return False
-        if last[0] != result and not self._failed_again(last, failed, tree, waiting):
+        return last[0] == result or (failed and last[5] and last[6] == self._progress
+                                     and not waiting)
+
+    def _same(self, last: _Last, result: str, failed: bool, tree: str | None,
+              waiting: bool) -> bool:
+        """``_may_repeat``, and no change the tree's fingerprint shows (or cannot rule
+        out). A failure that says something else this time is a repeat only measured:
+        nothing changed on disk, so nothing the model did could have made it pass;
+        unmeasured (the transcript's readers), only the same error again is."""
+        if not self._may_repeat(last, result, failed, waiting):
+            return False
+        if last[0] != result and not tree:
             return False
         return tree is None or (bool(tree) and (not last[4] or tree == last[4]))
-
-    def _failed_again(self, last: _Last, failed: bool, tree: str | None,
-                      waiting: bool) -> bool:
-        """A failure after a failure of the same call with nothing changed: no change on
-        disk (a fingerprint taken, and equal to the last one's where that had one) and no
-        new result of any other call in between (a package installed, a script written,
-        a migration run: progress the tree may not show). Nothing the model did could
-        have made it pass, whatever the error says this time. A call that waits keeps its
-        time bound instead; unmeasured (the transcript's readers), only the same error
-        again is a repeat."""
-        return (failed and last[5] and last[6] == self._progress and tree is not None
-                and bool(tree) and (not last[4] or tree == last[4]) and not waiting)
 
     def _waiting(self, last: _Last | None, since: float,
                  now: float | None) -> tuple[int, float]:

@@ -248,13 +248,17 @@ class UnreadResult:
         """Bytes it holds in memory (none when it reads its line again)."""
         return len(self.source) if isinstance(self.source, bytes) else 0
 
-    def read(self) -> tuple[Any, bool]:
-        """(content, is_error), as ``parse_line`` gives them."""
+    def _entry(self) -> Any:
+        """Its line, decoded (None if it cannot be read again, or is not JSON)."""
         try:
             line = self.source if isinstance(self.source, bytes) else self.source()
         except OSError:
-            return self.BROKEN, True
-        entry = _load(line)
+            return None
+        return _load(line)
+
+    def read(self) -> tuple[Any, bool]:
+        """(content, is_error), as ``parse_line`` gives them."""
+        entry = self._entry()
         message = entry.get("message") if isinstance(entry, dict) else None
         content = message.get("content") if isinstance(message, dict) else None
         for result in _tool_results(content):
@@ -264,11 +268,7 @@ class UnreadResult:
 
     def read_move(self) -> tuple[str, str] | None:
         """The file's states before and after, as ``parse_line`` gives them (``move``)."""
-        try:
-            line = self.source if isinstance(self.source, bytes) else self.source()
-        except OSError:
-            return None
-        entry = _load(line)
+        entry = self._entry()
         if not isinstance(entry, dict):
             return None
         from .edits import states_of_result

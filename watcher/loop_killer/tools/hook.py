@@ -217,22 +217,32 @@ def _after(data: dict[str, Any], state: str, path: str, event: str, name: str, s
     call = call_key(name, tool_input, _text(data.get("cwd")))
     result = result_digest(content, is_error=is_error)
     now = time.time()
-    tree = _tree_if_repeat(data, path, scope, settings, call, name, result, is_error)
     move = _move(data, name, tool_input) if not is_error else None
-    try:
-        with store.locked(state):
-            kept = store.load(path)
-            counts = store.counter(kept, scope, settings)
-            repeat = counts.record_call(call, name, content, is_error,
-                                        _text(data.get("tool_use_id")), result=result,
-                                        tool_input=tool_input, now=now, tree=tree,
-                                        move=move)
-            if repeat.count == 0:
-                return None
-            store.keep(path, kept, scope, counts, settings)
-            created = kept is None
-    except store.Busy:
-        return None
+    tree: str | None = None
+    while True:
+        try:
+            with store.locked(state):
+                kept = store.load(path)
+                counts = store.counter(kept, scope, settings)
+                if tree is not None or not counts.would_repeat(
+                        call, name, result, failed=is_error, tool_input=tool_input):
+                    repeat = counts.record_call(call, name, content, is_error,
+                                                _text(data.get("tool_use_id")), result=result,
+                                                tool_input=tool_input, now=now, tree=tree,
+                                                move=move)
+                    if repeat.count == 0:
+                        return None
+                    store.keep(path, kept, scope, counts, settings)
+                    created = kept is None
+                    break
+        except store.Busy:
+            return None
+        # The result would repeat the call's last one: the working tree's fingerprint
+        # tells whether anything changed between ("" when it cannot be told), taken out of
+        # the lock (a walk or ``git status`` must never hold up another hook), then counted.
+        from ..worktree import fingerprint
+
+        tree = fingerprint(_text(data.get("cwd"))) or ""
     if created:
         store.prune(state, now=now, keep=path)
     if repeat.count < settings.tool_repeat_warn and not repeat.shape:
@@ -263,20 +273,6 @@ def _move(data: dict[str, Any], name: str, tool_input: object) -> tuple[str, str
         return states
     after = _file_state(name, tool_input, _text(data.get("cwd")))
     return ("", after) if after else None
-
-
-def _tree_if_repeat(data: dict[str, Any], path: str, scope: str, settings: Settings,
-                    call: str, name: str, result: str, failed: bool) -> str | None:
-    """The working tree's fingerprint ("" when it cannot be told), taken only when this
-    result would repeat the call's last one (read without the lock: the walk or ``git
-    status`` must never hold up another hook); None when not taken."""
-    kept = store.load(path)
-    if kept is None or not store.counter(kept, scope, settings).would_repeat(
-            call, name, result, failed=failed, tool_input=data.get("tool_input")):
-        return None
-    from ..worktree import fingerprint
-
-    return fingerprint(_text(data.get("cwd"))) or ""
 
 
 def _tell(data: dict[str, Any], state: str, event: str, name: str, tool_input: object,
