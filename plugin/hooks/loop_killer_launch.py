@@ -9,7 +9,8 @@ package to decide. It reads stdin once and, from the input and one ``lstat`` (pl
 ``scandir`` for a Stop), ends a normal turn before it imports or starts anything else:
 
 * ``Stop`` without ``stop_hook_active``, no clear request at
-  ``<state>/requests/<session>.json`` and no mod plan waiting in ``<state>/outcomes/``;
+  ``<state>/requests/<session>.json``, no session record at ``<state>/tools/<session>.json``
+  and no mod plan waiting in ``<state>/outcomes/``;
 * ``PreToolUse`` without ``<state>/tools/<session>.refuse`` (no call of the session would
   be refused now), ``UserPromptSubmit`` without ``<state>/tools/<session>.json``;
 * input that is not JSON, not an object, or larger than ``MAX_INPUT_BYTES``.
@@ -153,7 +154,9 @@ def needs_package(data: "Any", env: "Mapping[str, str]") -> bool:
         return _present(tools_path(state, session_id))
     if data.get("stop_hook_active") is True:
         return True
-    return _present(request_path(state, session_id)) or _plans_waiting(state)
+    # (the session's record: this Stop ends what its turn's re-prompt answers follow)
+    return (_present(request_path(state, session_id)) or _present(tools_path(state, session_id))
+            or _plans_waiting(state))
 
 
 def _present(path: str) -> bool:

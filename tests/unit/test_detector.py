@@ -85,8 +85,8 @@ def test_reply_lines_are_grouped_by_message_id_and_tool_use_joins_the_answer():
     assert answer.prompt == "reprompt" and answer.prompt_uuid == prompt
     assert answer.used_tool
     assert answer.uuid == last
-    assert answer.text == ("Running the auth tests.\n"
-                           "One auth test still fails; I will keep working on it.")
+    # Its words are its last reply's, as the Stop hook gets them (last_assistant_message).
+    assert answer.text == "One auth test still fails; I will keep working on it."
 
 
 def test_thinking_is_left_out_of_the_text():

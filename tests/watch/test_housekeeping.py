@@ -262,7 +262,7 @@ def retained_texts(sessions: Sessions) -> tuple[int, int]:
     for tracked in sessions.tracked.values():
         detector = tracked.detector
         if tracked.dormant is not None and tracked.dormant.last_answer is not None:
-            assert tracked.dormant.last_answer.text == tracked.dormant.last_answer.last_text == ""
+            assert tracked.dormant.last_answer.text == ""
         if detector is None:
             continue
         held = [a.text for a in detector.run]

@@ -41,7 +41,11 @@ PROMPT_NONE: Final = "none"
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """Everything the model said between one user prompt and the next."""
+    """Everything the model said between one user prompt and the next.
+
+    Its ``text`` is that of its last API reply with any text: what Claude Code hands the
+    Stop hook as ``last_assistant_message``, so the hook, the watcher and the scan judge
+    the same words (a tool call's "Running the tests." before it is not compared)."""
 
     prompt: PromptKind
     prompt_uuid: str
@@ -50,7 +54,6 @@ class Answer:
     text: str
     used_tool: bool
     message_ids: tuple[str, ...] = ()  # the API replies it is made of, in order
-    last_text: str = ""  # the text of its last API reply (what ``last_assistant_message`` holds)
     # Whether its tool work produced something new in the turn (``run.TurnWork``); None
     # while not judged (then any tool use counts as work).
     new_work: bool | None = None
@@ -102,7 +105,6 @@ class AnswerAssembler:
 
     __slots__ = (
         "_last_id",
-        "_last_text",
         "_last_timestamp",
         "_last_uuid",
         "_message_ids",
@@ -127,7 +129,6 @@ class AnswerAssembler:
         self._last_uuid = ""  # of the answer's last complete reply
         self._last_timestamp = ""
         self._last_id = ""  # message id of the last complete reply
-        self._last_text = ""  # text of the last complete reply
 
     @property
     def awaiting(self) -> PromptKind | None:
@@ -215,9 +216,9 @@ class AnswerAssembler:
             return None
         self._reply = None
         self._last_id = reply.message_id
-        self._last_text = "\n".join(reply.texts)
         self._last_uuid, self._last_timestamp = reply.uuid, reply.timestamp
-        self._texts.extend(reply.texts)
+        if reply.texts:
+            self._texts = reply.texts  # the answer's words are its last reply's with any
         self._message_ids.append(reply.message_id)
         self._used_tool = self._used_tool or reply.used_tool
         if reply.used_tool:
@@ -256,7 +257,6 @@ class AnswerAssembler:
             text="\n".join(self._texts),
             used_tool=self._used_tool,
             message_ids=tuple(self._message_ids),
-            last_text=self._last_text,
         )
         self._reset()
         self._prompt = None

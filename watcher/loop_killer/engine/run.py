@@ -20,8 +20,7 @@ result has stayed the same for the wait bound (``Thresholds.wait_minutes``, time
 lines' timestamps); the answers after the result that reached it are idle.
 
 When in doubt it is work, so that nothing fires by mistake: a call whose result is not
-in the transcript (yet) and not known otherwise (``settle``: the Stop hook asks the
-tool-call hooks' counts), a tool that polls by design (``DEFAULT_IGNORED``, or the
+in the transcript (yet), a tool that polls by design (``DEFAULT_IGNORED``, or the
 person's list: the one the tool-repeat rule ignores), a result whose earlier copies fell
 out of what is remembered.
 
@@ -31,9 +30,9 @@ masked. Memory is bounded by ``MAX_KEPT`` results and ``MAX_HELD_BYTES`` of cont
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..light import hex_digest
 from .answers import PROMPT_REPROMPT, Answer, AnswerAssembler, PromptKind
@@ -66,6 +65,7 @@ from .waiting import WAIT_MINUTES, waits
 __all__ = [
     "Detection",
     "MAX_HELD_BYTES",
+    "Run",
     "MAX_KEPT",
     "RunAnswer",
     "RunDetector",
@@ -130,34 +130,124 @@ class Detection:
         }
 
 
+MAX_KEPT_WORDS = 4000
+"""Words of the run's last answer kept in a saved run (``Run.to_state``): the next answer
+is compared with them."""
+
+_KEPT_TEXT = 2000
+
+
+class Run:
+    """One session's trailing run of answers to re-prompts, and the two rules over it.
+
+    The one judge of the re-prompt rules: the watcher and the scan feed it through
+    ``RunDetector``; the Stop hook keeps it in the session's record between two Stops
+    (``to_state``/``from_state``)."""
+
+    __slots__ = ("_similar", "answers", "chain", "length", "thresholds")
+
+    def __init__(self, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> None:
+        self.thresholds = thresholds
+        self._similar = thresholds.similar_fraction
+        # The run's newest answers, as many as the larger threshold needs (a list: an
+        # empty deque alone costs 600 bytes, and the watcher keeps one per session).
+        self.answers: list[RunAnswer] = []
+        self.length = 0  # answers in the run (may exceed those kept)
+        self.chain = 0  # trailing answers that form a chain of similar answers
+
+    def extend(self, uuid: str, prompt_uuid: str, timestamp: str, text: str) -> None:
+        """One more answer to a re-prompt without new work."""
+        answer_words = words(text)
+        previous = self.answers[-1] if self.answers else None
+        score = None
+        if previous is not None:
+            score = similarity(previous.words, answer_words)
+            similar_ = similar(previous.text, previous.words, text, answer_words,
+                               self._similar)
+            self.chain = self.chain + 1 if similar_ else 1
+        else:
+            self.chain = 1
+        if len(self.answers) >= self.thresholds.longest:
+            del self.answers[0]
+        self.answers.append(RunAnswer(uuid, prompt_uuid, timestamp, text, answer_words, score))
+        self.length += 1
+
+    def check(self, session_id: str) -> Detection | None:
+        """The detection the run calls for, if any (SAME_REPLY_TURNS first)."""
+        thresholds = self.thresholds
+        if thresholds.fires(RULE_SAME, self.chain):
+            return self._detection(session_id, RULE_SAME, thresholds.same_reply_turns)
+        if thresholds.fires(RULE_IDLE, self.length):
+            return self._detection(session_id, RULE_IDLE, thresholds.idle_turns)
+        return None
+
+    def could_fire(self) -> bool:
+        """Whether one more answer could reach a threshold."""
+        return could_fire(self.length, self.chain, self.thresholds)
+
+    def _detection(self, session_id: str, rule: Rule, count: int) -> Detection:
+        involved = tuple(self.answers[-count:])
+        scores = tuple(a.similarity_to_previous for a in involved[1:]
+                       if a.similarity_to_previous is not None)
+        return Detection(session_id, rule, involved, scores, self.length)
+
+    def reset(self) -> None:
+        self.answers.clear()
+        self.length = 0
+        self.chain = 0
+
+    def to_state(self) -> dict[str, Any]:
+        """The run as JSON-ready data: what the next answer is judged against (the last
+        answer's words, bounded) and what a detection tells of the others."""
+        last = self.answers[-1] if self.answers else None
+        return {"length": self.length, "chain": self.chain,
+                "words": sorted(last.words)[:MAX_KEPT_WORDS] if last is not None else [],
+                "answers": [[a.uuid, a.prompt_uuid, a.timestamp, a.text[:_KEPT_TEXT],
+                             a.similarity_to_previous] for a in self.answers]}
+
+    @classmethod
+    def from_state(cls, state: object, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Run:
+        """A run saved by ``to_state``; an empty one for anything else."""
+        run = cls(thresholds)
+        if not isinstance(state, dict):
+            return run
+        length, chain, kept = state.get("length"), state.get("chain"), state.get("answers")
+        last_words = state.get("words")
+        if not (_count(length) and _count(chain) and isinstance(kept, list)
+                and isinstance(last_words, list)):
+            return run
+        for item in kept[-thresholds.longest:]:
+            if not (isinstance(item, list) and len(item) == 5
+                    and all(isinstance(field, str) for field in item[:4])
+                    and (item[4] is None or isinstance(item[4], (int, float)))):
+                return cls(thresholds)
+            uuid, prompt_uuid, timestamp, text, score = item
+            run.answers.append(RunAnswer(uuid, prompt_uuid, timestamp, text, frozenset(),
+                                         score))
+        if run.answers:
+            run.answers[-1] = replace(run.answers[-1], words=frozenset(
+                word for word in last_words if isinstance(word, str)))
+        run.length = max(int(length), len(run.answers))  # (``_count`` checked both)
+        run.chain = min(int(chain), run.length)
+        return run
+
+
+def _count(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 class RunDetector:
-    """Keeps one session's trailing run and says when a rule fires.
+    """Feeds one session's transcript events to its ``Run`` and says when a rule fires.
 
     ``live=False`` builds the state without checking the rules (start-up catch-up): a
     run already past a threshold then fires on the next answer fed after ``go_live()``.
     ``already_fired`` holds uuids of answers that fired before, or of the re-prompts
-    they answered (``state.records``; a Stop hook may have acted on a reply before it
-    was written, knowing only its re-prompt): counting restarts after them, so nothing
-    fires twice across restarts. The set is what the caller gives: a firing is not added
-    (a live answer is never fed twice), so memory does not grow with the firings.
+    they answered (``state.records``): counting restarts after them, so nothing fires
+    twice across restarts.
     """
 
-    __slots__ = (
-        "_assembler",
-        "_chain",
-        "_fired",
-        "_run",
-        "_run_length",
-        "_similar",
-        "_window",
-        "answers_seen",
-        "goal",
-        "last_answer",
-        "live",
-        "session_id",
-        "thresholds",
-        "work",
-    )
+    __slots__ = ("_assembler", "_fired", "_run", "answers_seen", "goal", "last_answer",
+                 "live", "session_id", "thresholds", "work")
 
     def __init__(
         self, session_id: str, *, live: bool = True, already_fired: Collection[str] = (),
@@ -167,15 +257,9 @@ class RunDetector:
         self.session_id = session_id
         self.live = live
         self.thresholds = thresholds
-        self._similar = thresholds.similar_fraction
         self._fired = frozenset(already_fired)  # the empty one is shared: no cost
         self._assembler = AnswerAssembler()
-        # The run's newest answers, as many as the larger threshold needs (a list: an
-        # empty deque alone costs 600 bytes, and the watcher keeps one per session).
-        self._run: list[RunAnswer] = []
-        self._window = thresholds.longest
-        self._run_length = 0
-        self._chain = 0
+        self._run = Run(thresholds)
         self.last_answer: Answer | None = None
         self.goal: GoalStatus | None = None
         self.answers_seen = 0
@@ -185,18 +269,18 @@ class RunDetector:
     @property
     def run_length(self) -> int:
         """Answers to re-prompts in the run (may exceed the window kept in memory)."""
-        return self._run_length
+        return self._run.length
 
     @property
     def chain_length(self) -> int:
         """How many trailing answers of the run form a chain of similar answers."""
-        return self._chain
+        return self._run.chain
 
     @property
     def run(self) -> tuple[RunAnswer, ...]:
         """The most recent answers of the run (at most the larger threshold), oldest
         first."""
-        return tuple(self._run)
+        return tuple(self._run.answers)
 
     @property
     def awaiting(self) -> PromptKind | None:
@@ -226,14 +310,8 @@ class RunDetector:
             self.work.close(judge=False)  # a void answer's results were seen all the same
         self.work.feed(event)  # (its calls and results belong to the next answer)
         if isinstance(event, TurnStart):
-            self._reset()  # ...then a person's prompt ends the run at once
+            self._run.reset()  # ...then a person's prompt ends the run at once
         return result
-
-    def feed_work(self, events: Iterable[Event]) -> None:
-        """The tool calls and results of an answer that ``add_answer`` is then given
-        whole (the Stop hook's reply N)."""
-        for event in events:
-            self.work.feed(event)
 
     def step_flush(self) -> tuple[tuple[Answer, ...], tuple[Detection, ...]]:
         """The reader has caught up with the file: count a reply marked final."""
@@ -274,64 +352,30 @@ class RunDetector:
         if judged is not None and answer.new_work is None:
             answer = replace(answer, new_work=judged)
         self.last_answer = answer
+        run = self._run
         if not answer.in_run:
-            self._reset()
+            run.reset()
             return None
-        answer_words = words(answer.text)
-        previous = self._run[-1] if self._run else None
-        score = None
-        if previous is not None:
-            score = similarity(previous.words, answer_words)
-            if similar(previous.text, previous.words, answer.text, answer_words,
-                       self._similar):
-                self._chain += 1
-            else:
-                self._chain = 1
-        else:
-            self._chain = 1
-        if len(self._run) >= self._window:
-            del self._run[0]
-        self._run.append(
-            RunAnswer(answer.uuid, answer.prompt_uuid, answer.timestamp, answer.text,
-                      answer_words, score)
-        )
-        self._run_length += 1
+        run.extend(answer.uuid, answer.prompt_uuid, answer.timestamp, answer.text)
         if (answer.uuid and answer.uuid in self._fired) or (
             answer.prompt_uuid and answer.prompt_uuid in self._fired
         ):
-            self._reset()  # it fired before (the hook may know it by its re-prompt only)
+            run.reset()  # it fired before
             return None
         if not self.live:
             return None
-        detection = self.check()
+        detection = run.check(self.session_id)
         if detection:
-            self._reset()
+            run.reset()
         return detection
 
     def check(self) -> Detection | None:
         """The detection the current run calls for, if any (SAME_REPLY_TURNS first)."""
-        thresholds = self.thresholds
-        if thresholds.fires(RULE_SAME, self._chain):
-            involved = tuple(self._run)[-thresholds.same_reply_turns:]
-            return self._detection(RULE_SAME, involved)
-        if thresholds.fires(RULE_IDLE, self._run_length):
-            return self._detection(RULE_IDLE, tuple(self._run)[-thresholds.idle_turns:])
-        return None
+        return self._run.check(self.session_id)
 
     def would_fire_with_one_more(self) -> bool:
         """Whether one more answer could reach a threshold (the hook waits only then)."""
-        return could_fire(self._run_length, self._chain, self.thresholds)
-
-    def _detection(self, rule: Rule, involved: tuple[RunAnswer, ...]) -> Detection:
-        scores = tuple(
-            a.similarity_to_previous for a in involved[1:] if a.similarity_to_previous is not None
-        )
-        return Detection(self.session_id, rule, involved, scores, self._run_length)
-
-    def _reset(self) -> None:
-        self._run.clear()
-        self._run_length = 0
-        self._chain = 0
+        return self._run.could_fire()
 
 
 _Done = tuple[ToolCall, ToolResult, float, bool]
@@ -390,12 +434,6 @@ class TurnWork:
             waiting, self._waited_last = self._waited_last or itself, itself
             now = (event_seconds(event) or 0.0) if waiting else 0.0
             self._this_answer.append((call, result, now, waiting))
-
-    def settle(self, tool_use_ids: Iterable[str]) -> None:
-        """Calls of the answer in progress whose result is not in the transcript yet, but
-        known (from the tool-call hooks' counts) to have repeated one already seen: not
-        work."""
-        self._open_calls.difference_update(tool_use_ids)
 
     def close(self, *, judge: bool) -> bool | None:
         """The answer in progress is complete (or void). With ``judge``: whether its tool

@@ -1,36 +1,25 @@
 """The Stop hook: take a request, or judge this reply; stop the turn if needed.
 
 Run at the end of every main-session turn that the launcher could not settle from stdin
-and one ``lstat`` (``plugin/hooks/launch.py``: a reply to a person's prompt with no
-request pending never reaches the package). In order:
+and one ``lstat`` (``plugin/hooks/launch.py``). In order:
 
 1. ``parse_input``: only a main-session ``Stop`` with a usable session id is acted on
    (a session started with ``--agent NAME`` is a main session: ``subagent_id``).
-2. A fresh clear request for the session (from the watcher or ``loop-killer clear``) is
-   taken, exactly once, and acted on, unless a Stop hook already stopped the turn for
-   the answer it names (``state.records``).
-3. A reply that answers a person's prompt (``stop_hook_active`` false) can never fire: the
-   hook is done, without reading the transcript.
-4. Otherwise the hook judges the transcript's tail plus ``last_assistant_message`` itself
-   (``reply``: which reply this is, and whether it fires). When that fires, it records the
-   detection (whoever records it first, the watcher or the hook, logs it: nobody waits).
-5. ``fire`` stops the turn: it writes the detection log's lines, picks the hands
-   (``choose_hands``: the mod, typing into the pane, or nobody) and returns the hook's
-   output JSON (``notice.hook_output``). The tool-call hooks' last step
-   (``tools.stop``) stops a turn the same way.
-
-Every run for a reply that answers a re-prompt leaves the session's anchor
-(``reply.AnchorKeeper``): the re-prompt that reply answered, as judged from the
-transcript, or one more than the last anchor when the transcript was not read (a request
-was taken, the run failed). So the next reply's hook knows which re-prompt it answers.
-
-Nobody waits for anybody: the watcher and this hook may both judge the same answer; the
-one that records it first (``state.records``, an exclusive create keyed by the re-prompt
-the answer answered) logs it, and a request for an answer a hook already stopped is void.
+2. A fresh clear request for the session (the watcher's, for what only it sees, or
+   ``loop-killer clear``) is taken, exactly once, and acted on, unless a Stop hook already
+   stopped the turn for the answer it names (``state.records``).
+3. A reply that answers the person's prompt (``stop_hook_active`` false) can never fire:
+   the turn's re-prompt answers start after it (``turn.turn_over``).
+4. Otherwise reply N is judged from the hook's own input and the session's record
+   (``turn.judge``): its words are ``last_assistant_message``, its work what the tool-call
+   hooks recorded since the last Stop; then the turn's budget.
+5. ``fire`` stops the turn: it writes the detection log's lines, picks the hands (the mod,
+   typing into the pane, or nobody) and returns the hook's output JSON
+   (``notice.hook_output``). The tool-call hooks' last step (``tools.stop``) stops a turn
+   the same way.
 
 With ``LOOP_KILLER_DEBUG=1`` in Claude Code's environment, each judgement and each request
-taken is also written to ``hook-debug.log`` in the state folder (one JSON line each): why
-a reply did or did not fire, where it was found and which re-prompt it answered.
+taken is also written to ``hook-debug.log`` in the state folder (one JSON line each).
 
 Whatever happens, the hook never prints ``decision: block`` (which would re-prompt the
 model): at worst it blocks nothing and says so in a short ``systemMessage``. It never
@@ -48,34 +37,20 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import Settings, load_settings
 from ..engine.rules import RULE_BUDGET, RULE_REFUSED_RETRIES, text_digest
-from ..engine.tool_repeat import RULE_TOOL_REPEAT
 from ..state import records
 from ..state.files import (
-    NotAFile,
     file_size,
-    first_time,
     is_plain_id,
     request_waiting,
     state_dir,
 )
 from . import notice, parse_json, subagent_id
-from .budget_turn import count_turn, over_budget
-from .reply import (
-    Anchor,
-    AnchorKeeper,
-    Judgement,
-    judge,
-    last_goal_status,
-    last_prompt_time,
-    read_tail,
-)
+from .budget_turn import over_budget
+from .turn import judge, last_goal_status, last_prompt_time, turn_over
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from ..engine.budget import TurnUse
-    from ..engine.tool_repeat import ToolRepeatCounter
-    from ..engine.transcript import GoalStatus, ToolCall
+    from ..engine.run import Detection
     from ..state.journal import OutcomeRecord
 
 # The hands' own modules (``mod_outcomes`` for the mod's plan, ``terminal`` for typing
@@ -116,24 +91,28 @@ def run_input(data: Any, *, env: dict[str, str], spawn_time: float | None = None
     if settings.hook_off(data):
         return None
     _sweep_outcomes(state)
-    # This reply answers a re-prompt: whatever happens below, the anchor moves on.
-    keeper = AnchorKeeper(str(state), hook_input.session_id, prompt_id=hook_input.prompt_id,
-                          transcript_path=hook_input.transcript_path,
-                          spawn_time=spawn_time) if hook_input.stop_hook_active else None
+    output = _take_request(state, hook_input, env)
+    if output is not None:
+        return output
     try:
-        output = _take_request(state, hook_input, env)
-        if output is not None:
-            return output
-        if keeper is None:
-            return None  # this reply answers a person's prompt: it cannot fire
-        turn = count_turn(state, hook_input.session_id, prompt_id=hook_input.prompt_id,
-                          transcript_path=hook_input.transcript_path, spawn_time=spawn_time,
-                          settings=settings)  # BUDGET: every re-prompt counts, fired or not
-        return (_check(state, hook_input, env, spawn_time, keeper, settings)
-                or _over_budget(turn, state, hook_input, env, settings))
-    finally:
-        if keeper is not None:
-            keeper.settle()
+        if not hook_input.stop_hook_active:
+            turn_over(str(state), hook_input.session_id, hook_input.prompt_id)
+            return None  # this reply answers the person's prompt: it cannot fire
+        if hook_input.last_assistant_message is None:
+            return None  # a version without it: the watcher judges from the transcript
+        judged = judge(str(state), hook_input.session_id, prompt_id=hook_input.prompt_id,
+                       message=hook_input.last_assistant_message, settings=settings,
+                       transcript_path=hook_input.transcript_path, spawn_time=spawn_time)
+    except (OSError, ValueError):
+        return None  # fail open: a record that cannot be kept judges nothing
+    _debug(state, env, "judged", session_id=hook_input.session_id, twin=judged.twin,
+           reprompts=judged.use.reprompts,
+           fired=judged.detection.rule if judged.detection else None)
+    if judged.twin:
+        return None  # another hook for this very reply judged (and stops) it
+    if judged.detection is not None:
+        return _stop_loop(judged.detection, state, hook_input, env)
+    return _over_budget(judged.use, state, hook_input, env, settings)
 
 
 def _take_request(state: Path, hook_input: HookInput, env: dict[str, str]
@@ -160,66 +139,16 @@ def _take_request(state: Path, hook_input: HookInput, env: dict[str, str]
         return None  # a Stop hook already stopped the turn for that answer: void
     firing = notice.Firing(request.rule, request.count, request.run_length, request.source,
                            request.detail)
-    return _fire(firing, request.answer_uuid, request.answer_digest, None, False,
+    return _fire(firing, request.answer_uuid, request.answer_digest, False,
                  hook_input=hook_input, state=state, env=env)
 
 
-def _check(state: Path, hook_input: HookInput, env: dict[str, str],
-           spawn_time: float | None, keeper: AnchorKeeper, settings: Settings
-           ) -> dict[str, Any] | None:
-    """Judge this reply from the transcript's tail; stop the turn when a rule fires."""
-    session_id = hook_input.session_id
-    anchor = keeper.current()
-    try:
-        tail = read_tail(hook_input.transcript_path, anchor=anchor,
-                         max_reprompts=settings.thresholds.reach)
-    except OSError as error:
-        why = "it is not a regular file" if isinstance(error, NotAFile) else (
-            error.strerror or str(error))
-        return _note_once(state, f"transcript-{session_id}",
-                          f"cannot read this session's transcript ({why}); loops in it "
-                          "are not being watched by the Stop hook")
-    recorded, acted = records.recorded_and_acted(state, session_id)
-    judgement = judge(
-        tail,
-        session_id=session_id,
-        message=hook_input.last_assistant_message,
-        stop_hook_active=hook_input.stop_hook_active,
-        spawn_time=spawn_time,
-        # Every recorded answer ends the run before it; reply N itself is not fired for
-        # only when a Stop hook already stopped the turn for it: the watcher may have
-        # recorded THIS reply a moment ago, and this hook is the one that stops its turn
-        # (the watcher's request is then void).
-        already_fired=recorded,
-        acted_on=acted,
-        anchor=anchor,
-        thresholds=settings.thresholds,
-        repeated=_repeated_calls(state, session_id, hook_input.cwd, settings)
-        if settings.rule_on(RULE_TOOL_REPEAT) else None,
-        ignored=settings.ignore_tools,
-    )
-    _debug(state, env, "judged", session_id=session_id, spawn_time=spawn_time,
-           anchor=_anchor_text(anchor), tail_end=tail.end, case=judgement.case,
-           located_by=judgement.located_by, reply_uuid=judgement.reply_uuid,
-           reply_in_file=judgement.reply_in_file, prompt_uuid=judgement.prompt_uuid,
-           run_length=judgement.run_length, chain_length=judgement.chain_length,
-           fired=judgement.detection.rule if judgement.detection else None,
-           next_anchor=_anchor_text(judgement.anchor))
-    if judgement.anchor is not None:  # before acting: a firing reply counts too
-        keeper.save(judgement.anchor, size=tail.end)
-    detection = judgement.detection
-    if detection is None:
-        return None
-    key = records.record_key(judgement.prompt_uuid, judgement.reply_uuid)
-    first = True
-    if key is not None:
-        first = records.first_to_record(state, session_id, key, source="hook",
-                                        rule=detection.rule)
-        if not records.first_to_act(state, session_id, key):
-            return None  # another Stop hook for this same reply (a twin) stops it
-    message = hook_input.last_assistant_message or detection.answers[-1].text
+def _stop_loop(detection: Detection, state: Path, hook_input: HookInput,
+               env: dict[str, str]) -> dict[str, Any]:
+    """A re-prompt rule fired on reply N: log it and stop the turn."""
     firing = notice.Firing(detection.rule, detection.count, detection.run_length, "hook")
-    return _fire(firing, judgement.reply_uuid, text_digest(message), judgement, first,
+    message = hook_input.last_assistant_message or ""
+    return _fire(firing, detection.answer_uuid, text_digest(message), True,
                  hook_input=hook_input, state=state, env=env)
 
 
@@ -236,14 +165,13 @@ def _over_budget(turn: TurnUse | None, state: Path, hook_input: HookInput,
         return None
     firing = notice.Firing(RULE_BUDGET, crossing.count, 0, "hook", crossing.words)
     message = hook_input.last_assistant_message or ""
-    return _fire(firing, key, text_digest(message), None, True, hook_input=hook_input,
+    return _fire(firing, key, text_digest(message), True, hook_input=hook_input,
                  state=state, env=env)
 
 
-def _fire(firing: notice.Firing, answer_uuid: str, answer_digest: str,
-          judgement: Judgement | None, log_detection: bool, *, hook_input: HookInput,
-          state: Path, env: dict[str, str]) -> dict[str, Any]:
-    return fire(Fired(firing, answer_uuid, answer_digest, judgement, log_detection),
+def _fire(firing: notice.Firing, answer_uuid: str, answer_digest: str, log_detection: bool,
+          *, hook_input: HookInput, state: Path, env: dict[str, str]) -> dict[str, Any]:
+    return fire(Fired(firing, answer_uuid, answer_digest, log_detection),
                 hook_input=hook_input, state=state, env=env)
 
 
@@ -297,7 +225,6 @@ class Fired:
     firing: notice.Firing
     answer_uuid: str
     answer_digest: str
-    judgement: Judgement | None = None  # None when acting on a request alone
     log_detection: bool = False  # this hook recorded the detection first: log it
 
 
@@ -315,22 +242,19 @@ def fire(what: Fired, *, hook_input: HookInput, state: Path, env: dict[str, str]
     }
     from ..state import journal
 
-    judgement = what.judgement
     if what.log_detection:
         journal.append(state, journal.LoopRecord(
             session_id=common["session_id"], answer_uuid=common["answer_uuid"],
             rule=common["rule"], project=common["project"], transcript_path=transcript,
             answer_digest=what.answer_digest,
-            prompt_uuid=judgement.prompt_uuid if judgement else "",
+            prompt_uuid=hook_input.prompt_id,
             count=firing.count,
             run_length=firing.run_length,
-            reply_in_file=judgement.reply_in_file if judgement else False,
-            case=judgement.case if judgement else "",
-            located_by=judgement.located_by if judgement else "",
+            located_by="anchor" if firing.rule != RULE_BUDGET else None,
             snippet=(hook_input.last_assistant_message or "")[:200],
             source="hook",
         ))
-    goal_set = _goal_set(judgement.goal if judgement else None, transcript)
+    goal_set = _goal_set(transcript)
     hands = choose_hands(mod_active=hook_input.mod_active, env=env)
     plan = None
     why = evidence = ""
@@ -375,13 +299,12 @@ def fire(what: Fired, *, hook_input: HookInput, state: Path, env: dict[str, str]
     return notice.hook_output(firing, outcome, why=why, plan=plan)
 
 
-def _goal_set(goal: GoalStatus | None, transcript: str) -> bool | None:
+def _goal_set(transcript: str) -> bool | None:
     """Whether a goal is set (neither met nor cleared); None when it cannot be told."""
-    if goal is None:
-        try:
-            goal = last_goal_status(transcript)
-        except OSError:
-            return None
+    try:
+        goal = last_goal_status(transcript)
+    except OSError:
+        return None
     return goal is not None and not goal.met
 
 
@@ -405,29 +328,6 @@ def outcome_without_typing(*, goal_set: bool, hands: notice.Hands) -> tuple[noti
             "no loop-killer mod in this Claude Code, and not in tmux or screen"
         )
     return notice.OUTCOME_NOT_POSSIBLE, ""
-
-
-def _repeated_calls(state: Path, session_id: str, cwd: str, settings: Settings
-                    ) -> Callable[[ToolCall], bool]:
-    """Whether a call repeated a result already seen, by the tool-call hooks' counts (read
-    once, and only if asked: when reply N's call has no result in the file yet). Only
-    while the tool-repeat rule is on: off, its hooks keep no counts (nor reset them)."""
-    counts: list[ToolRepeatCounter | None] = []
-
-    def repeated(call: ToolCall) -> bool:
-        if not counts:
-            from ..tools import store
-
-            try:
-                kept = store.load(store.state_path(str(state), session_id))
-            except (OSError, ValueError):
-                kept = None
-            counts.append(None if kept is None else store.counter(kept, store.MAIN, settings))
-        known = counts[0]
-        # The same result again, no file changed since (a waiting call: past its bound).
-        return known is not None and known.repeated(call.name, call.input, cwd=cwd)
-
-    return repeated
 
 
 def _sweep_outcomes(state: Path) -> None:
@@ -464,15 +364,6 @@ def _debug(state: Path, env: dict[str, str], what: str, **fields: object) -> Non
     with contextlib.suppress(OSError):
         ensure_private_dir(state)
         append_line(state / "hook-debug.log", line.encode() + b"\n")
-
-
-def _anchor_text(anchor: Anchor | None) -> str | None:
-    return None if anchor is None else f"{anchor.base}+{anchor.skip}@{anchor.offset}"
-
-
-def _note_once(state: Path, key: str, text: str) -> dict[str, Any] | None:
-    """A short systemMessage, shown once per ``key``."""
-    return notice.failure_message(text) if first_time(state, key) else None
 
 
 def _text(value: Any) -> str:

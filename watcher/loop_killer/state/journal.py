@@ -87,9 +87,8 @@ class LoopRecord(_Logged):
     count: int = 0
     run_length: int = 0
     snippet: str = ""  # the answer's first words
-    # How the Stop hook judged the reply (its records only).
-    reply_in_file: bool | None = None
-    case: str | None = None
+    # The Stop hook's records only: "anchor", reply N placed by the hook's own record of
+    # the turn (kept between its Stops), never by looking for it in the transcript.
     located_by: str | None = None
 
 

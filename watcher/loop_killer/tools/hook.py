@@ -73,29 +73,47 @@ def run_input(data: Any, *, env: dict[str, str], settings: Settings | None = Non
     state = state_dir_text(env)
     if settings is None:
         settings = load_settings(state, env)
-    if not settings.rule_on(RULE_TOOL_REPEAT) or settings.hook_off(data):
+    if settings.hook_off(data):
         return None
     try:
         path = store.state_path(state, session_id)
+        if not settings.rule_on(RULE_TOOL_REPEAT):
+            _uncounted(data, state, path, event)
+            return None
         if event == "UserPromptSubmit":
             _prompted(data, state, path, settings)
             return None
-        name = data.get("tool_name")
-        if not isinstance(name, str) or not name:
-            return None
-        if name in ANSWERED_BY_PERSON and event in _AFTER and _person_answered(data, event):
-            _reset(state, path)  # the person answered: as if they had typed a prompt
-            return None
-        if is_ignored(name, settings.ignore_tools):
-            return None
-        scope = subagent_id(data) or MAIN_SCOPE
-        if event == "PreToolUse":
-            return _before(data, state, path, name, scope, settings, env)
-        if event in _AFTER:
-            return _after(data, state, path, event, name, scope, settings)
-    except (OSError, ValueError):
+        return _tool_call(data, state, path, event, settings, env)
+    except (OSError, ValueError):  # (store.Busy too)
         return None  # fail open: never refuse, never warn, on a doubt
+
+
+def _tool_call(data: dict[str, Any], state: str, path: str, event: object,
+               settings: Settings, env: dict[str, str]) -> dict[str, Any] | None:
+    name = data.get("tool_name")
+    if not isinstance(name, str) or not name:
+        return None
+    if name in ANSWERED_BY_PERSON and event in _AFTER and _person_answered(data, str(event)):
+        _reset(state, path)  # the person answered: as if they had typed a prompt
+        return None
+    if is_ignored(name, settings.ignore_tools):
+        _uncounted(data, state, path, event)
+        return None
+    scope = subagent_id(data) or MAIN_SCOPE
+    if event == "PreToolUse":
+        return _before(data, state, path, name, scope, settings, env)
+    if event in _AFTER:
+        return _after(data, state, path, str(event), name, scope, settings)
     return None
+
+
+def _uncounted(data: dict[str, Any], state: str, path: str, event: object) -> None:
+    """A call not counted (the rule off, or a tool the person listed) is work to the Stop
+    hook when in doubt: its result is not known to repeat. (The person's prompt forgets it.)"""
+    if event == "UserPromptSubmit" and is_persons_prompt(data.get("prompt")):
+        _reset(state, path)
+    elif event in _AFTER and subagent_id(data) is None:
+        store.note_work(state, path)
 
 
 def _prompted(data: dict[str, Any], state: str, path: str, settings: Settings) -> None:
@@ -232,8 +250,10 @@ def _after(data: dict[str, Any], state: str, path: str, event: str, name: str, s
                                                 move=move)
                     if repeat.count == 0:
                         return None
-                    store.keep(path, kept, scope, counts, settings)
                     created = kept is None
+                    if repeat.count == 1 and scope == MAIN_SCOPE:
+                        kept = store.with_work(kept)  # something new: the reply did work
+                    store.keep(path, kept, scope, counts, settings)
                     break
         except store.Busy:
             return None

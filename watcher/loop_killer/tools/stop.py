@@ -44,7 +44,7 @@ def stop_turn(data: dict[str, Any], *, state: str, label: str, refused: int,
     # No typing hands: only the environment's multiplexer variables are left out.
     hands_off = {key: value for key, value in env.items()
                  if key not in ("TMUX_PANE", "STY", "WINDOW")}
-    stopped = fire(Fired(firing, _text(data.get("tool_use_id")), "", None, False),
+    stopped = fire(Fired(firing, _text(data.get("tool_use_id")), "", False),
                    hook_input=hook_input, state=Path(state), env=hands_off)
     specific = dict(output.get("hookSpecificOutput") or {})
     plan = stopped.pop("hookSpecificOutput", None)

@@ -1,22 +1,17 @@
-"""The session's tool-repeat counts on disk: ``<state>/tools/<session_id>.json``.
+"""The session's one record: ``<state>/tools/<session_id>.json``, written here only.
 
-One small JSON file per session, created on its first counted result and removed when the
-person's next prompt resets everything, so the plugin's launcher can skip ``PreToolUse``
-and ``UserPromptSubmit`` at once for a session without one. It holds one counter state
-(``ToolRepeatCounter.to_state``, digests only) per scope: ``main`` first, then each
-subagent, oldest first. ``put`` keeps it under ``STATE_BUDGET`` (fewer calls per
-subagent, the oldest subagents dropped first, the main scope never), so however many
-subagents run, the file never outgrows ``MAX_STATE_BYTES`` and the main session's counts
-are never lost. A subagent's scope is keyed by a digest of its ``agent_id`` unless the id
-is a short plain name (any text in the input must read back).
+It holds the tool-repeat counts, one counter state (digests only) per scope (``main``,
+then each subagent, oldest first), and the person's turn as the Stop hook follows it
+(``turn``, see ``hook.turn``; ``work`` is set by the tool-call hooks). Created on the
+first counted result, removed when the person's next prompt resets everything, so the
+plugin's launcher can skip ``PreToolUse`` and ``UserPromptSubmit`` for a session without
+one. ``put`` keeps it under ``STATE_BUDGET`` (the oldest subagents dropped first, the main
+scope never). The folder is never a link, owned by this user and private.
 
-The folder is taken through ``state.files.state_folder``: never a link (nor the state
-folder), owned by this user and private; a file another user owns is never read.
-
-Hooks for parallel tool calls run at the same time: every read-modify-write holds an
+Hooks of parallel tool calls run at the same time: every read-modify-write holds an
 exclusive ``flock`` on ``<state>/tools/.lock``, waited for at most ``LOCK_WAIT`` seconds
-(then the caller fails open). Files are read with the state folder's safe reader (no
-links, no FIFOs, bounded) and written atomically (temp file + rename).
+(then the caller fails open). Files are read with the state folder's safe reader and
+written atomically.
 """
 
 from __future__ import annotations
@@ -48,6 +43,10 @@ __all__ = [
     "Busy",
     "counter",
     "load",
+    "note_work",
+    "save_turn",
+    "turn_of",
+    "with_work",
     "keep",
     "locked",
     "prune",
@@ -203,7 +202,39 @@ def put(data: dict[str, Any] | None, scope: str, counts: ToolRepeatCounter) -> d
     while subagents and (total > STATE_BUDGET or len(kept) + len(subagents) > MAX_SCOPES):
         subagents.pop(0)
         total -= sizes.pop(len(kept))
-    return {"v": _VERSION, "scopes": dict(kept + subagents)}
+    put_ = {"v": _VERSION, "scopes": dict(kept + subagents)}
+    if data is not None and isinstance(data.get("turn"), dict):
+        put_["turn"] = data["turn"]
+    return put_
+
+
+def turn_of(data: dict[str, Any] | None) -> dict[str, Any]:
+    """The record's turn (empty when it has none)."""
+    turn = data.get("turn") if data is not None else None
+    return turn if isinstance(turn, dict) else {}
+
+
+def with_work(data: dict[str, Any] | None) -> dict[str, Any]:
+    """The record with its turn marked: a tool call brought something new since the last
+    Stop (the Stop hook then takes the reply for work)."""
+    data = dict(data) if data is not None else {"v": _VERSION, "scopes": {}}
+    data["turn"] = {**turn_of(data), "work": True}
+    return data
+
+
+def note_work(state: str, path: str) -> None:
+    """``with_work``, saved (the tool-repeat rule off: every call is taken for work)."""
+    with locked(state):
+        save_turn(path, with_work(load(path)))
+
+
+def save_turn(path: str, data: dict[str, Any]) -> None:
+    """Save the record with its turn changed, its counts (and refusal marker) as they are."""
+    from ..light import dumps
+    from ..state.files import write_private_file
+
+    _folder(os.path.dirname(os.path.dirname(path)), create=True)
+    write_private_file(path, dumps(data, separators=(",", ":")).encode("ascii"))
 
 
 def _newest_calls(value: Any, limit: int) -> Any:
@@ -236,11 +267,9 @@ def save(path: str, data: dict[str, Any], *, refusable: bool) -> None:
     refusal marker (``refusable``: some scope's counter would refuse a call now). The
     marker comes second: a crash between the two leaves it missing, which refuses
     nothing."""
-    from ..light import dumps
+    save_turn(path, data)
     from ..state.files import write_private_file
 
-    _folder(os.path.dirname(os.path.dirname(path)), create=True)
-    write_private_file(path, dumps(data, separators=(",", ":")).encode("ascii"))
     marker = refusal_marker(path)
     if refusable:
         if not os.path.lexists(marker):

@@ -1,9 +1,9 @@
 """What the steps of a followed session mean to the watcher, and what it does about them.
 
-* A detection: recorded first (``state.records``: an exclusive create keyed by the
-  re-prompt the answer answered). Only when this watcher is first does it write the clear
-  request, the detection log line and its terminal line. When the Stop hook recorded it
-  first, the hook has already acted: the watcher only follows what becomes of it.
+* A detection: where the session's Stop hook judges its replies (``hook.turn.hooks_judge``)
+  the hook logs and stops the loop, and the watcher only follows what becomes of it.
+  Otherwise (no hooks loaded) it is recorded first (``state.records``), then the watcher
+  writes the clear request, the detection log line and its terminal line.
 * A person's prompt: a pending request for the session is withdrawn.
 * A goal status or a ``stop_hook_summary``: what became of the last detection
   (``outcomes``), reported once; ``tick`` reports the ones whose timeout passed.
@@ -51,6 +51,7 @@ from ..engine.rules import RULE_BUDGET, text_digest
 from ..engine.run import Detection
 from ..engine.tool_repeat import TOOL_CALL_RULES
 from ..engine.transcript import STOP_HOOK_SUMMARY, GoalStatus, SystemEntry, parse_timestamp
+from ..hook.turn import hooks_judge
 from ..printable import printable
 from ..state import journal, records
 from ..state.files import request_waiting
@@ -130,10 +131,12 @@ class Responder:
             # Recorded as seen, so a detector rebuilt from the tail counts afresh after it.
             self._record(tracked, key, detection, source="history")
             return
-        if not self._record(tracked, key, detection, source="watcher"):
-            # The Stop hook recorded (and acted on) it first: follow what becomes of it.
-            log.info("%s: answer %s was already acted on by the Stop hook",
-                     self.name(tracked), answer.uuid)
+        if hooks_judge(str(self.state), session_id) or not self._record(
+                tracked, key, detection, source="watcher"):
+            # The session's Stop hook judges its replies (and logs and stops what it finds),
+            # or it acted on this one first: follow what becomes of it.
+            log.info("%s: answer %s is the Stop hook's to act on", self.name(tracked),
+                     answer.uuid)
             self.follow(tracked, detection.answer_uuid, detection.rule)
             return
         request = ClearRequest(

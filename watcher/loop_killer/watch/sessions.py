@@ -254,7 +254,7 @@ class Sessions:
             return
         last = detector.last_answer
         # The last answer without its texts (its status keeps only their digest).
-        bare = None if last is None else replace(last, text="", last_text="", prompt_uuid="",
+        bare = None if last is None else replace(last, text="", prompt_uuid="",
                                                  message_ids=())
         tracked.dormant = Dormant(detector.goal, bare, detector.answers_seen)
         tracked.reader = None

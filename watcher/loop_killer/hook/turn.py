@@ -1,0 +1,162 @@
+"""The Stop hook's judgement of reply N: from its own input and the session's record.
+
+Reply N's words are the input's ``last_assistant_message``; whether it did new work, the
+tool-call hooks noted in the record since the last Stop (``tools.store``: ``work``); the
+run before it, the record's turn. So the hook never looks for reply N in a transcript that
+may not hold it yet. Every Stop of a turn that touched the record reaches the package (the
+launcher lets it through), so the Stop that answers the person's prompt starts the turn
+afresh: work done before the first re-prompt is not the first answer's.
+
+The transcript is read only for what no hook is handed: when the person's prompt came
+(once a turn, for the budget's time limit) and whether a goal is set (when stopping).
+A twin hook for the same reply (the plugin loaded twice: the turn saved after this process
+started) counts nothing more and leaves the stopping to the first.
+"""
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..engine.budget import TurnUse
+from ..engine.run import Detection, Run
+from ..engine.transcript import GoalStatus, TurnStart, parse_line, parse_timestamp
+from ..state.files import open_transcript
+from ..tailing import iter_lines_backwards
+from ..tools import store
+
+if TYPE_CHECKING:
+    from ..config import Settings
+    from ..engine.transcript import Event
+
+__all__ = ["Judged", "hooks_judge", "judge", "last_goal_status", "last_prompt_time",
+           "turn_over"]
+
+TWIN_MARGIN = 0.015
+"""A turn saved later than this many seconds before this process started is a twin's.
+(The previous Stop's hooks ended an API round trip before; ``/proc``'s start time is good
+to about 20 ms.)"""
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """What the record says of reply N."""
+
+    detection: Detection | None
+    use: TurnUse  # the turn's re-prompts answered so far, and when it began
+    twin: bool = False  # another hook already judged this very reply
+
+
+def boot_clock() -> float:
+    """Seconds on a clock nobody sets (Linux: since boot, suspend included)."""
+    if hasattr(time, "CLOCK_BOOTTIME"):
+        return time.clock_gettime(time.CLOCK_BOOTTIME)
+    return time.monotonic()
+
+
+def turn_over(state: str, session_id: str, prompt_id: str) -> None:
+    """Reply N answers the person's prompt: the turn's re-prompt answers start after it."""
+    path = store.state_path(state, session_id)
+    if not os.path.lexists(path):
+        return
+    with store.locked(state):
+        kept = store.load(path)
+        if kept is not None:
+            store.save_turn(path, {**kept, "turn": {"prompt": prompt_id, "stops": 0}})
+
+
+def judge(state: str, session_id: str, *, prompt_id: str, message: str, settings: Settings,
+          transcript_path: str, spawn_time: float | None) -> Judged:
+    """Count reply N (it answers a re-prompt) in the turn's run; raises OSError (and
+    ``store.Busy``) when the record cannot be kept: the hook then judges nothing."""
+    path = store.state_path(state, session_id)
+    with store.locked(state):
+        kept = store.load(path)
+        turn = store.turn_of(kept)
+        if turn.get("prompt") not in (prompt_id, None):
+            turn = {"work": turn.get("work") is True}  # a new turn: its calls' work stays
+        stops, started = turn.get("stops"), turn.get("started_at")
+        stops = stops if isinstance(stops, int) and stops >= 0 else 0
+        if not isinstance(started, (int, float)) or isinstance(started, bool):
+            started = _prompt_at(transcript_path) if settings.budget.minutes > 0 else None
+        run = Run.from_state(turn.get("run"), settings.thresholds)
+        if _twin(turn.get("at"), spawn_time):
+            return Judged(None, TurnUse(stops, started), twin=True)
+        stops += 1
+        detection = None
+        if turn.get("work") is True:
+            run.reset()
+        else:
+            run.extend(f"{prompt_id}:{stops}", prompt_id, _now_text(), message)
+            detection = run.check(session_id)
+            if detection is not None:
+                run.reset()  # the run starts afresh after the answer that fired
+        store.save_turn(path, {**(kept or {"v": 1, "scopes": {}}), "turn": {
+            "prompt": prompt_id, "stops": stops, "started_at": started,
+            "run": run.to_state(), "at": boot_clock()}})
+    return Judged(detection, TurnUse(stops, started))
+
+
+def hooks_judge(state: str, session_id: str) -> bool:
+    """Whether a Stop hook judges this session's replies (it judged one this turn): the
+    watcher then neither logs nor asks a stop for a re-prompt loop it sees."""
+    try:
+        turn = store.turn_of(store.load(store.state_path(state, session_id)))
+    except (OSError, ValueError):
+        return False
+    stops = turn.get("stops")
+    return isinstance(stops, int) and stops > 0 and "run" in turn
+
+
+def _twin(at: object, spawn_time: float | None) -> bool:
+    """Saved after this hook process started: by another hook for this same reply."""
+    if spawn_time is None or isinstance(at, bool) or not isinstance(at, (int, float)):
+        return False
+    now = boot_clock()
+    started = now - (time.time() - spawn_time)
+    return started - TWIN_MARGIN < at <= now  # (later than now: before a restart)
+
+
+def _now_text() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _prompt_at(transcript_path: str) -> float | None:
+    try:
+        return last_prompt_time(transcript_path)
+    except OSError:
+        return None
+
+
+def last_prompt_time(path: str, *, limit: int = 8 * 1024 * 1024) -> float | None:
+    """When the last prompt typed by a person (or a slash command) was written, if found
+    within the last ``limit`` bytes; None when unknown. Raises OSError."""
+    prompt = _last_event(path, b'"user"', _is_persons_prompt, limit)
+    return parse_timestamp(prompt.timestamp) if isinstance(prompt, TurnStart) else None
+
+
+def last_goal_status(path: str, *, limit: int = 8 * 1024 * 1024) -> GoalStatus | None:
+    """The last ``goal_status`` line within the last ``limit`` bytes, if any."""
+    goal = _last_event(path, b"goal_status", lambda event: isinstance(event, GoalStatus), limit)
+    return goal if isinstance(goal, GoalStatus) else None
+
+
+def _is_persons_prompt(event: Event) -> bool:
+    return isinstance(event, TurnStart) and event.kind == "prompt"
+
+
+def _last_event(path: str, needle: bytes, wanted: Callable[[Event], bool], limit: int
+                ) -> Event | None:
+    """The last event within ``limit`` bytes of the end that ``wanted`` accepts, reading
+    backwards and parsing only lines that hold ``needle`` (no FIFO, no link: never
+    blocks). Raises OSError."""
+    with os.fdopen(open_transcript(path), "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        for _, line in iter_lines_backwards(handle, size, limit=limit):
+            if needle in line:
+                event = parse_line(line)
+                if event is not None and wanted(event):
+                    return event
+    return None
