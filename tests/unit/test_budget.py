@@ -24,7 +24,6 @@ from loop_killer.engine.prefilter import skim_span
 from loop_killer.engine.reader import EventReader
 from loop_killer.engine.rules import RULE_BUDGET
 from loop_killer.hook import notice
-from loop_killer.hook.budget_turn import count_turn, over_budget
 from loop_killer.state.inbox import ClearRequest, parse_request
 from loop_killer.watch.budgets import Budgets
 from transcripts import Transcript, Use
@@ -179,43 +178,32 @@ def test_a_subagent_file_from_before_the_turn_is_not_counted(tmp_path: Path) -> 
     assert use is not None and use.usd == 0.0
 
 
-def _stop(state: Path, transcript: Path, prompt_id: str, budget: Budget) -> TurnUse | None:
-    from loop_killer.config import Settings
+def _stop(home: Path, transcript: Path, prompt_id: str, message: str) -> dict | None:
+    from loop_killer.hook.stop_hook import run_input
 
-    return count_turn(state, "a26ba613-efc5-4fa5-919a-77fca5250a20", prompt_id=prompt_id,
-                      transcript_path=str(transcript), spawn_time=None,
-                      settings=Settings(budget=budget))
+    env = {"HOME": str(home), "CLAUDE_CONFIG_DIR": str(home / ".claude"),
+           "LOOP_KILLER_BUDGET_REPROMPTS": "3", "LOOP_KILLER_BUDGET_MINUTES": "600"}
+    return run_input({"hook_event_name": "Stop", "session_id": "s1", "prompt_id": prompt_id,
+                      "transcript_path": str(transcript), "stop_hook_active": True,
+                      "last_assistant_message": message}, env=env)
 
 
 def test_the_stop_hook_counts_each_re_prompt_of_a_turn_and_a_new_turn_starts_afresh(
         tmp_path: Path) -> None:
-    from loop_killer.config import Settings
-
-    state = tmp_path / "state"
-    session = Transcript()
+    session = Transcript(start=None)  # (None: now)
     session.prompt()
     session.goal_status(met=False)
     transcript = session.write(tmp_path / "t.jsonl")
-    budget = Budget(reprompts=3)
-    counts = [_stop(state, transcript, "p1", budget) for _ in range(3)]
-    assert [use.reprompts for use in counts if use is not None] == [1, 2, 3]
-    started = counts[0].started_at if counts[0] is not None else None
-    assert started is not None  # the person's prompt, from the transcript
-    settings = Settings(budget=budget)
-    assert over_budget(counts[1], settings, transcript_path=str(transcript)) is None
-    found = over_budget(counts[2], settings, transcript_path=str(transcript))
-    assert found is not None and found.words == "3 re-prompts in this goal, limit 3"
-    fresh = _stop(state, transcript, "p2", budget)
-    assert fresh is not None and fresh.reprompts == 1
-    record = json.loads((state / "budget" / f"{session.session_id}.json").read_text())
-    assert record["turn"] == "p2"
-
-
-def test_the_stop_hook_keeps_nothing_with_both_its_limits_off(tmp_path: Path) -> None:
-    state = tmp_path / "state"
-    transcript = Transcript().write(tmp_path / "t.jsonl")
-    assert _stop(state, transcript, "p1", Budget(reprompts=0, minutes=0)) is None
-    assert not (state / "budget").exists()
+    # Varied replies (no loop rule fires before 6): the third re-prompt reaches the limit.
+    said = [_stop(tmp_path, transcript, "p1", text) for text in (
+        "Migrated the users table.", "Orders now carry currency codes.",
+        "Backfilled invoices from archive storage.")]
+    assert said[:2] == [None, None] and said[2] is not None
+    assert "3 re-prompts in this goal, limit 3" in said[2]["systemMessage"]
+    assert _stop(tmp_path, transcript, "p2", "A new turn's first answer.") is None
+    record = json.loads((tmp_path / ".claude" / "loop-killer" / "tools" / "s1.json").read_text())
+    assert record["turn"]["prompt"] == "p2" and record["turn"]["stops"] == 1
+    assert isinstance(record["turn"]["started_at"], float)  # the person's prompt, read once
 
 
 def test_status_shows_a_live_goals_spend_re_prompts_and_time_against_its_limits() -> None:

@@ -30,22 +30,20 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import Settings, load_settings
-from ..engine.rules import RULE_BUDGET, RULE_REFUSED_RETRIES, text_digest
+from ..engine.budget import LIMIT_MINUTES, LIMIT_REPROMPTS, crossed
+from ..engine.rules import RULE_BUDGET, text_digest
 from ..state import records
 from ..state.files import (
-    file_size,
     is_plain_id,
     request_waiting,
     state_dir,
 )
 from . import notice, parse_json, subagent_id
-from .budget_turn import over_budget
+from .stopping import Fired, HookInput, fire
 from .turn import judge, last_goal_status, last_prompt_time, turn_over
 
 if TYPE_CHECKING:
@@ -98,10 +96,9 @@ def run_input(data: Any, *, env: dict[str, str], spawn_time: float | None = None
         if not hook_input.stop_hook_active:
             turn_over(str(state), hook_input.session_id, hook_input.prompt_id)
             return None  # this reply answers the person's prompt: it cannot fire
-        if hook_input.last_assistant_message is None:
-            return None  # a version without it: the watcher judges from the transcript
+        # (no text at all: an empty reply; Claude Code then leaves the field out)
         judged = judge(str(state), hook_input.session_id, prompt_id=hook_input.prompt_id,
-                       message=hook_input.last_assistant_message, settings=settings,
+                       message=hook_input.last_assistant_message or "", settings=settings,
                        transcript_path=hook_input.transcript_path, spawn_time=spawn_time)
     except (OSError, ValueError):
         return None  # fail open: a record that cannot be kept judges nothing
@@ -152,17 +149,24 @@ def _stop_loop(detection: Detection, state: Path, hook_input: HookInput,
                  hook_input=hook_input, state=state, env=env)
 
 
-def _over_budget(turn: TurnUse | None, state: Path, hook_input: HookInput,
+def _over_budget(turn: TurnUse, state: Path, hook_input: HookInput,
                  env: dict[str, str], settings: Settings) -> dict[str, Any] | None:
-    """End the turn when it has reached its re-prompt or time limit (``engine.budget``)."""
-    crossing = over_budget(turn, settings, transcript_path=hook_input.transcript_path)
+    """End the turn when it has reached its re-prompt or time limit (``engine.budget``;
+    the words say "goal" when a goal is set)."""
+    limits = (LIMIT_REPROMPTS, LIMIT_MINUTES)
+    if crossed(settings.budget, turn, time.time(), limits) is None:
+        return None
+    try:
+        goal = last_goal_status(hook_input.transcript_path)
+    except OSError:
+        goal = None
+    crossing = crossed(settings.budget, turn.replace(goal=goal is not None and not goal.met),
+                       time.time(), limits)
     if crossing is None:
         return None
-    assert turn is not None
-    # One key per reply over the budget: a twin hook for the same reply does not stop twice.
     key = "budget-" + text_digest(f"{hook_input.prompt_id}:{turn.started_at}:{turn.reprompts}")
     if not records.first_to_act(state, hook_input.session_id, key):
-        return None
+        return None  # (the watcher's spend request for this turn came first)
     firing = notice.Firing(RULE_BUDGET, crossing.count, 0, "hook", crossing.words)
     message = hook_input.last_assistant_message or ""
     return _fire(firing, key, text_digest(message), True, hook_input=hook_input,
@@ -173,24 +177,6 @@ def _fire(firing: notice.Firing, answer_uuid: str, answer_digest: str, log_detec
           *, hook_input: HookInput, state: Path, env: dict[str, str]) -> dict[str, Any]:
     return fire(Fired(firing, answer_uuid, answer_digest, log_detection),
                 hook_input=hook_input, state=state, env=env)
-
-
-@dataclass(frozen=True, slots=True)
-class HookInput:
-    """The fields of the Stop hook's stdin that the hook uses."""
-
-    session_id: str
-    transcript_path: str
-    stop_hook_active: bool  # this reply answers a Stop hook's re-prompt
-    last_assistant_message: str | None  # this reply's text
-    mod_version: int | None  # ``loop_killer_mod.version``, set by the mod
-    prompt_id: str = ""  # the same for every Stop of one turn (2.1.250, 2.1.328)
-    cwd: str = ""  # the session's folder (the tool-call hooks key calls with it)
-
-    @property
-    def mod_active(self) -> bool:
-        """The mod is loaded for this very Stop and speaks our protocol: it will act."""
-        return self.mod_version == notice.MOD_PROTOCOL
 
 
 def parse_input(raw: Any) -> HookInput | None:
@@ -218,118 +204,6 @@ def parse_input(raw: Any) -> HookInput | None:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Fired:
-    """What the hook knows of the answer it stops the turn for."""
-
-    firing: notice.Firing
-    answer_uuid: str
-    answer_digest: str
-    log_detection: bool = False  # this hook recorded the detection first: log it
-
-
-def fire(what: Fired, *, hook_input: HookInput, state: Path, env: dict[str, str]
-         ) -> dict[str, Any]:
-    """Log, act (the mod's plan, typing, or nothing) and return the hook's output."""
-    firing = what.firing
-    transcript = hook_input.transcript_path
-    common = {
-        "session_id": hook_input.session_id,
-        "answer_uuid": what.answer_uuid,
-        "rule": firing.rule,
-        "project": os.path.basename(os.path.dirname(transcript)),
-        "transcript_path": transcript,
-    }
-    from ..state import journal
-
-    if what.log_detection:
-        journal.append(state, journal.LoopRecord(
-            session_id=common["session_id"], answer_uuid=common["answer_uuid"],
-            rule=common["rule"], project=common["project"], transcript_path=transcript,
-            answer_digest=what.answer_digest,
-            prompt_uuid=hook_input.prompt_id,
-            count=firing.count,
-            run_length=firing.run_length,
-            located_by="anchor" if firing.rule != RULE_BUDGET else None,
-            snippet=(hook_input.last_assistant_message or "")[:200],
-            source="hook",
-        ))
-    goal_set = _goal_set(transcript)
-    hands = choose_hands(mod_active=hook_input.mod_active, env=env)
-    plan = None
-    why = evidence = ""
-    acted: notice.Hands = notice.HANDS_NONE
-    outcome: notice.Outcome
-    if hands == notice.HANDS_MOD:
-        acted = hands
-        clear_goal = goal_set is not False  # "No goal set" is harmless; a missed goal is not
-        key = f"{hook_input.session_id}.{time.time_ns():x}"
-        outcome_path = ""
-        if clear_goal:  # without a goal the mod runs nothing and reports nothing
-            from .mod_outcomes import write_mod_plan_record
-
-            with contextlib.suppress(OSError):
-                outcome_path = write_mod_plan_record(str(state), key, {
-                    **common, "id": key, "offset": file_size(transcript) or 0,
-                    "clear_goal": clear_goal, "at": time.time(),
-                })
-        plan = notice.mod_plan(firing, plan_id=key, session_id=hook_input.session_id,
-                               clear_goal=clear_goal, outcome_path=outcome_path,
-                               transcript_path=transcript)
-        outcome = notice.OUTCOME_QUEUED if clear_goal else notice.OUTCOME_NO_GOAL
-    elif goal_set and hands in (notice.HANDS_TMUX, notice.HANDS_SCREEN):
-        acted = hands
-        from .terminal import type_goal_clear
-
-        typed = type_goal_clear(hands, env=env, transcript_path=transcript)
-        outcome, why, evidence = typed.outcome, typed.why, typed.evidence
-    else:
-        outcome, why = outcome_without_typing(goal_set=bool(goal_set), hands=hands)
-    journal.append(state, journal.OutcomeRecord(
-        session_id=common["session_id"], answer_uuid=common["answer_uuid"],
-        rule=common["rule"], project=common["project"], transcript_path=transcript,
-        outcome=outcome,
-        hands=acted,
-        detail=notice.notice(firing, outcome, why=why),
-        evidence=evidence,
-        source="hook",
-        # The ladder's stop has no detection line of its own: how many attempts were refused.
-        count=firing.count if firing.rule == RULE_REFUSED_RETRIES else None,
-    ))
-    return notice.hook_output(firing, outcome, why=why, plan=plan)
-
-
-def _goal_set(transcript: str) -> bool | None:
-    """Whether a goal is set (neither met nor cleared); None when it cannot be told."""
-    try:
-        goal = last_goal_status(transcript)
-    except OSError:
-        return None
-    return goal is not None and not goal.met
-
-
-def choose_hands(*, mod_active: bool, env: Mapping[str, str]) -> notice.Hands:
-    """Who can run ``/goal clear`` for this session: the mod, a typing hand, or nobody."""
-    if mod_active:
-        return notice.HANDS_MOD
-    if env.get("TMUX_PANE"):
-        return notice.HANDS_TMUX
-    if env.get("STY") and env.get("WINDOW"):
-        return notice.HANDS_SCREEN
-    return notice.HANDS_NONE
-
-
-def outcome_without_typing(*, goal_set: bool, hands: notice.Hands) -> tuple[notice.Outcome, str]:
-    """The outcome (and why) when nothing is typed: no goal, or no hands for it."""
-    if not goal_set:
-        return notice.OUTCOME_NO_GOAL, ""
-    if hands == notice.HANDS_NONE:
-        return notice.OUTCOME_NOT_POSSIBLE, (
-            "no loop-killer mod in this Claude Code, and not in tmux or screen"
-        )
-    return notice.OUTCOME_NOT_POSSIBLE, ""
-
-
 def _sweep_outcomes(state: Path) -> None:
     """Log what the mod did after earlier stops (one ``scandir`` when there is nothing)."""
     try:
@@ -355,7 +229,6 @@ def _debug(state: Path, env: dict[str, str], what: str, **fields: object) -> Non
     if env.get("LOOP_KILLER_DEBUG", "") in ("", "0"):
         return
     import json
-    import time
 
     from ..state.files import append_line, ensure_private_dir
 

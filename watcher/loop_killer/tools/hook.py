@@ -210,7 +210,7 @@ def _before(data: dict[str, Any], state: str, path: str, name: str, scope: str,
         # session's turn goes on, with the subagent's result), its goal is not ours.
         _log_subagent_stop(state, data, refusal, refused)
         return words.subagent_stop(label, refused, output)
-    from .stop import stop_turn
+    from ..hook.stopping import stop_turn
 
     return stop_turn(data, state=state, label=label, refused=refused, env=env, output=output,
                      detail=words.waited_detail(label, refusal.waited) if refusal.waited
