@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from typing import Any, Final
 
     from .pairing import ToolPairing
-    from .transcript import Event
+    from .transcript import AssistantPart, Event, ToolCall, ToolResult
 
 __all__ = [
     "ANSWERED_BY_PERSON", "DEFAULT_IGNORED", "MAX_CALLS", "NOT_THE_PERSON", "REFUSED_MARK",
@@ -392,13 +392,24 @@ class ToolRepeatCounter:
             from .pairing import ToolPairing  # (the hooks never feed events)
 
             pairing = self._pairing = ToolPairing()
-        if pairing.starts_afresh(event):
+        return [repeat for _, _, repeat in self.feed_pairs(event, [
+            (part, call, call_key(call.name, call.input, result.cwd), result)
+            for part, call, result in pairing.pair(event)])]
+
+    def feed_pairs(self, event: Event, pairs: list[tuple[AssistantPart, ToolCall, str,
+                                                         ToolResult]]
+                   ) -> list[tuple[AssistantPart, ToolCall, ToolRepeat]]:
+        """Count the results ``event`` completed (each with its call, key and result), each
+        with its call and the reply that made it; a person's prompt starts afresh."""
+        from .pairing import ToolPairing
+
+        if ToolPairing.starts_afresh(event):
             self.reset()
-        return [self.record(call.name, call.input, result.content, result.is_error,
-                            result.tool_use_id, cwd=result.cwd, move=result.move,
-                            now=event_seconds(event) if self.waits(call.name, call.input)
-                            else None)
-                for _, call, result in pairing.pair(event)]
+        return [(part, call, self.record_call(
+                    key, call.name, result.content, result.is_error, result.tool_use_id,
+                    tool_input=call.input, move=result.move,
+                    now=event_seconds(event) if self.waits(call.name, call.input) else None))
+                for part, call, key, result in pairs]
 
     def to_state(self) -> dict[str, Any]:
         """The counts as a small JSON-ready value (digests only; no pairing)."""
