@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import posixpath
 
-from ..light import loads
 from .masking import canonical
 from .shell import SHELL_TOOLS, leading_cd
 
@@ -15,13 +14,11 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool-call hook imports this
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from .tool_repeat import ToolRepeat
+__all__ = ["ANSWERED_BY_PERSON", "CWD_MARK", "NOT_THE_PERSON", "REFUSED_MARK", "call_key",
+           "call_label", "is_ignored", "is_persons_prompt", "is_refusal", "moved_to",
+           "person_answered"]
 
-__all__ = ["ANSWERED_BY_PERSON", "NOT_THE_PERSON", "REFUSED_MARK", "call_key", "call_label",
-           "is_ignored", "is_persons_prompt", "is_refusal", "moved_to", "person_answered",
-           "repeat_label"]
-
-_CWD_MARK = "\n@ "  # between a call and its folder in a call key (never inside a call)
+CWD_MARK = "\n@ "  # between a call and its folder in a call key (never inside a call)
 
 ANSWERED_BY_PERSON: frozenset[str] = frozenset({"AskUserQuestion", "ExitPlanMode"})
 """Tools whose result is the person's answer: every count starts afresh. Failed with
@@ -67,7 +64,7 @@ def call_key(name: str, tool_input: object, cwd: str = "") -> str:
     runs in (``npm test`` in six packages is six calls). A shell tool's input is its
     command, whitespace collapsed (another ``description`` is the same call); any other,
     its canonical JSON."""
-    where = f"{_CWD_MARK}{cwd}" if cwd else ""
+    where = f"{CWD_MARK}{cwd}" if cwd else ""
     if name in SHELL_TOOLS and isinstance(tool_input, dict):
         command = tool_input.get("command")
         if isinstance(command, str):
@@ -107,19 +104,6 @@ def call_label(name: str, tool_input: object, limit: int = 80) -> str:
         text = name
     text = "".join(ch if ch.isprintable() else " " for ch in text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def repeat_label(repeat: ToolRepeat, limit: int = 80) -> str:
-    """``call_label`` of the call a ToolRepeat is about, from its key alone."""
-    call = repeat.call.split(_CWD_MARK, 1)[0]
-    rest = call[len(repeat.name) + 1:] if call.startswith(repeat.name + " ") else call
-    if repeat.name in SHELL_TOOLS:
-        return call_label(repeat.name, {"command": rest}, limit)
-    try:
-        tool_input = loads(rest)
-    except ValueError:
-        tool_input = rest
-    return call_label(repeat.name, tool_input, limit)
 
 
 def is_ignored(name: str, ignored: Iterable[str]) -> bool:

@@ -14,9 +14,10 @@ by count. Only digests are kept, so the counts fit a small state file (``to_stat
 
 from __future__ import annotations
 
-from ..light import Value, hex_digest
+from ..light import Value, hex_digest, loads
 from .calls import (
     ANSWERED_BY_PERSON,
+    CWD_MARK,
     NOT_THE_PERSON,
     REFUSED_MARK,
     call_key,
@@ -26,7 +27,6 @@ from .calls import (
     is_refusal,
     moved_to,
     person_answered,
-    repeat_label,
 )
 from .edits import (
     EDIT_OSCILLATION_WARN,
@@ -39,6 +39,7 @@ from .edits import (
 )
 from .masking import result_key
 from .rules import RULE_EDIT_OSCILLATION
+from .shell import SHELL_TOOLS
 from .waiting import WAIT_MINUTES, waits
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool-call hook imports this module
@@ -60,12 +61,10 @@ TOOL_REPEAT_WARN = 3
 """Identical results in a row of one call on which the model is told to stop."""
 
 TOOL_REPEAT_BLOCK = 4
-"""Identical results after which the call's next attempt is refused (until the person
-speaks again or the call changes)."""
+"""Identical results after which the call's next attempt is refused."""
 
 TOOL_REPEAT_STOP = 3
-"""Refused attempts of one call in a turn that end the turn: retrying a refused call is a
-loop of its own."""
+"""Refused attempts of one call that end the turn (retrying a refused call is a loop)."""
 
 RULE_TOOL_REPEAT: Final = "TOOL_REPEAT"
 
@@ -100,13 +99,9 @@ STATE_VERSION = 1
 
 
 class ToolRepeat(Value):
-    """Where one call stands: ``count`` identical results in a row (0: not counted).
-
-    ``call``: its ``call_key`` (for an edit refused for going back and forth, its
-    file's); ``shape``/``shape_count``: another rule this result completes
-    (EDIT_OSCILLATION) and its depth; ``waited``: for a waiting call past its bound, the
-    seconds its result stayed the same.
-    """
+    """Where one call (``call_key``) stands: ``count`` identical results in a row (0: not
+    counted); ``shape``/``shape_count``: another rule this result completes and its depth;
+    ``waited``: seconds a waiting call past its bound kept its result."""
 
     __slots__ = ("call", "name", "tool_use_id", "count", "shape", "shape_count", "waited")
     call: str
@@ -130,6 +125,19 @@ class ToolRepeat(Value):
     def blocked(self) -> bool:
         """The next attempt of this call is refused."""
         return self.count >= TOOL_REPEAT_BLOCK
+
+
+def repeat_label(repeat: ToolRepeat, limit: int = 80) -> str:
+    """``call_label`` of the call a ToolRepeat is about, from its key alone."""
+    call = repeat.call.split(CWD_MARK, 1)[0]
+    rest = call[len(repeat.name) + 1:] if call.startswith(repeat.name + " ") else call
+    if repeat.name in SHELL_TOOLS:
+        return call_label(repeat.name, {"command": rest}, limit)
+    try:
+        tool_input = loads(rest)
+    except ValueError:
+        tool_input = rest
+    return call_label(repeat.name, tool_input, limit)
 
 
 def _digest(text: str) -> str:
@@ -195,14 +203,10 @@ class ToolRepeatCounter:
                     failed: bool | None = None, tool_input: object = None,
                     now: float | None = None, tree: str | None = None,
                     move: tuple[str, str] | None = None) -> ToolRepeat:
-        """``record`` of a call already keyed (``call_key``).
-
-        ``result``: its ``result_digest`` if computed already; ``failed``: when
-        ``is_error`` does not say it (the stand-ins hand on no error flag); ``tree``: the
-        working tree's fingerprint (``worktree.fingerprint``) taken when ``would_repeat``
-        said so, "" when it could not be told (the files count as changed), None when not
-        measured; ``move``: an edit's file states before and after, if known.
-        """
+        """``record`` of a call already keyed (``call_key``). ``result``: its digest if
+        computed already; ``failed``: when ``is_error`` does not say it (stand-ins); ``tree``:
+        the tree's fingerprint taken when ``would_repeat`` said so ("": not told, the files
+        count as changed; None: not measured); ``move``: an edit's file states, if known."""
         failed = is_error if failed is None else failed
         if name in ANSWERED_BY_PERSON and person_answered(content, is_error=failed):
             self.reset()
@@ -292,7 +296,6 @@ class ToolRepeatCounter:
         return max(last[1] + 1, self._block), now - since
 
     def count(self, name: str, tool_input: object, *, cwd: str = "") -> int:
-        """Identical results in a row of this call, with no file changed since."""
         if is_ignored(name, self._ignored):
             return 0
         return self._count(_digest(call_key(name, tool_input, cwd)))
@@ -461,10 +464,9 @@ class ToolRepeatCounter:
 
 
 
+# A call's last result: (result digest, count, the turn's file changes then, since when
+# (0: unknown), tree fingerprint ("": not taken), failed, the turn's new results then, waits)
 _Last = tuple[str, int, int, float, str, bool, int, bool]
-"""A call's last result: (result digest, count, the turn's file changes then, since when
-it gave that result (0: unknown), tree fingerprint ("": not taken), failed, the turn's
-new results then, waits)."""
 
 
 def event_seconds(event: Event) -> float | None:
