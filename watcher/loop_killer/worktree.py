@@ -1,23 +1,12 @@
 """Did anything change on disk? A fingerprint of the working tree (I/O, at the edge).
 
-Asked only when a call's result repeats (the tool-call hooks; ``ToolRepeatCounter.
-would_repeat``): two identical results with the same fingerprint are a repeat, with
-another fingerprint a new check, whoever changed the files (a formatter, a codemod, an
-MCP server, a subagent, the person in their editor).
-
-* In a git work tree, what git itself uses to tell a file changed: ``git status``'s
-  view of the whole work tree (``HEAD``, the index, every changed or untracked path,
-  ignored files left out), plus the size and modification time of each changed tracked
-  file (a formatter rewriting a file already changed). An untracked file counts by its
-  name, as git counts it: a log the command appends to on every run is no change.
-* Elsewhere, a bounded walk of the folder: every file's path, size and modification time
-  (links not followed). A command that writes into its own folder on every run (a log,
-  a cache) changes it each time, so its repeats are not counted there: at worst a loop
-  is caught later, never a call refused by mistake.
-
-A tree too big (``MAX_FILES``) or too slow (``TIME_LIMIT``) to fingerprint, or one git
-cannot read, has no fingerprint (None): it counts as changed. A folder that does not exist
-has the one fingerprint ``absent:``: nothing there changes.
+Taken only when a call's result would repeat (``ToolRepeatCounter.would_repeat``): with the
+same fingerprint it is a repeat, with another a new check, whoever changed the files. In a
+git work tree, ``git status`` (HEAD, the index, changed and untracked paths, ignored ones
+left out) plus each changed tracked file's size and mtime; an untracked file counts by
+name. Elsewhere, a bounded walk (path, size, mtime; links not followed). A tree too big or
+too slow, or one git cannot read, has none (None: counts as changed); a missing folder is
+``absent:``.
 """
 
 from __future__ import annotations
@@ -29,19 +18,16 @@ from .light import hex_digest
 
 __all__ = ["MAX_FILE_BYTES", "MAX_FILES", "TIME_LIMIT", "file_state", "fingerprint"]
 
-MAX_FILES = 20_000
-"""Paths a fingerprint reads at the most (git's changed paths, or the walk's files)."""
-TIME_LIMIT = 1.0
-"""Seconds a fingerprint may take; past it there is none."""
+MAX_FILES = 20_000  # paths a fingerprint reads at the most
+TIME_LIMIT = 1.0  # seconds a fingerprint may take; past it there is none
+# Caches and installs a walk does not enter.
 _SKIPPED = frozenset({".git", "node_modules", "__pycache__", ".venv", "venv", ".tox",
                       ".mypy_cache", ".pytest_cache", ".ruff_cache"})
-"""Folders a walk outside git does not enter: caches and installs, not the work."""
 
 
 def fingerprint(folder: str, *, max_files: int = MAX_FILES, time_limit: float = TIME_LIMIT
                 ) -> str | None:
-    """The working tree's fingerprint at ``folder`` (see above), or None when it cannot be
-    told within the bounds."""
+    """The working tree's fingerprint at ``folder``, or None when it cannot be told."""
     import time
 
     deadline = time.monotonic() + time_limit
@@ -61,14 +47,12 @@ def fingerprint(folder: str, *, max_files: int = MAX_FILES, time_limit: float = 
         return None
 
 
-MAX_FILE_BYTES = 32 << 20
-"""The largest file whose whole state (``file_state``) is read."""
+MAX_FILE_BYTES = 32 << 20  # the largest file whose state is read
 
 
 def file_state(path: str, cwd: str = "") -> str | None:
-    """One file's state as the edit rule compares it (``edits.content_digest`` of its
-    whole content; ``edits.ABSENT`` when it is not there); None when it cannot be read
-    (not a regular file, too large, not ours to read)."""
+    """One file's state as the edit rule compares it (``edits.content_digest``); None when
+    it cannot be read (not a regular file, too large, not ours)."""
     from .engine.edits import ABSENT, content_digest
 
     if not path:
@@ -98,9 +82,8 @@ def file_state(path: str, cwd: str = "") -> str | None:
 
 
 def _as_claude_reads(data: bytes) -> str:
-    """A file's text as Claude Code reads it into ``originalFile`` (its encoding decoded,
-    a byte-order mark dropped, CRLF made LF), so a state from the disk is the state
-    Claude Code hands: a CRLF or UTF-16 file's edits compare as an LF file's do."""
+    """A file's text as Claude Code reads it into ``originalFile`` (decoded, BOM dropped,
+    CRLF made LF), so a state from disk is the state Claude Code hands."""
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         text = data.decode("utf-16", "surrogatepass")
     else:
@@ -128,8 +111,7 @@ def _git_fingerprint(root: str, *, max_files: int, deadline: float) -> str | Non
     left = deadline - time.monotonic()
     if left <= 0:
         return None
-    # No optional lock: a status must never write the index while the session works.
-    # (and no GIT_DIR or GIT_WORK_TREE the session inherited: the tree is the folder's)
+    # No optional lock (never write the index while the session works), no inherited GIT_*.
     env = {**{key: value for key, value in os.environ.items() if not key.startswith("GIT_")},
            "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
     try:

@@ -1,15 +1,10 @@
 """BUDGET: the backstop that ends a turn no loop rule can tell from work (pure).
 
-A ``/goal`` runs inside one turn of the person's (every re-prompt of it is in that turn),
-and a goal that does something new in every answer (a migration that never converges, a
-fix that moves the failure around) is work to every rule. Claude Code's own cap (9 blocks
-in a row) starts afresh on tool work, so nothing ends it. A budget does: a turn may hold
-so many re-prompts, spend so much (its main session and its subagents, priced as
-``scan`` prices them) and last so long; ``0`` switches a limit off.
-
-One place for the budget's logic: the watcher (spend, live, and the warnings), the Stop
-hook (re-prompts and wall time, at every Stop) and ``scan`` (past turns over it) give
-this module a turn's figures and get back what is crossed, or near, and the words.
+A ``/goal`` that does something new in every answer is work to every rule, and Claude
+Code's own cap (9 blocks in a row) starts afresh on tool work. A budget ends it: a turn may
+hold so many re-prompts, spend so much (main session and subagents, priced as ``scan``
+prices) and last so long; ``0`` switches a limit off. The watcher, the Stop hook and
+``scan`` give this module a turn's figures and get back what is crossed or near, in words.
 """
 
 from __future__ import annotations
@@ -18,33 +13,13 @@ from ..light import Value
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: the Stop hook imports this module
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from typing import Final
 
-__all__ = [
-    "BUDGET_MINUTES",
-    "BUDGET_REPROMPTS",
-    "BUDGET_USD",
-    "DEFAULT_BUDGET",
-    "LIMITS",
-    "LIMIT_MINUTES",
-    "LIMIT_REPROMPTS",
-    "LIMIT_USD",
-    "WARN_AT",
-    "Against",
-    "Budget",
-    "Crossing",
-    "TurnSpend",
-    "TurnUse",
-    "against",
-    "crossed",
-    "describe",
-    "figures",
-    "minutes_text",
-    "nearing",
-    "over_by",
-    "read_figures",
-    "usd_text",
-]
+__all__ = ["BUDGET_MINUTES", "BUDGET_REPROMPTS", "BUDGET_USD", "DEFAULT_BUDGET", "LIMITS",
+           "LIMIT_MINUTES", "LIMIT_REPROMPTS", "LIMIT_USD", "WARN_AT", "Against", "Budget",
+           "Crossing", "TurnSpend", "TurnUse", "against", "crossed", "describe", "figures",
+           "minutes_text", "nearing", "over_by", "read_figures", "usd_text"]
 
 BUDGET_REPROMPTS = 100
 """Re-prompts one turn may hold: eleven times Claude Code's own cap of 9 in a row."""
@@ -88,12 +63,9 @@ DEFAULT_BUDGET: Final = Budget()
 
 
 class TurnUse(Value):
-    """What one turn has used so far.
-
-    ``started_at``: when the person's prompt that began it was written (seconds since the
-    epoch; None: unknown, and then no wall time is counted). ``fallback``: some of ``usd``
-    is priced at a model family's price (the model itself has none). ``goal``: a ``/goal``
-    is set in the turn (the words say "goal" or "turn")."""
+    """What one turn has used so far. ``started_at``: when its prompt was written (None:
+    unknown, no wall time counted); ``fallback``: some of ``usd`` is priced at a model
+    family's price; ``goal``: a ``/goal`` is set (the words say "goal", not "turn")."""
 
     __slots__ = ("reprompts", "started_at", "usd", "fallback", "goal")
     reprompts: int
@@ -117,7 +89,7 @@ class TurnUse(Value):
 
 
 class Crossing(Value):
-    """A limit a turn has reached: which, and the words for the notice and the log
+    """A limit a turn has reached (or nears), and the words for the notice and the log
     (``$25.13 spent in this goal, limit $25.00``)."""
 
     __slots__ = ("limit", "used", "words")
@@ -130,47 +102,43 @@ class Crossing(Value):
 
     @property
     def count(self) -> int:
-        """A whole number for records that keep one (the re-prompts, the cents, the
-        minutes)."""
+        """A whole number for records (the re-prompts, the cents, the minutes)."""
         return round(self.used * 100) if self.limit == LIMIT_USD else int(self.used)
 
 
 def _reached(name: str, used: float, limit: float) -> bool:
-    # A turn may hold ``reprompts`` re-prompts: at the Stop of the answer to the last of
-    # them, one more would be beyond. Money is crossed once spent beyond the limit.
-    if name == LIMIT_USD:
-        return used > limit
-    return used >= limit
+    # At the Stop of the answer to the last re-prompt allowed, one more would be beyond;
+    # money is crossed once spent beyond the limit.
+    return used > limit if name == LIMIT_USD else used >= limit
+
+
+def _on(budget: Budget, use: TurnUse, now: float, limits: tuple[str, ...] = LIMITS
+        ) -> Iterator[tuple[str, float, float]]:
+    """(limit, used, most) of each of ``limits`` that is on."""
+    for name in limits:
+        if budget.limit(name) > 0:
+            yield name, use.used(name, now), budget.limit(name)
 
 
 def crossed(budget: Budget, use: TurnUse, now: float,
             limits: tuple[str, ...] = LIMITS) -> Crossing | None:
     """The first of ``limits`` (of those on) the turn has reached at ``now``, or None."""
-    for name in limits:
-        limit = budget.limit(name)
-        used = use.used(name, now)
-        if limit > 0 and _reached(name, used, limit):
-            return Crossing(name, used, describe(name, used, limit, use))
-    return None
+    return next((Crossing(name, used, describe(name, used, most, use))
+                 for name, used, most in _on(budget, use, now, limits)
+                 if _reached(name, used, most)), None)
 
 
 def nearing(budget: Budget, use: TurnUse, now: float, *, share: float = WARN_AT
             ) -> tuple[Crossing, ...]:
     """The limits (of those on) the turn has used ``share`` of but not reached."""
-    found = []
-    for name in LIMITS:
-        limit = budget.limit(name)
-        used = use.used(name, now)
-        if limit > 0 and used >= share * limit and not _reached(name, used, limit):
-            found.append(Crossing(name, used, describe(name, used, limit, use)))
-    return tuple(found)
+    return tuple(Crossing(name, used, describe(name, used, most, use))
+                 for name, used, most in _on(budget, use, now)
+                 if used >= share * most and not _reached(name, used, most))
 
 
 def over_by(budget: Budget, use: TurnUse, now: float) -> dict[str, float]:
-    """For a past turn: each limit it went beyond, and by how much (re-prompts, USD,
-    minutes)."""
-    return {name: use.used(name, now) - budget.limit(name) for name in LIMITS
-            if budget.limit(name) > 0 and use.used(name, now) > budget.limit(name)}
+    """For a past turn: each limit it went beyond, and by how much."""
+    return {name: used - most for name, used, most in _on(budget, use, now) if used > most}
 
 
 class Against(Value):
@@ -190,17 +158,15 @@ class Against(Value):
 
 
 def against(budget: Budget, use: TurnUse, now: float) -> tuple[Against, ...]:
-    """Each limit that is on, with what the turn has used of it at ``now`` (a wall time
-    only when the turn's start is known)."""
-    return tuple(Against(name, use.used(name, now), budget.limit(name)) for name in LIMITS
-                 if budget.limit(name) > 0
-                 and (name != LIMIT_MINUTES or use.started_at is not None))
+    """Each limit that is on, with what the turn has used of it (a wall time only when the
+    turn's start is known)."""
+    return tuple(Against(name, used, most) for name, used, most in _on(budget, use, now)
+                 if name != LIMIT_MINUTES or use.started_at is not None)
 
 
 def figures(budget: Budget, use: TurnUse) -> dict[str, object]:
-    """A turn's figures as the watcher publishes them in a session's status (``budget``
-    in its ``extra``), for ``loop-killer status``, ``top`` and the metrics
-    (``read_figures``)."""
+    """A turn's figures as the watcher publishes them in a session's status (read back by
+    ``read_figures`` for ``status``, ``top`` and the metrics)."""
     return {"reprompts": use.reprompts, "started_at": use.started_at,
             "usd": round(use.usd, 6), "fallback": use.fallback, "goal": use.goal,
             "limits": {LIMIT_REPROMPTS: budget.reprompts, LIMIT_USD: budget.usd,
@@ -214,8 +180,7 @@ def _number(value: object) -> float | None:
 
 
 def read_figures(raw: object) -> tuple[Budget, TurnUse] | None:
-    """``figures`` read back: the limits and the turn's use; None when they are not
-    figures (a status file is read, not trusted)."""
+    """``figures`` read back; None when they are not figures (a status file is not trusted)."""
     if not isinstance(raw, dict) or not isinstance(raw.get("limits"), dict):
         return None
     limits = {name: _number(raw["limits"].get(name)) for name in LIMITS}
@@ -254,10 +219,9 @@ def minutes_text(minutes: float) -> str:
 
 
 class TurnSpend:
-    """One turn's figures as its lines arrive (the watcher's, and ``scan``'s): re-prompts
-    counted, and each API reply priced once (the largest copy: Claude Code repeats a
-    reply's usage on every line of it, with a growing output count). A subagent's replies
-    go to its parent's turn. Prices come in already computed: the engine knows none."""
+    """One turn's figures as its lines arrive: re-prompts, and each API reply priced once
+    (its largest copy: Claude Code repeats a reply's usage, growing, on each of its lines).
+    Prices come in computed: the engine knows none."""
 
     __slots__ = ("_replies", "reprompts", "started_at", "warned", "stopped")
 

@@ -1,23 +1,14 @@
 """A file edited back and forth (pure): judged by whole-file states, never by fragments.
 
-Each successful ``Edit``, ``MultiEdit``, ``Write`` or ``NotebookEdit`` takes one file
-from one content to another: a *move* from one state to another, each told by the digest
-of the whole file (``content_digest``; ``ABSENT`` for no file), made by one *change*
-(the digest of the call's input). Claude Code hands both states: a hook's
-``tool_response`` (and the transcript's ``toolUseResult``) carries ``originalFile``, the
-file before, with ``oldString``/``newString``/``replaceAll`` or the ``content`` written
-(``after_edit`` applies them); a hook also reads the file on disk.
-
-A move made before in the person's turn is the file going back and forth, whatever tool
-made each step (an ``Edit`` forth and a ``Write`` of the original back included): edit,
-revert, edit makes the first move again. Its depth is twice the times a move was made
-again: the first (depth 2, ``EDIT_OSCILLATION_WARN``) warns, once for the two states;
-the revert after it is let through (reverting is sometimes right); the move made a third
-time (depth 4) is refused before it is made when it is the exact change already made from
-exactly that state (``EditHistory.would_return``): no guess, so no false refusal. Each
-move counts apart, so a back-and-forth settled earlier does not count towards another in
-the same file, and a cycle of versions (A, B, C, A, B, C, A...) climbs all the same. Ideas
-tried one after another and each undone make no move twice, and are never warned.
+Each successful file-changing call is a *move* of one file from one state to another (the
+digest of its whole content, ``content_digest``), made by one *change* (the digest of the
+call's input). Claude Code hands both states (``originalFile`` and the edit, in a hook's
+``tool_response`` and the transcript's ``toolUseResult``). A move made again in the
+person's turn, by whichever tool, is a back-and-forth of depth twice its repeats: depth 2
+warns (``EDIT_OSCILLATION_WARN``), the revert after it is let through, and depth 4 is
+refused before it is made when it is the exact change already made from exactly that state
+(``EditHistory.would_return``): no guess, so no false refusal. Each move counts apart, so
+ideas tried and each undone are never warned, and a cycle A, B, C, A, B... still climbs.
 """
 
 from __future__ import annotations
@@ -28,41 +19,25 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool-call hook imports this
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = [
-    "ABSENT",
-    "EDIT_OSCILLATION_WARN",
-    "FILE_CHANGING_TOOLS",
-    "MAX_FILES",
-    "REFUSED_RETURN_AFTER_WARN",
-    "SUBAGENT_TOOLS",
-    "EditHistory",
-    "after_edit",
-    "change_digest",
-    "content_digest",
-    "edited_file",
-    "states_of_result",
-]
+__all__ = ["ABSENT", "EDIT_OSCILLATION_WARN", "FILE_CHANGING_TOOLS", "MAX_FILES",
+           "REFUSED_RETURN_AFTER_WARN", "SUBAGENT_TOOLS", "EditHistory", "after_edit",
+           "change_digest", "content_digest", "edited_file", "states_of_result"]
 
 EDIT_OSCILLATION_WARN = 2
-"""The depth (repeated moves + 1) of a file's back-and-forth that warns: edit, revert, edit."""
+"""The depth of a file's back-and-forth that warns: edit, revert, edit."""
 
 REFUSED_RETURN_AFTER_WARN = 2
-"""How far after the depth that warned comes the one refused before it is made: warned
-at 2, 3 let through (reverting is sometimes right), 4 refused."""
+"""Warned at 2, 3 let through (reverting is sometimes right), 4 refused."""
 
-MAX_FILES = 32
-"""Files remembered per turn; the least recently changed are forgotten first."""
-MAX_MOVES = 64
-"""Moves remembered per file; the oldest are forgotten first."""
+MAX_FILES = 32  # files remembered per turn, the least recently changed forgotten first
+MAX_MOVES = 64  # moves remembered per file, the oldest forgotten first
 
 FILE_CHANGING_TOOLS: frozenset[str] = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
-"""Claude Code's tools whose success changes a file (their moves are followed below)."""
 
 SUBAGENT_TOOLS: frozenset[str] = frozenset({"Task", "Agent"})
-"""Claude Code's tools that run a subagent, whose run may change any file."""
+"""Tools that run a subagent, whose run may change any file."""
 
-ABSENT = "absent"
-"""The state of a file that is not there (before a ``Write`` creates it)."""
+ABSENT = "absent"  # the state of a file that is not there
 
 
 def edited_file(tool_input: object) -> str:
@@ -92,9 +67,8 @@ def change_digest(tool_input: object) -> str:
 
 
 def after_edit(name: str, tool_input: object, before: str | None) -> str | None:
-    """The file's content after a call of ``name`` with ``tool_input`` on ``before`` (None
-    for no file), as Claude Code's tools make it; None when it cannot be told (an old text
-    not found, a notebook's cell)."""
+    """The file's content after the call on ``before`` (None: no file), as Claude Code's
+    tools make it; None when it cannot be told (an old text not found, a notebook)."""
     if not isinstance(tool_input, dict):
         return None
     if name == "Write":
@@ -127,9 +101,8 @@ def _replaced(text: str, edit: object) -> str | None:
 
 
 def states_of_result(use_result: object) -> tuple[str, str] | None:
-    """(before, after) states of a file-changing call from its ``toolUseResult`` (the
-    transcript's) or ``tool_response`` (a hook's): ``originalFile`` and the strings or
-    content it holds; None when it holds no whole file."""
+    """(before, after) states of a file-changing call from its ``toolUseResult`` or
+    ``tool_response``; None when it holds no whole file."""
     if not isinstance(use_result, dict) or "originalFile" not in use_result:
         return None
     original = use_result.get("originalFile")
@@ -166,11 +139,7 @@ def _pair(one: str, other: str) -> tuple[str, str]:
 
 
 class EditHistory:
-    """The moves made to each file in one scope's turn, and how often each is made again:
-    a back-and-forth's depth is twice the repeats of its move (A to B made again: 2, the
-    model is told once for the two states; made a third time: 4, refused), so one settled
-    earlier does not count towards another in the same file, and a cycle of versions
-    (A, B, C, A, B...) still climbs."""
+    """The moves made to each file in one scope's turn, and how often each is made again."""
 
     __slots__ = ("_files",)
 
@@ -179,10 +148,8 @@ class EditHistory:
 
     def note(self, path: str, before: str, after: str, change: str, *, warn_at: int = 0
              ) -> int:
-        """A move of ``path`` from state ``before`` ("": not told, then the state its last
-        move left it in) to ``after``, made by ``change``; the depth of its back-and-forth
-        when this move warns (the first move made again between two states, at
-        ``warn_at`` or deeper, once for each), else 0."""
+        """A move of ``path`` from ``before`` ("": where its last move left it) to
+        ``after``; the depth when it warns (at ``warn_at`` or deeper, once a pair), else 0."""
         if not path:
             return 0
         known = self._files.pop(path, None) or _File()
@@ -210,9 +177,8 @@ class EditHistory:
         return 0
 
     def would_return(self, path: str, state: str, change: str) -> int:
-        """The depth the file's back-and-forth would reach if ``change`` were made now to
-        its ``state`` (read from disk): only the exact change already made from exactly
-        that state repeats a move; 0 for anything else."""
+        """The depth ``change`` made now to ``state`` (from disk) would reach: only the
+        exact change already made from exactly that state repeats a move; else 0."""
         known = self._files.get(path)
         after = known.moves.get((state, change)) if known is not None else None
         if known is None or after is None:
@@ -237,8 +203,7 @@ class EditHistory:
 
     @classmethod
     def from_state(cls, state: object) -> EditHistory:
-        """A history from ``to_state``; what is not understood is left out (an older
-        version's is dropped: nothing is refused by mistake)."""
+        """A history from ``to_state``; what is not understood is left out."""
         history = cls()
         files = state.get("files") if isinstance(state, dict) and state.get("v") == 3 else None
         if not isinstance(files, list):

@@ -1,24 +1,13 @@
 """Tool outputs made comparable (pure): the masking of the tool-repeat rule.
 
-``result_key`` is what every consumer compares: the output with ANSI codes, ISO dates and
-times, Unix times (only where a number reads as one), clock times, durations and memory
-addresses masked, and the values that change on every run (issue 29: noise is not
-progress): UUIDs, request and trace ids, long hex runs and JWTs, temporary paths and
-process ids in the shapes tools print them; and whether it was an error.
-
-Masking merges two outputs, so each pattern is kept to a shape that cannot hold what a
-person would call progress: a count, a file name, an error's words, a line number, a
-short git SHA. Hex is the delicate case: a run is masked only at 16 digits or more (git
-abbreviates a commit to 7-12, a CRC is 8, a register 8-16 with its 0x), with digits and
-letters both (a number or a word is not a token), in one case; never at the length of a
-SHA-1, SHA-256 or SHA-512 (a commit's full name, a checksum: a different one is a
-different content), after a hash word on its line or in a checksum line. Compared as
-they are: port numbers, ``\r`` progress bars, a bare number (a ``pgrep``'s pid), base64
-that no key or shape names (it cannot be told from an identifier or a path), a token
-named ``token`` (``unexpected token: …`` is an error's words). An output that differs
-only in what is not masked is a different result: at worst a loop is caught later,
-never a call refused by mistake. ``canonical`` is the JSON form of a call's input or a
-structured output."""
+``result_key`` masks what changes on every run and is not progress (issue 29): ANSI codes,
+moments, clock times, durations, addresses, UUIDs, request and trace ids, random hex,
+JWTs, temporary paths and pids. Masking merges two outputs, so each pattern keeps to a
+shape that cannot hold progress (a count, a file name, an error's words, a line number, a
+SHA: hex is masked only at 16+ digits of mixed digits and letters, never at a SHA-1/256/512
+length or after a hash word). Not masked: ports, ``\r`` progress bars, bare numbers,
+unnamed base64. What is not masked differs: at worst a loop is caught later, never a call
+refused by mistake."""
 
 from __future__ import annotations
 
@@ -30,24 +19,18 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_MASKED", "canonical", "result_key"]
 
-# The patterns are kept as text, compiled by ``re`` on first use (and cached there): a
-# tool-call hook masks one output, which needs a few of them, and compiling them all
-# would cost it 2 ms. Each is tried only where a character it needs is in the text, and
-# ``re`` itself (7 ms to import) only where one of them may match (``_may_match``).
+# Patterns kept as text, compiled on first use: compiling all would cost a hook 2 ms, and
+# ``re`` (7 ms to import) is loaded only where one may match (``_may_match``).
 _ANSI = r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]"
-# A date with its time of day (a log line's moment); a date alone is compared as it is:
-# within one turn it rarely changes by itself, and where it does it is the news (a
-# backfill moving on a week a run, a release date).
+# A date with its time of day; a date alone is compared (where it changes, it is news).
 _ISO_MOMENT = (
     r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"
 )
-# The patterns below start with a digit and check what comes before it with a lookbehind
-# placed after that digit: ``re`` then skips ahead to digits instead of trying every
-# position (several times faster on a long output; tests pin them to the plain forms).
+# Patterns starting with a digit put their lookbehind after it: ``re`` then skips ahead to
+# digits (several times faster on a long output).
 _EPOCH = r"1(?<![\w.]1)\d{9}(?:\d{3})?(?:\.\d+)?(?![\w.])"
-# A 10- or 13-digit number is a Unix time only where it reads as one: a fraction of 3+
-# digits (``time.time()``), or a time word just before it (``"ts": 1700000000``,
-# ``created_at=1700000000``). A size (``ls -l``), a count or an id is not a time.
+# A 10- or 13-digit number is a Unix time only with a 3+ digit fraction or a time word
+# just before it (``"ts": 1700000000``): a size, a count or an id is not a time.
 _TIME_WORD = (
     r"(?i:time|stamp|date|epoch|created|updated|modified|expires?|since|until|when|clock"
     r"|_at|\bts|\bat|\bt)[\"']?\s*[:=]?\s*[\"']?\s*$")
@@ -57,30 +40,24 @@ _CLOCK = (
     r"\d(?<![\w:.]\d)\d?(?<![3-9]\d)(?<!2[4-9])"
     r":[0-5]\d(?::[0-5]\d(?:[.,]\d+)?)?(?:\s?[AaPp][Mm])?(?![\w:])"
 )
-# A 64-bit memory address (9 to 16 hex digits): not a CRC or register (8 or fewer), an
-# Ethereum address (40), a hash or a 256-bit value (64), which are compared as they are.
+# A 64-bit memory address (9 to 16 hex digits): not a CRC (8), nor a 40/64-digit hash.
 _ADDRESS = r"0x[0-9a-fA-F]{9,16}(?![0-9a-fA-F])"
 _UNIT = r"(?:ns|[µμu]s|ms|seconds?|secs?|s|minutes?|mins?|m(?=\d)|hours?|hrs?|h)(?![^\W\d_])"
 _DURATION = rf"\d(?<![\w.]\d)\d*(?:\.\d+)?\s?{_UNIT}(?:\d+(?:\.\d+)?\s?{_UNIT})*"
-# What every duration holds: a digit, then (after any more digits, a fraction, one space)
-# the first letter of a unit. Cheap to compile; the full pattern only where it is found.
+# What every duration holds (cheap to compile; the full pattern only where found).
 _DURATION_START = r"\d\s?[nµμumsh]"
-# What Claude Code appends to a subagent's report (2.1.328 on): the agent's fresh id, to
-# message it again, and what its run took. The report itself is compared as it is.
-# (2.1.39 wrote a 7-digit id and ``total_tokens``.)
+# What Claude Code appends to a subagent's report (2.1.328 on; 2.1.39: a 7-digit id):
+# the agent's fresh id and what its run took.
 _SUBAGENT_ID = r"(?<=agentId: )[0-9a-f]{6,}(?![0-9a-f])|(?<=to: ')[0-9a-f]{6,}(?=')"
 _SUBAGENT_USAGE = r"<usage>(?:[a-z_]+: \d+\n?){1,8}</usage>"
 
-# -- values that change on every run (issue 29: noise is not progress) -------------------
-# A loop that changes one token every round (a fresh request id in the same 503, a fresh
-# pytest folder) is still the same result. Each pattern masks the value alone, what names
-# it is kept, and matches ASCII alone (``(?a)``), so that ``_noise_in``'s checks of the
-# bytes hold for any text. None of them reaches a count, a file name or an error's words.
+# -- values that change on every run (a fresh request id in the same 503) ---------------
+# Each masks the value alone (what names it is kept), ASCII only (``(?a)``) so that
+# ``_noise_in``'s checks of the bytes hold for any text.
 _UUID = (r"(?a)(?<![0-9A-Za-z])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}"
          r"-[0-9a-fA-F]{12}(?![0-9A-Za-z])")
-# The value a key names as a request's or a trace's id (``"request_id": "req_…"``,
-# ``x-request-id: …``, ``trace_id=…``, Cloudflare's ``Ray ID: …``, ``traceparent``): a
-# run of 4+ id characters holding a digit (``request_id: missing`` is a message).
+# The value a key names as a request's or trace's id: 4+ id characters holding a digit
+# (``request_id: missing`` is a message).
 _KEYED_ID = (r"(?a)((?<![A-Za-z])(?i:(?:request|req|trace|span|correlation|ray)[-_ ]?id"
              r"|cf-ray|traceparent)[\"']?[ \t]*[:=][ \t]*[\"']?)"
              r"(?=[\w.:/+=-]*[0-9])[\w.:/+=-]{4,}")
@@ -88,34 +65,25 @@ _KEYED_ID = (r"(?a)((?<![A-Za-z])(?i:(?:request|req|trace|span|correlation|ray)[
 _PREFIXED_ID = r"(?a)(req_)(?<![A-Za-z0-9]req_)(?=[A-Za-z0-9]*[0-9])[A-Za-z0-9]{12,}(?![A-Za-z0-9])"
 # A JSON Web Token (header.payload.signature, base64url): a fresh one at every login.
 _JWT = r"(?a)eyJ(?<![\w-]eyJ)[\w-]{8,}\.eyJ[\w-]{8,}\.[\w-]+"
-# A run of 16+ hex digits of one case (a trace id, a nonce, an id without its dashes);
-# ``_hex_or_not`` keeps what names a content (see ``_HEX_KEPT``).
+# 16+ hex digits of one case; ``_hex_or_not`` keeps what names a content.
 _HEX_RUN = r"(?a)(?<!\w)(?:[0-9a-f]{16,}|[0-9A-F]{16,})(?!\w)"
-_HEX_KEPT = (40, 64, 128)
-"""Lengths of a SHA-1 (a git object's full name), SHA-256 and SHA-512: a digest compared
-as it is, since a different one is a different commit or content (``git rev-parse HEAD``,
-``sha256sum``, an image digest)."""
+_HEX_KEPT = (40, 64, 128)  # SHA-1, SHA-256, SHA-512: another one is another content
 _HASH_WORDS = ("sha", "md5", "hash", "digest", "checksum", "commit", "etag", "integrity",
                "rev", "blob", "tree", "object")
-"""A hex run after one of these (on its line, within ``_HASH_REACH``) names a content."""
 _HASH_REACH = 48
 # pytest's temporary folders: ``pytest-of-USER/pytest-N`` (N grows every run).
 _PYTEST_TMP = r"(?a)(pytest-of-[^/\\\s]+[/\\]+pytest-)[0-9]+"
-# Python's ``tempfile`` names: ``tmp`` and 8 of ``[a-z0-9_]`` (one at least a digit or _,
-# so that a folder named ``tmpcheckout`` is not one), as a path's component.
+# Python's ``tempfile`` names: ``tmp`` and 8 of ``[a-z0-9_]``, one a digit or _.
 _PY_TMP = r"(?a)tmp(?<=[/\\]tmp)(?=[a-z0-9_]{0,7}[0-9_])[a-z0-9_]{8}(?![A-Za-z0-9_])"
-# mktemp's default ``tmp.XXXXXXXXXX`` (a digit or a capital among them: not ``tmp.config``).
+# mktemp's ``tmp.XXXXXXXXXX`` (a digit or a capital among them: not ``tmp.config``).
 _MKTEMP = r"(?a)tmp\.(?<![\w.-]tmp\.)(?=[a-z]*[0-9A-Z])[A-Za-z0-9]{6,}(?![A-Za-z0-9])"
-# A name made in a temporary folder (``/tmp/``, ``/var/tmp/``, macOS's ``…/T/``, Windows'
-# ``\Temp\``): its run of 8+ letters and digits mixed, alone or after a prefix ending in
-# ``-``, ``_`` or ``.`` (``mkdtemp(prefix="build-")``, ``/tmp/go-build123…``); a word
-# (``/tmp/build-output``) is a name.
+# A name made in a temporary folder: 8+ letters and digits mixed, alone or after a
+# prefix (``/tmp/go-build123…``); a word (``/tmp/build-output``) is a name.
 _TMP_NAME = (r"(?a)((?:/tmp|/var/tmp|/T|\\Temp)[/\\](?:[\w.-]*?[._-])?)"
              r"(?=[A-Za-z]*[0-9])(?=[0-9]*[A-Za-z])[A-Za-z0-9]{8,}(?![A-Za-z0-9])")
-# A process id where a tool names it so: ``pid 1234``, ``pid=1234``, ``PID: 1234``.
+# ``pid 1234``, ``pid=1234``, ``PID: 1234``.
 _PID = r"(?a)([Pp](?<![A-Za-z][Pp])[Ii][Dd][ \t]*[:=#]?[ \t]*)[0-9]+(?![0-9.])"
-# ``process 1234`` (3+ digits: Linux gives user processes ids from 300), not ``process
-# 120 files`` (a count: a word in s after it).
+# ``process 1234`` (3+ digits: user pids start at 300), not ``process 120 files``.
 _PROCESS = (r"(?a)([Pp](?<![A-Za-z][Pp])(?i:rocess)[ \t]+(?:(?i:id)[ \t]*[:=]?[ \t]*)?)"
             r"[0-9]{3,}(?![0-9.])(?![ \t]+[A-Za-z]+s\b)")
 # A shell's job line: ``[1] 12345`` alone on its line (3+ digits, as above).
@@ -126,15 +94,13 @@ _UUIDS, _IDS, _JWTS, _HEXES, _TEMPS, _PYTESTS, _MKTEMPS, _PIDS, _JOBS = (
 _ALL_NOISE = (1 << 9) - 1
 _HEX_CLASS = bytes(ord("x") if chr(byte) in "0123456789abcdefABCDEF" else
                    byte if byte == ord("-") else ord(".") for byte in range(256))
-"""A hex digit to x, a dash as it is, any other byte to a dot."""
 _ID_SPELLINGS = (b"requestid", b"reqid", b"traceid", b"spanid", b"correlationid", b"rayid",
                  b"cfray", b"traceparent")
 _SCANNED = 64  # occurrences of a word looked at by ``_word_before_digit``
 
 
 def _noise_in(text: str) -> int:
-    """Which kinds of noise may be in ``text`` (flags; 0: none), told without ``re``.
-    (Necessary, not sufficient: the patterns then decide.)"""
+    """Which kinds of noise may be in ``text`` (flags), told without ``re``."""
     raw = text.encode("utf-8", "surrogatepass")
     found = 0
     hexes = raw.translate(_HEX_CLASS)
@@ -219,10 +185,8 @@ def _mask_noise(text: str, found: int) -> str:
 
 
 def _hex_or_not(match: re.Match[str]) -> str:
-    """``<hex>`` for a run of hex digits that reads as a random value, else itself: kept
-    are a number (digits alone), a word (letters alone: ``deadbeefcafebabe``), a digest
-    (``_HEX_KEPT``), one after a hash word on its line (``commit …``, ``"sha": …``,
-    ``MD5 (f) = …``) and one in a checksum line (``<hex>  file``, coreutils' ``*sum``)."""
+    """``<hex>`` for a hex run that reads as random; kept: digits alone, letters alone, a
+    digest's length, one after a hash word on its line or in a checksum line (``*sum``)."""
     value = match.group()
     if len(value) in _HEX_KEPT or value.isdigit() or not any(c.isdigit() for c in value):
         return value
@@ -236,9 +200,6 @@ def _hex_or_not(match: re.Match[str]) -> str:
     return "<hex>"
 
 
-
-
-
 def canonical(value: object) -> str:
     try:
         return dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
@@ -248,7 +209,7 @@ def canonical(value: object) -> str:
 
 
 def canonical_flat(value: object) -> str:
-    """``_canonical`` without recursion (an explicit stack), for values nested too deep."""
+    """``canonical`` without recursion, for values nested too deep."""
     out: list[str] = []
     stack: list[object] = [value]
     close = object()  # marks where a container's closing bracket goes
@@ -280,13 +241,8 @@ def canonical_flat(value: object) -> str:
     return "".join(out)
 
 
-
-# What each pattern needs, looked for without ``re``: an ASCII text reduced to one byte
-# per class of character, digits to 0, whitespace (``\s``) to a space and the first
-# letters of the duration units to u. A pattern can match only where its reduced form is
-# found: an ISO date 0000-00-00, a Unix time's ten digits, a clock's 0:0, an address's 0x,
-# a duration's 0u or 0 u (``_DURATION_START``), an escape. (Necessary, not sufficient:
-# ``re`` then decides.)
+# What each pattern needs, found without ``re`` in the text reduced to classes (digits to
+# 0, whitespace to a space, the first letters of duration units to u).
 _CLASSES = bytes.maketrans(b"0123456789\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f numsh",
                            b"0" * 10 + b" " * 10 + b"u" * 5)
 _NEEDED = (b"0000-00-00", b"0000000000", b"0:0", b"0x", b"0u", b"0 u", b"\x1b")
@@ -299,8 +255,7 @@ def _may_match(text: str) -> bool:
 
 
 MAX_MASKED = 1 << 20
-"""Characters of one output masked; the rest is compared as it is (a crafted output of
-many megabytes costs a bounded time, and at worst two runs count as different)."""
+"""Characters of one output masked; the rest is compared by its digest (bounded time)."""
 
 
 def _mask(text: str) -> str:
@@ -364,15 +319,12 @@ def _masked_nested(value: object) -> object:
     return value
 
 
+# A key naming a time taken ends with its unit (a clip's ``duration`` is a value).
 _TIME_UNITS = ("ms", "millis", "seconds", "secs", "sec", "_s", "us", "micros", "ns")
-"""How a key that names a time taken ends: its unit, so that a ``duration`` of a clip or a
-``trialDurationDays`` (values, not times taken) is compared as it is."""
 
 
 def _is_duration(key: object, value: object) -> bool:
-    """A number a structured output names as a time taken (``Glob``'s and ``WebFetch``'s
-    ``durationMs``, ``WebSearch``'s ``durationSeconds``, a subagent's
-    ``totalDurationMs``): different on every run, as a duration in a text is."""
+    """A number a structured output names as a time taken (``durationMs``)."""
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not isinstance(
             key, str):
         return False
@@ -382,16 +334,7 @@ def _is_duration(key: object, value: object) -> bool:
 
 def result_key(content: object, *, is_error: bool) -> str:
     """A tool's output made comparable: ``error:`` or ``ok:``, then the masked output.
-
-    ``content`` is what the tool gave back: a string, a list of content blocks (text
-    blocks count by their text), or any JSON value (a hook's ``tool_response``).
-    ANSI codes, timestamps and clock times, durations (``1.2s``, ``45 ms``, a number a
-    structured output names as one), memory addresses (``0x7ffd…``), what Claude Code
-    appends to a subagent's report (its id, its usage), and the values that change on
-    every run (UUIDs, request and trace ids, long hex runs, JWTs, temporary paths, pids:
-    see the module's docstring) are masked, so two runs differing only in those are
-    equal.
-    """
+    ``content``: a string, content blocks (text blocks by their text) or any JSON value."""
     if isinstance(content, str):
         text = _mask(content)
     elif isinstance(content, list) and all(

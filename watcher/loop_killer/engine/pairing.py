@@ -1,10 +1,6 @@
-"""Tool calls paired with their results, as a transcript gives them (pure).
-
-The one pairing every counter of a whole transcript uses: the counter's own ``feed``,
-its stand-ins (``StandIns``) and the scan's tool loops. A result written before its own
-call (seen in old transcripts) waits for the call; at most ``MAX_PENDING`` calls wait for
-results and results for calls, the oldest giving way.
-"""
+"""Tool calls paired with their results, as a transcript gives them (pure): the one pairing
+of every whole-transcript counter. A result written before its call (old transcripts)
+waits for it; at most ``MAX_PENDING`` wait either way, the oldest giving way."""
 
 from __future__ import annotations
 
@@ -14,8 +10,7 @@ from .transcript import AssistantPart, Event, ToolCall, ToolResult, ToolResults,
 
 __all__ = ["MAX_PENDING", "Paired", "ToolPairing"]
 
-MAX_PENDING = 1000
-"""Tool calls (and early results) waiting for their other half."""
+MAX_PENDING = 1000  # tool calls (and early results) waiting for their other half
 
 Paired = tuple[AssistantPart, ToolCall, ToolResult]
 """A result with its call and the reply that made the call."""
@@ -32,14 +27,12 @@ class ToolPairing:
 
     @staticmethod
     def starts_afresh(event: Event) -> bool:
-        """A person's prompt: every count starts afresh (re-prompts and meta messages do
-        not reset)."""
+        """A person's prompt (not a re-prompt or meta message): every count starts afresh."""
         return isinstance(event, TurnStart) and event.kind == "prompt"
 
     @staticmethod
     def may_pair(event: Event) -> bool:
-        """False for the events that neither pair nor start afresh (most of them: a reply
-        with no tool call, a re-prompt, a system line...), told cheaply."""
+        """False for the events that neither pair nor start afresh (most), told cheaply."""
         if isinstance(event, AssistantPart):
             return bool(event.tool_calls)
         return isinstance(event, (ToolResults, TurnStart))

@@ -1,9 +1,5 @@
-"""A shell command line read as words (pure): quotes honoured, simple commands split.
-
-Read by what needs to know what a command does from its words: the folder a leading
-``cd`` moves to (``leading_cd``), and whether a command waits for the world
-(``engine.waiting``). Heredoc bodies are not read.
-"""
+"""A shell command line read as words (pure): quotes honoured, simple commands split,
+heredoc bodies not read (for a leading ``cd`` and ``engine.waiting``)."""
 
 from __future__ import annotations
 
@@ -13,26 +9,15 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool-call hook imports this
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["MAX_COMMAND", "SHELL_TOOLS", "command_of", "is_prefix", "leading_cd",
-           "simple_commands", "tokens"]
+__all__ = ["MAX_COMMAND", "SHELL_TOOLS", "leading_cd", "simple_commands", "tokens"]
 
 SHELL_TOOLS: frozenset[str] = frozenset({"Bash", "PowerShell"})
-"""Tools whose input is a command line (``command``)."""
 
-MAX_COMMAND = 16 * 1024
-"""Characters of a command line read: a longer one is read that far."""
+MAX_COMMAND = 16 * 1024  # characters of a command line read
 
 _PREFIXES = frozenset({"sudo", "env", "time", "nohup", "nice", "command", "exec", "xargs",
                        "timeout", "doas"})
 _SEPARATORS = ";&|()\n`"
-
-
-def command_of(name: str, tool_input: object) -> str:
-    """A shell tool's command line; "" for any other call."""
-    if name not in SHELL_TOOLS or not isinstance(tool_input, dict):
-        return ""
-    command = tool_input.get("command")
-    return command if isinstance(command, str) else ""
 
 
 def tokens(command: str) -> Iterator[tuple[str, str]]:
@@ -87,15 +72,14 @@ def simple_commands(command: str) -> Iterator[list[str]]:
 
 def _without_prefixes(words: list[str]) -> list[str]:
     start = 0
-    while start < len(words) and is_prefix(words[start]):
+    while start < len(words) and _is_prefix(words[start]):
         start += 1
     return words[start:]
 
 
 def leading_cd(command: str) -> str:
-    """The folder a command line's first simple command ``cd X`` names, when the line goes
-    on after it in the same shell (``cd X && ...``, ``cd X; ...``); "" otherwise (a pipe,
-    ``||``, a background ``&``, a redirection, or ``cd`` alone). Quotes honoured."""
+    """The folder of a leading ``cd X && ...`` or ``cd X; ...`` (the line goes on in the same
+    shell); "" otherwise (a pipe, ``||``, ``&``, a redirection, ``cd`` alone)."""
     found = list(islice(tokens(command[:MAX_COMMAND]), 4))
     if len(found) < 3 or found[0] != ("w", "cd") or found[1][0] != "w":
         return ""
@@ -119,6 +103,6 @@ def _redirect_target(command: str, index: int) -> tuple[int, str]:
     return index, command[start:index].strip("'\"")
 
 
-def is_prefix(word: str) -> bool:
+def _is_prefix(word: str) -> bool:
     """A word before the command proper: an assignment, ``sudo``, ``timeout 30``..."""
     return "=" in word or word in _PREFIXES or word.startswith("-") or word.isdigit()

@@ -1,26 +1,11 @@
-"""Tool results made cheap to count, without changing a single count.
+"""Tool results made cheap to count, without changing a single count (the watcher, scan).
 
-Used in front of the counter wherever whole transcripts stream through it: the watcher
-(every followed session) and ``loop-killer scan``. (The tool-call hooks count one result
-per process and key it directly.)
-
-The engine's ``ToolRepeatCounter`` compares each result of a call with the call's
-previous result by ``result_key``, which masks times, durations and addresses with
-regular expressions: a few MB/s, most of a scan's time when every result of a long
-history goes through it. Yet a result only ever needs masking when the same call gave a
-different output before. ``StandIns`` sits in front of the counter and hands it each
-result with its content replaced by a short stand-in (a few letters, which masking leaves
-as they are): the same stand-in as the call's previous result when the two contents are
-equal, or, only when they differ, when ``result_key`` says they are equal. So the counter
-sees exactly the sequence of equal and unequal results it would have seen, and does all
-the counting (resets, polling tools, refusals, forgetting) itself. (Stand-ins of error
-results differ from those of other results, so the counter is told no error flag.)
-
-A result may come unread (``UnreadResult``, from ``loop-killer scan``): it is read only
-when it must be compared, which a call's first result in a turn never is.
-
-Calls and results are paired by the counter's own pairing (``ToolPairing``). Pure;
-memory bounded by ``MAX_HELD_BYTES`` of contents.
+Masking (``result_key``) is most of a scan's time, yet a result needs it only when its call
+gave a different output before. ``StandIns`` hands the counter each result as a short
+stand-in: the previous result's when the contents are equal (or, only when they differ,
+when ``result_key`` says so), else a new one; so the counter sees the very same sequence of
+equal and unequal results. A ``UnreadResult`` is read only when it must be compared.
+Memory is bounded by ``MAX_HELD_BYTES`` of contents.
 """
 
 from __future__ import annotations
@@ -29,39 +14,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..light import digest
+from .calls import ANSWERED_BY_PERSON, call_key, is_ignored, is_refusal
 from .edits import FILE_CHANGING_TOOLS
 from .masking import result_key
 from .pairing import ToolPairing
-from .tool_repeat import (
-    ANSWERED_BY_PERSON,
-    MAX_CALLS,
-    ToolRepeat,
-    ToolRepeatCounter,
-    call_key,
-    event_seconds,
-    is_ignored,
-    is_refusal,
-)
-from .transcript import (
-    AssistantPart,
-    Event,
-    ToolCall,
-    ToolResult,
-    UnreadResult,
-)
+from .tool_repeat import MAX_CALLS, ToolRepeat, ToolRepeatCounter
+from .transcript import AssistantPart, Event, ToolCall, ToolResult, UnreadResult
 
 __all__ = ["MAX_HELD_BYTES", "StandIns", "ToolCounts"]
 
-MAX_HELD_BYTES = 32 << 20
-"""Contents kept for comparison; beyond it the oldest are replaced by their key."""
+MAX_HELD_BYTES = 32 << 20  # contents kept for comparison; beyond, the oldest give way
 _MAX_LAST = 8 * MAX_CALLS  # calls remembered (the counter forgets long before: safe)
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
 @dataclass(slots=True)
 class _Last:
-    """A call's previous result: its content (until it had to be keyed), its key (once
-    computed), and the stand-in the counter saw for it."""
+    """A call's previous result: its content (until keyed), its key (once computed), and
+    the stand-in the counter saw for it."""
 
     content: Any
     is_error: bool
@@ -82,10 +52,8 @@ def _size(content: Any) -> int:
 
 
 class StandIns:
-    """Turns the events of one scope into the events to feed its ``ToolRepeatCounter``.
-
-    ``ignored``: the counter's ignored tools (their results pass unchanged).
-    """
+    """Turns one scope's results into stand-ins for its counter (ignored tools' pass as
+    they are)."""
 
     __slots__ = ("_held", "_ignored", "_ignored_names", "_last", "_pairing", "_tokens",
                  "max_held")
@@ -102,8 +70,7 @@ class StandIns:
         self._tokens = 0
 
     def pairs(self, event: Event) -> list[tuple[AssistantPart, ToolCall, str, ToolResult]]:
-        """The results ``event`` completes, each with its call (``ToolPairing``, the
-        counter's own pairing), the call's ``call_key`` and its stand-in for its content."""
+        """The results ``event`` completes, each with its call, ``call_key`` and stand-in."""
         if self._pairing.starts_afresh(event):
             self._last.clear()  # the counter starts afresh: so do the comparisons
             self._held = 0
@@ -131,11 +98,8 @@ class StandIns:
         content, is_error = result.content, result.is_error
         if isinstance(content, UnreadResult):
             if last is None:
-                # Compared with nothing yet: it stays unread, with a stand-in of its own.
-                # (Were it loop-killer's own refusal, which counts nothing, it would count
-                # 1, and so would the call's refusals right after it; its next real result
-                # counts 1 either way, so no loop can tell. And the hooks only refuse a
-                # call that gave results in the turn: those are kept here.)
+                # Compared with nothing yet: it stays unread. (Were it our refusal, it
+                # would count 1 instead of nothing; the next real result counts 1 either way.)
                 return self._keep(call, _Last(content, False, None, self._new_token(),
                                               content.size), result)
             content, is_error = content.read()
@@ -160,8 +124,7 @@ class StandIns:
         return self._keep(call, _Last(content, is_error, key, token, _size(content)), result)
 
     def _keep(self, call: bytes, last: _Last, result: ToolResult) -> ToolResult:
-        """Remember a call's newest result; what the counter gets for it (equal stand-ins
-        are equal outputs, error or not: the flag is in the stand-in)."""
+        """Remember a call's newest result; its stand-in (which holds the error flag)."""
         before = self._last.pop(call, None)
         if before is not None:
             self._held -= before.size
@@ -180,8 +143,7 @@ class StandIns:
                 return "result-" + "".join(letters)
 
     def _trim(self) -> None:
-        # Too many bytes kept: the oldest contents give way to their keys (the stand-ins
-        # stay, so comparisons stay exact).
+        # The oldest contents give way to their keys (the stand-ins stay: still exact).
         for last in self._last.values():
             if self._held <= self.max_held:
                 break
@@ -199,9 +161,7 @@ class StandIns:
 
 
 class ToolCounts:
-    """A ``ToolRepeatCounter`` fed through ``StandIns``: the same counts as the counter fed
-    directly, with outputs masked only when a call's output changed. ``max_held``: as for
-    ``StandIns``."""
+    """A ``ToolRepeatCounter`` fed through ``StandIns``: the same counts as fed directly."""
 
     __slots__ = ("_stand_ins", "counter")
 
@@ -217,12 +177,4 @@ class ToolCounts:
         """``feed``, each count with its call and the reply that made the call."""
         if not ToolPairing.may_pair(event):
             return []  # most lines: text or thinking, nothing to count
-        if ToolPairing.starts_afresh(event):
-            self.counter.reset()
-        stand_ins = self._stand_ins
-        return [(part, call, self.counter.record_call(
-                    key, call.name, result.content, result.is_error, result.tool_use_id,
-                    tool_input=call.input, move=result.move,
-                    now=event_seconds(event) if self.counter.waits(call.name, call.input)
-                    else None))
-                for part, call, key, result in stand_ins.pairs(event)]
+        return self.counter.feed_pairs(event, self._stand_ins.pairs(event))

@@ -1,19 +1,12 @@
 """Waiting is not looping (pure): the calls that wait for the world, and the time they get.
 
-A call *waits* when the call itself waits for something that takes time outside the
-session: its command sleeps or blocks until the world changes (``sleep 60 && gh pr
-checks 42``, ``gh run watch``, ``gh pr checks --watch``, ``kubectl rollout status``,
-``kubectl wait``, ``until ...; do sleep 5; done``, ``tail -f``), it reads the output of a
-background job (``<tmp>/tasks/<id>.output``), or it is one of Claude Code's own waiting
-and task tools (``WAITING_TOOLS``). The same result of such a call again is the world not
-having changed yet, not the model going round: it is never warned, refused or stopped by
-its count. It is bounded in time instead: once its result has stayed the same for
-``WAIT_MINUTES`` (a setting), it is a loop like any other, and the words say what it
-waited on and for how long.
-
-A gap between calls is not waiting by itself: a model with a large context takes 15-60 s
-a request, and two identical searches alternating every 15-20 s for 50 minutes (a real
-report: 141 repeats) are a loop. Only the call's own words, or its tool, say it waits.
+A call *waits* when its command sleeps or blocks until the world changes (``sleep 60 &&
+gh pr checks 42``, ``gh run watch``, ``kubectl wait``, ``until ...; do sleep 5; done``,
+``tail -f``), it reads a background job's output, or it is one of Claude Code's waiting
+tools (``WAITING_TOOLS``). Its same result again is never warned, refused or stopped by
+count; once it has stayed the same for ``WAIT_MINUTES`` it is a loop like any other.
+A gap between calls is not waiting by itself (a large context takes 15-60 s a request:
+two searches alternating for 50 minutes were a loop); only the call's words or tool say so.
 """
 
 from __future__ import annotations
@@ -27,10 +20,8 @@ if TYPE_CHECKING:
 __all__ = ["WAITING_TOOLS", "WAIT_MINUTES", "waited_words", "waits"]
 
 WAIT_MINUTES = 30.0
-"""How long a waiting call's result may stay the same before it counts as a loop: CI runs
-and deploys mostly end within it (GitHub's median workflow run is a few minutes; a rollout
-times out at 10 minutes by default), and polling the same unchanged status for half an
-hour is worth the person's attention."""
+"""How long a waiting call's result may stay the same before it is a loop: CI runs and
+deploys mostly end within it (a rollout times out at 10 minutes by default)."""
 
 WAITING_TOOLS: frozenset[str] = frozenset({
     # Reading a background job's (or agent's) output while it runs.
@@ -55,7 +46,7 @@ _KEYWORDS = frozenset({"do", "then", "else", "elif", "if", "while", "until", "!"
 
 
 def waits(name: str, tool_input: object) -> bool:
-    """Whether a call of ``name`` with ``tool_input`` waits for the world (see above)."""
+    """Whether a call waits for the world (see above)."""
     if name in WAITING_TOOLS:
         return True
     if not isinstance(tool_input, dict):
@@ -75,8 +66,7 @@ def waits(name: str, tool_input: object) -> bool:
 
 
 def _background_output(path: str) -> bool:
-    """A background job's output file, as Claude Code names it
-    (``/tmp/claude-1000/<project>/tasks/bae407b.output``)."""
+    """A background job's output file (``/tmp/claude-1000/<project>/tasks/bae.output``)."""
     return path.endswith(".output") and _BACKGROUND_OUTPUT in path
 
 

@@ -1,21 +1,15 @@
-"""Every word the model and the person see from the tool-repeat rule, and the hooks'
-output JSON. Pure: plain values in, dicts out.
-
-* The model: ``additionalContext`` after the result that warns (Claude Code adds it to
-  the very next request), and the reason of a refusal (the model gets it as the refused
-  call's error result, ``PreToolUse:<tool> hook error: <reason>``).
-* The person: a one-line ``systemMessage`` on the warning and on each refusal.
-
-Every text begins with ``loop-killer: `` so anyone can tell where it comes from; calls
-are shown as a short one-line label, cleaned of control codes.
-"""
+"""Every word the model and the person see from the tool-call rules, as the hooks' output
+JSON (pure). The model gets ``additionalContext`` after a warning result and a refusal's
+reason as the call's error; the person a one-line ``systemMessage``. Every text begins
+with ``loop-killer: ``; calls are shown as a short label cleaned of control codes."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..engine.calls import REFUSED_MARK
 from ..engine.rules import RULE_EDIT_OSCILLATION, rule_phrase
-from ..engine.tool_repeat import REFUSED_MARK, RULE_TOOL_REPEAT, TOOL_REPEAT_BLOCK
+from ..engine.tool_repeat import RULE_TOOL_REPEAT, TOOL_REPEAT_BLOCK
 from ..engine.waiting import waited_words
 from ..hook.notice import MARK
 from ..printable import printable
@@ -23,12 +17,11 @@ from ..printable import printable
 __all__ = ["LABEL_LIMIT", "final_warning", "oscillation", "oscillation_refusal", "phrase",
            "refusal", "subagent_stop", "waited", "waited_detail", "waited_refusal", "warning"]
 
-LABEL_LIMIT = 120
-"""The most characters of a call shown in one line."""
+LABEL_LIMIT = 120  # the most characters of a call shown in one line
+_RETRYING = "Retrying a refused call again and again ends the turn."
 
 
 def phrase(count: int) -> str:
-    """What the rule saw, in words."""
     return f"the same result {count} times in a row"
 
 
@@ -38,8 +31,7 @@ def _call(label: str) -> str:
 
 def warning(event: str, label: str, count: int, *, block: int = TOOL_REPEAT_BLOCK
             ) -> dict[str, Any]:
-    """After the result that reaches TOOL_REPEAT_WARN: tell the model, and the person
-    (``block``: the count of identical results from which the call is refused)."""
+    """After the result that reaches TOOL_REPEAT_WARN (``block``: the count refused from)."""
     call = _call(label)
     left = block - count
     refused = ("loop-killer will now refuse to run it again" if left <= 0 else
@@ -58,8 +50,7 @@ def warning(event: str, label: str, count: int, *, block: int = TOOL_REPEAT_BLOC
 
 def oscillation(event: str, label: str, returns: int, *, refused_at: int) -> dict[str, Any]:
     """After an edit that took a file back to an earlier content for the ``returns``-th
-    time (EDIT_OSCILLATION): tell the model, and the person. ``refused_at``: the return
-    that is refused before it is made."""
+    time (``refused_at``: the return refused before it is made)."""
     call = _call(label)
     model = (
         f"{MARK}this edit ({call}) took the file back to a version it already had in this "
@@ -74,15 +65,13 @@ def oscillation(event: str, label: str, returns: int, *, refused_at: int) -> dic
 
 
 def oscillation_refusal(label: str, returns: int, *, first: bool = True) -> dict[str, Any]:
-    """PreToolUse output refusing an edit that would take its file back to an earlier
-    version for the ``returns``-th time. The person is told once (``first``)."""
+    """Refusing an edit that would take its file back for the ``returns``-th time."""
     call = _call(label)
     reason = (
         f"{REFUSED_MARK} to make this edit: it would take the file back to an earlier "
         f"version for the {_ordinal(returns)} time ({RULE_EDIT_OSCILLATION}). Do not retry "
         "it: keep the file as it is, say in one or two sentences which version is right "
-        "and why, and if it is not the one the file has now, ask the person. Retrying a "
-        "refused call again and again ends the turn."
+        f"and why, and if it is not the one the file has now, ask the person. {_RETRYING}"
     )
     person = (f"{MARK}refused {call}: it would be "
               f"{rule_phrase(RULE_EDIT_OSCILLATION, returns)} ({RULE_EDIT_OSCILLATION}); "
@@ -116,8 +105,8 @@ def final_warning(event: str, label: str, count: int) -> dict[str, Any]:
 
 
 def refusal(label: str, count: int, *, first: bool = True) -> dict[str, Any]:
-    """PreToolUse output refusing an attempt of a call that reached TOOL_REPEAT_BLOCK.
-    The person is told once for each call (``first``); later refusals say nothing to them."""
+    """Refusing an attempt of a call that reached TOOL_REPEAT_BLOCK (the person is told
+    only the ``first`` time)."""
     call = _call(label)
     # Claude Code shows the reason to the person too, under the call (the first lines of
     # it): so it opens with what happened, in their words, and says the rest to the model.
@@ -125,7 +114,7 @@ def refusal(label: str, count: int, *, first: bool = True) -> dict[str, Any]:
         f"{REFUSED_MARK} to run this call again: it gave {phrase(count)} "
         f"({RULE_TOOL_REPEAT}); it runs again after the person's next message. Do not retry "
         "it: explain why it keeps giving the same result, then try something different or "
-        "ask the person. Retrying a refused call again and again ends the turn."
+        f"ask the person. {_RETRYING}"
     )
     person = f"{MARK}refused {call}: it gave {phrase(count)} ({RULE_TOOL_REPEAT}); it runs " \
              "again after your next message"
@@ -138,8 +127,7 @@ def waited_detail(label: str, seconds: float) -> str:
 
 
 def waited(event: str, label: str, seconds: float) -> dict[str, Any]:
-    """After the result of a waiting call that stayed the same for the whole wait bound:
-    tell the model, and the person; its next attempt is refused."""
+    """After a waiting call's result stayed the same for the whole wait bound."""
     call = _call(label)
     how_long = waited_words(seconds)
     model = (
@@ -154,15 +142,14 @@ def waited(event: str, label: str, seconds: float) -> dict[str, Any]:
 
 
 def waited_refusal(label: str, seconds: float, *, first: bool = True) -> dict[str, Any]:
-    """PreToolUse output refusing a waiting call whose result stayed the same past the
-    wait bound. The person is told once (``first``)."""
+    """Refusing a waiting call whose result stayed the same past the wait bound."""
     call = _call(label)
     how_long = waited_words(seconds)
     reason = (
         f"{REFUSED_MARK} to run this call again: it waited {how_long} with no change "
         f"({RULE_TOOL_REPEAT}); it runs again after the person's next message. Do not retry "
         "it: say what you were waiting for and what you saw, then check why it is not "
-        "moving or ask the person. Retrying a refused call again and again ends the turn."
+        f"moving or ask the person. {_RETRYING}"
     )
     person = (f"{MARK}refused {call}: it waited {how_long} with no change "
               f"({RULE_TOOL_REPEAT}); it runs again after your next message")
@@ -189,8 +176,8 @@ def _after(event: str, model: str, person: str) -> dict[str, Any]:
 
 
 def subagent_stop(label: str, refused: int, output: dict[str, Any]) -> dict[str, Any]:
-    """PreToolUse output refusing a subagent's attempt (``output``, said to no person) and
-    ending its run: the ladder's last step for a subagent (the session's turn goes on)."""
+    """Refusing a subagent's attempt (``output``) and ending its run: the ladder's last
+    step for a subagent (the session's turn goes on)."""
     said = (f"{MARK}{RULE_TOOL_REPEAT}: a subagent's refused call ({_call(label)}) tried "
             f"{refused} more times; the subagent was stopped")
     return {**output, "continue": False, "stopReason": said, "systemMessage": said}
