@@ -9,7 +9,7 @@ go to the parent's turn. Spend is the one limit only the watcher sees: crossed, 
 ``Responder`` writes a clear request for the session's next Stop (``on_budget``); at
 ``WARN_AT`` of any limit the person is told once per turn (the log line, and a desktop
 notification with ``--notify``). Re-prompts and time are also counted by the Stop hook
-itself (``hook.turn``, ``hook.stop_hook``), which ends the turn when they are reached, watcher or not.
+itself (``hook.turn``), which ends the turn when they are reached, watcher or not.
 
 Counted from what the watcher read: after a restart in the middle of a turn, only the
 replies of the tail it read back (the turn's trailing run) and what came after.
