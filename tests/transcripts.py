@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from loop_killer.engine.judge import Detection
 from loop_killer.engine.reader import Step
-from loop_killer.engine.run import Detection
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 FIXTURES_328 = FIXTURES / "claude-code-2.1.328"  # the scenarios recorded from the real 2.1.328

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from loop_killer.engine.answers import Answer, AnswerAssembler
+from loop_killer.engine.judge import Detection
 from loop_killer.engine.reader import TranscriptReader, detect_transcript
 from loop_killer.engine.rules import (
     IDLE_TURNS,
@@ -17,7 +18,7 @@ from loop_killer.engine.rules import (
     text_digest,
     words,
 )
-from loop_killer.engine.run import Detection, RunDetector
+from loop_killer.engine.run import RunDetector
 from loop_killer.engine.transcript import parse_line
 from transcripts import BASH, CONDITION, KICKOFF, NOT_MET, SESSION, Transcript, found, line
 

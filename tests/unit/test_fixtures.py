@@ -21,9 +21,10 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from loop_killer.engine.judge import Detection
 from loop_killer.engine.reader import TranscriptReader, detect_transcript
 from loop_killer.engine.rules import RULE_IDLE, RULE_SAME, similar, text_digest, words
-from loop_killer.engine.run import Detection, RunDetector
+from loop_killer.engine.run import RunDetector
 from loop_killer.engine.transcript import Discard, GoalStatus, ParseStats, TurnStart, parse_line
 from transcripts import FIXTURES, FIXTURES_328, found
 

@@ -26,8 +26,9 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 
 from .answers import Answer
+from .judge import Detection
 from .rules import DEFAULT_THRESHOLDS, Thresholds
-from .run import Detection, RunDetector
+from .run import RunDetector
 from .tool_repeat import DEFAULT_IGNORED
 from .transcript import Event, ParseStats, parse_line
 

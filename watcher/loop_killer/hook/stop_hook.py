@@ -48,7 +48,7 @@ from .turn import judge, last_goal_status, last_prompt_time, turn_over
 
 if TYPE_CHECKING:
     from ..engine.budget import TurnUse
-    from ..engine.run import Detection
+    from ..engine.judge import Detection
     from ..state.journal import OutcomeRecord
 
 # The hands' own modules (``mod_outcomes`` for the mod's plan, ``terminal`` for typing

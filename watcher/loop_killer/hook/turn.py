@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..engine.budget import TurnUse
-from ..engine.run import Detection, Run
+from ..engine.judge import Detection, Run
 from ..engine.transcript import GoalStatus, TurnStart, parse_line, parse_timestamp
 from ..state.files import open_transcript
 from ..tailing import iter_lines_backwards

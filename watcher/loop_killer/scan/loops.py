@@ -24,9 +24,9 @@ from typing import Any
 
 from ..engine.answers import Answer
 from ..engine.edits import FILE_CHANGING_TOOLS, MAX_FILES, edited_file
+from ..engine.judge import Detection
 from ..engine.reader import Step
 from ..engine.rules import rule_phrase
-from ..engine.run import Detection
 from ..engine.stand_ins import ToolCounts
 from ..engine.tool_repeat import (
     RULE_TOOL_REPEAT,

@@ -47,8 +47,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..engine.budget import Crossing
+from ..engine.judge import Detection
 from ..engine.rules import RULE_BUDGET, text_digest
-from ..engine.run import Detection
 from ..engine.tool_repeat import TOOL_CALL_RULES
 from ..engine.transcript import STOP_HOOK_SUMMARY, GoalStatus, SystemEntry, parse_timestamp
 from ..hook.turn import hooks_judge

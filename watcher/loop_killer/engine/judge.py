@@ -1,0 +1,187 @@
+"""The judge: one session's trailing run of answers to re-prompts, and the two rules over
+it (``rules``). Pure. The watcher and the scan feed it from the transcript
+(``run.RunDetector``); the Stop hook keeps it in the session's record between two Stops
+(``Run.to_state``), so the three judge alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, TypeGuard
+
+from .rules import (
+    DEFAULT_THRESHOLDS,
+    RULE_IDLE,
+    RULE_SAME,
+    Rule,
+    Thresholds,
+    could_fire,
+    similar,
+    similarity,
+    words,
+)
+
+__all__ = ["MAX_KEPT_WORDS", "Detection", "Run", "RunAnswer"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunAnswer:
+    """An answer in the run, with what the rules need to compare it."""
+
+    uuid: str
+    prompt_uuid: str
+    timestamp: str
+    text: str
+    words: frozenset[str]
+    similarity_to_previous: float | None  # None for the first answer of the run
+
+
+@dataclass(frozen=True, slots=True)
+class Detection:
+    """A rule fired: the run of answers that crossed a threshold."""
+
+    session_id: str
+    rule: Rule
+    answers: tuple[RunAnswer, ...]  # the answers involved, oldest first
+    similarities: tuple[float, ...]  # between consecutive answers involved
+    run_length: int  # answers in the run when it fired
+
+    @property
+    def count(self) -> int:
+        return len(self.answers)
+
+    @property
+    def answer_uuid(self) -> str:
+        """The uuid of the answer that fired (the last one)."""
+        return self.answers[-1].uuid
+
+    @property
+    def first_timestamp(self) -> str:
+        return self.answers[0].timestamp
+
+    @property
+    def last_timestamp(self) -> str:
+        return self.answers[-1].timestamp
+
+    def to_dict(self, *, max_text: int = 2000) -> dict[str, Any]:
+        """A JSON-ready summary (texts cut to ``max_text`` characters)."""
+        return {
+            "session_id": self.session_id,
+            "rule": self.rule,
+            "count": self.count,
+            "run_length": self.run_length,
+            "answer_uuid": self.answer_uuid,
+            "first_timestamp": self.first_timestamp,
+            "last_timestamp": self.last_timestamp,
+            "similarities": [round(s, 4) for s in self.similarities],
+            "answers": [
+                {"uuid": a.uuid, "timestamp": a.timestamp, "text": a.text[:max_text]}
+                for a in self.answers
+            ],
+        }
+
+
+MAX_KEPT_WORDS = 4000
+"""Words of the run's last answer kept in a saved run (``Run.to_state``): the next answer
+is compared with them."""
+
+_KEPT_TEXT = 2000
+
+
+class Run:
+    """One session's trailing run of answers to re-prompts, and the two rules over it.
+
+    The one judge of the re-prompt rules: the watcher and the scan feed it through
+    ``RunDetector``; the Stop hook keeps it in the session's record between two Stops
+    (``to_state``/``from_state``)."""
+
+    __slots__ = ("_similar", "answers", "chain", "length", "thresholds")
+
+    def __init__(self, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> None:
+        self.thresholds = thresholds
+        self._similar = thresholds.similar_fraction
+        # The run's newest answers, as many as the larger threshold needs (a list: an
+        # empty deque alone costs 600 bytes, and the watcher keeps one per session).
+        self.answers: list[RunAnswer] = []
+        self.length = 0  # answers in the run (may exceed those kept)
+        self.chain = 0  # trailing answers that form a chain of similar answers
+
+    def extend(self, uuid: str, prompt_uuid: str, timestamp: str, text: str) -> None:
+        """One more answer to a re-prompt without new work."""
+        answer_words = words(text)
+        previous = self.answers[-1] if self.answers else None
+        score = None
+        if previous is not None:
+            score = similarity(previous.words, answer_words)
+            similar_ = similar(previous.text, previous.words, text, answer_words,
+                               self._similar)
+            self.chain = self.chain + 1 if similar_ else 1
+        else:
+            self.chain = 1
+        if len(self.answers) >= self.thresholds.longest:
+            del self.answers[0]
+        self.answers.append(RunAnswer(uuid, prompt_uuid, timestamp, text, answer_words, score))
+        self.length += 1
+
+    def check(self, session_id: str) -> Detection | None:
+        """The detection the run calls for, if any (SAME_REPLY_TURNS first)."""
+        thresholds = self.thresholds
+        if thresholds.fires(RULE_SAME, self.chain):
+            return self._detection(session_id, RULE_SAME, thresholds.same_reply_turns)
+        if thresholds.fires(RULE_IDLE, self.length):
+            return self._detection(session_id, RULE_IDLE, thresholds.idle_turns)
+        return None
+
+    def could_fire(self) -> bool:
+        """Whether one more answer could reach a threshold."""
+        return could_fire(self.length, self.chain, self.thresholds)
+
+    def _detection(self, session_id: str, rule: Rule, count: int) -> Detection:
+        involved = tuple(self.answers[-count:])
+        scores = tuple(a.similarity_to_previous for a in involved[1:]
+                       if a.similarity_to_previous is not None)
+        return Detection(session_id, rule, involved, scores, self.length)
+
+    def reset(self) -> None:
+        self.answers.clear()
+        self.length = 0
+        self.chain = 0
+
+    def to_state(self) -> dict[str, Any]:
+        """The run as JSON-ready data: what the next answer is judged against (the last
+        answer's words, bounded) and what a detection tells of the others."""
+        last = self.answers[-1] if self.answers else None
+        return {"length": self.length, "chain": self.chain,
+                "words": sorted(last.words)[:MAX_KEPT_WORDS] if last is not None else [],
+                "answers": [[a.uuid, a.prompt_uuid, a.timestamp, a.text[:_KEPT_TEXT],
+                             a.similarity_to_previous] for a in self.answers]}
+
+    @classmethod
+    def from_state(cls, state: object, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Run:
+        """A run saved by ``to_state``; an empty one for anything else."""
+        run = cls(thresholds)
+        if not isinstance(state, dict):
+            return run
+        length, chain, kept = state.get("length"), state.get("chain"), state.get("answers")
+        last_words = state.get("words")
+        if not (_count(length) and _count(chain) and isinstance(kept, list)
+                and isinstance(last_words, list)):
+            return run
+        for item in kept[-thresholds.longest:]:
+            if not (isinstance(item, list) and len(item) == 5
+                    and all(isinstance(field, str) for field in item[:4])
+                    and (item[4] is None or isinstance(item[4], (int, float)))):
+                return cls(thresholds)
+            uuid, prompt_uuid, timestamp, text, score = item
+            run.answers.append(RunAnswer(uuid, prompt_uuid, timestamp, text, frozenset(),
+                                         score))
+        if run.answers:
+            run.answers[-1] = replace(run.answers[-1], words=frozenset(
+                word for word in last_words if isinstance(word, str)))
+        run.length = max(int(length), len(run.answers))  # (``_count`` checked both)
+        run.chain = min(int(chain), run.length)
+        return run
+
+
+def _count(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
