@@ -304,37 +304,20 @@ def _tell(data: dict[str, Any], state: str, event: str, name: str, tool_input: o
     from . import words
 
     label = call_label(name, tool_input, words.LABEL_LIMIT)
+    waited = repeat.waited and repeat.count == settings.tool_repeat_block  # the bound, just now
+    if repeat.shape or waited or repeat.count == settings.tool_repeat_warn:
+        # (the watcher logs only the calls of sessions whose hooks keep no counts)
+        _log(state, "detection", data, repeat, label, scope)
     if repeat.shape:  # a file edited back and forth (edits.RULE_EDIT_OSCILLATION)
-        if scope != MAIN_SCOPE or _first_to_record(state, data, repeat):
-            _log(state, "detection", data, repeat, label, scope)
         return words.oscillation(event, label, repeat.shape_count,
                                  refused_at=counts.refused_return)
-    if repeat.waited and repeat.count == settings.tool_repeat_block:
-        # A call that waited: its result stayed the same for the whole bound, just now.
-        if scope != MAIN_SCOPE or _first_to_record(state, data, repeat):
-            _log(state, "detection", data, repeat, label, scope)
+    if waited:
         return words.waited(event, label, repeat.waited)
     if repeat.count == settings.tool_repeat_warn:
-        # Only the main session's transcript is followed by the watcher too: a subagent's
-        # warning is this hook's alone to log.
-        if scope != MAIN_SCOPE or _first_to_record(state, data, repeat):
-            _log(state, "detection", data, repeat, label, scope)
         return words.warning(event, label, repeat.count, block=settings.tool_repeat_block)
     if repeat.count >= settings.tool_repeat_block:
         return words.final_warning(event, label, repeat.count)
     return None
-
-
-def _first_to_record(state: str, data: dict[str, Any], repeat: ToolRepeat) -> bool:
-    """Record the detection (keyed by the result that reached the warning, as the watcher
-    does from the transcript); True when this hook is first, or cannot tell."""
-    from pathlib import Path
-
-    from ..state import records
-
-    return records.first_to_record(Path(state), str(data.get("session_id")),
-                                   records.record_key(repeat.tool_use_id), source="hook",
-                                   rule=repeat.shape or RULE_TOOL_REPEAT)
 
 
 def _log(state: str, kind: str, data: dict[str, Any], repeat: ToolRepeat, label: str,
