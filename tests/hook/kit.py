@@ -1,4 +1,5 @@
-"""Helpers for the hook tests: the real fixture transcripts, cut where a Stop would see them."""
+"""Helpers for the hook tests: the real fixture transcripts, and a recorded turn replayed
+through the hooks Stop by Stop, as Claude Code runs them."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LAUNCHER = ROOT / "plugin" / "hooks" / "launch.py"
 LAUNCHER_MODULE = LAUNCHER.with_name("loop_killer_launch.py")  # what launch.py runs
 SAME_TEXT = "I am still working on getting the auth tests to pass."
+PROMPT_ID = "182dc0eb-5aaa-4580-9bd2-a2b300a8e060"  # stop_input's: one per person's prompt
 
 
 def lines_of(path: Path) -> list[bytes]:
@@ -75,7 +77,7 @@ def stops(lines: list[bytes]) -> list[Stop]:
         line = lines[index]
         if is_reprompt(line):
             answering_reprompt = True
-        elif entry(line).get("type") == "user" and not is_tool_result(line):
+        elif _is_persons(line):
             answering_reprompt = False
         if not is_assistant(line):
             index += 1
@@ -122,7 +124,7 @@ def stop_input(transcript: Path | str, *, session_id: str = "", message: str | N
         "session_id": session_id or Path(transcript).stem,
         "transcript_path": transcript,
         "cwd": "/home/dev/proj",
-        "prompt_id": "182dc0eb-5aaa-4580-9bd2-a2b300a8e060",
+        "prompt_id": PROMPT_ID,
         "permission_mode": "default",
         "effort": {"level": "medium"},
         "hook_event_name": "Stop",
@@ -195,3 +197,91 @@ def with_tool_use_in_first_reply(lines: list[bytes]) -> list[bytes]:
     assert is_tool_result(call[2])
     reply = next(i for i, line in enumerate(lines) if is_assistant(line))
     return [*lines[:reply], *call, *lines[reply:]]
+
+
+def _is_persons(line: bytes) -> bool:
+    value = entry(line)
+    return (value.get("type") == "user" and not value.get("isMeta")
+            and not is_tool_result(line) and not is_reprompt(line))
+
+
+def hook_inputs(lines: list[bytes], session_id: str, transcript: str
+                ) -> list[tuple[int, dict[str, Any]]]:
+    """The hook inputs Claude Code hands on for ``lines``, in order, each with the index of
+    the line it follows: ``UserPromptSubmit`` for a person's prompt, ``PostToolUse`` (or
+    ``PostToolUseFailure``) for each result, ``Stop`` for each final reply (its text the
+    ``last_assistant_message``, none when empty; ``stop_hook_active`` when it answers a
+    re-prompt)."""
+    base = {"session_id": session_id, "transcript_path": transcript, "cwd": "/home/dev/proj",
+            "prompt_id": PROMPT_ID}
+    finals = {stop.index: stop for stop in stops(lines)}
+    calls: dict[str, dict[str, Any]] = {}
+    inputs: list[tuple[int, dict[str, Any]]] = []
+    prompts = 0
+    for index, line in enumerate(lines):
+        value = entry(line)
+        if _is_persons(line):
+            prompts += 1  # a new turn: a prompt id of its own
+            base["prompt_id"] = PROMPT_ID if prompts == 1 else f"{PROMPT_ID}-{prompts}"
+            content = value["message"]["content"]
+            inputs.append((index, {**base, "hook_event_name": "UserPromptSubmit",
+                                   "prompt": content if isinstance(content, str) else ""}))
+        elif is_assistant(line):
+            for block in value["message"]["content"]:
+                if isinstance(block, dict) and block.get("type") == "tool_use":
+                    calls[block["id"]] = block
+            if index in finals:
+                stop = finals[index]
+                inputs.append((index, stop_input(transcript, message=stop.text or None,
+                                                 active=stop.reprompted, **base)))
+        elif is_tool_result(line):
+            for block in value["message"]["content"]:
+                call = calls.get(block.get("tool_use_id", "")) if isinstance(block, dict) else None
+                if call is None:
+                    continue
+                failed = block.get("is_error") is True
+                result = ({"error": block.get("content")} if failed else
+                          {"tool_response": value.get("toolUseResult", block.get("content"))})
+                inputs.append((index, {**base, "tool_name": call["name"],
+                                       "tool_input": call["input"], "tool_use_id": call["id"],
+                                       "hook_event_name": "PostToolUseFailure" if failed
+                                       else "PostToolUse", **result}))
+    return inputs
+
+
+def replay(lines: list[bytes], path: Path, *, env: dict[str, str], before: int | None = None,
+           session_id: str = "") -> list[dict[str, Any] | None]:
+    """Run the hooks of a recorded turn in order, in this process, the transcript written
+    up to each hook's line as it runs: every Stop's output, in order. ``before``: stop short
+    of the Stop of the ``before``-th answer to a re-prompt (its tool calls run, its reply
+    not written), which the test then runs itself: in a process of its own too, since the
+    last Stop is taken to be an API round trip old (not a twin's)."""
+    from loop_killer.hook.stop_hook import run_input as stop_hook
+    from loop_killer.state.files import state_dir_text
+    from loop_killer.tools import store
+    from loop_killer.tools.hook import run_input as tool_hook
+
+    session_id = session_id or path.stem
+    cut = answer(lines, before).first if before is not None else len(lines)
+    outputs: list[dict[str, Any] | None] = []
+    for index, data in hook_inputs(lines[:cut], session_id, str(path)):
+        write(path, lines[: index + 1])
+        if data["hook_event_name"] == "Stop":
+            outputs.append(stop_hook(data, env=env))
+        else:
+            tool_hook(data, env=env)
+    write(path, lines[:cut])
+    record = store.state_path(state_dir_text(env), session_id)
+    kept = store.load(record)
+    if kept is not None and isinstance(store.turn_of(kept).get("at"), float):
+        kept["turn"]["at"] -= 1.0  # the next reply comes an API round trip later
+        store.save_turn(record, kept)
+    return outputs
+
+
+def looping_stop(path: Path, env: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
+    """goal-same replayed through the hooks up to its 3rd answer to a re-prompt: that
+    answer's Stop input (``extra`` added), which fires."""
+    lines = lines_of(fixture_transcript("goal-same"))
+    replay(lines, path, env=env or hook_env(), before=3)
+    return stop_input(path, message=answer(lines, 3).text, **extra)
