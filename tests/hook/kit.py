@@ -217,12 +217,12 @@ def hook_inputs(lines: list[bytes], session_id: str, transcript: str
     finals = {stop.index: stop for stop in stops(lines)}
     calls: dict[str, dict[str, Any]] = {}
     inputs: list[tuple[int, dict[str, Any]]] = []
-    prompts = 0
+    prompts = sum(map(_is_persons, lines))  # each a turn of its own; the last's is PROMPT_ID
     for index, line in enumerate(lines):
         value = entry(line)
         if _is_persons(line):
-            prompts += 1  # a new turn: a prompt id of its own
-            base["prompt_id"] = PROMPT_ID if prompts == 1 else f"{PROMPT_ID}-{prompts}"
+            prompts -= 1
+            base["prompt_id"] = f"{PROMPT_ID}-{prompts}" if prompts else PROMPT_ID
             content = value["message"]["content"]
             inputs.append((index, {**base, "hook_event_name": "UserPromptSubmit",
                                    "prompt": content if isinstance(content, str) else ""}))
@@ -262,6 +262,7 @@ def replay(lines: list[bytes], path: Path, *, env: dict[str, str], before: int |
     from loop_killer.tools.hook import run_input as tool_hook
 
     session_id = session_id or path.stem
+    lines = [line if line.endswith(b"\n") else line + b"\n" for line in lines]
     cut = answer(lines, before).first if before is not None else len(lines)
     outputs: list[dict[str, Any] | None] = []
     for index, data in hook_inputs(lines[:cut], session_id, str(path)):
@@ -277,6 +278,12 @@ def replay(lines: list[bytes], path: Path, *, env: dict[str, str], before: int |
         kept["turn"]["at"] -= 1.0  # the next reply comes an API round trip later
         store.save_turn(record, kept)
     return outputs
+
+
+def fired(lines: list[bytes], outputs: list[dict[str, Any] | None]) -> list[int]:
+    """Which answers to a re-prompt (1-based) ``replay``'s Stops stopped the turn for."""
+    return [stop.number for stop, output in zip(stops(lines), outputs, strict=False)
+            if output is not None and output.get("continue") is False]
 
 
 def looping_stop(path: Path, env: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
