@@ -11,13 +11,14 @@ import time
 from pathlib import Path
 
 import pytest
-from loop_killer.hook import turn
+from loop_killer.hook import stop_hook, turn
 from loop_killer.hook.stop_hook import run
 from loop_killer.hook.terminal import poll
 from loop_killer.hook.turn import hooks_judge
 from loop_killer.state import journal as journal_module
 from loop_killer.state import records
 from loop_killer.state.inbox import ClearRequest, write_request
+from loop_killer.tools import store
 
 from .kit import (
     PROMPT_ID,
@@ -98,6 +99,22 @@ def test_the_hook_fires_on_its_own_and_logs_the_detection_once(goal_same, state:
         "hook", "anchor", f"{PROMPT_ID}:3")
     # The watcher, reading the same answer a moment later, leaves it to the hook.
     assert hooks_judge(str(state), SESSION)
+
+
+def test_a_twin_hook_for_the_same_reply_counts_nothing_and_does_not_stop(goal_same,
+                                                                        state: Path) -> None:
+    """The plugin loaded twice: two hooks for reply 3, started together. The one that
+    saves the turn second finds it saved after it started: it leaves the stop to the
+    first, and reply 3 is counted once."""
+    path, lines, _ = goal_same
+    replay(lines, path, env=_env(state), before=3)
+    data = stop_input(path)
+    started = time.time()
+    first = stop_hook.run_input(data, env=_env(state), spawn_time=started)
+    assert first is not None and first["continue"] is False
+    assert stop_hook.run_input(data, env=_env(state), spawn_time=started) is None
+    assert [r["event"] for r in journal(state)] == ["detection", "outcome"]
+    assert store.turn_of(store.load(store.state_path(state, SESSION)))["stops"] == 3
 
 
 @pytest.mark.parametrize("written", ["reply not written", "reply written"])
