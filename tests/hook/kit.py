@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -38,11 +37,6 @@ def is_reprompt(line: bytes) -> bool:
 
 def is_assistant(line: bytes) -> bool:
     return entry(line).get("type") == "assistant"
-
-
-def is_summary(line: bytes) -> bool:
-    value = entry(line)
-    return value.get("type") == "system" and value.get("subtype") == "stop_hook_summary"
 
 
 def assistant_text(line: bytes) -> str:
@@ -170,33 +164,6 @@ def journal(state: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def without_summaries(lines: list[bytes]) -> list[bytes]:
-    """The transcript as Claude Code 2.1.250 headless writes it: no stop_hook_summary lines."""
-    return [line for line in lines if not is_summary(line)]
-
-
-_IDS = re.compile(rb'"(uuid|parentUuid|promptId|id|sessionId)":"([^"]+)"')
-
-
-def renamed(lines: list[bytes], suffix: str) -> list[bytes]:
-    """The same lines with every uuid, message id and prompt id made new (``suffix``), as
-    if the same conversation happened again."""
-    tail = suffix.encode()
-    return [_IDS.sub(lambda m: b'"' + m.group(1) + b'":"' + m.group(2) + tail + b'"', line)
-            for line in lines]
-
-
-def with_tool_use_in_first_reply(lines: list[bytes]) -> list[bytes]:
-    """goal-same, its first reply (the answer to the goal's kickoff) running a Bash command
-    first: the trailing run then starts at that tool call, after the turn's start."""
-    tools = lines_of(fixture_transcript("goal-with-tools"))
-    first = next(i for i, line in enumerate(tools) if is_assistant(line))
-    call = renamed(tools[first: first + 3], "-tool")  # text + tool_use lines, tool_result
-    assert is_tool_result(call[2])
-    reply = next(i for i, line in enumerate(lines) if is_assistant(line))
-    return [*lines[:reply], *call, *lines[reply:]]
 
 
 def _is_persons(line: bytes) -> bool:
