@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from hook.kit import answer, fixture_transcript, lines_of, raw, stop_input, write
+from hook.kit import looping_stop, raw
 from must_run import unavailable
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -140,13 +140,11 @@ def installed_plugin(pipx_install: PipxInstall) -> Path:
     return plugin
 
 
-def _looping_stop(folder: Path, session_id: str) -> dict:
-    """A Stop whose transcript holds the third similar answer to a re-prompt. Each test
-    its own session: the pipx home (and its state folder) is shared by the module, and a
-    session's anchor and records left by another test would place this reply after them."""
-    lines = lines_of(fixture_transcript("goal-same"))
-    third = answer(lines, 3)
-    return stop_input(write(folder / "proj" / f"{session_id}.jsonl", lines[: third.first]))
+def _looping_stop(folder: Path, session_id: str, env: dict[str, str]) -> dict:
+    """The Stop of the third similar answer to a re-prompt, the turn's hooks before it run
+    (in this process). Each test its own session: the pipx home (and its state folder) is
+    shared by the module, and another test's record would count in this turn."""
+    return looping_stop(folder / "proj" / f"{session_id}.jsonl", env)
 
 
 def _hook(python3: str, plugin: Path, data: dict, env: dict[str, str]) -> dict | None:
@@ -196,7 +194,7 @@ def test_the_hook_run_by_a_python3_without_the_package_uses_pipxs_venv(
     # PATH without pipx's bin folder: only the recorded interpreter can lead to the package.
     env = {**pipx_install.env, "PATH": f"/usr/bin{os.pathsep}/bin"}
     output = _hook(python3_without_the_package, installed_plugin,
-                   _looping_stop(tmp_path, "recorded-interpreter"), env)
+                   _looping_stop(tmp_path, "recorded-interpreter", env), env)
     assert output is not None and output["continue"] is False, output
     assert "SAME_REPLY_TURNS" in json.dumps(output)
 
@@ -207,7 +205,8 @@ def test_without_a_recorded_interpreter_pipxs_command_on_path_leads_to_it(
 ) -> None:
     (pipx_install.home / ".claude" / "loop-killer" / "python").unlink(missing_ok=True)
     output = _hook(python3_without_the_package, installed_plugin,
-                   _looping_stop(tmp_path, "shebang-on-path"), pipx_install.env)
+                   _looping_stop(tmp_path, "shebang-on-path", pipx_install.env),
+                   pipx_install.env)
     assert output is not None and output["continue"] is False, output
 
 

@@ -1,10 +1,10 @@
-"""Helpers for the hook tests: the real fixture transcripts, cut where a Stop would see them."""
+"""Helpers for the hook tests: the real fixture transcripts, and a recorded turn replayed
+through the hooks Stop by Stop, as Claude Code runs them."""
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LAUNCHER = ROOT / "plugin" / "hooks" / "launch.py"
 LAUNCHER_MODULE = LAUNCHER.with_name("loop_killer_launch.py")  # what launch.py runs
 SAME_TEXT = "I am still working on getting the auth tests to pass."
+PROMPT_ID = "182dc0eb-5aaa-4580-9bd2-a2b300a8e060"  # stop_input's: one per person's prompt
 
 
 def lines_of(path: Path) -> list[bytes]:
@@ -36,11 +37,6 @@ def is_reprompt(line: bytes) -> bool:
 
 def is_assistant(line: bytes) -> bool:
     return entry(line).get("type") == "assistant"
-
-
-def is_summary(line: bytes) -> bool:
-    value = entry(line)
-    return value.get("type") == "system" and value.get("subtype") == "stop_hook_summary"
 
 
 def assistant_text(line: bytes) -> str:
@@ -75,7 +71,7 @@ def stops(lines: list[bytes]) -> list[Stop]:
         line = lines[index]
         if is_reprompt(line):
             answering_reprompt = True
-        elif entry(line).get("type") == "user" and not is_tool_result(line):
+        elif _is_persons(line):
             answering_reprompt = False
         if not is_assistant(line):
             index += 1
@@ -122,7 +118,7 @@ def stop_input(transcript: Path | str, *, session_id: str = "", message: str | N
         "session_id": session_id or Path(transcript).stem,
         "transcript_path": transcript,
         "cwd": "/home/dev/proj",
-        "prompt_id": "182dc0eb-5aaa-4580-9bd2-a2b300a8e060",
+        "prompt_id": PROMPT_ID,
         "permission_mode": "default",
         "effort": {"level": "medium"},
         "hook_event_name": "Stop",
@@ -170,28 +166,96 @@ def journal(state: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def without_summaries(lines: list[bytes]) -> list[bytes]:
-    """The transcript as Claude Code 2.1.250 headless writes it: no stop_hook_summary lines."""
-    return [line for line in lines if not is_summary(line)]
+def _is_persons(line: bytes) -> bool:
+    value = entry(line)
+    return (value.get("type") == "user" and not value.get("isMeta")
+            and not is_tool_result(line) and not is_reprompt(line))
 
 
-_IDS = re.compile(rb'"(uuid|parentUuid|promptId|id|sessionId)":"([^"]+)"')
+def hook_inputs(lines: list[bytes], session_id: str, transcript: str
+                ) -> list[tuple[int, dict[str, Any]]]:
+    """The hook inputs Claude Code hands on for ``lines``, in order, each with the index of
+    the line it follows: ``UserPromptSubmit`` for a person's prompt, ``PostToolUse`` (or
+    ``PostToolUseFailure``) for each result, ``Stop`` for each final reply (its text the
+    ``last_assistant_message``, none when empty; ``stop_hook_active`` when it answers a
+    re-prompt)."""
+    base = {"session_id": session_id, "transcript_path": transcript, "cwd": "/home/dev/proj",
+            "prompt_id": PROMPT_ID}
+    finals = {stop.index: stop for stop in stops(lines)}
+    calls: dict[str, dict[str, Any]] = {}
+    inputs: list[tuple[int, dict[str, Any]]] = []
+    prompts = sum(map(_is_persons, lines))  # each a turn of its own; the last's is PROMPT_ID
+    for index, line in enumerate(lines):
+        value = entry(line)
+        if _is_persons(line):
+            prompts -= 1
+            base["prompt_id"] = f"{PROMPT_ID}-{prompts}" if prompts else PROMPT_ID
+            content = value["message"]["content"]
+            inputs.append((index, {**base, "hook_event_name": "UserPromptSubmit",
+                                   "prompt": content if isinstance(content, str) else ""}))
+        elif is_assistant(line):
+            for block in value["message"]["content"]:
+                if isinstance(block, dict) and block.get("type") == "tool_use":
+                    calls[block["id"]] = block
+            if index in finals:
+                stop = finals[index]
+                inputs.append((index, stop_input(transcript, message=stop.text or None,
+                                                 active=stop.reprompted, **base)))
+        elif is_tool_result(line):
+            for block in value["message"]["content"]:
+                call = calls.get(block.get("tool_use_id", "")) if isinstance(block, dict) else None
+                if call is None:
+                    continue
+                failed = block.get("is_error") is True
+                result = ({"error": block.get("content")} if failed else
+                          {"tool_response": value.get("toolUseResult", block.get("content"))})
+                inputs.append((index, {**base, "tool_name": call["name"],
+                                       "tool_input": call["input"], "tool_use_id": call["id"],
+                                       "hook_event_name": "PostToolUseFailure" if failed
+                                       else "PostToolUse", **result}))
+    return inputs
 
 
-def renamed(lines: list[bytes], suffix: str) -> list[bytes]:
-    """The same lines with every uuid, message id and prompt id made new (``suffix``), as
-    if the same conversation happened again."""
-    tail = suffix.encode()
-    return [_IDS.sub(lambda m: b'"' + m.group(1) + b'":"' + m.group(2) + tail + b'"', line)
-            for line in lines]
+def replay(lines: list[bytes], path: Path, *, env: dict[str, str], before: int | None = None,
+           session_id: str = "") -> list[dict[str, Any] | None]:
+    """Run the hooks of a recorded turn in order, in this process, the transcript written
+    up to each hook's line as it runs: every Stop's output, in order. ``before``: stop short
+    of the Stop of the ``before``-th answer to a re-prompt (its tool calls run, its reply
+    not written), which the test then runs itself: in a process of its own too, since the
+    last Stop is taken to be an API round trip old (not a twin's)."""
+    from loop_killer.hook.stop_hook import run_input as stop_hook
+    from loop_killer.state.files import state_dir_text
+    from loop_killer.tools import store
+    from loop_killer.tools.hook import run_input as tool_hook
+
+    session_id = session_id or path.stem
+    lines = [line if line.endswith(b"\n") else line + b"\n" for line in lines]
+    cut = answer(lines, before).first if before is not None else len(lines)
+    outputs: list[dict[str, Any] | None] = []
+    for index, data in hook_inputs(lines[:cut], session_id, str(path)):
+        write(path, lines[: index + 1])
+        if data["hook_event_name"] == "Stop":
+            outputs.append(stop_hook(data, env=env))
+        else:
+            tool_hook(data, env=env)
+    write(path, lines[:cut])
+    record = store.state_path(state_dir_text(env), session_id)
+    kept = store.load(record)
+    if kept is not None and isinstance(store.turn_of(kept).get("at"), float):
+        kept["turn"]["at"] -= 1.0  # the next reply comes an API round trip later
+        store.save_turn(record, kept)
+    return outputs
 
 
-def with_tool_use_in_first_reply(lines: list[bytes]) -> list[bytes]:
-    """goal-same, its first reply (the answer to the goal's kickoff) running a Bash command
-    first: the trailing run then starts at that tool call, after the turn's start."""
-    tools = lines_of(fixture_transcript("goal-with-tools"))
-    first = next(i for i, line in enumerate(tools) if is_assistant(line))
-    call = renamed(tools[first: first + 3], "-tool")  # text + tool_use lines, tool_result
-    assert is_tool_result(call[2])
-    reply = next(i for i, line in enumerate(lines) if is_assistant(line))
-    return [*lines[:reply], *call, *lines[reply:]]
+def fired(lines: list[bytes], outputs: list[dict[str, Any] | None]) -> list[int]:
+    """Which answers to a re-prompt (1-based) ``replay``'s Stops stopped the turn for."""
+    return [stop.number for stop, output in zip(stops(lines), outputs, strict=False)
+            if output is not None and output.get("continue") is False]
+
+
+def looping_stop(path: Path, env: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
+    """goal-same replayed through the hooks up to its 3rd answer to a re-prompt: that
+    answer's Stop input (``extra`` added), which fires."""
+    lines = lines_of(fixture_transcript("goal-same"))
+    replay(lines, path, env=env or hook_env(), before=3)
+    return stop_input(path, message=answer(lines, 3).text, **extra)

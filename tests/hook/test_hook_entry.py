@@ -12,7 +12,16 @@ from pathlib import Path
 import pytest
 from loop_killer.hook.stop_hook import parse_input, run
 
-from .kit import answer, fixture_transcript, lines_of, run_hook_process, stop_input, stops, write
+from .kit import (
+    answer,
+    fixture_transcript,
+    lines_of,
+    looping_stop,
+    run_hook_process,
+    stop_input,
+    stops,
+    write,
+)
 
 
 def _assert_harmless(done) -> dict | None:
@@ -36,13 +45,13 @@ def test_garbage_or_empty_stdin_exits_0_and_blocks_nothing(stdin: bytes) -> None
     assert _assert_harmless(run_hook_process(stdin)) is None
 
 
-def test_a_missing_transcript_blocks_nothing(tmp_path: Path) -> None:
-    data = stop_input(tmp_path / "nowhere" / "gone.jsonl")
+def test_a_missing_transcript_blocks_nothing_and_the_loop_is_still_stopped(tmp_path: Path
+                                                                           ) -> None:
+    assert _assert_harmless(run_hook_process(stop_input(tmp_path / "gone.jsonl"))) is None
+    data = looping_stop(tmp_path / "proj" / "s.jsonl")
+    Path(data["transcript_path"]).unlink()  # the hook judges from its input and the record
     output = _assert_harmless(run_hook_process(data))
-    assert output is not None and "continue" not in output
-    assert "cannot read this session's transcript" in output["systemMessage"]
-    # Said once per session, not at every turn.
-    assert _assert_harmless(run_hook_process(data)) is None
+    assert output is not None and output["continue"] is False
 
 
 def test_a_normal_turn_prints_nothing(tmp_path: Path) -> None:
@@ -53,31 +62,24 @@ def test_a_normal_turn_prints_nothing(tmp_path: Path) -> None:
 
 
 def test_a_looping_reply_is_stopped_through_the_process(tmp_path: Path) -> None:
-    lines = lines_of(fixture_transcript("goal-same"))
-    third = answer(lines, 3)
-    path = write(tmp_path / "s.jsonl", lines[: third.first])
-    output = _assert_harmless(run_hook_process(stop_input(path)))
+    output = _assert_harmless(run_hook_process(looping_stop(tmp_path / "s.jsonl")))
     assert output is not None and output["continue"] is False
 
 
 def test_a_subagent_stop_is_ignored(tmp_path: Path) -> None:
-    lines = lines_of(fixture_transcript("goal-same"))
-    third = answer(lines, 3)
-    path = write(tmp_path / "s.jsonl", lines[: third.first])
+    looping = looping_stop(tmp_path / "s.jsonl")
     for extra in ({"hook_event_name": "SubagentStop"}, {"agent_id": "agent-1"}):
-        assert _assert_harmless(run_hook_process(stop_input(path, **extra))) is None
+        assert _assert_harmless(run_hook_process({**looping, **extra})) is None
 
 
 def test_a_session_started_with_agent_is_the_main_session(tmp_path: Path) -> None:
     """``claude --agent NAME`` (or ``"agent"`` in the settings): the main session's Stop
     input carries ``agent_type`` and no ``agent_id`` (2.1.332); its loop is stopped. A
     subagent's carries both, and is left alone."""
-    lines = lines_of(fixture_transcript("goal-same"))
-    third = answer(lines, 3)
-    path = write(tmp_path / "s.jsonl", lines[: third.first])
-    output = _assert_harmless(run_hook_process(stop_input(path, agent_type="fixer")))
+    looping = looping_stop(tmp_path / "s.jsonl", agent_type="fixer")
+    output = _assert_harmless(run_hook_process(looping))
     assert output is not None and output["continue"] is False
-    subagent = stop_input(path, agent_type="fixer", agent_id="a1b2c3d4e5f6a7b8c")
+    subagent = {**looping, "agent_id": "a1b2c3d4e5f6a7b8c"}
     assert parse_input(subagent) is None
     assert parse_input({**subagent, "agent_id": ""}) is not None  # an empty id names nobody
 
@@ -116,20 +118,19 @@ def test_the_hook_runs_as_a_module_and_through_the_cli(tmp_path: Path) -> None:
 
 
 def test_a_firing_stop_runs_in_a_process_of_its_own(tmp_path: Path) -> None:
-    """A firing Stop, run as the launcher runs it, fires and judges with the reply module.
+    """A firing Stop, run as the launcher runs it, fires and judges with the turn module.
     (Its count of modules was retired with issue 31: what it stood for, the cost of a
     hook, is measured by scripts/hook-timing.)"""
-    lines = lines_of(fixture_transcript("goal-same"))
-    path = write(tmp_path / "s.jsonl", lines[: answer(lines, 3).first])
+    looping = looping_stop(tmp_path / "s.jsonl")
     code = ("import sys\nfrom loop_killer.hook.entry import main\nmain(sys.stdin.buffer.read())\n"
             "open(sys.argv[1], 'w').write(' '.join(n for n in sys.modules"
             " if n.startswith('loop_killer')))\n")
     listed = tmp_path / "modules.txt"
     done = subprocess.run([sys.executable, "-c", code, str(listed)], capture_output=True,
-                          input=json.dumps(stop_input(path)).encode(), timeout=60, check=True)
+                          input=json.dumps(looping).encode(), timeout=60, check=True)
     assert json.loads(done.stdout)["continue"] is False  # it did fire
     modules = listed.read_text().split()
-    assert "loop_killer.hook.reply" in modules, modules
+    assert "loop_killer.hook.turn" in modules, modules
 
 
 def test_run_ignores_an_oversized_input() -> None:
@@ -140,12 +141,9 @@ def test_the_output_is_ascii_so_an_odd_stdout_encoding_never_swallows_a_stop(
     tmp_path: Path
 ) -> None:
     """The mod's plan names a state folder with non-ASCII letters; stdout is ASCII only."""
-    lines = lines_of(fixture_transcript("goal-same"))
-    third = answer(lines, 3)
-    path = write(tmp_path / "s.jsonl", lines[: third.first])
     env = {**os.environ, "LOOP_KILLER_STATE_DIR": str(tmp_path / "état-ü"),
            "PYTHONIOENCODING": "ascii"}
-    done = run_hook_process(stop_input(path, mod=True), env=env)
+    done = run_hook_process(looping_stop(tmp_path / "s.jsonl", env, mod=True), env=env)
     output = _assert_harmless(done)
     assert output is not None and output["continue"] is False
     assert done.stdout.isascii()

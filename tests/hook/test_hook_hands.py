@@ -21,7 +21,7 @@ from must_run import unavailable
 from transcripts import CONDITION
 from waits import wait_for
 
-from .kit import answer, fixture_transcript, journal, lines_of, raw, stop_input, write
+from .kit import fixture_transcript, journal, lines_of, raw, replay, stop_input
 
 FAKE = Path(__file__).with_name("fake_prompt.py")
 SESSION = "a26ba613-efc5-4fa5-919a-77fca5250a20"
@@ -103,17 +103,18 @@ def _env(state: Path, **extra: str) -> dict[str, str]:
             "PATH": os.environ["PATH"], **extra}
 
 
-def _cut(tmp_path: Path, scenario: str, number: int = 3) -> Path:
-    """The scenario's transcript as the hook for its Nth answer to a re-prompt finds it."""
-    lines = lines_of(fixture_transcript(scenario))
-    stop = answer(lines, number)
-    return write(tmp_path / "proj" / f"{SESSION}.jsonl", lines[: stop.first])
+def _cut(tmp_path: Path, state: Path, scenario: str = "goal-same") -> Path:
+    """The scenario's transcript as the hook for its 3rd answer to a re-prompt finds it,
+    the turn's hooks before it run."""
+    path = tmp_path / "proj" / f"{SESSION}.jsonl"
+    replay(lines_of(fixture_transcript(scenario)), path, env=_env(state), before=3)
+    return path
 
 
 def test_inside_tmux_the_hook_types_goal_clear_and_confirms_it(
     tmp_path: Path, state: Path, tmux_pane
 ) -> None:
-    transcript = _cut(tmp_path, "goal-same")
+    transcript = _cut(tmp_path, state)
     pane = tmux_pane(transcript)
     output = run(raw(stop_input(transcript)), env=_env(state, **pane.env))
     assert pane.submitted() == ["/goal clear"]
@@ -132,7 +133,7 @@ def test_inside_tmux_the_hook_types_goal_clear_and_confirms_it(
 def test_a_draft_in_the_prompt_box_is_never_typed_into(
     tmp_path: Path, state: Path, tmux_pane
 ) -> None:
-    transcript = _cut(tmp_path, "goal-same")
+    transcript = _cut(tmp_path, state)
     pane = tmux_pane(transcript, "--draft", "please also check the lin")
     before = pane.screen()
     output = run(raw(stop_input(transcript)), env=_env(state, **pane.env))
@@ -152,7 +153,7 @@ def test_typing_that_races_ours_gets_our_command_taken_back_out(
 ) -> None:
     """The person starts typing between the hook's look at the box and its keys: Enter is
     not pressed, and exactly the /goal clear it typed leaves their prompt again."""
-    transcript = _cut(tmp_path, "goal-same")
+    transcript = _cut(tmp_path, state)
     pane = tmux_pane(transcript, "--interject", "my own words", "--interject-at", at)
     output = run(raw(stop_input(transcript)), env=_env(state, **pane.env))
     screen = pane.wait_for("\u276f\u00a0my own words")
@@ -170,7 +171,7 @@ def test_typing_that_races_ours_gets_our_command_taken_back_out(
 
 
 def test_dim_placeholder_text_is_not_a_draft(tmp_path: Path, state: Path, tmux_pane) -> None:
-    transcript = _cut(tmp_path, "goal-same")
+    transcript = _cut(tmp_path, state)
     pane = tmux_pane(transcript, "--placeholder", 'Try "fix lint errors"')
     output = run(raw(stop_input(transcript)), env=_env(state, **pane.env))
     assert pane.submitted() == ["/goal clear"]
@@ -178,7 +179,7 @@ def test_dim_placeholder_text_is_not_a_draft(tmp_path: Path, state: Path, tmux_p
 
 
 def test_with_the_mod_active_nothing_is_typed(tmp_path: Path, state: Path, tmux_pane) -> None:
-    transcript = _cut(tmp_path, "goal-same")
+    transcript = _cut(tmp_path, state)
     pane = tmux_pane(transcript)
     output = run(raw(stop_input(transcript, mod=True)), env=_env(state, **pane.env))
     # A marker typed after the hook returned: anything the hook had typed is logged first.
@@ -196,7 +197,7 @@ def test_with_the_mod_active_nothing_is_typed(tmp_path: Path, state: Path, tmux_
 
 
 def test_without_a_goal_nothing_is_typed(tmp_path: Path, state: Path, tmux_pane) -> None:
-    transcript = _cut(tmp_path, "command-hook-loop")
+    transcript = _cut(tmp_path, state, "command-hook-loop")
     pane = tmux_pane(transcript)
     output = run(raw(stop_input(transcript, message="I looked at the auth tests again and they "
                                 "still fail; I will keep working.")),
@@ -210,7 +211,7 @@ def test_without_a_goal_nothing_is_typed(tmp_path: Path, state: Path, tmux_pane)
 
 
 def test_no_proof_means_sent_but_not_confirmed(tmp_path: Path, state: Path, tmux_pane) -> None:
-    transcript = _cut(tmp_path, "goal-same")
+    transcript = _cut(tmp_path, state)
     pane = tmux_pane(transcript, "--no-proof")
     started = time.monotonic()
     output = run(raw(stop_input(transcript)), env=_env(state, **pane.env))
@@ -227,7 +228,7 @@ def test_no_proof_means_sent_but_not_confirmed(tmp_path: Path, state: Path, tmux
 def test_the_commands_own_result_on_screen_confirms_too(
     tmp_path: Path, state: Path, tmux_pane
 ) -> None:
-    transcript = _cut(tmp_path, "goal-same")
+    transcript = _cut(tmp_path, state)
     pane = tmux_pane(transcript, "--screen-only")
     output = run(raw(stop_input(transcript)), env=_env(state, **pane.env))
     assert pane.submitted() == ["/goal clear"]
@@ -242,7 +243,7 @@ def test_an_earlier_no_goal_set_on_screen_is_not_this_commands_answer(
     """An earlier ``/goal clear`` that found no goal is still on screen while ours is being
     answered: only a new "No goal set" is ours (an audit found the old one taken for it,
     the person told "no goal was set" of a goal cleared a moment later)."""
-    transcript = _cut(tmp_path, "goal-same")
+    transcript = _cut(tmp_path, state)
     pane = tmux_pane(transcript, "--screen-only", "--earlier-no-goal", "--clear-after", "0.4")
     pane.wait_for("No goal set")
     output = run(raw(stop_input(transcript)), env=_env(state, **pane.env))
@@ -251,7 +252,7 @@ def test_an_earlier_no_goal_set_on_screen_is_not_this_commands_answer(
 
 
 def test_a_pane_in_copy_mode_is_not_typed_into(tmp_path: Path, state: Path, tmux_pane) -> None:
-    transcript = _cut(tmp_path, "goal-same")
+    transcript = _cut(tmp_path, state)
     pane = tmux_pane(transcript)
     pane.tmux("copy-mode", "-t", pane.pane)
     output = run(raw(stop_input(transcript)), env=_env(state, **pane.env))
@@ -260,7 +261,7 @@ def test_a_pane_in_copy_mode_is_not_typed_into(tmp_path: Path, state: Path, tmux
 
 
 def test_a_missing_tmux_blocks_nothing_more_than_the_loop(tmp_path: Path, state: Path) -> None:
-    transcript = _cut(tmp_path, "goal-same")
+    transcript = _cut(tmp_path, state)
     env = _env(state, TMUX="/nonexistent,1,0", TMUX_PANE="%0")
     env["PATH"] = str(tmp_path / "empty-bin")
     output = run(raw(stop_input(transcript)), env=env)
@@ -269,7 +270,7 @@ def test_a_missing_tmux_blocks_nothing_more_than_the_loop(tmp_path: Path, state:
 
 
 def test_outside_any_multiplexer_the_notice_says_what_to_do(tmp_path: Path, state: Path) -> None:
-    transcript = _cut(tmp_path, "goal-same")
+    transcript = _cut(tmp_path, state)
     output = run(raw(stop_input(transcript)), env=_env(state))
     assert output is not None and output["systemMessage"] == (
         "loop-killer: SAME_REPLY_TURNS (3 similar replies to re-prompts): loop stopped, goal only "
@@ -321,7 +322,7 @@ def screen_window(tmp_path: Path) -> Iterator:
 def test_inside_screen_the_hook_types_after_reading_the_hardcopy(
     tmp_path: Path, state: Path, screen_window
 ) -> None:
-    transcript = _cut(tmp_path, "goal-same")
+    transcript = _cut(tmp_path, state)
     env, log = screen_window(transcript)
     output = run(raw(stop_input(transcript)), env=_env(state, **env))
     assert log.read_text().splitlines() == ["/goal clear"]
@@ -329,7 +330,7 @@ def test_inside_screen_the_hook_types_after_reading_the_hardcopy(
 
 
 def test_inside_screen_a_draft_is_left_alone(tmp_path: Path, state: Path, screen_window) -> None:
-    transcript = _cut(tmp_path, "goal-same")
+    transcript = _cut(tmp_path, state)
     env, log = screen_window(transcript, "--draft", "half a thought")
     output = run(raw(stop_input(transcript)), env=_env(state, **env))
     assert log.read_text() == ""
@@ -339,7 +340,7 @@ def test_inside_screen_a_draft_is_left_alone(tmp_path: Path, state: Path, screen
 def test_inside_screen_typing_that_races_ours_gets_it_taken_back(
     tmp_path: Path, state: Path, screen_window
 ) -> None:
-    transcript = _cut(tmp_path, "goal-same")
+    transcript = _cut(tmp_path, state)
     env, log = screen_window(transcript, "--interject", "mine", "--interject-at", "after")
     output = run(raw(stop_input(transcript)), env=_env(state, **env))
     assert log.read_text() == ""

@@ -16,9 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-from loop_killer.hook.stop_hook import run
 
-from .kit import fixture_transcript, lines_of, raw, run_hook_process, stop_input, stops, write
+from .kit import fixture_transcript, lines_of, replay, run_hook_process, stop_input, write
 
 H = {"hook_event_name": "Stop", "session_id": "s1"}
 TIMEOUT = 20  # seconds: a blocked hook is killed here and the test fails
@@ -42,20 +41,12 @@ def _quiet(done) -> dict | None:
 
 
 def _goal_loop(tmp_path: Path, **env: str) -> tuple[Path, list[dict | None]]:
-    """goal-same's loop, up to the turn that fires: the transcript written reply by reply
-    and each reply's Stop hook run; the transcript and the hooks' outputs. In-process,
-    without a spawn time: three processes started back to back within milliseconds would
-    look like twin hooks of one Stop (real Stops are an API round trip apart); that is the
-    anchor tests' business, not these ones'."""
-    lines = lines_of(fixture_transcript("goal-same"))
+    """goal-same's turn up to its 3rd answer to a re-prompt, its hooks run in order (in this
+    process: kit.replay); the transcript and the outputs of the three re-prompts' Stops."""
     transcript = tmp_path / "proj" / "s1.jsonl"
-    outputs = []
-    for number in (1, 2, 3):
-        stop = next(s for s in stops(lines) if s.number == number)
-        write(transcript, lines[: stop.first])
-        outputs.append(run(raw(stop_input(transcript, message=stop.text)),
-                           env={**_env(tmp_path), **env}))
-    return transcript, outputs
+    outputs = replay(lines_of(fixture_transcript("goal-same")), transcript,
+                     env={**_env(tmp_path), **env}, before=4)
+    return transcript, outputs[1:]
 
 
 def _elsewhere(tmp_path: Path) -> Path:
@@ -156,7 +147,7 @@ def test_a_linked_state_folder_is_never_written_through(tmp_path: Path, debug: s
         _quiet(run_hook_process(tool, env=_env(tmp_path), timeout=TIMEOUT))
     assert list(elsewhere.iterdir()) == []
     assert elsewhere.stat().st_mode & 0o777 == 0o755
-    assert output is not None and output["continue"] is False  # the loop is still stopped
+    assert output is None  # no record is kept through a link: the hook judges nothing
 
 
 def test_a_linked_folder_is_said_once_in_the_hooks_log(tmp_path: Path) -> None:
@@ -198,7 +189,6 @@ def test_with_loop_killer_debug_each_judgement_is_logged_and_without_it_nothing(
     log = _state(tmp_path / "told") / "hook-debug.log"
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     assert [line["what"] for line in lines] == ["judged"] * 3
-    assert [line["run_length"] for line in lines] == [1, 2, 0]  # (0: after the firing)
+    assert [line["reprompts"] for line in lines] == [1, 2, 3]
     assert [line["fired"] for line in lines] == [None, None, "SAME_REPLY_TURNS"]
-    assert lines[0]["anchor"] is None and lines[1]["anchor"] == lines[0]["next_anchor"]
-    assert {line["located_by"] for line in lines} <= {"turn", "anchor"}
+    assert not any(line["twin"] for line in lines)

@@ -22,6 +22,7 @@ from .kit import (
     answer,
     fixture_transcript,
     lines_of,
+    looping_stop,
     raw,
     stop_input,
     write,
@@ -52,9 +53,7 @@ def plugin_copy(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def looping(tmp_path: Path) -> dict:
-    lines = lines_of(fixture_transcript("goal-same"))
-    third = answer(lines, 3)
-    return stop_input(write(tmp_path / "proj" / "s.jsonl", lines[: third.first]))
+    return looping_stop(tmp_path / "proj" / "s.jsonl")
 
 
 def _launch(python: str, plugin: Path, data: dict, **env: str) -> dict | None:
@@ -80,7 +79,7 @@ def test_the_launcher_uses_the_interpreter_loop_killer_install_recorded(
     plugin_copy: Path, looping: dict, bare_python: str, own_home: Path
 ) -> None:
     state = own_home / ".claude" / "loop-killer"
-    state.mkdir(parents=True)
+    state.mkdir(parents=True, exist_ok=True)
     (state / "python").write_text(sys.executable + "\n")
     output = _launch(bare_python, plugin_copy, looping)
     assert output is not None and output["continue"] is False  # stdin reached the hook
@@ -96,11 +95,10 @@ def test_a_recorded_interpreter_anyone_could_have_written_is_never_run(
     state = own_home / ".claude" / "loop-killer"
     if how == "linked state folder":
         elsewhere = tmp_path / "elsewhere"
-        elsewhere.mkdir()
-        state.parent.mkdir(parents=True, exist_ok=True)
+        state.rename(elsewhere)  # (the turn's record so far with it)
         state.symlink_to(elsewhere)
     else:
-        state.mkdir(parents=True)
+        state.mkdir(parents=True, exist_ok=True)
     (state / "python").write_text(sys.executable + "\n")
     if how == "world-writable file":
         (state / "python").chmod(0o666)
@@ -127,7 +125,7 @@ def test_the_recorded_interpreters_packages_run_in_this_python3_when_its_version
     (venv_root / "bin").mkdir()
     (venv_root / "bin" / "python").write_text("not an interpreter\n")  # never started
     state = own_home / ".claude" / "loop-killer"
-    state.mkdir(parents=True)
+    state.mkdir(parents=True, exist_ok=True)
     (state / "python").write_text(str(venv_root / "bin" / "python") + "\n")
     output = _launch(bare_python, plugin_copy, looping, PATH=str(tmp_path / "no-bin"))
     assert output is not None and output["continue"] is False
@@ -180,7 +178,7 @@ def test_a_stale_recorded_interpreter_is_skipped(
     tmp_path: Path, plugin_copy: Path, looping: dict, bare_python: str, own_home: Path
 ) -> None:
     state = own_home / ".claude" / "loop-killer"
-    state.mkdir(parents=True)
+    state.mkdir(parents=True, exist_ok=True)
     (state / "python").write_text(str(tmp_path / "gone" / "python3") + "\n")
     output = _launch(bare_python, plugin_copy, looping, PATH=str(tmp_path / "no-bin"))
     assert output is not None and "systemMessage" in output and "continue" not in output
@@ -278,7 +276,7 @@ def test_a_recorded_python_file_that_is_not_a_plain_file_is_never_read(
 ) -> None:
     """A FIFO would block the hook (and the turn) forever; a link may point anywhere."""
     state = own_home / ".claude" / "loop-killer"
-    state.mkdir(parents=True)
+    state.mkdir(parents=True, exist_ok=True)
     recorded = state / "python"
     if kind == "fifo":
         os.mkfifo(recorded)
@@ -336,10 +334,9 @@ def _event(event: str, session_id: str = "s", **fields: object) -> bytes:
 
 @pytest.fixture
 def normal_turn(tmp_path: Path) -> dict:
-    """A Stop for a reply to a person's prompt, on a real transcript."""
+    """A Stop for a reply to a person's prompt, on a real transcript (no session record)."""
     lines = lines_of(fixture_transcript("goal-same"))
-    third = answer(lines, 3)
-    return stop_input(write(tmp_path / "proj" / "s.jsonl", lines[: third.first]),
+    return stop_input(write(tmp_path / "proj" / "s.jsonl", lines[: answer(lines, 3).first]),
                       active=False)
 
 
@@ -355,10 +352,14 @@ def test_a_normal_turn_starts_no_package_and_prints_nothing(
         done = _run(bare_python, plugin_copy, stdin)
         assert (done.stdout, done.stderr) == (b"", b"")
         assert not marker.exists(), stdin[:80]
-    # The same recorder does start the package when there is something to do.
-    done = _run(bare_python, plugin_copy, raw({**normal_turn, "stop_hook_active": True}))
+    # The same recorder does start the package when there is something to do: a re-prompt's
+    # Stop, and then the next turn's first Stop, which the session's record sends on.
+    looping = looping_stop(Path(normal_turn["transcript_path"]))
+    done = _run(bare_python, plugin_copy, raw(looping))
     assert json.loads(done.stdout)["continue"] is False
     assert marker.read_text() == "started\n"
+    _run(bare_python, plugin_copy, raw(normal_turn))
+    assert marker.read_text() == "started\n" * 2
 
 
 @pytest.mark.parametrize("event", ["PostToolUse", "PostToolUseFailure"])

@@ -114,13 +114,13 @@ def test_the_next_stop_hook_logs_what_the_mod_did(tmp_path: Path, state: Path) -
 def test_with_the_mod_and_no_goal_no_plan_is_recorded(tmp_path: Path, state: Path) -> None:
     """Without a goal the mod runs nothing and reports nothing: a plan record would turn
     into a false "sent_unconfirmed" line two minutes later."""
-    from .kit import answer, fixture_transcript, lines_of, write
+    from .kit import answer, fixture_transcript, lines_of, replay
 
     lines = lines_of(fixture_transcript("command-hook-loop"))
-    third = answer(lines, 3)
-    path = write(tmp_path / "proj" / "s.jsonl", lines[: third.first])
-    output = run(raw(stop_input(path, message=third.text, mod=True)),
-                 env={"HOME": str(state.parent.parent), "CLAUDE_CONFIG_DIR": str(state.parent)})
+    path = tmp_path / "proj" / "s.jsonl"
+    env = {"HOME": str(state.parent.parent), "CLAUDE_CONFIG_DIR": str(state.parent)}
+    replay(lines, path, env=env, before=3)
+    output = run(raw(stop_input(path, message=answer(lines, 3).text, mod=True)), env=env)
     assert output is not None and output["continue"] is False
     plan = json.loads(output["hookSpecificOutput"]["additionalContext"].removeprefix(
         "loop-killer: "))

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from .kit import answer, fixture_transcript, lines_of, run_hook_process, stop_input, write
+from .kit import looping_stop, run_hook_process
 
 DEEP = b"[rules]\noff = " + b"[" * 500 + b"]" * 500 + b"\n"
 TIMEOUT = 60  # seconds: a stuck program is killed here and the test fails
@@ -64,9 +64,7 @@ def test_config_and_doctor_say_what_is_wrong_and_never_crash(text: bytes, said: 
 
 def test_a_hook_still_stops_a_loop_under_a_file_nested_too_deeply(tmp_path: Path) -> None:
     _write_config(DEEP)
-    lines = lines_of(fixture_transcript("goal-same"))
-    path = write(tmp_path / "s.jsonl", lines[: answer(lines, 3).first])
-    done = run_hook_process(stop_input(path), timeout=TIMEOUT)
+    done = run_hook_process(looping_stop(tmp_path / "s.jsonl"), timeout=TIMEOUT)
     assert done.returncode == 0 and done.stderr == b""
     output = json.loads(done.stdout)
     assert output["continue"] is False  # the loop is stopped, with the default rules
@@ -85,9 +83,7 @@ def test_a_tool_hook_survives_a_file_nested_too_deeply(tmp_path: Path) -> None:
 
 def test_an_empty_project_path_switches_nothing_off_for_the_hooks(tmp_path: Path) -> None:
     _write_config(b'[projects]\noff = [""]\n')
-    lines = lines_of(fixture_transcript("goal-same"))
-    path = write(tmp_path / "s.jsonl", lines[: answer(lines, 3).first])
-    done = run_hook_process(stop_input(path), timeout=TIMEOUT)
+    done = run_hook_process(looping_stop(tmp_path / "s.jsonl"), timeout=TIMEOUT)
     assert done.returncode == 0 and json.loads(done.stdout)["continue"] is False
 
 

@@ -7,10 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from loop_killer.hook.stop_hook import run
 from transcripts import Transcript
 
-from .kit import raw, stop_input
+from .kit import fired, replay
 
 DIFFERENT = ["alpha beta gamma", "delta epsilon zeta", "theta iota kappa",
              "lambda omicron sigma", "upsilon omega rho", "tango foxtrot hotel",
@@ -25,15 +24,13 @@ def _fired_at(tmp_path: Path, texts: list[str], env: dict[str, str]) -> tuple[in
     transcript = Transcript()
     transcript.prompt()
     transcript.goal()
-    path = transcript.path_in(tmp_path / "projects")
-    for number, text in enumerate(texts, 1):
+    for text in texts:
         transcript.reprompt()
         transcript.reply(text)
-        transcript.write(path)
-        output = run(raw(stop_input(path, message=text)), env=env)
-        if output is not None and output.get("continue") is False:
-            return number, str(output["stopReason"])
-    return 0, ""
+    outputs = replay(transcript.lines, transcript.path_in(tmp_path / "projects"), env=env)
+    stopped = [(number, str(output["stopReason"])) for number, output in enumerate(outputs, 1)
+               if output is not None and output.get("continue") is False]
+    return stopped[0] if stopped else (0, "")
 
 
 @pytest.mark.parametrize("idle", [6, 8, 11])
@@ -83,18 +80,8 @@ def test_a_tool_the_person_says_polls_is_work_for_the_reprompt_rules_too(
     assert [d for step in reader.feed(session().data()) for d in step.detections] == []
     env = {"HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(tmp_path),
            "LOOP_KILLER_IGNORE_TOOLS": "default,mcp__ci__*"}
-    transcript = Transcript()
-    transcript.prompt("Merge when CI passes.")
-    transcript.goal()
-    path = transcript.path_in(tmp_path / "projects")
-    for text in texts:
-        transcript.reprompt()
-        transcript.reply(None, tools=[poll])
-        transcript.tool_result(transcript.last_tool_use_id, "status: in_progress")
-        transcript.reply(text)
-        transcript.write(path)
-        output = run(raw(stop_input(path, message=text)), env=env)
-        assert output is None or output.get("continue") is not False
+    outputs = replay(session().lines, tmp_path / "projects" / "s.jsonl", env=env)
+    assert len(outputs) == len(texts) and fired(session().lines, outputs) == []
 
 
 PREAMBLE = ("Let me rerun the complete authentication suite with verbose reporting enabled so "
@@ -102,82 +89,60 @@ PREAMBLE = ("Let me rerun the complete authentication suite with verbose reporti
 CLOSING = "One auth test still fails; I will keep working on it."
 
 
-def _hook_fires_at(tmp_path: Path, answers: list[bool]) -> int:
+def _answers(answers: list[bool]) -> Transcript:
     """Each answer: (with ``True``) the preamble, ``npm test`` with the same result, then
-    the closing line, else the closing line alone. The reply where the hook stops the
-    turn, as Claude Code hands it reply by reply (``last_assistant_message``: the last API
-    reply's text only); 0 for none."""
-    env = {"HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(tmp_path)}
+    the closing line, else the closing line alone."""
     session = Transcript()
     session.prompt()
     session.goal()
     session.run("npm test", "3 passed, 1 failed", before="Running tests.")
     session.reply("Started.")
-    path = session.path_in(tmp_path / "projects")
-    for number, worked in enumerate(answers, 1):
+    for worked in answers:
         session.reprompt()
         if worked:
             session.run("npm test", "3 passed, 1 failed", before=PREAMBLE)
         session.reply(CLOSING)
-        session.write(path)
-        output = run(raw(stop_input(path, message=CLOSING)), env=env)
-        if output is not None and output.get("continue") is False:
-            return number
-    return 0
+    return session
 
 
-def test_the_hook_compares_the_whole_answer_as_the_watcher_does(tmp_path: Path) -> None:
-    """An audit found the hook comparing reply N by its last API reply alone: it missed a
-    loop of identical answers with a tool call inside, and stopped a turn whose third answer
-    said more than the two before it."""
+@pytest.mark.parametrize("answers", [[True] * 3, [False, False, True], [True, False, True],
+                                     [False] * 2])
+def test_the_hook_compares_an_answer_by_its_last_words_as_the_watcher_does(
+        tmp_path: Path, answers: list[bool]) -> None:
+    """An answer's words are its last API reply with text (what ``last_assistant_message``
+    holds), for the watcher as for the hook: a preamble before a tool call that found
+    nothing new does not make an answer differ from the ones before it."""
     from loop_killer.engine.reader import detect_transcript
 
-    def watcher(answers: list[bool]) -> list[int]:
-        session = Transcript()
-        session.prompt()
-        session.goal()
-        session.run("npm test", "3 passed, 1 failed", before="Running tests.")
-        session.reply("Started.")
-        for worked in answers:
-            session.reprompt()
-            if worked:
-                session.run("npm test", "3 passed, 1 failed", before=PREAMBLE)
-            session.reply(CLOSING)
-        return [d.run_length for d in detect_transcript(session.data())]
-
-    assert watcher([True] * 3) == [3]
-    assert _hook_fires_at(tmp_path / "same", [True] * 3) == 3
-    assert watcher([False, False, True]) == []
-    assert _hook_fires_at(tmp_path / "longer", [False, False, True]) == 0
+    session = _answers(answers)
+    watcher = [d.run_length for d in detect_transcript(session.data())]
+    outputs = replay(session.lines, tmp_path / "projects" / "s.jsonl",
+                     env={"HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(tmp_path)})
+    assert fired(session.lines, outputs) == watcher == ([3] if len(answers) == 3 else [])
 
 
 def test_a_result_seen_early_in_the_turn_is_not_new_for_the_hook_either(
         tmp_path: Path) -> None:
     """The turn's first answer read ``config.yml`` and failed; five answers of new work
     later, the model reads it again and again, saying the same. An audit found the hook
-    (its tail then starting at its anchor) taking the first repeat for new work and firing
-    an answer later than the watcher: it now reads back to the turn's start."""
+    taking the first repeat for new work and firing an answer later than the watcher: the
+    turn's results are the tool-call hooks', from the turn's start."""
     from loop_killer.engine.reader import detect_transcript
 
-    env = {"HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(tmp_path)}
     session = Transcript()
     session.prompt()
     session.goal()
     session.run("cat config.yml", "Error: config.yml: No such file", is_error=True)
     session.reply("Started.")
-    path = session.path_in(tmp_path / "projects")
-    fired: list[int] = []
     plan = [(f"ls dir{i}", f"file{i}", f"Looked at directory {i}; on to the next one.")
             for i in range(5)]
     plan += [("cat config.yml", "Error: config.yml: No such file", SAME)] * 4
-    for number, (command, output, text) in enumerate(plan, 1):
+    for command, output, text in plan:
         session.reprompt()
         session.run(command, output, is_error=output.startswith("Error"))
         session.reply(text)
-        session.write(path)
-        done = run(raw(stop_input(path, message=text)), env=env)
-        if done is not None and done.get("continue") is False:
-            fired.append(number)
+    outputs = replay(session.lines, tmp_path / "projects" / "s.jsonl",
+                     env={"HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(tmp_path)})
     (detection,) = detect_transcript(session.data())
     assert detection.rule == "SAME_REPLY_TURNS"
-    assert fired == [8]  # the watcher's: the 3rd repeat, the 8th answer to a re-prompt
+    assert fired(session.lines, outputs) == [8]  # the watcher's: the 3rd repeat
