@@ -52,13 +52,7 @@ def _stops(tmp_path: Path, replies: list[str | None], *, shape: str) -> list[dic
     return outputs
 
 
-NO_MESSAGE = pytest.mark.xfail(strict=True, reason=(
-    "package bug (issue 31 redesign): a Stop without last_assistant_message is taken for an "
-    "old version's and judged by nobody (stop_hook.run_input returns None; once the hook "
-    "has judged a reply of the turn, hook.turn.hooks_judge keeps the watcher out too)"))
-
-
-@pytest.mark.parametrize("shape", [pytest.param("text", marks=NO_MESSAGE), "no-content"])
+@pytest.mark.parametrize("shape", ["text", "no-content"])
 def test_the_third_empty_reply_ends_the_turn(tmp_path: Path, shape: str) -> None:
     outputs = _stops(tmp_path, [None] * 4, shape=shape)
     assert outputs[:2] == [None, None]
@@ -77,7 +71,6 @@ def test_a_reply_with_words_after_empty_ones_is_counted_with_its_words(
     assert outputs == [None, None, None, None]
 
 
-@NO_MESSAGE
 def test_empty_replies_after_a_judged_one_end_the_turn(tmp_path: Path) -> None:
     """The hook judged the turn's first answer (so the watcher leaves the session to it);
     then three empty replies: the third ends the turn."""
