@@ -63,7 +63,7 @@ from .observer import (
 from .outcomes import OUTCOME_TIMEOUT
 from .pace import Pace, release_memory
 from .retell import tell
-from .safety_net import HOT_FOR, SafetyNet
+from .safety_net import HOT_FOR, LIVE_MAX, SafetyNet
 from .sessions import IDLE_AFTER, Sessions
 
 __all__ = [
@@ -207,9 +207,9 @@ class Watcher:
 
     def _catch_up_all(self, pending: set[str]) -> None:
         """Catch every transcript up, the most recently written first (the live ones);
-        between two files, serve the events of those already caught up. Those written
-        within ``HOT_FOR`` go on the safety net's live list, as a file that changes later
-        does (a lost event then costs them seconds, not a sweep)."""
+        between two files, serve the events of those already caught up. The first
+        ``LIVE_MAX`` written within ``HOT_FOR`` go on the safety net's live list, as a file
+        that changes later does (a lost event then costs them seconds, not a sweep)."""
         found: list[tuple[float, str, Seen | None]] = []
         for path, entry in list_transcripts(str(self.root)):
             try:
@@ -218,16 +218,17 @@ class Watcher:
                 seen = None
             found.append((seen.mtime if seen is not None else 0.0, path, seen))
         found.sort(reverse=True)
-        now, hot_until = time.time(), time.monotonic() + HOT_FOR
-        for mtime, path, _seen in found:
+        now, monotonic_now = time.time(), time.monotonic()
+        for index, (mtime, path, _seen) in enumerate(found):
             if self._stopping.is_set():
                 return
             try:
                 self.sessions.catch_up(path, pending_requests=pending)
             except Exception:  # one odd file must not keep the others unwatched
                 log.exception("unexpected error while catching up %s", path)
-            if not self.polling and now - mtime < HOT_FOR and path in self.sessions.tracked:
-                self.net.hot[path] = hot_until
+            if (not self.polling and index < LIVE_MAX and now - mtime < HOT_FOR
+                    and path in self.sessions.tracked):
+                self.net.live(path, monotonic_now + HOT_FOR - (now - mtime))
             hints = self.hints.take(0)
             if hints:
                 self._guarded(self._handle, hints)
@@ -296,7 +297,7 @@ class Watcher:
             if time.monotonic() - started > HANDLE_BUDGET:
                 self._again[:0] = files[index:]  # the timers' turn; these are read next
                 return
-            self.net.hot[path] = hot_until
+            self.net.live(path, hot_until)
             self._sync(path)
 
     def _overflowed(self) -> None:
