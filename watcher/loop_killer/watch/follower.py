@@ -1,10 +1,6 @@
-"""Follow one transcript file: how far it has been read, and what a change to it means.
-
-``classify`` is the pure decision (known identity and offset + what a stat says ->
-what happened to the file). ``Follower`` is the thin I/O part: it reads only the bytes
-appended since the last read, and notices a file truncated, replaced or rewritten in
-place under it. ``Vanished`` remembers the files that vanished lately, to tell a renamed
-file from a new one. Nothing here ever writes to a transcript.
+"""Follow one transcript file: ``classify`` (pure: what a stat says happened to it),
+``Follower`` (reads only the bytes appended; notices truncation, replacement, rewrites),
+``Vanished`` (files gone lately, to tell a rename from a new file). Never writes.
 """
 
 from __future__ import annotations

@@ -1,40 +1,17 @@
 """What the steps of a followed session mean to the watcher, and what it does about them.
 
-* A detection: recorded first (``state.records``: an exclusive create keyed by the
-  re-prompt the answer answered). Only when this watcher is first does it write the clear
-  request, the detection log line and its terminal line. When the Stop hook recorded it
-  first, the hook has already acted: the watcher only follows what becomes of it.
-* A person's prompt: a pending request for the session is withdrawn.
-* A goal status or a ``stop_hook_summary``: what became of the last detection
-  (``outcomes``), reported once; ``tick`` reports the ones whose timeout passed.
+* A detection is recorded first (``state.records``, an exclusive create): only when this
+  watcher is first does it write the clear request (before the status that covers the
+  answer), the log line and its terminal line; else the Stop hook acted, and it follows.
+* A person's prompt withdraws a pending request.
+* A goal status or a ``stop_hook_summary`` is what became of the last detection
+  (``outcomes``). Outcome lines are held until the next ``tick``, after the detection log
+  was read: the hook's lines (logged before its turn ended) come first.
 
-What is followed of a detection (its ``PendingOutcome``, and whether its loop was seen to
-end) is the ``Responder``'s own record, by transcript path: it writes nothing into the
-session's ``Tracked`` (``sessions`` does), and ``pending_of`` says what it follows.
-
-The request is written before the status that covers the answer (the session's status is
-published at the end of each batch of lines).
-
-Lines in the watcher's terminal come in the order things happened. What the Stop hook did
-reaches this terminal through the detection log, read by the watcher's loop just before
-each ``tick``; what the transcript shows is read as it is written, which is often sooner:
-the clear a Stop hook's mod ran lands in the transcript within a few milliseconds of the
-hook's ``LOOP``/``QUEUED`` lines, long before the log's next read. So an outcome line is
-held and shown at the next ``tick``, after the log has been read up to then: whatever the
-Stop hook wrote before that outcome happened (everything it wrote before its turn ended)
-is shown before it.
-
-Every line about a loop, the watcher's own and the other writers', goes through one
-``Narrator`` (``narrate``): one LOOP line and one outcome line per loop, and the desktop
-notification (``notify``, when given) once the outcome is known; then through one
-``InOrder``, which lets the lines out by when what they tell happened, across sessions.
-
-One record per fact in the detection log: the turn stopped and the goal cleared of a loop
-a Stop hook acted on are the hook's (and its mod's) to log; the watcher logs them only
-for a loop no hook acted on, and always what only it can see (the loop went on, nothing
-happened in time, a person's prompt came first). A tool-call warning (anyone's, read
-from the log) is followed too: when no refusal follows within the outcome timeout, the
-watcher logs its outcome, ``warned``.
+Every line about a loop goes through one ``Narrator`` and one ``InOrder`` (``narrate``).
+The watcher logs a turn stopped or a goal cleared only for a loop no hook acted on, and
+always what only it sees (the loop went on, nothing in time, a prompt came first, a
+tool-call warning with no refusal in time: ``warned``).
 """
 
 from __future__ import annotations

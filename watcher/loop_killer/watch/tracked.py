@@ -63,7 +63,6 @@ class Tracked:
     published: Published = Published()
     reported_broken: int = 0
     reported_oversized: int = 0
-    error: str | None = None
     dormant: Dormant | None = None  # set while the detector is let go
 
     @property

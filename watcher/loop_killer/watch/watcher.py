@@ -1,25 +1,13 @@
 """The watcher's loop: one thread reads every transcript; events only wake it up.
 
-``Watcher.run()`` starts the native observer (or polls), catches every existing
-transcript up from its tail (the most recently written first, and serving the live
-sessions' events between two files, so one odd file never holds up a loop elsewhere),
-then loops: take the queued hints, bring those files up to date, and on timers write the
-heartbeat, reconcile, tail the detection log for what the Stop hook reports, and report
-the outcomes whose time has come. ``stop()`` may be called from any thread.
+``run()`` starts the observer (or polls), catches every transcript up from its tail (the
+most recent first, serving live events between two files), then loops: read the files
+hinted, and on timers beat, reconcile (``safety_net``; housekeeping too), tail the
+detection log and report the outcomes due. ``stop()`` may be called from any thread.
 
-Events are hints; the reconcile pass is the safety net (``safety_net``): every
-``reconcile_interval`` it stats the live transcripts and the project folders, every
-``sweep_interval`` every transcript. When polling, every pass stats everything. Every
-``housekeeping_interval`` the reconcile pass also keeps the state folder and memory from
-growing (``Sessions.housekeep``). The root going, coming back or being replaced, and the
-observer stopping, are the watcher's to notice.
-
-A flood of writes must not bury a loop: hints are coalesced by path (``EventQueue``), a
-batch reads for at most ``HANDLE_BUDGET`` seconds before the timers get their turn, and
-when the kernel drops events (its queue overflowed) every transcript is looked at at once.
-How far behind the watcher is (``pace``: the longest a hint or unread bytes waited) goes
-in the heartbeat and, past ``BEHIND_LAG``, in the log; once caught up, the memory the
-flood took is given back.
+A flood must not bury a loop: hints are coalesced by path, a batch reads for at most
+``HANDLE_BUDGET`` seconds, and a kernel queue overflow makes every transcript looked at
+at once; how far behind the watcher is goes in the heartbeat (``pace``).
 """
 
 from __future__ import annotations
@@ -253,7 +241,7 @@ class Watcher:
             now = time.monotonic()
             if now >= next_tail:
                 self._guarded(self._tail_journal)
-                self._guarded(self.sessions.tick, now)
+                self._guarded(self.sessions.respond.tick, now)
                 next_tail = now + JOURNAL_TAIL_INTERVAL
             if now >= next_reconcile:
                 self._guarded(self._reconcile)
