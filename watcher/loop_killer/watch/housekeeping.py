@@ -1,10 +1,5 @@
-"""What keeps a watcher left running for weeks from growing the state folder: clear
-requests nobody took expire, and the status and detection records of transcripts that no
-longer exist go.
-
-Called from the watcher's housekeeping pass (``Sessions.housekeep``); one log line for
-each file removed, and one for a file that cannot be removed (said once).
-"""
+"""What keeps the state folder from growing: clear requests nobody took expire, and the
+statuses and records of transcripts gone are removed (one log line each)."""
 
 from __future__ import annotations
 

@@ -152,9 +152,8 @@ class Narrator:
     def detection(self, session_id: str, keys: Iterable[object], *, who: str, rule: str,
                   count: int, line: str | None, now: float, at: float | None = None
                   ) -> list[Said]:
-        """A rule fired (a re-prompt loop, or a manual request): its LOOP line, unless the
-        loop is known already. ``line`` None: printed by its writer already. ``at``: when
-        it was detected (default ``now``)."""
+        """A rule fired: its LOOP line, unless the loop is known already (``line`` None:
+        printed by its writer; ``at``: when detected, default ``now``)."""
         session = self._session(session_id, now)
         found = _keys(keys)
         if found and any(found & loop.keys for loop in session.loops):
@@ -168,9 +167,8 @@ class Narrator:
     def warning(self, session_id: str, keys: Iterable[object], *, who: str, call: str,
                 text: str, line: str | None, now: float, rule: str = "",
                 count: int = 0, at: float | None = None) -> list[Said]:
-        """A tool call repeating (the model is warned, or refused later): its line once,
-        and a notification as a warning. Its outcome comes later (the ladder's stop, or
-        ``warned``)."""
+        """A tool call repeating: its line once, a notification as a warning (its outcome
+        comes later: the ladder's stop, or ``warned``)."""
         session = self._session(session_id, now)
         found = _keys(keys)
         if found and any(found & loop.keys for loop in session.loops):

@@ -151,9 +151,8 @@ class Responder:
                       key=key)
 
     def on_budget(self, tracked: Tracked, crossing: Crossing, key: str, now: float) -> None:
-        """A turn crossed its spend limit (``watch.budgets``): ask the session's next Stop
-        hook to end the turn and clear its goal, as for a loop (``key``: the turn's, once
-        recorded, never asked again, across restarts too)."""
+        """A turn crossed its spend limit: a clear request, as for a loop (``key``, the
+        turn's, is recorded: never asked again, across restarts too)."""
         session_id = tracked.session_id
         if not records.first_to_record(self.state, session_id, key, source="watcher",
                                        rule=RULE_BUDGET):
@@ -236,9 +235,8 @@ class Responder:
             self.resolve(tracked, Outcome("stopped", "the turn was stopped"), final=False)
 
     def follow(self, tracked: Tracked, answer_uuid: str, rule: str) -> None:
-        """Follow what becomes of a detection the Stop hook acted on, as for our own, so
-        this terminal shows the clear. The clear may already be on disk: the goal's last
-        status then says so at once."""
+        """Follow what becomes of a detection the Stop hook acted on, as for our own (the
+        goal's last status may say it at once)."""
         pending = self.pending_of(tracked)
         if pending is not None and not pending.stopped:
             return
@@ -261,8 +259,7 @@ class Responder:
         self.settled.discard(tracked.path)
 
     def _hook_acted(self, tracked: Tracked, pending: PendingOutcome) -> bool:
-        """Whether a Stop hook acted on this loop (its own word then says what became
-        of it)."""
+        """Whether a Stop hook acted on this loop (its word then says what became of it)."""
         return pending.hook_acted or (pending.key is not None and pending.key in
                                       records.recorded_keys(self.state, tracked.session_id,
                                                             acted_only=True))
@@ -347,9 +344,8 @@ class Responder:
         self.settled.discard(tracked.path)
 
     def tick(self, monotonic_now: float) -> None:
-        """Show the outcome lines held since the last tick, then report (and show) the
-        outcomes whose timeout has passed. The watcher's loop reads the detection log just
-        before: the Stop hook's lines of what came first are already shown."""
+        """Show the outcome lines held, then report those whose timeout passed (the log
+        was read just before: the Stop hook's earlier lines are out already)."""
         try:
             self._expire(monotonic_now)
         finally:
@@ -384,8 +380,7 @@ class Responder:
         self.order.add(time.time() if at is None else at, said)
 
     def release(self, now: float | None = None) -> None:
-        """Print the lines whose turn has come (all of them without ``now``), and pass
-        each notification on."""
+        """Print the lines whose turn has come (all without ``now``); notify."""
         for item in self.order.drain() if now is None else self.order.ready(now):
             if item.line is not None:
                 events.log(item.level, item.line)
