@@ -228,15 +228,20 @@ def _is_mark(char: str) -> bool:
 
 class _Table(dict[int, str]):
     """A ``str.translate`` table filled in as characters come (Unicode is too big to
-    fill it up front)."""
+    fill it up front); emptied past ``_TABLE_MAX`` so that odd text cannot grow it."""
 
     def __init__(self, keep: Callable[[str], str]) -> None:
         super().__init__()
         self.keep = keep
 
     def __missing__(self, code: int) -> str:
-        self[code] = self.keep(chr(code))
-        return self[code]
+        if len(self) >= _TABLE_MAX:
+            self.clear()
+        self[code] = value = self.keep(chr(code))
+        return value
+
+
+_TABLE_MAX = 16384
 
 
 def _word_char(char: str) -> str:
