@@ -74,12 +74,8 @@ _IGNORED_TYPES = frozenset({"opened", "closed", "closed_no_write"})
 
 
 def relevance(root: str, path: str, is_directory: bool) -> str | None:
-    """What a path under ``root`` can be: a transcript (FILE), a project folder (DIR),
-    the root itself (ROOT), or nothing to us (None).
-
-    Transcripts are ``<root>/<project>/<name>.jsonl``; subagent files (``agent-*.jsonl``
-    beside them, or anything deeper such as ``<session>/subagents/agent-*.jsonl``) are not.
-    """
+    """What a path under ``root`` is: a transcript (FILE: ``<root>/<project>/<name>.jsonl``,
+    not ``agent-*`` nor anything deeper), a project folder (DIR), the root (ROOT), or None."""
     if path == root:
         return ROOT if is_directory else None
     prefix = root + os.sep
