@@ -298,7 +298,7 @@ def test_memory_stays_bounded_as_sessions_go_idle(env):
                 done.append(s)
             append(s.path_in(env.root), lines)
             sessions.sync(str(s.path_in(env.root)))
-        sessions.tick(time.monotonic() + 1)  # every outcome reported
+        sessions.respond.tick(time.monotonic() + 1)  # every outcome reported
         texts_before, chars_before = retained_texts(sessions)
         assert texts_before >= len(done) and chars_before > len(done) * 600 * 12
         gc.collect()
@@ -340,7 +340,7 @@ def test_what_fired_is_on_disk_and_a_detector_holds_only_what_its_tail_holds(env
     tracked = sessions.tracked[str(path)]
     assert len(records.recorded_keys(env.state, s.session_id)) == 100
     assert tracked.detector is not None and len(tracked.detector._fired) == 0
-    sessions.tick(time.monotonic() + 1)
+    sessions.respond.tick(time.monotonic() + 1)
     sessions.housekeep(time.time() + IDLE_AFTER + 1)  # idle: let go
     assert tracked.detector is None
     append(path, s.loop(1))  # counting restarts after the last answer that fired

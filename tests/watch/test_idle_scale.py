@@ -17,6 +17,7 @@ import pytest
 from loop_killer.watch import safety_net as safety_net_module
 from loop_killer.watch import watcher as watcher_module
 from loop_killer.watch.observer import FILE
+from loop_killer.watch.safety_net import LIVE_MAX
 from loop_killer.watch.watcher import Watcher
 from transcripts import Lines, append
 
@@ -153,3 +154,30 @@ def test_a_deleted_or_replaced_transcript_with_its_event_lost_is_found_by_its_fo
     assert str(gone) not in passes.watcher.sessions.tracked
     assert passes.synced == {str(gone), str(replaced)}
     assert env.has_request(s.session_id)
+
+
+def test_of_many_sessions_written_lately_a_pass_stats_only_the_latest(env, passes):
+    paths = old_sessions(env, 3 * LIVE_MAX)
+    now = time.time()
+    for age, path in enumerate(paths):  # all within the hour, the first written last
+        os.utime(path, (now - 10 * age, now - 10 * age))
+    passes.watcher._start()
+    assert set(passes.watcher.net.hot) == {str(p) for p in paths[:LIVE_MAX]}
+    passes.quick()
+    assert passes.stats == LIVE_MAX
+    last = paths[-1]  # off the live list: a lost event waits for the sweep
+    s = Lines(last.stem, cwd="/home/dev/project0")
+    append(last, s.prompt("and now the docs") + s.answer("Writing.", tool=True))
+    passes.quick()
+    assert offset_of(env, last) < last.stat().st_size
+    passes.sweep()
+    assert offset_of(env, last) == last.stat().st_size
+
+
+def test_the_live_list_keeps_the_sessions_that_changed_last(env, passes):
+    paths = old_sessions(env, 3 * LIVE_MAX)
+    passes.watcher._start()
+    for path in paths:  # each seen changing, in turn
+        passes.watcher._handle([(FILE, str(path))])
+    hot = passes.watcher.net.hot
+    assert {str(p) for p in paths[-LIVE_MAX:]} <= set(hot) and len(hot) <= 2 * LIVE_MAX

@@ -1,9 +1,5 @@
-"""``loop-killer``: the command line (status, clear, config, install, doctor, scan, top;
-and ``hook``, which the plugin runs and ``--help`` does not list).
-
-Each subcommand lives with the part of the product it belongs to and is imported only
-when used, so a call stays quick and never imports watchdog needlessly.
-"""
+"""``loop-killer``: the command line. Each subcommand is imported only when used, so a
+call stays quick (``hook``, which the plugin runs, is not listed in ``--help``)."""
 
 from __future__ import annotations
 

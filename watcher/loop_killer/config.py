@@ -1,49 +1,9 @@
-"""Settings people can change: one file, ``config.toml`` in the state folder, read by the
-watcher, the hooks and ``scan`` alike; environment variables override it for one session.
+"""Settings people can change: ``config.toml`` in the state folder (its tables and keys:
+the README's "Settings"), read by the watcher, the hooks and ``scan`` alike; environment
+variables (``LOOP_KILLER_*``) override it for one session.
 
-```toml
-[rules]
-same_reply_turns = 3      # SAME_REPLY_TURNS
-idle_turns = 6            # IDLE_TURNS
-similar = 0.6             # SIMILAR (word-set Jaccard)
-tool_repeat_warn = 3      # TOOL_REPEAT_WARN
-tool_repeat_block = 4     # TOOL_REPEAT_BLOCK
-tool_repeat_stop = 3      # TOOL_REPEAT_STOP (refused attempts of one call that end the turn)
-edit_oscillation_warn = 2 # EDIT_OSCILLATION (a file edited back to an earlier content)
-wait_minutes = 30         # a waiting call's result unchanged this long is a loop
-off = ["IDLE_TURNS"]      # rules switched off: SAME_REPLY_TURNS, IDLE_TURNS, TOOL_REPEAT,
-                          # EDIT_OSCILLATION
-
-[tools]
-ignore = ["default", "mcp__ci__*"]   # never counted; "default" is the built-in list
-
-[projects]
-off = ["/home/me/scratch"]           # path prefixes where loop-killer does nothing
-
-[watcher]
-metrics = "127.0.0.1:9464"           # serve Prometheus metrics there (loop-killer[metrics])
-
-[budget]
-reprompts = 100   # re-prompts in one turn (a /goal runs inside one)
-usd = 25.0        # spend of one turn (main session and its subagents), priced as scan prices
-minutes = 0       # wall time of one turn; 0: no limit
-```
-
-The environment (the shell that starts ``claude``, or the ``env`` block of its
-``settings.json``): ``LOOP_KILLER_SAME_REPLY_TURNS``, ``LOOP_KILLER_IDLE_TURNS``,
-``LOOP_KILLER_SIMILAR``, ``LOOP_KILLER_TOOL_REPEAT_WARN``, ``LOOP_KILLER_TOOL_REPEAT_BLOCK``,
-``LOOP_KILLER_TOOL_REPEAT_STOP``, ``LOOP_KILLER_EDIT_OSCILLATION_WARN``,
-``LOOP_KILLER_WAIT_MINUTES``, ``LOOP_KILLER_BUDGET_REPROMPTS``, ``LOOP_KILLER_BUDGET_USD``,
-``LOOP_KILLER_BUDGET_MINUTES``,
-``LOOP_KILLER_RULES_OFF`` (comma-separated),
-``LOOP_KILLER_PROJECTS_OFF`` (``:``-separated),
-``LOOP_KILLER_IGNORE_TOOLS`` and ``LOOP_KILLER_TOOL_REPEAT=off``.
-
-A bad file (syntax, nesting too deep for the parser, a wrong type, a value out of
-range, a misspelled key or table, an empty project path) never stops anything: the
-defaults hold for what is wrong, and ``problems`` says what and where (``doctor``, the
-watcher's start-up and the next hook notice show it). The engine's constants stay the
-documented defaults.
+A bad file never stops anything: the defaults hold for what is wrong, and ``problems``
+says what and where (``doctor``, the watcher's start-up and the next hook notice show it).
 """
 
 from __future__ import annotations
@@ -158,8 +118,7 @@ class Settings(Value):
         return rule not in self.rules_off
 
     def tool_counter(self, state: object = None) -> ToolRepeatCounter:
-        """A tool-repeat counter with these settings (its counts from ``state``, a
-        ``to_state`` value, when given): the hooks, the watcher and the scan alike."""
+        """A tool-repeat counter with these settings (counts from ``state`` if given)."""
         oscillation = (self.edit_oscillation_warn if self.rule_on(RULE_EDIT_OSCILLATION)
                        else 0)
         return ToolRepeatCounter.from_state(state, ignored=self.ignore_tools,
@@ -168,29 +127,18 @@ class Settings(Value):
                                             wait=self.thresholds.wait_seconds)
 
     def project_off(self, *, cwd: str = "", folder: str = "") -> bool:
-        """Whether loop-killer does nothing for a session in this project: the one rule
-        the hooks, the watcher and ``scan`` ask (none decides it by itself).
-
-        ``cwd``: the session's real path (hook input, a transcript line's ``cwd``), under
-        a prefix at a folder boundary: ``/home/dev/proj`` covers ``/home/dev/proj/sub``,
-        never ``/home/dev/proj-2``. When known, it alone decides.
-
-        ``folder``: the project folder's name (the path with every character but ASCII
-        letters and digits made ``-``, as Claude Code names it), for a session whose cwd
-        is not known yet (its first lines may carry none: a summary, a file-history
-        snapshot, a queue operation). The boundary is lost in it (``-home-dev-proj-2`` is
-        ``/home/dev/proj-2`` or ``/home/dev/proj/2``), so only a prefix's own folder
-        matches: a sub-folder's session is switched off once its cwd is known, and the
-        caller must ask again then (the watcher does before each batch of lines).
-        """
+        """Whether loop-killer does nothing for a session in this project (the one rule
+        the hooks, the watcher and ``scan`` ask). ``cwd``, when known, alone decides: under
+        a prefix at a folder boundary. Else ``folder``, the project folder's name, where
+        the boundary is lost (``-home-dev-proj-2``): only a prefix's own folder matches,
+        so the caller asks again once the cwd is known."""
         if cwd:
             return any(_within(cwd, prefix) for prefix in self.projects_off)
         return bool(folder) and any(folder == _mangle(prefix.rstrip("/") or "/")
                                     for prefix in self.projects_off)
 
     def hook_off(self, data: object) -> bool:
-        """``project_off`` for a hook's input (the Stop hook and the tool-call hooks ask
-        here): its ``cwd``, and its transcript's folder should the cwd be missing."""
+        """``project_off`` for a hook's input: its ``cwd``, else its transcript's folder."""
         if not isinstance(data, dict) or not self.projects_off:
             return False
         cwd, path = data.get("cwd"), data.get("transcript_path")
@@ -226,13 +174,9 @@ def line_cwd(line: bytes) -> str:
 
 
 def transcript_cwd(data: bytes | None, known: str = "") -> str:
-    """The real path of a transcript's session (its last line's top-level ``cwd``, as
-    Claude Code writes on every user and assistant line) in ``data``, the bytes of its
-    tail or of a batch of its lines; "" when none is there. A ``"cwd":"`` quoted in a
-    tool's output is escaped text, never matched; one in a nested object is passed over
-    (the line is parsed). ``known``: the session's path as last found; when the last
-    ``cwd`` in ``data`` is written as that one, it is taken without parsing its line
-    (the watcher asks for every batch it reads, and a line may be megabytes)."""
+    """The session's real path: the last top-level ``cwd`` in ``data`` (lines of its
+    transcript), "" if none. When that ``cwd`` is written as ``known`` it is taken without
+    parsing its line (a line may be megabytes, and the watcher asks on every batch)."""
     if not data:
         return ""
     end = len(data)
@@ -266,8 +210,8 @@ def _config_file(state: Path | str) -> str:
 
 
 def load_settings(state: Path | str, env: Mapping[str, str] | None = None) -> Settings:
-    """The settings from ``<state>/config.toml`` (read safely: no links, no FIFOs,
-    bounded) and the environment; never raises."""
+    """The settings from ``<state>/config.toml`` (no links, no FIFOs, bounded) and the
+    environment; never raises."""
     from .state.files import NotAFile, read_small_file
 
     env = os.environ if env is None else env
@@ -390,8 +334,7 @@ _KNOWN = _known_names()
 
 
 def _report_unknown(table: dict[str, Any], where: str, found: list[str]) -> None:
-    """Say each name the file has that no setting reads: a misspelled one would
-    otherwise be passed over in silence, the default holding where a value was meant."""
+    """Say each name the file has that no setting reads (a misspelling, else silent)."""
     unknown: list[str] = []
     for name, value in table.items():
         keys = _KNOWN.get(name)
@@ -409,8 +352,8 @@ def _report_unknown(table: dict[str, Any], where: str, found: list[str]) -> None
 
 
 def _guess(name: str, section: str | None) -> str:
-    """`` (did you mean …?)`` for a name close to a known one: a key of ``section``; at
-    the top, a table, else a key written above its table; "" when none is close."""
+    """`` (did you mean …?)`` for a name close to a known key of ``section`` (at the top:
+    a table, or a key written above its table); "" when none is close."""
     if section is not None:
         return _closest(name, {key: f"{section}.{key}" for key in _KNOWN[section]})
     return (_closest(name, {table: f"[{table}]" for table in _KNOWN})
@@ -433,8 +376,7 @@ def _shown(name: str) -> str:
 
 
 def _paths(prefixes: Iterable[str], source: str, found: list[str]) -> tuple[str, ...]:
-    """The project paths switched off, ``~`` expanded; an empty one (it would switch
-    loop-killer off everywhere) or a relative one (it would match nothing) is refused."""
+    """The project paths switched off, ``~`` expanded; empty or relative ones refused."""
     kept: list[str] = []
     for prefix in prefixes:
         path = os.path.expanduser(prefix)
@@ -507,9 +449,8 @@ def _names(table: dict[str, Any], section: str, key: str, variable: str, separat
 
 def _ignored(table: dict[str, Any], env: Mapping[str, str], where: str, found: list[str],
              sources: dict[str, str]) -> frozenset[str]:
-    """The tools not counted (names or ``fnmatch`` patterns such as ``mcp__ci__*``):
-    ``default`` stands for the built-in list, so ``default,mcp__ci__*`` adds to it; an
-    empty list counts every tool."""
+    """The tools not counted (names or ``fnmatch`` patterns); ``default`` stands for the
+    built-in list, and an empty list counts every tool."""
     names = _names(table, "tools", "ignore", "LOOP_KILLER_IGNORE_TOOLS", ",", env, where,
                    found, sources, "ignore_tools")
     if sources["ignore_tools"] == "default":

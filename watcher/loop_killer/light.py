@@ -1,24 +1,14 @@
-"""Light stand-ins for costly standard modules, for the hooks: each runs on every tool
-call, in an interpreter that otherwise starts in a few milliseconds.
+"""Light stand-ins for costly standard modules, for the hooks (each runs on every tool
+call, in an interpreter that otherwise starts in a few milliseconds):
 
-* JSON (``loads``, ``dumps``) without importing ``json``: the same C code, called
-  directly. ``import json`` imports ``re`` (and ``enum``, ``functools``, ``collections``):
-  about 10 ms. ``json.loads`` and ``json.dumps`` themselves are CPython's C scanner and
-  encoder (``_json``); ``loads`` and ``dumps`` here call them the way ``json`` does, and
-  fall back to ``json`` itself for anything out of the ordinary: bad JSON (so the error is
-  json's own), an interpreter without ``_json``, or one whose encoder does not answer a
-  probe the way ``json`` does. The results are the same as ``json``'s (tests compare them).
-* Digests (``digest``, ``hex_digest``) without OpenSSL. ``import hashlib`` loads
-  OpenSSL's bindings (3.6 MB resident) whatever algorithm is used; a watcher that follows
-  thousands of sessions, and every hook process, need not carry that. BLAKE2 is built into
-  CPython (``_blake2``, the very module ``hashlib.blake2b`` comes from) and is as good for
-  telling texts apart.
-* ``Value``, a small immutable record, without ``dataclasses`` (which imports ``inspect``
-  and with it ``ast``, ``dis``, ``tokenize``: about 10 ms) for the types the tool-call
-  hooks load (the settings, the thresholds, where a call stands). It gives them what they
-  used from a frozen dataclass: equality and hashing by their fields, a readable
-  ``repr``, ``replace``, and no assignment after ``__init__``. A subclass names its fields
-  in ``__slots__`` (in order) and sets each in ``__init__`` with ``self._set``.
+* ``loads``, ``dumps``: ``json``'s own C scanner and encoder (``_json``) without importing
+  ``json`` (it imports ``re``, ``enum``...: about 10 ms); anything unusual (bad JSON, no
+  ``_json``, an encoder that fails the probe) falls back to ``json``. Same results.
+* ``digest``, ``hex_digest``: BLAKE2 from ``_blake2``, without ``hashlib``'s OpenSSL
+  (3.6 MB resident in every hook and in the watcher).
+* ``Value``: an immutable record without ``dataclasses`` (it imports ``inspect``: about
+  10 ms): equality, hashing, ``repr``, ``replace``. A subclass names its fields in
+  ``__slots__`` and sets them in ``__init__`` with ``self._set``.
 """
 
 from __future__ import annotations

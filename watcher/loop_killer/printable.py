@@ -1,17 +1,8 @@
-"""Text a person reads, made safe for a terminal: the one cleaner of control codes.
-
-Transcripts, project folder names and hook input are written by others: a reply holding
-``\\x1b]0;PWNED\\x07\\x1b[2J`` must not retitle or wipe the terminal that shows it. Every
-line loop-killer prints (hook notices and toasts, the watcher's terminal and log lines,
-``loop-killer status``, ``scan``) goes through ``printable``.
-
-What is printed to a terminal also fits it: ``terminal_width`` says how wide the terminal
-a stream writes to is (None for a file or a pipe: a log keeps one record per line), and
-``wrap`` cuts a line to that width at spaces, with a hanging indent. A command's report
-(``config``, ``doctor``, ``status``, ``scan``) is read by a person through a pipe too
-(``| less``, ``| cat``): ``output_width`` gives it 80 columns there (or ``$COLUMNS``).
-Text is measured as a terminal shows it (``display_width``): wide East Asian characters
-and most emoji take two columns, combining marks and zero-width characters none.
+"""Text a person reads, made safe for a terminal: the one cleaner of control codes (a
+reply holding ``\\x1b]0;PWNED\\x07`` must not retitle the terminal). Every line printed
+goes through ``printable``. ``terminal_width`` (None for a pipe or a file), ``wrap``
+(at spaces, hanging indent), ``output_width`` (80 through a pipe, or ``$COLUMNS``);
+``display_width`` counts wide characters two columns and combining marks none.
 """
 
 from __future__ import annotations

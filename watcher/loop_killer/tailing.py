@@ -1,14 +1,7 @@
-"""Read only as much of a transcript's tail as its trailing run needs.
-
-Used by the watcher's start-up catch-up and by the Stop hook's own detection, so that
-neither ever reads a whole history: the file is read backwards, block by block, until a
-run boundary (a turn start, or an answer that used a tool), or until enough re-prompts
-have been seen that the run is past every threshold anyway.
-
-The work per file is bounded whatever the file holds: a byte budget and a line budget
-(blank lines count, so that replaying the tail forwards is bounded too), and runs of
-blank lines are skipped in bulk at C speed, never one Python step per newline. A file of
-64 MB of ``\\n`` costs a few block reads, not 64 million steps.
+"""Read only as much of a transcript's tail as its trailing run needs (the watcher's
+catch-up and the Stop hook): backwards, block by block, to a run boundary or until the
+run is past every threshold. Bounded in bytes and lines whatever the file holds; runs of
+blank lines are skipped in bulk at C speed (64 MB of ``\\n`` costs a few block reads).
 """
 
 from __future__ import annotations

@@ -90,9 +90,6 @@ RULES: Final[tuple[Rule, ...]] = (RULE_SAME, RULE_IDLE, RULE_MANUAL, RULE_BUDGET
 # Patterns compiled on first use: a tool-call hook loads this module for its constants,
 # never compares answers, and does not import ``re`` (7 ms) at all.
 _leading_space: Callable[[str], re.Match[str] | None] | None = None
-_ascii_words: Callable[[str], list[str]] | None = None  # letters and digits, no "_"
-_any_script_words: Callable[[str], list[str]] | None = None
-_letters: Callable[[str], list[str]] | None = None
 
 # Compare Jaccard exactly, in integers, so that exactly 0.6 counts as similar.
 
@@ -182,63 +179,81 @@ def words(text: str) -> frozenset[str]:
     neighbouring characters instead: a whole clause would be one "word", and two replies
     differing by one character would share none.
     """
-    global _ascii_words
     lowered = text.lower()
-    if lowered.isascii():
-        if _ascii_words is None:
-            import re
-
-            _ascii_words = re.compile(r"[^\W_]{3,}").findall  # \w minus "_"
-        return frozenset(_ascii_words(lowered))
-    import re
-
-    pairs = []
-    for run in re.findall(_UNSPACED, lowered):
-        letters = _letter_finder()(run)  # each with its combining marks
-        pairs += ["".join(letters[i:i + 2]) for i in range(max(1, len(letters) - 1))]
-    rest = re.sub(_UNSPACED, " ", lowered) if pairs else lowered
-    return frozenset(_any_script_word_finder()(rest)).union(pairs)
+    # str.translate and split, not a regular expression: importing ``re`` and compiling
+    # the marks' class cost a hook process 5-9 ms on its first non-ASCII reply.
+    cut = lowered.translate(_WORD_CHARS)
+    pairs: list[str] = []
+    if UNSPACED in cut:
+        for run in lowered.translate(_UNSPACED_CHARS).split():
+            shape = run.translate(_MARKS)  # "m" for a combining mark, "l" for the others
+            letters = list(run) if "m" not in shape else _letters(run, shape)
+            pairs += ["".join(letters[i:i + 2]) for i in range(max(1, len(letters) - 1))]
+        cut = cut.replace(UNSPACED, " ")
+    return frozenset([word for word in cut.split() if len(word) > 2]).union(pairs)
 
 
-_UNSPACED = ("[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff"
-             "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
-"""Runs of scripts written without spaces between words: Thai and Lao, Burmese, Khmer,
-kana and Han ideographs (their combining marks within the run)."""
+UNSPACED = "\0"
+"""What ``_WORD_CHARS`` turns a character of a script written without spaces into:
+Thai and Lao, Burmese, Khmer, kana and Han ideographs (their marks included)."""
 
 
-def _any_script_word_finder() -> Callable[[str], list[str]]:
-    """Letters, digits and combining marks (Mn, Mc) of any script, compiled on first use
-    from the precomputed table (about 1 ms, and only for non-ASCII text)."""
-    global _any_script_words
-    if _any_script_words is None:
-        import re
-
-        _any_script_words = re.compile(rf"(?:[^\W_]|[{_marks()}]){{3,}}").findall
-    return _any_script_words
-
-
-def _letter_finder() -> Callable[[str], list[str]]:
+def _letters(run: str, shape: str) -> list[str]:
     """Each character with the combining marks after it (a Thai vowel sign stays with its
-    consonant), compiled on first use."""
-    global _letters
-    if _letters is None:
-        import re
+    consonant); marks that open the run make one."""
+    letters: list[str] = []
+    for char, kind in zip(run, shape, strict=True):
+        if letters and kind == "m":
+            letters[-1] += char
+        else:
+            letters.append(char)
+    return letters
 
-        marks = _marks()
-        _letters = re.compile(rf"[^{marks}][{marks}]*|[{marks}]+").findall
-    return _letters
+
+def _unspaced(code: int) -> bool:
+    return (0x0E00 <= code <= 0x0EFF or 0x1000 <= code <= 0x109F or 0x1780 <= code <= 0x17FF
+            or 0x3040 <= code <= 0x30FF or 0x3400 <= code <= 0x4DBF or 0x4E00 <= code <= 0x9FFF
+            or 0xF900 <= code <= 0xFAFF)
 
 
-def _marks() -> str:
-    """The combining marks as a regular-expression class's content."""
-    import re
+def _is_mark(char: str) -> bool:
+    """Whether ``char`` is a combining mark (Unicode Mn or Mc), from the precomputed table."""
+    from bisect import bisect_right
 
     from .marks import MARK_RANGES
 
-    return "".join(
-        re.escape(chr(low)) if low == high else f"{re.escape(chr(low))}-{re.escape(chr(high))}"
-        for low, high in MARK_RANGES
-    )
+    index = bisect_right(MARK_RANGES, (ord(char), 0x10FFFF))
+    return index > 0 and ord(char) <= MARK_RANGES[index - 1][1]
+
+
+class _Table(dict[int, str]):
+    """A ``str.translate`` table filled in as characters come (Unicode is too big to
+    fill it up front); emptied past ``_TABLE_MAX`` so that odd text cannot grow it."""
+
+    def __init__(self, keep: Callable[[str], str]) -> None:
+        super().__init__()
+        self.keep = keep
+
+    def __missing__(self, code: int) -> str:
+        if len(self) >= _TABLE_MAX:
+            self.clear()
+        self[code] = value = self.keep(chr(code))
+        return value
+
+
+_TABLE_MAX = 16384
+
+
+def _word_char(char: str) -> str:
+    """A letter, digit or combining mark stays; any other character cuts words."""
+    if _unspaced(ord(char)):
+        return UNSPACED
+    return char if char.isalnum() or _is_mark(char) else " "
+
+
+_WORD_CHARS = _Table(_word_char)
+_UNSPACED_CHARS = _Table(lambda char: char if _unspaced(ord(char)) else " ")
+_MARKS = _Table(lambda char: "m" if _is_mark(char) else "l")
 
 
 def similarity(a: frozenset[str], b: frozenset[str]) -> float:

@@ -1,11 +1,6 @@
-"""``loop-killer top``: the shell around ``rows`` and ``view`` (state read, keys, screen).
-
-It only reads the watcher's state folder (status files, the detection log, the
-heartbeat, the tool hooks' refusal marks), and each shown session's transcript for its
-tokens and its folder (the lines' ``cwd``), from where it last read: the watcher does no
-work for it. Keys come from the terminal in cbreak mode, read with
-``select`` between two refreshes; ``c`` then ``y`` asks the selected session's next Stop
-hook to end its loop, through ``loop-killer clear``'s own function.
+"""``loop-killer top``: the shell around ``rows`` and ``view``. It reads only the state
+folder and each shown transcript from where it last read (the watcher does no work for
+it); keys in cbreak mode between refreshes; ``c`` then ``y`` clears the selected session.
 """
 
 from __future__ import annotations

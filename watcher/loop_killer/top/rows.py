@@ -1,10 +1,6 @@
-"""What ``loop-killer top`` shows, as plain data (pure: values in, rows out).
-
-One ``Row`` per session active in the window, from its status file (the watcher's), the
-detection log's records for it and its token figures. Rows are sorted by what needs the
-person first: a refused call, a re-prompt run or a clear request (the nearer its rule's
-threshold, the higher), a call repeating, a loop just stopped, a session waiting for the
-person, then sessions at work; the most recently active first within each.
+"""What ``loop-killer top`` shows, as plain data (pure): one ``Row`` per session active in
+the window, what needs the person first (a refused call, a run near its threshold, a
+repeating call, a loop just stopped, a session waiting), the most recent first within.
 """
 
 from __future__ import annotations

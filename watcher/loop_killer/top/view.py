@@ -1,12 +1,6 @@
-"""``loop-killer top``'s screen, drawn with rich from a ``rows.Screen`` (no I/O).
-
-The project, what the session is doing and its last loop (the rule and what became of
-it) are always shown; the figures (the session's tokens and cost, how long ago it was
-active, the turn's tokens and cost, in that order) only where they leave those words the
-room they need, so at 80 columns there are none. Each cell of words shows the fullest
-wording that fits (``rows.Words``); a project too long for its column is cut from the
-left, where its ending tells it apart. Rows beyond the terminal's height scroll with the
-selection.
+"""``loop-killer top``'s screen, drawn with rich from a ``rows.Screen`` (no I/O). The
+project, what the session does and its last loop are always shown; the figures only where
+they leave those words room (none at 80 columns). Projects too long are cut from the left.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
-"""Each live turn's budget, kept by the watcher as lines arrive (BUDGET, ``engine.budget``).
+"""Each live turn's budget (BUDGET, ``engine.budget``), kept as the watcher reads lines.
 
-The watcher reads every line of a main transcript already: its steps' events come here
-(``feed``), and a turn's re-prompts and replies are counted in its ``TurnSpend``, each
-reply priced as ``scan`` prices it (``scan.prices``). A session's subagents write their
-own files (``<session>/subagents/agent-*.jsonl``), which the watcher does not follow:
-after each batch of the main transcript, their new bytes are read here and their replies
-go to the parent's turn. Spend is the one limit only the watcher sees: crossed, the
-``Responder`` writes a clear request for the session's next Stop (``on_budget``); at
-``WARN_AT`` of any limit the person is told once per turn (the log line, and a desktop
-notification with ``--notify``). Re-prompts and time are also counted by the Stop hook
-itself (``hook.turn``), which ends the turn when they are reached, watcher or not.
-
-Counted from what the watcher read: after a restart in the middle of a turn, only the
-replies of the tail it read back (the turn's trailing run) and what came after.
+A turn's re-prompts and replies are counted in its ``TurnSpend``, each reply priced as
+``scan`` prices it; the subagents' files (not followed) are read after each batch and go
+to the parent's turn. Spend is the limit only the watcher sees: crossed, the ``Responder``
+writes a clear request; at ``WARN_AT`` the person is told once per turn. After a restart
+mid-turn only the tail read back counts. Re-prompts and time are also counted by the
+Stop hook itself (``hook.turn``), watcher or not.
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
-"""``loop-killer status`` and ``loop-killer clear``: read and write the watcher's state.
-
-``status`` shows whether a watcher is alive and every session in a re-prompt run (or
-with a clear request: pending, or stale when no Stop hook would act on it any more; the
-watcher removes those); ``--json`` gives the same to scripts (``pending_request`` or
-``stale_request``). Exit status 0 when a watcher is alive, 1 when none is.
-
-``clear SESSION`` writes a manual clear request (rule MANUAL, source manual) for one
-session, named by its id or a unique prefix of it; the session's next Stop hook takes it
-like any other. The request names the session's transcript: when sessions of that id sit
-in several projects, ``--project TEXT`` (text of the project folder's name or path)
-chooses one. Exit status 0 when written, 1 when no single session matches, 2 for
-something that is not a session id.
-"""
+"""``loop-killer status`` (watcher alive, sessions in a run or with a clear request, recent
+loops; exit 0 when a watcher is alive, 1 when not), ``clear SESSION`` (a manual request
+for the session's next Stop; exit 1 when no single session matches, 2 for no session id)
+and ``config`` (the effective settings and where each came from)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Follow one transcript file: how far it has been read, and what a change to it means.
-
-``classify`` is the pure decision (known identity and offset + what a stat says ->
-what happened to the file). ``Follower`` is the thin I/O part: it reads only the bytes
-appended since the last read, and notices a file truncated, replaced or rewritten in
-place under it. ``Vanished`` remembers the files that vanished lately, to tell a renamed
-file from a new one. Nothing here ever writes to a transcript.
+"""Follow one transcript file: ``classify`` (pure: what a stat says happened to it),
+``Follower`` (reads only the bytes appended; notices truncation, replacement, rewrites),
+``Vanished`` (files gone lately, to tell a rename from a new file). Never writes.
 """
 
 from __future__ import annotations
@@ -100,12 +96,8 @@ def seen_of(info: os.stat_result) -> Seen:
 
 
 def classify(known: FileKey | None, offset: int, seen: Seen | None) -> Change:
-    """What to do for a path, given what is known of it and what a stat says now.
-
-    ``known`` is the identity of the file being followed under this path (None if none)
-    and ``offset`` how many of its bytes were read; ``seen`` is None when the path no
-    longer exists.
-    """
+    """What happened to a path: ``known``, the identity followed under it (None: none),
+    ``offset`` bytes of it read; ``seen``, what a stat says now (None: gone)."""
     if seen is None:
         return Change.GONE
     if not seen.regular:
@@ -149,12 +141,9 @@ class Follower:
         return bool(self._check.length) and holds(path, self.offset, self._check)
 
     def read_new(self, *, limit: int) -> tuple[Change, bytes]:
-        """Read up to ``limit`` new bytes. Returns what happened and the bytes read.
-
-        ``GROWN`` comes with the bytes (the offset is advanced); ``UNCHANGED`` with none;
-        any other change means the caller must drop or restart this follower. OSError
-        (a permission error, say) is raised to the caller.
-        """
+        """Read up to ``limit`` new bytes: (what happened, the bytes; only ``GROWN`` has
+        any). Any other change than ``UNCHANGED``: drop or restart this follower. Raises
+        OSError."""
         try:
             fd = open_transcript(self.path, regular_only=False)
         except (FileNotFoundError, NotADirectoryError):

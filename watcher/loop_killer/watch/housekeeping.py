@@ -1,10 +1,5 @@
-"""What keeps a watcher left running for weeks from growing the state folder: clear
-requests nobody took expire, and the status and detection records of transcripts that no
-longer exist go.
-
-Called from the watcher's housekeeping pass (``Sessions.housekeep``); one log line for
-each file removed, and one for a file that cannot be removed (said once).
-"""
+"""What keeps the state folder from growing: clear requests nobody took expire, and the
+statuses and records of transcripts gone are removed (one log line each)."""
 
 from __future__ import annotations
 
@@ -61,16 +56,14 @@ class Housekeeper:
             if found is None:
                 continue
             why, request, identity = found
-            try:
-                if _identity(os.lstat(path)) != identity:
-                    continue  # replaced meanwhile (by ``loop-killer clear``, say)
-                os.unlink(path)
+            try:  # replaced meanwhile (by ``loop-killer clear``, say), or taken
+                replaced = _identity(os.lstat(path)) != identity
             except FileNotFoundError:
-                continue  # taken meanwhile
-            except OSError as error:
-                self._cannot_remove(path, error)
                 continue
-            self.unremovable.discard(str(path))
+            except OSError:
+                replaced = False  # unlink says why
+            if replaced or not self._remove(path):
+                continue
             removed.add(session_id)
             tracked = tracked_by_session.get(session_id)
             if request is None:
@@ -102,14 +95,8 @@ class Housekeeper:
             if (found is None or found.session_id != session_id or not found.transcript_path
                     or os.path.lexists(found.transcript_path)):
                 continue  # not ours, or its transcript is still there
-            try:
-                os.unlink(folder / name)
-            except FileNotFoundError:
+            if not self._remove(folder / name):
                 continue
-            except OSError as error:
-                self._cannot_remove(folder / name, error)
-                continue
-            self.unremovable.discard(str(folder / name))
             records.forget_session(self.state, session_id)
             removed += 1
             log.info("removed the status of %s: its transcript %s is gone",
@@ -123,10 +110,19 @@ class Housekeeper:
             if session_id not in followed:
                 records.forget_session(self.state, session_id)
 
-    def _cannot_remove(self, path: Path, error: OSError) -> None:
-        if str(path) not in self.unremovable:
-            log.warning("cannot remove %s: %s", path, error.strerror or error)
-            self.unremovable.add(str(path))
+    def _remove(self, path: Path) -> bool:
+        """Unlink ``path``; False when gone already, or it cannot be (said once)."""
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            return False
+        except OSError as error:
+            if str(path) not in self.unremovable:
+                log.warning("cannot remove %s: %s", path, error.strerror or error)
+                self.unremovable.add(str(path))
+            return False
+        self.unremovable.discard(str(path))
+        return True
 
 
 def _identity(info: os.stat_result) -> tuple[int, int, int]:

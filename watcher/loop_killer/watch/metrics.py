@@ -1,38 +1,22 @@
 """Loop figures for monitoring systems, from the detection log (one source for them all).
 
-Every detection, outcome and refusal, whoever found it (the watcher, a Stop hook, the
-tool-call hooks), is a line of ``<state>/detections.jsonl``. ``LoopTally`` folds those
-records into counters (pure); ``MetricsSource`` follows the log from the watcher's start
-(read when a monitoring system asks, never in the watcher's loop) and reads the session
-gauges from the published status files. The Prometheus endpoint (``prometheus``) and the
-OpenTelemetry export (``telemetry``) both read a ``MetricsSource``.
+``LoopTally`` folds the log's records into counters (pure); ``MetricsSource`` follows the
+log from the watcher's start (when asked, never in the watcher's loop) and reads the
+session gauges from the status files; ``prometheus`` and ``telemetry`` read it.
 
-* ``loops`` (rule, kind, project): a loop once, when it is detected: a re-prompt loop's
-  detection (the watcher's or a Stop hook's), a tool-call warning (``TOOL_REPEAT``,
-  ``EDIT_OSCILLATION``), or the ladder's stop (a refused call retried until the turn
-  ended) when no warning of that session awaits an outcome.
-* ``outcomes`` (rule, kind, outcome, project): a loop once more, when its first outcome
-  is logged (the Stop hook's or the watcher's word: ``cleared``, ``clear_queued``,
-  ``stopped``, ``none``, ``continued``, ...); a tool-call warning's is the ladder's stop,
-  else ``warned`` (the watcher's word when no call was refused within its outcome
-  timeout). Loops minus outcomes: the loops whose outcome is not known yet.
-* ``refusals`` (project): each call the PreToolUse hook refused (once per call, however
-  many attempts).
-* ``avoided_tokens`` (rule, project): for a re-prompt loop whose turn was stopped, the
-  mean tokens of its last replies (as written in the transcript) times the replies Claude
-  Code would still have allowed: its Stop-hook block cap (``STOP_HOOK_BLOCK_CAP``, 8 by
-  default) minus the run's length. A tool-repeat loop counts none (nothing caps it), nor
-  does a BUDGET stop (nothing would have: the budget is the cap).
-* gauges: sessions followed (the heartbeat), live (transcript grew within
-  ``LIVE_WITHIN`` s), in a re-prompt run (live, run length > 0); each live turn's spend,
-  re-prompts and minutes (project, session: a live session with an answer pending whose
-  status carries the turn's figures, ``SessionStatus.turn_budget``), and the budget's
-  limits that are on (limit: ``reprompts``, ``usd``, ``minutes``).
+* ``loops`` (rule, kind, project): a loop once, when detected (a tool-call ladder's stop
+  counts only when no warning of that session awaits an outcome).
+* ``outcomes`` (rule, kind, outcome, project): a loop's first outcome; loops minus
+  outcomes are those not settled yet.
+* ``refusals`` (project): each call the PreToolUse hook refused, once.
+* ``avoided_tokens`` (rule, project): for a stopped re-prompt loop, its last replies' mean
+  tokens times the replies Claude Code would still have allowed (``STOP_HOOK_BLOCK_CAP``
+  minus the run); none for tool loops and BUDGET stops (nothing caps those).
+* gauges: sessions followed, live (grew within ``LIVE_WITHIN`` s), in a run; each live
+  turn's spend, re-prompts and minutes, and the budget's limits that are on.
 
-Label values are bounded: rules and outcomes from fixed lists (else ``other``), kind
-``reprompt`` or ``tool``, and the first ``MAX_PROJECT_LABELS`` projects seen get a label
-of their own; the rest are ``other``. A session id is a label only of a live turn's
-gauges, gone from the next scrape once the turn is over.
+Label values are bounded: fixed lists (else ``other``), the first ``MAX_PROJECT_LABELS``
+projects; a session id labels only a live turn's gauges.
 """
 
 from __future__ import annotations

@@ -1,30 +1,13 @@
 """What the watcher tells a person about each loop: one LOOP line, one outcome line (pure).
 
-A loop is reported by several writers: the watcher reads it in the transcript, a Stop hook
-may have judged it first, the hook logs what it did (``clear_queued``), the watcher reads
-the turn stop and the goal's clear, and the mod's own report follows. Each of them is
-right, and without this they were all printed: LOOP, QUEUED, STOPPED, CLEARED, then a
-second ``CLEARED (hook)`` when the mod's report was swept.
+Several writers report one loop (the watcher, a Stop hook, the hook's log, the mod's
+report); ``Narrator`` keeps per session the loop being told (the keys it is known by) and
+says its LOOP line once and one outcome line: a final one at once, a passing one (turn
+stopped, clear queued) only when nothing final follows within ``SETTLE`` seconds. An
+outcome belongs to the latest loop of its kind unless its keys name an older one.
 
-``Narrator`` keeps, per session, the loop being told (the keys it is known by: answer and
-re-prompt uuids, the mod's plan id, a tool result's id) and says:
-
-* its LOOP line once (a detection naming known keys is the same loop);
-* one outcome line: a final one (the goal cleared, no goal, /goal clear failed, the loop
-  went on, ...) at once; a passing one (the turn stopped, /goal clear queued or typed
-  without proof yet) only when nothing final follows within ``SETTLE`` seconds. An outcome
-  belongs to the session's latest loop of its kind (re-prompt or tool call) unless its
-  keys name an older one; once one is said, the rest are dropped (the detection log keeps
-  them). A tool-call warning's outcome is the ladder's stop, or the watcher's ``warned``
-  when no refusal followed in time; a stop after that is a loop of its own.
-
-``InOrder`` holds the lines a moment (``ORDER_WINDOW``) and lets them out in the order
-the things they tell happened (the transcripts' timestamps, the log's), across sessions:
-the watcher reads one transcript at a time, and the hooks' lines come through their log.
-
-What is worth a desktop notification comes out with the line (``Notice``), in a sentence:
-a stopped loop once its outcome is known, a tool-repeat warning as a warning, a tool
-call refused until the turn ended as a stop. Pure: the caller passes the time.
+``InOrder`` holds lines ``ORDER_WINDOW`` and lets them out in the order what they tell
+happened, across sessions. A line worth a desktop notification comes with a ``Notice``.
 """
 
 from __future__ import annotations
@@ -169,9 +152,8 @@ class Narrator:
     def detection(self, session_id: str, keys: Iterable[object], *, who: str, rule: str,
                   count: int, line: str | None, now: float, at: float | None = None
                   ) -> list[Said]:
-        """A rule fired (a re-prompt loop, or a manual request): its LOOP line, unless the
-        loop is known already. ``line`` None: printed by its writer already. ``at``: when
-        it was detected (default ``now``)."""
+        """A rule fired: its LOOP line, unless the loop is known already (``line`` None:
+        printed by its writer; ``at``: when detected, default ``now``)."""
         session = self._session(session_id, now)
         found = _keys(keys)
         if found and any(found & loop.keys for loop in session.loops):
@@ -185,9 +167,8 @@ class Narrator:
     def warning(self, session_id: str, keys: Iterable[object], *, who: str, call: str,
                 text: str, line: str | None, now: float, rule: str = "",
                 count: int = 0, at: float | None = None) -> list[Said]:
-        """A tool call repeating (the model is warned, or refused later): its line once,
-        and a notification as a warning. Its outcome comes later (the ladder's stop, or
-        ``warned``)."""
+        """A tool call repeating: its line once, a notification as a warning (its outcome
+        comes later: the ladder's stop, or ``warned``)."""
         session = self._session(session_id, now)
         found = _keys(keys)
         if found and any(found & loop.keys for loop in session.loops):

@@ -1,16 +1,7 @@
-"""Desktop notifications from the watcher (``loop-killer-watch --notify``).
-
-People run the watcher in a spare terminal and are often in another window. What the
-``Narrator`` finds worth it becomes a desktop notification, in a sentence: a stopped loop
-once its outcome is known (``billing: loop stopped, goal cleared (3 similar replies to
-re-prompts)``), a tool call repeating as a warning (``billing: Bash: npm test gave the
-same result 3 times; the model was warned``). ``notify-send`` on Linux, ``osascript`` on
-macOS; where neither exists, nothing but one log line saying so.
-
-``Throttle`` (pure) keeps one busy session from becoming a pop-up a minute: per session,
-and apart for stops and warnings, the first is shown at once (a session's first stop is
-never held back, whatever came before), the ones within the next ``WINDOW`` seconds are
-gathered into one summary, shown when the window ends or when the watcher stops.
+"""Desktop notifications from the watcher (``--notify``): ``notify-send`` on Linux,
+``osascript`` on macOS, else one log line saying so. ``Throttle`` (pure) keeps a busy
+session from a pop-up a minute: per session, stops and warnings apart, the first at once
+(a first stop is never held), the rest within ``WINDOW`` gathered into one summary.
 """
 
 from __future__ import annotations

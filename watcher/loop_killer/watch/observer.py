@@ -1,15 +1,9 @@
 """Where hints that a transcript changed come from: watchdog events, and listings.
 
-Events are only hints. The watchdog callback (its own thread) does nothing but decide
-whether a path can matter (``relevance``, pure) and put it on a queue; the watcher's one
-thread does all reading. The queue keeps one entry per path however many events name it,
-so a flood of writes costs memory by the sessions, not by the events, and says how long
-its oldest hint waited (how far behind the watcher is). The reconcile pass lists the tree
-(``list_transcripts``) and compares the project folders' marks (``folder_marks``) so a
-lost event costs latency, never a detection; when the kernel says it dropped events (its
-inotify queue overflowed: watchdog only logs it) an ``OVERFLOW`` hint asks for that pass
-at once. When the native observer cannot start (inotify limits, say), ``start_observer``
-says why and the watcher polls instead.
+The watchdog callback only decides whether a path can matter (``relevance``) and queues
+it, one entry per path however many events (``EventQueue``); the watcher's thread reads.
+Listings (``list_transcripts``, ``folder_marks``) serve the safety net; an ``OVERFLOW``
+hint says the kernel dropped events. ``start_observer`` raises when inotify cannot start.
 """
 
 from __future__ import annotations
@@ -80,12 +74,8 @@ _IGNORED_TYPES = frozenset({"opened", "closed", "closed_no_write"})
 
 
 def relevance(root: str, path: str, is_directory: bool) -> str | None:
-    """What a path under ``root`` can be: a transcript (FILE), a project folder (DIR),
-    the root itself (ROOT), or nothing to us (None).
-
-    Transcripts are ``<root>/<project>/<name>.jsonl``; subagent files (``agent-*.jsonl``
-    beside them, or anything deeper such as ``<session>/subagents/agent-*.jsonl``) are not.
-    """
+    """What a path under ``root`` is: a transcript (FILE: ``<root>/<project>/<name>.jsonl``,
+    not ``agent-*`` nor anything deeper), a project folder (DIR), the root (ROOT), or None."""
     if path == root:
         return ROOT if is_directory else None
     prefix = root + os.sep

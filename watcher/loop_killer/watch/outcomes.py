@@ -1,9 +1,5 @@
-"""What became of a detection: pure decisions over what the transcript showed after it.
-
-After a rule fires, the watcher keeps reading the session and reports, once, the first
-of: the goal was cleared (the ``goal_status`` met:true sentinel), the turn was stopped
-(a ``stop_hook_summary`` with ``preventedContinuation: true``), a person's prompt came
-first (the request is withdrawn), or, when the timeout passes, whether the loop went on.
+"""What became of a detection (pure): the first of the goal cleared, the turn stopped, a
+person's prompt first (the request withdrawn), or at the timeout whether the loop went on.
 """
 
 from __future__ import annotations

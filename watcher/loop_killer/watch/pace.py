@@ -1,9 +1,5 @@
-"""How far behind the watcher's one thread is, and what a flood took.
-
-A flood of writes must not bury a loop, nor go unsaid: ``Pace`` keeps the longest a hint
-or unread bytes waited between two heartbeats, and gives the line to log when that passes
-``BEHIND_LAG`` (again every ``BEHIND_REPEAT`` seconds) and when the watcher caught up;
-then ``release_memory`` gives back the memory the flood took.
+"""How far behind the watcher's thread is: ``Pace`` keeps the longest a hint or unread
+bytes waited, says when past ``BEHIND_LAG`` and when caught up (``release_memory`` then).
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
 """``loop-killer-watch --metrics HOST:PORT``: the loop figures at ``/metrics`` for
-Prometheus, with the official client library (the optional ``metrics`` extra).
-
-The figures are read from a ``metrics.MetricsSource`` when Prometheus scrapes, on the
-client library's own server thread: the watcher's loop never does any of it.
+Prometheus (the ``metrics`` extra), read on the client's own server thread when scraped.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""A session's status file (``<state>/status/<session>.json``): what the watcher has seen
-of it, for ``loop-killer status`` and for a watcher started later.
-
-Written only when something in it changed (since the last write, or, with
-``unless_on_disk``, since what a previous watcher left on disk). Each call returns what the
-session's ``Tracked.published`` is to be; its owner (``sessions``) keeps it.
-"""
+"""A session's status file (``<state>/status/<session>.json``), written only when what it
+says changed; returns what ``Tracked.published`` is to be (``sessions`` keeps it)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""The lines a person reads in the watcher's terminal (pure: values in, text out).
-
-The time of day is added by the logging formatter; everything else is here, so the
-wording of every line the watcher prints lives in one place.
+"""The wording of every line the watcher prints (pure; the time of day is the formatter's).
 """
 
 from __future__ import annotations

@@ -1,40 +1,18 @@
 """What the steps of a followed session mean to the watcher, and what it does about them.
 
 * A detection: where the session's Stop hook judges its replies (``hook.turn.hooks_judge``)
-  the hook logs and stops the loop, and the watcher only follows what becomes of it.
-  Otherwise (no hooks loaded) it is recorded first (``state.records``), then the watcher
-  writes the clear request, the detection log line and its terminal line.
-* A person's prompt: a pending request for the session is withdrawn.
-* A goal status or a ``stop_hook_summary``: what became of the last detection
-  (``outcomes``), reported once; ``tick`` reports the ones whose timeout passed.
+  the hook logs and stops the loop, and the watcher follows what becomes of it. Else it is
+  recorded first (``state.records``), then the watcher writes the clear request (before the
+  status that covers the answer), the log line and its terminal line.
+* A person's prompt withdraws a pending request.
+* A goal status or a ``stop_hook_summary`` is what became of the last detection
+  (``outcomes``). Outcome lines are held until the next ``tick``, after the detection log
+  was read: the hook's lines (logged before its turn ended) come first.
 
-What is followed of a detection (its ``PendingOutcome``, and whether its loop was seen to
-end) is the ``Responder``'s own record, by transcript path: it writes nothing into the
-session's ``Tracked`` (``sessions`` does), and ``pending_of`` says what it follows.
-
-The request is written before the status that covers the answer (the session's status is
-published at the end of each batch of lines).
-
-Lines in the watcher's terminal come in the order things happened. What the Stop hook did
-reaches this terminal through the detection log, read by the watcher's loop just before
-each ``tick``; what the transcript shows is read as it is written, which is often sooner:
-the clear a Stop hook's mod ran lands in the transcript within a few milliseconds of the
-hook's ``LOOP``/``QUEUED`` lines, long before the log's next read. So an outcome line is
-held and shown at the next ``tick``, after the log has been read up to then: whatever the
-Stop hook wrote before that outcome happened (everything it wrote before its turn ended)
-is shown before it.
-
-Every line about a loop, the watcher's own and the other writers', goes through one
-``Narrator`` (``narrate``): one LOOP line and one outcome line per loop, and the desktop
-notification (``notify``, when given) once the outcome is known; then through one
-``InOrder``, which lets the lines out by when what they tell happened, across sessions.
-
-One record per fact in the detection log: the turn stopped and the goal cleared of a loop
-a Stop hook acted on are the hook's (and its mod's) to log; the watcher logs them only
-for a loop no hook acted on, and always what only it can see (the loop went on, nothing
-happened in time, a person's prompt came first). A tool-call warning (anyone's, read
-from the log) is followed too: when no refusal follows within the outcome timeout, the
-watcher logs its outcome, ``warned``.
+Every line about a loop goes through one ``Narrator`` and one ``InOrder`` (``narrate``).
+The watcher logs a turn stopped or a goal cleared only for a loop no hook acted on, and
+always what only it sees (the loop went on, nothing in time, a prompt came first, a
+tool-call warning with no refusal in time: ``warned``).
 """
 
 from __future__ import annotations
@@ -177,9 +155,8 @@ class Responder:
                       key=key)
 
     def on_budget(self, tracked: Tracked, crossing: Crossing, key: str, now: float) -> None:
-        """A turn crossed its spend limit (``watch.budgets``): ask the session's next Stop
-        hook to end the turn and clear its goal, as for a loop (``key``: the turn's, once
-        recorded, never asked again, across restarts too)."""
+        """A turn crossed its spend limit: a clear request, as for a loop (``key``, the
+        turn's, is recorded: never asked again, across restarts too)."""
         session_id = tracked.session_id
         if not records.first_to_record(self.state, session_id, key, source="watcher",
                                        rule=RULE_BUDGET):
@@ -262,9 +239,8 @@ class Responder:
             self.resolve(tracked, Outcome("stopped", "the turn was stopped"), final=False)
 
     def follow(self, tracked: Tracked, answer_uuid: str, rule: str) -> None:
-        """Follow what becomes of a detection the Stop hook acted on, as for our own, so
-        this terminal shows the clear. The clear may already be on disk: the goal's last
-        status then says so at once."""
+        """Follow what becomes of a detection the Stop hook acted on, as for our own (the
+        goal's last status may say it at once)."""
         pending = self.pending_of(tracked)
         if pending is not None and not pending.stopped:
             return
@@ -287,8 +263,7 @@ class Responder:
         self.settled.discard(tracked.path)
 
     def _hook_acted(self, tracked: Tracked, pending: PendingOutcome) -> bool:
-        """Whether a Stop hook acted on this loop (its own word then says what became
-        of it)."""
+        """Whether a Stop hook acted on this loop (its word then says what became of it)."""
         return pending.hook_acted or (pending.key is not None and pending.key in
                                       records.recorded_keys(self.state, tracked.session_id,
                                                             acted_only=True))
@@ -373,9 +348,8 @@ class Responder:
         self.settled.discard(tracked.path)
 
     def tick(self, monotonic_now: float) -> None:
-        """Show the outcome lines held since the last tick, then report (and show) the
-        outcomes whose timeout has passed. The watcher's loop reads the detection log just
-        before: the Stop hook's lines of what came first are already shown."""
+        """Show the outcome lines held, then report those whose timeout passed (the log
+        was read just before: the Stop hook's earlier lines are out already)."""
         try:
             self._expire(monotonic_now)
         finally:
@@ -410,8 +384,7 @@ class Responder:
         self.order.add(time.time() if at is None else at, said)
 
     def release(self, now: float | None = None) -> None:
-        """Print the lines whose turn has come (all of them without ``now``), and pass
-        each notification on."""
+        """Print the lines whose turn has come (all without ``now``); notify."""
         for item in self.order.drain() if now is None else self.order.ready(now):
             if item.line is not None:
                 events.log(item.level, item.line)

@@ -1,10 +1,5 @@
-"""A detection-log record, retold to the ``Narrator`` (pure): what the Stop hook, the tool
-hooks, the mod and ``loop-killer clear`` logged reaches the watcher's terminal and the
-desktop notifications through the same door as the watcher's own lines.
-
-The watcher's own records are said where they happen (``respond``); of those, only a
-tool-repeat detection comes back through here (``tool_repeats`` logs it, and its line is
-told here with its notification, as a hook's is).
+"""A detection-log record retold to the ``Narrator`` (pure): what the hooks, the mod and
+``loop-killer clear`` logged reaches the terminal and notifications like our own lines.
 """
 
 from __future__ import annotations

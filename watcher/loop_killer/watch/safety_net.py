@@ -1,11 +1,9 @@
-"""The safety net for lost file events: which transcripts are live, the project folders'
-marks, and the passes that stat them (the ``Watcher`` runs them on its timers).
+"""The safety net for lost file events (the ``Watcher`` runs its passes on timers).
 
-Sized so that thousands of dormant transcripts cost next to nothing: ``check_live``
-stats the transcripts that changed lately (``HOT_FOR``: the live sessions, where a lost
-event must cost seconds at most) and lists the project folders whose mark changed (a
-file created, renamed or deleted changes its folder); ``sweep`` stats every transcript.
-Each path found changed goes to ``sync``; nothing here reads a transcript.
+``check_live`` stats the few transcripts that changed lately (the live list: a lost
+event there costs seconds) and lists the project folders whose mark changed (a file
+created, renamed or deleted changes its folder); ``sweep`` stats every transcript, so a
+lost event elsewhere costs a sweep interval at most. Changed paths go to ``sync``.
 """
 
 from __future__ import annotations
@@ -18,11 +16,14 @@ from .follower import Change, Seen, classify, seen_of
 from .observer import FolderMark, folder_entries, folder_marks, list_transcripts
 from .tracked import Tracked
 
-__all__ = ["HOT_FOR", "SafetyNet"]
+__all__ = ["HOT_FOR", "LIVE_MAX", "SafetyNet"]
 
 HOT_FOR = 900.0
-"""Seconds a transcript stays on the live list after the watcher last saw it change
-(what changed before start-up was read by the catch-up; a live session writes again)."""
+"""Seconds a transcript stays on the live list after it last changed."""
+
+LIVE_MAX = 64
+"""The live list keeps the most recently changed this many (up to twice as many between
+two trims): 10,000 transcripts written within the hour must not be stat'ed every pass."""
 
 UNSETTLED_NS = 1_000_000_000
 """A folder changed this recently (ns) is listed again at the next pass: a file created
@@ -58,8 +59,15 @@ class SafetyNet:
                    if path not in tracked or tracked[path].follower.key[1] != inode}
         hot_until = time.monotonic() + HOT_FOR
         for path in sorted(changed | (known - {path for path, _ in present})):
-            self.hot[path] = hot_until
+            self.live(path, hot_until)
             self.sync(path)
+
+    def live(self, path: str, until: float) -> None:
+        """Put ``path`` on the live list until ``until`` (monotonic); past twice
+        ``LIVE_MAX``, only the ``LIVE_MAX`` changed last stay (the sweep sees the rest)."""
+        self.hot[path] = until
+        if len(self.hot) > 2 * LIVE_MAX:
+            self.hot = dict(sorted(self.hot.items(), key=lambda item: item[1])[-LIVE_MAX:])
 
     def check_live(self) -> None:
         """Stat the live transcripts; list the project folders whose mark changed."""
@@ -70,7 +78,7 @@ class SafetyNet:
             elif self._changed(path):
                 self.sync(path)
                 if path in self.tracked:
-                    self.hot[path] = now + HOT_FOR
+                    self.live(path, now + HOT_FOR)
                 else:  # gone, or not a transcript to follow: its folder mark says more
                     del self.hot[path]
         folders = self._marks()
@@ -100,7 +108,7 @@ class SafetyNet:
                 if classify(follower.key, follower.offset, seen) is Change.UNCHANGED:
                     continue
             if not polling:
-                self.hot[path] = hot_until
+                self.live(path, hot_until)
             self.sync(path)
         for path in [p for p in tracked if p not in listed]:
             self.sync(path)

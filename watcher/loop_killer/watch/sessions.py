@@ -1,22 +1,10 @@
-"""The session registry: one reader (the engine's ``TranscriptReader``) per transcript,
-fed only the bytes appended since the last read.
+"""The session registry: one ``TranscriptReader`` per transcript, fed only the bytes
+appended since the last read; what its steps mean goes to the ``Responder``.
 
-``Sessions.sync(path)`` is called for every hint that a transcript may have changed (a
-file-system event or the reconcile pass). It decides from the file's identity and size
-what happened (``follower.classify``), reads only the new bytes, feeds them to the
-session's reader, and hands what the steps mean to the ``Responder`` (detections,
-prompts, outcomes); the session's status is published at the end of each batch.
-
-Start-up catch-up reads only each file's trailing run (``tailing.find_run_start``) with
-the detector in catch-up mode, so nothing fires and start-up does not grow with history.
-
-Left running for weeks, memory must not grow with history either: a session idle for
-long with no run in progress keeps only its offset and identity (its reader is rebuilt
-from the file's tail, as at start-up, once the file grows again). What fired is on disk
-(``state.records``): a reader about to be built gets the keys its tail holds, so nothing
-fires twice across restarts, truncations, renames and naps.
-
-The one module that assigns a ``Tracked``'s fields (the others return values: ``tracked``).
+Catch-up reads only each file's trailing run, so start-up does not grow with history; a
+session long idle keeps only its offset and identity (its reader is rebuilt from the tail
+when the file grows). A reader gets the fired keys its tail holds, so nothing fires twice.
+The one module that assigns a ``Tracked``'s fields.
 """
 
 from __future__ import annotations
@@ -54,19 +42,15 @@ __all__ = ["IDLE_AFTER", "READ_LIMIT", "Sessions", "Tracked"]
 log = logging.getLogger("loop_killer.watch")
 
 READ_LIMIT = 8 * 1024 * 1024
-"""Most bytes read from one file in one go; the rest is read on the next turn of the
-loop, so one huge append cannot hold up the heartbeat or the other sessions."""
+"""Most bytes read from one file in one go (one huge append must not hold up the rest)."""
 
 LIVE_FROM_START_LIMIT = 32 * 1024 * 1024
-"""A file that appears while the watcher runs is read from its start, live, unless it is
-already bigger than this: then (a copied history, surely) only its tail is caught up."""
+"""A file that appears bigger than this (a copied history) is caught up from its tail."""
 
 IDLE_AFTER = 3600.0
-"""Seconds without growth after which a session with no run in progress goes dormant:
-its reader (the last answer's text, the run's texts, what it fired) is let go."""
+"""Seconds without growth after which a session with no run in progress goes dormant."""
 
-_MATCH_BUDGET = 64 * 1024 * 1024
-"""Most bytes scanned (keys x bytes) to keep only the fired keys a tail holds."""
+_MATCH_BUDGET = 64 * 1024 * 1024  # most bytes scanned (keys x bytes) to sift fired keys
 
 
 class Sessions:
@@ -102,8 +86,7 @@ class Sessions:
         self.catch_up_stats = CatchUpStats()
 
     def follow_hook_detection(self, session_id: str, answer_uuid: str, rule: str) -> None:
-        """The Stop hook fired on its own (its detection was in the log): follow what
-        becomes of it in the transcript, as for our own, so this terminal shows the clear."""
+        """Follow what becomes of a Stop hook's own detection, as for ours."""
         tracked = next((t for t in self.tracked.values() if t.session_id == session_id), None)
         if tracked is not None:
             self.respond.follow(tracked, answer_uuid, rule)
@@ -111,7 +94,7 @@ class Sessions:
     # -- start-up and waking up ---------------------------------------------------------
 
     def catch_up(self, path: str, *, pending_requests: set[str]) -> Tracked | None:
-        """Bring an existing transcript to its current state from its tail; nothing fires."""
+        """Catch an existing transcript up from its tail; nothing fires."""
         tracked = self._open_tail(path, pending_requests)
         if tracked is None or tracked.reader is None:
             return None
@@ -126,16 +109,12 @@ class Sessions:
             tracked.published = publish(self.state, tracked, time.time(), unless_on_disk=True,
                                         home=self.home)
         elif self._at_rest(tracked):
-            # Nothing in progress: keep only the offset and identity until the file grows
-            # (then its reader is rebuilt from the tail). Thousands of old transcripts
-            # cost next to nothing this way.
             self._let_go(tracked)
         return tracked
 
     def _read_tail(self, path: str | Path, end: int | None = None
                    ) -> tuple[os.stat_result, int, bytes]:
-        """(the file's stat, where its trailing run starts, the bytes from there to
-        ``end`` or its size). Raises OSError."""
+        """(stat, where the trailing run starts, its bytes up to ``end``). Raises OSError."""
         fd = open_transcript(path, regular_only=False)
         try:
             info = os.fstat(fd)
@@ -183,12 +162,8 @@ class Sessions:
 
     def _reader(self, path: str | Path, session_id: str, offset: int, data: bytes | None,
                 *, off: bool | None = None) -> TranscriptReader:
-        """A reader for ``session_id`` from ``offset``, in catch-up mode when ``data`` (the
-        tail it is about to replay) is given, judging with the configured thresholds (no
-        rule at all in a project switched off: ``off``, or when None, as the project
-        folder's name alone says; ``_ingest`` asks again once a line gives the cwd). What
-        fired before never fires again: the recorded keys, only those the tail holds when
-        there is one (nothing else is reachable from its run)."""
+        """A reader from ``offset``, in catch-up mode when given ``data`` (the tail it
+        replays; only the fired keys it holds are kept). ``off`` None: as the folder says."""
         known = records.recorded_keys(self.state, session_id)
         if data is not None and len(known) * len(data) <= _MATCH_BUDGET:
             known = {key for key in known if key.encode() in data}
@@ -203,11 +178,8 @@ class Sessions:
         return thresholds.replace(off=frozenset({RULE_SAME, RULE_IDLE})) if off else thresholds
 
     def _place(self, tracked: Tracked, data: bytes) -> None:
-        """Whether the session is in a project switched off, asked again (``project_off``)
-        when ``data``, the lines about to be read, give its real path anew: before any
-        line is judged, so a session whose first lines carry no cwd (a summary, a file
-        history snapshot) and whose folder's name does not say (a sub-folder's) is off
-        before its first loop. On the change, its rules go off (or on again)."""
+        """Ask again whether the project is switched off when ``data`` gives a new cwd,
+        before any of its lines is judged (the folder's name may not say)."""
         cwd = transcript_cwd(data, tracked.cwd)
         if not cwd or cwd == tracked.cwd:
             return
@@ -222,8 +194,7 @@ class Sessions:
             tracked.reader.detector.thresholds = self._thresholds(off)
 
     def _wake(self, tracked: Tracked) -> None:
-        """Rebuild a dormant session's reader from its tail up to what was read, as the
-        start-up catch-up does; then it reads on live. Raises OSError."""
+        """Rebuild a dormant session's reader from its tail, as at start-up. Raises OSError."""
         end = tracked.follower.offset
         _, start, data = self._read_tail(tracked.path, end)
         dormant = tracked.dormant
@@ -248,12 +219,11 @@ class Sessions:
                   self.respond.name(tracked), len(data))
 
     def _let_go(self, tracked: Tracked) -> None:
-        """Drop a quiet session's reader; keep what its status shows of it."""
+        """Drop a quiet session's reader, keeping what its status shows."""
         detector = tracked.detector
         if detector is None:
             return
-        last = detector.last_answer
-        # The last answer without its texts (its status keeps only their digest).
+        last = detector.last_answer  # kept without its texts (the status has their digest)
         bare = None if last is None else replace(last, text="", prompt_uuid="",
                                                  message_ids=())
         tracked.dormant = Dormant(detector.goal, bare, detector.answers_seen)
@@ -274,7 +244,7 @@ class Sessions:
     # -- following ----------------------------------------------------------------------
 
     def sync(self, path: str) -> bool:
-        """Bring one path up to date. Returns True when more bytes are left to read."""
+        """Bring one path up to date; True when more bytes are left to read."""
         tracked = self.tracked.get(path)
         if tracked is None:
             return self._discover(path)
@@ -283,11 +253,10 @@ class Sessions:
                 return False
             change, data = tracked.follower.read_new(limit=self.read_limit)
         except OSError as error:
-            self._read_error(tracked, error)
+            self._unreadable(path, error, self.respond.name(tracked))
             return False
-        if tracked.error is not None:
+        if self.unreadable.pop(path, None) is not None:
             log.warning("%s: readable again", self.respond.name(tracked))
-            tracked.error = None
         if change is Change.GROWN:
             now = time.time()
             tracked.last_activity = now
@@ -306,9 +275,8 @@ class Sessions:
         return False
 
     def _woken(self, tracked: Tracked) -> bool:
-        """A dormant session: False while its file has not grown; else wake it up (its
-        reader rebuilt from the tail) and say True. Any other change is left to
-        ``read_new`` to find. Raises OSError."""
+        """A dormant session: False while its file has not grown, else True (woken up if
+        it grew; ``read_new`` finds any other change). Raises OSError."""
         try:
             seen: Seen | None = seen_of(os.stat(tracked.path))
         except (FileNotFoundError, NotADirectoryError):
@@ -343,9 +311,7 @@ class Sessions:
             return False
         assert seen is not None
         renamed_from = self._renamed_from(path, seen.key)
-        if renamed_from is not None:
-            # What fired under the old name must never fire under the new one, now or
-            # after a restart: its records go with it.
+        if renamed_from is not None:  # what fired under the old name goes with it
             records.move_session(self.state, renamed_from, session_id)
             self.catch_up(path, pending_requests=set())
             return False
@@ -353,8 +319,7 @@ class Sessions:
             log.info("%s appeared with %d MB: catching up its tail only", path, seen.size >> 20)
             self.catch_up(path, pending_requests=set())
             return False
-        # Read from its start (new, or truncated, or replaced): everything recorded as
-        # fired in this session counts, not only what a tail would reach.
+        # Read from its start: everything recorded as fired counts, not what a tail holds.
         tracked = self._new_tracked(path, session_id, seen.key,
                                     self._reader(path, session_id, 0, None))
         tracked.history_end = seen.size
@@ -362,9 +327,8 @@ class Sessions:
         return self.sync(path)
 
     def _renamed_from(self, path: str, key: FileKey) -> str | None:
-        """The session a new path is the same file as (renamed): followed under another
-        name right now, or vanished moments ago. What it holds was read already, and what
-        fired in it must not fire again under the new name."""
+        """The session a new path was renamed from: followed under another name now, or
+        vanished moments ago."""
         moved_from = self.by_key.get(key)
         if moved_from is not None and moved_from != path:
             old = self.tracked[moved_from]
@@ -380,9 +344,7 @@ class Sessions:
 
     def _new_tracked(self, path: str, session_id: str, key: FileKey,
                      reader: TranscriptReader) -> Tracked:
-        # One string per project folder, shared by its sessions (thousands are followed).
-        project = sys.intern(os.path.basename(os.path.dirname(path)))
-        # Off or on as the folder's name says until a line gives the cwd (``_place``).
+        project = sys.intern(os.path.basename(os.path.dirname(path)))  # shared
         off = self.settings.project_off(folder=project)
         tracked = Tracked(path, session_id, project, Follower(path, key, reader.offset), reader,
                           tools=self.tool_repeats.counter(off=off), off=off)
@@ -392,8 +354,7 @@ class Sessions:
 
     def drop(self, path: str, *, why: str, quiet: bool = False, keep_status: bool = False
              ) -> None:
-        """Stop following a path; its status file goes too unless it is read anew (a
-        deleted one's records: ``Housekeeper.forget_vanished``)."""
+        """Stop following a path; its status file goes too unless ``keep_status``."""
         tracked = self.tracked.pop(path, None)
         if tracked is None:
             return
@@ -416,8 +377,7 @@ class Sessions:
     # -- reading lines ------------------------------------------------------------------
 
     def _ingest(self, tracked: Tracked, data: bytes, now: float, *, live: bool) -> str:
-        """Feed ``data`` to the session's reader; act on what its steps mean. Returns the
-        timestamp of the last person's prompt in it ("" if none)."""
+        """Feed ``data`` to the reader and act on its steps; the last prompt's timestamp."""
         reader = tracked.reader
         assert reader is not None
         self._place(tracked, data)
@@ -429,10 +389,10 @@ class Sessions:
         return prompted
 
     def _on_step(self, tracked: Tracked, step: Step, now: float, *, live: bool) -> str | None:
-        """Act on one step; returns the timestamp of the person's prompt it is, if it is."""
+        """Act on one step; the timestamp of the person's prompt it is, if it is one."""
         event = step.event
         if event is not None:
-            # A tool loop in history a file appeared with (a copied session) is not news.
+            # A tool loop in the history a file appeared with (a copy) is not news.
             fresh = live and not (step.end <= tracked.history_end and is_historic(
                 getattr(event, "timestamp", ""), now, max_age=self.respond.history_age))
             tracked.tool_streaks = self.tool_repeats.feed(tracked, event, live=fresh)
@@ -465,38 +425,30 @@ class Sessions:
                         "ended, or not a transcript); reading on after it",
                         self.respond.name(tracked), MAX_LINE_BYTES >> 20)
             tracked.reported_oversized = reader.oversized_lines
-        self._budget(tracked, now)
         tracked.published = publish(self.state, tracked, now, home=self.home,
-                                    budget=self._budget_figures(tracked))
+                                    budget=self._budget(tracked, now))
 
-    def _budget(self, tracked: Tracked, now: float) -> None:
-        """The turn's spend, its subagents' too, against the budget (``budgets``)."""
+    def _budget(self, tracked: Tracked, now: float) -> dict[str, object] | None:
+        """Check the turn's spend against the budget; its figures for the status."""
         budgets = self.budgets
         if tracked.off or not budgets.budget.any_on:
-            return
+            return None
         budgets.read_subagents(tracked.path, tracked.session_id)
-        goal = _goal_set(tracked)
-        crossing = budgets.check(tracked.path, now, goal=goal,
+        goal = tracked.detector.goal if tracked.detector is not None else None
+        goal_set = goal is not None and not goal.met  # (neither met nor cleared)
+        crossing = budgets.check(tracked.path, now, goal=goal_set,
                                  warn=lambda near: self.respond.budget_warning(tracked, near))
         if crossing is not None:
             turn = budgets.turns[tracked.path]
             key = "budget-" + text_digest(f"{tracked.path}:{turn.started_at}:usd")
             self.respond.on_budget(tracked, crossing, key, now)
-
-    def _budget_figures(self, tracked: Tracked) -> dict[str, object] | None:
-        if tracked.off or not self.budgets.budget.any_on:
-            return None
-        return self.budgets.figures(tracked.path, goal=_goal_set(tracked))
+        return budgets.figures(tracked.path, goal=goal_set)
 
     # -- housekeeping -------------------------------------------------------------------
 
-    def tick(self, monotonic_now: float) -> None:
-        """Report the outcomes whose timeout has passed."""
-        self.respond.tick(monotonic_now)
-
     def expire_requests(self, now: float) -> set[str]:
-        """Remove the clear requests no Stop hook will take any more; their sessions'
-        statuses stop saying one is pending. Returns the sessions whose request went."""
+        """Remove the clear requests no Stop hook will take any more (and say so in the
+        statuses); the sessions whose request went."""
 
         def unpublished(tracked: Tracked) -> None:
             tracked.published = unpublish_request(self.state, tracked, now, home=self.home)
@@ -505,9 +457,8 @@ class Sessions:
         return self.housekeeper.expire_requests(by_session, now, then=unpublished)
 
     def housekeep(self, now: float | None = None, *, statuses: bool = True) -> None:
-        """What keeps a watcher left running for weeks from growing: expire old clear
-        requests, remove statuses and records of deleted transcripts (``statuses``: only
-        when the root is there to say so), let idle sessions go dormant."""
+        """Expire old clear requests, forget deleted transcripts (their statuses only when
+        ``statuses``), let idle sessions go dormant: nothing grows over weeks."""
         now = time.time() if now is None else now
         self.expire_requests(now)
         followed = {t.session_id for t in self.tracked.values()}
@@ -519,8 +470,7 @@ class Sessions:
                 self._let_go(tracked)
 
     def _at_rest(self, tracked: Tracked) -> bool:
-        """Awake, and nothing in progress that a rebuild from the tail could not redo: no
-        run, no re-prompt awaiting its answer, nothing half-read or half-done."""
+        """Awake with nothing in progress a rebuild from the tail could not redo."""
         if self.respond.pending_of(tracked) is not None:
             return False
         detector = tracked.detector
@@ -531,16 +481,11 @@ class Sessions:
 
     # -- errors -------------------------------------------------------------------------
 
-    def _read_error(self, tracked: Tracked, error: OSError) -> None:
-        text = f"{type(error).__name__}: {error.strerror or error}"
-        if tracked.error != text:
-            log.warning("%s: cannot read (%s); will retry", self.respond.name(tracked), text)
-            tracked.error = text
-
-    def _unreadable(self, path: str, error: OSError) -> None:
+    def _unreadable(self, path: str, error: OSError, name: str = "") -> None:
+        """Log a read error once (until it changes); ``name``: the followed session's."""
         text = f"{type(error).__name__}: {error.strerror or error}"
         if self.unreadable.get(path) != text:
-            log.warning("cannot read %s (%s); will retry", path, text)
+            log.warning("%s: cannot read (%s); will retry", name or path, text)
             self.unreadable[path] = text
 
     def _not_a_file(self, path: str) -> None:
@@ -548,10 +493,3 @@ class Sessions:
             log.warning("ignoring %s: not a regular file", path)
             self.ignored.add(path)
         self.drop(path, why="is not a regular file any more", quiet=True)
-
-
-def _goal_set(tracked: Tracked) -> bool:
-    """Whether a goal is set in the session (neither met nor cleared), as last read."""
-    detector = tracked.detector
-    goal = detector.goal if detector is not None else None
-    return goal is not None and not goal.met

@@ -1,17 +1,10 @@
 """OpenTelemetry export beside Claude Code's own: the loop figures and one log event per
-detection, to the backend Claude Code's telemetry goes to.
+detection, to where Claude Code's telemetry goes.
 
-The watcher reads the variables Claude Code reads (``CLAUDE_CODE_ENABLE_TELEMETRY``,
-``OTEL_*``) from its environment, or from the ``env`` block of Claude Code's
-``settings.json`` (hooks no longer inherit them; the watcher's own environment wins).
-Claude Code's rule decides, per signal: telemetry enabled, and ``OTEL_METRICS_EXPORTER`` /
-``OTEL_LOGS_EXPORTER`` listing ``otlp``. Only OTLP over ``http/protobuf`` is spoken.
-
-The functional core (``telemetry_plan``: ``plan_export``, ``LoopEvents``) is pure;
-``TelemetryExport`` wires it to the OpenTelemetry SDK (the optional ``otel`` extra,
-imported only here, only when export is on). The metrics are the ``metrics.LoopTally``
-figures the Prometheus endpoint serves, read at each export; the events come from
-``MetricsSource.on_record``.
+The variables Claude Code reads (``CLAUDE_CODE_ENABLE_TELEMETRY``, ``OTEL_*``) come from
+the watcher's environment, else the ``env`` block of Claude Code's ``settings.json``; its
+rule decides per signal. Only OTLP over ``http/protobuf``. The pure core is
+``telemetry_plan``; the SDK (the ``otel`` extra) is imported only here, only when on.
 """
 
 from __future__ import annotations
@@ -134,19 +127,19 @@ class TelemetryExport:
         provider = MeterProvider(resource=resource, metric_readers=[reader],
                                  shutdown_on_exit=False)  # close() does it, in time
         meter = provider.get_meter("loop_killer", __version__)
-        meter.create_observable_counter(
-            "loop_killer.loops", [self._loops], unit="{loop}",
-            description="Loops loop-killer caught, counted when detected")
-        meter.create_observable_counter(
-            "loop_killer.loop_outcomes", [self._outcomes], unit="{loop}",
-            description="Loops counted again when their first outcome is known (a "
-                        "tool-call warning nothing refused after: outcome warned)")
-        meter.create_observable_counter(
-            "loop_killer.tool_refusals", [self._refusals], unit="{call}",
-            description="Tool calls refused for repeating the same result")
-        meter.create_observable_counter(
-            "loop_killer.avoided_tokens", [self._avoided], unit="{token}",
-            description="Tokens a stopped re-prompt loop would still have spent")
+        for name, field, labels, unit, text in (
+                ("loops", "loops", ("rule", "kind", "project"), "{loop}",
+                 "Loops loop-killer caught, counted when detected"),
+                ("loop_outcomes", "outcomes", ("rule", "kind", "outcome", "project"), "{loop}",
+                 "Loops counted again when their first outcome is known (a tool-call "
+                 "warning nothing refused after: outcome warned)"),
+                ("tool_refusals", "refusals", ("project",), "{call}",
+                 "Tool calls refused for repeating the same result"),
+                ("avoided_tokens", "avoided_tokens", ("rule", "project"), "{token}",
+                 "Tokens a stopped re-prompt loop would still have spent")):
+            meter.create_observable_counter(f"loop_killer.{name}",
+                                            [self._counter(field, *labels)], unit=unit,
+                                            description=text)
         for name, what, text in (
                 ("followed", "followed", "Session transcripts the watcher follows"),
                 ("live", "live", "Sessions whose transcript grew in the last 5 minutes"),
@@ -191,30 +184,14 @@ class TelemetryExport:
         return provider, emit
 
     # Instrument callbacks (on the SDK's export thread): the tally as the endpoint reads it.
-    def _loops(self, _options: Any) -> Iterable[Any]:
-        with self.source.lock:
-            loops = dict(self.source.refresh().loops)
-        return [self._observation(count, {"rule": rule, "kind": kind, "project": project})
-                for (rule, kind, project), count in loops.items()]
-
-    def _outcomes(self, _options: Any) -> Iterable[Any]:
-        with self.source.lock:
-            outcomes = dict(self.source.refresh().outcomes)
-        return [self._observation(count, {"rule": rule, "kind": kind, "outcome": outcome,
-                                          "project": project})
-                for (rule, kind, outcome, project), count in outcomes.items()]
-
-    def _refusals(self, _options: Any) -> Iterable[Any]:
-        with self.source.lock:
-            refusals = dict(self.source.refresh().refusals)
-        return [self._observation(count, {"project": project})
-                for project, count in refusals.items()]
-
-    def _avoided(self, _options: Any) -> Iterable[Any]:
-        with self.source.lock:
-            avoided = dict(self.source.refresh().avoided_tokens)
-        return [self._observation(round(tokens), {"rule": rule, "project": project})
-                for (rule, project), tokens in avoided.items()]
+    def _counter(self, field: str, *labels: str) -> Callable[[Any], Iterable[Any]]:
+        def observe(_options: Any) -> Iterable[Any]:
+            with self.source.lock:
+                counts = dict(getattr(self.source.refresh(), field))
+            return [self._observation(round(count), dict(zip(
+                        labels, key if isinstance(key, tuple) else (key,), strict=True)))
+                    for key, count in counts.items()]
+        return observe
 
     def _gauge(self, which: str) -> Callable[[Any], Iterable[Any]]:
         def observe(_options: Any) -> Iterable[Any]:

@@ -1,16 +1,8 @@
-"""Tool-repeat loops as the watcher sees them in the transcripts.
-
-Each followed session's events also go to the engine's ``ToolRepeatCounter`` (the same
-counter the tool-call hooks keep per session). When a result brings a call to
-``tool_repeat_warn`` identical results (3 unless configured), the detection is recorded
-(``state.records``, keyed by that result's ``tool_use_id``, as the PostToolUse hook
-does): only when this watcher is first does it log the detection (its line is told
-from the log, as the hooks' are).
-The warning to the model and the refusals are the hooks': a session whose hooks keep
-counts (``tools.store``) is theirs to judge, since they measure the working tree when a
-result repeats, which the transcript cannot tell; the watcher logs the loops of the
-sessions without them. ``feed`` returns the session's streaks after an event (what
-``loop-killer status`` shows); its owner (``sessions``) keeps them.
+"""Tool-repeat loops as the watcher sees them in the transcripts: the engine's
+``ToolRepeatCounter`` per session. At ``tool_repeat_warn`` the detection is recorded
+(keyed by the result's ``tool_use_id``, as the PostToolUse hook does) and logged if this
+watcher was first. A session whose hooks keep counts (``tools.store``) is theirs to judge
+(they measure the working tree); ``feed`` returns the session's streaks.
 """
 
 from __future__ import annotations

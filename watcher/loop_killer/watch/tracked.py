@@ -1,9 +1,5 @@
-"""What the watcher keeps per followed transcript (plain records, no behaviour).
-
-``sessions`` is the one module that assigns a ``Tracked``'s fields: ``publish``,
-``tool_repeats`` and ``housekeeping`` read it and return what is to change; ``respond``
-keeps what it follows of a detection (``PendingOutcome``) in its own record.
-"""
+"""What the watcher keeps per followed transcript (plain records; only ``sessions``
+assigns a ``Tracked``'s fields, the others return what is to change)."""
 
 from __future__ import annotations
 
@@ -63,7 +59,6 @@ class Tracked:
     published: Published = Published()
     reported_broken: int = 0
     reported_oversized: int = 0
-    error: str | None = None
     dormant: Dormant | None = None  # set while the detector is let go
 
     @property

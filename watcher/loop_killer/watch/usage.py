@@ -1,11 +1,7 @@
-"""A session's token usage and cost, from its transcript's bytes, as they are written.
-
-``UsageTally`` is pure: fed a transcript's bytes in any chunks (from the start, or from
-where the last feed ended), it keeps the tokens of the person's current turn and of the
-whole session, per model, each API reply counted once (the history scan's ``UsageLedger``
-and prices: one way of counting tokens). ``loop-killer top`` keeps one per session shown
-and the watcher's metrics read one over a stopped loop's tail: the watcher's own
-reading never pays for it.
+"""A session's token usage and cost, from its transcript's bytes as they are written.
+``UsageTally`` (pure) takes the bytes in any chunks and keeps the current turn's and the
+session's tokens per model, each API reply once (as ``scan`` counts). ``top`` keeps one per
+session shown; the metrics read one over a stopped loop's tail.
 """
 
 from __future__ import annotations

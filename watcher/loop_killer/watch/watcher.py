@@ -1,25 +1,13 @@
 """The watcher's loop: one thread reads every transcript; events only wake it up.
 
-``Watcher.run()`` starts the native observer (or polls), catches every existing
-transcript up from its tail (the most recently written first, and serving the live
-sessions' events between two files, so one odd file never holds up a loop elsewhere),
-then loops: take the queued hints, bring those files up to date, and on timers write the
-heartbeat, reconcile, tail the detection log for what the Stop hook reports, and report
-the outcomes whose time has come. ``stop()`` may be called from any thread.
+``run()`` starts the observer (or polls), catches every transcript up from its tail (the
+most recent first, serving live events between two files), then loops: read the files
+hinted, and on timers beat, reconcile (``safety_net``; housekeeping too), tail the
+detection log and report the outcomes due. ``stop()`` may be called from any thread.
 
-Events are hints; the reconcile pass is the safety net (``safety_net``): every
-``reconcile_interval`` it stats the live transcripts and the project folders, every
-``sweep_interval`` every transcript. When polling, every pass stats everything. Every
-``housekeeping_interval`` the reconcile pass also keeps the state folder and memory from
-growing (``Sessions.housekeep``). The root going, coming back or being replaced, and the
-observer stopping, are the watcher's to notice.
-
-A flood of writes must not bury a loop: hints are coalesced by path (``EventQueue``), a
-batch reads for at most ``HANDLE_BUDGET`` seconds before the timers get their turn, and
-when the kernel drops events (its queue overflowed) every transcript is looked at at once.
-How far behind the watcher is (``pace``: the longest a hint or unread bytes waited) goes
-in the heartbeat and, past ``BEHIND_LAG``, in the log; once caught up, the memory the
-flood took is given back.
+A flood must not bury a loop: hints are coalesced by path, a batch reads for at most
+``HANDLE_BUDGET`` seconds, and a kernel queue overflow makes every transcript looked at
+at once; how far behind the watcher is goes in the heartbeat (``pace``).
 """
 
 from __future__ import annotations
@@ -63,7 +51,7 @@ from .observer import (
 from .outcomes import OUTCOME_TIMEOUT
 from .pace import Pace, release_memory
 from .retell import tell
-from .safety_net import HOT_FOR, SafetyNet
+from .safety_net import HOT_FOR, LIVE_MAX, SafetyNet
 from .sessions import IDLE_AFTER, Sessions
 
 __all__ = [
@@ -207,9 +195,9 @@ class Watcher:
 
     def _catch_up_all(self, pending: set[str]) -> None:
         """Catch every transcript up, the most recently written first (the live ones);
-        between two files, serve the events of those already caught up. Those written
-        within ``HOT_FOR`` go on the safety net's live list, as a file that changes later
-        does (a lost event then costs them seconds, not a sweep)."""
+        between two files, serve the events of those already caught up. The first
+        ``LIVE_MAX`` written within ``HOT_FOR`` go on the safety net's live list, as a file
+        that changes later does (a lost event then costs them seconds, not a sweep)."""
         found: list[tuple[float, str, Seen | None]] = []
         for path, entry in list_transcripts(str(self.root)):
             try:
@@ -218,16 +206,17 @@ class Watcher:
                 seen = None
             found.append((seen.mtime if seen is not None else 0.0, path, seen))
         found.sort(reverse=True)
-        now, hot_until = time.time(), time.monotonic() + HOT_FOR
-        for mtime, path, _seen in found:
+        now, monotonic_now = time.time(), time.monotonic()
+        for index, (mtime, path, _seen) in enumerate(found):
             if self._stopping.is_set():
                 return
             try:
                 self.sessions.catch_up(path, pending_requests=pending)
             except Exception:  # one odd file must not keep the others unwatched
                 log.exception("unexpected error while catching up %s", path)
-            if not self.polling and now - mtime < HOT_FOR and path in self.sessions.tracked:
-                self.net.hot[path] = hot_until
+            if (not self.polling and index < LIVE_MAX and now - mtime < HOT_FOR
+                    and path in self.sessions.tracked):
+                self.net.live(path, monotonic_now + HOT_FOR - (now - mtime))
             hints = self.hints.take(0)
             if hints:
                 self._guarded(self._handle, hints)
@@ -252,7 +241,7 @@ class Watcher:
             now = time.monotonic()
             if now >= next_tail:
                 self._guarded(self._tail_journal)
-                self._guarded(self.sessions.tick, now)
+                self._guarded(self.sessions.respond.tick, now)
                 next_tail = now + JOURNAL_TAIL_INTERVAL
             if now >= next_reconcile:
                 self._guarded(self._reconcile)
@@ -296,7 +285,7 @@ class Watcher:
             if time.monotonic() - started > HANDLE_BUDGET:
                 self._again[:0] = files[index:]  # the timers' turn; these are read next
                 return
-            self.net.hot[path] = hot_until
+            self.net.live(path, hot_until)
             self._sync(path)
 
     def _overflowed(self) -> None:
