@@ -95,11 +95,10 @@ class Run:
     ``RunDetector``; the Stop hook keeps it in the session's record between two Stops
     (``to_state``/``from_state``)."""
 
-    __slots__ = ("_similar", "answers", "chain", "length", "thresholds")
+    __slots__ = ("answers", "chain", "length", "thresholds")
 
     def __init__(self, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> None:
-        self.thresholds = thresholds
-        self._similar = thresholds.similar_fraction
+        self.thresholds = thresholds  # (the watcher changes them when a project goes off)
         # The run's newest answers, as many as the larger threshold needs (a list: an
         # empty deque alone costs 600 bytes, and the watcher keeps one per session).
         self.answers: list[RunAnswer] = []
@@ -114,7 +113,7 @@ class Run:
         if previous is not None:
             score = similarity(previous.words, answer_words)
             similar_ = similar(previous.text, previous.words, text, answer_words,
-                               self._similar)
+                               self.thresholds.similar_fraction)
             self.chain = self.chain + 1 if similar_ else 1
         else:
             self.chain = 1

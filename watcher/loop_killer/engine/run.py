@@ -72,7 +72,7 @@ class RunDetector:
     """
 
     __slots__ = ("_assembler", "_fired", "_run", "answers_seen", "goal", "last_answer",
-                 "live", "session_id", "thresholds", "work")
+                 "live", "session_id", "work")
 
     def __init__(
         self, session_id: str, *, live: bool = True, already_fired: Collection[str] = (),
@@ -81,7 +81,6 @@ class RunDetector:
     ) -> None:
         self.session_id = session_id
         self.live = live
-        self.thresholds = thresholds
         self._fired = frozenset(already_fired)  # the empty one is shared: no cost
         self._assembler = AnswerAssembler()
         self._run = Run(thresholds)
@@ -90,6 +89,14 @@ class RunDetector:
         self.answers_seen = 0
         # what the turn's tool work has produced so far
         self.work = TurnWork(ignored, wait=thresholds.wait_seconds)
+
+    @property
+    def thresholds(self) -> Thresholds:
+        return self._run.thresholds
+
+    @thresholds.setter
+    def thresholds(self, value: Thresholds) -> None:
+        self._run.thresholds = value
 
     @property
     def run_length(self) -> int:
