@@ -20,6 +20,7 @@ from .masking import result_key
 from .pairing import ToolPairing
 from .tool_repeat import MAX_CALLS, ToolRepeat, ToolRepeatCounter
 from .transcript import AssistantPart, Event, ToolCall, ToolResult, UnreadResult
+from .waiting import waits
 
 __all__ = ["MAX_HELD_BYTES", "StandIns", "ToolCounts"]
 
@@ -77,10 +78,12 @@ class StandIns:
         paired: list[tuple[AssistantPart, ToolCall, str, ToolResult]] = []
         for part, call, result in self._pairing.pair(event):
             key = call_key(call.name, call.input, result.cwd)
-            paired.append((part, call, key, self._stand_in(call.name, key, result)))
+            paired.append((part, call, key, self._stand_in(
+                call.name, key, result, waiting=waits(call.name, call.input))))
         return paired
 
-    def _stand_in(self, name: str, call_text: str, result: ToolResult) -> ToolResult:
+    def _stand_in(self, name: str, call_text: str, result: ToolResult, *, waiting: bool
+                  ) -> ToolResult:
         ignored = self._ignored_names.get(name)
         if ignored is None:
             ignored = self._ignored_names[name] = is_ignored(name, self._ignored)
@@ -97,9 +100,10 @@ class StandIns:
         last = self._last.get(call)
         content, is_error = result.content, result.is_error
         if isinstance(content, UnreadResult):
-            if last is None:
+            if last is None and not waiting:
                 # Compared with nothing yet: it stays unread. (Were it our refusal, it
-                # would count 1 instead of nothing; the next real result counts 1 either way.)
+                # would count 1 instead of nothing; the next real result counts 1 either way.
+                # A waiting call's is read: refused, it did not wait, nor does the next call.)
                 return self._keep(call, _Last(content, False, None, self._new_token(),
                                               content.size), result)
             content, is_error = content.read()
