@@ -30,7 +30,8 @@ from .transcript import (
     user_text_event,
 )
 
-__all__ = ["LEAN", "NOT_TYPED", "Line", "ReadAgain", "typed_event"]
+__all__ = ["DECODE_LINES", "NOT_TYPED", "Line", "Message", "ReadAgain", "entry_event",
+           "typed_event"]
 
 # Field names are the transcript's own (camelCase), hence no renaming.
 
@@ -55,7 +56,7 @@ class _Block(msgspec.Struct):
     content: msgspec.Raw = msgspec.Raw(b"null")  # a tool result's: read if its call repeats
 
 
-class _Message(msgspec.Struct):
+class Message(msgspec.Struct):
     id: Any = None
     model: Any = None
     content: str | list[_Block] | None = None
@@ -89,65 +90,68 @@ class Line(msgspec.Struct):
     sessionId: Any = None
     requestId: Any = None
     totalCostUSD: Any = None
-    message: _Message | None = None
+    message: Message | None = None
     attachment: _Attachment | None = None
 
 
-_DECODE = msgspec.json.Decoder(Line).decode
+_DECODER = msgspec.json.Decoder(Line)
+_DECODE = _DECODER.decode
+DECODE_LINES = _DECODER.decode_lines
+"""Lines (JSON objects, one a line; blank ones skipped) decoded at once into ``Line``s."""
+
 NOT_TYPED: Any = object()
 """What ``typed_event`` gives for a line that does not fit ``Line``: parse it instead."""
-
-LEAN = "lean"
-"""The reason ``typed_event(..., lean=True)`` gives for a system line or an attachment."""
 
 ReadAgain = Any
 """The line's bytes, or how to read them again (``UnreadResult``'s source)."""
 
 
 def typed_event(line: bytes | memoryview, source: ReadAgain | None = None, *,
-                subagent: bool = False, lean: bool = False
-                ) -> tuple[Event | None, str, Line] | Any:
+                subagent: bool = False) -> tuple[Event | None, str, Line] | Any:
     """(event, reason skipped, the decoded line) as ``parse_line(line, subagent=...)``
     gives the event and reason, a tool result's content left unread (read again from
     ``source``; a copy of the line without it); ``NOT_TYPED`` when only ``parse_line``
-    can tell. ``lean``: a system line or an attachment gives no event (reason
-    ``LEAN``): the scan's first pass (``scan.lean``) reads replies, prompts, re-prompts,
-    calls and results alone."""
+    can tell."""
     try:
         entry = _DECODE(line)
     except (msgspec.DecodeError, UnicodeDecodeError):
         return NOT_TYPED
+    found = entry_event(entry, line if source is None else source, subagent=subagent)
+    return NOT_TYPED if found is NOT_TYPED else (*found, entry)
+
+
+def entry_event(entry: Line, source: ReadAgain, *, subagent: bool = False
+                ) -> tuple[Event | None, str] | Any:
+    """``typed_event`` of a line decoded already (``source``: its bytes, or how to read
+    them again)."""
     kind = entry.type
     if kind not in ("user", "assistant", "system", "attachment"):
-        return None, "other_type", entry
+        return None, "other_type"
     if not subagent and entry.isSidechain is True:
-        return None, "sidechain", entry
-    if lean and (kind == "system" or kind == "attachment"):
-        return None, LEAN, entry
+        return None, "sidechain"
     uuid = _str(entry.uuid)
     timestamp = _str(entry.timestamp)
     if kind == "system":
         return SystemEntry(uuid, timestamp, _str(entry.subtype),
-                           entry.preventedContinuation is True), "", entry
+                           entry.preventedContinuation is True), ""
     if kind == "attachment":
         attachment = entry.attachment
         if attachment is None or attachment.type != "goal_status":
-            return None, "other_attachment", entry
+            return None, "other_attachment"
         return GoalStatus(uuid, timestamp, met=attachment.met is True,
                           sentinel=attachment.sentinel is True,
                           condition=_str(attachment.condition),
-                          reason=_str(attachment.reason)), "", entry
+                          reason=_str(attachment.reason)), ""
     message = entry.message
     if message is None:
-        return None, "wrong_shape", entry
+        return None, "wrong_shape"
     if kind == "assistant":
-        return *_assistant(entry, message, uuid, timestamp), entry
-    user = _user(entry, message.content, uuid, timestamp,
-                 bytes(line) if source is None else source)
-    return NOT_TYPED if user is NOT_TYPED else (*user, entry)
+        return _assistant(entry, message, uuid, timestamp)
+    return _user(entry, message.content, uuid, timestamp,
+                 bytes(source) if isinstance(source, memoryview) else source)
 
 
-def _assistant(entry: Line, message: _Message, uuid: str, timestamp: str
+def _assistant(entry: Line, message: Message, uuid: str, timestamp: str
                ) -> tuple[Event | None, str]:
     content = message.content
     if isinstance(content, list):

@@ -21,6 +21,7 @@ than the engine counts (a superset of what it finds).
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from ..config import Settings
 from ..engine.edits import FILE_CHANGING_TOOLS, edited_file
@@ -58,10 +59,10 @@ class LoopHints:
     The engine then starts at the last safe prompt before the turn (the file's start is
     always safe)."""
 
-    __slots__ = ("_calls", "_crossings", "_crowded", "_edits", "_flagged", "_ignored",
-                 "_ignored_names", "_message_ids", "_oscillation", "_origin", "_pairing",
-                 "_pending", "_reprompts", "_run", "_starts", "_thresholds", "_turn_ids",
-                 "_unsafe", "_warn")
+    __slots__ = ("_calls", "_crossings", "_crowded", "_early", "_edits", "_flagged",
+                 "_ignored", "_ignored_names", "_message_ids", "_oscillation", "_pending",
+                 "_reprompts", "_run", "_starts", "_thresholds", "_turn_ids", "_unsafe",
+                 "_waiting", "_warn")
 
     def __init__(self, settings: Settings, *, reprompts: bool = True) -> None:
         self._thresholds = settings.thresholds
@@ -70,7 +71,8 @@ class LoopHints:
         self._ignored = settings.tool_counter().ignored
         # (at least one return: a threshold of 0 switches the shape off)
         self._oscillation = max(1, settings.edit_oscillation_warn) + 1
-        self._pairing = ToolPairing()
+        self._waiting: dict[str, tuple[int, str, Any]] = {}  # call id -> turn, name, input
+        self._early: dict[str, int] = {}  # result id -> its turn (before its call)
         self._run = 0  # re-prompts since the last turn start
         self._calls: Counter[str] = Counter()  # call_key -> results in the person's turn
         self._edits: Counter[str] = Counter()  # file -> changes in the person's turn
@@ -78,7 +80,6 @@ class LoopHints:
         self._flagged: list[int] = []  # turns that could hold a loop
         self._unsafe: set[int] = set()  # turns the engine cannot start at
         self._crossings: list[tuple[int, int]] = []  # (turn stored, turn paired) of pairs
-        self._origin: dict[int, int] = {}  # id() of a stored reply or result -> its turn
         self._pending = 0  # calls and results stored unpaired (at most)
         self._crowded = False  # so many that the pairing may have forgotten some
         self._message_ids: set[str] = set()  # of the replies before this turn
@@ -87,56 +88,89 @@ class LoopHints:
 
     def feed(self, event: Event, offset: int) -> None:
         """Take the scope's next event, whose line starts at ``offset``."""
-        turn = len(self._starts) - 1
         if isinstance(event, AssistantPart):
-            if not event.message_id or event.message_id in self._message_ids:
-                self._unsafe.add(turn)  # (maybe a line of the last reply before the turn)
-            self._turn_ids.add(event.message_id)
-            if event.tool_calls:
-                self._origin[id(event)] = turn
-                self._pair(event, turn, len(event.tool_calls))
+            self.calls(event.message_id, [(call.tool_use_id, call.name, call.input)
+                                          for call in event.tool_calls])
         elif isinstance(event, ToolResults):
-            for result in event.results:
-                self._origin[id(result)] = turn
-            self._pair(event, turn, len(event.results))
+            self.results([result.tool_use_id for result in event.results])
         elif isinstance(event, Reprompt):
-            if self._reprompts:
-                self._run += 1
-                if self._thresholds.fires(RULE_SAME, self._run) or self._thresholds.fires(
-                        RULE_IDLE, self._run):
-                    self._flag(turn)
+            self.reprompt()
         elif isinstance(event, TurnStart):  # (no call or result is paired by it)
-            self._run = 0
-            if ToolPairing.starts_afresh(event):
-                self._starts.append(offset)
-                self._message_ids |= self._turn_ids
-                self._turn_ids = set()
-                self._calls.clear()
-                self._edits.clear()
+            self.turn_start(offset if ToolPairing.starts_afresh(event) else None)
 
-    def _pair(self, event: Event, turn: int, stored: int) -> None:
-        self._pending += stored
+    def reply(self, message_id: str) -> None:
+        """A reply line without a tool call."""
+        if not message_id or message_id in self._message_ids:
+            # (maybe a line of the last reply before the turn)
+            self._unsafe.add(len(self._starts) - 1)
+        self._turn_ids.add(message_id)
+
+    def calls(self, message_id: str, calls: list[tuple[str, str, Any]]) -> None:
+        """A reply line and its tool calls (id, name, input), paired as ``ToolPairing``
+        pairs them."""
+        self.reply(message_id)
+        turn = len(self._starts) - 1
+        self._stored(len(calls))
+        for tool_use_id, name, tool_input in calls:
+            early = self._early.pop(tool_use_id, None)
+            if early is None:
+                _put(self._waiting, tool_use_id, (turn, name, tool_input))
+            else:
+                self._paired(early, name, tool_input)
+
+    def results(self, tool_use_ids: list[str]) -> None:
+        """A line of tool results."""
+        turn = len(self._starts) - 1
+        self._stored(len(tool_use_ids))
+        for tool_use_id in tool_use_ids:
+            made = self._waiting.pop(tool_use_id, None)
+            if made is None:
+                _put(self._early, tool_use_id, turn)
+            else:
+                self._paired(*made)
+
+    def reprompt(self) -> None:
+        if self._reprompts:
+            self._run += 1
+            if self._thresholds.fires(RULE_SAME, self._run) or self._thresholds.fires(
+                    RULE_IDLE, self._run):
+                self._flag(len(self._starts) - 1)
+
+    def turn_start(self, prompt_at: int | None) -> None:
+        """A turn starts: a person's prompt, whose line starts at ``prompt_at``, or
+        (None) a meta message or a compaction."""
+        self._run = 0
+        if prompt_at is not None:
+            self._starts.append(prompt_at)
+            self._message_ids |= self._turn_ids
+            self._turn_ids = set()
+            self._calls.clear()
+            self._edits.clear()
+
+    def _stored(self, count: int) -> None:
+        self._pending += count
         self._crowded = self._crowded or self._pending >= MAX_PENDING // 2
-        for part, call, result in self._pairing.pair(event):
-            self._pending -= 2
-            since = min(self._origin.get(id(part), turn), self._origin.pop(id(result), turn))
-            if since < turn:
-                self._crossings.append((since, turn))  # (stored before a prompt)
-            ignored = self._ignored_names.get(call.name)
-            if ignored is None:
-                ignored = self._ignored_names[call.name] = is_ignored(call.name,
-                                                                      self._ignored)
-            if ignored:
-                continue
-            key = call_key(call.name, call.input)
-            self._calls[key] += 1
-            flag = self._calls[key] >= self._warn
-            if call.name in FILE_CHANGING_TOOLS:
-                path = edited_file(call.input)
-                self._edits[path] += 1
-                flag = flag or self._edits[path] >= self._oscillation
-            if flag:
-                self._flag(turn)
+
+    def _paired(self, since: int, name: str, tool_input: Any) -> None:
+        """A call and its result met (the first of them stored in turn ``since``)."""
+        turn = len(self._starts) - 1
+        self._pending -= 2
+        if since < turn:
+            self._crossings.append((since, turn))  # (stored before a prompt)
+        ignored = self._ignored_names.get(name)
+        if ignored is None:
+            ignored = self._ignored_names[name] = is_ignored(name, self._ignored)
+        if ignored:
+            return
+        key = call_key(name, tool_input)
+        self._calls[key] += 1
+        flag = self._calls[key] >= self._warn
+        if name in FILE_CHANGING_TOOLS:
+            path = edited_file(tool_input)
+            self._edits[path] += 1
+            flag = flag or self._edits[path] >= self._oscillation
+        if flag:
+            self._flag(turn)
 
     def _flag(self, turn: int) -> None:
         if not self._flagged or self._flagged[-1] != turn:
@@ -172,3 +206,11 @@ class LoopHints:
         last = len(self._starts) - 1
         return [(self._starts[first], self._starts[turn + 1] if turn < last else None)
                 for first, turn in found]
+
+
+def _put(table: dict[str, Any], key: str, value: Any) -> None:
+    """``ToolPairing``'s: the newest last, the oldest given way beyond ``MAX_PENDING``."""
+    table.pop(key, None)
+    table[key] = value
+    while len(table) > MAX_PENDING:
+        del table[next(iter(table))]

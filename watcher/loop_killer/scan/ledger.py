@@ -56,23 +56,28 @@ class UsageLedger:
         usage)."""
         if part.usage is None:
             return None
-        when = part.timestamp
+        return self.count(part.message_id, request_id, part.usage, part.model,
+                          part.timestamp)
+
+    def count(self, message_id: str, request_id: str, usage: Tokens, model: str,
+              when: str) -> ReplyKey:
+        """``add`` of a reply line's fields: its reply's key."""
         if when and (not self.first_at or when < self.first_at):
             self.first_at = when
         if when > self.last_at:
             self.last_at = when
-        requests = self._open.get(part.message_id)
+        requests = self._open.get(message_id)
         if requests is None:
-            requests = self._open[part.message_id] = {}
+            requests = self._open[message_id] = {}
             if len(self._open) > self.max_open:
                 oldest = next(iter(self._open))
                 self._fold(self._open.pop(oldest))
         known = requests.get(request_id)
         if known is None:
-            key = reply_key(part.message_id, request_id)
-            requests[request_id] = Reply(key, part.model, part.usage)
+            key = reply_key(message_id, request_id)
+            requests[request_id] = Reply(key, model, usage)
             return key
-        requests[request_id] = _larger(known, part.usage, part.model)
+        requests[request_id] = _larger(known, usage, model)
         return known.key
 
     def replies_of(self, message_ids: Iterable[str]) -> Replies:

@@ -45,7 +45,8 @@ from .loops import RepromptLoops, ToolLoops
 from .records import FileResult, Loop, Reply, ReplyKey
 from .turns import TurnTally
 
-__all__ = ["TranscriptScan", "cost_amount", "cost_state_total", "reply_request_id",
+__all__ = ["TranscriptScan", "cost_amount", "cost_state_total", "line_request_id",
+           "reply_request_id",
            "scan_bytes", "session_id_in"]
 
 _SESSION_ID = re.compile(rb'"sessionId":"([A-Za-z0-9][A-Za-z0-9._-]{0,127})"')
@@ -75,10 +76,15 @@ def request_id(line: bytes, start: int = 0, end: int | None = None) -> str:
 
 def reply_request_id(event: Event, entry: Line) -> str:
     """The ``requestId`` of a reply's decoded line, where its usage is counted."""
-    if isinstance(event, AssistantPart) and event.usage is not None \
-            and isinstance(entry.requestId, str):
-        return entry.requestId if len(entry.requestId) < _MAX_REQUEST_ID else ""
+    if isinstance(event, AssistantPart) and event.usage is not None:
+        return line_request_id(entry)
     return ""
+
+
+def line_request_id(entry: Line) -> str:
+    """The ``requestId`` of a decoded reply line with usage."""
+    request = entry.requestId
+    return request if isinstance(request, str) and len(request) < _MAX_REQUEST_ID else ""
 
 
 # Claude Code's bookkeeping lines (snapshots, progress, queue operations, cost-state) open
