@@ -1,13 +1,8 @@
 """Finding a history's transcripts, and reading one of them safely (the file I/O shell).
 
-``find_transcripts`` lists ``<projects>/<project>/<session>.jsonl`` (main transcripts) and
-the subagents' files beside them (``agent-<id>.jsonl``, or
-``<session>/subagents/agent-<id>.jsonl``). Links are never followed and anything but a
-regular file is never opened for reading: both are counted as skipped. ``read_transcript``
-opens with ``open_transcript`` (never blocks, even on a FIFO that took a file's place;
-regular files only), checks that it is still the file that was listed, and streams it
-through ``TranscriptScan`` in fixed-size chunks: memory does not grow with the file.
-Nothing here ever writes.
+Main transcripts and subagents' files; links never followed, only regular files opened
+(``open_transcript``, never blocking), each checked to be the one listed and read in
+fixed-size chunks. Nothing here writes.
 """
 
 from __future__ import annotations
@@ -62,14 +57,9 @@ SKIP_PROJECT_OFF = "project_off"  # read, but its project is switched off: not c
 
 @record
 class Transcript:
-    """One transcript file to read.
-
-    ``project``: the project folder's name; ``session_id``: the session it belongs to
-    (empty for a flat ``agent-*.jsonl``: read from its lines); ``subagent``: a subagent's
-    file; ``size``, ``device``, ``inode``: as listed (the file opened later must be the
-    same one); ``mtime_ns``, ``ctime_ns``: its modification and change times as listed
-    (``cache``).
-    """
+    """One transcript file to read: ``session_id`` empty for a flat ``agent-*.jsonl``
+    (read from its lines); ``size``, ``device``, ``inode``, ``mtime_ns``, ``ctime_ns``
+    as listed (the file opened must be the same; ``cache``)."""
 
     path: str
     project: str
@@ -298,9 +288,8 @@ _REPROMPT_MARK = b'"content":"Stop hook feedback:'  # (a re-prompt, as Claude Co
 
 
 def _looks_looping(head: bytes, subagent: bool) -> bool:
-    """Whether a main transcript's first bytes hold enough re-prompts that its first
-    pass would likely give up: the engine then reads it at once. Only a guess about
-    which pass to start with (the result is the same either way, ``LeanScan``)."""
+    """Whether a main transcript's first bytes hold so many re-prompts that the engine
+    should read it at once (a guess: the result is the same either way)."""
     return not subagent and head.count(_REPROMPT_MARK) >= LOOKS_LOOPING
 
 

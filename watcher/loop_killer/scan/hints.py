@@ -1,23 +1,13 @@
 """Which turns of one scope could hold a loop, told cheaply (pure).
 
-The scan's first pass (``lean``) reads every line for the cost report alone; the engine
-then reads only the turns this says could hold a loop. So it must never miss one: each
-test below is a necessary condition of a rule the engine applies, counted more coarsely
-than the engine counts (a superset of what it finds).
+The engine reads only the turns this flags, so it must never miss one: each test is a
+necessary condition of an engine rule, counted more coarsely (a superset):
 
-* A re-prompt loop needs a detection, which needs a run of answers to re-prompts at least
-  as long as a rule's threshold (``Thresholds.fires``). The run starts afresh at every
-  turn start, and each of its answers answers a re-prompt of its own: so some stretch
-  between two turn starts holds that many re-prompts (``is_reprompt``, the engine's).
-* A tool-repeat loop needs ``tool_repeat_warn`` identical results of one call within a
-  person's turn: so that many results of calls with one ``call_key`` (without the folder,
-  whatever their outputs), paired by the engine's ``ToolPairing`` since its last fresh
-  start; tools the counter ignores never count.
-* An oscillating edit needs ``edit_oscillation_warn`` returns of one file within a turn,
-  each one more change of it: so that many changes, plus one, by file-changing calls
-  naming that file (``edited_file``).
+* a re-prompt loop: a rule's threshold of re-prompts between two turn starts;
+* a tool-repeat loop: ``tool_repeat_warn`` results of calls with one ``call_key`` in a
+  person's turn, paired as ``ToolPairing`` pairs them (ignored tools never count);
+* an oscillating edit: ``edit_oscillation_warn`` + 1 changes of one file in a turn.
 """
-
 from __future__ import annotations
 
 from collections import Counter
@@ -33,31 +23,20 @@ from ..engine.transcript import AssistantPart, Event, Reprompt, ToolResults, Tur
 __all__ = ["LoopHints", "Segment"]
 
 Segment = tuple[int, "int | None"]
-"""Bytes of a file for the engine to read: from a person's prompt (the line's start) to
-the line of a later one, or to the end of the file (None)."""
+"""Bytes for the engine to read: from a prompt's line to a later one's, or the end (None)."""
 
 
 class LoopHints:
-    """Told one scope's events in order, with where each event's line starts: the turns
-    (from a person's prompt to the next) that could hold a loop, and from where the engine
-    must read to judge each of them exactly (``segments``).
+    """Told one scope's lines in order: the turns (prompt to prompt) that could hold a
+    loop, and from where the engine must read to judge each exactly (``segments``).
+    ``reprompts``: a main transcript's scope (a subagent has no re-prompt loops).
 
-    ``reprompts``: the scope is a main transcript's (subagents have no Stop-hook
-    re-prompts: no re-prompt loop is looked for in theirs).
-
-    The engine read from a prompt on, afresh, judges the turns after it as it does reading
-    the whole file: every rule starts afresh at a prompt, but for what crosses it, which
-    is tracked here and makes a prompt *unsafe* to start from:
-
-    * a tool call (or an early result) stored before the prompt and paired after it
-      (``ToolPairing`` keeps the unpaired ones across prompts), and, to be sure, too many
-      unpaired ones at once (the pairing forgets the oldest beyond ``MAX_PENDING``);
-    * the first reply line after the prompt under a message id seen before it: the engine
-      drops a line of the reply it completed last (``AnswerAssembler``), which a fresh
-      engine does not know.
-
-    The engine then starts at the last safe prompt before the turn (the file's start is
-    always safe)."""
+    The engine starting afresh at a prompt judges what follows as reading the whole file
+    does, unless something crosses the prompt, which makes it *unsafe* to start at: a
+    call (or an early result) stored before it and paired after it, or too many unpaired
+    at once (``MAX_PENDING``); a first reply line after it under a message id seen before
+    (the engine drops a line of the reply it completed last). The engine then starts at
+    the last safe prompt before the turn (the file's start always is)."""
 
     __slots__ = ("_calls", "_crossings", "_crowded", "_early", "_edits", "_flagged",
                  "_ignored", "_ignored_names", "_message_ids", "_oscillation", "_pending",

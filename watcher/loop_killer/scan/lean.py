@@ -1,22 +1,14 @@
 """The scan's first pass over one transcript file: its cost report, and which parts of it
 the engine must read for loops (pure).
 
-Most of a history holds no loop, and the engine is most of the cost of reading one.
-``LeanScan`` decodes whole blocks of lines at once into the engine's typed ``Line``
-(``DECODE_LINES``) and takes from them the usage (``UsageLedger``), the turns
-(``TurnTally``) and what ``LoopHints`` needs to tell which turns could hold a loop; a
-reply line without a tool call never becomes an event. Its ``FileResult`` is
-``TranscriptScan``'s but for ``loops``, found in the ``segments`` the engine then reads
-(``files.read_transcript``).
-
-It gives up (``finish`` gives None: the engine reads the file whole) wherever the engine
-would read a line another way than the plain one: a block that does not decode (a
-broken line, bytes not UTF-8, a field of an unexpected type), a blank line, a line of
-the conversation that starts with its type, a wrong shape, a flat subagent's file (its
-session is named in its lines), a cost-state line in a subagent's file, a line over
-``max_line``; and at the end, when a loop could be among a subagent's lines inline in a
-main transcript (Claude Code 1.0.x: a scope of their own, as ``TranscriptScan`` makes
-them), or in a turn of a file that holds some.
+Whole blocks of lines are decoded at once (``DECODE_LINES``); a reply or a tool result
+never becomes an event: usage goes to the ``UsageLedger``, calls and results to
+``LoopHints``. The ``FileResult`` is ``TranscriptScan``'s but for ``loops`` (found in
+``segments`` by the engine). It gives up (the engine reads the file whole) wherever the
+engine would read a line another way: a block that does not decode, a blank line, a line
+of the conversation written type first, a wrong shape, a flat subagent file, a subagent's
+cost-state line, a line over ``max_line``; or a loop possible among inline subagent lines
+(Claude Code 1.0.x: a scope of their own) or in a file that holds some.
 """
 
 from __future__ import annotations
@@ -35,7 +27,7 @@ from ..engine.transcript import (
 from ..engine.typed import DECODE_LINES, NOT_TYPED, Line, Message, entry_event
 from .hints import LoopHints, Segment
 from .ledger import UsageLedger
-from .records import FileResult, Replies, Reply, ReplyKey
+from .records import FileResult, merged
 from .transcript import (
     DEFAULT_SETTINGS,
     TYPE_FIRST,
@@ -118,7 +110,7 @@ class LeanScan:
         replies, first_at, last_at = ledger.replies(), ledger.first_at, ledger.last_at
         if side is not None:
             side.ledger.end_turn()
-            replies = _merged(replies, side.ledger.replies())
+            replies = merged(replies, side.ledger.replies())
             first_at = min(filter(None, (first_at, side.ledger.first_at)), default="")
             last_at = max(last_at, side.ledger.last_at)
         replies, turns = self._turns.finish(replies)
@@ -259,17 +251,6 @@ def _line_starts(block: bytes) -> tuple[list[int], int]:
         type_first += starts_with(TYPE_FIRST, at)
         at = find(b"\n", at) + 1
     return starts, type_first
-
-
-def _merged(main: Replies, side: Replies) -> Replies:
-    """Both scopes' replies, each once (its larger copy), as ``TranscriptScan`` merges
-    them: the main scope's first."""
-    replies: dict[ReplyKey, Reply] = {reply.key: reply for reply in main}
-    for reply in side:
-        known = replies.get(reply.key)
-        if known is None or reply.usage.total > known.usage.total:
-            replies[reply.key] = reply
-    return tuple(replies.values())
 
 
 def _str(value: object) -> str:

@@ -1,14 +1,9 @@
-"""The token usage of one scope's API replies, each counted once.
+"""The token usage of one scope's API replies, each counted once (pure).
 
-Claude Code writes one assistant line per content block and repeats the reply's
-``usage`` on each of them, and the same reply may be written again (a replay after a new
-prompt, a resumed session's copy). A reply is known by its ``message.id`` and
-``requestId`` (the same id with a new request id is another reply); of its copies the
-one with the most tokens is kept (older versions wrote growing counts while streaming).
-
-Pure. The current turn's replies are kept by message id (the loops ask for theirs by
-it): bounded by the turn (``end_turn`` folds them) and by ``MAX_OPEN`` whatever a turn
-holds. Every reply seen is kept as a digest and its counts (``replies``).
+Claude Code repeats a reply's ``usage`` on each of its lines, and may write the reply
+again (a replay, a resumed copy). A reply is its ``message.id`` and ``requestId``; of its
+copies the largest is kept. The current turn's replies are kept by message id (the loops
+ask for theirs), bounded by the turn and ``MAX_OPEN``; every reply as a digest and counts.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """Reading many transcripts on every core.
 
-Files are read whole by one reader each (a file is one session's story: its loops cannot
-be cut at an arbitrary byte), biggest first so that the long ones start early; small
-files travel in batches so that thousands of them cost few round trips. This process is
-one of the readers: with N jobs it starts N - 1 workers and reads between handing them
-tasks (a process fewer: less memory, and none waiting idle). A small history is read in
-this process alone: starting workers would cost more than it saves.
+One reader per file, biggest first; small files in batches. This process reads too (N
+jobs: N - 1 workers); a small history is read in this process alone.
 """
 
 from __future__ import annotations

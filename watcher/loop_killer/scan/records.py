@@ -1,9 +1,7 @@
-"""The plain values a history scan produces: token counts, loops, and one file's result.
+"""The plain values a history scan produces: token counts, loops, one file's result (pure).
 
-Pure records (frozen dataclasses) and small functions over them; no I/O. Token counts
-are kept per API reply (``Reply``: a digest of its ``message.id`` and ``requestId``, its
-model, its usage) so that a reply found in several files is counted once where the
-workers' results meet (``summary``), and priced there, as it was billed, in one place.
+Tokens are kept per API reply (``Reply``) so that a reply in several files is counted,
+and priced, once (``summary``).
 """
 
 from __future__ import annotations
@@ -25,6 +23,7 @@ __all__ = [
     "Turn",
     "add_model_tokens",
     "by_model",
+    "merged",
     "sum_tokens",
 ]
 
@@ -84,6 +83,17 @@ def _reply(key: ReplyKey, model: str, *usage: Any) -> Reply:
 
 
 Replies = tuple[Reply, ...]
+
+
+def merged(*scopes: Replies) -> Replies:
+    """The scopes' replies, each once (its larger copy), in order of first sight."""
+    replies: dict[ReplyKey, Reply] = {}
+    for scope in scopes:
+        for reply in scope:
+            known = replies.get(reply.key)
+            if known is None or reply.usage.total > known.usage.total:
+                replies[reply.key] = reply
+    return tuple(replies.values())
 
 
 def by_model(replies: Iterable[Reply]) -> ModelTokens:

@@ -1,22 +1,12 @@
 """Every file's result in, one priced summary of the history out (pure).
 
-``Collector`` takes ``FileResult`` values one at a time, in any order (they arrive from
-several workers). A reply can be in several files (a resumed session's copy, a replay
-into a subagent's file): it is counted once, over the whole history, as its copy with
-the most tokens, and belongs to that copy's file (of equal copies, the original: the
-file that began first, or ended first). Memory is bounded by the distinct replies (a
-digest and the counts of each), the files (a few fields each) and the loops.
-
-A loop owns its replies: a reply claimed by several loops (the same loop found again in
-a resumed session's copy) belongs to the loop in the file the reply belongs to (else to
-the loop whose file began first), and a loop left owning none of its replies is a copy,
-not a loop. Prices are applied per reply, as it was billed (``PriceTable.reply_cost``).
-
-The budget (``engine.budget``): each person's turn (``Turn``) with its re-prompts, wall
-time and spend: its replies and its subagents' (a subagent file's turn counts in its
-session's turn under way when it began), each reply once and priced as above; those
-over a limit are listed (``BudgetRow``). A turn none of whose replies belongs to its file
-is a copy (a resumed session's), as a loop is.
+``Collector`` takes ``FileResult``s in any order. A reply in several files (a resumed
+session's copy, a replay) counts once, as its largest copy, and belongs to that copy's
+file (of equal copies, the file that began, or ended, first). A loop owns its replies: a
+reply claimed by several loops belongs to the loop in the reply's file, and a loop left
+owning none is a copy. A reply is priced as billed (``PriceTable.reply_cost``). The
+budget: each person's turn (``Turn``) with its subagents' spend; those over a limit are
+listed (``BudgetRow``); a turn owning none of its replies is a copy.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """One transcript file's bytes in, in any chunks; its loops and token usage out (pure).
 
-A main transcript's events are judged by the engine's ``RunDetector``, the one judge the
-watcher and the Stop hook use (re-prompt loops, from its detections), and go to a
-``ToolLoops`` (tool-repeat loops); lines that old versions wrote inline for a subagent
-(``isSidechain``) form a scope of their own, with its own counter. A subagent's own file
-is scanned for tool-repeat loops only: a subagent has no Stop-hook re-prompts of its own.
-
-Lines that cannot matter are skipped unparsed, and a lone tool result is left unread
-until its call repeats (the engine's ``prefilter``); ``cost-state`` lines (Claude Code
-2.1.33x) give the session's cost as Claude Code computed it.
+A main transcript's events are judged by the engine's ``RunDetector`` (re-prompt loops)
+and go to ``ToolLoops`` (tool-repeat loops); inline subagent lines (``isSidechain``) are
+a scope of their own. A subagent's file is scanned for tool-repeat loops only. Lines that
+cannot matter are skipped unparsed, a lone tool result left unread until its call
+repeats; ``cost-state`` lines give the session's cost as Claude Code computed it.
 """
 
 from __future__ import annotations
@@ -42,7 +38,7 @@ from ..engine.transcript import (
 from ..engine.typed import NOT_TYPED, Line, typed_event
 from .ledger import UsageLedger
 from .loops import RepromptLoops, ToolLoops
-from .records import FileResult, Loop, Reply, ReplyKey
+from .records import FileResult, Loop, merged
 from .turns import TurnTally
 
 __all__ = ["TranscriptScan", "cost_amount", "cost_state_total", "line_request_id",
@@ -135,18 +131,11 @@ class _Scope:
 
 
 class TranscriptScan:
-    """Scans one transcript file.
-
-    ``path``, ``project``, ``session_id``: where the file is, its project folder's name and
-    the session it belongs to (for a subagent's file, empty: found in its lines).
-    ``subagent``: the file is a subagent's. ``prefilter``: skip lines that cannot matter
-    without parsing them (off only to prove it changes nothing). ``settings``: the thresholds and
-    ignored tools (``loop_killer.config``; the documented defaults unless given).
-    ``reread``: reads (offset, length) bytes of the file again; given, a tool result left
-    unread is read again from the file when it must be compared, instead of being kept.
-    ``offset``: where the first byte fed sits in the file (a part of it, from a person's
-    prompt on: ``LeanScan.segments``).
-    """
+    """Scans one transcript file. ``session_id``: empty for a subagent's file (found in
+    its lines); ``prefilter``: skip lines that cannot matter unparsed (off only to prove
+    it changes nothing); ``settings``: the documented defaults unless given; ``reread``:
+    reads (offset, length) bytes of the file again, for a tool result left unread;
+    ``offset``: where the first byte fed sits in the file (``LeanScan.segments``)."""
 
     __slots__ = (
         "_chunk",
@@ -242,13 +231,7 @@ class TranscriptScan:
         stepped_over = self._events.stats
         broken = (self._garbage + stepped_over.broken
                   + sum(scope.stats.broken for scope in scopes))
-        replies: dict[ReplyKey, Reply] = {}
-        for scope in scopes:
-            for reply in scope.ledger.replies():
-                known = replies.get(reply.key)
-                if known is None or reply.usage.total > known.usage.total:
-                    replies[reply.key] = reply
-        kept, turns = self._turns.finish(tuple(replies.values()))
+        kept, turns = self._turns.finish(merged(*(scope.ledger.replies() for scope in scopes)))
         return FileResult(
             path=self.path, project=self.project, session_id=self.session_id,
             subagent=self.subagent, loops=tuple(self._loops), replies=kept,

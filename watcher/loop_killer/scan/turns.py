@@ -1,14 +1,9 @@
 """One file's turns as its events arrive, for the budget (pure).
 
-The budget (``engine.budget``) is per turn of the person's: a prompt of theirs starts
-one, a Stop-hook re-prompt does not (a ``/goal`` runs inside one turn). Both readers of
-a file (the first pass, ``lean``, and the engine's, ``transcript``) tell a ``TurnTally``
-the prompts, re-prompts and replies they read anyway: no line is read for it. A reply
-goes to the first turn that holds it (a reply written again later is no new spend); its
-key is the one the ``UsageLedger`` gave it, so ``summary`` prices the turn's replies
-with the history's usual de-duplication. The file's replies are kept in its turns' order,
-so a turn names its own by how many there are: nothing in a kept result can name a reply
-that is not the file's.
+A person's prompt starts a turn, a re-prompt does not. Both readers of a file tell a
+``TurnTally`` what they read anyway. A reply goes to the first turn that holds it, by the
+key the ``UsageLedger`` gave it; the file's replies are kept in its turns' order, so a
+turn names its own by their count.
 """
 
 from __future__ import annotations
