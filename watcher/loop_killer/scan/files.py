@@ -219,7 +219,6 @@ def read_transcript(transcript: Transcript, *, prefilter: bool = True,
             # Replaced since it was listed (a link put in its place, say): not ours to read.
             return skipped(SKIP_LINK if _is_link(transcript.path) else SKIP_UNREADABLE)
         chunk = os.read(fd, chunk_bytes)
-        cwd = _file_cwd(fd, chunk, chunk_bytes)
         lean: LeanScan | None = None
         if two_tier and prefilter and not _looks_looping(chunk, transcript.subagent):
             lean = LeanScan(path=transcript.path, project=transcript.project,
@@ -232,10 +231,11 @@ def read_transcript(transcript: Transcript, *, prefilter: bool = True,
                 loops = [loop for start, end in lean.segments()
                          for loop in _engine(fd, transcript, settings, chunk_bytes, start,
                                              end).loops]
-                return replace(result, loops=tuple(loops), cwd=cwd)
-        # (the first chunk, if read for nothing else: the engine starts with it)
+                return replace(result, loops=tuple(loops)) if loops else result
+            chunk = os.pread(fd, chunk_bytes, 0)
+        # (the first chunk: the engine starts with it)
         return replace(_engine(fd, transcript, settings, chunk_bytes, prefilter=prefilter,
-                               head=chunk if lean is None else b""), cwd=cwd)
+                               head=chunk), cwd=_file_cwd(fd, chunk, chunk_bytes))
     except OSError as error:
         if error.errno not in (errno.EIO, errno.EACCES, errno.EISDIR, errno.ENOENT):
             logger.debug("reading %s: %s", transcript.path, error)

@@ -42,6 +42,7 @@ __all__ = ["LeanScan"]
 # Lines the engine keeps (``sort_line``) when written type first (an attachment: one
 # that names a goal_status): it then reads them its own way.
 _SORTED = ("user", "assistant", "system", "attachment")
+_CWD = b'"cwd":"'
 
 
 class _Scope:
@@ -61,7 +62,7 @@ class LeanScan:
     but for its loops, or None when the engine must read it whole (``needs_engine``);
     ``segments``, the parts of it that the engine must read for loops."""
 
-    __slots__ = ("_at", "_cost_state", "_main", "_max_line", "_pending", "_settings",
+    __slots__ = ("_at", "_cost_state", "_cwd", "_main", "_max_line", "_pending", "_settings",
                  "_side", "_turns", "bytes_read", "lines", "needs_engine", "parsed",
                  "path", "project", "session_id", "subagent")
 
@@ -79,6 +80,7 @@ class LeanScan:
         self._main = _Scope(self._settings, reprompts=not subagent, inline=False)
         self._side: _Scope | None = None  # made on the first inline subagent line
         self._cost_state: float | None = None
+        self._cwd = ""  # the first line's that has one (``files._file_cwd``)
         self.bytes_read = self.lines = self.parsed = 0
 
     def feed(self, chunk: bytes) -> bool:
@@ -118,7 +120,7 @@ class LeanScan:
             path=self.path, project=self.project, session_id=self.session_id,
             subagent=self.subagent, replies=replies, first_at=first_at, last_at=last_at,
             cost_state=self._cost_state, bytes_read=self.bytes_read, lines=self.lines,
-            parsed=self.parsed, turns=turns)
+            parsed=self.parsed, turns=turns, cwd=self._cwd)
 
     def segments(self) -> list[Segment]:
         """The parts of the file the engine must read (after ``finish``)."""
@@ -149,6 +151,9 @@ class LeanScan:
         """One line (``entry``; the block's line ``index``); False when only the engine
         can read it. ``type_first``: some line of the block starts with its type."""
         kind = entry.type
+        if not self._cwd and isinstance(entry.cwd, str) and block.find(
+                _CWD, starts[index], _end(block, starts, index)) >= 0:
+            self._cwd = entry.cwd  # (its bytes hold the key: as ``_file_cwd`` finds it)
         if type_first and kind in _SORTED and _sorted(block, starts, index, kind):
             return False
         if kind != "assistant" and kind != "user":
@@ -236,9 +241,12 @@ def _sorted(block: bytes, starts: list[int], index: int, kind: str) -> bool:
     start = starts[index]
     if not block.startswith(TYPE_FIRST, start):
         return False
-    return kind != "attachment" or block.find(
-        b"goal_status", start, starts[index + 1] if index + 1 < len(starts) else len(block)
-    ) >= 0
+    return kind != "attachment" or block.find(b"goal_status", start,
+                                              _end(block, starts, index)) >= 0
+
+
+def _end(block: bytes, starts: list[int], index: int) -> int:
+    return starts[index + 1] if index + 1 < len(starts) else len(block)
 
 
 def _line_starts(block: bytes) -> tuple[list[int], int]:
