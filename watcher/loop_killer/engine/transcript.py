@@ -92,7 +92,8 @@ def usage_of(input_tokens: Any, output_tokens: Any, cache_read: Any, cache_creat
     # (the checks written out: a scan makes one of these per reply line)
     created = cache_creation if type(cache_creation) is int \
         and 0 <= cache_creation <= MAX_COUNT else 0
-    hour: Any = split.get("ephemeral_1h_input_tokens") if isinstance(split, dict) else None
+    hour: Any = split.get("ephemeral_1h_input_tokens") if isinstance(split, dict) else \
+        getattr(split, "ephemeral_1h_input_tokens", None)  # (a dict, or a typed line's)
     one_hour = min(hour, created) if is_count(hour) else 0  # (never more than all, as billed)
     return Usage(
         input_tokens if type(input_tokens) is int and 0 <= input_tokens <= MAX_COUNT else 0,

@@ -23,6 +23,7 @@ from .transcript import (
     ToolResult,
     ToolResults,
     UnreadResult,
+    Usage,
     assistant_event,
     reply_of,
     typed_by_person,
@@ -30,23 +31,34 @@ from .transcript import (
     user_text_event,
 )
 
-__all__ = ["DECODE_LINES", "NOT_TYPED", "Line", "Message", "ReadAgain", "entry_event",
+__all__ = ["NOT_TYPED", "Line", "Message", "ReadAgain", "TypedUsage", "entry_event",
            "typed_event"]
 
-# Field names are the transcript's own (camelCase), hence no renaming.
+# Field names are the transcript's own (camelCase), hence no renaming. ``gc=False``: a
+# decoded tree holds no cycle, and tracking its structs doubled a scan's decoding time
+# (the collector then runs every few hundred lines).
 
 
-class _Usage(msgspec.Struct):
+class _Split(msgspec.Struct, gc=False):  # (cache writes by how long they are kept)
+    ephemeral_1h_input_tokens: Any = None
+
+
+class TypedUsage(msgspec.Struct, gc=False):
     input_tokens: Any = None
     output_tokens: Any = None
     cache_read_input_tokens: Any = None
     cache_creation_input_tokens: Any = None
-    cache_creation: Any = None
+    cache_creation: _Split | None = None
     speed: Any = None
     inference_geo: Any = None
 
+    def read(self) -> Usage:
+        return usage_of(self.input_tokens, self.output_tokens, self.cache_read_input_tokens,
+                        self.cache_creation_input_tokens, self.cache_creation, self.speed,
+                        self.inference_geo)
 
-class _Block(msgspec.Struct):
+
+class _Block(msgspec.Struct, gc=False):
     type: str | None = None  # (parse_line compares it with a set: it must be hashable)
     text: Any = None
     id: Any = None
@@ -56,15 +68,15 @@ class _Block(msgspec.Struct):
     content: msgspec.Raw = msgspec.Raw(b"null")  # a tool result's: read if its call repeats
 
 
-class Message(msgspec.Struct):
+class Message(msgspec.Struct, gc=False):
     id: Any = None
     model: Any = None
     content: str | list[_Block] | None = None
     stop_reason: Any = None
-    usage: _Usage | None = None
+    usage: TypedUsage | None = None
 
 
-class _Attachment(msgspec.Struct):
+class _Attachment(msgspec.Struct, gc=False):
     type: Any = None
     met: Any = None
     sentinel: Any = None
@@ -72,7 +84,7 @@ class _Attachment(msgspec.Struct):
     reason: Any = None
 
 
-class Line(msgspec.Struct):
+class Line(msgspec.Struct, gc=False):
     """A transcript line's fields that the engine (and the scan) read."""
 
     type: Any = None
@@ -94,10 +106,7 @@ class Line(msgspec.Struct):
     attachment: _Attachment | None = None
 
 
-_DECODER = msgspec.json.Decoder(Line)
-_DECODE = _DECODER.decode
-DECODE_LINES = _DECODER.decode_lines
-"""Lines (JSON objects, one a line; blank ones skipped) decoded at once into ``Line``s."""
+_DECODE = msgspec.json.Decoder(Line).decode
 
 NOT_TYPED: Any = object()
 """What ``typed_event`` gives for a line that does not fit ``Line``: parse it instead."""
@@ -164,11 +173,7 @@ def _assistant(entry: Line, message: Message, uuid: str, timestamp: str
     return assistant_event(uuid, timestamp, text, calls, only_thinking,
                            api_error=entry.isApiErrorMessage, message_id=message.id,
                            stop_reason=message.stop_reason, model=message.model,
-                           usage=None if usage is None else usage_of(
-                               usage.input_tokens, usage.output_tokens,
-                               usage.cache_read_input_tokens,
-                               usage.cache_creation_input_tokens, usage.cache_creation,
-                               usage.speed, usage.inference_geo))
+                           usage=None if usage is None else usage.read())
 
 
 def _blocks(content: list[_Block]) -> Iterator[tuple[Any, Any, Any, Any, Any]]:

@@ -56,17 +56,17 @@ Stamp = tuple[int, int, int, int, int]
 as it was listed."""
 
 
-class _Entry(msgspec.Struct, array_like=True):
+class _Entry(msgspec.Struct, array_like=True, gc=False):
     stamp: Stamp
     result: FileResult
 
 
-class _Header(msgspec.Struct):
+class _Header(msgspec.Struct, gc=False):
     format: int
     context: str
 
 
-class _Document(msgspec.Struct):
+class _Document(msgspec.Struct, gc=False):
     format: int
     context: str
     files: dict[str, _Entry]
@@ -80,7 +80,7 @@ _Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
 _Natural = Annotated[int, msgspec.Meta(ge=0)]
 
 
-class _SaneUsage(msgspec.Struct):
+class _SaneUsage(msgspec.Struct, gc=False):
     input: _Count = 0
     output: _Count = 0
     cache_read: _Count = 0
@@ -88,11 +88,11 @@ class _SaneUsage(msgspec.Struct):
     cache_creation_1h: _Count = 0
 
 
-class _SaneReply(msgspec.Struct):
+class _SaneReply(msgspec.Struct, gc=False):
     usage: _SaneUsage
 
 
-class _SaneResult(msgspec.Struct):
+class _SaneResult(msgspec.Struct, gc=False):
     replies: list[_SaneReply]
     turns: list[tuple[msgspec.Raw, msgspec.Raw, _Count, _Count]]  # (Turn: an array)
     bytes_read: _Natural
@@ -103,12 +103,12 @@ class _SaneResult(msgspec.Struct):
     skipped: Annotated[str, msgspec.Meta(max_length=0)]
 
 
-class _SaneEntry(msgspec.Struct, array_like=True):
+class _SaneEntry(msgspec.Struct, array_like=True, gc=False):
     stamp: msgspec.Raw
     result: _SaneResult
 
 
-class _SaneDocument(msgspec.Struct):
+class _SaneDocument(msgspec.Struct, gc=False):
     files: dict[str, _SaneEntry]
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import msgspec
+
 from ..config import Settings
 from ..engine.edits import FILE_CHANGING_TOOLS, edited_file
 from ..engine.pairing import MAX_PENDING, ToolPairing
@@ -85,8 +87,8 @@ class LoopHints:
         self._turn_ids.add(message_id)
 
     def calls(self, message_id: str, calls: list[tuple[str, str, Any]]) -> None:
-        """A reply line and its tool calls (id, name, input), paired as ``ToolPairing``
-        pairs them."""
+        """A reply line and its tool calls (id, name, input: decoded, or ``Raw``), paired
+        as ``ToolPairing`` pairs them."""
         self.reply(message_id)
         turn = len(self._starts) - 1
         self._stored(len(calls))
@@ -141,6 +143,8 @@ class LoopHints:
             ignored = self._ignored_names[name] = is_ignored(name, self._ignored)
         if ignored:
             return
+        if isinstance(tool_input, msgspec.Raw):  # (the first pass decodes it only now)
+            tool_input = msgspec.json.decode(tool_input)
         key = call_key(name, tool_input)
         self._calls[key] += 1
         flag = self._calls[key] >= self._warn

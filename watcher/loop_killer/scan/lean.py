@@ -13,18 +13,14 @@ cost-state line, a line over ``max_line``; or a loop possible among inline subag
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from ..config import Settings
 from ..engine.reader import MAX_LINE_BYTES
-from ..engine.transcript import (
-    SYNTHETIC_MODEL,
-    AssistantPart,
-    Reprompt,
-    TurnStart,
-    usage_of,
-)
-from ..engine.typed import DECODE_LINES, NOT_TYPED, Line, Message, entry_event
+from ..engine.transcript import SYNTHETIC_MODEL, AssistantPart, Reprompt, TurnStart
+from ..engine.typed import NOT_TYPED, TypedUsage, typed_event
 from .hints import LoopHints, Segment
 from .ledger import UsageLedger
 from .records import FileResult, merged
@@ -32,12 +28,45 @@ from .transcript import (
     DEFAULT_SETTINGS,
     TYPE_FIRST,
     cost_amount,
-    line_request_id,
     reply_request_id,
+    request_id_of,
 )
 from .turns import TurnTally
 
 __all__ = ["LeanScan"]
+
+
+class _Block(msgspec.Struct, gc=False):
+    type: str | None = None
+    id: Any = None
+    name: Any = None
+    input: msgspec.Raw = msgspec.Raw(b"null")  # (decoded if its call is paired: LoopHints)
+    tool_use_id: Any = None
+
+
+class _Message(msgspec.Struct, gc=False):
+    id: Any = None
+    model: Any = None
+    content: str | list[_Block] | None = None
+    usage: TypedUsage | None = None
+
+
+class _Line(msgspec.Struct, gc=False):
+    """The fields of a line that the first pass reads (the engine's ``Line`` has more: a
+    line with a person's text, say, is decoded again into it, ``typed_event``)."""
+
+    type: Any = None
+    uuid: Any = None
+    timestamp: Any = None
+    isSidechain: Any = None
+    isApiErrorMessage: Any = None
+    cwd: Any = None
+    requestId: Any = None
+    totalCostUSD: Any = None
+    message: _Message | None = None
+
+
+_DECODE_LINES = msgspec.json.Decoder(_Line).decode_lines
 
 # Lines the engine keeps (``sort_line``) when written type first (an attachment: one
 # that names a goal_status): it then reads them its own way.
@@ -130,60 +159,85 @@ class LeanScan:
         """Read whole lines (``block`` ends with a newline); False when the engine must
         read the file."""
         at, self._at = self._at, self._at + len(block)
+        decoded = self._decode(block)
+        if decoded is None:
+            return False
+        entries, starts = decoded
+        if not self._cwd:
+            self._find_cwd(entries, block, starts)
+        main, subagent = self._main, self.subagent
+        for index, entry in enumerate(entries):
+            kind = entry.type
+            if kind == "assistant" or kind == "user":
+                scope = self._inline() if entry.isSidechain is True and not subagent else main
+                message = entry.message
+                if message is None or message.model == SYNTHETIC_MODEL \
+                        or entry.isApiErrorMessage is True:
+                    read = self._event(scope, block, starts, index, at)
+                elif kind == "assistant":
+                    read = self._reply(scope, entry, message)
+                else:  # (a line of tool results, else a person's prompt, a re-prompt...)
+                    read = self._results(scope, message.content) or self._event(
+                        scope, block, starts, index, at)
+                if not read:
+                    return False
+            elif kind == "cost-state":
+                if subagent or entry.isSidechain is True:
+                    return False
+                self._cost_state = cost_amount(entry.totalCostUSD, self._cost_state)
+        return True
+
+    def _decode(self, block: bytes) -> tuple[list[_Line], list[int]] | None:
+        """The block's lines, decoded, and where each starts; None when the engine must
+        read the file."""
         starts, type_first = _line_starts(block)
         try:
-            entries = DECODE_LINES(block)
+            entries = _DECODE_LINES(block)
         except (msgspec.DecodeError, UnicodeDecodeError):
-            return False
+            return None
         if len(entries) != len(starts):  # (a blank line)
-            return False
+            return None
         if len(block) > self._max_line and max(
                 end - start for start, end in zip(starts, [*starts[1:], len(block)],
                                                   strict=True)) >= self._max_line:
-            return False  # (the reader drops such a line)
+            return None  # (the reader drops such a line)
+        if any(entries[index].type in _SORTED and _sorted(block, starts, index,
+                                                          entries[index].type)
+               for index in type_first):
+            return None  # (the engine sorts such a line by its bytes: read its own way)
         self.lines += len(starts)
-        self.parsed += len(starts) - type_first
-        return all(self._line(entry, block, at, starts, index, type_first > 0)
-                   for index, entry in enumerate(entries))
+        self.parsed += len(starts) - len(type_first)
+        return entries, starts
 
-    def _line(self, entry: Line, block: bytes, at: int, starts: list[int], index: int,
-              type_first: bool) -> bool:
-        """One line (``entry``; the block's line ``index``); False when only the engine
-        can read it. ``type_first``: some line of the block starts with its type."""
-        kind = entry.type
-        if not self._cwd and isinstance(entry.cwd, str) and block.find(
-                _CWD, starts[index], _end(block, starts, index)) >= 0:
-            self._cwd = entry.cwd  # (its bytes hold the key: as ``_file_cwd`` finds it)
-        if type_first and kind in _SORTED and _sorted(block, starts, index, kind):
+    def _find_cwd(self, entries: list[_Line], block: bytes, starts: list[int]) -> None:
+        """The first line's top-level ``cwd`` whose bytes hold the key (as
+        ``files._file_cwd`` finds it)."""
+        for index, entry in enumerate(entries):
+            if isinstance(entry.cwd, str) and entry.cwd and block.find(
+                    _CWD, starts[index], _end(block, starts, index)) >= 0:
+                self._cwd = entry.cwd
+                return
+
+    def _inline(self) -> _Scope:
+        if self._side is None:
+            self._side = _Scope(self._settings, reprompts=False, inline=True)
+        return self._side
+
+    def _results(self, scope: _Scope, content: str | list[_Block] | None) -> bool:
+        """A user line's tool results, told to ``LoopHints``; False for a line without
+        any (a person's prompt, a re-prompt...) or that only the engine can read."""
+        if not isinstance(content, list):
             return False
-        if kind != "assistant" and kind != "user":
-            if kind == "cost-state":
-                if self.subagent or entry.isSidechain is True:
-                    return False
-                self._cost_state = cost_amount(entry.totalCostUSD, self._cost_state)
-            return True
-        scope = self._main
-        if entry.isSidechain is True and not self.subagent:
-            if self._side is None:
-                self._side = _Scope(self._settings, reprompts=False, inline=True)
-            scope = self._side
-        message = entry.message
-        if message is None or message.model == SYNTHETIC_MODEL \
-                or entry.isApiErrorMessage is True:
-            return self._event(scope, entry, at + starts[index])
-        if kind == "assistant":
-            return self._reply(scope, entry, message)
-        content = message.content
-        ids = [_str(part.tool_use_id) for part in content
-               if part.type == "tool_result"] if isinstance(content, list) else None
-        if not ids:  # (a person's prompt, a re-prompt, a meta message...)
-            return self._event(scope, entry, at + starts[index])
-        if len(set(ids)) < len(ids):
-            return False  # (a result is read again by its call's id: it must be one)
+        ids = [part.tool_use_id for part in content if part.type == "tool_result"]
+        if not ids:
+            return False
+        ids = [tool_use_id if isinstance(tool_use_id, str) else "" for tool_use_id in ids]
+        if len(set(ids)) < len(ids):  # (a result is read again by its call's id: the
+            return False  # engine reads such a line its own way)
         scope.hints.results(ids)
         return True
 
-    def _reply(self, scope: _Scope, entry: Line, message: Message) -> bool:
+    def _reply(self, scope: _Scope, entry: _Line, message: _Message) -> bool:
         """A reply line (no API error): its usage, and its tool calls."""
         content = message.content
         if isinstance(content, list):
@@ -202,19 +256,21 @@ class LeanScan:
         if usage is not None:
             when = _str(entry.timestamp)
             key = scope.ledger.count(
-                message_id, line_request_id(entry), usage_of(
-                    usage.input_tokens, usage.output_tokens, usage.cache_read_input_tokens,
-                    usage.cache_creation_input_tokens, usage.cache_creation, usage.speed,
-                    usage.inference_geo), _str(message.model), when)
+                message_id, request_id_of(entry.requestId), usage.read(), _str(message.model),
+                when)
             self._turns.aside(key, when) if scope.inline else self._turns.reply(key, when)
         return True
 
-    def _event(self, scope: _Scope, entry: Line, offset: int) -> bool:
-        """A line read as the engine reads it (at ``offset`` in the file); False when
-        only the engine can."""
-        found = entry_event(entry, b"", subagent=self.subagent or scope.inline)
+    def _event(self, scope: _Scope, block: bytes, starts: list[int], index: int,
+               at: int) -> bool:
+        """The block's line ``index`` (``block`` at ``at`` in the file) read as the engine
+        reads it; False when only the engine can."""
+        start = starts[index]
+        found = typed_event(memoryview(block)[start:_end(block, starts, index)], b"",
+                            subagent=self.subagent or scope.inline)
         if found is NOT_TYPED or found[1] == "wrong_shape":
             return False
+        entry = found[2]
         event = found[0]
         if isinstance(event, AssistantPart):
             key = scope.ledger.add(event, reply_request_id(event, entry))
@@ -226,7 +282,7 @@ class LeanScan:
         elif isinstance(event, Reprompt) and not scope.inline:
             self._turns.reprompt(event.timestamp)
         if event is not None:
-            scope.hints.feed(event, offset)
+            scope.hints.feed(event, at + start)
         if isinstance(event, TurnStart) and event.kind == "prompt":
             scope.ledger.end_turn()
             if not scope.inline:
@@ -249,14 +305,16 @@ def _end(block: bytes, starts: list[int], index: int) -> int:
     return starts[index + 1] if index + 1 < len(starts) else len(block)
 
 
-def _line_starts(block: bytes) -> tuple[list[int], int]:
-    """Where each line of ``block`` starts, and how many start with their type."""
+def _line_starts(block: bytes) -> tuple[list[int], list[int]]:
+    """Where each line of ``block`` starts, and which lines start with their type."""
     starts: list[int] = []
+    type_first: list[int] = []
     find, starts_with, size = block.find, block.startswith, len(block)
-    at = type_first = 0
+    at = 0
     while at < size:
+        if starts_with(TYPE_FIRST, at):
+            type_first.append(len(starts))
         starts.append(at)
-        type_first += starts_with(TYPE_FIRST, at)
         at = find(b"\n", at) + 1
     return starts, type_first
 

@@ -41,7 +41,7 @@ from .loops import RepromptLoops, ToolLoops
 from .records import FileResult, Loop, merged
 from .turns import TurnTally
 
-__all__ = ["TranscriptScan", "cost_amount", "cost_state_total", "line_request_id",
+__all__ = ["TranscriptScan", "cost_amount", "cost_state_total", "request_id_of",
            "reply_request_id",
            "scan_bytes", "session_id_in"]
 
@@ -73,13 +73,12 @@ def request_id(line: bytes, start: int = 0, end: int | None = None) -> str:
 def reply_request_id(event: Event, entry: Line) -> str:
     """The ``requestId`` of a reply's decoded line, where its usage is counted."""
     if isinstance(event, AssistantPart) and event.usage is not None:
-        return line_request_id(entry)
+        return request_id_of(entry.requestId)
     return ""
 
 
-def line_request_id(entry: Line) -> str:
-    """The ``requestId`` of a decoded reply line with usage."""
-    request = entry.requestId
+def request_id_of(request: object) -> str:
+    """A decoded reply line's ``requestId`` (its value as written)."""
     return request if isinstance(request, str) and len(request) < _MAX_REQUEST_ID else ""
 
 
