@@ -149,9 +149,8 @@ def scan_context(settings: Settings) -> str:
 
 
 def _sane(result: FileResult) -> bool:
-    """Every loop's replies among the file's own (the sums look them up); the counts are
-    checked as the cache is decoded (``_SaneResult``; a turn names its replies by how
-    many: it cannot name another file's)."""
+    """Every loop's replies among the file's own (the counts are checked as decoded: a turn
+    names its replies by how many, never another file's)."""
     if not result.loops:
         return True
     keys = {reply.key for reply in result.replies}

@@ -160,10 +160,9 @@ def _scan(args: argparse.Namespace, gc_pace: tuple[int, int, int]) -> int:
 
 def _read(args: argparse.Namespace, listing: Listing, collector: Collector,
           settings: Settings, root: Path, gc_pace: tuple[int, int, int]) -> int:
-    """Hand every listed file's result to ``collector``: the cache's for files unchanged
-    since the last scan, read now for the others (the garbage collector at ``gc_pace``
-    meanwhile). Returns how many came from the cache. Interrupted, it raises
-    KeyboardInterrupt and leaves the cache as it was."""
+    """Hand every file's result to ``collector``: the cache's if unchanged, else read now
+    (the collector at ``gc_pace``). Returns how many came from the cache; interrupted, the
+    cache is left as it was."""
     from ..state.files import state_dir
     from .cache import ScanCache, scan_context
     from .files import switched_off

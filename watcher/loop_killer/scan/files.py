@@ -88,12 +88,8 @@ _SINCE_MARGIN = 86_400.0
 
 def find_transcripts(root: Path | str, *, project: str | None = None,
                      since: float | None = None) -> Listing:
-    """Every transcript under ``root`` (the projects folder).
-
-    ``project``: keep only project folders whose name or path contains this text (any
-    case). ``since``: leave out files last modified (well) before this moment (seconds
-    since the epoch).
-    """
+    """Every transcript under ``root`` (the projects folder); ``project``: only folders whose
+    name or path holds it (any case); ``since``: not files last changed well before it."""
     listing = Listing()
     try:
         projects = sorted(os.scandir(root), key=lambda entry: entry.name)
@@ -192,12 +188,9 @@ def _add(entry: os.DirEntry[str], kind: str, project: str, session_id: str, suba
 def read_transcript(transcript: Transcript, *, prefilter: bool = True,
                     chunk_bytes: int = CHUNK_BYTES, settings: Settings | None = None,
                     two_tier: bool = True) -> FileResult:
-    """Scan one transcript file; never raises (a file that cannot be read comes back
-    with ``skipped`` set).
-
-    ``two_tier``: read it first with ``LeanScan`` (the cost report), then with the engine
-    (``TranscriptScan``) only the turns that pass says could hold a loop; off, the engine
-    reads every file whole (the same result, slower)."""
+    """Scan one transcript file; never raises (``skipped`` says why it was not read).
+    ``two_tier``: first ``LeanScan``, then the engine on what it says could hold a loop; off,
+    the engine reads every file whole (the same result, slower)."""
 
     from .lean import LeanScan
 
@@ -248,11 +241,9 @@ def read_transcript(transcript: Transcript, *, prefilter: bool = True,
 
 
 def switched_off(result: FileResult, settings: Settings) -> FileResult:
-    """The file's result as the scan counts it: skipped (``project_off``) when its
-    session's project is switched off, as the hooks and the watcher would say for it
-    (``Settings.project_off``, by the real path its lines give, else its folder's
-    name). Asked of every result, read now or kept from an earlier scan, so the cache
-    holds what the file holds whatever the setting."""
+    """The result as counted: skipped (``project_off``) when its project is switched off
+    (``Settings.project_off``, by its real path, else its folder's name). Asked of every
+    result, cached or not: the cache holds what the file holds whatever the setting."""
     if result.skipped or not settings.projects_off or not settings.project_off(
             cwd=result.cwd, folder=result.project):
         return result
@@ -263,10 +254,8 @@ _CWD = b'"cwd":"'
 
 
 def _file_cwd(fd: int, head: bytes, chunk_bytes: int) -> str:
-    """The session's real path: the top-level ``cwd`` of the file's first line that
-    has one (every user and assistant line does; a summary, a file-history snapshot
-    or a queue operation first has none), "" when none does. ``head``: the file's first
-    bytes, read already; the rest is read only while no line has given it."""
+    """The top-level ``cwd`` of the file's first line that has one ("" when none does);
+    ``head``: its first bytes, read already (the rest read only while no line gives it)."""
     from ..config import line_cwd
     from ..engine.reader import MAX_LINE_BYTES, LineBuffer
 
@@ -300,9 +289,9 @@ LOOKS_LOOPING = 3
 def _engine(fd: int, transcript: Transcript, settings: Settings | None, chunk_bytes: int,
             start: int = 0, end: int | None = None, *, prefilter: bool = True,
             head: bytes = b"") -> FileResult:
-    """The engine's reading of the file from ``start`` to ``end`` (None: its end), in the
-    chunks a reading from the top would give (the reader completes a reply marked final
-    where a chunk ends). ``head``: the file's first chunk, read already (from 0 on)."""
+    """The engine's reading from ``start`` to ``end`` (None: the end), in the chunks a reading
+    from the top gives (a reply marked final completes where a chunk ends); ``head``: the
+    first chunk, read already."""
     from .transcript import TranscriptScan
 
     scan = TranscriptScan(path=transcript.path, project=transcript.project,

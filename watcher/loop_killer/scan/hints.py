@@ -29,16 +29,12 @@ Segment = tuple[int, "int | None"]
 
 
 class LoopHints:
-    """Told one scope's lines in order: the turns (prompt to prompt) that could hold a
-    loop, and from where the engine must read to judge each exactly (``segments``).
-    ``reprompts``: a main transcript's scope (a subagent has no re-prompt loops).
-
-    The engine starting afresh at a prompt judges what follows as reading the whole file
-    does, unless something crosses the prompt, which makes it *unsafe* to start at: a
-    call (or an early result) stored before it and paired after it, or too many unpaired
-    at once (``MAX_PENDING``); a first reply line after it under a message id seen before
-    (the engine drops a line of the reply it completed last). The engine then starts at
-    the last safe prompt before the turn (the file's start always is)."""
+    """Told one scope's lines in order: the turns that could hold a loop, and from where the
+    engine must read to judge each exactly (``segments``); ``reprompts``: a main transcript.
+    Starting afresh at a prompt, the engine judges as reading the whole file does unless
+    something crosses the prompt (it is then *unsafe*): a call or early result paired
+    across it, too many unpaired (``MAX_PENDING``), or a reply line after it whose message id
+    came before it (the engine drops a line of the reply it completed last)."""
 
     __slots__ = ("_calls", "_crossings", "_crowded", "_early", "_edits", "_flagged",
                  "_ignored", "_ignored_names", "_message_ids", "_oscillation", "_pending",
@@ -160,9 +156,8 @@ class LoopHints:
             self._flagged.append(turn)
 
     def segments(self) -> list[Segment]:
-        """What the engine must read, in file order: for each turn that could hold a loop,
-        from the last safe prompt before it to the prompt after it (segments that meet are
-        one)."""
+        """What the engine must read, in file order: each flagged turn from the last safe prompt
+        before it to the next prompt (segments that meet are one)."""
         if not self._flagged:
             return []
         turns = len(self._starts)

@@ -85,11 +85,9 @@ class _Scope:
 
 
 class LeanScan:
-    """The first pass over one transcript file (the options as for ``TranscriptScan``).
-
-    ``feed`` the file's bytes while it returns True; ``finish`` gives the file's result
-    but for its loops, or None when the engine must read it whole (``needs_engine``);
-    ``segments``, the parts of it that the engine must read for loops."""
+    """The first pass over one file (options as for ``TranscriptScan``): ``feed`` bytes while
+    it returns True; ``finish``: the result but for loops (None: the engine must read it
+    whole); ``segments``: what the engine must read for loops."""
 
     __slots__ = ("_at", "_cost_state", "_cwd", "_main", "_max_line", "_pending", "_settings",
                  "_side", "_turns", "bytes_read", "lines", "needs_engine", "parsed",
@@ -291,9 +289,8 @@ class LeanScan:
 
 
 def _sorted(block: bytes, starts: list[int], index: int, kind: str) -> bool:
-    """Whether the engine sorts the block's line ``index`` by its bytes and then reads
-    it its own way: a line of the conversation that starts with its type (an attachment:
-    one that names a goal_status)."""
+    """Whether the engine sorts line ``index`` by its bytes, to read it its own way: a line
+    of the conversation written type first (an attachment: one naming a goal_status)."""
     start = starts[index]
     if not block.startswith(TYPE_FIRST, start):
         return False

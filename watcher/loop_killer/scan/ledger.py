@@ -46,9 +46,8 @@ class UsageLedger:
         self.first_at = self.last_at = ""  # the earliest and latest times of a reply seen
 
     def add(self, part: AssistantPart, request_id: str = "") -> ReplyKey | None:
-        """Take one assistant line's usage (lines without usage change nothing);
-        ``request_id``: its line's ``requestId``. Returns the reply's key (None: no
-        usage)."""
+        """Take one assistant line's usage (``request_id``: its line's); the reply's key
+        (None: no usage)."""
         if part.usage is None:
             return None
         return self.count(part.message_id, request_id, part.usage, part.model,

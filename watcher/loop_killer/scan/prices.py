@@ -52,14 +52,10 @@ multiple), or none at all."""
 
 @dataclass(frozen=True, slots=True)
 class Price:
-    """USD per million tokens.
-
-    ``cache_creation``: a 5-minute cache write; ``cache_creation_1h``: a 1-hour one (None:
-    2 x input, Anthropic's rule). ``long_prompt``: the rates of a request whose input,
-    cached or not, is over ``long_above`` tokens (the whole request is billed at them).
-    ``fast``: fast mode's multiple of every rate (None: not known). ``fallback``: the
-    price is a family's, not the model's own.
-    """
+    """USD per million tokens. ``cache_creation_1h``: a 1-hour write (None: 2 x input);
+    ``long_prompt``: the rates of a whole request whose input (cached or not) is over
+    ``long_above``; ``fast``: fast mode's multiple (None: unknown); ``fallback``: a family's
+    price, not the model's own."""
 
     input: float
     output: float

@@ -31,10 +31,8 @@ _WORST: dict[Priced, int] = {"exact": 0, "fallback": 1, "unpriced": 2}
 
 @record
 class LoopRow:
-    """A loop with where it happened and what it cost (USD, from the price table).
-
-    ``tokens`` / ``avoidable``: its own replies' (a reply another loop owns left out).
-    ``priced``: the least sure of its replies' prices."""
+    """A loop with where it happened and what it cost; ``tokens``/``avoidable``: its own
+    replies' (a reply another loop owns left out); ``priced``: the least sure price."""
 
     loop: Loop
     session_id: str
@@ -86,10 +84,8 @@ class SessionRow:
 
 @record
 class BudgetRow:
-    """A past turn that went beyond the budget: where, when, what it used, and ``over``:
-    each limit it went beyond and by how much (re-prompts, USD, minutes: ``over_by``).
-    ``minutes``: its wall time, from its prompt to its last reply (None: a time
-    unreadable). ``priced``: the least sure of its replies' prices."""
+    """A past turn over the budget; ``over``: each limit passed and by how much (``over_by``);
+    ``minutes``: prompt to last reply (None: a time unreadable); ``priced``: least sure."""
 
     session_id: str
     project: str
@@ -175,13 +171,9 @@ class _Session:
 
 @dataclass(slots=True)
 class Collector:
-    """Gathers file results into a ``Summary``.
-
-    ``prices``: the price table; ``since``: drop loops (and turns over the budget) that
-    ended before this moment, ``until``: those that began after it (seconds since the
-    epoch; one without a readable time is kept). Sessions are all listed whatever the
-    loops' times. ``budget``: the limits past turns are judged by (``settings.budget``).
-    """
+    """Gathers file results into a ``Summary``. ``since``/``until``: drop loops (and turns
+    over the budget) that ended before, or began after (one without a readable time is
+    kept; sessions are all listed); ``budget``: the limits past turns are judged by."""
 
     prices: PriceTable
     since: float | None = None

@@ -58,9 +58,8 @@ def session_id_in(line: bytes, start: int, end: int) -> str:
 
 
 def request_id(line: bytes, start: int = 0, end: int | None = None) -> str:
-    """The ``requestId`` of an assistant line (``line[start:end]``), or "". The top-level
-    key is written after the message, so the last one is taken (a tool's input may hold
-    a key of that name too); a JSON string cannot hold it unescaped."""
+    """An assistant line's ``requestId`` (``line[start:end]``), or "": the last one (the
+    top-level key comes after the message, where a tool's input may hold one too)."""
     end = len(line) if end is None else end
     found = line.rfind(_REQUEST_ID, start, end)
     if found < 0:
@@ -90,9 +89,8 @@ DEFAULT_SETTINGS = Settings()
 
 
 class _Scope:
-    """One counting scope: its replies' usage and its tool-repeat streaks; its turns go
-    to ``turns`` (``inline``: a subagent's lines in a main transcript, whose replies
-    count in the main session's turns)."""
+    """One counting scope: its usage and its tool-repeat streaks (``inline``: a subagent's
+    lines in a main transcript, whose replies count in the main session's turns)."""
 
     __slots__ = ("inline", "ledger", "stats", "tools", "turns")
 
@@ -244,10 +242,8 @@ class TranscriptScan:
         )
 
     def _parse(self, buffer: bytes, start: int, end: int, stats: ParseStats) -> Event | None:
-        """One line's event for the main scope (the reader's parser): the line is
-        ``buffer[start:end]``. A bookkeeping line (its type first) is told by its bytes;
-        any other is decoded into the engine's few fields (``typed_event``), or, when it
-        does not fit them, sorted by its bytes and parsed whole (``_sort_and_parse``)."""
+        """One line's event for the main scope (the reader's parser): a bookkeeping line (type
+        first) told by its bytes, any other decoded (``typed_event``), else sorted and parsed."""
         self.lines += 1
         if self._prefilter and not buffer.startswith(TYPE_FIRST, start, end):
             found = typed_event(memoryview(buffer)[start:end],

@@ -26,9 +26,8 @@ class _Open:
 
 class TurnTally:
     """A file's turns: ``prompt`` starts one, ``reprompt`` and ``reply`` count in the
-    current one (or in one begun by them, before the file's first prompt); ``aside``, a
-    reply of a subagent's line inline in the file (Claude Code 1.0.x), goes to the turn
-    under way at its time (the engine's reader reads those lines ahead of the others)."""
+    current one; ``aside`` (a reply of an inline subagent line, 1.0.x) goes to the turn under
+    way at its time (the engine reads those lines ahead of the others)."""
 
     __slots__ = ("_aside", "_current", "_seen", "_turns")
 
