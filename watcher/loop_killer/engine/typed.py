@@ -31,8 +31,8 @@ from .transcript import (
     user_text_event,
 )
 
-__all__ = ["NOT_TYPED", "Line", "Message", "ReadAgain", "TypedUsage", "entry_event",
-           "typed_event"]
+__all__ = ["NOT_TYPED", "Line", "Message", "ReadAgain", "TypedUsage", "decode_line",
+           "entry_event", "typed_event"]
 
 # Field names are the transcript's own (camelCase), hence no renaming. ``gc=False``: a
 # decoded tree holds no cycle, and tracking its structs doubled a scan's decoding time
@@ -121,12 +121,19 @@ def typed_event(line: bytes | memoryview, source: ReadAgain | None = None, *,
     gives the event and reason, a tool result's content left unread (read again from
     ``source``; a copy of the line without it); ``NOT_TYPED`` when only ``parse_line``
     can tell."""
-    try:
-        entry = _DECODE(line)
-    except (msgspec.DecodeError, UnicodeDecodeError):
+    entry = decode_line(line)
+    if entry is None:
         return NOT_TYPED
     found = entry_event(entry, line if source is None else source, subagent=subagent)
     return NOT_TYPED if found is NOT_TYPED else (*found, entry)
+
+
+def decode_line(line: bytes | memoryview) -> Line | None:
+    """The line decoded, None when it does not fit ``Line``."""
+    try:
+        return _DECODE(line)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
 
 
 def entry_event(entry: Line, source: ReadAgain, *, subagent: bool = False

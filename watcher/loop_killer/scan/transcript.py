@@ -35,7 +35,7 @@ from ..engine.transcript import (
     TurnStart,
     parse_line,
 )
-from ..engine.typed import NOT_TYPED, Line, typed_event
+from ..engine.typed import NOT_TYPED, Line, decode_line, entry_event, typed_event
 from .ledger import UsageLedger
 from .loops import RepromptLoops, ToolLoops
 from .records import FileResult, Loop, merged
@@ -246,11 +246,15 @@ class TranscriptScan:
         first) told by its bytes, any other decoded (``typed_event``), else sorted and parsed."""
         self.lines += 1
         if self._prefilter and not buffer.startswith(TYPE_FIRST, start, end):
-            found = typed_event(memoryview(buffer)[start:end],
-                                self._source(buffer, start, end),
-                                subagent=self._main is None)
-            if found is not NOT_TYPED:
-                return self._typed(buffer, start, end, *found)
+            entry = decode_line(memoryview(buffer)[start:end])
+            if entry is not None:
+                # (a user line's results are read again from the file, or from a copy)
+                found = entry_event(entry, (self._source(buffer, start, end)
+                                            or buffer[start:end]) if entry.type == "user"
+                                    else b"", subagent=self._main is None)
+                if found is not NOT_TYPED:
+                    event, reason = found
+                    return self._typed(buffer, start, end, event, reason, entry)
         return self._sort_and_parse(buffer, start, end)
 
     def _typed(self, buffer: bytes, start: int, end: int, event: Event | None, reason: str,
