@@ -19,7 +19,7 @@ import msgspec
 
 from ..config import Settings
 from ..engine.reader import MAX_LINE_BYTES
-from ..engine.transcript import SYNTHETIC_MODEL, AssistantPart, Reprompt, TurnStart
+from ..engine.transcript import SYNTHETIC_MODEL
 from ..engine.typed import NOT_TYPED, TypedUsage, typed_event
 from .hints import LoopHints, Segment
 from .ledger import UsageLedger
@@ -268,23 +268,12 @@ class LeanScan:
                             subagent=self.subagent or scope.inline)
         if found is NOT_TYPED or found[1] == "wrong_shape":
             return False
-        entry = found[2]
-        event = found[0]
-        if isinstance(event, AssistantPart):
-            key = scope.ledger.add(event, reply_request_id(event, entry))
-            if key is not None:
-                if scope.inline:
-                    self._turns.aside(key, event.timestamp)
-                else:
-                    self._turns.reply(key, event.timestamp)
-        elif isinstance(event, Reprompt) and not scope.inline:
-            self._turns.reprompt(event.timestamp)
+        event, _, entry = found
         if event is not None:
+            self._turns.take(event, scope.ledger, reply_request_id(event, entry),
+                             inline=scope.inline)
             scope.hints.feed(event, at + start)
-        if isinstance(event, TurnStart) and event.kind == "prompt":
-            scope.ledger.end_turn()
-            if not scope.inline:
-                self._turns.prompt(event.timestamp)
+            self._turns.close(event, scope.ledger, inline=scope.inline)
         return True
 
 

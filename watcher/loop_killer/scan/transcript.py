@@ -31,7 +31,6 @@ from ..engine.transcript import (
     AssistantPart,
     Event,
     ParseStats,
-    Reprompt,
     TurnStart,
     parse_line,
 )
@@ -105,21 +104,10 @@ class _Scope:
         self.stats = ParseStats()
 
     def event(self, event: object, loops: list[Loop], request: str = "") -> None:
-        if isinstance(event, AssistantPart):
-            key = self.ledger.add(event, request)
-            if key is not None:
-                if self.inline:
-                    self.turns.aside(key, event.timestamp)
-                else:
-                    self.turns.reply(key, event.timestamp)
-        elif isinstance(event, Reprompt) and not self.inline:
-            self.turns.reprompt(event.timestamp)
+        self.turns.take(event, self.ledger, request, inline=self.inline)
         if self.tools is not None:
             loops.extend(self.tools.feed(event))  # type: ignore[arg-type]
-        if isinstance(event, TurnStart) and event.kind == "prompt":
-            self.ledger.end_turn()
-            if not self.inline:
-                self.turns.prompt(event.timestamp)
+        self.turns.close(event, self.ledger, inline=self.inline)
 
     def finish(self, loops: list[Loop]) -> None:
         if self.tools is not None:
@@ -342,22 +330,15 @@ class TranscriptScan:
         if main is None or reprompts is None:
             return
         event = step.event
-        if isinstance(event, AssistantPart):
-            # usage first: a loop the step closes may hold this reply
-            key = main.ledger.add(event, self._requests.pop(id(event), ""))
-            if key is not None:
-                self._turns.reply(key, event.timestamp)
-        elif isinstance(event, Reprompt):
-            self._turns.reprompt(event.timestamp)
+        # usage first: a loop the step closes may hold this reply
+        self._turns.take(event, main.ledger, self._requests.pop(id(event), ""))
         if step.answers or isinstance(event, TurnStart):
             # (a step without answers changes no re-prompt run unless it starts a turn)
             self._loops.extend(reprompts.step(step))
         if event is not None:
             if main.tools is not None:
                 self._loops.extend(main.tools.feed(event))
-            if isinstance(event, TurnStart) and event.kind == "prompt":
-                main.ledger.end_turn()
-                self._turns.prompt(event.timestamp)
+            self._turns.close(event, main.ledger)
 
     def _read_cost_state(self, line: bytes) -> None:
         self._cost(cost_state_total(line))

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
+from ..engine.transcript import AssistantPart, Reprompt, TurnStart
+from .ledger import UsageLedger
 from .records import Replies, Reply, ReplyKey, Turn
 
 __all__ = ["TurnTally"]
@@ -61,6 +63,25 @@ class TurnTally:
 
     def aside(self, key: ReplyKey, timestamp: str) -> None:
         self._aside.append((timestamp, key))
+
+    def take(self, event: object, ledger: UsageLedger, request: str = "", *,
+             inline: bool = False) -> None:
+        """A reply's usage into ``ledger`` (``request``: its line's ``requestId``) and into
+        its turn, or a re-prompt; ``inline``: a subagent's line inline in the file."""
+        if isinstance(event, AssistantPart):
+            key = ledger.add(event, request)
+            if key is not None:
+                (self.aside if inline else self.reply)(key, event.timestamp)
+        elif isinstance(event, Reprompt) and not inline:
+            self.reprompt(event.timestamp)
+
+    def close(self, event: object, ledger: UsageLedger, *, inline: bool = False) -> None:
+        """After ``take`` and the loops: a person's prompt folds the turn's usage and
+        starts a turn."""
+        if isinstance(event, TurnStart) and event.kind == "prompt":
+            ledger.end_turn()
+            if not inline:
+                self.prompt(event.timestamp)
 
     def _turn(self, timestamp: str) -> _Open:
         turn = self._current
