@@ -23,7 +23,7 @@ from ..engine.transcript import SYNTHETIC_MODEL
 from ..engine.typed import NOT_TYPED, TypedUsage, typed_event
 from .hints import LoopHints, Segment
 from .ledger import UsageLedger
-from .records import FileResult, merged
+from .records import FileResult, ReplyKey, merged
 from .transcript import (
     DEFAULT_SETTINGS,
     TYPE_FIRST,
@@ -77,11 +77,15 @@ _CWD = b'"cwd":"'
 class _Scope:
     """A main transcript's own lines, or a subagent's inline in it (``inline``)."""
 
-    __slots__ = ("hints", "inline", "ledger")
+    __slots__ = ("hints", "inline", "last", "ledger")
 
     def __init__(self, settings: Settings, *, reprompts: bool, inline: bool) -> None:
         self.ledger, self.inline = UsageLedger(), inline
         self.hints = LoopHints(settings, reprompts=reprompts)
+        # The last reply line counted: (message id, request id, usage as written, the
+        # ledger's folds then, the reply's key). Claude Code repeats a reply's usage on
+        # each of its lines: the next line, alike, changes nothing but the times.
+        self.last: tuple[str, str, TypedUsage, int, ReplyKey] | None = None
 
 
 class LeanScan:
@@ -252,10 +256,17 @@ class LeanScan:
             scope.hints.reply(message_id)
         usage = message.usage
         if usage is not None:
-            when = _str(entry.timestamp)
-            key = scope.ledger.count(
-                message_id, request_id_of(entry.requestId), usage.read(), _str(message.model),
-                when)
+            when, request, ledger, last = (_str(entry.timestamp),
+                                           request_id_of(entry.requestId), scope.ledger,
+                                           scope.last)
+            if last is not None and last[0] == message_id and last[1] == request \
+                    and last[2] == usage and last[3] == ledger.folds:
+                key = last[4]
+                ledger.saw(when)
+            else:
+                key = ledger.count(message_id, request, usage.read(), _str(message.model),
+                                   when)
+                scope.last = (message_id, request, usage, ledger.folds, key)
             self._turns.aside(key, when) if scope.inline else self._turns.reply(key, when)
         return True
 

@@ -56,10 +56,7 @@ class UsageLedger:
     def count(self, message_id: str, request_id: str, usage: Tokens, model: str,
               when: str) -> ReplyKey:
         """``add`` of a reply line's fields: its reply's key."""
-        if when and (not self.first_at or when < self.first_at):
-            self.first_at = when
-        if when > self.last_at:
-            self.last_at = when
+        self.saw(when)
         requests = self._open.get(message_id)
         if requests is None:
             requests = self._open[message_id] = {}
@@ -73,6 +70,13 @@ class UsageLedger:
             return key
         requests[request_id] = _larger(known, usage, model)
         return known.key
+
+    def saw(self, when: str) -> None:
+        """A reply line's time (the first and last are kept)."""
+        if when and (not self.first_at or when < self.first_at):
+            self.first_at = when
+        if when > self.last_at:
+            self.last_at = when
 
     def replies_of(self, message_ids: Iterable[str]) -> Replies:
         """These replies of the current turn, each once."""
