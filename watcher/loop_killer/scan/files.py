@@ -282,8 +282,7 @@ def _looks_looping(head: bytes, subagent: bool) -> bool:
     return not subagent and head.count(_REPROMPT_MARK) >= LOOKS_LOOPING
 
 
-LOOKS_LOOPING = 3
-"""Re-prompt marks in a main transcript's first chunk for the engine to read it at once."""
+LOOKS_LOOPING = 3  # re-prompt marks in a main transcript's first chunk: the engine at once
 
 
 def _engine(fd: int, transcript: Transcript, settings: Settings | None, chunk_bytes: int,

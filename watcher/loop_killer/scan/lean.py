@@ -52,8 +52,7 @@ class _Message(msgspec.Struct, gc=False):
 
 
 class _Line(msgspec.Struct, gc=False):
-    """The fields of a line that the first pass reads (the engine's ``Line`` has more: a
-    line with a person's text, say, is decoded again into it, ``typed_event``)."""
+    """What the first pass reads of a line (a person's text: decoded again, ``Line``)."""
 
     type: Any = None
     uuid: Any = None
@@ -68,8 +67,7 @@ class _Line(msgspec.Struct, gc=False):
 
 _DECODE_LINES = msgspec.json.Decoder(_Line).decode_lines
 
-# Lines the engine keeps (``sort_line``) when written type first (an attachment: one
-# that names a goal_status): it then reads them its own way.
+# Lines the engine keeps (``sort_line``) and reads its own way when written type first
 _SORTED = ("user", "assistant", "system", "attachment")
 _CWD = b'"cwd":"'
 
@@ -82,9 +80,8 @@ class _Scope:
     def __init__(self, settings: Settings, *, reprompts: bool, inline: bool) -> None:
         self.ledger, self.inline = UsageLedger(), inline
         self.hints = LoopHints(settings, reprompts=reprompts)
-        # The last reply line counted: (message id, request id, usage as written, the
-        # ledger's folds then, the reply's key). Claude Code repeats a reply's usage on
-        # each of its lines: the next line, alike, changes nothing but the times.
+        # The last reply line counted (message and request ids, usage, the ledger's folds,
+        # key): the next line of the reply, alike, changes nothing but the times.
         self.last: tuple[str, str, TypedUsage, int, ReplyKey] | None = None
 
 
@@ -158,8 +155,7 @@ class LeanScan:
         return self._main.hints.segments()
 
     def _block(self, block: bytes) -> bool:
-        """Read whole lines (``block`` ends with a newline); False when the engine must
-        read the file."""
+        """Read whole lines (``block`` ends with a newline); False: the engine must read."""
         at, self._at = self._at, self._at + len(block)
         decoded = self._decode(block)
         if decoded is None:
@@ -190,8 +186,7 @@ class LeanScan:
         return True
 
     def _decode(self, block: bytes) -> tuple[list[_Line], list[int]] | None:
-        """The block's lines, decoded, and where each starts; None when the engine must
-        read the file."""
+        """The block's lines, decoded, and where each starts; None: the engine must read."""
         starts, type_first = _line_starts(block)
         try:
             entries = _DECODE_LINES(block)
@@ -212,8 +207,7 @@ class LeanScan:
         return entries, starts
 
     def _find_cwd(self, entries: list[_Line], block: bytes, starts: list[int]) -> None:
-        """The first line's top-level ``cwd`` whose bytes hold the key (as
-        ``files._file_cwd`` finds it)."""
+        """The first line's top-level ``cwd`` whose bytes hold the key (``_file_cwd``'s)."""
         for index, entry in enumerate(entries):
             if isinstance(entry.cwd, str) and entry.cwd and block.find(
                     _CWD, starts[index], _end(block, starts, index)) >= 0:
@@ -226,16 +220,15 @@ class LeanScan:
         return self._side
 
     def _results(self, scope: _Scope, content: str | list[_Block] | None) -> bool:
-        """A user line's tool results, told to ``LoopHints``; False for a line without
-        any (a person's prompt, a re-prompt...) or that only the engine can read."""
+        """A user line's tool results, told to ``LoopHints``; False for none (a prompt...)."""
         if not isinstance(content, list):
             return False
         ids = [part.tool_use_id for part in content if part.type == "tool_result"]
         if not ids:
             return False
         ids = [tool_use_id if isinstance(tool_use_id, str) else "" for tool_use_id in ids]
-        if len(set(ids)) < len(ids):  # (a result is read again by its call's id: the
-            return False  # engine reads such a line its own way)
+        if len(set(ids)) < len(ids):  # (read again by its call's id: the engine's way)
+            return False
         scope.hints.results(ids)
         return True
 
@@ -272,8 +265,7 @@ class LeanScan:
 
     def _event(self, scope: _Scope, block: bytes, starts: list[int], index: int,
                at: int) -> bool:
-        """The block's line ``index`` (``block`` at ``at`` in the file) read as the engine
-        reads it; False when only the engine can."""
+        """Line ``index`` (``block`` at ``at`` in the file) read as the engine reads it."""
         start = starts[index]
         found = typed_event(memoryview(block)[start:_end(block, starts, index)], b"",
                             subagent=self.subagent or scope.inline)

@@ -17,8 +17,7 @@ from .records import ModelTokens, Replies, Reply, ReplyKey, Tokens, by_model
 __all__ = ["MAX_OPEN", "UsageLedger", "reply_key"]
 
 MAX_OPEN = 20_000
-"""Replies remembered within one turn; beyond it the oldest are folded into the totals
-(a loop that still needs one then counts it no more: far beyond any turn seen)."""
+"""Replies remembered within one turn; beyond it the oldest are folded (far beyond any turn)."""
 
 
 def reply_key(message_id: str, request_id: str) -> ReplyKey:
