@@ -1,13 +1,8 @@
-"""Turn transcript lines (bytes, as read from disk) into the few events the rules need.
+"""Transcript lines (bytes) into the few events the rules need (pure).
 
-Pure: no files, no clock. ``parse_line`` classifies one whole line (``reader`` cuts bytes
-into lines and strings the steps together). Only the MAIN
-session's conversation is kept: sidechain (subagent) lines and every bookkeeping line
-type (attachments other than ``goal_status``, api-request lines, snapshots, unknown
-types, ...) are skipped, and broken lines are counted, never fatal.
-
-A reply's token counts (``Usage``) are read here too, as Claude Code writes them in a
-line's ``message.usage``, by name from a parsed line or a typed one (``usage_of``).
+``parse_line`` classifies one whole line. Only the main session's conversation is kept:
+sidechain (subagent) lines and bookkeeping lines are skipped, broken lines counted. A
+reply's token counts (``Usage``) are read here too (``usage_of``).
 """
 
 from __future__ import annotations
@@ -33,52 +28,23 @@ _Class = TypeVar("_Class", bound=type)
 
 @dataclass_transform(frozen_default=True)
 def record(cls: _Class) -> _Class:
-    """A frozen dataclass to the type checker (no field is set after it is made: mypy
-    says so), made without frozen's cost at run time: each field of a frozen one is set
-    through ``object.__setattr__``, five times slower than a plain one, and a history
-    scan makes hundreds of thousands. Equal and hashable by its fields, as frozen."""
+    """A frozen dataclass to the type checker, a plain one at run time (setting a frozen
+    one's fields is five times slower, and a scan makes hundreds of thousands)."""
     return dataclass(slots=True, unsafe_hash=True)(cls)  # type: ignore[return-value]
 
 
-__all__ = [
-    "AssistantPart",
-    "Discard",
-    "Event",
-    "GoalStatus",
-    "MAX_COUNT",
-    "STOP_HOOK_SUMMARY",
-    "TURN_DURATION",
-    "ParseStats",
-    "Reprompt",
-    "SystemEntry",
-    "ToolCall",
-    "ToolResult",
-    "ToolResults",
-    "TurnKind",
-    "TurnStart",
-    "UnreadResult",
-    "Usage",
-    "assistant_event",
-    "is_count",
-    "is_run_boundary",
-    "parse_line",
-    "parse_timestamp",
-    "reply_of",
-    "typed_by_person",
-    "usage_of",
-    "user_text_event",
-]
+__all__ = ["AssistantPart", "Discard", "Event", "GoalStatus", "MAX_COUNT", "STOP_HOOK_SUMMARY",
+           "TURN_DURATION", "ParseStats", "Reprompt", "SystemEntry", "ToolCall", "ToolResult",
+           "ToolResults", "TurnKind", "TurnStart", "UnreadResult", "Usage", "assistant_event",
+           "is_count", "is_run_boundary", "parse_line", "parse_timestamp", "reply_of",
+           "typed_by_person", "usage_of", "user_text_event"]
 
 
 @record
 class Usage:
-    """A reply's token counts (Claude Code repeats them on every line of one message).
-
-    ``cache_creation`` counts every cache write; ``cache_creation_1h`` is the part of it
-    written for an hour (billed higher than a 5-minute write). ``speed`` ("fast" or "")
-    and ``inference_geo`` ("us" or "") say how one reply was served, which its price
-    depends on; a sum keeps them only where every reply in it agrees.
-    """
+    """A reply's token counts. ``cache_creation_1h``: the part of the cache writes made
+    for an hour (billed higher); ``speed`` ("fast") and ``inference_geo`` ("us"): how it
+    was served (its price depends on them; a sum keeps them where all its replies agree)."""
 
     input: int = 0
     output: int = 0
@@ -93,8 +59,7 @@ class Usage:
         return self.input + self.output + self.cache_read + self.cache_creation
 
     @property
-    def prompt(self) -> int:
-        """The request's input tokens, cached or not: what a long-prompt price is chosen by."""
+    def prompt(self) -> int:  # (the request's input, cached or not: picks a long-prompt price)
         return self.input + self.cache_read + self.cache_creation
 
     def __add__(self, other: Usage) -> Usage:
@@ -105,82 +70,53 @@ class Usage:
                      self.speed if self.speed == other.speed else "",
                      self.inference_geo if self.inference_geo == other.inference_geo else "")
 
-    def merged(self, other: Usage) -> Usage:
-        """The larger of each count: older Claude Code versions wrote a reply's lines as it
-        streamed, so a later line of the same reply may carry larger counts."""
-        return Usage(max(self.input, other.input), max(self.output, other.output),
-                     max(self.cache_read, other.cache_read),
-                     max(self.cache_creation, other.cache_creation),
-                     max(self.cache_creation_1h, other.cache_creation_1h),
-                     self.speed or other.speed, self.inference_geo or other.inference_geo)
-
     def to_dict(self) -> dict[str, int]:
-        """The JSON shape: ``input``, ``output``, ``cache_read``, ``cache_creation``, ``total``."""
         return {"input": self.input, "output": self.output, "cache_read": self.cache_read,
                 "cache_creation": self.cache_creation, "total": self.total}
 
 
 MAX_COUNT = 10**12
-"""More tokens than any reply ever had: a count above it is garbage, counted as none (its
-sums must still fit the 64-bit integers JSON readers take)."""
+"""More tokens than any reply ever had: a count above it is garbage (sums must fit 64 bits)."""
 
 
 def is_count(value: Any) -> bool:
-    """Whether ``value`` is a token count as a reply can have one."""
-    # (a decoded number is an int or a float; True and False are bools, not counts)
+    """Whether ``value`` is a token count as a reply can have one (not a bool, a float)."""
     return type(value) is int and 0 <= value <= MAX_COUNT
-
-
-def _count(value: Any) -> int:
-    return value if is_count(value) else 0
 
 
 def usage_of(input_tokens: Any, output_tokens: Any, cache_read: Any, cache_creation: Any,
              split: Any, speed: Any, inference_geo: Any) -> Usage:
-    """A reply's ``usage`` from its fields as written (``input_tokens``,
+    """A reply's ``usage`` from its fields as written (None where absent): ``input_tokens``,
     ``output_tokens``, ``cache_read_input_tokens``, ``cache_creation_input_tokens``,
-    ``cache_creation``, ``speed``, ``inference_geo``; None where absent), from a parsed
-    line or a typed one."""
-    created = cache_creation if is_count(cache_creation) else 0
-    # The 1-hour part of the writes, never more than all of them (as Claude Code bills it).
-    one_hour = min(_count(split.get("ephemeral_1h_input_tokens")), created) \
-        if isinstance(split, dict) else 0
+    ``cache_creation``, ``speed``, ``inference_geo``."""
+    # (the checks written out: a scan makes one of these per reply line)
+    created = cache_creation if type(cache_creation) is int \
+        and 0 <= cache_creation <= MAX_COUNT else 0
+    hour: Any = split.get("ephemeral_1h_input_tokens") if isinstance(split, dict) else \
+        getattr(split, "ephemeral_1h_input_tokens", None)  # (a dict, or a typed line's)
+    one_hour = min(hour, created) if is_count(hour) else 0  # (never more than all, as billed)
     return Usage(
-        input_tokens if is_count(input_tokens) else 0,
-        output_tokens if is_count(output_tokens) else 0,
-        cache_read if is_count(cache_read) else 0,
-        created,
-        one_hour,
-        "fast" if speed == "fast" else "",
-        "us" if inference_geo == "us" else "",
-    )
+        input_tokens if type(input_tokens) is int and 0 <= input_tokens <= MAX_COUNT else 0,
+        output_tokens if type(output_tokens) is int and 0 <= output_tokens <= MAX_COUNT
+        else 0, cache_read if type(cache_read) is int and 0 <= cache_read <= MAX_COUNT else 0,
+        created, one_hour, "fast" if speed == "fast" else "",
+        "us" if inference_geo == "us" else "")
 
 
-# stop_reason values that mean "the model will not say more in this reply".
-NOT_FINAL = (None, "tool_use", "pause_turn")
+NOT_FINAL = (None, "tool_use", "pause_turn")  # stop_reasons: the reply goes on
 
 
 _INTERRUPTED = "[Request interrupted by user"
 
 _NO_OUTPUT_NUDGE = "[Your previous response had no visible output"
-"""Claude Code's own isMeta line after a reply with no visible output (2.1.250 to 2.1.332:
-"...Please continue and produce a user-visible response.]"), before it asks again: the
-same answer goes on, so the line is nobody's prompt."""
+"""Claude Code's isMeta line after a reply with no visible output (2.1.250 to 2.1.332): the
+same answer goes on, so it is nobody's prompt."""
 
-STOP_HOOK_SUMMARY = "stop_hook_summary"
-"""The subtype of the system line that ends a Stop's hook run (not written by 2.1.250
-headless): a re-prompt before it was written by that Stop."""
-
-TURN_DURATION = "turn_duration"
-"""The subtype of the system line written when a turn has ended."""
-
-
+# System lines' subtypes: the end of a Stop's hook run (a re-prompt before it was that
+# Stop's; not written by 2.1.250 headless), and of a turn.
+STOP_HOOK_SUMMARY, TURN_DURATION = "stop_hook_summary", "turn_duration"
 _API_ERROR = "API Error"
-
-
-SYNTHETIC_MODEL = "<synthetic>"
-"""The model Claude Code names on a reply it wrote itself (an API error), not the API's:
-1.0.17 wrote it with ``isApiErrorMessage`` as 2.1.5 and 2.1.328 do."""
+SYNTHETIC_MODEL = "<synthetic>"  # the model of a reply Claude Code wrote itself (API error)
 
 
 @record
@@ -193,8 +129,7 @@ class Reprompt:
 
 
 TurnKind = Literal["prompt", "meta", "compact"]
-"""``prompt``: a person's text or slash command; ``meta``: an isMeta notice such as the
-/goal kickoff; ``compact``: a compaction summary."""
+"""A person's text or slash command; an isMeta notice (the /goal kickoff); a compaction."""
 
 
 @record
@@ -215,22 +150,14 @@ class ToolResult:
     content: Any  # a string or a list of blocks, as written; or an UnreadResult
     is_error: bool  # (with an UnreadResult: not known until it is read)
     cwd: str = ""  # the session's folder when the result came back ("" unknown)
-    # A file-changing call's states of its file, before and after (``edits.
-    # states_of_result`` of the line's ``toolUseResult``), when the line holds them.
-    # (left out of equality: derived from the line, and the scan's typed reader leaves it
-    # to ``UnreadResult.read_move``)
+    # A file-changing call's file states before and after (``edits.states_of_result``);
+    # not compared: the scan's typed reader leaves it to ``UnreadResult.read_move``.
     move: tuple[str, str] | None = field(default=None, compare=False)
 
 
 class UnreadResult:
-    """A tool result left unread in its line until something must compare it.
-
-    ``loop-killer scan`` hands these on (as a ``ToolResult``'s content) for result lines
-    it did not parse: tool results are most of a history's bytes, and the first result
-    of a call is never compared with anything. ``read`` gives the content and error flag
-    that ``parse_line`` would have given the result ``tool_use_id`` (``BROKEN`` content
-    if the line turns out not to hold it).
-    """
+    """A tool result left unread in its line (the scan: most of a history's bytes) until
+    something must compare it; ``read`` gives what ``parse_line`` would have."""
 
     __slots__ = ("source", "tool_use_id")
 
@@ -238,18 +165,15 @@ class UnreadResult:
     """Stands for the content of a line that did not parse (or could not be read again)."""
 
     def __init__(self, source: bytes | Callable[[], bytes], tool_use_id: str) -> None:
-        # The line, or how to read it again (the scan: from the file, so that the most
-        # bytes of a history are never copied).
+        # The line, or how to read it again from the file (never copied).
         self.source = source
         self.tool_use_id = tool_use_id
 
     @property
-    def size(self) -> int:
-        """Bytes it holds in memory (none when it reads its line again)."""
+    def size(self) -> int:  # (bytes held in memory: none when it reads its line again)
         return len(self.source) if isinstance(self.source, bytes) else 0
 
-    def _entry(self) -> Any:
-        """Its line, decoded (None if it cannot be read again, or is not JSON)."""
+    def _entry(self) -> Any:  # (its line, decoded; None if unreadable)
         try:
             line = self.source if isinstance(self.source, bytes) else self.source()
         except OSError:
@@ -269,11 +193,8 @@ class UnreadResult:
     def read_move(self) -> tuple[str, str] | None:
         """The file's states before and after, as ``parse_line`` gives them (``move``)."""
         entry = self._entry()
-        if not isinstance(entry, dict):
-            return None
-        from .edits import states_of_result
-
-        return states_of_result(entry.get("toolUseResult"))
+        from .edits import states_of_result  # (as parse_line gives it)
+        return states_of_result(entry.get("toolUseResult")) if isinstance(entry, dict) else None
 
 
 @record
@@ -296,12 +217,8 @@ class ToolCall:
 
 @record
 class AssistantPart:
-    """One assistant line: one or more content blocks of the reply ``message_id``.
-
-    ``final`` is set when the line carries a final ``stop_reason`` and holds more than
-    thinking (2.1.x writes the stop_reason on a reply's thinking line too, before its
-    text line).
-    """
+    """One assistant line: content blocks of the reply ``message_id``. ``final``: a final
+    ``stop_reason`` on a line of more than thinking (2.1.x writes it on the thinking too)."""
 
     message_id: str
     uuid: str
@@ -325,7 +242,7 @@ class Discard:
 
 @record
 class GoalStatus:
-    """A ``goal_status`` attachment: goal set, evaluated, or cleared (met + sentinel)."""
+    """A ``goal_status`` attachment: goal set, evaluated, or cleared."""
 
     uuid: str
     timestamp: str
@@ -335,8 +252,7 @@ class GoalStatus:
     reason: str
 
     @property
-    def cleared(self) -> bool:
-        """The proof line that ``/goal clear`` ran."""
+    def cleared(self) -> bool:  # (the proof line that /goal clear ran)
         return self.met and self.sentinel
 
 
@@ -378,8 +294,7 @@ def _load(line: bytes) -> Any:
     try:
         return orjson.loads(line)
     except orjson.JSONDecodeError:
-        # Bytes that are not UTF-8 (a tool's raw output) must not lose the line: decode
-        # leniently and try once more; anything still broken is a bad line.
+        # (bytes that are not UTF-8, a tool's raw output, must not lose the line)
         try:
             return orjson.loads(line.decode("utf-8", "replace"))
         except orjson.JSONDecodeError:
@@ -404,20 +319,9 @@ def _tool_results(content: Any, cwd: str = "") -> tuple[ToolResult, ...]:
     )
 
 
-def _usage(message: dict[str, Any]) -> Usage | None:
-    usage = message.get("usage")
-    if not isinstance(usage, dict):
-        return None
-    get = usage.get
-    return usage_of(get("input_tokens"), get("output_tokens"), get("cache_read_input_tokens"),
-                    get("cache_creation_input_tokens"), get("cache_creation"), get("speed"),
-                    get("inference_geo"))
-
-
 def _starts_with(text: str, prefix: str) -> bool:
     """``text.lstrip().startswith(prefix)`` without copying a long text."""
-    start = leading_space(text)
-    return text.startswith(prefix, start)
+    return text.startswith(prefix, leading_space(text))
 
 
 def _str(value: Any) -> str:
@@ -426,10 +330,8 @@ def _str(value: Any) -> str:
 
 def parse_line(line: bytes, stats: ParseStats | None = None, *, subagent: bool = False
                ) -> Event | None:
-    """Classify one transcript line; None (with the reason counted in ``stats``) if skipped.
-
-    ``subagent``: read a subagent's (``isSidechain``) line as its own scope's conversation,
-    where it is otherwise skipped as not the main session's."""
+    """Classify one transcript line; None (the reason counted in ``stats``) if skipped.
+    ``subagent``: read a subagent's (``isSidechain``) line as its scope's conversation."""
     event, reason = _classify(line, subagent)
     if stats is not None:
         stats.count(event, reason)
@@ -469,17 +371,10 @@ def _goal_status(entry: dict[str, Any], uuid: str, timestamp: str) -> tuple[Even
     attachment = entry.get("attachment")
     if not isinstance(attachment, dict) or attachment.get("type") != "goal_status":
         return None, "other_attachment"
-    return (
-        GoalStatus(
-            uuid,
-            timestamp,
-            met=attachment.get("met") is True,
-            sentinel=attachment.get("sentinel") is True,
-            condition=_str(attachment.get("condition")),
-            reason=_str(attachment.get("reason")),
-        ),
-        "",
-    )
+    return GoalStatus(uuid, timestamp, met=attachment.get("met") is True,
+                      sentinel=attachment.get("sentinel") is True,
+                      condition=_str(attachment.get("condition")),
+                      reason=_str(attachment.get("reason"))), ""
 
 
 THINKING = ("thinking", "redacted_thinking")  # blocks that are never a reply's text
@@ -494,10 +389,16 @@ def _assistant(
         text, calls, only_thinking = content, (), False
     else:
         return None, "wrong_shape"
+    usage = message.get("usage")
+    get = usage.get if isinstance(usage, dict) else None
     return assistant_event(uuid, timestamp, text, calls, only_thinking,
                            api_error=entry.get("isApiErrorMessage"),
                            message_id=message.get("id"), stop_reason=message.get("stop_reason"),
-                           usage=_usage(message), model=message.get("model"))
+                           model=message.get("model"), usage=None if get is None else usage_of(
+                               get("input_tokens"), get("output_tokens"),
+                               get("cache_read_input_tokens"),
+                               get("cache_creation_input_tokens"), get("cache_creation"),
+                               get("speed"), get("inference_geo")))
 
 
 def reply_of(blocks: Iterable[tuple[Any, Any, Any, Any, Any]]
@@ -565,11 +466,9 @@ def typed_by_person(prompt_source: Any, origin: Any) -> bool:
 
 def user_text_event(uuid: str, timestamp: str, text: str, *, compact: Any, meta: Any,
                     typed: bool = False) -> tuple[Event | None, str]:
-    """A user line's event from its text (no tool results): an interruption, a
-    re-prompt, or the start of a turn (a person's prompt, a compact summary, a meta line);
-    None for Claude Code's nudge after a reply with no visible output. ``typed``: the line
-    says a person typed it (``typed_by_person``), so a prompt that begins "Stop hook..."
-    (someone writing their own hook) is no re-prompt."""
+    """A user line's event from its text: an interruption, a re-prompt, or a turn's start;
+    None for the nudge after a reply with no visible output. ``typed``: a person typed it
+    (``typed_by_person``), so "Stop hook..." from them is no re-prompt."""
     if _starts_with(text, _INTERRUPTED):
         return Discard(uuid, timestamp, "interrupted"), ""
     if meta is True and text.startswith(_NO_OUTPUT_NUDGE):
@@ -594,11 +493,7 @@ def parse_timestamp(value: str) -> float | None:
 
 
 def is_run_boundary(event: Event | None) -> bool:
-    """True for events before which nothing can matter to the current run.
-
-    Used to read a transcript backwards only as far as the trailing run needs: a turn
-    start resets the run. (An answer that used a tool no longer does by itself: whether
-    its work was new depends on the results seen earlier in the turn, ``run.TurnWork``.)
-    """
+    """True for events before which nothing can matter to the current run (a turn start:
+    a transcript is read backwards only as far as its trailing run needs)."""
     return isinstance(event, TurnStart)
 

@@ -23,6 +23,7 @@ from .transcript import (
     ToolResult,
     ToolResults,
     UnreadResult,
+    Usage,
     assistant_event,
     reply_of,
     typed_by_person,
@@ -30,22 +31,34 @@ from .transcript import (
     user_text_event,
 )
 
-__all__ = ["LEAN", "NOT_TYPED", "Line", "ReadAgain", "typed_event"]
+__all__ = ["NOT_TYPED", "Line", "Message", "ReadAgain", "TypedUsage", "decode_line",
+           "entry_event", "typed_event"]
 
-# Field names are the transcript's own (camelCase), hence no renaming.
+# Field names are the transcript's own (camelCase), hence no renaming. ``gc=False``: a
+# decoded tree holds no cycle, and tracking its structs doubled a scan's decoding time
+# (the collector then runs every few hundred lines).
 
 
-class _Usage(msgspec.Struct):
+class _Split(msgspec.Struct, gc=False):  # (cache writes by how long they are kept)
+    ephemeral_1h_input_tokens: Any = None
+
+
+class TypedUsage(msgspec.Struct, gc=False):
     input_tokens: Any = None
     output_tokens: Any = None
     cache_read_input_tokens: Any = None
     cache_creation_input_tokens: Any = None
-    cache_creation: Any = None
+    cache_creation: _Split | None = None
     speed: Any = None
     inference_geo: Any = None
 
+    def read(self) -> Usage:
+        return usage_of(self.input_tokens, self.output_tokens, self.cache_read_input_tokens,
+                        self.cache_creation_input_tokens, self.cache_creation, self.speed,
+                        self.inference_geo)
 
-class _Block(msgspec.Struct):
+
+class _Block(msgspec.Struct, gc=False):
     type: str | None = None  # (parse_line compares it with a set: it must be hashable)
     text: Any = None
     id: Any = None
@@ -55,15 +68,15 @@ class _Block(msgspec.Struct):
     content: msgspec.Raw = msgspec.Raw(b"null")  # a tool result's: read if its call repeats
 
 
-class _Message(msgspec.Struct):
+class Message(msgspec.Struct, gc=False):
     id: Any = None
     model: Any = None
     content: str | list[_Block] | None = None
     stop_reason: Any = None
-    usage: _Usage | None = None
+    usage: TypedUsage | None = None
 
 
-class _Attachment(msgspec.Struct):
+class _Attachment(msgspec.Struct, gc=False):
     type: Any = None
     met: Any = None
     sentinel: Any = None
@@ -71,7 +84,7 @@ class _Attachment(msgspec.Struct):
     reason: Any = None
 
 
-class Line(msgspec.Struct):
+class Line(msgspec.Struct, gc=False):
     """A transcript line's fields that the engine (and the scan) read."""
 
     type: Any = None
@@ -89,65 +102,72 @@ class Line(msgspec.Struct):
     sessionId: Any = None
     requestId: Any = None
     totalCostUSD: Any = None
-    message: _Message | None = None
+    message: Message | None = None
     attachment: _Attachment | None = None
 
 
 _DECODE = msgspec.json.Decoder(Line).decode
+
 NOT_TYPED: Any = object()
 """What ``typed_event`` gives for a line that does not fit ``Line``: parse it instead."""
-
-LEAN = "lean"
-"""The reason ``typed_event(..., lean=True)`` gives for a system line or an attachment."""
 
 ReadAgain = Any
 """The line's bytes, or how to read them again (``UnreadResult``'s source)."""
 
 
 def typed_event(line: bytes | memoryview, source: ReadAgain | None = None, *,
-                subagent: bool = False, lean: bool = False
-                ) -> tuple[Event | None, str, Line] | Any:
+                subagent: bool = False) -> tuple[Event | None, str, Line] | Any:
     """(event, reason skipped, the decoded line) as ``parse_line(line, subagent=...)``
     gives the event and reason, a tool result's content left unread (read again from
     ``source``; a copy of the line without it); ``NOT_TYPED`` when only ``parse_line``
-    can tell. ``lean``: a system line or an attachment gives no event (reason
-    ``LEAN``): the scan's first pass (``scan.lean``) reads replies, prompts, re-prompts,
-    calls and results alone."""
-    try:
-        entry = _DECODE(line)
-    except (msgspec.DecodeError, UnicodeDecodeError):
+    can tell."""
+    entry = decode_line(line)
+    if entry is None:
         return NOT_TYPED
+    found = entry_event(entry, line if source is None else source, subagent=subagent)
+    return NOT_TYPED if found is NOT_TYPED else (*found, entry)
+
+
+def decode_line(line: bytes | memoryview) -> Line | None:
+    """The line decoded, None when it does not fit ``Line``."""
+    try:
+        return _DECODE(line)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
+
+
+def entry_event(entry: Line, source: ReadAgain, *, subagent: bool = False
+                ) -> tuple[Event | None, str] | Any:
+    """``typed_event`` of a line decoded already (``source``: its bytes, or how to read
+    them again)."""
     kind = entry.type
     if kind not in ("user", "assistant", "system", "attachment"):
-        return None, "other_type", entry
+        return None, "other_type"
     if not subagent and entry.isSidechain is True:
-        return None, "sidechain", entry
-    if lean and (kind == "system" or kind == "attachment"):
-        return None, LEAN, entry
+        return None, "sidechain"
     uuid = _str(entry.uuid)
     timestamp = _str(entry.timestamp)
     if kind == "system":
         return SystemEntry(uuid, timestamp, _str(entry.subtype),
-                           entry.preventedContinuation is True), "", entry
+                           entry.preventedContinuation is True), ""
     if kind == "attachment":
         attachment = entry.attachment
         if attachment is None or attachment.type != "goal_status":
-            return None, "other_attachment", entry
+            return None, "other_attachment"
         return GoalStatus(uuid, timestamp, met=attachment.met is True,
                           sentinel=attachment.sentinel is True,
                           condition=_str(attachment.condition),
-                          reason=_str(attachment.reason)), "", entry
+                          reason=_str(attachment.reason)), ""
     message = entry.message
     if message is None:
-        return None, "wrong_shape", entry
+        return None, "wrong_shape"
     if kind == "assistant":
-        return *_assistant(entry, message, uuid, timestamp), entry
-    user = _user(entry, message.content, uuid, timestamp,
-                 bytes(line) if source is None else source)
-    return NOT_TYPED if user is NOT_TYPED else (*user, entry)
+        return _assistant(entry, message, uuid, timestamp)
+    return _user(entry, message.content, uuid, timestamp,
+                 bytes(source) if isinstance(source, memoryview) else source)
 
 
-def _assistant(entry: Line, message: _Message, uuid: str, timestamp: str
+def _assistant(entry: Line, message: Message, uuid: str, timestamp: str
                ) -> tuple[Event | None, str]:
     content = message.content
     if isinstance(content, list):
@@ -160,11 +180,7 @@ def _assistant(entry: Line, message: _Message, uuid: str, timestamp: str
     return assistant_event(uuid, timestamp, text, calls, only_thinking,
                            api_error=entry.isApiErrorMessage, message_id=message.id,
                            stop_reason=message.stop_reason, model=message.model,
-                           usage=None if usage is None else usage_of(
-                               usage.input_tokens, usage.output_tokens,
-                               usage.cache_read_input_tokens,
-                               usage.cache_creation_input_tokens, usage.cache_creation,
-                               usage.speed, usage.inference_geo))
+                           usage=None if usage is None else usage.read())
 
 
 def _blocks(content: list[_Block]) -> Iterator[tuple[Any, Any, Any, Any, Any]]:

@@ -1,29 +1,16 @@
 """What earlier scans found in each file, so a file unchanged since is not read again.
 
-A transcript is only ever appended to: a file listed with the device, inode, size,
-modification time and status-change time (both to the nanosecond) it had when it was read
-holds what it held then, and its ``FileResult`` is used as it was. (The change time is
-the one a program cannot set back: a same-size rewrite whose modification time was put
-back, ``cp -p`` or ``touch -r``, or a file made unreadable, changes it.) A file that grew,
-or a new one, is read; the others cost one ``stat`` (the listing's own). A file written
-in the last ``SETTLING`` seconds before the scan is not kept: the file system's clock
-moves in ticks of a few milliseconds, so a same-size rewrite within one tick would look
-unchanged (git's "racily clean" case); such a file is the live session's, read again next
-time anyway.
+A transcript is only appended to: a file with the device, inode, size, modification and
+change times (to the nanosecond; the change time cannot be set back) it had when read
+holds what it held then. A file written in the last ``SETTLING`` seconds is not kept (a
+same-size rewrite within one clock tick would look unchanged). The whole cache counts
+only under the same ``context``: version, settings, the installed modules' sizes and
+times, Python's and the decoders' versions.
 
-A result also depends on the settings the engine judged with and on the code that read
-it, so the whole cache counts only under the same ``context``: the package's version,
-those settings, the size and time of every module of the installed package (a checkout
-being worked on invalidates it by itself), and the versions of Python and of the
-decoders.
-
-It is one file in the state folder (``scan-cache.msgpack``, this user's alone), written
-whole after a scan (a temporary file renamed over it), and holds the files of the last
-root scanned. It is decoded into its own types and checked (every count a count, every
-loop's replies the file's own): a broken, foreign or hostile file reads as an empty cache
-(logged) and is replaced; it is never unpickled, and a file owned by someone else, or in
-a state folder that is a link, is not read. Tokens are kept, not prices (``summary``
-prices them), so ``--prices`` does not touch it.
+One file in the state folder (``scan-cache.msgpack``), written whole (renamed over),
+decoded into its own types and checked: a broken, foreign or hostile file reads as an
+empty cache and is replaced; never unpickled; not read if someone else owns it or the
+state folder is a link. Tokens are kept, not prices.
 """
 
 from __future__ import annotations
@@ -69,17 +56,17 @@ Stamp = tuple[int, int, int, int, int]
 as it was listed."""
 
 
-class _Entry(msgspec.Struct, array_like=True):
+class _Entry(msgspec.Struct, array_like=True, gc=False):
     stamp: Stamp
     result: FileResult
 
 
-class _Header(msgspec.Struct):
+class _Header(msgspec.Struct, gc=False):
     format: int
     context: str
 
 
-class _Document(msgspec.Struct):
+class _Document(msgspec.Struct, gc=False):
     format: int
     context: str
     files: dict[str, _Entry]
@@ -93,7 +80,7 @@ _Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
 _Natural = Annotated[int, msgspec.Meta(ge=0)]
 
 
-class _SaneUsage(msgspec.Struct):
+class _SaneUsage(msgspec.Struct, gc=False):
     input: _Count = 0
     output: _Count = 0
     cache_read: _Count = 0
@@ -101,11 +88,11 @@ class _SaneUsage(msgspec.Struct):
     cache_creation_1h: _Count = 0
 
 
-class _SaneReply(msgspec.Struct):
+class _SaneReply(msgspec.Struct, gc=False):
     usage: _SaneUsage
 
 
-class _SaneResult(msgspec.Struct):
+class _SaneResult(msgspec.Struct, gc=False):
     replies: list[_SaneReply]
     turns: list[tuple[msgspec.Raw, msgspec.Raw, _Count, _Count]]  # (Turn: an array)
     bytes_read: _Natural
@@ -116,12 +103,12 @@ class _SaneResult(msgspec.Struct):
     skipped: Annotated[str, msgspec.Meta(max_length=0)]
 
 
-class _SaneEntry(msgspec.Struct, array_like=True):
+class _SaneEntry(msgspec.Struct, array_like=True, gc=False):
     stamp: msgspec.Raw
     result: _SaneResult
 
 
-class _SaneDocument(msgspec.Struct):
+class _SaneDocument(msgspec.Struct, gc=False):
     files: dict[str, _SaneEntry]
 
 
@@ -162,9 +149,8 @@ def scan_context(settings: Settings) -> str:
 
 
 def _sane(result: FileResult) -> bool:
-    """Every loop's replies among the file's own (the sums look them up); the counts are
-    checked as the cache is decoded (``_SaneResult``; a turn names its replies by how
-    many: it cannot name another file's)."""
+    """Every loop's replies among the file's own (the counts are checked as decoded: a turn
+    names its replies by how many, never another file's)."""
     if not result.loops:
         return True
     keys = {reply.key for reply in result.replies}

@@ -91,19 +91,19 @@ def add_arguments_scan(parser: argparse.ArgumentParser) -> None:
 def scan(args: argparse.Namespace) -> int:
     """Run ``loop-killer scan`` with parsed ``args``."""
     # Summing a history's results makes and keeps a million small objects without a cycle
-    # among them: at the collector's own pace (a pass every 700 allocations) a fifth of a
-    # scan whose files were all in the cache went to looking for cycles. Reading
-    # transcripts keeps that pace (``_read``): the engine leaves cycles, and the workers'
-    # peak memory tripled without it.
-    usual = gc.get_threshold()
-    gc.set_threshold(100_000, 20, 100)
+    # among them: looking for cycles took a third of a scan whose files were all in the
+    # cache. The collector runs only while transcripts are read (``_read``): the engine
+    # leaves cycles, and the workers' peak memory tripled without it.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
-        return _scan(args, usual)
+        return _scan(args)
     except KeyboardInterrupt:  # (the cache is written whole or not at all)
         print("loop-killer scan: interrupted", file=sys.stderr)
         return 130
     finally:
-        gc.set_threshold(*usual)
+        if collecting:
+            gc.enable()
 
 
 def _bad_arguments(args: argparse.Namespace, root: Path) -> str:
@@ -117,7 +117,7 @@ def _bad_arguments(args: argparse.Namespace, root: Path) -> str:
     return ""
 
 
-def _scan(args: argparse.Namespace, gc_pace: tuple[int, int, int]) -> int:
+def _scan(args: argparse.Namespace) -> int:
     from ..config import load_settings
     from ..printable import output_width, printable
     from ..state.files import projects_dir, state_dir
@@ -143,7 +143,7 @@ def _scan(args: argparse.Namespace, gc_pace: tuple[int, int, int]) -> int:
     listing = find_transcripts(root, project=args.project, since=args.since)
     collector = Collector(prices, since=args.since, until=getattr(args, "until", None),
                           budget=settings.budget)
-    from_cache = _read(args, listing, collector, settings, root, gc_pace)
+    from_cache = _read(args, listing, collector, settings, root)
     summary = replace(ordered(collector.summary(listing), getattr(args, "order", "cost")),
                       from_cache=from_cache)
     top = getattr(args, "top", None)
@@ -159,11 +159,10 @@ def _scan(args: argparse.Namespace, gc_pace: tuple[int, int, int]) -> int:
 
 
 def _read(args: argparse.Namespace, listing: Listing, collector: Collector,
-          settings: Settings, root: Path, gc_pace: tuple[int, int, int]) -> int:
-    """Hand every listed file's result to ``collector``: the cache's for files unchanged
-    since the last scan, read now for the others (the garbage collector at ``gc_pace``
-    meanwhile). Returns how many came from the cache. Interrupted, it raises
-    KeyboardInterrupt and leaves the cache as it was."""
+          settings: Settings, root: Path) -> int:
+    """Hand every file's result to ``collector``: the cache's if unchanged, else read now
+    (the garbage collector on meanwhile). Returns how many came from the cache;
+    interrupted, the cache is left as it was."""
     from ..state.files import state_dir
     from .cache import ScanCache, scan_context
     from .files import switched_off
@@ -188,8 +187,7 @@ def _read(args: argparse.Namespace, listing: Listing, collector: Collector,
         from shutil import get_terminal_size
 
         progress = Progress(sys.stderr, width=get_terminal_size().columns)
-    relaxed = gc.get_threshold()
-    gc.set_threshold(*gc_pace)  # (the workers start with it)
+    gc.enable()  # (the workers start with it)
     try:
         for result in scan_transcripts(to_read, jobs=args.jobs, progress=progress,
                                        settings=settings):
@@ -197,7 +195,7 @@ def _read(args: argparse.Namespace, listing: Listing, collector: Collector,
             if cache is not None:
                 cache.keep(listed[result.path], result)
     finally:
-        gc.set_threshold(*relaxed)
+        gc.disable()
         if progress is not None:
             progress.close()
     if cache is not None:

@@ -1,13 +1,8 @@
 """Finding a history's transcripts, and reading one of them safely (the file I/O shell).
 
-``find_transcripts`` lists ``<projects>/<project>/<session>.jsonl`` (main transcripts) and
-the subagents' files beside them (``agent-<id>.jsonl``, or
-``<session>/subagents/agent-<id>.jsonl``). Links are never followed and anything but a
-regular file is never opened for reading: both are counted as skipped. ``read_transcript``
-opens with ``open_transcript`` (never blocks, even on a FIFO that took a file's place;
-regular files only), checks that it is still the file that was listed, and streams it
-through ``TranscriptScan`` in fixed-size chunks: memory does not grow with the file.
-Nothing here ever writes.
+Main transcripts and subagents' files; links never followed, only regular files opened
+(``open_transcript``, never blocking), each checked to be the one listed and read in
+fixed-size chunks. Nothing here writes.
 """
 
 from __future__ import annotations
@@ -62,14 +57,9 @@ SKIP_PROJECT_OFF = "project_off"  # read, but its project is switched off: not c
 
 @record
 class Transcript:
-    """One transcript file to read.
-
-    ``project``: the project folder's name; ``session_id``: the session it belongs to
-    (empty for a flat ``agent-*.jsonl``: read from its lines); ``subagent``: a subagent's
-    file; ``size``, ``device``, ``inode``: as listed (the file opened later must be the
-    same one); ``mtime_ns``, ``ctime_ns``: its modification and change times as listed
-    (``cache``).
-    """
+    """One transcript file to read: ``session_id`` empty for a flat ``agent-*.jsonl``
+    (read from its lines); ``size``, ``device``, ``inode``, ``mtime_ns``, ``ctime_ns``
+    as listed (the file opened must be the same; ``cache``)."""
 
     path: str
     project: str
@@ -98,12 +88,8 @@ _SINCE_MARGIN = 86_400.0
 
 def find_transcripts(root: Path | str, *, project: str | None = None,
                      since: float | None = None) -> Listing:
-    """Every transcript under ``root`` (the projects folder).
-
-    ``project``: keep only project folders whose name or path contains this text (any
-    case). ``since``: leave out files last modified (well) before this moment (seconds
-    since the epoch).
-    """
+    """Every transcript under ``root`` (the projects folder); ``project``: only folders whose
+    name or path holds it (any case); ``since``: not files last changed well before it."""
     listing = Listing()
     try:
         projects = sorted(os.scandir(root), key=lambda entry: entry.name)
@@ -202,12 +188,9 @@ def _add(entry: os.DirEntry[str], kind: str, project: str, session_id: str, suba
 def read_transcript(transcript: Transcript, *, prefilter: bool = True,
                     chunk_bytes: int = CHUNK_BYTES, settings: Settings | None = None,
                     two_tier: bool = True) -> FileResult:
-    """Scan one transcript file; never raises (a file that cannot be read comes back
-    with ``skipped`` set).
-
-    ``two_tier``: read it first with ``LeanScan`` (the cost report), then with the engine
-    (``TranscriptScan``) only the turns that pass says could hold a loop; off, the engine
-    reads every file whole (the same result, slower)."""
+    """Scan one transcript file; never raises (``skipped`` says why it was not read).
+    ``two_tier``: first ``LeanScan``, then the engine on what it says could hold a loop; off,
+    the engine reads every file whole (the same result, slower)."""
 
     from .lean import LeanScan
 
@@ -229,7 +212,6 @@ def read_transcript(transcript: Transcript, *, prefilter: bool = True,
             # Replaced since it was listed (a link put in its place, say): not ours to read.
             return skipped(SKIP_LINK if _is_link(transcript.path) else SKIP_UNREADABLE)
         chunk = os.read(fd, chunk_bytes)
-        cwd = _file_cwd(fd, chunk, chunk_bytes)
         lean: LeanScan | None = None
         if two_tier and prefilter and not _looks_looping(chunk, transcript.subagent):
             lean = LeanScan(path=transcript.path, project=transcript.project,
@@ -242,10 +224,11 @@ def read_transcript(transcript: Transcript, *, prefilter: bool = True,
                 loops = [loop for start, end in lean.segments()
                          for loop in _engine(fd, transcript, settings, chunk_bytes, start,
                                              end).loops]
-                return replace(result, loops=tuple(loops), cwd=cwd)
-        # (the first chunk, if read for nothing else: the engine starts with it)
+                return replace(result, loops=tuple(loops)) if loops else result
+            chunk = os.pread(fd, chunk_bytes, 0)
+        # (the first chunk: the engine starts with it)
         return replace(_engine(fd, transcript, settings, chunk_bytes, prefilter=prefilter,
-                               head=chunk if lean is None else b""), cwd=cwd)
+                               head=chunk), cwd=_file_cwd(fd, chunk, chunk_bytes))
     except OSError as error:
         if error.errno not in (errno.EIO, errno.EACCES, errno.EISDIR, errno.ENOENT):
             logger.debug("reading %s: %s", transcript.path, error)
@@ -258,11 +241,9 @@ def read_transcript(transcript: Transcript, *, prefilter: bool = True,
 
 
 def switched_off(result: FileResult, settings: Settings) -> FileResult:
-    """The file's result as the scan counts it: skipped (``project_off``) when its
-    session's project is switched off, as the hooks and the watcher would say for it
-    (``Settings.project_off``, by the real path its lines give, else its folder's
-    name). Asked of every result, read now or kept from an earlier scan, so the cache
-    holds what the file holds whatever the setting."""
+    """The result as counted: skipped (``project_off``) when its project is switched off
+    (``Settings.project_off``, by its real path, else its folder's name). Asked of every
+    result, cached or not: the cache holds what the file holds whatever the setting."""
     if result.skipped or not settings.projects_off or not settings.project_off(
             cwd=result.cwd, folder=result.project):
         return result
@@ -273,10 +254,8 @@ _CWD = b'"cwd":"'
 
 
 def _file_cwd(fd: int, head: bytes, chunk_bytes: int) -> str:
-    """The session's real path: the top-level ``cwd`` of the file's first line that
-    has one (every user and assistant line does; a summary, a file-history snapshot
-    or a queue operation first has none), "" when none does. ``head``: the file's first
-    bytes, read already; the rest is read only while no line has given it."""
+    """The top-level ``cwd`` of the file's first line that has one ("" when none does);
+    ``head``: its first bytes, read already (the rest read only while no line gives it)."""
     from ..config import line_cwd
     from ..engine.reader import MAX_LINE_BYTES, LineBuffer
 
@@ -298,22 +277,20 @@ _REPROMPT_MARK = b'"content":"Stop hook feedback:'  # (a re-prompt, as Claude Co
 
 
 def _looks_looping(head: bytes, subagent: bool) -> bool:
-    """Whether a main transcript's first bytes hold enough re-prompts that its first
-    pass would likely give up: the engine then reads it at once. Only a guess about
-    which pass to start with (the result is the same either way, ``LeanScan``)."""
+    """Whether a main transcript's first bytes hold so many re-prompts that the engine
+    should read it at once (a guess: the result is the same either way)."""
     return not subagent and head.count(_REPROMPT_MARK) >= LOOKS_LOOPING
 
 
-LOOKS_LOOPING = 3
-"""Re-prompt marks in a main transcript's first chunk for the engine to read it at once."""
+LOOKS_LOOPING = 3  # re-prompt marks in a main transcript's first chunk: the engine at once
 
 
 def _engine(fd: int, transcript: Transcript, settings: Settings | None, chunk_bytes: int,
             start: int = 0, end: int | None = None, *, prefilter: bool = True,
             head: bytes = b"") -> FileResult:
-    """The engine's reading of the file from ``start`` to ``end`` (None: its end), in the
-    chunks a reading from the top would give (the reader completes a reply marked final
-    where a chunk ends). ``head``: the file's first chunk, read already (from 0 on)."""
+    """The engine's reading from ``start`` to ``end`` (None: the end), in the chunks a reading
+    from the top gives (a reply marked final completes where a chunk ends); ``head``: the
+    first chunk, read already."""
     from .transcript import TranscriptScan
 
     scan = TranscriptScan(path=transcript.path, project=transcript.project,

@@ -1,26 +1,19 @@
 """Which turns of one scope could hold a loop, told cheaply (pure).
 
-The scan's first pass (``lean``) reads every line for the cost report alone; the engine
-then reads only the turns this says could hold a loop. So it must never miss one: each
-test below is a necessary condition of a rule the engine applies, counted more coarsely
-than the engine counts (a superset of what it finds).
+The engine reads only the turns this flags, so it must never miss one: each test is a
+necessary condition of an engine rule, counted more coarsely (a superset):
 
-* A re-prompt loop needs a detection, which needs a run of answers to re-prompts at least
-  as long as a rule's threshold (``Thresholds.fires``). The run starts afresh at every
-  turn start, and each of its answers answers a re-prompt of its own: so some stretch
-  between two turn starts holds that many re-prompts (``is_reprompt``, the engine's).
-* A tool-repeat loop needs ``tool_repeat_warn`` identical results of one call within a
-  person's turn: so that many results of calls with one ``call_key`` (without the folder,
-  whatever their outputs), paired by the engine's ``ToolPairing`` since its last fresh
-  start; tools the counter ignores never count.
-* An oscillating edit needs ``edit_oscillation_warn`` returns of one file within a turn,
-  each one more change of it: so that many changes, plus one, by file-changing calls
-  naming that file (``edited_file``).
+* a re-prompt loop: a rule's threshold of re-prompts between two turn starts;
+* a tool-repeat loop: ``tool_repeat_warn`` results of calls with one ``call_key`` in a
+  person's turn, paired as ``ToolPairing`` pairs them (ignored tools never count);
+* an oscillating edit: ``edit_oscillation_warn`` + 1 changes of one file in a turn.
 """
-
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
+
+import msgspec
 
 from ..config import Settings
 from ..engine.edits import FILE_CHANGING_TOOLS, edited_file
@@ -32,36 +25,21 @@ from ..engine.transcript import AssistantPart, Event, Reprompt, ToolResults, Tur
 __all__ = ["LoopHints", "Segment"]
 
 Segment = tuple[int, "int | None"]
-"""Bytes of a file for the engine to read: from a person's prompt (the line's start) to
-the line of a later one, or to the end of the file (None)."""
+"""Bytes for the engine to read: from a prompt's line to a later one's, or the end (None)."""
 
 
 class LoopHints:
-    """Told one scope's events in order, with where each event's line starts: the turns
-    (from a person's prompt to the next) that could hold a loop, and from where the engine
-    must read to judge each of them exactly (``segments``).
+    """Told one scope's lines in order: the turns that could hold a loop, and from where the
+    engine must read to judge each exactly (``segments``); ``reprompts``: a main transcript.
+    Starting afresh at a prompt, the engine judges as reading the whole file does unless
+    something crosses the prompt (it is then *unsafe*): a call or early result paired
+    across it, too many unpaired (``MAX_PENDING``), or a reply line after it whose message id
+    came before it (the engine drops a line of the reply it completed last)."""
 
-    ``reprompts``: the scope is a main transcript's (subagents have no Stop-hook
-    re-prompts: no re-prompt loop is looked for in theirs).
-
-    The engine read from a prompt on, afresh, judges the turns after it as it does reading
-    the whole file: every rule starts afresh at a prompt, but for what crosses it, which
-    is tracked here and makes a prompt *unsafe* to start from:
-
-    * a tool call (or an early result) stored before the prompt and paired after it
-      (``ToolPairing`` keeps the unpaired ones across prompts), and, to be sure, too many
-      unpaired ones at once (the pairing forgets the oldest beyond ``MAX_PENDING``);
-    * the first reply line after the prompt under a message id seen before it: the engine
-      drops a line of the reply it completed last (``AnswerAssembler``), which a fresh
-      engine does not know.
-
-    The engine then starts at the last safe prompt before the turn (the file's start is
-    always safe)."""
-
-    __slots__ = ("_calls", "_crossings", "_crowded", "_edits", "_flagged", "_ignored",
-                 "_ignored_names", "_message_ids", "_oscillation", "_origin", "_pairing",
-                 "_pending", "_reprompts", "_run", "_starts", "_thresholds", "_turn_ids",
-                 "_unsafe", "_warn")
+    __slots__ = ("_calls", "_crossings", "_crowded", "_early", "_edits", "_flagged",
+                 "_ignored", "_ignored_names", "_message_ids", "_oscillation", "_pending",
+                 "_reprompts", "_run", "_starts", "_thresholds", "_turn_ids", "_unsafe",
+                 "_waiting", "_warn")
 
     def __init__(self, settings: Settings, *, reprompts: bool = True) -> None:
         self._thresholds = settings.thresholds
@@ -70,7 +48,8 @@ class LoopHints:
         self._ignored = settings.tool_counter().ignored
         # (at least one return: a threshold of 0 switches the shape off)
         self._oscillation = max(1, settings.edit_oscillation_warn) + 1
-        self._pairing = ToolPairing()
+        self._waiting: dict[str, tuple[int, str, Any]] = {}  # call id -> turn, name, input
+        self._early: dict[str, int] = {}  # result id -> its turn (before its call)
         self._run = 0  # re-prompts since the last turn start
         self._calls: Counter[str] = Counter()  # call_key -> results in the person's turn
         self._edits: Counter[str] = Counter()  # file -> changes in the person's turn
@@ -78,7 +57,6 @@ class LoopHints:
         self._flagged: list[int] = []  # turns that could hold a loop
         self._unsafe: set[int] = set()  # turns the engine cannot start at
         self._crossings: list[tuple[int, int]] = []  # (turn stored, turn paired) of pairs
-        self._origin: dict[int, int] = {}  # id() of a stored reply or result -> its turn
         self._pending = 0  # calls and results stored unpaired (at most)
         self._crowded = False  # so many that the pairing may have forgotten some
         self._message_ids: set[str] = set()  # of the replies before this turn
@@ -87,65 +65,99 @@ class LoopHints:
 
     def feed(self, event: Event, offset: int) -> None:
         """Take the scope's next event, whose line starts at ``offset``."""
-        turn = len(self._starts) - 1
         if isinstance(event, AssistantPart):
-            if not event.message_id or event.message_id in self._message_ids:
-                self._unsafe.add(turn)  # (maybe a line of the last reply before the turn)
-            self._turn_ids.add(event.message_id)
-            if event.tool_calls:
-                self._origin[id(event)] = turn
-                self._pair(event, turn, len(event.tool_calls))
+            self.calls(event.message_id, [(call.tool_use_id, call.name, call.input)
+                                          for call in event.tool_calls])
         elif isinstance(event, ToolResults):
-            for result in event.results:
-                self._origin[id(result)] = turn
-            self._pair(event, turn, len(event.results))
+            self.results([result.tool_use_id for result in event.results])
         elif isinstance(event, Reprompt):
-            if self._reprompts:
-                self._run += 1
-                if self._thresholds.fires(RULE_SAME, self._run) or self._thresholds.fires(
-                        RULE_IDLE, self._run):
-                    self._flag(turn)
+            self.reprompt()
         elif isinstance(event, TurnStart):  # (no call or result is paired by it)
-            self._run = 0
-            if ToolPairing.starts_afresh(event):
-                self._starts.append(offset)
-                self._message_ids |= self._turn_ids
-                self._turn_ids = set()
-                self._calls.clear()
-                self._edits.clear()
+            self.turn_start(offset if ToolPairing.starts_afresh(event) else None)
 
-    def _pair(self, event: Event, turn: int, stored: int) -> None:
-        self._pending += stored
+    def reply(self, message_id: str) -> None:
+        """A reply line without a tool call."""
+        if not message_id or message_id in self._message_ids:
+            # (maybe a line of the last reply before the turn)
+            self._unsafe.add(len(self._starts) - 1)
+        self._turn_ids.add(message_id)
+
+    def calls(self, message_id: str, calls: list[tuple[str, str, Any]]) -> None:
+        """A reply line and its tool calls (id, name, input: decoded, or ``Raw``), paired
+        as ``ToolPairing`` pairs them."""
+        self.reply(message_id)
+        turn = len(self._starts) - 1
+        self._stored(len(calls))
+        for tool_use_id, name, tool_input in calls:
+            early = self._early.pop(tool_use_id, None)
+            if early is None:
+                _put(self._waiting, tool_use_id, (turn, name, tool_input))
+            else:
+                self._paired(early, name, tool_input)
+
+    def results(self, tool_use_ids: list[str]) -> None:
+        """A line of tool results."""
+        turn = len(self._starts) - 1
+        self._stored(len(tool_use_ids))
+        for tool_use_id in tool_use_ids:
+            made = self._waiting.pop(tool_use_id, None)
+            if made is None:
+                _put(self._early, tool_use_id, turn)
+            else:
+                self._paired(*made)
+
+    def reprompt(self) -> None:
+        if self._reprompts:
+            self._run += 1
+            if self._thresholds.fires(RULE_SAME, self._run) or self._thresholds.fires(
+                    RULE_IDLE, self._run):
+                self._flag(len(self._starts) - 1)
+
+    def turn_start(self, prompt_at: int | None) -> None:
+        """A turn starts: a person's prompt, whose line starts at ``prompt_at``, or
+        (None) a meta message or a compaction."""
+        self._run = 0
+        if prompt_at is not None:
+            self._starts.append(prompt_at)
+            self._message_ids |= self._turn_ids
+            self._turn_ids = set()
+            self._calls.clear()
+            self._edits.clear()
+
+    def _stored(self, count: int) -> None:
+        self._pending += count
         self._crowded = self._crowded or self._pending >= MAX_PENDING // 2
-        for part, call, result in self._pairing.pair(event):
-            self._pending -= 2
-            since = min(self._origin.get(id(part), turn), self._origin.pop(id(result), turn))
-            if since < turn:
-                self._crossings.append((since, turn))  # (stored before a prompt)
-            ignored = self._ignored_names.get(call.name)
-            if ignored is None:
-                ignored = self._ignored_names[call.name] = is_ignored(call.name,
-                                                                      self._ignored)
-            if ignored:
-                continue
-            key = call_key(call.name, call.input)
-            self._calls[key] += 1
-            flag = self._calls[key] >= self._warn
-            if call.name in FILE_CHANGING_TOOLS:
-                path = edited_file(call.input)
-                self._edits[path] += 1
-                flag = flag or self._edits[path] >= self._oscillation
-            if flag:
-                self._flag(turn)
+
+    def _paired(self, since: int, name: str, tool_input: Any) -> None:
+        """A call and its result met (the first of them stored in turn ``since``)."""
+        turn = len(self._starts) - 1
+        self._pending -= 2
+        if since < turn:
+            self._crossings.append((since, turn))  # (stored before a prompt)
+        ignored = self._ignored_names.get(name)
+        if ignored is None:
+            ignored = self._ignored_names[name] = is_ignored(name, self._ignored)
+        if ignored:
+            return
+        if isinstance(tool_input, msgspec.Raw):  # (the first pass decodes it only now)
+            tool_input = msgspec.json.decode(tool_input)
+        key = call_key(name, tool_input)
+        self._calls[key] += 1
+        flag = self._calls[key] >= self._warn
+        if name in FILE_CHANGING_TOOLS:
+            path = edited_file(tool_input)
+            self._edits[path] += 1
+            flag = flag or self._edits[path] >= self._oscillation
+        if flag:
+            self._flag(turn)
 
     def _flag(self, turn: int) -> None:
         if not self._flagged or self._flagged[-1] != turn:
             self._flagged.append(turn)
 
     def segments(self) -> list[Segment]:
-        """What the engine must read, in file order: for each turn that could hold a loop,
-        from the last safe prompt before it to the prompt after it (segments that meet are
-        one)."""
+        """What the engine must read, in file order: each flagged turn from the last safe prompt
+        before it to the next prompt (segments that meet are one)."""
         if not self._flagged:
             return []
         turns = len(self._starts)
@@ -172,3 +184,11 @@ class LoopHints:
         last = len(self._starts) - 1
         return [(self._starts[first], self._starts[turn + 1] if turn < last else None)
                 for first, turn in found]
+
+
+def _put(table: dict[str, Any], key: str, value: Any) -> None:
+    """``ToolPairing``'s: the newest last, the oldest given way beyond ``MAX_PENDING``."""
+    table.pop(key, None)
+    table[key] = value
+    while len(table) > MAX_PENDING:
+        del table[next(iter(table))]

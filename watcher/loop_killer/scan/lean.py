@@ -1,78 +1,114 @@
 """The scan's first pass over one transcript file: its cost report, and which parts of it
 the engine must read for loops (pure).
 
-Most of a history holds no loop, and the engine (answers, runs, tool-call counters) is
-most of the cost of reading it. ``LeanScan`` reads a file the way ``TranscriptScan``
-does, line for line with the same code (``LineBuffer``, ``sort_line``, ``typed_event``,
-``UsageLedger``), but hands the events to ``LoopHints`` instead of the engine, and
-builds no event for a system line or an attachment (no reply, prompt or tool call is
-in one). Its ``FileResult`` is the one ``TranscriptScan`` gives, but for ``loops``: those
-are in the ``segments`` the engine reads then (``files.read_transcript``), found there
-as reading the whole file finds them (``LoopHints``).
-
-A subagent's lines inline in a main transcript (Claude Code 1.0.x) are a scope of their
-own, as ``TranscriptScan`` makes them: their replies counted apart and merged at the end,
-their tool calls told to ``LoopHints`` of their own.
-
-It gives up, and the whole file is read by ``TranscriptScan`` (``needs_engine``), on any
-line that the engine's reader would not read the plain way: a line the typed decoding
-cannot tell (``NOT_TYPED``), a line of the conversation that starts with its type; and at
-the end, when a loop could
-be among a subagent's inline lines, or in a turn of a file that holds some (the engine
-reads such a file whole).
+Whole blocks of lines are decoded at once (``DECODE_LINES``); a reply or a tool result
+never becomes an event: usage goes to the ``UsageLedger``, calls and results to
+``LoopHints``. The ``FileResult`` is ``TranscriptScan``'s but for ``loops`` (found in
+``segments`` by the engine). It gives up (the engine reads the file whole) wherever the
+engine would read a line another way: a block that does not decode, a blank line, a line
+of the conversation written type first, a wrong shape, a flat subagent file, a subagent's
+cost-state line, a line over ``max_line``; or a loop possible among inline subagent lines
+(Claude Code 1.0.x: a scope of their own) or in a file that holds some.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+import msgspec
+
 from ..config import Settings
-from ..engine.prefilter import COST, KEEP, sort_line
-from ..engine.reader import MAX_LINE_BYTES, LineBuffer
-from ..engine.transcript import AssistantPart, Event, Reprompt, TurnStart
-from ..engine.typed import NOT_TYPED, Line, typed_event
+from ..engine.reader import MAX_LINE_BYTES
+from ..engine.transcript import SYNTHETIC_MODEL
+from ..engine.typed import NOT_TYPED, TypedUsage, typed_event
 from .hints import LoopHints, Segment
 from .ledger import UsageLedger
-from .records import FileResult, Replies, Reply, ReplyKey
+from .records import FileResult, ReplyKey, merged
 from .transcript import (
     DEFAULT_SETTINGS,
     TYPE_FIRST,
     cost_amount,
-    cost_state_total,
     reply_request_id,
-    session_id_in,
+    request_id_of,
 )
 from .turns import TurnTally
 
 __all__ = ["LeanScan"]
 
 
+class _Block(msgspec.Struct, gc=False):
+    type: str | None = None
+    id: Any = None
+    name: Any = None
+    input: msgspec.Raw = msgspec.Raw(b"null")  # (decoded if its call is paired: LoopHints)
+    tool_use_id: Any = None
+
+
+class _Message(msgspec.Struct, gc=False):
+    id: Any = None
+    model: Any = None
+    content: str | list[_Block] | None = None
+    usage: TypedUsage | None = None
+
+
+class _Line(msgspec.Struct, gc=False):
+    """What the first pass reads of a line (a person's text: decoded again, ``Line``)."""
+
+    type: Any = None
+    uuid: Any = None
+    timestamp: Any = None
+    isSidechain: Any = None
+    isApiErrorMessage: Any = None
+    cwd: Any = None
+    requestId: Any = None
+    totalCostUSD: Any = None
+    message: _Message | None = None
+
+
+_DECODE_LINES = msgspec.json.Decoder(_Line).decode_lines
+
+# Lines the engine keeps (``sort_line``) and reads its own way when written type first
+_SORTED = ("user", "assistant", "system", "attachment")
+_CWD = b'"cwd":"'
+
+
+class _Scope:
+    """A main transcript's own lines, or a subagent's inline in it (``inline``)."""
+
+    __slots__ = ("hints", "inline", "last", "ledger")
+
+    def __init__(self, settings: Settings, *, reprompts: bool, inline: bool) -> None:
+        self.ledger, self.inline = UsageLedger(), inline
+        self.hints = LoopHints(settings, reprompts=reprompts)
+        # The last reply line counted (message and request ids, usage, the ledger's folds,
+        # key): the next line of the reply, alike, changes nothing but the times.
+        self.last: tuple[str, str, TypedUsage, int, ReplyKey] | None = None
+
+
 class LeanScan:
-    """The first pass over one transcript file (the options as for ``TranscriptScan``).
+    """The first pass over one file (options as for ``TranscriptScan``): ``feed`` bytes while
+    it returns True; ``finish``: the result but for loops (None: the engine must read it
+    whole); ``segments``: what the engine must read for loops."""
 
-    ``feed`` the file's bytes while it returns True; ``finish`` gives the file's result
-    but for its loops, or None when the engine must read it whole (``needs_engine``);
-    ``segments``, the parts of it that the engine must read for loops."""
-
-    __slots__ = ("_broken", "_cost_state", "_find_session", "_hints", "_ledger", "_lines",
-                 "_settings", "_side", "_turns", "bytes_read", "lines", "needs_engine",
-                 "parsed", "path", "project", "session_id", "subagent")
+    __slots__ = ("_at", "_cost_state", "_cwd", "_main", "_max_line", "_pending", "_settings",
+                 "_side", "_turns", "bytes_read", "lines", "needs_engine", "parsed",
+                 "path", "project", "session_id", "subagent")
 
     def __init__(self, *, path: str = "", project: str = "", session_id: str = "",
                  subagent: bool = False, settings: Settings | None = None,
                  max_line: int = MAX_LINE_BYTES) -> None:
         self.path, self.project, self.session_id = path, project, session_id
         self.subagent = subagent
-        self.needs_engine = False
-        # A flat agent-*.jsonl names its session in its lines: found as TranscriptScan
-        # finds it, in the first line read that names one.
-        self._find_session = subagent and not session_id
-        self._lines = LineBuffer(max_line=max_line, skip_non_json=True)
-        self._ledger = UsageLedger()
+        self.needs_engine = subagent and not session_id  # (a flat agent-*.jsonl)
+        self._max_line = max_line
+        self._pending: list[bytes] = []  # a line begun in earlier chunks
+        self._at = 0  # where the next block starts in the file
         self._turns = TurnTally()
         self._settings = settings if settings is not None else DEFAULT_SETTINGS
-        self._hints = LoopHints(self._settings, reprompts=not subagent)
-        self._side: tuple[UsageLedger, LoopHints] | None = None  # inline subagent lines
+        self._main = _Scope(self._settings, reprompts=not subagent, inline=False)
+        self._side: _Scope | None = None  # made on the first inline subagent line
         self._cost_state: float | None = None
-        self._broken = 0
+        self._cwd = ""  # the first line's that has one (``files._file_cwd``)
         self.bytes_read = self.lines = self.parsed = 0
 
     def feed(self, chunk: bytes) -> bool:
@@ -80,124 +116,197 @@ class LeanScan:
         if self.needs_engine:
             return False
         self.bytes_read += len(chunk)
-        return self._feed(chunk)
-
-    def _feed(self, chunk: bytes) -> bool:
-        read = self._line
-        for offset, buffer, start, end in self._lines.iter_spans(chunk):
-            if not read(offset, buffer, start, end):
+        cut = chunk.rfind(b"\n") + 1
+        if not cut:
+            self._pending.append(chunk)
+            if sum(map(len, self._pending)) > self._max_line:
                 self.needs_engine = True
-                return False
-        return True
+            return not self.needs_engine
+        block = b"".join((*self._pending, chunk[:cut])) if self._pending else chunk[:cut]
+        self._pending = [chunk[cut:]] if cut < len(chunk) else []
+        self.needs_engine = not self._block(block)
+        return not self.needs_engine
 
     def finish(self) -> FileResult | None:
         """The file is over: its result, or None when the engine must read it."""
-        if self.needs_engine or (self._lines.pending_bytes and not self._feed(b"\n")):
-            return None  # (a last line without its newline, read as the reader does)
-        ledger, lines = self._ledger, self._lines
+        if self._pending and not self.needs_engine:  # (a last line without its newline)
+            self.needs_engine = not self._block(b"".join((*self._pending, b"\n")))
+        side = self._side
+        if self.needs_engine or side is not None and (side.hints.segments()
+                                                      or self.segments()):
+            return None
+        ledger = self._main.ledger
         ledger.end_turn()
         replies, first_at, last_at = ledger.replies(), ledger.first_at, ledger.last_at
-        if self._side is not None:
-            side, hints = self._side
-            if hints.segments() or self._hints.segments():
-                self.needs_engine = True
-                return None
-            side.end_turn()
-            replies = _merged(replies, side.replies())
-            first_at = min(filter(None, (first_at, side.first_at)), default="")
-            last_at = max(last_at, side.last_at)
+        if side is not None:
+            side.ledger.end_turn()
+            replies = merged(replies, side.ledger.replies())
+            first_at = min(filter(None, (first_at, side.ledger.first_at)), default="")
+            last_at = max(last_at, side.ledger.last_at)
         replies, turns = self._turns.finish(replies)
         return FileResult(
             path=self.path, project=self.project, session_id=self.session_id,
-            subagent=self.subagent, replies=replies, first_at=first_at,
-            last_at=last_at, cost_state=self._cost_state, bytes_read=self.bytes_read,
-            # (lines stepped over unparsed: blank ones, and broken ones without a "{")
-            lines=self.lines + lines.blank + lines.not_json, parsed=self.parsed,
-            broken=self._broken + lines.not_json, oversized=lines.oversized,
-            turns=turns)
+            subagent=self.subagent, replies=replies, first_at=first_at, last_at=last_at,
+            cost_state=self._cost_state, bytes_read=self.bytes_read, lines=self.lines,
+            parsed=self.parsed, turns=turns, cwd=self._cwd)
 
     def segments(self) -> list[Segment]:
         """The parts of the file the engine must read (after ``finish``)."""
-        return self._hints.segments()
+        return self._main.hints.segments()
 
-    def _line(self, offset: int, buffer: bytes, start: int, end: int) -> bool:
-        """Read one line (``buffer[start:end]``, at ``offset`` in the file); False when
-        the engine must read the whole file."""
-        self.lines += 1
-        if buffer.startswith(TYPE_FIRST, start, end):
-            return self._bookkeeping(buffer, start, end)
-        # (b"": a tool result is never read here, so the line need not be kept for it)
-        found = typed_event(memoryview(buffer)[start:end], b"", subagent=self.subagent,
-                            lean=True)
-        if found is NOT_TYPED:
+    def _block(self, block: bytes) -> bool:
+        """Read whole lines (``block`` ends with a newline); False: the engine must read."""
+        at, self._at = self._at, self._at + len(block)
+        decoded = self._decode(block)
+        if decoded is None:
             return False
-        event, reason, entry = found
-        self.parsed += 1
-        if self._find_session and not self.session_id:
-            self.session_id = session_id_in(buffer, start, end)
-        if entry.isSidechain is True and not self.subagent:
-            return self._side_line(offset, memoryview(buffer)[start:end], found)
-        if reason == "wrong_shape":
-            self._broken += 1
-        if event is None:
-            if entry.type == "cost-state" and not self.subagent:
+        entries, starts = decoded
+        if not self._cwd:
+            self._find_cwd(entries, block, starts)
+        main, subagent = self._main, self.subagent
+        for index, entry in enumerate(entries):
+            kind = entry.type
+            if kind == "assistant" or kind == "user":
+                scope = self._inline() if entry.isSidechain is True and not subagent else main
+                message = entry.message
+                if message is None or message.model == SYNTHETIC_MODEL \
+                        or entry.isApiErrorMessage is True:
+                    read = self._event(scope, block, starts, index, at)
+                elif kind == "assistant":
+                    read = self._reply(scope, entry, message)
+                else:  # (a line of tool results, else a person's prompt, a re-prompt...)
+                    read = self._results(scope, message.content) or self._event(
+                        scope, block, starts, index, at)
+                if not read:
+                    return False
+            elif kind == "cost-state":
+                if subagent or entry.isSidechain is True:
+                    return False
                 self._cost_state = cost_amount(entry.totalCostUSD, self._cost_state)
-            return True
-        if isinstance(event, AssistantPart):
-            key = self._ledger.add(event, reply_request_id(event, entry))
-            if key is not None:
-                self._turns.reply(key, event.timestamp)
-        elif isinstance(event, Reprompt):
-            self._turns.reprompt(event.timestamp)
-        self._hints.feed(event, offset)
-        if isinstance(event, TurnStart) and event.kind == "prompt":
-            self._ledger.end_turn()
-            self._turns.prompt(event.timestamp)
         return True
 
-    def _bookkeeping(self, buffer: bytes, start: int, end: int) -> bool:
-        """Claude Code's bookkeeping lines (their type first): told by their bytes, as
-        TranscriptScan tells them; False for a line of the conversation."""
-        kind = sort_line(buffer, start, end)
-        if kind == COST:
-            self._cost_state = cost_amount(cost_state_total(buffer[start:end]),
-                                           self._cost_state)
-        return kind < KEEP
+    def _decode(self, block: bytes) -> tuple[list[_Line], list[int]] | None:
+        """The block's lines, decoded, and where each starts; None: the engine must read."""
+        starts, type_first = _line_starts(block)
+        try:
+            entries = _DECODE_LINES(block)
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            return None
+        if len(entries) != len(starts):  # (a blank line)
+            return None
+        if len(block) > self._max_line and max(
+                end - start for start, end in zip(starts, [*starts[1:], len(block)],
+                                                  strict=True)) >= self._max_line:
+            return None  # (the reader drops such a line)
+        if any(entries[index].type in _SORTED and _sorted(block, starts, index,
+                                                          entries[index].type)
+               for index in type_first):
+            return None  # (the engine sorts such a line by its bytes: read its own way)
+        self.lines += len(starts)
+        self.parsed += len(starts) - len(type_first)
+        return entries, starts
 
-    def _side_line(self, offset: int, line: memoryview,
-                   found: tuple[Event | None, str, Line]) -> bool:
-        """A subagent's line inline in a main transcript (``found``: its main scope's
-        reading): read as ``TranscriptScan`` reads it, in a scope of its own. False when
-        only the engine can read it."""
-        event, reason, entry = found
-        if reason == "sidechain":  # (its conversation: read as a subagent's)
-            found = typed_event(line, b"", subagent=True, lean=True)
-            if found is NOT_TYPED:
-                return False
-            event, reason, entry = found
-        if reason == "wrong_shape":
-            self._broken += 1
-        if event is None:
-            return True
+    def _find_cwd(self, entries: list[_Line], block: bytes, starts: list[int]) -> None:
+        """The first line's top-level ``cwd`` whose bytes hold the key (``_file_cwd``'s)."""
+        for index, entry in enumerate(entries):
+            if isinstance(entry.cwd, str) and entry.cwd and block.find(
+                    _CWD, starts[index], _end(block, starts, index)) >= 0:
+                self._cwd = entry.cwd
+                return
+
+    def _inline(self) -> _Scope:
         if self._side is None:
-            self._side = (UsageLedger(), LoopHints(self._settings, reprompts=False))
-        ledger, hints = self._side
-        if isinstance(event, AssistantPart):
-            key = ledger.add(event, reply_request_id(event, entry))
-            if key is not None:
-                self._turns.aside(key, event.timestamp)
-        hints.feed(event, offset)
-        if isinstance(event, TurnStart) and event.kind == "prompt":
-            ledger.end_turn()
+            self._side = _Scope(self._settings, reprompts=False, inline=True)
+        return self._side
+
+    def _results(self, scope: _Scope, content: str | list[_Block] | None) -> bool:
+        """A user line's tool results, told to ``LoopHints``; False for none (a prompt...)."""
+        if not isinstance(content, list):
+            return False
+        ids = [part.tool_use_id for part in content if part.type == "tool_result"]
+        if not ids:
+            return False
+        ids = [tool_use_id if isinstance(tool_use_id, str) else "" for tool_use_id in ids]
+        if len(set(ids)) < len(ids):  # (read again by its call's id: the engine's way)
+            return False
+        scope.hints.results(ids)
+        return True
+
+    def _reply(self, scope: _Scope, entry: _Line, message: _Message) -> bool:
+        """A reply line (no API error): its usage, and its tool calls."""
+        content = message.content
+        if isinstance(content, list):
+            calls = [(_str(part.id), _str(part.name), part.input) for part in content
+                     if part.type == "tool_use"]
+        elif isinstance(content, str):
+            calls = []
+        else:
+            return False  # (a wrong shape: counted as broken)
+        message_id = _str(message.id) or _str(entry.uuid)
+        if calls:
+            scope.hints.calls(message_id, calls)
+        else:
+            scope.hints.reply(message_id)
+        usage = message.usage
+        if usage is not None:
+            when, request, ledger, last = (_str(entry.timestamp),
+                                           request_id_of(entry.requestId), scope.ledger,
+                                           scope.last)
+            if last is not None and last[0] == message_id and last[1] == request \
+                    and last[2] == usage and last[3] == ledger.folds:
+                key = last[4]
+                ledger.saw(when)
+            else:
+                key = ledger.count(message_id, request, usage.read(), _str(message.model),
+                                   when)
+                scope.last = (message_id, request, usage, ledger.folds, key)
+            self._turns.aside(key, when) if scope.inline else self._turns.reply(key, when)
+        return True
+
+    def _event(self, scope: _Scope, block: bytes, starts: list[int], index: int,
+               at: int) -> bool:
+        """Line ``index`` (``block`` at ``at`` in the file) read as the engine reads it."""
+        start = starts[index]
+        found = typed_event(memoryview(block)[start:_end(block, starts, index)], b"",
+                            subagent=self.subagent or scope.inline)
+        if found is NOT_TYPED or found[1] == "wrong_shape":
+            return False
+        event, _, entry = found
+        if event is not None:
+            self._turns.take(event, scope.ledger, reply_request_id(event, entry),
+                             inline=scope.inline)
+            scope.hints.feed(event, at + start)
+            self._turns.close(event, scope.ledger, inline=scope.inline)
         return True
 
 
-def _merged(main: Replies, side: Replies) -> Replies:
-    """Both scopes' replies, each once (its larger copy), as ``TranscriptScan`` merges
-    them: the main scope's first."""
-    replies: dict[ReplyKey, Reply] = {reply.key: reply for reply in main}
-    for reply in side:
-        known = replies.get(reply.key)
-        if known is None or reply.usage.total > known.usage.total:
-            replies[reply.key] = reply
-    return tuple(replies.values())
+def _sorted(block: bytes, starts: list[int], index: int, kind: str) -> bool:
+    """Whether the engine sorts line ``index`` by its bytes, to read it its own way: a line
+    of the conversation written type first (an attachment: one naming a goal_status)."""
+    start = starts[index]
+    if not block.startswith(TYPE_FIRST, start):
+        return False
+    return kind != "attachment" or block.find(b"goal_status", start,
+                                              _end(block, starts, index)) >= 0
+
+
+def _end(block: bytes, starts: list[int], index: int) -> int:
+    return starts[index + 1] if index + 1 < len(starts) else len(block)
+
+
+def _line_starts(block: bytes) -> tuple[list[int], list[int]]:
+    """Where each line of ``block`` starts, and which lines start with their type."""
+    starts: list[int] = []
+    type_first: list[int] = []
+    find, starts_with, size = block.find, block.startswith, len(block)
+    at = 0
+    while at < size:
+        if starts_with(TYPE_FIRST, at):
+            type_first.append(len(starts))
+        starts.append(at)
+        at = find(b"\n", at) + 1
+    return starts, type_first
+
+
+def _str(value: object) -> str:
+    return value if isinstance(value, str) else ""

@@ -1,14 +1,9 @@
-"""The token usage of one scope's API replies, each counted once.
+"""The token usage of one scope's API replies, each counted once (pure).
 
-Claude Code writes one assistant line per content block and repeats the reply's
-``usage`` on each of them, and the same reply may be written again (a replay after a new
-prompt, a resumed session's copy). A reply is known by its ``message.id`` and
-``requestId`` (the same id with a new request id is another reply); of its copies the
-one with the most tokens is kept (older versions wrote growing counts while streaming).
-
-Pure. The current turn's replies are kept by message id (the loops ask for theirs by
-it): bounded by the turn (``end_turn`` folds them) and by ``MAX_OPEN`` whatever a turn
-holds. Every reply seen is kept as a digest and its counts (``replies``).
+Claude Code repeats a reply's ``usage`` on each of its lines, and may write the reply
+again (a replay, a resumed copy). A reply is its ``message.id`` and ``requestId``; of its
+copies the largest is kept. The current turn's replies are kept by message id (the loops
+ask for theirs), bounded by the turn and ``MAX_OPEN``; every reply as a digest and counts.
 """
 
 from __future__ import annotations
@@ -22,8 +17,7 @@ from .records import ModelTokens, Replies, Reply, ReplyKey, Tokens, by_model
 __all__ = ["MAX_OPEN", "UsageLedger", "reply_key"]
 
 MAX_OPEN = 20_000
-"""Replies remembered within one turn; beyond it the oldest are folded into the totals
-(a loop that still needs one then counts it no more: far beyond any turn seen)."""
+"""Replies remembered within one turn; beyond it the oldest are folded (far beyond any turn)."""
 
 
 def reply_key(message_id: str, request_id: str) -> ReplyKey:
@@ -51,29 +45,37 @@ class UsageLedger:
         self.first_at = self.last_at = ""  # the earliest and latest times of a reply seen
 
     def add(self, part: AssistantPart, request_id: str = "") -> ReplyKey | None:
-        """Take one assistant line's usage (lines without usage change nothing);
-        ``request_id``: its line's ``requestId``. Returns the reply's key (None: no
-        usage)."""
+        """Take one assistant line's usage (``request_id``: its line's); the reply's key
+        (None: no usage)."""
         if part.usage is None:
             return None
-        when = part.timestamp
-        if when and (not self.first_at or when < self.first_at):
-            self.first_at = when
-        if when > self.last_at:
-            self.last_at = when
-        requests = self._open.get(part.message_id)
+        return self.count(part.message_id, request_id, part.usage, part.model,
+                          part.timestamp)
+
+    def count(self, message_id: str, request_id: str, usage: Tokens, model: str,
+              when: str) -> ReplyKey:
+        """``add`` of a reply line's fields: its reply's key."""
+        self.saw(when)
+        requests = self._open.get(message_id)
         if requests is None:
-            requests = self._open[part.message_id] = {}
+            requests = self._open[message_id] = {}
             if len(self._open) > self.max_open:
                 oldest = next(iter(self._open))
                 self._fold(self._open.pop(oldest))
         known = requests.get(request_id)
         if known is None:
-            key = reply_key(part.message_id, request_id)
-            requests[request_id] = Reply(key, part.model, part.usage)
+            key = reply_key(message_id, request_id)
+            requests[request_id] = Reply(key, model, usage)
             return key
-        requests[request_id] = _larger(known, part.usage, part.model)
+        requests[request_id] = _larger(known, usage, model)
         return known.key
+
+    def saw(self, when: str) -> None:
+        """A reply line's time (the first and last are kept)."""
+        if when and (not self.first_at or when < self.first_at):
+            self.first_at = when
+        if when > self.last_at:
+            self.last_at = when
 
     def replies_of(self, message_ids: Iterable[str]) -> Replies:
         """These replies of the current turn, each once."""

@@ -1,20 +1,16 @@
 """Past loops of one transcript scope, from the engine's steps and events (pure).
 
-Nothing here judges: ``RepromptLoops`` groups the answers and the detections that the
-engine's ``RunDetector`` gave (through ``TranscriptReader``) into whole loops, and
-``ToolLoops`` groups the counts of the engine's ``ToolRepeatCounter`` into streaks.
+Nothing here judges: ``RepromptLoops`` groups ``RunDetector``'s answers and detections
+into loops, ``ToolLoops`` the counts of ``ToolRepeatCounter`` into streaks.
 
-* A re-prompt loop is a maximal run of answers that extend a re-prompt run (``in_run``)
-  and hold at least one detection. One loop per run however long; its rule is the first
-  detection's; its avoidable part is every answer after the one that fired first.
-* A tool-repeat loop is a streak of identical results of one call that reached
-  ``TOOL_REPEAT_WARN`` within one of the person's turns; its avoidable part is every call
-  after the one whose result brought the warning. Its first and last times are those of
-  its first and last calls (replies, as for a re-prompt loop: a result's own line may be
-  left unread).
+* A re-prompt loop: a maximal run of answers in a re-prompt run (``in_run``) holding a
+  detection; its rule is the first detection's; avoidable: every answer after it.
+* A tool-repeat loop: a streak of identical results of one call that reached
+  ``TOOL_REPEAT_WARN`` in a person's turn; avoidable: every call after the warning. Its
+  times are its first and last calls' (a result's own line may be left unread).
 
-Tokens are looked up in the scope's ``UsageLedger`` when a loop closes, so a reply whose
-usage is written on several lines is complete by then and is counted once.
+Tokens are looked up in the scope's ``UsageLedger`` when a loop closes (a reply written
+on several lines is whole by then, and counted once).
 """
 
 from __future__ import annotations

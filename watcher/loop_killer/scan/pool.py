@@ -1,11 +1,7 @@
 """Reading many transcripts on every core.
 
-Files are read whole by one reader each (a file is one session's story: its loops cannot
-be cut at an arbitrary byte), biggest first so that the long ones start early; small
-files travel in batches so that thousands of them cost few round trips. This process is
-one of the readers: with N jobs it starts N - 1 workers and reads between handing them
-tasks (a process fewer: less memory, and none waiting idle). A small history is read in
-this process alone: starting workers would cost more than it saves.
+One reader per file, biggest first; small files in batches. This process reads too (N
+jobs: N - 1 workers); a small history is read in this process alone.
 """
 
 from __future__ import annotations
@@ -67,16 +63,9 @@ def scan_transcripts(transcripts: Sequence[Transcript], *, jobs: int | None = No
                      prefilter: bool = True, progress: Progress | None = None,
                      settings: Settings | None = None, two_tier: bool = True
                      ) -> Iterator[FileResult]:
-    """Every file's result, in the order they finish.
-
-    ``jobs``: readers, this process among them (default: every core); 1 reads in this
-    process alone.
-    ``prefilter``: skip lines that cannot matter without parsing them.
-    ``progress``: told how far along the scan is.
-    ``settings``: the thresholds and ignored tools (the documented defaults when None).
-    ``two_tier``: the engine reads only the files that could hold a loop
-    (``read_transcript``); off, it reads every file (the same results, slower).
-    """
+    """Every file's result, in the order they finish. ``jobs``: readers, this process among
+    them (default: every core); ``two_tier``: off, the engine reads every file whole (the
+    same results, slower); the other options as for ``read_transcript``."""
     total = sum(t.size for t in transcripts)
     jobs = jobs or os.cpu_count() or 1
     tasks = batches(transcripts)

@@ -1,37 +1,22 @@
 """What tokens cost: a per-model price table, a user's override file, and the sum.
 
-Prices are USD per million tokens, for input, output, cache reads and cache writes
-(5-minute writes, and 1-hour writes, billed 2 x input unless a price says otherwise). A
-reply is priced as it is billed (``PriceTable.reply_cost``): its 1-hour writes apart, the
-model's long-prompt rates when the request's input (cached or not) passed the model's
-threshold (200k tokens for Sonnet 4 and 4.5, 100k for Haiku 5.5), fast mode's multiple
-(``usage.speed``) and US-only inference at 1.1x (``usage.inference_geo``, as Claude Code
-bills it).
+USD per million tokens: input, output, cache reads, cache writes (5-minute; 1-hour ones
+at 2 x input unless given). A reply is priced as billed (``PriceTable.reply_cost``): its
+1-hour writes apart, long-prompt rates past the model's threshold (200k for Sonnet 4 and
+4.5, 100k for Haiku 5.5), fast mode's multiple, US-only inference at 1.1x.
 
-Model names are made plain first: lower case, any provider prefix before ``claude-``
-dropped (Bedrock's ``us.anthropic.claude-…-v1:0``), ``@`` ``.`` ``:`` read as ``-``
-(Vertex's ``claude-x@date``). A built-in entry prices its model and the model's dated or
-provider names (``claude-opus-4-5`` prices ``claude-opus-4-5-20251101``), never a newer
-version (``claude-opus-4-9`` is not ``claude-opus-4``): that one gets its family's
-newest price, marked as a fallback (``Price.fallback``). A model no key matches
-(``<synthetic>``, another vendor's) costs nothing here and its tokens are counted as
-unpriced.
+Model names are made plain (lower case, provider prefixes dropped, ``@ . :`` read as
+``-``). A built-in entry prices its model's dated and provider names, never a newer
+version: that gets its family's newest price, marked a fallback. A model no key matches
+costs nothing and its tokens are counted as unpriced. Built-in prices are Claude Code's
+catalog's (2.1.332); long-prompt rates and fast multiples are LiteLLM's (``FAST_FALLBACK``
+where unknown, marked a fallback).
 
-The built-in prices are those of Claude Code's own model catalog (2.1.332), which
-Claude Code bills its ``cost-state`` by; the long-prompt rates of Sonnet 4 and 4.5 and
-the fast-mode multiples are LiteLLM's (what ccusage prices by). Where a fast-mode
-multiple is not known (Opus 5.5, Fable 5.2, Mythos 5.2), ``FAST_FALLBACK`` is used and
-the price is marked as a fallback.
-
-Override or extend the table with ``--prices FILE``: JSON or TOML, mapping a model
-prefix to its four prices, as an object (``{"input": 3, "output": 15, "cache_read": 0.3,
-"cache_creation": 3.75}``, optionally ``"cache_creation_1h"``) or a list in that order;
-or LiteLLM's ``model_prices_and_context_window.json`` (USD per token, keyed by model
-name, with its ``_above_200k_tokens`` and 1-hour variants), the file ccusage reads. The
-file's keys are tried first (the longest match wins: ``claude`` alone prices every
-Claude model; a LiteLLM key prices its model's names only), then the defaults. It is read
-as the hooks read their files: a regular file of at most ``MAX_PRICE_BYTES``, never
-blocking (a FIFO or a device is refused at once).
+``--prices FILE``: JSON or TOML, a model prefix -> its four prices (an object, or a list
+in that order; ``cache_creation_1h`` optional), or LiteLLM's
+``model_prices_and_context_window.json``. Its keys are tried first (the longest match
+wins), then the defaults. Read as the hooks read files: a regular file of at most
+``MAX_PRICE_BYTES``, never blocking.
 """
 
 from __future__ import annotations
@@ -67,14 +52,10 @@ multiple), or none at all."""
 
 @dataclass(frozen=True, slots=True)
 class Price:
-    """USD per million tokens.
-
-    ``cache_creation``: a 5-minute cache write; ``cache_creation_1h``: a 1-hour one (None:
-    2 x input, Anthropic's rule). ``long_prompt``: the rates of a request whose input,
-    cached or not, is over ``long_above`` tokens (the whole request is billed at them).
-    ``fast``: fast mode's multiple of every rate (None: not known). ``fallback``: the
-    price is a family's, not the model's own.
-    """
+    """USD per million tokens. ``cache_creation_1h``: a 1-hour write (None: 2 x input);
+    ``long_prompt``: the rates of a whole request whose input (cached or not) is over
+    ``long_above``; ``fast``: fast mode's multiple (None: unknown); ``fallback``: a family's
+    price, not the model's own."""
 
     input: float
     output: float

@@ -1,9 +1,7 @@
-"""The plain values a history scan produces: token counts, loops, and one file's result.
+"""The plain values a history scan produces: token counts, loops, one file's result (pure).
 
-Pure records (frozen dataclasses) and small functions over them; no I/O. Token counts
-are kept per API reply (``Reply``: a digest of its ``message.id`` and ``requestId``, its
-model, its usage) so that a reply found in several files is counted once where the
-workers' results meet (``summary``), and priced there, as it was billed, in one place.
+Tokens are kept per API reply (``Reply``) so that a reply in several files is counted,
+and priced, once (``summary``).
 """
 
 from __future__ import annotations
@@ -25,6 +23,7 @@ __all__ = [
     "Turn",
     "add_model_tokens",
     "by_model",
+    "merged",
     "sum_tokens",
 ]
 
@@ -86,6 +85,17 @@ def _reply(key: ReplyKey, model: str, *usage: Any) -> Reply:
 Replies = tuple[Reply, ...]
 
 
+def merged(*scopes: Replies) -> Replies:
+    """The scopes' replies, each once (its larger copy), in order of first sight."""
+    replies: dict[ReplyKey, Reply] = {}
+    for scope in scopes:
+        for reply in scope:
+            known = replies.get(reply.key)
+            if known is None or reply.usage.total > known.usage.total:
+                replies[reply.key] = reply
+    return tuple(replies.values())
+
+
 def by_model(replies: Iterable[Reply]) -> ModelTokens:
     """The replies' tokens per model."""
     return add_model_tokens((reply.model, reply.usage) for reply in replies)
@@ -93,14 +103,9 @@ def by_model(replies: Iterable[Reply]) -> ModelTokens:
 
 @record
 class Loop:
-    """One past loop found in one transcript file.
-
-    ``replies``: answers in the re-prompt run, or identical results of the tool call.
-    ``tokens``: the loop's API replies (each once); ``avoidable``: those of them spent
-    after the reply at which loop-killer would first have acted (stopped the turn, or
-    warned the model). ``label``: a few words on what looped, for people (the tool call,
-    or the first looping answer), never shown unclean.
-    """
+    """One past loop in one file. ``replies``: answers in the re-prompt run, or identical
+    results of the call; ``tokens``: its API replies (each once); ``avoidable``: those after
+    loop-killer would first have acted; ``label``: a few words on what looped (cleaned)."""
 
     kind: LoopKind
     rule: str
@@ -121,17 +126,10 @@ class Loop:
 
 
 class Turn(NamedTuple):
-    """One turn in one file: from a person's prompt to the next (in a subagent's file,
-    from a prompt it was given: its spend goes to its parent's turn at that moment).
-
-    ``started_at``: the prompt's time (before a file's first prompt, its first reply's or
-    re-prompt's); ``ended_at``: its last reply's or re-prompt's; ``reprompts``: the
-    Stop-hook re-prompts in it; ``replies``: how many of the file's ``replies`` are its
-    own, the next ones after the turns before it's (the file's replies are in its turns'
-    order; each reply in the first turn that holds it). The budget's figures
-    (``engine.budget``), read in the first pass with the usage. (A named tuple: kept
-    in the cache as an array, 53 bytes a turn against a record's map's 91, and read in
-    60 % of its time.)"""
+    """One turn in one file, from a person's prompt (a subagent's: a prompt it was given)
+    to the next: its first and last times, its re-prompts, and how many of the file's
+    ``replies`` (kept in turns' order) are its own: the budget's figures. (A named tuple: the
+    cache keeps it as an array, smaller and quicker to read.)"""
 
     started_at: str
     ended_at: str
@@ -141,24 +139,14 @@ class Turn(NamedTuple):
 
 @record
 class FileResult:
-    """What one transcript file held.
-
-    ``session_id``: the session it belongs to (a subagent's file: its parent session, when
-    known). ``subagent``: the file is a subagent's (scanned for tool-repeat loops only).
-    ``replies``: every API reply in the file, counted once (its largest copy);
-    ``first_at`` / ``last_at``: the earliest and latest of their times (which file a reply
-    copied into another belongs to: the original began first, or ended first);
-    ``cost_state``: the last ``cost-state`` line's ``totalCostUSD`` (Claude Code
-    2.1.33x), if any. ``skipped``: why the file was not read (``link``, ``not_regular``,
-    ``unreadable``) or not counted (``project_off``), empty when it was. ``lines`` /
-    ``parsed`` / ``broken``: lines seen, lines handed to the engine's parser, and bad
-    lines: not valid JSON objects among those parsed, and lines that do not even start
-    like one (a line that does, but holds no conversation marker, is skipped unparsed and
-    uncounted). ``cwd``: the session's real path, from the first line that gives one (""
-    when none does): whether its project is switched off is asked with it
-    (``Settings.project_off``). ``turns``: the file's turns that hold a reply or a
-    re-prompt (``Turn``), in the order of ``replies``.
-    """
+    """What one transcript file held. ``session_id``: a subagent file's parent session, when
+    known; ``replies``: every API reply, once (its largest copy); ``first_at``/``last_at``:
+    their earliest and latest times (which file a copied reply belongs to); ``cost_state``:
+    the last ``cost-state`` line's ``totalCostUSD``; ``skipped``: why the file was not read
+    (``link``, ``not_regular``, ``unreadable``) or not counted (``project_off``);
+    ``lines``/``parsed``/``broken``: lines seen, parsed, and bad (not JSON objects); ``cwd``:
+    the session's real path (the first line's that gives one: is its project off?);
+    ``turns``: those holding a reply or a re-prompt, in the order of ``replies``."""
 
     path: str
     project: str

@@ -36,14 +36,8 @@ def _usd(value: float) -> float:
 
 def json_document(summary: Summary, *, root: str = "", top: int | None = None
                   ) -> dict[str, Any]:
-    """The ``--json`` document (``top``: only the first ``top`` loops listed; the totals
-    are still those of every loop).
-
-    ``loops`` and ``totals`` keep the documented schema exactly; ``sessions`` (every
-    session read: its tokens and cost, per model too, its loops' cost, Claude Code's own
-    total), ``budget`` (past turns over the budget) and ``scan`` (what was read and
-    skipped, the budget's limits) are extra top-level keys.
-    """
+    """The ``--json`` document (``top``: the first ``top`` loops listed; totals are every
+    loop's): ``loops`` and ``totals`` as documented, and ``sessions``, ``budget``, ``scan``."""
     return {
         "loops": [_loop(row) for row in summary.loops[:top or None]],
         "totals": {
@@ -194,16 +188,10 @@ def _row(row: LoopRow, home: str | None, compact: bool) -> list[str]:
 def human_report(summary: Summary, *, width: int = 120, home: str | None = None,
                  root: str = "", seconds: float | None = None, top: int | None = TOP,
                  compact: bool | None = None) -> str:
-    """The table, biggest loop first (as ordered in ``summary``), a totals row, then what
-    was read and skipped.
-
-    ``width``: the columns to fit (0: nothing is cut); ``compact``:
-    the narrow table (None: when ``width`` is under ``COMPACT_BELOW``, or the full table
-    would not fit it, its other columns being wide); ``top``: the
-    loops shown (None or 0: all; a line says how many more there are); ``home``: the
-    person's home folder (left out of project names); ``seconds``: how long the scan
-    took, if it is to be told.
-    """
+    """The table, biggest loop first, a totals row, then what was read and skipped.
+    ``width``: columns to fit (0: nothing cut); ``compact``: the narrow table (None: when
+    the full one would not fit); ``top``: loops shown (None or 0: all); ``home``: left out of
+    project names; ``seconds``: how long the scan took, if told."""
     out: list[str] = []
     if summary.loops:
         shown = summary.loops[:top] if top else summary.loops

@@ -1,22 +1,12 @@
 """Every file's result in, one priced summary of the history out (pure).
 
-``Collector`` takes ``FileResult`` values one at a time, in any order (they arrive from
-several workers). A reply can be in several files (a resumed session's copy, a replay
-into a subagent's file): it is counted once, over the whole history, as its copy with
-the most tokens, and belongs to that copy's file (of equal copies, the original: the
-file that began first, or ended first). Memory is bounded by the distinct replies (a
-digest and the counts of each), the files (a few fields each) and the loops.
-
-A loop owns its replies: a reply claimed by several loops (the same loop found again in
-a resumed session's copy) belongs to the loop in the file the reply belongs to (else to
-the loop whose file began first), and a loop left owning none of its replies is a copy,
-not a loop. Prices are applied per reply, as it was billed (``PriceTable.reply_cost``).
-
-The budget (``engine.budget``): each person's turn (``Turn``) with its re-prompts, wall
-time and spend: its replies and its subagents' (a subagent file's turn counts in its
-session's turn under way when it began), each reply once and priced as above; those
-over a limit are listed (``BudgetRow``). A turn none of whose replies belongs to its file
-is a copy (a resumed session's), as a loop is.
+``Collector`` takes ``FileResult``s in any order. A reply in several files (a resumed
+session's copy, a replay) counts once, as its largest copy, and belongs to that copy's
+file (of equal copies, the file that began, or ended, first). A loop owns its replies: a
+reply claimed by several loops belongs to the loop in the reply's file, and a loop left
+owning none is a copy. A reply is priced as billed (``PriceTable.reply_cost``). The
+budget: each person's turn (``Turn``) with its subagents' spend; those over a limit are
+listed (``BudgetRow``); a turn owning none of its replies is a copy.
 """
 
 from __future__ import annotations
@@ -41,10 +31,8 @@ _WORST: dict[Priced, int] = {"exact": 0, "fallback": 1, "unpriced": 2}
 
 @record
 class LoopRow:
-    """A loop with where it happened and what it cost (USD, from the price table).
-
-    ``tokens`` / ``avoidable``: its own replies' (a reply another loop owns left out).
-    ``priced``: the least sure of its replies' prices."""
+    """A loop with where it happened and what it cost; ``tokens``/``avoidable``: its own
+    replies' (a reply another loop owns left out); ``priced``: the least sure price."""
 
     loop: Loop
     session_id: str
@@ -96,10 +84,8 @@ class SessionRow:
 
 @record
 class BudgetRow:
-    """A past turn that went beyond the budget: where, when, what it used, and ``over``:
-    each limit it went beyond and by how much (re-prompts, USD, minutes: ``over_by``).
-    ``minutes``: its wall time, from its prompt to its last reply (None: a time
-    unreadable). ``priced``: the least sure of its replies' prices."""
+    """A past turn over the budget; ``over``: each limit passed and by how much (``over_by``);
+    ``minutes``: prompt to last reply (None: a time unreadable); ``priced``: least sure."""
 
     session_id: str
     project: str
@@ -185,13 +171,9 @@ class _Session:
 
 @dataclass(slots=True)
 class Collector:
-    """Gathers file results into a ``Summary``.
-
-    ``prices``: the price table; ``since``: drop loops (and turns over the budget) that
-    ended before this moment, ``until``: those that began after it (seconds since the
-    epoch; one without a readable time is kept). Sessions are all listed whatever the
-    loops' times. ``budget``: the limits past turns are judged by (``settings.budget``).
-    """
+    """Gathers file results into a ``Summary``. ``since``/``until``: drop loops (and turns
+    over the budget) that ended before, or began after (one without a readable time is
+    kept; sessions are all listed); ``budget``: the limits past turns are judged by."""
 
     prices: PriceTable
     since: float | None = None

@@ -1,14 +1,10 @@
 """One transcript file's bytes in, in any chunks; its loops and token usage out (pure).
 
-A main transcript's events are judged by the engine's ``RunDetector``, the one judge the
-watcher and the Stop hook use (re-prompt loops, from its detections), and go to a
-``ToolLoops`` (tool-repeat loops); lines that old versions wrote inline for a subagent
-(``isSidechain``) form a scope of their own, with its own counter. A subagent's own file
-is scanned for tool-repeat loops only: a subagent has no Stop-hook re-prompts of its own.
-
-Lines that cannot matter are skipped unparsed, and a lone tool result is left unread
-until its call repeats (the engine's ``prefilter``); ``cost-state`` lines (Claude Code
-2.1.33x) give the session's cost as Claude Code computed it.
+A main transcript's events are judged by the engine's ``RunDetector`` (re-prompt loops)
+and go to ``ToolLoops`` (tool-repeat loops); inline subagent lines (``isSidechain``) are
+a scope of their own. A subagent's file is scanned for tool-repeat loops only. Lines that
+cannot matter are skipped unparsed, a lone tool result left unread until its call
+repeats; ``cost-state`` lines give the session's cost as Claude Code computed it.
 """
 
 from __future__ import annotations
@@ -35,17 +31,17 @@ from ..engine.transcript import (
     AssistantPart,
     Event,
     ParseStats,
-    Reprompt,
     TurnStart,
     parse_line,
 )
-from ..engine.typed import NOT_TYPED, Line, typed_event
+from ..engine.typed import NOT_TYPED, Line, decode_line, entry_event, typed_event
 from .ledger import UsageLedger
 from .loops import RepromptLoops, ToolLoops
-from .records import FileResult, Loop, Reply, ReplyKey
+from .records import FileResult, Loop, merged
 from .turns import TurnTally
 
-__all__ = ["TranscriptScan", "cost_amount", "cost_state_total", "reply_request_id",
+__all__ = ["TranscriptScan", "cost_amount", "cost_state_total", "request_id_of",
+           "reply_request_id",
            "scan_bytes", "session_id_in"]
 
 _SESSION_ID = re.compile(rb'"sessionId":"([A-Za-z0-9][A-Za-z0-9._-]{0,127})"')
@@ -61,9 +57,8 @@ def session_id_in(line: bytes, start: int, end: int) -> str:
 
 
 def request_id(line: bytes, start: int = 0, end: int | None = None) -> str:
-    """The ``requestId`` of an assistant line (``line[start:end]``), or "". The top-level
-    key is written after the message, so the last one is taken (a tool's input may hold
-    a key of that name too); a JSON string cannot hold it unescaped."""
+    """An assistant line's ``requestId`` (``line[start:end]``), or "": the last one (the
+    top-level key comes after the message, where a tool's input may hold one too)."""
     end = len(line) if end is None else end
     found = line.rfind(_REQUEST_ID, start, end)
     if found < 0:
@@ -75,10 +70,14 @@ def request_id(line: bytes, start: int = 0, end: int | None = None) -> str:
 
 def reply_request_id(event: Event, entry: Line) -> str:
     """The ``requestId`` of a reply's decoded line, where its usage is counted."""
-    if isinstance(event, AssistantPart) and event.usage is not None \
-            and isinstance(entry.requestId, str):
-        return entry.requestId if len(entry.requestId) < _MAX_REQUEST_ID else ""
+    if isinstance(event, AssistantPart) and event.usage is not None:
+        return request_id_of(entry.requestId)
     return ""
+
+
+def request_id_of(request: object) -> str:
+    """A decoded reply line's ``requestId`` (its value as written)."""
+    return request if isinstance(request, str) and len(request) < _MAX_REQUEST_ID else ""
 
 
 # Claude Code's bookkeeping lines (snapshots, progress, queue operations, cost-state) open
@@ -89,9 +88,8 @@ DEFAULT_SETTINGS = Settings()
 
 
 class _Scope:
-    """One counting scope: its replies' usage and its tool-repeat streaks; its turns go
-    to ``turns`` (``inline``: a subagent's lines in a main transcript, whose replies
-    count in the main session's turns)."""
+    """One counting scope: its usage and its tool-repeat streaks (``inline``: a subagent's
+    lines in a main transcript, whose replies count in the main session's turns)."""
 
     __slots__ = ("inline", "ledger", "stats", "tools", "turns")
 
@@ -106,21 +104,10 @@ class _Scope:
         self.stats = ParseStats()
 
     def event(self, event: object, loops: list[Loop], request: str = "") -> None:
-        if isinstance(event, AssistantPart):
-            key = self.ledger.add(event, request)
-            if key is not None:
-                if self.inline:
-                    self.turns.aside(key, event.timestamp)
-                else:
-                    self.turns.reply(key, event.timestamp)
-        elif isinstance(event, Reprompt) and not self.inline:
-            self.turns.reprompt(event.timestamp)
+        self.turns.take(event, self.ledger, request, inline=self.inline)
         if self.tools is not None:
             loops.extend(self.tools.feed(event))  # type: ignore[arg-type]
-        if isinstance(event, TurnStart) and event.kind == "prompt":
-            self.ledger.end_turn()
-            if not self.inline:
-                self.turns.prompt(event.timestamp)
+        self.turns.close(event, self.ledger, inline=self.inline)
 
     def finish(self, loops: list[Loop]) -> None:
         if self.tools is not None:
@@ -129,18 +116,11 @@ class _Scope:
 
 
 class TranscriptScan:
-    """Scans one transcript file.
-
-    ``path``, ``project``, ``session_id``: where the file is, its project folder's name and
-    the session it belongs to (for a subagent's file, empty: found in its lines).
-    ``subagent``: the file is a subagent's. ``prefilter``: skip lines that cannot matter
-    without parsing them (off only to prove it changes nothing). ``settings``: the thresholds and
-    ignored tools (``loop_killer.config``; the documented defaults unless given).
-    ``reread``: reads (offset, length) bytes of the file again; given, a tool result left
-    unread is read again from the file when it must be compared, instead of being kept.
-    ``offset``: where the first byte fed sits in the file (a part of it, from a person's
-    prompt on: ``LeanScan.segments``).
-    """
+    """Scans one transcript file. ``session_id``: empty for a subagent's file (found in
+    its lines); ``prefilter``: skip lines that cannot matter unparsed (off only to prove
+    it changes nothing); ``settings``: the documented defaults unless given; ``reread``:
+    reads (offset, length) bytes of the file again, for a tool result left unread;
+    ``offset``: where the first byte fed sits in the file (``LeanScan.segments``)."""
 
     __slots__ = (
         "_chunk",
@@ -236,13 +216,7 @@ class TranscriptScan:
         stepped_over = self._events.stats
         broken = (self._garbage + stepped_over.broken
                   + sum(scope.stats.broken for scope in scopes))
-        replies: dict[ReplyKey, Reply] = {}
-        for scope in scopes:
-            for reply in scope.ledger.replies():
-                known = replies.get(reply.key)
-                if known is None or reply.usage.total > known.usage.total:
-                    replies[reply.key] = reply
-        kept, turns = self._turns.finish(tuple(replies.values()))
+        kept, turns = self._turns.finish(merged(*(scope.ledger.replies() for scope in scopes)))
         return FileResult(
             path=self.path, project=self.project, session_id=self.session_id,
             subagent=self.subagent, loops=tuple(self._loops), replies=kept,
@@ -256,17 +230,19 @@ class TranscriptScan:
         )
 
     def _parse(self, buffer: bytes, start: int, end: int, stats: ParseStats) -> Event | None:
-        """One line's event for the main scope (the reader's parser): the line is
-        ``buffer[start:end]``. A bookkeeping line (its type first) is told by its bytes;
-        any other is decoded into the engine's few fields (``typed_event``), or, when it
-        does not fit them, sorted by its bytes and parsed whole (``_sort_and_parse``)."""
+        """One line's event for the main scope (the reader's parser): a bookkeeping line (type
+        first) told by its bytes, any other decoded (``typed_event``), else sorted and parsed."""
         self.lines += 1
         if self._prefilter and not buffer.startswith(TYPE_FIRST, start, end):
-            found = typed_event(memoryview(buffer)[start:end],
-                                self._source(buffer, start, end),
-                                subagent=self._main is None)
-            if found is not NOT_TYPED:
-                return self._typed(buffer, start, end, *found)
+            entry = decode_line(memoryview(buffer)[start:end])
+            if entry is not None:
+                # (a user line's results are read again from the file, or from a copy)
+                found = entry_event(entry, (self._source(buffer, start, end)
+                                            or buffer[start:end]) if entry.type == "user"
+                                    else b"", subagent=self._main is None)
+                if found is not NOT_TYPED:
+                    event, reason = found
+                    return self._typed(buffer, start, end, event, reason, entry)
         return self._sort_and_parse(buffer, start, end)
 
     def _typed(self, buffer: bytes, start: int, end: int, event: Event | None, reason: str,
@@ -354,22 +330,15 @@ class TranscriptScan:
         if main is None or reprompts is None:
             return
         event = step.event
-        if isinstance(event, AssistantPart):
-            # usage first: a loop the step closes may hold this reply
-            key = main.ledger.add(event, self._requests.pop(id(event), ""))
-            if key is not None:
-                self._turns.reply(key, event.timestamp)
-        elif isinstance(event, Reprompt):
-            self._turns.reprompt(event.timestamp)
+        # usage first: a loop the step closes may hold this reply
+        self._turns.take(event, main.ledger, self._requests.pop(id(event), ""))
         if step.answers or isinstance(event, TurnStart):
             # (a step without answers changes no re-prompt run unless it starts a turn)
             self._loops.extend(reprompts.step(step))
         if event is not None:
             if main.tools is not None:
                 self._loops.extend(main.tools.feed(event))
-            if isinstance(event, TurnStart) and event.kind == "prompt":
-                main.ledger.end_turn()
-                self._turns.prompt(event.timestamp)
+            self._turns.close(event, main.ledger)
 
     def _read_cost_state(self, line: bytes) -> None:
         self._cost(cost_state_total(line))

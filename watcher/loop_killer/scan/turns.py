@@ -1,20 +1,17 @@
 """One file's turns as its events arrive, for the budget (pure).
 
-The budget (``engine.budget``) is per turn of the person's: a prompt of theirs starts
-one, a Stop-hook re-prompt does not (a ``/goal`` runs inside one turn). Both readers of
-a file (the first pass, ``lean``, and the engine's, ``transcript``) tell a ``TurnTally``
-the prompts, re-prompts and replies they read anyway: no line is read for it. A reply
-goes to the first turn that holds it (a reply written again later is no new spend); its
-key is the one the ``UsageLedger`` gave it, so ``summary`` prices the turn's replies
-with the history's usual de-duplication. The file's replies are kept in its turns' order,
-so a turn names its own by how many there are: nothing in a kept result can name a reply
-that is not the file's.
+A person's prompt starts a turn, a re-prompt does not. Both readers of a file tell a
+``TurnTally`` what they read anyway. A reply goes to the first turn that holds it, by the
+key the ``UsageLedger`` gave it; the file's replies are kept in its turns' order, so a
+turn names its own by their count.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
 
+from ..engine.transcript import AssistantPart, Reprompt, TurnStart
+from .ledger import UsageLedger
 from .records import Replies, Reply, ReplyKey, Turn
 
 __all__ = ["TurnTally"]
@@ -31,9 +28,8 @@ class _Open:
 
 class TurnTally:
     """A file's turns: ``prompt`` starts one, ``reprompt`` and ``reply`` count in the
-    current one (or in one begun by them, before the file's first prompt); ``aside``, a
-    reply of a subagent's line inline in the file (Claude Code 1.0.x), goes to the turn
-    under way at its time (the engine's reader reads those lines ahead of the others)."""
+    current one; ``aside`` (a reply of an inline subagent line, 1.0.x) goes to the turn under
+    way at its time (the engine reads those lines ahead of the others)."""
 
     __slots__ = ("_aside", "_current", "_seen", "_turns")
 
@@ -67,6 +63,25 @@ class TurnTally:
 
     def aside(self, key: ReplyKey, timestamp: str) -> None:
         self._aside.append((timestamp, key))
+
+    def take(self, event: object, ledger: UsageLedger, request: str = "", *,
+             inline: bool = False) -> None:
+        """A reply's usage into ``ledger`` (``request``: its line's ``requestId``) and into
+        its turn, or a re-prompt; ``inline``: a subagent's line inline in the file."""
+        if isinstance(event, AssistantPart):
+            key = ledger.add(event, request)
+            if key is not None:
+                (self.aside if inline else self.reply)(key, event.timestamp)
+        elif isinstance(event, Reprompt) and not inline:
+            self.reprompt(event.timestamp)
+
+    def close(self, event: object, ledger: UsageLedger, *, inline: bool = False) -> None:
+        """After ``take`` and the loops: a person's prompt folds the turn's usage and
+        starts a turn."""
+        if isinstance(event, TurnStart) and event.kind == "prompt":
+            ledger.end_turn()
+            if not inline:
+                self.prompt(event.timestamp)
 
     def _turn(self, timestamp: str) -> _Open:
         turn = self._current
