@@ -54,10 +54,11 @@ MOVES: dict[str, str] = {
     "watch.telemetry": "export.telemetry",
     "watch.telemetry_plan": "export.telemetry_plan",
     # cli/: the commands a person runs
-    "cli": "cli.main",
+    "cli": "cli.__init__",  # the dispatcher: `loop_killer.cli:main` and `-m` stay as they were
     "watch.commands": "cli.commands",
 }
-"""Old module -> new module, names relative to the package."""
+"""Old module -> new module, names relative to the package (``x.__init__``: the module
+becomes package ``x``)."""
 
 PACKAGES: dict[str, tuple[str, str]] = {
     "hook": ("hooks", ""),
@@ -65,6 +66,16 @@ PACKAGES: dict[str, tuple[str, str]] = {
 }
 """Old package -> (new package, prefix of its modules' new names), for what MOVES does not
 name. The old package's ``__init__`` becomes the new one's (tools' merges into hook's)."""
+
+NEW_FILES = {
+    "cli/__main__.py": '''"""``python -m loop_killer.cli``: the command line."""
+
+from loop_killer.cli import main
+
+raise SystemExit(main())
+''',
+}
+"""Files written where they do not exist yet (paths relative to the package)."""
 
 INIT_FROM = {"hooks": "hook"}
 """A merged package's ``__init__.py`` comes from this old package's (the other is removed)."""
@@ -113,10 +124,10 @@ OpenTelemetry export beside Claude Code's own; ``telemetry_plan``: its pure core
 watcher imports them only when asked for, so the optional extras stay optional.
 ''',
     "cli": '''
-``loop-killer``: the command line. ``main`` parses and dispatches, importing each
-subcommand only when used; ``commands`` (``status``, ``clear``, ``config``) and ``setup``
-(``install``, ``doctor``) live here, ``scan`` and ``top`` with their packages, and the
-plugin's ``hook`` is ``hooks.entry``.
+``loop-killer``: the command line. Parsed and dispatched here, each subcommand imported
+only when used, so a call stays quick and never imports watchdog needlessly: ``commands``
+(``status``, ``clear``, ``config``) and ``setup`` (``install``, ``doctor``) live in this
+package, ``scan`` and ``top`` with theirs, and the plugin's ``hook`` is ``hooks.entry``.
 ''',
 }
 """New docstrings of the packages whose modules changed (names in ``...`` are checked)."""
@@ -155,12 +166,15 @@ class Tree:
         for cut in range(len(parts), 0, -1):
             head = ".".join(parts[:cut])
             if head in self.moves:
-                return ".".join([self.moves[head], *parts[cut:]])
+                return ".".join([self.moves[head], *parts[cut:]]).replace(".__init__", "")
         return name
+
+    def becomes_package(self, name: str) -> bool:
+        return self.is_package(name) or self.moves.get(name, "").endswith(".__init__")
 
     def new_path(self, name: str) -> Path:
         parts = self.new_name(name).split(".")
-        if self.is_package(name):
+        if self.becomes_package(name):
             return self.root / "watcher" / Path(*parts) / "__init__.py"
         return self.root / "watcher" / Path(*parts[:-1]) / f"{parts[-1]}.py"
 
@@ -286,8 +300,8 @@ class TextRewriter:
         new = self.tree.new_name(name).split(".")[1:]
         if not is_file:
             return new if self.tree.is_package(name) else None
-        if self.tree.is_package(name):
-            return [*new, parts[-1]]
+        if self.tree.becomes_package(name):
+            return [*new, "__init__.py"]
         return [*new[:-1], new[-1] + ".py"]
 
     def slashed(self, match: re.Match[str]) -> str:
@@ -368,8 +382,8 @@ def rewrite_file(path: Path, tree: Tree, texts: TextRewriter, warnings: list[str
     if path.is_relative_to(tree.package_dir):
         old_name = module_name(path, tree.package_dir)
         new_name = tree.new_name(old_name)
-        is_init = path.name == "__init__.py"
-        old_package, new_package = _package_of(old_name, is_init), _package_of(new_name, is_init)
+        old_package = _package_of(old_name, path.name == "__init__.py")
+        new_package = _package_of(new_name, tree.becomes_package(old_name))
     starts = _offsets(source)
     spans: list[tuple[int, int, str]] = []
     for node in ast.walk(module):
@@ -439,14 +453,21 @@ def files_to_rewrite(root: Path) -> list[Path]:
 
 
 def _ruff(root: Path, paths: list[Path]) -> None:
-    python_files = [str(p) for p in paths if p.suffix == ".py"]
+    """Sort the changed imports; say which lines a longer name pushed past the limit."""
+    python_files = [str(p) for p in paths if p.suffix == ".py" and p.exists()]
     ruff = shutil.which("ruff")
     command = [ruff] if ruff else [sys.executable, "-m", "ruff"]
-    done = subprocess.run([*command, "check", "--select", "I", "--fix", "--quiet",
-                           *python_files], cwd=root, capture_output=True, text=True)
-    if done.returncode not in (0, 1):
-        print(f"warning: ruff could not sort the imports ({done.stderr.strip()[:200]}); "
-              "run `ruff check --select I --fix` yourself")
+    try:
+        subprocess.run([*command, "check", "--select", "I", "--fix", "--quiet", *python_files],
+                       cwd=root, capture_output=True, text=True, check=False)
+        long = subprocess.run([*command, "check", "--select", "E501", "--output-format",
+                               "concise", "--quiet", *python_files],
+                              cwd=root, capture_output=True, text=True, check=False)
+    except OSError as error:
+        print(f"warning: no ruff ({error}): run `ruff check --select I --fix` yourself")
+        return
+    for line in long.stdout.splitlines():
+        print(f"warning: wrap by hand: {line}")
 
 
 def _check_docstrings(tree: Tree, warnings: list[str]) -> None:
@@ -499,6 +520,11 @@ def _apply(root: Path, tree: Tree, merged_away: set[Path], new_texts: dict[Path,
         git(root, "rm", "-q", str(path))
     for path, text in new_texts.items():
         path.write_text(text)
+    for name, text in NEW_FILES.items():
+        path = tree.package_dir / name
+        if path.parent.is_dir() and not path.exists():
+            path.write_text(text)
+            new_texts[path] = text
     for package, text in DOCSTRINGS.items():
         init = tree.package_dir / package / "__init__.py"
         if init.parent.is_dir():
