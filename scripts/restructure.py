@@ -132,6 +132,20 @@ package, ``scan`` and ``top`` with theirs, and the plugin's ``hook`` is ``hooks.
 }
 """New docstrings of the packages whose modules changed (names in ``...`` are checked)."""
 
+LAYOUT_DOC = "docs/testing.md"
+LAYOUT_ROWS = {
+    "hooks/": "every hook event: the entry, the Stop hook (which reply this is, stopping the "
+              "turn, the words, terminal typing) and the tool-call hooks (count, warn, refuse, "
+              "end the turn, reset)",
+    "watch/": "`loop-killer-watch`: following files, sessions, responses, housekeeping, "
+              "notifications",
+    "export/": "Prometheus metrics and the OpenTelemetry export",
+    "cli/": "`loop-killer` and its commands `status` / `clear` / `config` / `install` / "
+            "`doctor`",
+}
+"""Rows of LAYOUT_DOC's table (``| `watcher/loop_killer/PATH` | what |``) written anew;
+rows of paths that are gone, or written twice, are dropped."""
+
 SOURCE_ROOTS = ("watcher", "tests", "scripts", "plugin", "docs", ".ci", ".claude-plugin")
 SOURCE_FILES = ("README.md", "pyproject.toml")
 SKIP = ("tests/fixtures/",)
@@ -470,6 +484,26 @@ def _ruff(root: Path, paths: list[Path]) -> None:
         print(f"warning: wrap by hand: {line}")
 
 
+def _layout_rows(root: Path) -> None:
+    path = root / LAYOUT_DOC
+    prefix = f"| `watcher/{PACKAGE}/"
+    lines = path.read_text().splitlines(keepends=True) if path.exists() else []
+    rows = [i for i, line in enumerate(lines) if line.startswith(prefix)]
+    if not rows:
+        print(f"warning: {LAYOUT_DOC} has no layout table to update")
+        return
+    kept, seen = [], set()
+    for line in lines[rows[0]: rows[-1] + 1]:
+        where = line[len(prefix):].partition("`")[0]
+        gone = not (root / "watcher" / PACKAGE / where).exists()
+        if where in LAYOUT_ROWS or where in seen or gone:
+            continue
+        seen.add(where)
+        kept.append(line)
+    kept += [f"{prefix}{where}` | {what} |\n" for where, what in LAYOUT_ROWS.items()]
+    path.write_text("".join([*lines[: rows[0]], *kept, *lines[rows[-1] + 1:]]))
+
+
 def _check_docstrings(tree: Tree, warnings: list[str]) -> None:
     package_dir = tree.package_dir
     for package, text in DOCSTRINGS.items():
@@ -534,8 +568,10 @@ def _apply(root: Path, tree: Tree, merged_away: set[Path], new_texts: dict[Path,
         folder = tree.package_dir / old
         if folder.is_dir() and not any(folder.rglob("*.py")):
             shutil.rmtree(folder)
+    _layout_rows(root)
     _ruff(root, list(new_texts))
-    git(root, "add", "-A", "--", "watcher", *[str(p) for p in new_texts if p.exists()])
+    git(root, "add", "-A", "--", "watcher", LAYOUT_DOC,
+        *[str(p) for p in new_texts if p.exists()])
 
 
 def main() -> int:
