@@ -603,8 +603,8 @@ def main() -> int:
     _check_docstrings(tree, warnings)
     for warning in warnings:
         print(f"warning: {warning}")
-    print(f"moved {len(tree.moves)} modules, rewrote {len(new_texts)} files; now: ruff check, "
-          "mypy, the tests, and `pip install -e .` in every venv (the entry point moved)")
+    print(f"moved {len(tree.moves)} modules, rewrote {len(new_texts)} files (staged); now: "
+          "ruff check, mypy, the tests")
     return 0
 
 
