@@ -1,5 +1,6 @@
-"""The house rules a reader relies on (issue 18): no two package modules import each
-other, and a tool-call hook's path stays free of the standard library's costly modules."""
+"""The house rules a reader relies on: no two package modules import each other (issue
+18), the packages import one way, as laid out below (issue 31), and a tool-call hook's path
+stays free of the standard library's costly modules."""
 
 from __future__ import annotations
 
@@ -45,6 +46,88 @@ def test_no_two_package_modules_import_each_other() -> None:
     mutual = sorted((a, b) for a, targets in graph.items() for b in targets
                     if a < b and a in graph[b])
     assert mutual == []
+
+
+FOUNDATIONS = frozenset({"loop_killer", "light", "printable", "helptext"})
+"""The modules at the top of the package: every package may import them, and they import
+no package (``loop_killer`` itself: the version)."""
+
+LAYOUT: dict[str, frozenset[str]] = {
+    "engine": frozenset(),  # pure: no I/O
+    "state": frozenset({"engine"}),
+    "hooks": frozenset({"engine", "state"}),
+    "scan": frozenset({"engine", "state"}),
+    "export": frozenset({"engine", "state", "scan"}),
+    "watch": frozenset({"engine", "state", "hooks", "scan", "export"}),
+    "cli": frozenset({"engine", "state", "hooks", "watch"}),
+    "top": frozenset({"engine", "state", "scan", "cli"}),
+}
+"""Each package, and the packages it may import (besides the foundations)."""
+
+
+def _unit_graph() -> dict[str, dict[str, set[str]]]:
+    """unit -> unit it imports -> the module imports that make the edge. A unit is a
+    package, or a module at the top (imports inside functions and TYPE_CHECKING too)."""
+    paths = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+    graph: dict[str, dict[str, set[str]]] = {}
+    for name, path in paths.items():
+        unit = _unit(name)
+        graph.setdefault(unit, {})
+        for target in _imports(path, name, set(paths)):
+            if _unit(target) != unit:
+                graph[unit].setdefault(_unit(target), set()).add(f"{name} -> {target}")
+    return graph
+
+
+def _unit(module: str) -> str:
+    return module.split(".")[1] if "." in module else module
+
+
+def _cycle(graph: dict[str, dict[str, set[str]]]) -> list[str]:
+    """One cycle of the graph (its units, the first again at the end), or []."""
+    done: set[str] = set()
+
+    def visit(unit: str, path: list[str]) -> list[str]:
+        if unit in path:
+            return [*path[path.index(unit):], unit]
+        if unit in done:
+            return []
+        for target in sorted(graph.get(unit, {})):
+            found = visit(target, [*path, unit])
+            if found:
+                return found
+        done.add(unit)
+        return []
+
+    for unit in sorted(graph):
+        found = visit(unit, [])
+        if found:
+            return found
+    return []
+
+
+def test_no_cycle_between_packages() -> None:
+    graph = _unit_graph()
+    assert {"engine", "state", "watch"} <= set(graph)  # the walk sees them
+    cycle = _cycle(graph)
+    edges = [sorted(graph[a][b])[:2] for a, b in zip(cycle, cycle[1:], strict=False)]
+    assert cycle == [], edges
+
+
+def test_cycles_are_found_at_any_length() -> None:
+    ring = {"a": {"b": {"x"}}, "b": {"c": {"x"}}, "c": {"a": {"x"}}, "d": {"a": {"x"}}}
+    assert _cycle(ring) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b": {"x"}}, "b": {}, "c": {"a": {"x"}, "b": {"x"}}}) == []
+
+
+def test_the_packages_import_one_way_as_laid_out() -> None:
+    graph = _unit_graph()
+    assert set(graph) == FOUNDATIONS | set(LAYOUT)  # a new package or top module: place it
+    wrong = {unit: {target: sorted(why)[:2] for target, why in targets.items()
+                    if target not in LAYOUT.get(unit, frozenset()) | FOUNDATIONS
+                    or (unit in FOUNDATIONS and target not in FOUNDATIONS)}
+             for unit, targets in graph.items()}
+    assert {unit: found for unit, found in wrong.items() if found} == {}
 
 
 _COSTLY = {"dataclasses", "inspect", "pathlib", "typing", "logging", "orjson", "tomllib",
