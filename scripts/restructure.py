@@ -42,7 +42,7 @@ MOVES: dict[str, str] = {
     "tools.words": "hooks.tool_words",
     "worktree": "hooks.worktree",  # the tool-call hooks' fingerprint of the work tree
     # state/: files shared by the processes, and how they read
-    "tools.store": "state.tool_counts",  # state.refused reads it: was the state<->tools cycle
+    "tools.store": "state.session",  # state.refused reads it: was the state<->tools cycle
     "config": "state.config",  # it reads state.files, and state.refused reads it
     "tailing": "state.tailing",  # a transcript's tail (I/O): the hooks' and the watcher's
     "watch.report": "state.report",  # the words of records: watch, scan, top, cli, export
@@ -99,7 +99,7 @@ One module per kind of file: ``files`` (where things live; safe reads and writes
 links, no FIFOs, bounded; transcripts opened without blocking), ``config`` (the settings
 file and its environment overrides), ``inbox`` (clear requests), ``records`` (one record
 per detection, things said once), ``journal`` (the detection log), ``status`` (per-session
-status, the heartbeat), ``tool_counts`` (the tool-call hooks' counts), ``refused``
+status, the heartbeat), ``session`` (each session's one record: its tool-call counts and its turn), ``refused``
 (whether a call is refused now), ``tailing`` (a transcript's tail, read backwards),
 ``report`` (the lines a person reads). Imports only the engine and the foundations.
 ''',
