@@ -15,7 +15,7 @@ package to decide. It reads stdin once and, from the input and one ``lstat`` (pl
   be refused now), ``UserPromptSubmit`` without ``<state>/tools/<session>.json``;
 * input that is not JSON, not an object, or larger than ``MAX_INPUT_BYTES``.
 
-Anything else runs the package's ``loop_killer.hook.entry.main`` with the same bytes,
+Anything else runs the package's ``loop_killer.hooks.entry.main`` with the same bytes,
 from the first Python that has the package (and orjson):
 
 1. The ``python3`` running this file: in-process, ``main(raw)``; also with the
@@ -50,7 +50,7 @@ MARKER_NAME = "missing-package-notice"
 SMALL_FILE = 4096
 """The most this launcher ever reads of one of its own small files."""
 MAX_INPUT_BYTES = 32 * 1024 * 1024
-"""Hook input larger than this is ignored (as ``loop_killer.hook`` does)."""
+"""Hook input larger than this is ignored (as ``loop_killer.hooks`` does)."""
 _WHITESPACE = " \t\n\r"  # JSON's
 _ID_FIRST = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 _ID_CHARS = frozenset(_ID_FIRST + "._-")
@@ -92,7 +92,7 @@ def tools_path(state: str, session_id: str) -> str:
 
 
 def refusal_marker(state: str, session_id: str) -> str:
-    """Present while some call of the session would be refused (``tools.store``)."""
+    """Present while some call of the session would be refused (``state.session``)."""
     return os.path.join(state, "tools", session_id + ".refuse")
 
 
@@ -193,7 +193,7 @@ def _run_here(raw: bytes) -> "int | None":
     if not (_findable("loop_killer") and _findable("orjson")):
         return None
     try:
-        from loop_killer.hook.entry import main as hook_main
+        from loop_killer.hooks.entry import main as hook_main
     except Exception:  # noqa: BLE001 - ImportError, or a SyntaxError from a Python too old
         _forget_package()
         return None
@@ -370,7 +370,7 @@ def _checkout_source() -> "str | None":
     """``<checkout>/watcher`` when this plugin folder is ``<checkout>/plugin``."""
     plugin_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     source = os.path.join(os.path.dirname(plugin_root), "watcher")
-    if os.path.isfile(os.path.join(source, "loop_killer", "hook", "entry.py")):
+    if os.path.isfile(os.path.join(source, "loop_killer", "hooks", "entry.py")):
         return source
     return None
 

@@ -1,1 +1,1 @@
-"""Tests of the Stop hook (``loop_killer.hook``) and the plugin's Python launcher."""
+"""Tests of the Stop hook (``loop_killer.hooks``) and the plugin's Python launcher."""

@@ -154,7 +154,7 @@ def run_hook_process(data: dict[str, Any] | bytes | str, *, env: dict[str, str] 
                      ) -> subprocess.CompletedProcess[bytes]:
     """Run the hook as Claude Code does: a process, the input on stdin."""
     return subprocess.run(
-        argv or [sys.executable, "-m", "loop_killer.hook"], input=raw(data),
+        argv or [sys.executable, "-m", "loop_killer.hooks"], input=raw(data),
         capture_output=True, env=env or hook_env(), timeout=timeout, check=False,
     )
 
@@ -223,10 +223,10 @@ def replay(lines: list[bytes], path: Path, *, env: dict[str, str], before: int |
     of the Stop of the ``before``-th answer to a re-prompt (its tool calls run, its reply
     not written), which the test then runs itself: in a process of its own too, since the
     last Stop is taken to be an API round trip old (not a twin's)."""
-    from loop_killer.hook.stop_hook import run_input as stop_hook
+    from loop_killer.hooks.stop_hook import run_input as stop_hook
+    from loop_killer.hooks.tool_hook import run_input as tool_hook
+    from loop_killer.state import session as store
     from loop_killer.state.files import state_dir_text
-    from loop_killer.tools import store
-    from loop_killer.tools.hook import run_input as tool_hook
 
     session_id = session_id or path.stem
     lines = [line if line.endswith(b"\n") else line + b"\n" for line in lines]

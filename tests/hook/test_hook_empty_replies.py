@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from loop_killer.hook.stop_hook import run
-from loop_killer.hook.turn import hooks_judge
+from loop_killer.hooks.stop_hook import run
+from loop_killer.hooks.turn import hooks_judge
 from transcripts import SAME, Transcript
 
 from .kit import raw, stop_input

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from loop_killer.hook.stop_hook import parse_input, run
+from loop_killer.hooks.stop_hook import parse_input, run
 
 from .kit import (
     answer,
@@ -112,7 +112,7 @@ def test_parse_input_reads_the_mod_flag_and_the_reply() -> None:
 
 def test_the_hook_runs_as_a_module_and_through_the_cli(tmp_path: Path) -> None:
     data = stop_input(tmp_path / "missing.jsonl", active=False)
-    for argv in ([sys.executable, "-m", "loop_killer.hook"],
+    for argv in ([sys.executable, "-m", "loop_killer.hooks"],
                  [sys.executable, "-m", "loop_killer.cli", "hook"]):
         assert _assert_harmless(run_hook_process(data, argv=argv)) is None
 
@@ -122,7 +122,7 @@ def test_a_firing_stop_runs_in_a_process_of_its_own(tmp_path: Path) -> None:
     (Its count of modules was retired with issue 31: what it stood for, the cost of a
     hook, is measured by scripts/hook-timing.)"""
     looping = looping_stop(tmp_path / "s.jsonl")
-    code = ("import sys\nfrom loop_killer.hook.entry import main\nmain(sys.stdin.buffer.read())\n"
+    code = ("import sys\nfrom loop_killer.hooks.entry import main\nmain(sys.stdin.buffer.read())\n"
             "open(sys.argv[1], 'w').write(' '.join(n for n in sys.modules"
             " if n.startswith('loop_killer')))\n")
     listed = tmp_path / "modules.txt"
@@ -130,7 +130,7 @@ def test_a_firing_stop_runs_in_a_process_of_its_own(tmp_path: Path) -> None:
                           input=json.dumps(looping).encode(), timeout=60, check=True)
     assert json.loads(done.stdout)["continue"] is False  # it did fire
     modules = listed.read_text().split()
-    assert "loop_killer.hook.turn" in modules, modules
+    assert "loop_killer.hooks.turn" in modules, modules
 
 
 def test_run_ignores_an_oversized_input() -> None:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 from e2e.harness import missing_tool_reason
-from loop_killer.hook.screen import find_proof, hardcopy_text, read_prompt_input
-from loop_killer.hook.stop_hook import run
+from loop_killer.hooks.screen import find_proof, hardcopy_text, read_prompt_input
+from loop_killer.hooks.stop_hook import run
 from must_run import unavailable
 from transcripts import CONDITION
 from waits import wait_for

@@ -433,7 +433,7 @@ def test_in_process_a_normal_turn_imports_nothing_but_the_json_scanner(
     # The same check sees the package when it runs.
     extra = _modules_imported(sys.executable, launcher,
                               stdin=raw({**normal_turn, "stop_hook_active": True})) - bare
-    assert "loop_killer.hook.entry" in extra
+    assert "loop_killer.hooks.entry" in extra
 
 
 def test_a_pending_request_reaches_the_package_on_a_normal_turn(
@@ -549,7 +549,7 @@ def fake_package(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
     root = tmp_path / "fake-site"
     (root / "orjson").mkdir(parents=True)
     (root / "orjson" / "__init__.py").write_text("")
-    hook = root / "loop_killer" / "hook"
+    hook = root / "loop_killer" / "hooks"
     hook.mkdir(parents=True)
     (root / "loop_killer" / "__init__.py").write_text("")
     (hook / "__init__.py").write_text("")

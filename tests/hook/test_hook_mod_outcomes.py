@@ -7,8 +7,8 @@ import os
 import time
 from pathlib import Path
 
-from loop_killer.hook.mod_outcomes import outcome_paths, sweep_mod_outcomes, write_mod_plan_record
-from loop_killer.hook.stop_hook import run
+from loop_killer.hooks.mod_outcomes import outcome_paths, sweep_mod_outcomes, write_mod_plan_record
+from loop_killer.hooks.stop_hook import run
 from loop_killer.state.journal import LoopRecord, OutcomeRecord
 
 from .kit import journal, raw, stop_input
@@ -58,7 +58,7 @@ def test_a_queued_plan_waits_then_is_logged_as_unconfirmed(tmp_path: Path, state
 def test_files_left_without_their_plan_go_after_an_hour(tmp_path: Path, state: Path) -> None:
     """The mod wrote its outcome after its plan was logged as unconfirmed; a sweeper died
     between taking a plan and logging it: those files went nowhere (an audit's note)."""
-    from loop_killer.hook.mod_outcomes import LEFTOVER_AGE
+    from loop_killer.hooks.mod_outcomes import LEFTOVER_AGE
 
     transcript = tmp_path / "t.jsonl"
     transcript.write_bytes(b"")

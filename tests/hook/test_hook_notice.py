@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from loop_killer.hook import notice
-from loop_killer.hook.notice import Firing
+from loop_killer.hooks import notice
+from loop_killer.hooks.notice import Firing
 
 SAME = Firing("SAME_REPLY_TURNS", 3, 3, "hook")
 IDLE = Firing("IDLE_TURNS", 6, 6, "watcher")

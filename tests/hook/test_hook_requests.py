@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from loop_killer.hook.stop_hook import run
+from loop_killer.hooks.stop_hook import run
 from loop_killer.state.inbox import ClearRequest, discard_request, write_request
 from owners import give_to_another_user
 

@@ -101,7 +101,7 @@ def test_doctor_shows_its_lines_without_control_codes(tmp_path: Path) -> None:
 def test_config_shows_every_setting_with_where_it_came_from() -> None:
     """An audit found three settings missing from ``loop-killer config`` (their sources
     listed, their values not): every field of the settings is shown."""
-    from loop_killer.config import Settings
+    from loop_killer.state.config import Settings
 
     env = {**os.environ, "LOOP_KILLER_TOOL_REPEAT_STOP": "7"}
     document = json.loads(_cli("config", "--json", env=env).stdout)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from e2e.harness import claude_binary, missing_claude_reason
 from loop_killer import printable
-from loop_killer.hook import setup
-from loop_killer.hook.notice import parse_version
+from loop_killer.cli import setup
+from loop_killer.hooks.notice import parse_version
 from loop_killer.state.status import WatcherHeartbeat, write_heartbeat
 from must_run import unavailable
 

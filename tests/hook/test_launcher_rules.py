@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from loop_killer.hook import MAX_INPUT_BYTES
+from loop_killer.hooks import MAX_INPUT_BYTES
 from loop_killer.state.files import config_dir, is_plain_id, state_dir
 from loop_killer.state.inbox import request_path
-from loop_killer.tools.store import refusal_marker
-from loop_killer.tools.store import state_path as tools_state_path
+from loop_killer.state.session import refusal_marker
+from loop_killer.state.session import state_path as tools_state_path
 
 from .kit import LAUNCHER_MODULE
 

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 from loop_killer import cli
-from loop_killer.config import load_settings
 from loop_killer.scan import cache, files, pool
 from loop_killer.scan.cache import CACHE_FILE, SETTLING
 from loop_killer.scan.prices import PriceTable
 from loop_killer.scan.records import FileResult, Loop, Reply, Tokens, Turn
 from loop_killer.scan.summary import Collector
+from loop_killer.state.config import load_settings
 from loop_killer.state.files import projects_dir, state_dir
 from transcripts import FIXTURES, Transcript, Use
 

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from loop_killer.config import Settings
 from loop_killer.scan import files, transcript
 from loop_killer.scan.files import Transcript as Listed
 from loop_killer.scan.files import find_transcripts, read_transcript
@@ -31,6 +30,7 @@ from loop_killer.scan.records import FileResult
 from loop_killer.scan.report import json_bytes
 from loop_killer.scan.summary import Collector
 from loop_killer.scan.transcript import scan_bytes
+from loop_killer.state.config import Settings
 from transcripts import Transcript, Use
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 from loop_killer.engine.tool_repeat import ToolRepeatCounter
-from loop_killer.tools import store
-from loop_killer.tools.hook import run_input
+from loop_killer.hooks.tool_hook import run_input
+from loop_killer.state import session as store
 from owners import give_to_another_user
 
 from .kit import FAIL, SESSION, before, failed, prompt
@@ -279,7 +279,7 @@ def test_many_subagents_never_push_the_main_scope_out(state: Path) -> None:
 
 
 def store_settings():
-    from loop_killer.config import load_settings
+    from loop_killer.state.config import load_settings
 
     return load_settings(Path(os.environ["CLAUDE_CONFIG_DIR"]) / "loop-killer")
 

@@ -7,7 +7,6 @@ import json
 import os
 from pathlib import Path
 
-from loop_killer.config import parse_settings
 from loop_killer.engine.budget import (
     DEFAULT_BUDGET,
     LIMIT_MINUTES,
@@ -23,7 +22,8 @@ from loop_killer.engine.budget import (
 from loop_killer.engine.prefilter import skim_span
 from loop_killer.engine.reader import EventReader
 from loop_killer.engine.rules import RULE_BUDGET
-from loop_killer.hook import notice
+from loop_killer.hooks import notice
+from loop_killer.state.config import parse_settings
 from loop_killer.state.inbox import ClearRequest, parse_request
 from loop_killer.watch.budgets import Budgets
 from transcripts import Transcript, Use
@@ -179,7 +179,7 @@ def test_a_subagent_file_from_before_the_turn_is_not_counted(tmp_path: Path) -> 
 
 
 def _stop(home: Path, transcript: Path, prompt_id: str, message: str) -> dict | None:
-    from loop_killer.hook.stop_hook import run_input
+    from loop_killer.hooks.stop_hook import run_input
 
     env = {"HOME": str(home), "CLAUDE_CONFIG_DIR": str(home / ".claude"),
            "LOOP_KILLER_BUDGET_REPROMPTS": "3", "LOOP_KILLER_BUDGET_MINUTES": "600"}
@@ -207,7 +207,7 @@ def test_the_stop_hook_counts_each_re_prompt_of_a_turn_and_a_new_turn_starts_afr
 
 
 def test_status_shows_a_live_goals_spend_re_prompts_and_time_against_its_limits() -> None:
-    from loop_killer.watch.commands import budget_line
+    from loop_killer.cli.commands import budget_line
 
     figures = {"reprompts": 12, "started_at": 1000.0, "usd": 1.2, "fallback": False,
                "goal": True, "limits": {"reprompts": 100, "usd": 25.0, "minutes": 0}}

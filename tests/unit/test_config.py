@@ -6,10 +6,10 @@ import os
 from pathlib import Path
 
 import pytest
-from loop_killer.config import config_path, load_settings, parse_settings
 from loop_killer.engine.rules import DEFAULT_THRESHOLDS, RULE_IDLE, RULE_SAME
 from loop_killer.engine.run import RunDetector
 from loop_killer.engine.tool_repeat import DEFAULT_IGNORED
+from loop_killer.state.config import config_path, load_settings, parse_settings
 
 GOOD = b"""
 [rules]
@@ -109,7 +109,7 @@ def test_a_project_path_matches_at_a_folder_boundary_only():
 
 
 def test_the_last_cwd_of_a_transcript_tail_is_its_real_project_path():
-    from loop_killer.config import transcript_cwd
+    from loop_killer.state.config import transcript_cwd
 
     line = b'{"type":"user","cwd":"/home/dev/proj-2","message":{"content":"x"}}\n'
     nested = b'{"type":"user","toolUseResult":{"cwd":"/elsewhere"},"cwd":"/home/dev/a"}\n'
@@ -236,7 +236,7 @@ def test_the_hooks_ask_the_one_rule_with_their_inputs_cwd_then_their_folder():
 
 
 def test_a_lines_cwd_is_its_own_top_level_one():
-    from loop_killer.config import line_cwd
+    from loop_killer.state.config import line_cwd
 
     assert line_cwd(b'{"type":"user","cwd":"/home/dev/proj/sub"}') == "/home/dev/proj/sub"
     assert line_cwd(b'{"type":"summary","summary":"x","leafUuid":"u"}') == ""
@@ -246,7 +246,7 @@ def test_a_lines_cwd_is_its_own_top_level_one():
 
 
 def test_the_cwd_known_already_is_taken_without_parsing_and_a_new_one_is_found():
-    from loop_killer.config import transcript_cwd
+    from loop_killer.state.config import transcript_cwd
 
     def user(cwd: str) -> bytes:
         return b'{"type":"user","cwd":"' + cwd.encode() + b'","message":{"content":"x"}}\n'

@@ -147,7 +147,7 @@ def _post_tool_use(tmp_path: Path, command: str) -> dict[str, object]:
 
 def test_a_post_tool_use_of_a_new_call_imports_nothing_costly(tmp_path: Path) -> None:
     code = ("import sys\n"
-            "from loop_killer.hook.entry import main\n"
+            "from loop_killer.hooks.entry import main\n"
             "main(sys.stdin.buffer.read())\n"
             "names = sorted(sys.modules)\n"
             "import json\n"
@@ -166,7 +166,7 @@ def test_a_post_tool_use_of_a_new_call_imports_nothing_costly(tmp_path: Path) ->
         loaded.append(set(json.loads(done.stdout)) - bare)
     assert (tmp_path / ".claude" / "loop-killer" / "tools" / "s1.json").is_file()
     for modules in loaded:
-        assert "loop_killer.tools.hook" in modules  # the hook did run
+        assert "loop_killer.hooks.tool_hook" in modules  # the hook did run
         assert modules & _COSTLY == set()
 
 
@@ -174,7 +174,7 @@ def test_a_settings_problem_costs_a_tool_call_nothing_once_it_was_said(tmp_path:
     """A bad setting is said once; every later tool call still loads nothing costly (the
     marker that it was said is one exclusive create, in the light state module)."""
     code = ("import sys\n"
-            "from loop_killer.hook.entry import main\n"
+            "from loop_killer.hooks.entry import main\n"
             "main(sys.stdin.buffer.read())\n"
             "names = sorted(sys.modules)\n"
             "import json\n"  # (stdout holds the hook's output, stderr goes to its log)
@@ -195,4 +195,4 @@ def test_a_settings_problem_costs_a_tool_call_nothing_once_it_was_said(tmp_path:
         loaded.append(set(json.loads(listed.read_text())) - bare)
     assert b"LOOP_KILLER_TOOL_REPEAT_WARN" in said[0] and said[1] == b""
     assert loaded[0] & {"orjson", "json", "pathlib", "typing", "dataclasses"} == set()
-    assert "loop_killer.tools.hook" in loaded[1] and loaded[1] & _COSTLY == set()
+    assert "loop_killer.hooks.tool_hook" in loaded[1] and loaded[1] & _COSTLY == set()

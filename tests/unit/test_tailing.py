@@ -6,9 +6,9 @@ import io
 import random
 
 import pytest
-from loop_killer import tailing
 from loop_killer.engine.transcript import parse_line
-from loop_killer.tailing import (
+from loop_killer.state import tailing
+from loop_killer.state.tailing import (
     MAX_RUN_LINES,
     ScanStats,
     find_run_start,

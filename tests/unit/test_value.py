@@ -6,9 +6,9 @@ import copy
 import pickle
 
 import pytest
-from loop_killer.config import Settings
 from loop_killer.engine.rules import DEFAULT_THRESHOLDS, Thresholds
 from loop_killer.engine.tool_repeat import ToolRepeat
+from loop_killer.state.config import Settings
 
 
 def test_equal_by_type_and_fields_and_hashed_alike() -> None:

@@ -4,7 +4,6 @@ while the turn advances; a question nobody answered is an ordinary call (issue 2
 from __future__ import annotations
 
 import pytest
-from loop_killer.config import parse_settings
 from loop_killer.engine.run import RunDetector, TurnWork
 from loop_killer.engine.tool_repeat import (
     TOOL_REPEAT_BLOCK,
@@ -14,6 +13,7 @@ from loop_killer.engine.tool_repeat import (
 from loop_killer.engine.transcript import AssistantPart, ToolCall, ToolResult, ToolResults
 from loop_killer.engine.transcript import parse_timestamp as iso_seconds
 from loop_killer.engine.waiting import WAIT_MINUTES, waited_words, waits
+from loop_killer.state.config import parse_settings
 
 
 def bash(command: str) -> dict[str, object]:
@@ -272,7 +272,7 @@ def test_a_failure_after_another_calls_progress_is_a_new_check() -> None:
 
 def test_a_crlf_or_bom_file_has_the_state_claude_code_hands(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from loop_killer.engine.edits import content_digest, states_of_result
-    from loop_killer.worktree import file_state
+    from loop_killer.hooks.worktree import file_state
 
     crlf = tmp_path / "w.txt"
     crlf.write_bytes(b"\xef\xbb\xbfline one\r\nline two\r\n")

@@ -98,7 +98,7 @@ def test_live_sessions_are_served_between_two_files_of_the_catch_up(
 def test_a_catch_up_cut_short_by_its_budget_says_so_once(env, caplog) -> None:
     import logging
 
-    from loop_killer.tailing import MAX_RUN_LINES
+    from loop_killer.state.tailing import MAX_RUN_LINES
 
     caplog.set_level(logging.WARNING, logger="loop_killer")
     s = Lines()

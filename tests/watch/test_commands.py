@@ -229,8 +229,8 @@ def test_status_shows_a_refused_call_as_refused_and_the_last_loops_with_their_ou
         journal.append(env.state, journal.decode(record))
     # The tool hooks' counts (the attempts refused: 2) and their mark: a call would be
     # refused (made at the 4th identical result).
-    from loop_killer.config import Settings
-    from loop_killer.tools import store
+    from loop_killer.state import session as store
+    from loop_killer.state.config import Settings
 
     def refused(attempts: int) -> Path:
         """The tool hooks' counts after ``attempts`` refused attempts; their mark."""
@@ -285,8 +285,8 @@ def test_status_shows_a_refused_call_as_refused_and_the_last_loops_with_their_ou
 
 
 def test_status_tells_an_oscillating_edit_as_what_it_saw() -> None:
+    from loop_killer.cli.commands import recent_loops
     from loop_killer.state import journal
-    from loop_killer.watch.commands import recent_loops
 
     (loop,) = recent_loops([journal.ToolRecord(
         session_id="s1", project="p", rule="EDIT_OSCILLATION", call="Edit: m.py", count=2,
@@ -299,8 +299,8 @@ def test_status_never_says_the_model_was_warned_when_only_the_watcher_saw_the_lo
     """A tool loop in the watcher's record alone: no hook ran for those calls (the plugin
     not installed, or Claude Code rejected their input before any hook), so nobody
     warned the model."""
+    from loop_killer.cli.commands import _recent_line, recent_loops
     from loop_killer.state import journal
-    from loop_killer.watch.commands import _recent_line, recent_loops
 
     (loop,) = recent_loops([journal.ToolRecord(
         session_id="s1", project="p", rule="TOOL_REPEAT", call="Read: a.py", count=3,

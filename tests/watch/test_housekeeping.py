@@ -418,8 +418,8 @@ def test_a_watcher_started_mid_loop_counts_a_raised_threshold_from_the_tail(env)
     """The catch-up reads the run back to the configured threshold's reach, not the
     default's: with IDLE_TURNS at 10, a loop 9 replies long when the watcher starts fires
     at its 10th reply (an audit found it read 7 re-prompts back, and never fired)."""
-    from loop_killer.config import Settings
     from loop_killer.engine.rules import Thresholds
+    from loop_killer.state.config import Settings
 
     settings = Settings(thresholds=Thresholds(idle_turns=10))
     s = Lines()

@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from loop_killer.config import Settings
-from loop_killer.state import journal, records
-from loop_killer.tools import store
-from loop_killer.watch import report
+from loop_killer.state import journal, records, report
+from loop_killer.state import session as store
+from loop_killer.state.config import Settings
 from loop_killer.watch.narrate import InOrder, Said
 from loop_killer.watch.outcomes import OUTCOME_TIMEOUT, PendingOutcome, at_deadline
 from transcripts import Lines, append
@@ -146,7 +145,7 @@ def test_a_loop_a_stop_hook_acted_on_is_logged_once_and_told_once(
     QUEUED), the turn stopped, the mod cleared the goal and reported it. The log holds the
     hook's and the mod's records alone (the watcher's "stopped" and "cleared" were a
     second copy of them); the terminal one LOOP line and one outcome line."""
-    from loop_killer.hook.mod_outcomes import write_mod_plan_record
+    from loop_killer.hooks.mod_outcomes import write_mod_plan_record
 
     caplog.set_level(logging.INFO, logger="loop_killer")
     env.root.mkdir(parents=True)

@@ -11,12 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from loop_killer.config import parse_settings
-from loop_killer.state import journal
-from loop_killer.state.status import write_session_status
-from loop_killer.watch import prometheus
-from loop_killer.watch.main import main as watch_main
-from loop_killer.watch.metrics import (
+from loop_killer.export import prometheus
+from loop_killer.export.metrics import (
     OTHER,
     STOP_HOOK_BLOCK_CAP,
     LoopTally,
@@ -24,6 +20,10 @@ from loop_killer.watch.metrics import (
     parse_address,
     read_gauges,
 )
+from loop_killer.state import journal
+from loop_killer.state.config import parse_settings
+from loop_killer.state.status import write_session_status
+from loop_killer.watch.main import main as watch_main
 from transcripts import Lines, append
 
 from .conftest import Env
@@ -187,7 +187,7 @@ def test_each_live_turn_against_its_budget_and_only_while_it_lasts(env: Env) -> 
     """A session's turn is a gauge while an answer is pending in it (the series is gone
     once the turn is over, or the session quiet), so session ids stay bounded."""
     from loop_killer.engine.budget import Budget
-    from loop_killer.watch.metrics import LiveTurn, budget_limits
+    from loop_killer.export.metrics import LiveTurn, budget_limits
 
     now = time.time()
     for session_id, changes in {

@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 
 import orjson
-from loop_killer.hook.mod_outcomes import write_mod_plan_record
+from loop_killer.hooks.mod_outcomes import write_mod_plan_record
 from loop_killer.state import journal, records
 from loop_killer.watch.narrate import Narrator, Notice
 from transcripts import Lines, append

@@ -18,16 +18,16 @@ import uuid
 from pathlib import Path
 
 import pytest
-from loop_killer.config import load_settings
-from loop_killer.hook.stop_hook import run_input as stop_hook
+from loop_killer.hooks.stop_hook import run_input as stop_hook
+from loop_killer.hooks.tool_hook import run_input as tool_hook
 from loop_killer.scan.files import (
     SKIP_PROJECT_OFF,
     find_transcripts,
     read_transcript,
     switched_off,
 )
+from loop_killer.state.config import load_settings
 from loop_killer.state.inbox import ClearRequest, peek_request, write_request
-from loop_killer.tools.hook import run_input as tool_hook
 from loop_killer.watch.sessions import Sessions
 from transcripts import Lines, append, line
 

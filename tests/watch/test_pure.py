@@ -9,8 +9,7 @@ from dataclasses import replace
 
 import pytest
 from loop_killer.engine.transcript import parse_timestamp
-from loop_killer.state import journal
-from loop_killer.watch import report
+from loop_killer.state import journal, report
 from loop_killer.watch.follower import Change, Seen, classify
 from loop_killer.watch.observer import DIR, FILE, ROOT, relevance
 from loop_killer.watch.outcomes import (

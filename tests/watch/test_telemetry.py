@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from loop_killer.state import journal
-from loop_killer.watch import telemetry
-from loop_killer.watch.metrics import MetricsSource
-from loop_killer.watch.telemetry import read_settings_env
-from loop_killer.watch.telemetry_plan import (
+from loop_killer.export import telemetry
+from loop_killer.export.metrics import MetricsSource
+from loop_killer.export.telemetry import read_settings_env
+from loop_killer.export.telemetry_plan import (
     DEFAULT_ENDPOINT,
     ExportPlan,
     LoopEvents,
@@ -24,6 +23,7 @@ from loop_killer.watch.telemetry_plan import (
     settings_env,
     telemetry_variables,
 )
+from loop_killer.state import journal
 
 from .conftest import Env
 from .helpers import without_library

@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from loop_killer.scan.usage import Spent, UsageTally, reply_tokens
 from loop_killer.state import journal
 from loop_killer.state.inbox import peek_request
 from loop_killer.state.refused import Refused
@@ -28,7 +29,6 @@ from loop_killer.top.rows import (
     tokens_text,
 )
 from loop_killer.top.view import cut_left, render, visible_rows
-from loop_killer.watch.usage import Spent, UsageTally, reply_tokens
 from rich.console import Console
 from transcripts import Lines, append, data
 
@@ -452,7 +452,7 @@ def test_the_state_reader_follows_status_files_the_log_and_transcripts(env: Env)
 def test_the_state_reader_shows_refusals_a_hook_logged_since_its_mark(env: Env) -> None:
     """"refused" comes from the log's refusal records (a hook's) since the tool hooks'
     mark, never from a count: a fresh install over an old history has neither."""
-    from loop_killer.tools.store import refusal_marker, state_path
+    from loop_killer.state.session import refusal_marker, state_path
 
     session = Lines(cwd="/home/dev/api")
     path = session.path_in(env.root)
@@ -483,9 +483,9 @@ def test_the_state_reader_shows_refusals_a_hook_logged_since_its_mark(env: Env) 
     journal.append(env.state, replace(refusal, at=now - 1))  # one record per refused call
     assert doing() == "refused x1: Bash: sleep 5"
     # Its attempts are the tool hooks' own count (two in a row, nothing new between).
-    from loop_killer.config import Settings
     from loop_killer.engine.tool_repeat import ToolRepeat
-    from loop_killer.tools import store
+    from loop_killer.state import session as store
+    from loop_killer.state.config import Settings
 
     counts = Settings().tool_counter()
     for _ in range(2):
@@ -518,13 +518,13 @@ def test_no_hook_imports_the_heavy_libraries() -> None:
 
     code = (
         "import importlib, pkgutil, sys\n"
-        "import loop_killer.hook, loop_killer.tools, loop_killer.engine, loop_killer.state\n"
-        "for package in (loop_killer.hook, loop_killer.tools, loop_killer.engine,\n"
+        "import loop_killer.hooks, loop_killer.hooks, loop_killer.engine, loop_killer.state\n"
+        "for package in (loop_killer.hooks, loop_killer.hooks, loop_killer.engine,\n"
         "                loop_killer.state):\n"
         "    for info in pkgutil.iter_modules(package.__path__, package.__name__ + '.'):\n"
         "        if not info.name.endswith('__main__'):  # (it runs the hook)\n"
         "            importlib.import_module(info.name)\n"
-        "import loop_killer.config, loop_killer.cli\n"
+        "import loop_killer.state.config, loop_killer.cli\n"
         "heavy = sorted(m for m in sys.modules\n"
         "               if m.split('.')[0] in ('rich', 'prometheus_client', 'opentelemetry'))\n"
         "print(heavy)\n")

@@ -96,7 +96,7 @@ _leading_space: Callable[[str], re.Match[str] | None] | None = None
 
 class Thresholds(Value):
     """The re-prompt rules' numbers. The defaults are the documented constants above; a
-    person may change them (``loop_killer.config``)."""
+    person may change them (``loop_killer.state.config``)."""
 
     __slots__ = ("same_reply_turns", "idle_turns", "similar", "off", "wait_minutes")
     same_reply_turns: int

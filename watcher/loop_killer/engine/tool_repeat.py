@@ -356,7 +356,7 @@ class ToolRepeatCounter:
         return news
 
     def refusable(self) -> bool:
-        """Whether any call's next attempt would be refused now (``tools.store``'s marker)."""
+        """Whether any call's next attempt would be refused now (``state.session``'s marker)."""
         # (+ 2: the next time one of its moves is made again)
         if self.refused_return and self._edits.deepest() + 2 >= self.refused_return:
             return True

@@ -27,9 +27,9 @@ import msgspec
 import orjson
 
 from .. import __version__
-from ..config import Settings
 from ..engine.transcript import MAX_COUNT
 from ..light import hex_digest
+from ..state.config import Settings
 from ..state.files import (
     ensure_private_dir,
     read_small_file,

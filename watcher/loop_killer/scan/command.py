@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from ..helptext import PROJECTS_DEFAULT
 
 if TYPE_CHECKING:
-    from ..config import Settings
+    from ..state.config import Settings
     from .files import Listing
     from .summary import Collector
 
@@ -118,8 +118,8 @@ def _bad_arguments(args: argparse.Namespace, root: Path) -> str:
 
 
 def _scan(args: argparse.Namespace) -> int:
-    from ..config import load_settings
     from ..printable import output_width, printable
+    from ..state.config import load_settings
     from ..state.files import projects_dir, state_dir
     from .files import find_transcripts
     from .prices import PriceError, PriceTable, read_price_file

@@ -22,7 +22,7 @@ from ..state.files import NotAFile, is_plain_id, open_transcript, session_id_of
 from .records import FileResult
 
 if TYPE_CHECKING:
-    from ..config import Settings
+    from ..state.config import Settings
     from .lean import LeanScan
 
 # The readers (the engine's modules) are imported by ``read_transcript``, when a file is
@@ -256,8 +256,8 @@ _CWD = b'"cwd":"'
 def _file_cwd(fd: int, head: bytes, chunk_bytes: int) -> str:
     """The top-level ``cwd`` of the file's first line that has one ("" when none does);
     ``head``: its first bytes, read already (the rest read only while no line gives it)."""
-    from ..config import line_cwd
     from ..engine.reader import MAX_LINE_BYTES, LineBuffer
+    from ..state.config import line_cwd
 
     lines = LineBuffer(max_line=MAX_LINE_BYTES)
     chunk, at = head, len(head)

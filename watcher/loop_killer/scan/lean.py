@@ -17,10 +17,10 @@ from typing import Any
 
 import msgspec
 
-from ..config import Settings
 from ..engine.reader import MAX_LINE_BYTES
 from ..engine.transcript import SYNTHETIC_MODEL
 from ..engine.typed import NOT_TYPED, TypedUsage, typed_event
+from ..state.config import Settings
 from .hints import LoopHints, Segment
 from .ledger import UsageLedger
 from .records import FileResult, ReplyKey, merged

@@ -142,7 +142,7 @@ class ToolLoops:
                  warn: int = TOOL_REPEAT_WARN, block: int = TOOL_REPEAT_BLOCK) -> None:
         self._ledger = ledger
         counter = counter if counter is not None else ToolRepeatCounter(block=block)
-        self._warn, self._block = warn, block  # as configured (``loop_killer.config``)
+        self._warn, self._block = warn, block  # as configured (``loop_killer.state.config``)
         # The counter judges; stand-ins spare it masking outputs it need not compare.
         self._counts = ToolCounts(counter)
         self._streaks: dict[bytes, _Streak] = {}  # call digest -> its streak, by recency

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 
-from ..config import Settings
+from ..state.config import Settings
 from .files import SKIP_FAILED, Transcript, read_transcript
 from .records import FileResult
 

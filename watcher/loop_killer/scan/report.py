@@ -170,7 +170,7 @@ _MARKS = {"exact": "", "fallback": "*", "unpriced": "?"}
 
 
 def _row(row: LoopRow, home: str | None, compact: bool) -> list[str]:
-    from ..watch.report import project_label  # (the table's alone: --json never loads it)
+    from ..state.report import project_label  # (the table's alone: --json never loads it)
 
     loop = row.loop
     what = _what(row)
@@ -231,7 +231,7 @@ def human_report(summary: Summary, *, width: int = 120, home: str | None = None,
 
 
 def _sessions(summary: Summary, home: str | None, width: int) -> list[str]:
-    from ..watch.report import project_label
+    from ..state.report import project_label
 
     known = [s for s in summary.sessions if s.claude_code_cost_usd is not None]
     if not known:
@@ -268,7 +268,7 @@ def _beyond(name: str, by: float) -> str:
 
 def _over_budget_lines(summary: Summary, home: str | None, width: int,
                        top: int | None) -> list[str]:
-    from ..watch.report import project_label
+    from ..state.report import project_label
 
     if not summary.budget:
         return []

@@ -15,7 +15,6 @@ from functools import partial
 
 import orjson
 
-from ..config import Settings
 from ..engine.prefilter import (
     COST,
     KEEP,
@@ -35,6 +34,7 @@ from ..engine.transcript import (
     parse_line,
 )
 from ..engine.typed import NOT_TYPED, Line, decode_line, entry_event, typed_event
+from ..state.config import Settings
 from .ledger import UsageLedger
 from .loops import RepromptLoops, ToolLoops
 from .records import FileResult, Loop, merged

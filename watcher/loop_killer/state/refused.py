@@ -45,7 +45,7 @@ def hook_refusals(records: Iterable[Record]) -> dict[str, list[ToolRecord]]:
 def refused_now(state: Path, session_id: str, refusals: list[ToolRecord]) -> Refused | None:
     """The session's refused call while one would still be refused (the hooks' mark is
     there); only the ``refusals`` logged since the mark count. None otherwise."""
-    from ..tools.store import refusal_marker, state_path
+    from .session import refusal_marker, state_path
 
     try:
         info = os.lstat(refusal_marker(state_path(state, session_id)))
@@ -58,8 +58,8 @@ def refused_now(state: Path, session_id: str, refusals: list[ToolRecord]) -> Ref
         return None
     last = since[-1]
     # The log holds one record per refused call; its attempts are the hooks' own count.
-    from ..config import Settings
-    from ..tools import store
+    from . import session as store
+    from .config import Settings
 
     try:
         attempts = store.counter(store.load(state_path(state, session_id)), store.MAIN,

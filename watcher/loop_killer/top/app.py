@@ -19,10 +19,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..config import load_settings, transcript_cwd
 from ..helptext import PROJECTS_DEFAULT, STATE_DEFAULT
 from ..scan.prices import PriceTable
+from ..scan.usage import Spent, UsageTally, read_new_bytes
 from ..state import journal
+from ..state.config import load_settings, transcript_cwd
 from ..state.files import list_transcripts, projects_dir, session_id_of, state_dir
 from ..state.journal import Record, ToolRecord
 from ..state.refused import Refused, hook_refusals, refused_now
@@ -33,7 +34,6 @@ from ..state.status import (
     watcher_alive,
     written_statuses,
 )
-from ..watch.usage import Spent, UsageTally, read_new_bytes
 from .rows import LastDetection, Limits, Screen, build_screen, fold_record
 
 if TYPE_CHECKING:
@@ -203,7 +203,7 @@ def _limits(state: Path) -> Limits:
 
 def ask_to_clear(session_id: str, project: str, *, root: Path, state: Path) -> str:
     """``loop-killer clear`` for one session (its own function): the line it printed."""
-    from ..watch.commands import clear
+    from ..cli.commands import clear
 
     said = io.StringIO()
     with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):

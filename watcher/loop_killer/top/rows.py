@@ -13,11 +13,11 @@ from ..engine.budget import LIMIT_REPROMPTS, LIMIT_USD, Against, Budget, TurnUse
 from ..engine.rules import RULE_MANUAL
 from ..engine.tool_repeat import TOOL_CALL_RULES
 from ..printable import printable
+from ..scan.usage import Spent
 from ..state.journal import LoopRecord, OutcomeRecord, Record, ToolRecord
 from ..state.refused import Refused
+from ..state.report import OUTCOME_LABELS, project_label, short_id
 from ..state.status import SessionStatus, WatcherHeartbeat
-from ..watch.report import OUTCOME_LABELS, project_label, short_id
-from ..watch.usage import Spent
 
 __all__ = [
     "FINAL_OUTCOMES",

@@ -1,3 +1,4 @@
-"""The watcher: follow every session transcript live, log detections, write clear requests
-(``watcher`` the loop, ``sessions`` the registry, ``respond`` what a step means, ``main``
-the ``loop-killer-watch`` entry, ``commands`` ``status``/``clear``/``config``)."""
+"""The watcher, ``loop-killer-watch`` (``main``): follow every session transcript live, log
+detections, write clear requests. The long-running process only: the commands a person
+runs are in ``cli``, the monitoring export in ``export``, its words in ``state.report``.
+"""

@@ -5,7 +5,7 @@ A turn's re-prompts and replies are counted in its ``TurnSpend``, each reply pri
 to the parent's turn. Spend is the limit only the watcher sees: crossed, the ``Responder``
 writes a clear request; at ``WARN_AT`` the person is told once per turn. After a restart
 mid-turn only the tail read back counts. Re-prompts and time are also counted by the
-Stop hook itself (``hook.turn``), watcher or not.
+Stop hook itself (``hooks.turn``), watcher or not.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from ..engine.transcript import (
     parse_timestamp,
 )
 from ..scan.prices import PriceTable
-from .usage import read_new_bytes
+from ..scan.usage import read_new_bytes
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from ..state import records
+from ..state import records, report
 from ..state.files import is_plain_id, read_small_file, state_folder
 from ..state.inbox import (
     MAX_REQUEST_AGE,
@@ -18,7 +18,6 @@ from ..state.inbox import (
     parse_request,
 )
 from ..state.status import read_session_status
-from . import report
 from .tracked import Tracked
 
 __all__ = ["Housekeeper"]

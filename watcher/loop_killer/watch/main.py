@@ -16,17 +16,17 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, TextIO
 
-from ..config import load_settings
 from ..helptext import PROJECTS_DEFAULT, STATE_DEFAULT, HelpFormatter
 from ..printable import terminal_width, without_controls, wrap
+from ..state.config import load_settings
 from ..state.files import ensure_private_dir, projects_dir, state_dir
 from . import notify
 from .outcomes import OUTCOME_TIMEOUT
 from .watcher import POLL_INTERVAL, RECONCILE_INTERVAL, SWEEP_INTERVAL, Watcher
 
 if TYPE_CHECKING:
-    from .metrics import MetricsSource
-    from .prometheus import MetricsServer
+    from ..export.metrics import MetricsSource
+    from ..export.prometheus import MetricsServer
 
 __all__ = ["AlreadyRunning", "acquire_lock", "build_parser", "configure_logging", "main"]
 
@@ -160,7 +160,7 @@ def _serve_metrics(address: str | None, source: MetricsSource) -> MetricsServer 
     ``MetricsUnavailable`` without the client library."""
     if not address:
         return None
-    from .prometheus import serve_metrics
+    from ..export.prometheus import serve_metrics
 
     server = serve_metrics(address, source)
     logging.getLogger("loop_killer.watch.events").info(
@@ -184,8 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = load_settings(state)
     for problem in settings.problems:
         log.warning("settings: %s", problem)
-    from .metrics import MetricsSource
-    from .prometheus import MetricsUnavailable
+    from ..export.metrics import MetricsSource
+    from ..export.prometheus import MetricsUnavailable
 
     # One MetricsSource for the Prometheus endpoint and the OTLP export.
     source = MetricsSource(state, home=os.environ.get("HOME"), budget=settings.budget)
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         log.error("%s", error)
         os.close(lock)
         return 2
-    from .telemetry import start_from_environment  # off unless configured as Claude Code's
+    from ..export.telemetry import start_from_environment  # off unless configured as Claude Code's
 
     telemetry = start_from_environment(lambda: source)
     notifier = notify.Notifier() if args.notify else None

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import gc
 
+from ..state import report
 from ..state.status import BEHIND_LAG
-from . import report
 
 __all__ = ["BEHIND_REPEAT", "Pace", "release_memory"]
 

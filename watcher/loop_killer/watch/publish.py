@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.rules import text_digest
+from ..state import report
 from ..state.files import request_waiting
 from ..state.status import SessionStatus, read_session_status, write_session_status
-from . import report
 from .tracked import Published, Tracked
 
 __all__ = ["publish", "unpublish_request"]

@@ -1,6 +1,6 @@
 """What the steps of a followed session mean to the watcher, and what it does about them.
 
-* A detection: where the session's Stop hook judges its replies (``hook.turn.hooks_judge``)
+* A detection: where the session's Stop hook judges its replies (``hooks.turn.hooks_judge``)
   the hook logs and stops the loop, and the watcher follows what becomes of it. Else it is
   recorded first (``state.records``), then the watcher writes the clear request (before the
   status that covers the answer), the log line and its terminal line.
@@ -29,9 +29,9 @@ from ..engine.judge import Detection
 from ..engine.rules import RULE_BUDGET, text_digest
 from ..engine.tool_repeat import TOOL_CALL_RULES
 from ..engine.transcript import STOP_HOOK_SUMMARY, GoalStatus, SystemEntry, parse_timestamp
-from ..hook.turn import hooks_judge
+from ..hooks.turn import hooks_judge
 from ..printable import printable
-from ..state import journal, records
+from ..state import journal, records, report
 from ..state.files import request_waiting
 from ..state.inbox import (
     ClearRequest,
@@ -40,7 +40,6 @@ from ..state.inbox import (
     peek_request,
     write_request,
 )
-from . import report
 from .narrate import InOrder, Narrator, Notice, Said
 from .outcomes import (
     HOOKS_WORD,
@@ -416,7 +415,7 @@ class Responder:
 
 def _tool_hooks_counted(state: Path, session_id: str) -> bool:
     """Whether the tool-call hooks keep counts for the session (they warn and refuse)."""
-    from ..tools.store import state_path
+    from ..state.session import state_path
 
     try:
         return os.path.lexists(state_path(state, session_id))

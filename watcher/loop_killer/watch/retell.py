@@ -9,8 +9,8 @@ import logging
 from ..engine.rules import rule_phrase
 from ..engine.tool_repeat import RULE_TOOL_REPEAT
 from ..printable import printable
+from ..state import report
 from ..state.journal import LoopRecord, OutcomeRecord, Record, ToolRecord
-from . import report
 from .narrate import Narrator, Said
 
 __all__ = ["tell"]

@@ -17,17 +17,17 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from ..config import Settings, load_settings, transcript_cwd
 from ..engine.answers import PROMPT_REPROMPT
 from ..engine.prefilter import skim_span
 from ..engine.reader import MAX_LINE_BYTES, Step, TranscriptReader
 from ..engine.rules import RULE_IDLE, RULE_SAME, Thresholds, text_digest
 from ..engine.transcript import GoalStatus, SystemEntry, TurnStart, parse_timestamp
 from ..state import records
+from ..state.config import Settings, load_settings, transcript_cwd
 from ..state.files import open_transcript, session_id_of
 from ..state.inbox import discard_request, peek_request
 from ..state.status import session_status_path
-from ..tailing import scan_run_start
+from ..state.tailing import scan_run_start
 from .budgets import Budgets
 from .follower import Change, FileKey, Follower, Seen, Vanished, classify, seen_of
 from .housekeeping import Housekeeper

@@ -1,7 +1,7 @@
 """Tool-repeat loops as the watcher sees them in the transcripts: the engine's
 ``ToolRepeatCounter`` per session. At ``tool_repeat_warn`` the detection is recorded
 (keyed by the result's ``tool_use_id``, as the PostToolUse hook does) and logged if this
-watcher was first. A session whose hooks keep counts (``tools.store``) is theirs to judge
+watcher was first. A session whose hooks keep counts (``state.session``) is theirs to judge
 (they measure the working tree); ``feed`` returns the session's streaks.
 """
 
@@ -11,7 +11,6 @@ import logging
 import os
 from pathlib import Path
 
-from ..config import Settings
 from ..engine.stand_ins import ToolCounts
 from ..engine.tool_repeat import (
     RULE_TOOL_REPEAT,
@@ -19,8 +18,8 @@ from ..engine.tool_repeat import (
     repeat_label,
 )
 from ..engine.transcript import Event, TurnStart
-from ..state import journal, records
-from . import report
+from ..state import journal, records, report
+from ..state.config import Settings
 from .tracked import Streaks, Tracked
 
 __all__ = ["ToolRepeats"]
@@ -99,7 +98,7 @@ def _hooks_count(state: Path, session_id: str) -> bool:
     """Whether the session's tool-call hooks keep its counts (their state file is there):
     they decide its loops with the tree's fingerprint, which a transcript does not hold,
     and log them; the watcher logs only the loops of sessions without them."""
-    from ..tools.store import state_path
+    from ..state.session import state_path
 
     try:
         return os.path.lexists(state_path(state, session_id))

@@ -21,8 +21,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ..hook.mod_outcomes import sweep_mod_outcomes
-from ..state import journal
+from ..hooks.mod_outcomes import sweep_mod_outcomes
+from ..state import journal, report
 from ..state.files import ensure_private_dir, state_folder
 from ..state.journal import JournalTail
 from ..state.status import (
@@ -32,7 +32,6 @@ from ..state.status import (
     read_heartbeat,
     write_heartbeat,
 )
-from . import report
 from .follower import Seen, seen_of
 from .narrate import Notice
 from .observer import (

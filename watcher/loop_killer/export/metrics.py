@@ -32,10 +32,10 @@ from typing import Any, Protocol
 from ..engine.budget import LIMIT_MINUTES, LIMITS, Budget
 from ..engine.rules import RULE_BUDGET, RULE_EDIT_OSCILLATION, RULE_IDLE, RULE_MANUAL, RULE_SAME
 from ..engine.tool_repeat import RULE_TOOL_REPEAT, TOOL_CALL_RULES
+from ..scan.usage import reply_tokens
 from ..state.journal import JournalTail, LoopRecord, OutcomeRecord, Record, ToolRecord
+from ..state.report import OUTCOME_LABELS, project_label
 from ..state.status import read_heartbeat, read_session_status, written_statuses
-from .report import OUTCOME_LABELS, project_label
-from .usage import reply_tokens
 
 __all__ = [
     "LIVE_WITHIN",

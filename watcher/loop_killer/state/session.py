@@ -2,7 +2,7 @@
 
 It holds the tool-repeat counts, one counter state (digests only) per scope (``main``,
 then each subagent, oldest first), and the person's turn as the Stop hook follows it
-(``turn``, see ``hook.turn``; ``work`` is set by the tool-call hooks). Created on the
+(``turn``, see ``hooks.turn``; ``work`` is set by the tool-call hooks). Created on the
 first counted result, removed when the person's next prompt resets everything, so the
 plugin's launcher can skip ``PreToolUse`` and ``UserPromptSubmit`` for a session without
 one. ``put`` keeps it under ``STATE_BUDGET`` (the oldest subagents dropped first, the main
@@ -22,14 +22,14 @@ import stat
 import time
 
 from ..engine.tool_repeat import MAX_CALLS
-from ..state.files import is_plain_id, remove_file, state_folder_text
+from .files import is_plain_id, remove_file, state_folder_text
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: these hooks run on every tool call
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..config import Settings
     from ..engine.tool_repeat import ToolRepeatCounter
+    from .config import Settings
 
 __all__ = [
     "FOLDER",
@@ -73,7 +73,7 @@ SUBAGENT_CALLS = 100
 with a full edit history too holds about 60 KB, so when many subagents edit, the oldest
 are dropped (their counts start afresh: nothing is refused by mistake)."""
 MAIN = "main"
-"""The main session's scope (``tools.hook.MAIN_SCOPE``)."""
+"""The main session's scope (``hooks.tool_hook.MAIN_SCOPE``)."""
 LOCK_WAIT = 2.0
 """Seconds a hook waits for another hook of the same session before it fails open."""
 STALE_AFTER = 7 * 24 * 3600.0
@@ -147,7 +147,7 @@ class locked:  # noqa: N801 - used as a function: ``with locked(state):``
 
 def load(path: str) -> dict[str, Any] | None:
     """The session's state, or None when there is none (missing, unsafe or unreadable)."""
-    from ..state.files import read_json_object
+    from .files import read_json_object
 
     try:
         _folder(os.path.dirname(os.path.dirname(path)))
@@ -231,7 +231,7 @@ def note_work(state: str, path: str) -> None:
 def save_turn(path: str, data: dict[str, Any]) -> None:
     """Save the record with its turn changed, its counts (and refusal marker) as they are."""
     from ..light import dumps
-    from ..state.files import write_private_file
+    from .files import write_private_file
 
     _folder(os.path.dirname(os.path.dirname(path)), create=True)
     write_private_file(path, dumps(data, separators=(",", ":")).encode("ascii"))
@@ -268,7 +268,7 @@ def save(path: str, data: dict[str, Any], *, refusable: bool) -> None:
     marker comes second: a crash between the two leaves it missing, which refuses
     nothing."""
     save_turn(path, data)
-    from ..state.files import write_private_file
+    from .files import write_private_file
 
     marker = refusal_marker(path)
     if refusable:

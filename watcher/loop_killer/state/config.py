@@ -11,15 +11,15 @@ from __future__ import annotations
 import os
 import sys
 
-from .engine.budget import (
+from ..engine.budget import (
     BUDGET_MINUTES,
     BUDGET_REPROMPTS,
     BUDGET_USD,
     DEFAULT_BUDGET,
     Budget,
 )
-from .engine.edits import EDIT_OSCILLATION_WARN
-from .engine.rules import (
+from ..engine.edits import EDIT_OSCILLATION_WARN
+from ..engine.rules import (
     DEFAULT_THRESHOLDS,
     IDLE_TURNS,
     RULE_EDIT_OSCILLATION,
@@ -29,7 +29,7 @@ from .engine.rules import (
     SIMILAR,
     Thresholds,
 )
-from .engine.tool_repeat import (
+from ..engine.tool_repeat import (
     DEFAULT_IGNORED,
     RULE_TOOL_REPEAT,
     TOOL_REPEAT_BLOCK,
@@ -37,8 +37,8 @@ from .engine.tool_repeat import (
     TOOL_REPEAT_WARN,
     ToolRepeatCounter,
 )
-from .engine.waiting import WAIT_MINUTES
-from .light import Value
+from ..engine.waiting import WAIT_MINUTES
+from ..light import Value
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool-call hook imports this module
 if TYPE_CHECKING:
@@ -212,7 +212,7 @@ def _config_file(state: Path | str) -> str:
 def load_settings(state: Path | str, env: Mapping[str, str] | None = None) -> Settings:
     """The settings from ``<state>/config.toml`` (no links, no FIFOs, bounded) and the
     environment; never raises."""
-    from .state.files import NotAFile, read_small_file
+    from .files import NotAFile, read_small_file
 
     env = os.environ if env is None else env
     path = _config_file(state)
@@ -370,7 +370,7 @@ def _closest(name: str, options: dict[str, str]) -> str:
 
 def _shown(name: str) -> str:
     """A name from the file as it may be shown: on one line, no control codes."""
-    from .printable import printable  # (only for a misspelled name: not on every hook's path)
+    from ..printable import printable  # (only for a misspelled name: not on every hook's path)
 
     return printable(name, 60) or repr(name)
 

@@ -1,10 +1,10 @@
 """The entry of every hook process: read stdin once, hand the input to the hook for its
 event, print one JSON object, exit 0.
 
-``python -m loop_killer.hook`` (started by the plugin's launcher) runs ``main``. The event
+``python -m loop_killer.hooks`` (started by the plugin's launcher) runs ``main``. The event
 is the input's ``hook_event_name``: ``Stop`` goes to ``stop_hook``; the tool-call events
 (``PreToolUse``, ``PostToolUse``, ``PostToolUseFailure``, ``UserPromptSubmit``) to
-``loop_killer.tools.hook``. Input that is too large, not JSON, or nested too deeply to
+``loop_killer.hooks.tool_hook``. Input that is too large, not JSON, or nested too deeply to
 parse is bad input: nothing is shown and nothing is blocked.
 
 Whatever happens, the process exits 0 and never writes to stderr (anything written there
@@ -31,7 +31,7 @@ CRASH_NOTE_EVERY = 600.0
 """Seconds between two notes to the person about the hook failing."""
 
 TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure", "UserPromptSubmit"})
-"""The events of the tool-repeat rule (``loop_killer.tools``)."""
+"""The events of the tool-repeat rule (``loop_killer.hooks``)."""
 
 LOG_LIMIT = 1024 * 1024
 """``hook-errors.log`` is rotated (to ``.1``) once it is larger than this."""
@@ -64,7 +64,7 @@ def main(raw: bytes | None = None) -> int:
 
 
 def cli_main(args: Any = None) -> int:
-    """``loop-killer hook``: the same as ``python -m loop_killer.hook``."""
+    """``loop-killer hook``: the same as ``python -m loop_killer.hooks``."""
     return main()
 
 
@@ -75,7 +75,7 @@ def dispatch(raw: bytes, *, env: dict[str, str]) -> dict[str, Any] | None:
     event = data.get("hook_event_name") if isinstance(data, dict) else None
     if event != "Stop" and event not in TOOL_EVENTS:
         return None
-    from ..config import load_settings
+    from ..state.config import load_settings
     from ..state.files import state_dir_text
 
     state = state_dir_text(env)
@@ -86,7 +86,7 @@ def dispatch(raw: bytes, *, env: dict[str, str]) -> dict[str, Any] | None:
 
         output = run_input(data, env=env, spawn_time=process_start_time(), settings=settings)
     else:
-        from ..tools.hook import run_input as run_tool_hook
+        from .tool_hook import run_input as run_tool_hook
 
         output = run_tool_hook(data, env=env, settings=settings)
     if settings.problems:

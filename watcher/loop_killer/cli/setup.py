@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from ..hooks.notice import MOD_MIN_VERSION, parse_version
+from ..hooks.terminal import Runner, command_runner
 from ..state.files import config_dir, ensure_private_dir, linked_state_folders, state_dir
-from .notice import MOD_MIN_VERSION, parse_version
-from .terminal import Runner, command_runner
 
 __all__ = [
     "PLUGIN_NAME",
@@ -230,7 +230,7 @@ def run_checks(*, claude: str | None, run: Runner, env: Mapping[str, str]) -> li
 
 
 def _check_hook_python(run: Runner, env: Mapping[str, str]) -> Check:
-    probe = "import orjson, loop_killer.hook.entry, sys; print(sys.executable)"
+    probe = "import orjson, loop_killer.hooks.entry, sys; print(sys.executable)"
     python3 = shutil.which("python3", path=env.get("PATH"))
     results = []
     if python3:
@@ -310,7 +310,7 @@ def _check_watcher(env: Mapping[str, str]) -> Check:
 
     beat = watcher_alive(state_dir(env))
     if beat is None:
-        from ..config import load_settings
+        from ..state.config import load_settings
 
         # The Stop hook counts a turn's re-prompts and time itself; only the watcher reads
         # what each reply cost.
@@ -343,8 +343,8 @@ def _check_state(env: Mapping[str, str]) -> Check:
 
 
 def _check_settings(env: Mapping[str, str]) -> Check:
-    from ..config import config_path, load_settings
     from ..printable import printable
+    from ..state.config import config_path, load_settings
 
     state = state_dir(env)
     settings = load_settings(state, env)

@@ -1,5 +1,8 @@
-"""``loop-killer``: the command line. Each subcommand is imported only when used, so a
-call stays quick (``hook``, which the plugin runs, is not listed in ``--help``)."""
+"""``loop-killer``: the command line. Parsed and dispatched here, each subcommand imported
+only when used, so a call stays quick and never imports watchdog needlessly: ``commands``
+(``status``, ``clear``, ``config``) and ``setup`` (``install``, ``doctor``) live in this
+package, ``scan`` and ``top`` with theirs, and the plugin's ``hook`` is ``hooks.entry``.
+"""
 
 from __future__ import annotations
 
@@ -7,18 +10,18 @@ import argparse
 import importlib
 import sys
 
-from .helptext import HelpFormatter
+from ..helptext import HelpFormatter
 
 # subcommand -> (module, function, one-line help). Each module also provides
 # ``add_arguments_<function>(parser)`` when the subcommand takes options.
 COMMANDS: dict[str, tuple[str, str, str]] = {
-    "status": ("loop_killer.watch.commands", "status", "show the watcher and every live run"),
-    "clear": ("loop_killer.watch.commands", "clear", "ask a session's Stop hook to end its loop"),
-    "config": ("loop_killer.watch.commands", "config",
+    "status": ("loop_killer.cli.commands", "status", "show the watcher and every live run"),
+    "clear": ("loop_killer.cli.commands", "clear", "ask a session's Stop hook to end its loop"),
+    "config": ("loop_killer.cli.commands", "config",
                "show the settings in force and where each came from"),
-    "install": ("loop_killer.hook.setup", "install", "register the plugin with the claude CLI"),
-    "doctor": ("loop_killer.hook.setup", "doctor", "check that everything is in place"),
-    "hook": ("loop_killer.hook.entry", "cli_main", "run the hook for the event on stdin"),
+    "install": ("loop_killer.cli.setup", "install", "register the plugin with the claude CLI"),
+    "doctor": ("loop_killer.cli.setup", "doctor", "check that everything is in place"),
+    "hook": ("loop_killer.hooks.entry", "cli_main", "run the hook for the event on stdin"),
     "scan": ("loop_killer.scan.command", "scan", "every past loop in the history, and its cost"),
     "top": ("loop_killer.top.app", "top", "every session active lately, live, one row each"),
 }

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from ..engine.prefilter import skim_span
 from ..engine.reader import EventReader
 from ..engine.transcript import AssistantPart, TurnStart, parse_timestamp
-from ..scan.ledger import UsageLedger
-from ..scan.prices import PriceTable
-from ..scan.records import ModelTokens, Replies, add_model_tokens, sum_tokens
+from .ledger import UsageLedger
+from .prices import PriceTable
+from .records import ModelTokens, Replies, add_model_tokens, sum_tokens
 
 __all__ = ["Spent", "UsageTally", "read_new_bytes", "reply_tokens"]
 

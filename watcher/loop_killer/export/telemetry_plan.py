@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from .. import __version__
 from ..engine.tool_repeat import TOOL_CALL_RULES
 from ..state.journal import LoopRecord, OutcomeRecord, Record, ToolRecord
-from .report import project_label
+from ..state.report import project_label
 
 __all__ = [
     "EVENT_NAME",

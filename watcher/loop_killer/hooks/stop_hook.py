@@ -33,10 +33,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..config import Settings, load_settings
 from ..engine.budget import LIMIT_MINUTES, LIMIT_REPROMPTS, crossed
 from ..engine.rules import RULE_BUDGET, text_digest
 from ..state import records
+from ..state.config import Settings, load_settings
 from ..state.files import (
     is_plain_id,
     request_waiting,

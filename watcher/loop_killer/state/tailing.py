@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO, Literal
 
-from .engine.rules import DEFAULT_THRESHOLDS
-from .engine.transcript import Reprompt, is_run_boundary, parse_line
+from ..engine.rules import DEFAULT_THRESHOLDS
+from ..engine.transcript import Reprompt, is_run_boundary, parse_line
 
 __all__ = [
     "MAX_RUN_LINES",

@@ -20,13 +20,12 @@ from ..engine.rules import RULE_MANUAL, RULE_REFUSED_RETRIES, rule_phrase
 from ..engine.tool_repeat import RULE_TOOL_REPEAT
 from ..helptext import PROJECTS_DEFAULT, STATE_DEFAULT
 from ..printable import output_width, printable, wrap
-from ..state import journal
+from ..state import journal, report
 from ..state.files import is_plain_id, list_transcripts, projects_dir, session_id_of, state_dir
 from ..state.inbox import ClearRequest, InvalidRequest, peek_request, write_request
 from ..state.refused import hook_refusals, refused_now
 from ..state.status import SessionStatus, falling_behind, read_session_status, watcher_alive
-from . import report
-from .narrate import FINAL_OUTCOMES, VERDICTS
+from ..watch.narrate import FINAL_OUTCOMES, VERDICTS
 
 __all__ = ["add_arguments_clear", "add_arguments_config", "add_arguments_status", "clear",
            "config", "status"]
@@ -412,7 +411,7 @@ def add_arguments_config(parser: argparse.ArgumentParser) -> None:
 def config(args: argparse.Namespace) -> int:
     """``loop-killer config``: the effective settings and where each came from; exit 1
     when the file (or the environment) has a problem, which is said."""
-    from ..config import config_path, load_settings
+    from ..state.config import config_path, load_settings
 
     _, state = _dirs(args)
     settings = load_settings(state)

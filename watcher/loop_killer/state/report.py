@@ -8,7 +8,7 @@ import re
 from ..engine.rules import RULE_MANUAL, rule_phrase
 from ..engine.tool_repeat import RULE_TOOL_REPEAT
 from ..printable import display_width, printable, wrap
-from ..state.journal import OutcomeRecord, Record, ToolRecord
+from .journal import OutcomeRecord, Record, ToolRecord
 
 __all__ = [
     "OUTCOME_LABELS",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import stat
 
-from .light import hex_digest
+from ..light import hex_digest
 
 __all__ = ["MAX_FILE_BYTES", "MAX_FILES", "TIME_LIMIT", "file_state", "fingerprint"]
 
@@ -53,7 +53,7 @@ MAX_FILE_BYTES = 32 << 20  # the largest file whose state is read
 def file_state(path: str, cwd: str = "") -> str | None:
     """One file's state as the edit rule compares it (``edits.content_digest``); None when
     it cannot be read (not a regular file, too large, not ours)."""
-    from .engine.edits import ABSENT, content_digest
+    from ..engine.edits import ABSENT, content_digest
 
     if not path:
         return None

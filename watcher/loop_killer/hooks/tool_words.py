@@ -11,8 +11,8 @@ from ..engine.calls import REFUSED_MARK
 from ..engine.rules import RULE_EDIT_OSCILLATION, rule_phrase
 from ..engine.tool_repeat import RULE_TOOL_REPEAT, TOOL_REPEAT_BLOCK
 from ..engine.waiting import waited_words
-from ..hook.notice import MARK
 from ..printable import printable
+from .notice import MARK
 
 __all__ = ["LABEL_LIMIT", "final_warning", "oscillation", "oscillation_refusal", "phrase",
            "refusal", "subagent_stop", "waited", "waited_detail", "waited_refusal", "warning"]

@@ -1,6 +1,6 @@
 """The tool-call hooks' shell: count each result, warn, refuse, reset; one JSON out.
 
-``loop_killer.hook.entry`` hands every ``PreToolUse``, ``PostToolUse``,
+``loop_killer.hooks.entry`` hands every ``PreToolUse``, ``PostToolUse``,
 ``PostToolUseFailure`` and ``UserPromptSubmit`` input (parsed JSON) to ``run_input``
 and prints what it returns.
 
@@ -22,7 +22,7 @@ and prints what it returns.
   finished background task's notice, which Claude Code submits as a prompt itself,
   starts the counts afresh only when it is news (``note_notice``).
 
-Subagents (input with ``agent_id``: ``hook.subagent_id``) count in their own scope; a
+Subagents (input with ``agent_id``: ``hooks.subagent_id``) count in their own scope; a
 session started with ``--agent NAME`` (``agent_type`` alone) is the main session. The
 hooks fail open: bad input, an unreadable state or a failing disk all mean "nothing to
 say", so a call is never refused by mistake. A busy lock costs a count (a result not
@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import os
 
-from ..config import Settings, load_settings
 from ..engine.tool_repeat import (
     ANSWERED_BY_PERSON,
     RULE_TOOL_REPEAT,
@@ -43,8 +42,9 @@ from ..engine.tool_repeat import (
     is_ignored,
     is_persons_prompt,
 )
-from ..hook import subagent_id
-from . import store
+from ..state import session as store
+from ..state.config import Settings, load_settings
+from . import subagent_id
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool call does not import typing
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ _AFTER = ("PostToolUse", "PostToolUseFailure")
 def run_input(data: Any, *, env: dict[str, str], settings: Settings | None = None
               ) -> dict[str, Any] | None:
     """The output for one tool-call hook input (already parsed), or None for none.
-    ``settings``: as ``config.load_settings`` gives them (loaded here when None)."""
+    ``settings``: as ``state.config.load_settings`` gives them (loaded here when None)."""
     if not isinstance(data, dict):
         return None
     event = data.get("hook_event_name")
@@ -190,7 +190,7 @@ def _before(data: dict[str, Any], state: str, path: str, name: str, scope: str,
         if refusal is None:
             return None
     from ..engine.tool_repeat import call_label
-    from . import words
+    from . import tool_words as words
 
     label = call_label(name, tool_input, words.LABEL_LIMIT)
     if refused <= 1:  # one record per refused call; its stop says how many attempts
@@ -210,7 +210,7 @@ def _before(data: dict[str, Any], state: str, path: str, name: str, scope: str,
         # session's turn goes on, with the subagent's result), its goal is not ours.
         _log_subagent_stop(state, data, refusal, refused)
         return words.subagent_stop(label, refused, output)
-    from ..hook.stopping import stop_turn
+    from .stopping import stop_turn
 
     return stop_turn(data, state=state, label=label, refused=refused, env=env, output=output,
                      detail=words.waited_detail(label, refusal.waited) if refusal.waited
@@ -260,7 +260,7 @@ def _after(data: dict[str, Any], state: str, path: str, event: str, name: str, s
         # The result would repeat the call's last one: the working tree's fingerprint
         # tells whether anything changed between ("" when it cannot be told), taken out of
         # the lock (a walk or ``git status`` must never hold up another hook), then counted.
-        from ..worktree import fingerprint
+        from .worktree import fingerprint
 
         tree = fingerprint(_text(data.get("cwd"))) or ""
     if created:
@@ -276,7 +276,7 @@ def _file_state(name: str, tool_input: object, cwd: str) -> str | None:
 
     if name not in FILE_CHANGING_TOOLS:
         return None
-    from ..worktree import file_state
+    from .worktree import file_state
 
     return file_state(edited_file(tool_input), cwd)
 
@@ -301,7 +301,7 @@ def _tell(data: dict[str, Any], state: str, event: str, name: str, tool_input: o
     """What the model and the person are told after a result that reached a step of the
     ladder (and the detection logged), if anything."""
     from ..engine.tool_repeat import call_label
-    from . import words
+    from . import tool_words as words
 
     label = call_label(name, tool_input, words.LABEL_LIMIT)
     waited = repeat.waited and repeat.count == settings.tool_repeat_block  # the bound, just now

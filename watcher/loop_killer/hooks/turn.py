@@ -1,7 +1,7 @@
 """The Stop hook's judgement of reply N: from its own input and the session's record.
 
 Reply N's words are the input's ``last_assistant_message``; whether it did new work, the
-tool-call hooks noted in the record since the last Stop (``tools.store``: ``work``); the
+tool-call hooks noted in the record since the last Stop (``state.session``: ``work``); the
 run before it, the record's turn. So the hook never looks for reply N in a transcript that
 may not hold it yet. Every Stop of a turn that touched the record reaches the package (the
 launcher lets it through), so the Stop that answers the person's prompt starts the turn
@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING
 from ..engine.budget import TurnUse
 from ..engine.judge import Detection, Run
 from ..engine.transcript import GoalStatus, TurnStart, parse_line, parse_timestamp
+from ..state import session as store
 from ..state.files import open_transcript
-from ..tailing import iter_lines_backwards
-from ..tools import store
+from ..state.tailing import iter_lines_backwards
 
 if TYPE_CHECKING:
-    from ..config import Settings
     from ..engine.transcript import Event
+    from ..state.config import Settings
 
 __all__ = ["Judged", "hooks_judge", "judge", "last_goal_status", "last_prompt_time",
            "turn_over"]
