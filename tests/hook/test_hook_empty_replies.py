@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from loop_killer.hooks.stop_hook import run
-from loop_killer.hooks.turn import hooks_judge
+from loop_killer.state.session import hooks_judge
 from transcripts import SAME, Transcript
 
 from .kit import raw, stop_input

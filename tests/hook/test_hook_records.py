@@ -14,11 +14,11 @@ import pytest
 from loop_killer.hooks import stop_hook, turn
 from loop_killer.hooks.stop_hook import run
 from loop_killer.hooks.terminal import poll
-from loop_killer.hooks.turn import hooks_judge
 from loop_killer.state import journal as journal_module
 from loop_killer.state import records
 from loop_killer.state import session as store
 from loop_killer.state.inbox import ClearRequest, write_request
+from loop_killer.state.session import hooks_judge
 
 from .kit import (
     PROMPT_ID,

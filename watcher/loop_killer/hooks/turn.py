@@ -31,8 +31,7 @@ if TYPE_CHECKING:
     from ..engine.transcript import Event
     from ..state.config import Settings
 
-__all__ = ["Judged", "hooks_judge", "judge", "last_goal_status", "last_prompt_time",
-           "turn_over"]
+__all__ = ["Judged", "judge", "last_goal_status", "last_prompt_time", "turn_over"]
 
 TWIN_MARGIN = 0.015
 """A turn saved later than this many seconds before this process started is a twin's.
@@ -97,17 +96,6 @@ def judge(state: str, session_id: str, *, prompt_id: str, message: str, settings
             "prompt": prompt_id, "stops": stops, "started_at": started,
             "run": run.to_state(), "at": boot_clock()}})
     return Judged(detection, TurnUse(stops, started))
-
-
-def hooks_judge(state: str, session_id: str) -> bool:
-    """Whether a Stop hook judges this session's replies (it judged one this turn): the
-    watcher then neither logs nor asks a stop for a re-prompt loop it sees."""
-    try:
-        turn = store.turn_of(store.load(store.state_path(state, session_id)))
-    except (OSError, ValueError):
-        return False
-    stops = turn.get("stops")
-    return isinstance(stops, int) and stops > 0 and "run" in turn
 
 
 def _twin(at: object, spawn_time: float | None) -> bool:

@@ -43,6 +43,7 @@ __all__ = [
     "Busy",
     "counter",
     "load",
+    "hooks_judge",
     "note_work",
     "save_turn",
     "turn_of",
@@ -309,3 +310,14 @@ def prune(state: os.PathLike[str] | str, *, now: float, keep: str = "") -> int:
         except OSError:
             continue
     return removed
+
+
+def hooks_judge(state: str, session_id: str) -> bool:
+    """Whether a Stop hook judges this session's replies (it judged one this turn): the
+    watcher then neither logs nor asks a stop for a re-prompt loop it sees."""
+    try:
+        turn = turn_of(load(state_path(state, session_id)))
+    except (OSError, ValueError):
+        return False
+    stops = turn.get("stops")
+    return isinstance(stops, int) and stops > 0 and "run" in turn

@@ -1,6 +1,6 @@
 """What the steps of a followed session mean to the watcher, and what it does about them.
 
-* A detection: where the session's Stop hook judges its replies (``hooks.turn.hooks_judge``)
+* A detection: where the session's Stop hook judges its replies (``state.session.hooks_judge``)
   the hook logs and stops the loop, and the watcher follows what becomes of it. Else it is
   recorded first (``state.records``), then the watcher writes the clear request (before the
   status that covers the answer), the log line and its terminal line.
@@ -29,7 +29,6 @@ from ..engine.judge import Detection
 from ..engine.rules import RULE_BUDGET, text_digest
 from ..engine.tool_repeat import TOOL_CALL_RULES
 from ..engine.transcript import STOP_HOOK_SUMMARY, GoalStatus, SystemEntry, parse_timestamp
-from ..hooks.turn import hooks_judge
 from ..printable import printable
 from ..state import journal, records, report
 from ..state.files import request_waiting
@@ -40,6 +39,7 @@ from ..state.inbox import (
     peek_request,
     write_request,
 )
+from ..state.session import hooks_judge
 from .narrate import InOrder, Narrator, Notice, Said
 from .outcomes import (
     HOOKS_WORD,
