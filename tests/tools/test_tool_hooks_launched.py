@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from loop_killer.engine.tool_repeat import REFUSED_MARK
+from loop_killer.engine.calls import REFUSED_MARK
 
 from .kit import (
     SESSION,

@@ -8,8 +8,9 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from loop_killer.engine import stand_ins as standins
+from loop_killer.engine.calls import REFUSED_MARK
 from loop_killer.engine.stand_ins import ToolCounts
-from loop_killer.engine.tool_repeat import REFUSED_MARK, ToolRepeatCounter
+from loop_killer.engine.tool_repeat import ToolRepeatCounter
 from loop_killer.engine.transcript import (
     AssistantPart,
     Event,

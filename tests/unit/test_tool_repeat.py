@@ -8,20 +8,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from loop_killer.engine import masking
-from loop_killer.engine.masking import result_key
-from loop_killer.engine.tool_repeat import (
+from loop_killer.engine.calls import (
     ANSWERED_BY_PERSON,
-    DEFAULT_IGNORED,
-    MAX_CALLS,
     REFUSED_MARK,
-    TOOL_REPEAT_BLOCK,
-    TOOL_REPEAT_WARN,
-    ToolRepeat,
-    ToolRepeatCounter,
     call_key,
     call_label,
     is_ignored,
     is_refusal,
+)
+from loop_killer.engine.masking import result_key
+from loop_killer.engine.tool_repeat import (
+    DEFAULT_IGNORED,
+    MAX_CALLS,
+    TOOL_REPEAT_BLOCK,
+    TOOL_REPEAT_WARN,
+    ToolRepeat,
+    ToolRepeatCounter,
     moved_to,
     repeat_label,
 )
@@ -670,7 +672,8 @@ def hook_record(counter: ToolRepeatCounter, name: str, tool_input: object, conte
                 is_error: bool, tree: str) -> int:
     """A result as the PostToolUse hook counts it: the working tree's fingerprint
     (``tree``) is taken only when the result would repeat the call's last one."""
-    from loop_killer.engine.tool_repeat import call_key, result_digest
+    from loop_killer.engine.calls import call_key
+    from loop_killer.engine.tool_repeat import result_digest
 
     call = call_key(name, tool_input)
     result = result_digest(content, is_error=is_error)
@@ -736,7 +739,8 @@ def test_a_tree_that_cannot_be_fingerprinted_counts_as_changed() -> None:
 
 
 def test_a_call_seen_for_the_first_time_and_an_edit_are_never_measured() -> None:
-    from loop_killer.engine.tool_repeat import call_key, result_digest
+    from loop_killer.engine.calls import call_key
+    from loop_killer.engine.tool_repeat import result_digest
 
     counter = ToolRepeatCounter()
     call, result = call_key("Bash", bash("ls")), result_digest("a", is_error=False)

@@ -4,12 +4,9 @@ while the turn advances; a question nobody answered is an ordinary call (issue 2
 from __future__ import annotations
 
 import pytest
+from loop_killer.engine.calls import person_answered
 from loop_killer.engine.run import RunDetector, TurnWork
-from loop_killer.engine.tool_repeat import (
-    TOOL_REPEAT_BLOCK,
-    ToolRepeatCounter,
-    person_answered,
-)
+from loop_killer.engine.tool_repeat import TOOL_REPEAT_BLOCK, ToolRepeatCounter
 from loop_killer.engine.transcript import AssistantPart, ToolCall, ToolResult, ToolResults
 from loop_killer.engine.transcript import parse_timestamp as iso_seconds
 from loop_killer.engine.waiting import WAIT_MINUTES, waited_words, waits
@@ -254,7 +251,8 @@ def test_a_failure_after_another_calls_progress_is_a_new_check() -> None:
     """Installing one package after another into an ignored .venv: the tree git sees is
     the same, but the install's new result is progress, so pytest's next, different
     failure is a new check (found by a review)."""
-    from loop_killer.engine.tool_repeat import call_key, result_digest
+    from loop_killer.engine.calls import call_key
+    from loop_killer.engine.tool_repeat import result_digest
 
     counter = ToolRepeatCounter()
 

@@ -36,11 +36,12 @@ from typing import Any
 
 from ..light import hex_digest
 from .answers import PROMPT_REPROMPT, Answer, AnswerAssembler, PromptKind
+from .calls import call_key, is_ignored, is_refusal
 from .judge import Detection, Run, RunAnswer
 from .masking import result_key
 from .pairing import ToolPairing
 from .rules import DEFAULT_THRESHOLDS, Thresholds
-from .tool_repeat import DEFAULT_IGNORED, call_key, event_seconds, is_ignored, is_refusal
+from .tool_repeat import DEFAULT_IGNORED, event_seconds
 from .transcript import (
     AssistantPart,
     Discard,

@@ -18,12 +18,9 @@ from ..light import Value, hex_digest, loads
 from .calls import (
     ANSWERED_BY_PERSON,
     CWD_MARK,
-    NOT_THE_PERSON,
-    REFUSED_MARK,
     call_key,
     call_label,
     is_ignored,
-    is_persons_prompt,
     is_refusal,
     moved_to,
     person_answered,
@@ -50,11 +47,9 @@ if TYPE_CHECKING:
     from .transcript import AssistantPart, Event, ToolCall, ToolResult
 
 __all__ = [
-    "ANSWERED_BY_PERSON", "DEFAULT_IGNORED", "MAX_CALLS", "NOT_THE_PERSON", "REFUSED_MARK",
-    "RULE_TOOL_REPEAT", "STATE_VERSION", "TOOL_CALL_RULES", "TOOL_REPEAT_BLOCK",
-    "TOOL_REPEAT_STOP", "TOOL_REPEAT_WARN", "ToolRepeat", "ToolRepeatCounter", "call_key",
-    "call_label", "is_ignored", "is_persons_prompt", "is_refusal", "notice_result",
-    "person_answered", "repeat_label", "result_digest",
+    "DEFAULT_IGNORED", "MAX_CALLS", "RULE_TOOL_REPEAT", "STATE_VERSION", "TOOL_CALL_RULES",
+    "TOOL_REPEAT_BLOCK", "TOOL_REPEAT_STOP", "TOOL_REPEAT_WARN", "ToolRepeat",
+    "ToolRepeatCounter", "notice_result", "repeat_label", "result_digest",
 ]
 
 TOOL_REPEAT_WARN = 3

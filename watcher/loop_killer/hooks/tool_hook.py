@@ -34,14 +34,8 @@ from __future__ import annotations
 
 import os
 
-from ..engine.tool_repeat import (
-    ANSWERED_BY_PERSON,
-    RULE_TOOL_REPEAT,
-    ToolRepeat,
-    ToolRepeatCounter,
-    is_ignored,
-    is_persons_prompt,
-)
+from ..engine.calls import ANSWERED_BY_PERSON, is_ignored, is_persons_prompt
+from ..engine.tool_repeat import RULE_TOOL_REPEAT, ToolRepeat, ToolRepeatCounter
 from ..state import session as store
 from ..state.config import Settings, load_settings
 from . import subagent_id
@@ -142,7 +136,7 @@ def _prompted(data: dict[str, Any], state: str, path: str, settings: Settings) -
 
 
 def _person_answered(data: dict[str, Any], event: str) -> bool:
-    from ..engine.tool_repeat import person_answered
+    from ..engine.calls import person_answered
 
     failed = event == "PostToolUseFailure"
     return person_answered(data.get("error") if failed else None, is_error=failed)
@@ -189,7 +183,7 @@ def _before(data: dict[str, Any], state: str, path: str, name: str, scope: str,
             name, tool_input, tool_use_id, cwd=cwd, now=now, file_state=state_now)
         if refusal is None:
             return None
-    from ..engine.tool_repeat import call_label
+    from ..engine.calls import call_label
     from . import tool_words as words
 
     label = call_label(name, tool_input, words.LABEL_LIMIT)
@@ -228,7 +222,8 @@ def _after(data: dict[str, Any], state: str, path: str, event: str, name: str, s
     tool_input = data.get("tool_input")
     import time
 
-    from ..engine.tool_repeat import call_key, result_digest
+    from ..engine.calls import call_key
+    from ..engine.tool_repeat import result_digest
 
     # Keyed before the lock, which every hook of every session waits for: a huge output
     # costs its own hook the time, never another's.
@@ -300,7 +295,7 @@ def _tell(data: dict[str, Any], state: str, event: str, name: str, tool_input: o
           ) -> dict[str, Any] | None:
     """What the model and the person are told after a result that reached a step of the
     ladder (and the detection logged), if anything."""
-    from ..engine.tool_repeat import call_label
+    from ..engine.calls import call_label
     from . import tool_words as words
 
     label = call_label(name, tool_input, words.LABEL_LIMIT)

@@ -15,10 +15,10 @@ from typing import Any
 
 import msgspec
 
+from ..engine.calls import call_key, is_ignored
 from ..engine.edits import FILE_CHANGING_TOOLS, edited_file
 from ..engine.pairing import MAX_PENDING, ToolPairing
 from ..engine.rules import RULE_IDLE, RULE_SAME
-from ..engine.tool_repeat import call_key, is_ignored
 from ..engine.transcript import AssistantPart, Event, Reprompt, ToolResults, TurnStart
 from ..state.config import Settings
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..engine.answers import Answer
+from ..engine.calls import call_label
 from ..engine.edits import FILE_CHANGING_TOOLS, MAX_FILES, edited_file
 from ..engine.judge import Detection
 from ..engine.reader import Step
@@ -30,7 +31,6 @@ from ..engine.tool_repeat import (
     TOOL_REPEAT_WARN,
     ToolRepeat,
     ToolRepeatCounter,
-    call_label,
 )
 from ..engine.transcript import AssistantPart, Event, ToolCall, ToolResults, TurnStart
 from ..light import digest
