@@ -246,8 +246,11 @@ def _after(data: dict[str, Any], state: str, path: str, event: str, name: str, s
                     if repeat.count == 0:
                         return None
                     created = kept is None
-                    if repeat.count == 1 and scope == MAIN_SCOPE:
-                        kept = store.with_work(kept)  # something new: the reply did work
+                    # Something new, or a wait that went on until just now (the answers
+                    # after the result that reached the bound are idle): the reply did work.
+                    if scope == MAIN_SCOPE and (repeat.count == 1 or _bound_reached(
+                            repeat, settings)):
+                        kept = store.with_work(kept)
                     store.keep(path, kept, scope, counts, settings)
                     break
         except store.Busy:
@@ -263,6 +266,11 @@ def _after(data: dict[str, Any], state: str, path: str, event: str, name: str, s
     if repeat.count < settings.tool_repeat_warn and not repeat.shape:
         return None
     return _tell(data, state, event, name, tool_input, scope, settings, counts, repeat)
+
+
+def _bound_reached(repeat: ToolRepeat, settings: Settings) -> bool:
+    """A waiting call's result stayed the same for the wait bound, just now."""
+    return bool(repeat.waited) and repeat.count == settings.tool_repeat_block
 
 
 def _file_state(name: str, tool_input: object, cwd: str) -> str | None:
@@ -299,7 +307,7 @@ def _tell(data: dict[str, Any], state: str, event: str, name: str, tool_input: o
     from . import tool_words as words
 
     label = call_label(name, tool_input, words.LABEL_LIMIT)
-    waited = repeat.waited and repeat.count == settings.tool_repeat_block  # the bound, just now
+    waited = _bound_reached(repeat, settings)
     if repeat.shape or waited or repeat.count == settings.tool_repeat_warn:
         # (the watcher logs only the calls of sessions whose hooks keep no counts)
         _log(state, "detection", data, repeat, label, scope)
