@@ -1,15 +1,7 @@
 """The entry of every hook process: read stdin once, hand the input to the hook for its
-event, print one JSON object, exit 0.
-
-``python -m loop_killer.hooks`` (started by the plugin's launcher) runs ``main``. The event
-is the input's ``hook_event_name``: ``Stop`` goes to ``stop_hook``; the tool-call events
-(``PreToolUse``, ``PostToolUse``, ``PostToolUseFailure``, ``UserPromptSubmit``) to
-``loop_killer.hooks.tool_hook``. Input that is too large, not JSON, or nested too deeply to
-parse is bad input: nothing is shown and nothing is blocked.
-
-Whatever happens, the process exits 0 and never writes to stderr (anything written there
-goes to ``hook-errors.log`` in the state folder): at worst it blocks nothing and says so
-in a short ``systemMessage``.
+event (``stop_hook`` or ``tool_hook``), print one JSON object, exit 0. Nothing goes to
+stderr (it goes to ``hook-errors.log``); at worst nothing is blocked and a short
+``systemMessage`` says so.
 """
 
 from __future__ import annotations
@@ -31,7 +23,6 @@ CRASH_NOTE_EVERY = 600.0
 """Seconds between two notes to the person about the hook failing."""
 
 TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure", "UserPromptSubmit"})
-"""The events of the tool-repeat rule (``loop_killer.hooks``)."""
 
 LOG_LIMIT = 1024 * 1024
 """``hook-errors.log`` is rotated (to ``.1``) once it is larger than this."""
@@ -69,8 +60,8 @@ def cli_main(args: Any = None) -> int:
 
 
 def dispatch(raw: bytes, *, env: dict[str, str]) -> dict[str, Any] | None:
-    """The output for one hook input, by its event; None for none. A problem with the
-    settings is said once (whatever the event), beside the hook's own output."""
+    """The output for one hook input, by its event; None for none. Settings problems are
+    said once, beside the hook's own output."""
     data = parse_json(raw)
     event = data.get("hook_event_name") if isinstance(data, dict) else None
     if event != "Stop" and event not in TOOL_EVENTS:
@@ -96,8 +87,7 @@ def dispatch(raw: bytes, *, env: dict[str, str]) -> dict[str, Any] | None:
 
 def _with_config_note(output: dict[str, Any] | None, state: str, problems: tuple[str, ...]
                       ) -> dict[str, Any] | None:
-    """``output`` with the settings' problems added to what the person sees, the first
-    time these problems are met (the same problems are not said at every turn)."""
+    """``output`` with the settings' problems added, the first time these are met."""
     from ..light import hex_digest
     from ..state.files import first_time
 
@@ -115,9 +105,7 @@ def _with_config_note(output: dict[str, Any] | None, state: str, problems: tuple
 
 def process_start_time() -> float | None:
     """When this process started (seconds since the epoch), from ``/proc``; None elsewhere.
-
-    The launcher may re-exec another interpreter: the pid, and so the start, stay the same.
-    """
+    (A re-exec by the launcher keeps the pid, and so the start.)"""
     try:
         with open("/proc/self/stat", "rb") as handle:
             fields = handle.read().rsplit(b")", 1)[1].split()
@@ -128,7 +116,6 @@ def process_start_time() -> float | None:
     except (OSError, ValueError, IndexError):
         return None
     return time.time() - (uptime - started_after_boot)
-
 
 
 class _StderrToLog:

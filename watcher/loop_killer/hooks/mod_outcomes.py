@@ -1,12 +1,8 @@
 """The mod's outcome records: what ``/goal clear`` did after a loop-killer stop.
 
-For each plan handed to the mod, the hook writes ``<state>/outcomes/<key>.plan`` (what it
-knows: session, answer, rule, transcript and its size at the stop) and names
-``<state>/outcomes/<key>.json`` as the plan's ``outcome_path``, which the mod (over)writes
-with ``{"status": "queued" | "cleared" | "no_goal" | "failed" | "unknown", "output", ...}``.
-The watcher (every half second) and the next hook run (any session) log each settled
-plan once and remove both files: whoever takes the plan record first (a rename) logs it.
-Neither is done through a linked ``outcomes/`` or state folder (``state.files.state_folder``).
+For each plan handed to the mod the hook writes ``<state>/outcomes/<key>.plan``; the mod
+writes ``<key>.json`` (``{"status", "output", ...}``). The watcher and the next Stop hook
+log each settled plan once (whoever renames the plan first) and remove both files.
 """
 
 from __future__ import annotations
@@ -25,6 +21,7 @@ from ..state.files import (
     write_private_file,
 )
 from ..state.journal import OutcomeRecord
+from . import text_of
 from .notice import OUTCOME_CLEARED, OUTCOME_FAILED, OUTCOME_NO_GOAL, OUTCOME_SENT, Outcome
 from .screen import find_proof
 
@@ -35,8 +32,7 @@ OUTCOMES_DIR = "outcomes"
 STALE_OUTCOME = 120.0
 """Seconds after which a plan the mod never settled is logged as unconfirmed."""
 LEFTOVER_AGE = 3600.0
-"""Seconds after which a file without its plan goes: the mod's outcome written after its
-plan was logged as unconfirmed, or a plan taken by a process that died before logging it."""
+"""Seconds after which a file without its plan (or a plan taken but never logged) goes."""
 
 _MOD_STATUS: dict[str, Outcome] = {
     "cleared": OUTCOME_CLEARED,
@@ -68,9 +64,8 @@ def sweep_mod_outcomes(
     *,
     now: float | None = None,
 ) -> int:
-    """Log every plan the mod has settled (or never settled, after ``STALE_OUTCOME``) as one
-    detection-log line, and remove its files; return how many were logged. Files left
-    without their plan go after ``LEFTOVER_AGE``. Quiet and cheap when there are none."""
+    """Log every plan the mod has settled (or never settled, after ``STALE_OUTCOME``) and
+    remove its files; return how many were logged."""
     try:
         folder = state_folder(state, OUTCOMES_DIR)
         entries = list(os.scandir(folder))
@@ -90,12 +85,12 @@ def sweep_mod_outcomes(
             age = now - entry.stat(follow_symlinks=False).st_mtime
         except OSError:
             continue
-        plan = _read_record(plan_path)
+        plan = read_json_object(plan_path, 64 * 1024)
         if plan is None:
             remove_file(plan_path)
             remove_file(outcome_path)
             continue
-        line = _outcome_line(plan, _read_record(outcome_path) or {}, age=age)
+        line = _outcome_line(plan, read_json_object(outcome_path, 64 * 1024) or {}, age=age)
         if line is None:
             continue
         taken = f"{plan_path}.{os.getpid()}.taken"
@@ -111,8 +106,7 @@ def sweep_mod_outcomes(
 
 
 def _remove_leftovers(entries: list[os.DirEntry[str]], planned: set[str], now: float) -> None:
-    """Remove the outcome files whose plan is gone, and plans taken but never logged, once
-    ``LEFTOVER_AGE`` old."""
+    """Remove files without their plan once ``LEFTOVER_AGE`` old."""
     for entry in entries:
         name = entry.name
         leftover = name.endswith(".taken") or (
@@ -126,11 +120,6 @@ def _remove_leftovers(entries: list[os.DirEntry[str]], planned: set[str], now: f
             continue
 
 
-def _read_record(path: str) -> dict[str, Any] | None:
-    """A small JSON object file (never following a link nor blocking on a FIFO), else None."""
-    return read_json_object(path, 64 * 1024)
-
-
 def _outcome_line(plan: dict[str, Any], reported: dict[str, Any], *, age: float
                   ) -> OutcomeRecord | None:
     status = reported.get("status")
@@ -139,7 +128,7 @@ def _outcome_line(plan: dict[str, Any], reported: dict[str, Any], *, age: float
     if settled_as is None and age < STALE_OUTCOME:
         return None  # planned or queued: the mod has not answered yet
     outcome: Outcome = settled_as or OUTCOME_SENT
-    output = _str(reported.get("output")) or _str(reported.get("error"))
+    output = text_of(reported.get("output")) or text_of(reported.get("error"))
     evidence = "the mod's report" if settled else ""
     transcript, offset = plan.get("transcript_path"), plan.get("offset")
     if outcome != OUTCOME_CLEARED and isinstance(transcript, str) and isinstance(offset, int):
@@ -151,19 +140,15 @@ def _outcome_line(plan: dict[str, Any], reported: dict[str, Any], *, age: float
     else:
         detail = f"/goal clear: {output[:200] or outcome}"
     return OutcomeRecord(
-        session_id=_str(plan.get("session_id")),
-        answer_uuid=_str(plan.get("answer_uuid")),
-        rule=_str(plan.get("rule")),
+        session_id=text_of(plan.get("session_id")),
+        answer_uuid=text_of(plan.get("answer_uuid")),
+        rule=text_of(plan.get("rule")),
         outcome=outcome,
         detail=detail,
         evidence=evidence,
         hands="mod",
-        project=_str(plan.get("project")),
-        transcript_path=_str(transcript),
-        plan_id=_str(plan.get("id")),
+        project=text_of(plan.get("project")),
+        transcript_path=text_of(transcript),
+        plan_id=text_of(plan.get("id")),
         source="hook",
     )
-
-
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""

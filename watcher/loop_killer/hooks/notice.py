@@ -1,31 +1,9 @@
-"""Every word the person sees, and the Stop hook's output JSON for each outcome; and the
-names those words are made of: the outcomes, who the hands are (``Hands``), the first
-Claude Code that loads the mod (``MOD_MIN_VERSION``).
-
-Pure: plain values in, strings and dicts out. The mod (``plugin/hooks/register.js``)
-holds no wording: it shows the texts this module puts in its plan, substituting only
-``{output}`` (what ``/goal clear`` printed).
-
-Where the words show up:
-
-* ``stopReason`` (always; starts with ``loop-killer: `` and names the rule): the TUI shows
-  ``Stop hook stopped Claude`` with it.
-* Without the mod, ``systemMessage`` (the TUI shows ``Stop says: <text>``; ``-p
-  --output-format stream-json`` prints it as a system message) and ``terminalSequence``
-  (an OSC 9 desktop notification).
-* With the mod, the plan in ``hookSpecificOutput.additionalContext`` (the mod takes it
-  out before anything reaches the model): the one line and the toast for each result of
-  ``/goal clear``, shown once that result is known (in ``-p`` the line becomes the output of
-  the ``/goal clear`` the mod ran, so ``-p`` text and json print it as the result; in the
-  TUI it is a row after Claude Code's own ``Goal cleared``), or, without a goal to clear,
-  the line shown under the answer (in ``-p``, where that is printed nowhere, the output
-  of the mod's own ``/loop-killer-notice``). Claude Code prefixes a mod's lines with
-  ``loop-killer:``, so these texts do not.
-* Neither ``stopReason`` nor ``systemMessage`` reaches what ``-p`` prints in text or json
-  (measured on 2.1.250, 2.1.328 and 2.1.332): there only the mod's words do.
-
-Every notice is one line: ``loop-killer: <RULE> (<what it saw>): loop stopped, <what
-became of the goal>.``
+"""Every word the person sees from a stopped turn, and the Stop hook's output JSON (pure):
+``stopReason``, ``systemMessage`` and an OSC 9 toast without the mod; with it, the plan
+in ``additionalContext`` (the mod, ``plugin/hooks/register.js``, holds no wording of its
+own and substitutes only ``{output}``). Claude Code prefixes a mod's lines with
+``loop-killer:``, so the plan's texts do not. Only the mod's words reach what ``-p``
+prints in text or json (measured on 2.1.250, 2.1.328 and 2.1.332).
 """
 
 from __future__ import annotations
@@ -42,36 +20,11 @@ if TYPE_CHECKING:
     from ..state.inbox import Source
 
 __all__ = [
-    "HANDS_MOD",
-    "HANDS_NONE",
-    "HANDS_SCREEN",
-    "HANDS_TMUX",
-    "MARK",
-    "MOD_MIN_VERSION",
-    "MOD_PROTOCOL",
-    "MOD_WAIT",
-    "OUTCOMES",
-    "OUTCOME_CLEARED",
-    "OUTCOME_FAILED",
-    "OUTCOME_NOT_POSSIBLE",
-    "OUTCOME_NO_GOAL",
-    "OUTCOME_QUEUED",
-    "OUTCOME_SENT",
-    "OUTPUT_MAX",
-    "Firing",
-    "Hands",
-    "Outcome",
-    "failure_message",
-    "hook_output",
-    "mod_plan",
-    "notice",
-    "osc9",
-    "parse_version",
-    "rule_head",
-    "rule_label",
-    "rule_phrase",
-    "stop_reason",
-    "toast",
+    "HANDS_MOD", "HANDS_NONE", "HANDS_SCREEN", "HANDS_TMUX", "MARK", "MOD_MIN_VERSION",
+    "MOD_PROTOCOL", "MOD_WAIT", "OUTCOMES", "OUTCOME_CLEARED", "OUTCOME_FAILED",
+    "OUTCOME_NOT_POSSIBLE", "OUTCOME_NO_GOAL", "OUTCOME_QUEUED", "OUTCOME_SENT", "OUTPUT_MAX",
+    "Firing", "Hands", "Outcome", "hook_output", "mod_plan", "notice", "osc9",
+    "parse_version", "rule_head", "rule_label", "rule_phrase", "stop_reason", "toast",
 ]
 
 MARK = "loop-killer: "
@@ -94,8 +47,7 @@ OUTCOMES: Final[tuple[Outcome, ...]] = (OUTCOME_CLEARED, OUTCOME_SENT, OUTCOME_N
                                         OUTCOME_NO_GOAL, OUTCOME_QUEUED, OUTCOME_FAILED)
 
 Hands = Literal["mod", "tmux", "screen", "none"]
-"""Who runs ``/goal clear``: the plugin's mod, typing into a tmux or screen pane, nobody
-(the journal's "hands" field)."""
+"""Who runs ``/goal clear`` (the journal's "hands" field)."""
 
 HANDS_MOD: Final = "mod"
 HANDS_TMUX: Final = "tmux"
@@ -143,8 +95,7 @@ def rule_head(firing: Firing) -> str:
 
 
 def _budget_words(firing: Firing) -> bool:
-    # A budget's words name the limit and what was used: ``$25.13 spent in this goal,
-    # limit $25.00`` (``engine.budget.describe``); they are the whole phrase.
+    # A budget's words (``engine.budget.describe``) are the whole phrase.
     return firing.rule == RULE_BUDGET and bool(firing.detail)
 
 
@@ -165,12 +116,8 @@ def _stopped(firing: Firing) -> str:
 
 def notice(firing: Firing, outcome: Outcome, *, why: str = "", prefix: bool = True,
            wait: float = 0.0) -> str:
-    """The one-line notice: the rule that fired, then what became of the goal.
-
-    ``why``: for ``not_possible``, what kept ``/goal clear`` from running; for
-    ``clear_failed``, what ``/goal clear`` printed; for ``sent_unconfirmed``, why it is not
-    known. ``wait``: for ``sent_unconfirmed``, how long (seconds) the proof was waited for.
-    """
+    """The one-line notice: the rule that fired, then what became of the goal (``why``:
+    the reason or what ``/goal clear`` printed; ``wait``: how long the proof was awaited)."""
     head = f"{rule_head(firing)}: {_stopped(firing)}"
     detail = printable(why, 160)
     if outcome == OUTCOME_CLEARED:
@@ -227,11 +174,8 @@ def mod_plan(
     outcome_path: str,
     transcript_path: str = "",
 ) -> dict[str, Any]:
-    """The instructions for the mod: whether to run ``/goal clear``, and the one line (and
-    toast) to show for each result of it, once that result is known (``{output}``: what
-    the command printed, on one line). Nothing is shown before: no promise, only results.
-    Without a goal to clear the result is known now: ``notice`` and ``toast`` say it at
-    the end of the turn."""
+    """The instructions for the mod: whether to run ``/goal clear``, and the line and toast
+    for each of its results (without a goal: ``notice`` and ``toast``, known now)."""
     known: Outcome = OUTCOME_NO_GOAL
     results: dict[str, Outcome] = {"cleared": OUTCOME_CLEARED, "no_goal": OUTCOME_NO_GOAL,
                                    "failed": OUTCOME_FAILED, "unknown": OUTCOME_SENT}
@@ -246,9 +190,7 @@ def mod_plan(
         "clear_goal": clear_goal,
         "notice": "" if clear_goal else notice(firing, known, prefix=False),
         "toast": "" if clear_goal else _unprefixed(toast(firing, known)),
-        # Markers of each result, looked for (in this order) in what /goal clear printed
-        # and in the transcript rows written after the stop: its own text, or the
-        # goal_status met:true sentinel line (compact JSON, as Claude Code writes it).
+        # Looked for in what /goal clear printed and in the transcript rows after the stop.
         "match": {"cleared": [GOAL_CLEARED_PREFIX, PROOF_MARKER], "no_goal": [NO_GOAL_PREFIX]},
         "wait_ms": int(MOD_WAIT * 1000),
         "output_max": OUTPUT_MAX,
@@ -271,9 +213,7 @@ def hook_output(
     plan: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The Stop hook's JSON: end the turn, and say so (through the mod when ``plan``).
-
-    Never ``decision: block``: that would re-prompt the model.
-    """
+    Never ``decision: block``: that would re-prompt the model."""
     output: dict[str, Any] = {"continue": False, "stopReason": stop_reason(firing)}
     if plan is not None:
         output["hookSpecificOutput"] = {
@@ -285,11 +225,6 @@ def hook_output(
         output["systemMessage"] = notice(firing, outcome, why=why)
         output["terminalSequence"] = osc9(toast(firing, outcome))
     return output
-
-
-def failure_message(what: str) -> dict[str, Any]:
-    """Output for a hook that could not do its job: a short note, nothing blocked."""
-    return {"systemMessage": f"{MARK}{printable(what, 300)} (nothing was blocked)"}
 
 
 def _unprefixed(text: str) -> str:

@@ -1,9 +1,5 @@
 """Reading Claude Code's screen (pure): the prompt box, a GNU screen hardcopy, and the
-proof that ``/goal clear`` ran.
-
-Used by the typing hands (``terminal``) to type only into an empty prompt box, and by
-both hands and the mod's outcome records to recognise the ``goal_status`` met:true
-sentinel line in transcript bytes.
+proof that ``/goal clear`` ran (the ``goal_status`` met:true sentinel line).
 """
 
 from __future__ import annotations
@@ -22,14 +18,11 @@ _PROMPT_CHARS = ("❯", ">", "›")
 _BORDERS = "│┃|"
 _BLANKS = " \u00a0\t"
 
+
 def read_prompt_input(screen: str) -> str | None:
     """The text in Claude Code's prompt box on ``screen``; "" when empty, None when no box.
-
-    The box is a horizontal rule, a line starting with the prompt sign (``❯`` or ``>``),
-    perhaps more lines of the same input, and another rule (older builds draw side borders
-    too). ``screen`` may hold SGR colour codes (``capture-pane -e``): dim text is a
-    placeholder or a suggestion, not the person's input, and is left out.
-    """
+    The box: a rule, a line starting with the prompt sign, more input lines, a rule. Dim
+    text (SGR codes, ``capture-pane -e``) is a placeholder or suggestion: left out."""
     lines = [_visible(line) for line in screen.splitlines()]
     for index in range(len(lines) - 1, 0, -1):
         line = _unbordered(lines[index])
@@ -78,14 +71,9 @@ def _is_rule(line: str) -> bool:
 
 
 def hardcopy_text(data: bytes) -> str:
-    """The text of a GNU screen ``hardcopy`` file.
-
-    screen 4 writes only the low byte of each character cell: ``─`` (U+2500) comes out as
-    NUL, ``❯`` (U+276F) as ``o`` and the no-break space after it as byte 0xA0. Such a file is
-    mapped back for the box's rules and prompt sign; any text typed in the box keeps
-    visible bytes (ASCII as is, other characters as some byte), so a draft still reads as
-    not empty.
-    """
+    """The text of a GNU screen ``hardcopy`` file. screen 4 writes only each cell's low
+    byte (``─`` as NUL, ``❯`` as ``o``, then 0xA0): the box's rules and prompt sign are
+    mapped back; typed text stays visible bytes, so a draft still reads as not empty."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
@@ -118,10 +106,9 @@ def find_proof(data: bytes) -> str | None:
 
 
 def said_of_goal(screen: str) -> tuple[int, int]:
-    """How many times ``screen`` says a goal was cleared, and that no goal was set (what
-    ``/goal clear`` answers): only a count that grows after typing is about our command."""
+    """How many times ``screen`` says a goal was cleared, and that no goal was set: only a
+    count that grows after typing is about our command."""
     return screen.count("Goal cleared"), screen.count("No goal set")
-
 
 
 def visible_screen(screen: str) -> str:

@@ -1,16 +1,7 @@
-"""The hands without the mod: type ``/goal clear`` into the session's own terminal pane.
-
-Used only where the mod is not active for this Stop (Claude Code before 2.1.287, or mods
-disabled) and the transcript shows a goal that is set. Inside tmux (``TMUX_PANE``) the
-hook reads the pane first (``capture-pane``) and types only when Claude Code's prompt box
-is on screen and empty: never into a prompt the person is writing. GNU screen is read
-with ``hardcopy`` the same way; when its screen cannot be read, nothing is typed. Enter is
-pressed only once the box holds exactly ``/goal clear``; if the person started typing in
-the meantime, what was typed is taken back out of their prompt (cursor to just after it,
-one backspace per character). After Enter, the hook waits briefly for the proof: the
-``goal_status`` met:true sentinel line appended to the transcript (only bytes written
-after typing are read), or ``Goal cleared:`` appearing on screen. That wait (``poll``,
-bounded) is the only one in any hook.
+"""The hands without the mod: type ``/goal clear`` into the session's own tmux or screen
+pane, only when Claude Code's prompt box is on screen and empty. Enter is pressed only
+once the box holds exactly ``/goal clear`` (else what was typed is taken back out); then
+the proof is awaited briefly (``poll``: the only wait in any hook).
 """
 
 from __future__ import annotations
@@ -54,6 +45,7 @@ _TOOL_TIMEOUT = 2.0  # one tmux / screen call
 _POLL = 0.02
 _SCREEN_EVERY = 5  # look at the screen on every 5th poll (the transcript on each)
 
+
 @dataclass(frozen=True, slots=True)
 class TypingResult:
     """What typing ``/goal clear`` achieved."""
@@ -64,8 +56,6 @@ class TypingResult:
 
 
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
-
-
 T = TypeVar("T")
 
 
@@ -77,11 +67,8 @@ def poll(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> T | None:
-    """Call ``check`` until it returns something other than None, or ``timeout`` passes.
-
-    ``check`` runs at least once (also with a zero timeout) and once more at the deadline,
-    so a result that arrives during the last sleep is not missed.
-    """
+    """Call ``check`` until it returns something other than None, or ``timeout`` passes;
+    at least once, and once more at the deadline."""
     deadline = clock() + max(0.0, timeout)
     while True:
         result = check()
@@ -288,13 +275,8 @@ def _shows(terminal: _Terminal, text: str, last: list[str | None]) -> bool | str
 
 
 def _take_back(terminal: _Terminal, seen: str | None) -> bool:
-    """Remove exactly the ``COMMAND`` we typed from the prompt box; False when that cannot
-    be done safely (then nothing is touched).
-
-    While the box shows nothing, or only the beginning of our command, our keys are the
-    last ones in the pane's input: backspaces remove them. Once the box shows our command
-    among the person's text, the cursor is moved to just after it first, then back.
-    """
+    """Remove exactly the ``COMMAND`` we typed from the prompt box (among the person's
+    text: from just after it); False when that cannot be done safely (nothing touched)."""
     if not seen or COMMAND.startswith(seen):
         terminal.erase(len(COMMAND), 0)
         return True

@@ -1,7 +1,6 @@
 """Every word the model and the person see from the tool-call rules, as the hooks' output
-JSON (pure). The model gets ``additionalContext`` after a warning result and a refusal's
-reason as the call's error; the person a one-line ``systemMessage``. Every text begins
-with ``loop-killer: ``; calls are shown as a short label cleaned of control codes."""
+JSON (pure): ``additionalContext`` or a refusal's reason for the model, a one-line
+``systemMessage`` for the person."""
 
 from __future__ import annotations
 
@@ -108,8 +107,7 @@ def refusal(label: str, count: int, *, first: bool = True) -> dict[str, Any]:
     """Refusing an attempt of a call that reached TOOL_REPEAT_BLOCK (the person is told
     only the ``first`` time)."""
     call = _call(label)
-    # Claude Code shows the reason to the person too, under the call (the first lines of
-    # it): so it opens with what happened, in their words, and says the rest to the model.
+    # Claude Code shows the reason's first lines to the person too: what happened first.
     reason = (
         f"{REFUSED_MARK} to run this call again: it gave {phrase(count)} "
         f"({RULE_TOOL_REPEAT}); it runs again after the person's next message. Do not retry "

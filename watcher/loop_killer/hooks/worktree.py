@@ -1,12 +1,6 @@
-"""Did anything change on disk? A fingerprint of the working tree (I/O, at the edge).
-
-Taken only when a call's result would repeat (``ToolRepeatCounter.would_repeat``): with the
-same fingerprint it is a repeat, with another a new check, whoever changed the files. In a
-git work tree, ``git status`` (HEAD, the index, changed and untracked paths, ignored ones
-left out) plus each changed tracked file's size and mtime; an untracked file counts by
-name. Elsewhere, a bounded walk (path, size, mtime; links not followed). A tree too big or
-too slow, or one git cannot read, has none (None: counts as changed); a missing folder is
-``absent:``.
+"""Did anything change on disk? A fingerprint of the working tree, taken when a call's
+result would repeat: ``git status`` plus each changed file's size and mtime in a git work
+tree, else a bounded walk. None (counts as changed) when too big, too slow or unreadable.
 """
 
 from __future__ import annotations
@@ -52,7 +46,7 @@ MAX_FILE_BYTES = 32 << 20  # the largest file whose state is read
 
 def file_state(path: str, cwd: str = "") -> str | None:
     """One file's state as the edit rule compares it (``edits.content_digest``); None when
-    it cannot be read (not a regular file, too large, not ours)."""
+    it cannot be read."""
     from ..engine.edits import ABSENT, content_digest
 
     if not path:
