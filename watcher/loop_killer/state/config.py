@@ -1,9 +1,6 @@
-"""Settings people can change: ``config.toml`` in the state folder (its tables and keys:
-the README's "Settings"), read by the watcher, the hooks and ``scan`` alike; environment
-variables (``LOOP_KILLER_*``) override it for one session.
-
-A bad file never stops anything: the defaults hold for what is wrong, and ``problems``
-says what and where (``doctor``, the watcher's start-up and the next hook notice show it).
+"""Settings people can change: ``config.toml`` in the state folder (the README's
+"Settings"), overridden by ``LOOP_KILLER_*`` environment variables. A bad file never stops
+anything: the defaults hold for what is wrong, and ``problems`` says what and where.
 """
 
 from __future__ import annotations
@@ -127,11 +124,9 @@ class Settings(Value):
                                             wait=self.thresholds.wait_seconds)
 
     def project_off(self, *, cwd: str = "", folder: str = "") -> bool:
-        """Whether loop-killer does nothing for a session in this project (the one rule
-        the hooks, the watcher and ``scan`` ask). ``cwd``, when known, alone decides: under
-        a prefix at a folder boundary. Else ``folder``, the project folder's name, where
-        the boundary is lost (``-home-dev-proj-2``): only a prefix's own folder matches,
-        so the caller asks again once the cwd is known."""
+        """Whether loop-killer does nothing for a session in this project: by its ``cwd``
+        when known, else by the project ``folder``'s name (only a prefix's own folder
+        matches: the folder boundary is lost in it)."""
         if cwd:
             return any(_within(cwd, prefix) for prefix in self.projects_off)
         return bool(folder) and any(folder == _mangle(prefix.rstrip("/") or "/")
@@ -174,9 +169,8 @@ def line_cwd(line: bytes) -> str:
 
 
 def transcript_cwd(data: bytes | None, known: str = "") -> str:
-    """The session's real path: the last top-level ``cwd`` in ``data`` (lines of its
-    transcript), "" if none. When that ``cwd`` is written as ``known`` it is taken without
-    parsing its line (a line may be megabytes, and the watcher asks on every batch)."""
+    """The last top-level ``cwd`` in ``data`` (transcript lines), "" if none; one written
+    as ``known`` is taken without parsing its line (a line may be megabytes)."""
     if not data:
         return ""
     end = len(data)

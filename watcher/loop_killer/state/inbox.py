@@ -1,16 +1,8 @@
-"""Clear requests: one small JSON file per session that asks its Stop hook to end the loop.
-
-Written by the watcher (or ``loop-killer clear``) atomically (temp file + rename) into
-``<state>/requests/<session>.json``; taken by the session's Stop hook exactly once by
-renaming it into ``<state>/claimed/`` (a rename succeeds for one claimer only); read
-only after the claim, never following a symlink, and validated before it is acted on.
-
-A request names its transcript: two projects may hold sessions of the same id, and a
-Stop hook acts only on a request for its own transcript (another's is left waiting). One
-that names none (written by hand, say) is acted on only while its session id is in one
-project alone.
-It is acted on only when this user owns it, in folders only this user can write
-(``files.state_folder``, ``private``), none of them a link.
+"""Clear requests: ``<state>/requests/<session>.json`` asks the session's Stop hook to end
+the loop. Written atomically by the watcher or ``loop-killer clear``; taken exactly once
+by a rename into ``claimed/``, then validated. A Stop hook acts only on a request for its
+own transcript (one naming none: while its session id is in one project alone), owned by
+this user in private folders.
 """
 
 from __future__ import annotations
@@ -39,18 +31,9 @@ from .files import (
 )
 
 __all__ = [
-    "MAX_REQUEST_AGE",
-    "MAX_REQUEST_BYTES",
-    "REQUEST_VERSION",
-    "ClearRequest",
-    "InvalidRequest",
-    "claim_request",
-    "discard_request",
-    "parse_request",
-    "peek_request",
-    "request_path",
-    "write_private_file",
-    "write_request",
+    "MAX_REQUEST_AGE", "MAX_REQUEST_BYTES", "REQUEST_VERSION", "ClearRequest", "InvalidRequest",
+    "claim_request", "discard_request", "parse_request", "peek_request", "request_path",
+    "write_private_file", "write_request",
 ]
 
 REQUESTS_DIR = "requests"
@@ -190,10 +173,8 @@ def _read_no_follow(path: Path) -> bytes:
 
 
 def peek_request(state: Path, session_id: str) -> ClearRequest | None:
-    """The pending request for a session, validated, without taking it (None if none).
-
-    Invalid request files are logged and left alone (``claim_request`` removes them).
-    """
+    """The pending request for a session, validated, without taking it (None if none);
+    an invalid one is logged and left alone."""
     try:
         path = _requests(state, session_id)
         return parse_request(_read_no_follow(path), expected_session=session_id)
@@ -209,13 +190,8 @@ def claim_request(
     last_prompt_at: float | None = None
 ) -> ClearRequest | None:
     """Take the session's pending request for ``transcript_path``, exactly once across
-    concurrent claimers.
-
-    Returns the request if it is valid and fresh. A request for another transcript (a
-    session of the same id in another project) is left waiting for its own Stop hook. A
-    hostile, broken or stale request is taken out of the inbox too (so it cannot fire
-    later), logged, and None is returned.
-    """
+    concurrent claimers; None unless it is valid and fresh. One for another transcript is
+    left waiting; a hostile, broken or stale one is taken out too, and logged."""
     try:
         source = _requests(state, session_id)
         if _for_another_transcript(_waiting(source, session_id), transcript_path):

@@ -1,15 +1,7 @@
-"""The detection log: one JSON line per detection and per outcome, across all sessions.
-
-``<state>/detections.jsonl``, appended with one ``write`` per line (O_APPEND), so the
-watcher and several Stop hooks can add to it at once. A line is one of three typed
-records (``LoopRecord``, ``ToolRecord``, ``OutcomeRecord``), written by ``encode`` and read
-back by ``decode`` alone: every writer builds one, every reader gets them (an old line
-reads as well; one that is not a record is skipped, and said).
-
-This module is the log's one reader: ``read_recent`` reads back only its tail, so
-start-up never grows with history; ``JournalTail`` follows what is appended, as the
-watcher does to learn what the hooks logged. Every read is bounded, refuses links and
-FIFOs, never blocks.
+"""The detection log ``<state>/detections.jsonl``: one JSON line per detection and per
+outcome, across all sessions, appended with one ``write`` each (O_APPEND). A line is one
+of three typed records, written by ``encode`` and read back by ``decode`` alone;
+``read_recent`` reads the tail, ``JournalTail`` follows what is appended.
 """
 
 from __future__ import annotations
@@ -29,19 +21,8 @@ from ..engine.tool_repeat import TOOL_CALL_RULES
 from .files import append_line, state_folder
 
 __all__ = [
-    "DETECTION",
-    "JOURNAL_NAME",
-    "OUTCOME",
-    "REFUSAL",
-    "JournalTail",
-    "LoopRecord",
-    "OutcomeRecord",
-    "Record",
-    "ToolRecord",
-    "append",
-    "decode",
-    "encode",
-    "journal_path",
+    "DETECTION", "JOURNAL_NAME", "OUTCOME", "REFUSAL", "JournalTail", "LoopRecord",
+    "OutcomeRecord", "Record", "ToolRecord", "append", "decode", "encode", "journal_path",
     "read_recent",
 ]
 
@@ -57,9 +38,7 @@ REFUSAL = "refusal"  # a tool hook refused a call that kept repeating
 OUTCOME = "outcome"  # what became of it: cleared / stopped / not possible / nothing
 
 
-# -- the records ------------------------------------------------------------------------
-# One line of the log is one of these, written by ``encode`` and read by ``decode``: the
-# field names are the line's keys. A field left None is not written (it is one writer's).
+# The field names are the line's keys; a field left None is not written.
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,8 +66,7 @@ class LoopRecord(_Logged):
     count: int = 0
     run_length: int = 0
     snippet: str = ""  # the answer's first words
-    # The Stop hook's records only: "anchor", reply N placed by the hook's own record of
-    # the turn (kept between its Stops), never by looking for it in the transcript.
+    # The Stop hook's records only: "anchor" (reply N placed by the session's record).
     located_by: str | None = None
 
 
@@ -206,8 +184,8 @@ def append(state: Path, record: Record) -> None:
 
 
 def _encodable(value: Any) -> Any:
-    """``value`` with text that UTF-8 cannot hold escaped (``\\ud800``, visibly), and
-    anything else orjson refuses given as its ``repr``: the record is written, not lost."""
+    """``value`` with text UTF-8 cannot hold escaped, and anything else orjson refuses as
+    its ``repr``: the record is written, not lost."""
     if isinstance(value, str):
         return value.encode("utf-8", "backslashreplace").decode("utf-8")
     if isinstance(value, dict):
@@ -234,8 +212,8 @@ def _rotate_if_large(path: Path) -> None:
 
 
 def _open_log(path: Path) -> tuple[int, os.stat_result]:
-    """The log opened for reading (fd, fstat): no link followed, never blocking.
-    Raises FileNotFoundError, or OSError (with a reason) for anything but a file."""
+    """The log opened for reading (fd, fstat): no link followed, never blocking; OSError
+    for anything but a file."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         info = os.fstat(fd)
@@ -272,10 +250,8 @@ def _records(lines: list[bytes], containing: bytes = b"", *, path: Path,
 def read_recent(
     state: Path, *, max_bytes: int = _TAIL_BYTES, containing: bytes = b""
 ) -> Iterator[Record]:
-    """Records from the last ``max_bytes`` of the log, oldest first; broken lines skipped.
-
-    With ``containing``, only lines holding those bytes are parsed (a cheap filter).
-    """
+    """Records from the last ``max_bytes`` of the log, oldest first (with ``containing``,
+    only lines holding those bytes are parsed)."""
     path = journal_path(state)
     try:
         state_folder(state)
@@ -300,13 +276,9 @@ def read_recent(
 
 
 class JournalTail:
-    """The records appended to the detection log since the last look, oldest first.
-
-    Reads at most ``max_bytes`` per look (the rest comes on the next), holds back a
-    half-written last line, and follows a rotation: the rest of the old log is read
-    whole (at most ``_ROTATE_BYTES``: it rotated at that size) before the new one. A line
-    longer than ``max_bytes`` is dropped, once said.
-    """
+    """The records appended to the detection log since the last look, oldest first: at
+    most ``max_bytes`` a look, a half-written last line held back, a rotation followed (the
+    old log's rest first); a line longer than ``max_bytes`` is dropped, once said."""
 
     def __init__(self, state: Path, *, max_bytes: int = _TAIL_BYTES) -> None:
         self.path = journal_path(state)

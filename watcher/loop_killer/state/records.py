@@ -1,21 +1,10 @@
-"""One detection record per answer: whoever records a detection first logs it.
+"""One detection record per answer: whoever records it first (an exclusive create) logs it.
 
-The watcher (from the transcript) and the Stop hook (from its tail plus
-``last_assistant_message``) may both judge the same answer. Neither waits for the other:
-each records the detection with an exclusive create, and only the one whose create
-succeeds writes the detection log line (and, for the watcher, the clear request).
+* ``<state>/fired/<session>/<key>``: the detection is recorded (tiny JSON: who, rule, when);
+  a session's keys never fire again (a restarted watcher).
+* ``<key>.acted``: a Stop hook stopped the turn for it; a clear request for it is void.
 
-* ``<state>/fired/<session>/<key>``: the detection is recorded (tiny JSON: who, rule, when).
-* ``<state>/fired/<session>/<key>.acted``: a Stop hook stopped the turn for it. A clear
-  request for an answer already acted on is void: the next Stop drops it.
-
-The key is the uuid of the re-prompt the answer answered: the watcher knows it from the
-file, and the hook knows it even when the answer itself is not written yet (the
-transcript lags behind the Stop hook). Without it, the answer's own uuid.
-
-The keys of a session are also what must never fire again (a restarted watcher, a
-detector rebuilt from a tail). Records are removed with the session's transcript by the
-watcher's housekeeping.
+The key is the uuid of the re-prompt the answer answered, else the answer's own.
 """
 
 from __future__ import annotations
@@ -31,17 +20,8 @@ import orjson
 from .files import create_new, is_plain_id, read_small_file, state_folder
 
 __all__ = [
-    "ACTED_SUFFIX",
-    "RECORDS_DIR",
-    "first_to_act",
-    "first_to_record",
-    "forget_session",
-    "mark_acted",
-    "move_session",
-    "record_detection",
-    "record_key",
-    "recorded_and_acted",
-    "recorded_keys",
+    "ACTED_SUFFIX", "RECORDS_DIR", "first_to_act", "first_to_record", "forget_session",
+    "mark_acted", "move_session", "record_detection", "record_key", "recorded_keys",
 ]
 
 RECORDS_DIR = "fired"
@@ -76,10 +56,7 @@ def _create(state: Path, session_id: str, name: str, data: bytes) -> bool:
 def record_detection(state: Path, session_id: str, key: str, *, source: str, rule: str
                      ) -> bool:
     """Record the detection of the answer ``key``; True for the first recorder only.
-
-    Raises OSError (and ValueError for an unsafe id) when the record cannot be written:
-    the caller then logs the detection anyway (a second log line beats a lost one).
-    """
+    Raises OSError (ValueError for an unsafe id) when it cannot be written."""
     if not is_plain_id(key):
         raise ValueError(f"not a plain record key: {key!r}")
     data = orjson.dumps({"source": source, "rule": rule, "at": time.time()})
@@ -88,10 +65,8 @@ def record_detection(state: Path, session_id: str, key: str, *, source: str, rul
 
 def first_to_record(state: Path, session_id: str, key: str | None, *, source: str, rule: str,
                     on_error: Callable[[Exception], None] | None = None) -> bool:
-    """``record_detection``, for a caller deciding whether to log: True when it is the first
-    to record ``key``, and also when that cannot be told (no key, or a record that cannot
-    be written: one log line too many beats a detection never logged). ``on_error`` is told
-    why a record could not be written."""
+    """``record_detection``, for a caller deciding whether to log: True also when that
+    cannot be told (one log line too many beats none); ``on_error`` is told why."""
     if key is None:
         return True
     try:
@@ -121,13 +96,6 @@ def mark_acted(state: Path, session_id: str, key: str) -> bool:
 def recorded_keys(state: Path, session_id: str, *, acted_only: bool = False) -> set[str]:
     """Every answer (by key) of the session recorded as fired, or (``acted_only``) for
     which a Stop hook stopped the turn; empty when none or unsafe."""
-    recorded, acted = recorded_and_acted(state, session_id)
-    return acted if acted_only else recorded
-
-
-def recorded_and_acted(state: Path, session_id: str) -> tuple[set[str], set[str]]:
-    """(every answer of the session recorded as fired, those a Stop hook stopped the turn
-    for), by key, from one listing of its folder; empty when none or unsafe."""
     recorded: set[str] = set()
     acted: set[str] = set()
     try:
@@ -138,42 +106,33 @@ def recorded_and_acted(state: Path, session_id: str) -> tuple[set[str], set[str]
                     continue
                 recorded.add(name)
                 if len(name) < len(entry.name):
-                    acted.add(name)  # (recorded, and a Stop hook stopped its turn)
+                    acted.add(name)
                 if len(recorded) >= _MAX_KEYS:
                     break
     except (OSError, ValueError):
-        return set(), set()
-    return recorded, acted
+        return set()
+    return acted if acted_only else recorded
 
 
 def move_session(state: Path, old: str, new: str) -> int:
-    """Move a session's records under another id (its transcript was renamed): copied,
-    then the old id's removed; how many were copied. Records the new id already has are
-    kept; back under its own id, nothing moves."""
+    """Move a session's records under another id (its transcript was renamed); how many
+    were copied. Records the new id already has are kept."""
     if old == new:
         return 0
-    copied = _copy_session(state, old, new)
-    forget_session(state, old)
-    return copied
-
-
-def _copy_session(state: Path, old: str, new: str) -> int:
+    copied = 0
     try:
         source = _folder(state, old)
-        names = os.listdir(source)
-        if not is_plain_id(new):
-            return 0
+        names = os.listdir(source) if is_plain_id(new) else []
     except (OSError, ValueError):
-        return 0
-    copied = 0
+        names = []
     for name in names:
         if not is_plain_id(name.removesuffix(ACTED_SUFFIX)):
             continue
         try:
-            data = read_small_file(source / name, 4096)
-            copied += _create(state, new, name, data)
+            copied += _create(state, new, name, read_small_file(source / name, 4096))
         except OSError:
             continue
+    forget_session(state, old)
     return copied
 
 

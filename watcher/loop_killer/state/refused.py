@@ -1,11 +1,6 @@
-"""Whether a session has a call refused now, as ``status`` and ``top`` both say it.
-
-Only a tool-call hook refuses, and it logs each refusal (a ``refusal`` record, source
-``hook``). A call is refused now while the hooks' own mark says a call would be (there
-from the result that makes it refusable until the person speaks) and the log holds
-refusals since that mark. Nothing is inferred from counts: a session only the watcher
-saw (no hook loaded) repeats, and is never said to be refused; nor is one whose
-refusals predate the mark (an install over an older history has neither).
+"""Whether a session has a call refused now, as ``status`` and ``top`` both say it: while
+the hooks' refusal mark is there and the log holds a hook's refusals since that mark
+(never inferred from counts).
 """
 
 from __future__ import annotations

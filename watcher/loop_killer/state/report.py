@@ -11,21 +11,9 @@ from ..printable import display_width, printable, wrap
 from .journal import OutcomeRecord, Record, ToolRecord
 
 __all__ = [
-    "OUTCOME_LABELS",
-    "ago",
-    "detection_line",
-    "expired_line",
-    "journal_line",
-    "outcome_line",
-    "outcome_words",
-    "project_label",
-    "rule_phrase",
-    "session_label",
-    "short_id",
-    "snippet",
-    "startup_line",
-    "table",
-    "tool_repeat_line",
+    "OUTCOME_LABELS", "ago", "detection_line", "expired_line", "journal_line", "outcome_line",
+    "outcome_words", "project_label", "rule_phrase", "session_label", "short_id", "snippet",
+    "startup_line", "table", "tool_repeat_line",
 ]
 
 _NOT_ALNUM = re.compile(r"[^A-Za-z0-9]")
@@ -66,10 +54,8 @@ def session_label(project: str, session_id: str, home: str | None = None) -> str
 
 
 def project_label(folder: str, home: str | None = None) -> str:
-    """A project folder name made readable: the mangled home directory is left out.
-
-    ``-home-dev-goal-same-proj`` with home ``/home/dev`` reads ``goal-same-proj``.
-    """
+    """A project folder name without the mangled home directory (``-home-dev-proj`` with
+    home ``/home/dev`` reads ``proj``)."""
     if home:
         prefix = _NOT_ALNUM.sub("-", home.rstrip("/")) + "-"
         if folder.startswith(prefix) and len(folder) > len(prefix):
@@ -100,10 +86,8 @@ def outcome_line(*, project: str, session_id: str, outcome: str, rule: str, deta
 
 
 def outcome_words(outcome: str, detail: str, *, rule: str = "", count: int = 0) -> str:
-    """What became of a loop, after its label and rule. A Stop hook's outcomes are said in
-    fixed words (its ``detail`` is the notice, which names the rule and the verdict again),
-    with what ``/goal clear`` printed where it matters; the watcher's own outcomes in its
-    ``detail``."""
+    """What became of a loop, after its label and rule: a Stop hook's outcomes in fixed
+    words (its ``detail`` repeats both), the watcher's own in its ``detail``."""
     turn = (f"turn ended after {count} refused attempts" if rule == RULE_TOOL_REPEAT and count
             else "turn ended")
     if outcome == "cleared":
@@ -218,9 +202,8 @@ def ago(seconds: float) -> str:
 
 
 def table(header: list[str], rows: list[list[str]], width: int | None = None) -> list[str]:
-    """Left-aligned columns, two spaces apart; every cell cleaned of control codes. Given
-    a ``width`` (a terminal's) the table fits it: the widest columns are narrowed and
-    their cells wrapped inside them, a row taking as many lines as it needs."""
+    """Left-aligned columns, two spaces apart, cells cleaned of control codes; given a
+    ``width``, the widest columns are narrowed to fit and their cells wrapped."""
     header = [printable(cell) for cell in header]
     rows = [[printable(cell) for cell in row] for row in rows]
     widths = [max(display_width(row[i]) for row in [header, *rows])

@@ -20,19 +20,9 @@ from ..engine.budget import Budget, TurnUse, read_figures
 from .files import is_plain_id, read_json_object, state_folder, write_private_file
 
 __all__ = [
-    "BEHIND_LAG",
-    "HEARTBEAT_INTERVAL",
-    "HEARTBEAT_STALE",
-    "SessionStatus",
-    "WatcherHeartbeat",
-    "falling_behind",
-    "read_heartbeat",
-    "read_session_status",
-    "session_status_path",
-    "written_statuses",
-    "watcher_alive",
-    "write_heartbeat",
-    "write_session_status",
+    "BEHIND_LAG", "HEARTBEAT_INTERVAL", "HEARTBEAT_STALE", "SessionStatus", "WatcherHeartbeat",
+    "falling_behind", "read_heartbeat", "read_session_status", "session_status_path",
+    "written_statuses", "watcher_alive", "write_heartbeat", "write_session_status",
 ]
 
 HEARTBEAT_INTERVAL = 2.0
@@ -95,8 +85,7 @@ class SessionStatus:
 
     def turn_budget(self) -> tuple[Budget, TurnUse] | None:
         """The limits and what the live turn has used of them, as the watcher published
-        them (``engine.budget.figures``); None between turns, or without figures (no
-        watcher, no limit on, the session switched off)."""
+        them; None between turns, or without figures."""
         return read_figures(self.extra.get("budget")) if self.in_turn else None
 
 
@@ -104,11 +93,8 @@ _Record = TypeVar("_Record", "WatcherHeartbeat", "SessionStatus")
 
 
 def _build(kind: type[_Record], raw: dict[str, Any] | None) -> _Record | None:
-    """``kind(**raw)`` when every field has the declared type, else None.
-
-    A status file is written by our own watcher, but a broken or hostile one must not
-    make the hook fail at every turn: a field of the wrong type makes it unreadable.
-    """
+    """``kind(**raw)`` when every field has the declared type, else None (a broken or
+    hostile file must not make its readers fail)."""
     if raw is None or raw.get("version") != STATUS_VERSION:
         return None
     hints = {f.name: f for f in fields(kind)}
