@@ -22,7 +22,7 @@ from ..state.files import (
 )
 from ..state.journal import OutcomeRecord
 from . import text_of
-from .notice import OUTCOME_CLEARED, OUTCOME_FAILED, OUTCOME_NO_GOAL, OUTCOME_SENT, Outcome
+from .notice import MOD_RESULTS, OUTCOME_CLEARED, OUTCOME_SENT, Outcome
 from .screen import find_proof
 
 __all__ = ["OUTCOMES_DIR", "STALE_OUTCOME", "outcome_paths", "sweep_mod_outcomes",
@@ -33,14 +33,6 @@ STALE_OUTCOME = 120.0
 """Seconds after which a plan the mod never settled is logged as unconfirmed."""
 LEFTOVER_AGE = 3600.0
 """Seconds after which a file without its plan (or a plan taken but never logged) goes."""
-
-_MOD_STATUS: dict[str, Outcome] = {
-    "cleared": OUTCOME_CLEARED,
-    "no_goal": OUTCOME_NO_GOAL,
-    "failed": OUTCOME_FAILED,
-    "unknown": OUTCOME_SENT,
-}
-
 
 def outcome_paths(state: str, key: str) -> tuple[str, str]:
     """(the hook's plan record, the mod's outcome file) for a plan key."""
@@ -123,7 +115,7 @@ def _remove_leftovers(entries: list[os.DirEntry[str]], planned: set[str], now: f
 def _outcome_line(plan: dict[str, Any], reported: dict[str, Any], *, age: float
                   ) -> OutcomeRecord | None:
     status = reported.get("status")
-    settled_as = _MOD_STATUS.get(status) if isinstance(status, str) else None
+    settled_as = MOD_RESULTS.get(status) if isinstance(status, str) else None
     settled = settled_as is not None
     if settled_as is None and age < STALE_OUTCOME:
         return None  # planned or queued: the mod has not answered yet

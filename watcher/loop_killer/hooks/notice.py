@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HANDS_MOD", "HANDS_NONE", "HANDS_SCREEN", "HANDS_TMUX", "MARK", "MOD_MIN_VERSION",
-    "MOD_PROTOCOL", "MOD_WAIT", "OUTCOMES", "OUTCOME_CLEARED", "OUTCOME_FAILED",
+    "MOD_PROTOCOL", "MOD_RESULTS", "MOD_WAIT", "OUTCOMES", "OUTCOME_CLEARED", "OUTCOME_FAILED",
     "OUTCOME_NOT_POSSIBLE", "OUTCOME_NO_GOAL", "OUTCOME_QUEUED", "OUTCOME_SENT", "OUTPUT_MAX",
     "Firing", "Hands", "Outcome", "hook_output", "mod_plan", "notice", "osc9",
     "parse_version", "rule_head", "rule_label", "rule_phrase", "stop_reason", "toast",
@@ -53,6 +53,11 @@ HANDS_MOD: Final = "mod"
 HANDS_TMUX: Final = "tmux"
 HANDS_SCREEN: Final = "screen"
 HANDS_NONE: Final = "none"
+
+MOD_RESULTS: Final[dict[str, Outcome]] = {
+    "cleared": OUTCOME_CLEARED, "no_goal": OUTCOME_NO_GOAL, "failed": OUTCOME_FAILED,
+    "unknown": OUTCOME_SENT}
+"""The outcome of each status the mod reports for ``/goal clear``."""
 
 MOD_MIN_VERSION = (2, 1, 287)
 """The first Claude Code that loads the plugin's mod (the hands that run /goal clear)."""
@@ -177,8 +182,6 @@ def mod_plan(
     """The instructions for the mod: whether to run ``/goal clear``, and the line and toast
     for each of its results (without a goal: ``notice`` and ``toast``, known now)."""
     known: Outcome = OUTCOME_NO_GOAL
-    results: dict[str, Outcome] = {"cleared": OUTCOME_CLEARED, "no_goal": OUTCOME_NO_GOAL,
-                                   "failed": OUTCOME_FAILED, "unknown": OUTCOME_SENT}
     return {
         "v": MOD_PROTOCOL,
         "id": plan_id,
@@ -196,11 +199,11 @@ def mod_plan(
         "output_max": OUTPUT_MAX,
         "outcome": {status: notice(firing, outcome, why="{output}", prefix=False,
                                    wait=MOD_WAIT)
-                    for status, outcome in results.items()},
+                    for status, outcome in MOD_RESULTS.items()},
         "outcome_bare": {status: notice(firing, outcome, prefix=False, wait=MOD_WAIT)
-                         for status, outcome in results.items()},  # when it printed nothing
+                         for status, outcome in MOD_RESULTS.items()},  # when it printed nothing
         "outcome_toast": {status: _unprefixed(toast(firing, outcome))
-                          for status, outcome in results.items()},
+                          for status, outcome in MOD_RESULTS.items()},
         "outcome_path": outcome_path,
     }
 

@@ -93,30 +93,9 @@ def command_runner(env: Mapping[str, str], *, timeout: float = 0.0) -> Runner:
     return run
 
 
-class _Terminal:
-    """One terminal multiplexer's pane: read its screen, type into it."""
+class _Tmux:
+    """A tmux pane: read its screen, type into it."""
 
-    name = ""
-
-    def state_problem(self) -> str | None:  # pragma: no cover - overridden
-        return None
-
-    def screen(self) -> str | None:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    def type_text(self, text: str) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    def press_enter(self) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    def erase(self, count: int, after: int) -> None:  # pragma: no cover - overridden
-        """Delete ``count`` characters that end ``after`` characters before the end of the
-        input (cursor left ``after`` times, ``count`` backspaces, cursor back)."""
-        raise NotImplementedError
-
-
-class _Tmux(_Terminal):
     name = "tmux"
 
     def __init__(self, pane: str, run: Runner) -> None:
@@ -148,11 +127,15 @@ class _Tmux(_Terminal):
         self._tmux("send-keys", "-t", self.pane, "Enter")
 
     def erase(self, count: int, after: int) -> None:
+        """Delete ``count`` characters that end ``after`` characters before the end of the
+        input (cursor left ``after`` times, ``count`` backspaces, cursor back)."""
         keys = ["Left"] * after + ["BSpace"] * count + ["Right"] * after
         self._tmux("send-keys", "-t", self.pane, *keys)
 
 
-class _Screen(_Terminal):
+class _Screen:
+    """A GNU screen window, as ``_Tmux``."""
+
     name = "screen"
 
     def __init__(self, session: str, window: str, run: Runner) -> None:
@@ -165,6 +148,9 @@ class _Screen(_Terminal):
         if done.returncode != 0:
             problem = (done.stderr or done.stdout or "").strip()
             raise RuntimeError(problem or f"screen exited {done.returncode}")
+
+    def state_problem(self) -> str | None:
+        return None
 
     def screen(self) -> str | None:
         folder = tempfile.mkdtemp(prefix="loop-killer-")
@@ -189,6 +175,9 @@ class _Screen(_Terminal):
         self._screen("stuff", "\x1b[D" * after + "\x7f" * count + "\x1b[C" * after)
 
 
+_Pane = _Tmux | _Screen
+
+
 def _read_small(path: str) -> bytes | None:
     """A hardcopy once screen has written it (never through a link, never blocking)."""
     try:
@@ -209,7 +198,7 @@ def type_goal_clear(
     """Type ``/goal clear`` and Enter into this session's own pane, if that is safe, and
     wait (at most ``confirm_timeout``) for the proof that it ran."""
     run = run or command_runner(env)
-    terminal: _Terminal
+    terminal: _Pane
     if hands == "tmux" and env.get("TMUX_PANE"):
         terminal = _Tmux(env["TMUX_PANE"], run)
     elif hands == "screen" and env.get("STY") and env.get("WINDOW"):
@@ -225,7 +214,7 @@ def type_goal_clear(
         return TypingResult(OUTCOME_NOT_POSSIBLE, f"{terminal.name} failed: {text[:120]}")
 
 
-def _type_and_confirm(terminal: _Terminal, transcript_path: str, timeout: float) -> TypingResult:
+def _type_and_confirm(terminal: _Pane, transcript_path: str, timeout: float) -> TypingResult:
     problem = terminal.state_problem()
     if problem:
         return TypingResult(OUTCOME_NOT_POSSIBLE, problem)
@@ -261,7 +250,7 @@ def _type_and_confirm(terminal: _Terminal, transcript_path: str, timeout: float)
     return _confirm(terminal, transcript_path, start, said_before, timeout)
 
 
-def _shows(terminal: _Terminal, text: str, last: list[str | None]) -> bool | str | None:
+def _shows(terminal: _Pane, text: str, last: list[str | None]) -> bool | str | None:
     """True when the box holds exactly ``text``; the box's text once it holds ``text``
     among other text (the person typed too); None until then (``last``: what it held)."""
     screen = terminal.screen()
@@ -274,7 +263,7 @@ def _shows(terminal: _Terminal, text: str, last: list[str | None]) -> bool | str
     return None
 
 
-def _take_back(terminal: _Terminal, seen: str | None) -> bool:
+def _take_back(terminal: _Pane, seen: str | None) -> bool:
     """Remove exactly the ``COMMAND`` we typed from the prompt box (among the person's
     text: from just after it); False when that cannot be done safely (nothing touched)."""
     if not seen or COMMAND.startswith(seen):
@@ -288,7 +277,7 @@ def _take_back(terminal: _Terminal, seen: str | None) -> bool:
     return True
 
 
-def _confirm(terminal: _Terminal, transcript_path: str, start: int | None,
+def _confirm(terminal: _Pane, transcript_path: str, start: int | None,
              said_before: tuple[int, int], timeout: float) -> TypingResult:
     tick = 0
 
