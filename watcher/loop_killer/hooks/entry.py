@@ -60,8 +60,7 @@ def cli_main(args: Any = None) -> int:
 
 
 def dispatch(raw: bytes, *, env: dict[str, str]) -> dict[str, Any] | None:
-    """The output for one hook input, by its event; None for none. Settings problems are
-    said once, beside the hook's own output."""
+    """The output for one hook input, by its event (and settings problems, once)."""
     data = parse_json(raw)
     event = data.get("hook_event_name") if isinstance(data, dict) else None
     if event != "Stop" and event not in TOOL_EVENTS:
@@ -104,8 +103,7 @@ def _with_config_note(output: dict[str, Any] | None, state: str, problems: tuple
 
 
 def process_start_time() -> float | None:
-    """When this process started (seconds since the epoch), from ``/proc``; None elsewhere.
-    (A re-exec by the launcher keeps the pid, and so the start.)"""
+    """When this process started (epoch seconds), from ``/proc``; None elsewhere."""
     try:
         with open("/proc/self/stat", "rb") as handle:
             fields = handle.read().rsplit(b")", 1)[1].split()
@@ -119,8 +117,7 @@ def process_start_time() -> float | None:
 
 
 class _StderrToLog:
-    """Stands in for stderr: appends to the hook's log, touched only if something is
-    written (never following a link nor blocking on a FIFO; rotated above a size)."""
+    """Stands in for stderr: appends to the hook's log, made only if something is written."""
 
     def __init__(self, path: str) -> None:
         self.path = path

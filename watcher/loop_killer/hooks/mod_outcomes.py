@@ -56,8 +56,7 @@ def sweep_mod_outcomes(
     *,
     now: float | None = None,
 ) -> int:
-    """Log every plan the mod has settled (or never settled, after ``STALE_OUTCOME``) and
-    remove its files; return how many were logged."""
+    """Log every plan the mod settled (or never did) and remove its files; how many."""
     try:
         folder = state_folder(state, OUTCOMES_DIR)
         entries = list(os.scandir(folder))

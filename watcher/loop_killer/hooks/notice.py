@@ -215,8 +215,7 @@ def hook_output(
     why: str = "",
     plan: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The Stop hook's JSON: end the turn, and say so (through the mod when ``plan``).
-    Never ``decision: block``: that would re-prompt the model."""
+    """The Stop hook's JSON: end the turn (never ``decision: block``: it re-prompts)."""
     output: dict[str, Any] = {"continue": False, "stopReason": stop_reason(firing)}
     if plan is not None:
         output["hookSpecificOutput"] = {

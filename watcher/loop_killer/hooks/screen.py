@@ -90,8 +90,7 @@ def hardcopy_text(data: bytes) -> str:
 
 
 def find_proof(data: bytes) -> str | None:
-    """The condition of a ``goal_status`` met:true sentinel line in ``data`` (whole lines
-    only), or None: the proof that ``/goal clear`` ran."""
+    """The condition of a ``goal_status`` met:true line in ``data``, if any."""
     if b"goal_status" not in data:
         return None
     from ..engine.transcript import GoalStatus, parse_line
@@ -106,8 +105,7 @@ def find_proof(data: bytes) -> str | None:
 
 
 def said_of_goal(screen: str) -> tuple[int, int]:
-    """How many times ``screen`` says a goal was cleared, and that no goal was set: only a
-    count that grows after typing is about our command."""
+    """How many times ``screen`` says a goal was cleared, and that no goal was set."""
     return screen.count("Goal cleared"), screen.count("No goal set")
 
 

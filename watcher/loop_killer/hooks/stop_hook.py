@@ -33,8 +33,7 @@ __all__ = ["Fired", "HookInput", "fire", "parse_input", "run", "run_input", "sta
 
 def run(raw: bytes, *, env: dict[str, str], spawn_time: float | None = None
         ) -> dict[str, Any] | None:
-    """The whole decision for one Stop: the hook's output JSON, or None for none.
-    ``spawn_time``: when this process started (epoch seconds), if known."""
+    """The whole decision for one Stop: the hook's output JSON, or None for none."""
     return run_input(parse_json(raw), env=env, spawn_time=spawn_time)
 
 
@@ -103,8 +102,7 @@ def _take_request(state: Path, hook_input: HookInput, env: dict[str, str]
 
 def _over_budget(turn: TurnUse, state: Path, hook_input: HookInput,
                  env: dict[str, str], settings: Settings) -> dict[str, Any] | None:
-    """End the turn when it has reached its re-prompt or time limit (``engine.budget``;
-    the words say "goal" when a goal is set)."""
+    """End the turn when it has reached its re-prompt or time limit (``engine.budget``)."""
     limits = (LIMIT_REPROMPTS, LIMIT_MINUTES)
     if crossed(settings.budget, turn, time.time(), limits) is None:
         return None

@@ -153,8 +153,7 @@ _TAIL = 64 * 1024
 def stop_turn(data: dict[str, Any], *, state: str, label: str, refused: int,
               output: dict[str, Any], env: dict[str, str], detail: str = ""
               ) -> dict[str, Any]:
-    """The PreToolUse output that refuses this attempt (``output``) and ends the turn
-    (``detail``: what more the notice says)."""
+    """The PreToolUse output that refuses this attempt (``output``) and ends the turn."""
     transcript = data.get("transcript_path")
     transcript = transcript if isinstance(transcript, str) else ""
     hook_input = HookInput(
@@ -178,8 +177,7 @@ def stop_turn(data: dict[str, Any], *, state: str, label: str, refused: int,
 
 
 def mod_loads(transcript: str) -> bool:
-    """Whether the session's Claude Code loads the mod, by the version its transcript's
-    last lines name (a PreToolUse input, unlike a Stop's, carries no word from the mod)."""
+    """Whether the session's Claude Code loads the mod, by its transcript's version."""
     from ..state.files import open_transcript
     from .notice import MOD_MIN_VERSION, parse_version
 

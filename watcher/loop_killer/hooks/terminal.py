@@ -67,8 +67,7 @@ def poll(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> T | None:
-    """Call ``check`` until it returns something other than None, or ``timeout`` passes;
-    at least once, and once more at the deadline."""
+    """Call ``check`` until it returns something, or ``timeout`` passes (at least once)."""
     deadline = clock() + max(0.0, timeout)
     while True:
         result = check()
@@ -81,8 +80,7 @@ def poll(
 
 
 def command_runner(env: Mapping[str, str], *, timeout: float = 0.0) -> Runner:
-    """Run a command (tmux, screen, claude) with this environment (``TMUX`` names the
-    server), no stdin, output captured, within ``timeout`` seconds (default: a tool's)."""
+    """Run a command with this environment, no stdin, output captured, timed."""
     full = dict(env)
 
     def run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
@@ -195,8 +193,7 @@ def type_goal_clear(
     confirm_timeout: float = CONFIRM_TIMEOUT,
     run: Runner | None = None,
 ) -> TypingResult:
-    """Type ``/goal clear`` and Enter into this session's own pane, if that is safe, and
-    wait (at most ``confirm_timeout``) for the proof that it ran."""
+    """Type ``/goal clear`` into this session's own pane if safe; await the proof."""
     run = run or command_runner(env)
     terminal: _Pane
     if hands == "tmux" and env.get("TMUX_PANE"):
@@ -251,8 +248,7 @@ def _type_and_confirm(terminal: _Pane, transcript_path: str, timeout: float) -> 
 
 
 def _shows(terminal: _Pane, text: str, last: list[str | None]) -> bool | str | None:
-    """True when the box holds exactly ``text``; the box's text once it holds ``text``
-    among other text (the person typed too); None until then (``last``: what it held)."""
+    """True when the box holds exactly ``text``; its text once it holds more; else None."""
     screen = terminal.screen()
     current = read_prompt_input(screen) if screen is not None else None
     last[0] = current

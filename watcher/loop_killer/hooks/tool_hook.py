@@ -37,8 +37,7 @@ _AFTER = ("PostToolUse", "PostToolUseFailure")
 
 def run_input(data: Any, *, env: dict[str, str], settings: Settings | None = None
               ) -> dict[str, Any] | None:
-    """The output for one tool-call hook input (already parsed), or None for none
-    (settings loaded here when None)."""
+    """The output for one tool-call hook input (already parsed), or None for none."""
     if not isinstance(data, dict):
         return None
     event = data.get("hook_event_name")
@@ -85,8 +84,7 @@ def _tool_call(data: dict[str, Any], state: str, path: str, event: object,
 
 
 def _uncounted(data: dict[str, Any], state: str, path: str, event: object) -> None:
-    """A call not counted (the rule off, or a tool ignored) is work to the Stop hook: its
-    result is not known to repeat."""
+    """A call not counted is work to the Stop hook: its result is not known to repeat."""
     if event == "UserPromptSubmit" and is_persons_prompt(data.get("prompt")):
         _reset(state, path)
     elif event in _AFTER and subagent_id(data) is None:
@@ -94,8 +92,7 @@ def _uncounted(data: dict[str, Any], state: str, path: str, event: object) -> No
 
 
 def _prompted(data: dict[str, Any], state: str, path: str, settings: Settings) -> None:
-    """The person's prompt forgets the session's counts; a background task's notice
-    starts them afresh only when it is news."""
+    """The person's prompt forgets the counts; a task's notice, only when it is news."""
     prompt = data.get("prompt")
     if is_persons_prompt(prompt):
         _reset(state, path)
@@ -105,16 +102,13 @@ def _prompted(data: dict[str, Any], state: str, path: str, settings: Settings) -
     from ..engine.tool_repeat import notice_result
 
     result = notice_result(prompt)
-    try:
-        with store.locked(state):
-            kept = store.load(path)
-            if kept is None:
-                return
-            counts = store.counter(kept, MAIN_SCOPE, settings)
-            counts.note_notice(result)
-            store.keep(path, kept, MAIN_SCOPE, counts, settings)
-    except store.Busy:
-        return
+    with store.locked(state):
+        kept = store.load(path)
+        if kept is None:
+            return
+        counts = store.counter(kept, MAIN_SCOPE, settings)
+        counts.note_notice(result)
+        store.keep(path, kept, MAIN_SCOPE, counts, settings)
 
 
 def _person_answered(data: dict[str, Any], event: str) -> bool:
@@ -212,26 +206,22 @@ def _after(data: dict[str, Any], state: str, path: str, event: str, name: str, s
     now = time.time()
     move = _move(data, name, tool_input) if not is_error else None
     tree: str | None = None
-    while True:
-        try:
-            with store.locked(state):
-                kept = store.load(path)
-                counts = store.counter(kept, scope, settings)
-                if tree is not None or not counts.would_repeat(
-                        call, name, result, failed=is_error, tool_input=tool_input):
-                    repeat = counts.record_call(call, name, content, is_error,
-                                                text_of(data.get("tool_use_id")), result=result,
-                                                tool_input=tool_input, now=now, tree=tree,
-                                                move=move)
-                    if repeat.count == 0:
-                        return None
-                    created = kept is None
-                    if repeat.count == 1 and scope == MAIN_SCOPE:
-                        kept = store.with_work(kept)  # something new: the reply did work
-                    store.keep(path, kept, scope, counts, settings)
-                    break
-        except store.Busy:
-            return None
+    while True:  # (a busy lock: the OSError makes ``run_input`` say nothing)
+        with store.locked(state):
+            kept = store.load(path)
+            counts = store.counter(kept, scope, settings)
+            if tree is not None or not counts.would_repeat(
+                    call, name, result, failed=is_error, tool_input=tool_input):
+                repeat = counts.record_call(call, name, content, is_error,
+                                            text_of(data.get("tool_use_id")), result=result,
+                                            tool_input=tool_input, now=now, tree=tree, move=move)
+                if repeat.count == 0:
+                    return None
+                created = kept is None
+                if repeat.count == 1 and scope == MAIN_SCOPE:
+                    kept = store.with_work(kept)  # something new: the reply did work
+                store.keep(path, kept, scope, counts, settings)
+                break
         # A repeat unless the working tree changed: fingerprinted outside the lock.
         from .worktree import fingerprint
 
@@ -271,8 +261,7 @@ def _move(data: dict[str, Any], name: str, tool_input: object) -> tuple[str, str
 def _tell(data: dict[str, Any], state: str, event: str, name: str, tool_input: object,
           scope: str, settings: Settings, counts: ToolRepeatCounter, repeat: ToolRepeat
           ) -> dict[str, Any] | None:
-    """What the model and the person are told after a result that reached a step of the
-    ladder (the detection logged), if anything."""
+    """What the model and the person are told after a step of the ladder, if anything."""
     from ..engine.calls import call_label
     from . import tool_words as words
 

@@ -48,8 +48,7 @@ def warning(event: str, label: str, count: int, *, block: int = TOOL_REPEAT_BLOC
 
 
 def oscillation(event: str, label: str, returns: int, *, refused_at: int) -> dict[str, Any]:
-    """After an edit that took a file back to an earlier content for the ``returns``-th
-    time (``refused_at``: the return refused before it is made)."""
+    """After an edit that took a file back to an earlier content ``returns`` times."""
     call = _call(label)
     model = (
         f"{MARK}this edit ({call}) took the file back to a version it already had in this "
@@ -104,8 +103,7 @@ def final_warning(event: str, label: str, count: int) -> dict[str, Any]:
 
 
 def refusal(label: str, count: int, *, first: bool = True) -> dict[str, Any]:
-    """Refusing an attempt of a call that reached TOOL_REPEAT_BLOCK (the person is told
-    only the ``first`` time)."""
+    """Refusing an attempt of a call that reached TOOL_REPEAT_BLOCK."""
     call = _call(label)
     # Claude Code shows the reason's first lines to the person too: what happened first.
     reason = (
@@ -174,8 +172,7 @@ def _after(event: str, model: str, person: str) -> dict[str, Any]:
 
 
 def subagent_stop(label: str, refused: int, output: dict[str, Any]) -> dict[str, Any]:
-    """Refusing a subagent's attempt (``output``) and ending its run: the ladder's last
-    step for a subagent (the session's turn goes on)."""
+    """Refusing a subagent's attempt (``output``) and ending its run."""
     said = (f"{MARK}{RULE_TOOL_REPEAT}: a subagent's refused call ({_call(label)}) tried "
             f"{refused} more times; the subagent was stopped")
     return {**output, "continue": False, "stopReason": said, "systemMessage": said}

@@ -63,8 +63,7 @@ def turn_over(state: str, session_id: str, prompt_id: str) -> None:
 
 def judge(state: str, session_id: str, *, prompt_id: str, message: str, settings: Settings,
           transcript_path: str, spawn_time: float | None) -> Judged:
-    """Count reply N (it answers a re-prompt) in the turn's run; raises OSError (and
-    ``store.Busy``) when the record cannot be kept: the hook then judges nothing."""
+    """Count reply N (it answers a re-prompt) in the turn's run; OSError: judge nothing."""
     path = store.state_path(state, session_id)
     with store.locked(state):
         kept = store.load(path)
@@ -107,8 +106,7 @@ def _now_text() -> str:
 
 
 def prompt_time(path: str) -> float | None:
-    """When the last prompt typed by a person (or a slash command) was written; None when
-    unknown."""
+    """When the person's last prompt (or slash command) was written; None if unknown."""
     try:
         prompt = _last_event(path, b'"user"', _is_persons_prompt, _TAIL)
     except OSError:

@@ -45,8 +45,7 @@ MAX_FILE_BYTES = 32 << 20  # the largest file whose state is read
 
 
 def file_state(path: str, cwd: str = "") -> str | None:
-    """One file's state as the edit rule compares it (``edits.content_digest``); None when
-    it cannot be read."""
+    """One file's state as the edit rule compares it; None when it cannot be read."""
     from ..engine.edits import ABSENT, content_digest
 
     if not path:
@@ -76,8 +75,7 @@ def file_state(path: str, cwd: str = "") -> str | None:
 
 
 def _as_claude_reads(data: bytes) -> str:
-    """A file's text as Claude Code reads it into ``originalFile`` (decoded, BOM dropped,
-    CRLF made LF), so a state from disk is the state Claude Code hands."""
+    """A file's text as Claude Code reads it (decoded, BOM dropped, CRLF made LF)."""
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         text = data.decode("utf-16", "surrogatepass")
     else:

@@ -204,8 +204,7 @@ def _config_file(state: Path | str) -> str:
 
 
 def load_settings(state: Path | str, env: Mapping[str, str] | None = None) -> Settings:
-    """The settings from ``<state>/config.toml`` (no links, no FIFOs, bounded) and the
-    environment; never raises."""
+    """The settings from ``<state>/config.toml`` and the environment; never raises."""
     from .files import NotAFile, read_small_file
 
     env = os.environ if env is None else env
@@ -443,8 +442,7 @@ def _names(table: dict[str, Any], section: str, key: str, variable: str, separat
 
 def _ignored(table: dict[str, Any], env: Mapping[str, str], where: str, found: list[str],
              sources: dict[str, str]) -> frozenset[str]:
-    """The tools not counted (names or ``fnmatch`` patterns); ``default`` stands for the
-    built-in list, and an empty list counts every tool."""
+    """The tools not counted (names or patterns; ``default``: the built-in list)."""
     names = _names(table, "tools", "ignore", "LOOP_KILLER_IGNORE_TOOLS", ",", env, where,
                    found, sources, "ignore_tools")
     if sources["ignore_tools"] == "default":

@@ -40,8 +40,7 @@ class NotAFolder(OSError):
 
 
 def ensure_private_dir(path: Path | str, *, create: bool = True) -> str:
-    """Create ``path`` (and parents) readable by this user only; return it (as text).
-    A link or a non-folder there raises ``NotAFolder`` (links above it are the person's)."""
+    """Create ``path`` (and parents) private to this user; NotAFolder for a link."""
     path = os.fspath(path)
     try:
         info = os.lstat(path)
@@ -97,8 +96,7 @@ def read_json_object(path: Path | str, limit: int = 256 * 1024, *, owned: bool =
 
 
 def append_line(path: Path | str, line: bytes) -> None:
-    """Append one line with a single ``write`` (O_APPEND), creating the file 0600; a link
-    or anything but a regular file is refused."""
+    """Append one line with a single ``write`` (O_APPEND) to a regular file, 0600."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NO_FOLLOW, 0o600)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -109,8 +107,7 @@ def append_line(path: Path | str, line: bytes) -> None:
 
 
 def write_private_file(path: Path | str, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temp file + rename), mode 0600, in a private
-    folder that is not a link (``ensure_private_dir``)."""
+    """Write ``data`` to ``path`` atomically, mode 0600, in a private folder."""
     folder, name = os.path.split(os.fspath(path))
     ensure_private_dir(folder or ".")
     temp = os.path.join(folder, f".{name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
@@ -139,8 +136,7 @@ def remove_file(path: Path | str, *, quiet: bool = True) -> None:
 
 
 def create_new(path: Path | str, data: bytes = b"") -> bool:
-    """Create ``path`` with ``data``, exclusively and never through a link (mode 0600);
-    False when something is there already: the first of concurrent creators wins."""
+    """Create ``path`` exclusively, never through a link (0600); False if it exists."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except FileExistsError:
@@ -195,8 +191,7 @@ def file_size(path: str) -> int | None:
 
 
 def read_new_bytes(path: str, offset: int, *, limit: int = 4 * 1024 * 1024) -> bytes:
-    """The bytes of ``path`` from ``offset`` (at most ``limit``); b"" when none, unreadable
-    or not a regular file (a FIFO is never waited on)."""
+    """The bytes of ``path`` from ``offset`` (at most ``limit``); b"" when none."""
     try:
         fd = open_transcript(path)
     except OSError:
@@ -281,8 +276,7 @@ NOTES_DIR = "notes"
 
 
 def first_time(state: os.PathLike[str] | str, key: str) -> bool:
-    """True the first time ``key`` is asked about (and whenever that cannot be told: said
-    twice beats never said)."""
+    """True the first time ``key`` is asked about (and whenever that cannot be told)."""
     if not is_plain_id(key):
         raise ValueError(f"not a plain key: {key!r}")
     try:
@@ -312,21 +306,15 @@ def _report(root: str, folder: str, error: NotAFolder) -> None:
         return
     _said.add(folder)
     parent, name = os.path.split(folder)
-    if parent == root and name != "notes":
-        try:
-            notes = state_folder_text(root, "notes", create=True)
-            if not create_new(os.path.join(notes, f"linked-{name}")):
-                return
-        except OSError:
-            pass  # said anyway: twice beats never
+    if parent == root and name != NOTES_DIR and not first_time(root, f"linked-{name}"):
+        return
     import logging  # only here: a hook's usual run never imports it
 
     logging.getLogger(__name__).warning("%s; loop-killer leaves it alone", error)
 
 
 def linked_state_folders(state: Path | str) -> list[Path]:
-    """The state folder and its sub-folders that are links or not folders (for
-    ``loop-killer doctor``)."""
+    """The state folder and its sub-folders that are links or not folders."""
     from pathlib import Path
 
     found = []
@@ -354,8 +342,7 @@ def is_plain_id(value: object) -> bool:
 
 
 def is_session_file_name(name: str) -> bool:
-    """Whether a file name is a main session transcript's: ``<session>.jsonl``, and not a
-    subagent's ``agent-*.jsonl``."""
+    """Whether a file name is a main session transcript's (not ``agent-*``)."""
     return name.endswith(".jsonl") and not name.startswith("agent-")
 
 
@@ -383,8 +370,7 @@ def same_transcript(one: str, other: str) -> bool:
 
 
 def list_transcripts(root: str) -> Iterator[tuple[str, os.DirEntry[str]]]:
-    """Every ``<root>/<project>/<session>.jsonl`` (subagent files left out), unordered;
-    folders that cannot be read are skipped."""
+    """Every ``<root>/<project>/<session>.jsonl`` (no subagent's), unordered."""
     try:
         projects = list(os.scandir(root))
     except OSError:
@@ -402,7 +388,6 @@ def list_transcripts(root: str) -> Iterator[tuple[str, os.DirEntry[str]]]:
 
 
 def request_waiting(state: Path | str, session_id: str) -> bool:
-    """Whether something sits at the session's clear-request path (``inbox.request_path``):
-    the cheap test before claiming one."""
+    """Whether something sits at the session's clear-request path (not read)."""
     return os.path.lexists(os.path.join(state, "requests", f"{session_id}.json"))
 

@@ -173,8 +173,7 @@ def _read_no_follow(path: Path) -> bytes:
 
 
 def peek_request(state: Path, session_id: str) -> ClearRequest | None:
-    """The pending request for a session, validated, without taking it (None if none);
-    an invalid one is logged and left alone."""
+    """The pending request for a session, validated, without taking it (None if none)."""
     try:
         path = _requests(state, session_id)
         return parse_request(_read_no_follow(path), expected_session=session_id)
@@ -269,8 +268,7 @@ def _put_back(taken: Path, source: Path) -> None:
 
 def discard_request(state: Path, session_id: str, why: str, *, transcript_path: str = ""
                     ) -> bool:
-    """Remove a session's pending request (superseded, say); True if one was there. With
-    ``transcript_path``, a valid request for another transcript is kept."""
+    """Remove a session's pending request (not one for another transcript)."""
     try:
         path = _requests(state, session_id)
         if transcript_path and _for_another_transcript(_waiting(path, session_id),

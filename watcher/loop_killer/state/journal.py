@@ -56,8 +56,7 @@ class _Logged:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LoopRecord(_Logged):
-    """A re-prompt loop detected (by the watcher or the Stop hook), or a clear asked by hand
-    (rule ``manual``)."""
+    """A re-prompt loop detected, or a clear asked by hand (rule ``manual``)."""
 
     event: ClassVar[str] = DETECTION
     answer_uuid: str = ""  # the answer that fired ("" for a clear asked by hand)
@@ -72,8 +71,7 @@ class LoopRecord(_Logged):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolRecord(_Logged):
-    """A tool call repeating: the model warned (event ``detection``), or the call refused
-    (``refusal``, a tool hook's)."""
+    """A tool call repeating: the model warned (``detection``), or the call refused."""
 
     event: ClassVar[str] = DETECTION
     refused: bool = False  # written as the event: "refusal"
@@ -212,8 +210,7 @@ def _rotate_if_large(path: Path) -> None:
 
 
 def _open_log(path: Path) -> tuple[int, os.stat_result]:
-    """The log opened for reading (fd, fstat): no link followed, never blocking; OSError
-    for anything but a file."""
+    """The log opened for reading (fd, fstat): no link followed, never blocking."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         info = os.fstat(fd)
@@ -228,8 +225,7 @@ def _open_log(path: Path) -> tuple[int, os.stat_result]:
 
 def _records(lines: list[bytes], containing: bytes = b"", *, path: Path,
              level: int = logging.INFO) -> Iterator[Record]:
-    """The records among ``lines``; blank lines skipped, and others not records said
-    (one log line for them all, at ``level``)."""
+    """The records among ``lines``; others skipped (said in one log line, at ``level``)."""
     skipped = 0
     for line in lines:
         if not line.strip() or (containing and containing not in line):
@@ -250,8 +246,7 @@ def _records(lines: list[bytes], containing: bytes = b"", *, path: Path,
 def read_recent(
     state: Path, *, max_bytes: int = _TAIL_BYTES, containing: bytes = b""
 ) -> Iterator[Record]:
-    """Records from the last ``max_bytes`` of the log, oldest first (with ``containing``,
-    only lines holding those bytes are parsed)."""
+    """Records from the last ``max_bytes`` of the log, oldest first."""
     path = journal_path(state)
     try:
         state_folder(state)

@@ -31,8 +31,7 @@ _MAX_KEYS = 10_000
 
 
 def record_key(prompt_uuid: str, answer_uuid: str = "") -> str | None:
-    """The record key of an answer: the re-prompt it answered, else its own uuid; None
-    when neither is a plain id (then nothing can be recorded)."""
+    """The record key of an answer: the re-prompt it answered, else its own uuid."""
     for candidate in (prompt_uuid, answer_uuid):
         if candidate and is_plain_id(candidate):
             return candidate
@@ -40,16 +39,14 @@ def record_key(prompt_uuid: str, answer_uuid: str = "") -> str | None:
 
 
 def _folder(state: Path, session_id: str, *, create: bool = False) -> Path:
-    """``fired/<session>``, checked (``state_folder``): neither it, ``fired/`` nor the
-    state folder is a link. Raises ValueError, NotAFolder, FileNotFoundError."""
+    """``fired/<session>``, checked (``state_folder``)."""
     if not is_plain_id(session_id):
         raise ValueError(f"not a plain session id: {session_id!r}")
     return state_folder(state, RECORDS_DIR, session_id, create=create)
 
 
 def _create(state: Path, session_id: str, name: str, data: bytes) -> bool:
-    """Create the record ``name`` exclusively (never through a link); False when it
-    exists."""
+    """Create the record ``name`` exclusively; False when it exists."""
     return create_new(_folder(state, session_id, create=True) / name, data)
 
 
@@ -115,8 +112,7 @@ def recorded_keys(state: Path, session_id: str, *, acted_only: bool = False) -> 
 
 
 def move_session(state: Path, old: str, new: str) -> int:
-    """Move a session's records under another id (its transcript was renamed); how many
-    were copied. Records the new id already has are kept."""
+    """Move a session's records under another id (its transcript was renamed)."""
     if old == new:
         return 0
     copied = 0

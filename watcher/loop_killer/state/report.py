@@ -65,8 +65,7 @@ def project_label(folder: str, home: str | None = None) -> str:
 
 def detection_line(*, project: str, session_id: str, rule: str, count: int, text: str,
                    requested: bool = True) -> str:
-    """The line printed when a rule fires: a clear request was written (``requested``),
-    or could not be."""
+    """The line printed when a rule fires."""
     then = "clear requested" if requested else "no clear request (it could not be written)"
     return (
         f"LOOP      {project}  {short_id(session_id)}  {rule}: {rule_phrase(rule, count)}"
@@ -76,8 +75,7 @@ def detection_line(*, project: str, session_id: str, rule: str, count: int, text
 
 def outcome_line(*, project: str, session_id: str, outcome: str, rule: str, detail: str,
                  count: int = 0, source: str = "watcher") -> str:
-    """The line printed when what became of a loop is known: its label, the rule, and
-    what happened in words that repeat neither (``outcome_words``)."""
+    """The line printed when what became of a loop is known."""
     label = OUTCOME_LABELS.get(outcome) or outcome.replace("_", " ").upper()
     by = "" if source == "watcher" else f" ({source})"
     words = outcome_words(outcome, detail, rule=rule, count=count)
@@ -164,8 +162,7 @@ def caught_up_line(seconds: float) -> str:
 
 
 def journal_line(record: Record, home: str | None = None) -> str | None:
-    """A line for a detection-log record written by someone else (the Stop hook, a
-    ``loop-killer clear``); None for records not worth a line."""
+    """A line for a detection-log record someone else wrote; None if not worth one."""
     session_id = record.session_id or "?"
     project = project_label(record.project, home) if record.project else "?"
     source = record.source or "?"
@@ -229,8 +226,7 @@ _NARROWEST = 12
 
 
 def _fitted(widths: list[int], room: int) -> list[int]:
-    """``widths`` with the widest narrowed, a column at a time, until they add up to
-    ``room`` at most (or every column is down to ``_NARROWEST``)."""
+    """``widths`` with the widest narrowed until they fit ``room``."""
     widths = list(widths)
     excess = sum(widths) - room
     while excess > 0:

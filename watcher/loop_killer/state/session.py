@@ -181,8 +181,7 @@ def turn_of(data: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def with_work(data: dict[str, Any] | None) -> dict[str, Any]:
-    """The record with its turn marked: a tool call brought something new since the last
-    Stop."""
+    """The record with its turn marked: a tool call brought something new."""
     data = dict(data) if data is not None else {"v": _VERSION, "scopes": {}}
     data["turn"] = {**turn_of(data), "work": True}
     return data
@@ -218,8 +217,7 @@ def refusal_marker(path: str) -> str:
 
 def keep(path: str, kept: dict[str, Any] | None, scope: str, counts: ToolRepeatCounter,
          settings: Settings) -> None:
-    """Save the session's state (``kept``, as loaded) with ``scope``'s counter replaced by
-    ``counts``, and its refusal marker."""
+    """Save the session's state with ``scope``'s counter replaced, and its refusal marker."""
     scopes = kept.get("scopes") if kept is not None else None
     refusable = counts.refusable() or isinstance(scopes, dict) and any(
         counter(kept, other, settings).refusable() for other in scopes
@@ -253,8 +251,7 @@ def remove(path: str) -> bool:
 
 
 def prune(state: os.PathLike[str] | str, *, now: float, keep: str = "") -> int:
-    """Remove state files untouched for ``STALE_AFTER`` (and stray temp files), except
-    ``keep``; how many were removed."""
+    """Remove state files untouched for ``STALE_AFTER`` (and stray temp files)."""
     removed = 0
     try:
         entries = list(os.scandir(_folder(state)))
@@ -275,8 +272,7 @@ def prune(state: os.PathLike[str] | str, *, now: float, keep: str = "") -> int:
 
 
 def hooks_judge(state: str, session_id: str) -> bool:
-    """Whether a Stop hook judged one of this session's replies this turn (the watcher
-    then leaves its re-prompt loops to it)."""
+    """Whether a Stop hook judged one of this session's replies this turn."""
     try:
         turn = turn_of(load(state_path(state, session_id)))
     except (OSError, ValueError):

@@ -84,8 +84,7 @@ class SessionStatus:
         return self.awaiting is not None or bool(self.extra.get("answer_in_progress"))
 
     def turn_budget(self) -> tuple[Budget, TurnUse] | None:
-        """The limits and what the live turn has used of them, as the watcher published
-        them; None between turns, or without figures."""
+        """The limits and the live turn's use of them, as published; else None."""
         return read_figures(self.extra.get("budget")) if self.in_turn else None
 
 
@@ -166,8 +165,7 @@ def session_status_path(state: Path, session_id: str) -> Path:
 
 
 def written_statuses(state: Path) -> list[tuple[str, float]]:
-    """(session id, when its status was last written, epoch seconds) of every session
-    status file (none through a linked folder: ``state_folder``)."""
+    """(session id, when last written) of every session status file."""
     try:
         folder = state_folder(state, "status")
         entries = list(os.scandir(folder))
