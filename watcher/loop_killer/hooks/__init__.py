@@ -11,8 +11,7 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_INPUT_BYTES", "parse_json", "subagent_id", "text_of"]
 
-MAX_INPUT_BYTES = 32 * 1024 * 1024
-"""Hook input larger than this is ignored (``last_assistant_message`` is the big part)."""
+MAX_INPUT_BYTES = 32 * 1024 * 1024  # hook input larger is ignored
 
 
 def parse_json(raw: bytes) -> "Any":

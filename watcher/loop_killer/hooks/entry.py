@@ -19,13 +19,11 @@ if TYPE_CHECKING:
 
 __all__ = ["TOOL_EVENTS", "cli_main", "main"]
 
-CRASH_NOTE_EVERY = 600.0
-"""Seconds between two notes to the person about the hook failing."""
+CRASH_NOTE_EVERY = 600.0  # seconds between two notes to the person about the hook failing
 
 TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure", "UserPromptSubmit"})
 
-LOG_LIMIT = 1024 * 1024
-"""``hook-errors.log`` is rotated (to ``.1``) once it is larger than this."""
+LOG_LIMIT = 1024 * 1024  # hook-errors.log is rotated (to .1) past this
 
 
 def main(raw: bytes | None = None) -> int:

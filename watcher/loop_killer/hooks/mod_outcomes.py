@@ -29,10 +29,8 @@ __all__ = ["OUTCOMES_DIR", "STALE_OUTCOME", "outcome_paths", "sweep_mod_outcomes
            "write_mod_plan_record"]
 
 OUTCOMES_DIR = "outcomes"
-STALE_OUTCOME = 120.0
-"""Seconds after which a plan the mod never settled is logged as unconfirmed."""
-LEFTOVER_AGE = 3600.0
-"""Seconds after which a file without its plan (or a plan taken but never logged) goes."""
+STALE_OUTCOME = 120.0  # seconds after which a plan never settled is logged as unconfirmed
+LEFTOVER_AGE = 3600.0  # seconds after which a file without its plan goes
 
 def outcome_paths(state: str, key: str) -> tuple[str, str]:
     """(the hook's plan record, the mod's outcome file) for a plan key."""

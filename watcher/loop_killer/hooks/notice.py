@@ -27,11 +27,9 @@ __all__ = [
     "parse_version", "rule_head", "rule_label", "rule_phrase", "stop_reason", "toast",
 ]
 
-MARK = "loop-killer: "
-"""Starts every ``stopReason`` and the mod's entry in ``additionalContext``."""
+MARK = "loop-killer: "  # starts every stopReason and the mod's entry in additionalContext
 
-MOD_PROTOCOL = 1
-"""The version of ``loop_killer_mod`` in the hook input and of the plan (``v``)."""
+MOD_PROTOCOL = 1  # the version of loop_killer_mod in the hook input and of the plan
 
 Outcome = Literal["cleared", "sent_unconfirmed", "not_possible", "stopped_no_goal",
                   "clear_queued", "clear_failed"]
@@ -59,8 +57,7 @@ MOD_RESULTS: Final[dict[str, Outcome]] = {
     "unknown": OUTCOME_SENT}
 """The outcome of each status the mod reports for ``/goal clear``."""
 
-MOD_MIN_VERSION = (2, 1, 287)
-"""The first Claude Code that loads the plugin's mod (the hands that run /goal clear)."""
+MOD_MIN_VERSION = (2, 1, 287)  # the first Claude Code that loads the plugin's mod
 
 
 def parse_version(text: str) -> tuple[int, int, int] | None:
@@ -163,11 +160,9 @@ def osc9(text: str) -> str:
     return f"\x1b]9;{printable(text, 200)}\x07"
 
 
-MOD_WAIT = 3.0
-"""Longest wait (seconds) of the mod for the proof of what ``/goal clear`` did."""
+MOD_WAIT = 3.0  # longest wait (s) of the mod for the proof of what /goal clear did
 
-OUTPUT_MAX = 160
-"""At most this many characters of what ``/goal clear`` printed go into a notice."""
+OUTPUT_MAX = 160  # characters of what /goal clear printed that go into a notice
 
 
 def mod_plan(

@@ -56,29 +56,19 @@ class Fired:
 def fire(what: Fired, *, hook_input: HookInput, state: Path, env: dict[str, str]
          ) -> dict[str, Any]:
     """Log, act (the mod's plan, typing, or nothing) and return the hook's output."""
-    firing = what.firing
-    transcript = hook_input.transcript_path
-    common = {
-        "session_id": hook_input.session_id,
-        "answer_uuid": what.answer_uuid,
-        "rule": firing.rule,
-        "project": os.path.basename(os.path.dirname(transcript)),
-        "transcript_path": transcript,
-    }
+    firing, transcript = what.firing, hook_input.transcript_path
+    common: dict[str, Any] = {  # the fields every record of this stop names
+        "session_id": hook_input.session_id, "answer_uuid": what.answer_uuid,
+        "rule": firing.rule, "project": os.path.basename(os.path.dirname(transcript)),
+        "transcript_path": transcript}
     from ..state import journal
 
     if what.log_detection:
         journal.append(state, journal.LoopRecord(
-            session_id=common["session_id"], answer_uuid=common["answer_uuid"],
-            rule=common["rule"], project=common["project"], transcript_path=transcript,
-            answer_digest=what.answer_digest,
-            prompt_uuid=hook_input.prompt_id,
-            count=firing.count,
-            run_length=firing.run_length,
+            **common, answer_digest=what.answer_digest, prompt_uuid=hook_input.prompt_id,
+            count=firing.count, run_length=firing.run_length,
             located_by="anchor" if firing.rule != RULE_BUDGET else None,
-            snippet=(hook_input.last_assistant_message or "")[:200],
-            source="hook",
-        ))
+            snippet=(hook_input.last_assistant_message or "")[:200], source="hook"))
     goal = goal_set(transcript)
     hands = choose_hands(mod_active=hook_input.mod_active, env=env)
     plan = None
@@ -111,16 +101,10 @@ def fire(what: Fired, *, hook_input: HookInput, state: Path, env: dict[str, str]
     else:
         outcome, why = outcome_without_typing(goal_set=bool(goal), hands=hands)
     journal.append(state, journal.OutcomeRecord(
-        session_id=common["session_id"], answer_uuid=common["answer_uuid"],
-        rule=common["rule"], project=common["project"], transcript_path=transcript,
-        outcome=outcome,
-        hands=acted,
-        detail=notice.notice(firing, outcome, why=why),
-        evidence=evidence,
-        source="hook",
+        **common, outcome=outcome, hands=acted, detail=notice.notice(firing, outcome, why=why),
+        evidence=evidence, source="hook",
         # The ladder's stop has no detection line of its own: how many attempts were refused.
-        count=firing.count if firing.rule == RULE_REFUSED_RETRIES else None,
-    ))
+        count=firing.count if firing.rule == RULE_REFUSED_RETRIES else None))
     return notice.hook_output(firing, outcome, why=why, plan=plan)
 
 

@@ -35,11 +35,9 @@ from .screen import (
 
 __all__ = ["CONFIRM_TIMEOUT", "Runner", "TypingResult", "command_runner", "poll", "type_goal_clear"]
 
-CONFIRM_TIMEOUT = 1.5
-"""Longest wait (seconds) for the proof that the typed ``/goal clear`` ran."""
+CONFIRM_TIMEOUT = 1.5  # longest wait (s) for the proof that the typed /goal clear ran
 
-ECHO_TIMEOUT = 0.5
-"""Longest wait for the typed text to show in the prompt box before pressing Enter."""
+ECHO_TIMEOUT = 0.5  # longest wait (s) for the typed text to show before pressing Enter
 
 _TOOL_TIMEOUT = 2.0  # one tmux / screen call
 _POLL = 0.02

@@ -271,8 +271,7 @@ def state_folder_text(state: os.PathLike[str] | str, *names: str, create: bool =
     return folder
 
 
-NOTES_DIR = "notes"
-"""Things said to the person once: a marker file per thing said, ``<state>/notes/<key>``."""
+NOTES_DIR = "notes"  # things said once: a marker file each, <state>/notes/<key>
 
 
 def first_time(state: os.PathLike[str] | str, key: str) -> bool:

@@ -47,8 +47,7 @@ SOURCES: tuple[Source, ...] = ("watcher", "manual", "hook")
 
 REQUEST_VERSION = 1
 MAX_REQUEST_BYTES = 64 * 1024
-MAX_REQUEST_AGE = 30 * 60.0
-"""Seconds after which a request is stale (the loop it was about is long gone)."""
+MAX_REQUEST_AGE = 30 * 60.0  # seconds after which a request is stale
 
 
 class InvalidRequest(ValueError):

@@ -26,8 +26,7 @@ __all__ = [
 
 RECORDS_DIR = "fired"
 ACTED_SUFFIX = ".acted"
-_MAX_KEYS = 10_000
-"""Most keys read for one session (a session that looped for weeks has a few hundred)."""
+_MAX_KEYS = 10_000  # most keys read for one session (weeks of looping: a few hundred)
 
 
 def record_key(prompt_uuid: str, answer_uuid: str = "") -> str | None:

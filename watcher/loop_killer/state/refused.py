@@ -15,8 +15,7 @@ from .journal import Record, ToolRecord
 
 __all__ = ["CLOCK_SLACK", "Refused", "hook_refusals", "refused_now"]
 
-CLOCK_SLACK = 1.0
-"""Seconds a refusal logged may seem to precede the mark it followed (two clocks' reads)."""
+CLOCK_SLACK = 1.0  # seconds a refusal logged may seem to precede its mark (two clocks)
 
 
 @dataclass(frozen=True, slots=True)

@@ -221,8 +221,7 @@ def _padded(text: str, size: int) -> str:
     return text + " " * (size - display_width(text))
 
 
-_NARROWEST = 12
-"""A column is never narrowed below this (or its natural width)."""
+_NARROWEST = 12  # a column is never narrowed below this (or its natural width)
 
 
 def _fitted(widths: list[int], room: int) -> list[int]:

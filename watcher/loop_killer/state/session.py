@@ -32,22 +32,14 @@ __all__ = [
 
 FOLDER = "tools"
 REFUSAL_SUFFIX = ".refuse"
-MAX_STATE_BYTES = 256 * 1024
-"""The most a state file ever holds (``put`` keeps it under ``STATE_BUDGET``)."""
-STATE_BUDGET = MAX_STATE_BYTES - 8 * 1024
-"""The bytes ``put`` keeps a state within (room for the envelope and a margin)."""
-MAX_READ_BYTES = 4 * MAX_STATE_BYTES
-"""A larger file (an older version's) is still read up to this; beyond, it is not ours."""
-MAX_SCOPES = 32
-"""Scopes (the main session and its subagents) kept per session; the oldest go first."""
-SUBAGENT_CALLS = 100
-"""Calls kept per subagent (the main scope keeps the engine's ``MAX_CALLS``)."""
-MAIN = "main"
-"""The main session's scope (``hooks.tool_hook.MAIN_SCOPE``)."""
-LOCK_WAIT = 2.0
-"""Seconds a hook waits for another hook of the same session before it fails open."""
-STALE_AFTER = 7 * 24 * 3600.0
-"""State files untouched this long (their sessions are long gone) are removed."""
+MAX_STATE_BYTES = 256 * 1024  # the most a state file ever holds
+STATE_BUDGET = MAX_STATE_BYTES - 8 * 1024  # what put keeps a state within
+MAX_READ_BYTES = 4 * MAX_STATE_BYTES  # a larger (older) file is still read up to this
+MAX_SCOPES = 32  # scopes kept per session; the oldest go first
+SUBAGENT_CALLS = 100  # calls kept per subagent (main: the engine's MAX_CALLS)
+MAIN = "main"  # the main session's scope (hooks.tool_hook.MAIN_SCOPE)
+LOCK_WAIT = 2.0  # seconds a hook waits for the lock before it fails open
+STALE_AFTER = 7 * 24 * 3600.0  # state files untouched this long are removed
 _VERSION = 1
 _LOCK_NAME = ".lock"
 _RETRY = 0.005

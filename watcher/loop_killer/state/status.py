@@ -26,8 +26,7 @@ __all__ = [
 ]
 
 HEARTBEAT_INTERVAL = 2.0
-HEARTBEAT_STALE = 10.0
-"""A heartbeat older than this many seconds means no live watcher."""
+HEARTBEAT_STALE = 10.0  # an older heartbeat means no live watcher
 
 STATUS_VERSION = 1
 
@@ -45,9 +44,7 @@ class WatcherHeartbeat:
     waiting: int = 0  # events come in while the watcher was busy, not yet handled
 
 
-BEHIND_LAG = 3.0
-"""Events waiting this many seconds or more: the watcher is falling behind (a flood of
-writes), and a loop is caught that much later."""
+BEHIND_LAG = 3.0  # events waiting this long (s): the watcher is falling behind
 
 
 def falling_behind(beat: WatcherHeartbeat) -> str | None:

@@ -16,11 +16,9 @@ __all__ = ["MAX_RUN_LINES", "MAX_TAIL_BYTES", "MAX_TAIL_LINES", "RunStart", "Sca
            "iter_lines_backwards", "scan_run_start"]
 
 _BLOCK = 256 * 1024
-MAX_TAIL_BYTES = 64 * 1024 * 1024
-"""Never read back further than this, whatever the file holds."""
+MAX_TAIL_BYTES = 64 * 1024 * 1024  # never read back further than this
 
-MAX_TAIL_LINES = 100_000
-"""Never step back over more lines than this (blank ones included)."""
+MAX_TAIL_LINES = 100_000  # never step back over more lines (blank ones included)
 
 MAX_RUN_LINES = 5_000
 """The line budget of ``scan_run_start`` (a trailing run holds under 50 lines in every
