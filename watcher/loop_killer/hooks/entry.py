@@ -1,7 +1,5 @@
-"""The entry of every hook process: read stdin once, hand the input to the hook for its
-event (``stop_hook`` or ``tool_hook``), print one JSON object, exit 0. Nothing goes to
-stderr (it goes to ``hook-errors.log``); at worst nothing is blocked and a short
-``systemMessage`` says so.
+"""The entry of every hook process: read stdin once, run the hook for its event, print one
+JSON object, exit 0. Stderr goes to ``hook-errors.log``; at worst nothing is blocked.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""The mod's outcome records: what ``/goal clear`` did after a loop-killer stop.
-
-For each plan handed to the mod the hook writes ``<state>/outcomes/<key>.plan``; the mod
-writes ``<key>.json`` (``{"status", "output", ...}``). The watcher and the next Stop hook
-log each settled plan once (whoever renames the plan first) and remove both files.
+"""The mod's outcome records: the hook writes ``outcomes/<key>.plan``, the mod ``<key>.json``
+(what ``/goal clear`` did); the watcher or the next Stop hook logs each settled plan once.
 """
 
 from __future__ import annotations

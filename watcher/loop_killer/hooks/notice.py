@@ -1,9 +1,7 @@
-"""Every word the person sees from a stopped turn, and the Stop hook's output JSON (pure):
-``stopReason``, ``systemMessage`` and an OSC 9 toast without the mod; with it, the plan
-in ``additionalContext`` (the mod, ``plugin/hooks/register.js``, holds no wording of its
-own and substitutes only ``{output}``). Claude Code prefixes a mod's lines with
-``loop-killer:``, so the plan's texts do not. Only the mod's words reach what ``-p``
-prints in text or json (measured on 2.1.250, 2.1.328 and 2.1.332).
+"""Every word the person sees from a stopped turn, and the Stop hook's output JSON (pure).
+With the mod, its plan in ``additionalContext`` carries the texts (the mod substitutes only
+``{output}``; Claude Code prefixes them with ``loop-killer:``). Only the mod's words reach
+what ``-p`` prints (2.1.250, 2.1.328, 2.1.332).
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""The Stop hook: take a clear request, or judge this reply; stop the turn if needed.
-
-For a main-session ``Stop``: a fresh clear request is taken once and acted on, unless a
-Stop hook already stopped the turn for its answer (``state.records``); a reply to the
-person's prompt starts the turn afresh (``turn.turn_over``); a re-prompt's reply is judged
-(``turn.judge``), then the turn's budget; ``stopping.fire`` stops the turn. With
-``LOOP_KILLER_DEBUG=1``, judgements and requests go to ``hook-debug.log``.
+"""The Stop hook: take a clear request (unless void: ``state.records``), or judge a
+re-prompt's reply (``turn.judge``) and the turn's budget; ``stopping.fire`` stops the turn.
+With ``LOOP_KILLER_DEBUG=1``, judgements and requests go to ``hook-debug.log``.
 """
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""The one way a turn is stopped, by any hook: the detection log's lines, the hands that
-clear a goal (the mod's plan, typing into the pane, or nobody) and the hook's output.
-
-The Stop hook stops a turn with ``fire``; the tool-call hooks' last step with
-``stop_turn``, from ``PreToolUse`` (2.1.332: ``continue: false`` there ends the turn at once,
-and the mod still gets the plan). Typing is verified from a Stop hook only, so from a tool
-call only the mod clears a goal.
+"""The one way any hook stops a turn: the detection log's lines, the hands that clear a
+goal (the mod's plan, typing into the pane, or nobody) and the hook's output. From a tool
+call (``stop_turn``: ``continue: false`` ends the turn at once, 2.1.332) only the mod clears.
 """
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The hands without the mod: type ``/goal clear`` into the session's own tmux or screen
-pane, only when Claude Code's prompt box is on screen and empty. Enter is pressed only
-once the box holds exactly ``/goal clear`` (else what was typed is taken back out); then
-the proof is awaited briefly (``poll``: the only wait in any hook).
+"""The hands without the mod: type ``/goal clear`` into the session's tmux or screen pane
+when the prompt box is empty, press Enter once it holds exactly that, and await the proof.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
-"""The tool-call hooks: count each result, warn, refuse, reset; one JSON out.
-
-* ``PostToolUse`` / ``PostToolUseFailure``: count the result (``ToolRepeatCounter``, kept
-  in ``state.session``); warn at TOOL_REPEAT_WARN, say the call is refused from
-  TOOL_REPEAT_BLOCK. A waiting call (``engine.waiting``) is timed, not counted.
-* ``PreToolUse``: refuse such a call, or an edit that would take its file back once too
-  often (EDIT_OSCILLATION); the TOOL_REPEAT_STOP-th refused attempt ends the turn (a
-  subagent's: its run).
-* The person's prompt, or a question they answered, forgets the session's counts; a
-  background task's notice starts them afresh only when it is news.
-
-Subagents count in their own scope. The hooks fail open: on any doubt (bad input, a busy
-lock, a failing disk) nothing is refused.
+"""The tool-call hooks: count each result, warn, refuse, reset; one JSON out. A result
+repeated TOOL_REPEAT_WARN times warns; from TOOL_REPEAT_BLOCK the call (or an edit going
+back too often) is refused; the TOOL_REPEAT_STOP-th refused attempt ends the turn (a
+subagent's: its run). The person's prompt forgets the counts. On any doubt (bad input, a
+busy lock, a failing disk) nothing is refused.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The Stop hook's judgement of reply N: from its own input and the session's record.
-
-Reply N's words are ``last_assistant_message``; whether it did new work, the tool-call
-hooks noted in the record (``work``); the run before it, the record's turn. So reply N is
-never looked for in a transcript that may not hold it yet, which is read only for when
-the person's prompt came and whether a goal is set. A twin hook for the same reply (the
+"""The Stop hook's judgement of reply N, from its input (``last_assistant_message``) and
+the session's record (the tool-call hooks' ``work``, the turn's run): reply N is never
+looked for in a transcript that may not hold it yet. A twin hook for the same reply (the
 plugin loaded twice) counts nothing and leaves the stopping to the first.
 """
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""The state folder's files and Claude Code's: where they live, and safe access to them.
-
-Places are worked out as text (``*_text``: the tool-call hooks never import pathlib), and
-as a ``Path`` for everyone else. Every read, write and append goes through here: never
-follow a link, never block on a FIFO, never read more than a bound.
+"""The state folder's files and Claude Code's: where they live (as text for the tool-call
+hooks, which never import pathlib), and safe access: never follow a link, never block on a
+FIFO, never read more than a bound.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """Clear requests: ``<state>/requests/<session>.json`` asks the session's Stop hook to end
-the loop. Written atomically by the watcher or ``loop-killer clear``; taken exactly once
-by a rename into ``claimed/``, then validated. A Stop hook acts only on a request for its
-own transcript (one naming none: while its session id is in one project alone), owned by
-this user in private folders.
+the loop; taken exactly once (a rename into ``claimed/``), then validated, and acted on
+only for the hook's own transcript, owned by this user in private folders.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""The detection log ``<state>/detections.jsonl``: one JSON line per detection and per
-outcome, across all sessions, appended with one ``write`` each (O_APPEND). A line is one
-of three typed records, written by ``encode`` and read back by ``decode`` alone;
-``read_recent`` reads the tail, ``JournalTail`` follows what is appended.
+"""The detection log ``<state>/detections.jsonl``: one JSON line (one of three typed
+records, ``encode``/``decode``) per detection and outcome, appended with one ``write``.
 """
 
 from __future__ import annotations

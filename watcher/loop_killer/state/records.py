@@ -1,10 +1,7 @@
-"""One detection record per answer: whoever records it first (an exclusive create) logs it.
-
-* ``<state>/fired/<session>/<key>``: the detection is recorded (tiny JSON: who, rule, when);
-  a session's keys never fire again (a restarted watcher).
-* ``<key>.acted``: a Stop hook stopped the turn for it; a clear request for it is void.
-
-The key is the uuid of the re-prompt the answer answered, else the answer's own.
+"""One detection record per answer, ``<state>/fired/<session>/<key>``: whoever creates it
+first logs the detection, and its key never fires again. ``<key>.acted``: a Stop hook
+stopped the turn for it (a clear request for it is void). The key is the uuid of the
+re-prompt the answer answered, else the answer's own.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The session's one record: ``<state>/tools/<session_id>.json``, written here only.
-
-It holds the tool-repeat counts per scope (``main``, then each subagent, oldest first)
-and the person's turn as the Stop hook follows it (``turn``: ``hooks.turn``). Removed when
-the person's next prompt resets everything, so the plugin's launcher can skip a session
-without one. Every read-modify-write holds ``<state>/tools/.lock`` (``locked``).
+"""The session's one record, ``<state>/tools/<session_id>.json``: the tool-repeat counts per
+scope (``main``, then subagents) and the Stop hook's turn. Removed at the person's prompt,
+so the launcher can skip a session without one; changed only under ``locked``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""What the watcher publishes for the Stop hook and ``loop-killer status``.
-
-* ``<state>/watcher.json``: the heartbeat (pid, start time, last beat, root watched).
-* ``<state>/status/<session>.json``: per session, how far the watcher has read and the
-  current run (length, similar-chain length, last answer's uuid and text digest).
-Both are small and written atomically; readers tolerate them missing or broken.
+"""What the watcher publishes for the Stop hook and ``loop-killer status``: its heartbeat
+(``watcher.json``) and each session's status (``status/<session>.json``), written
+atomically; readers tolerate them missing or broken.
 """
 
 from __future__ import annotations
