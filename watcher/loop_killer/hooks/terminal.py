@@ -181,16 +181,10 @@ def _read_small(path: str) -> bytes | None:
     return data or None
 
 
-def type_goal_clear(
-    hands: Hands,
-    *,
-    env: Mapping[str, str],
-    transcript_path: str,
-    confirm_timeout: float = CONFIRM_TIMEOUT,
-    run: Runner | None = None,
-) -> TypingResult:
+def type_goal_clear(hands: Hands, *, env: Mapping[str, str], transcript_path: str
+                    ) -> TypingResult:
     """Type ``/goal clear`` into this session's own pane if safe; await the proof."""
-    run = run or command_runner(env)
+    run = command_runner(env)
     terminal: _Pane
     if hands == "tmux" and env.get("TMUX_PANE"):
         terminal = _Tmux(env["TMUX_PANE"], run)
@@ -199,7 +193,7 @@ def type_goal_clear(
     else:
         return TypingResult(OUTCOME_NOT_POSSIBLE, "not inside tmux or screen")
     try:
-        return _type_and_confirm(terminal, transcript_path, confirm_timeout)
+        return _type_and_confirm(terminal, transcript_path, CONFIRM_TIMEOUT)
     except FileNotFoundError:
         return TypingResult(OUTCOME_NOT_POSSIBLE, f"{terminal.name} is not installed here")
     except (OSError, RuntimeError, subprocess.SubprocessError) as error:

@@ -19,12 +19,11 @@ _SKIPPED = frozenset({".git", "node_modules", "__pycache__", ".venv", "venv", ".
                       ".mypy_cache", ".pytest_cache", ".ruff_cache"})
 
 
-def fingerprint(folder: str, *, max_files: int = MAX_FILES, time_limit: float = TIME_LIMIT
-                ) -> str | None:
+def fingerprint(folder: str) -> str | None:
     """The working tree's fingerprint at ``folder``, or None when it cannot be told."""
     import time
 
-    deadline = time.monotonic() + time_limit
+    deadline = time.monotonic() + TIME_LIMIT
     try:
         if not folder:
             return None
@@ -35,8 +34,8 @@ def fingerprint(folder: str, *, max_files: int = MAX_FILES, time_limit: float = 
             return "absent:"  # no tree there: nothing in it can change
         root = _git_root(folder)
         if root is not None:
-            return _git_fingerprint(root, max_files=max_files, deadline=deadline)
-        return _walk_fingerprint(folder, max_files=max_files, deadline=deadline)
+            return _git_fingerprint(root, max_files=MAX_FILES, deadline=deadline)
+        return _walk_fingerprint(folder, max_files=MAX_FILES, deadline=deadline)
     except (OSError, ValueError):
         return None
 

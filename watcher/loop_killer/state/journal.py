@@ -221,12 +221,12 @@ def _open_log(path: Path) -> tuple[int, os.stat_result]:
     return fd, info
 
 
-def _records(lines: list[bytes], containing: bytes = b"", *, path: Path,
-             level: int = logging.INFO) -> Iterator[Record]:
+def _records(lines: list[bytes], *, path: Path, level: int = logging.INFO
+             ) -> Iterator[Record]:
     """The records among ``lines``; others skipped (said in one log line, at ``level``)."""
     skipped = 0
     for line in lines:
-        if not line.strip() or (containing and containing not in line):
+        if not line.strip():
             continue
         try:
             record = decode(orjson.loads(line))
@@ -241,9 +241,7 @@ def _records(lines: list[bytes], containing: bytes = b"", *, path: Path,
                 skipped, "" if skipped == 1 else "s")
 
 
-def read_recent(
-    state: Path, *, max_bytes: int = _TAIL_BYTES, containing: bytes = b""
-) -> Iterator[Record]:
+def read_recent(state: Path, *, max_bytes: int = _TAIL_BYTES) -> Iterator[Record]:
     """Records from the last ``max_bytes`` of the log, oldest first."""
     path = journal_path(state)
     try:
@@ -265,7 +263,7 @@ def read_recent(
     lines = data.split(b"\n")
     if start > 0:
         lines = lines[1:]  # the first one is cut
-    yield from _records(lines, containing, path=path)
+    yield from _records(lines, path=path)
 
 
 class JournalTail:

@@ -68,12 +68,11 @@ def scope_key(scope: str) -> str:
 
 
 class locked:  # noqa: N801 - used as a function: ``with locked(state):``
-    """Hold the tool hooks' lock; raises Busy when another hook holds it past ``wait``
-    seconds (default ``LOCK_WAIT``). (A class: these hooks do not import contextlib.)"""
+    """Hold the tool hooks' lock; Busy when another hook holds it past ``LOCK_WAIT``.
+    (A class: these hooks do not import contextlib.)"""
 
-    def __init__(self, state: os.PathLike[str] | str, *, wait: float | None = None) -> None:
+    def __init__(self, state: os.PathLike[str] | str) -> None:
         self.state = state
-        self.wait = LOCK_WAIT if wait is None else wait
         self.fd = -1
 
     def __enter__(self) -> None:
@@ -83,7 +82,7 @@ class locked:  # noqa: N801 - used as a function: ``with locked(state):``
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise Busy(f"{folder}/{_LOCK_NAME}: not a regular file")
-            deadline = time.monotonic() + self.wait
+            deadline = time.monotonic() + LOCK_WAIT
             while True:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
