@@ -22,7 +22,7 @@ __all__ = [
     "MOD_PROTOCOL", "MOD_RESULTS", "MOD_WAIT", "OUTCOMES", "OUTCOME_CLEARED", "OUTCOME_FAILED",
     "OUTCOME_NOT_POSSIBLE", "OUTCOME_NO_GOAL", "OUTCOME_QUEUED", "OUTCOME_SENT", "OUTPUT_MAX",
     "Firing", "Hands", "Outcome", "hook_output", "mod_plan", "notice", "osc9",
-    "parse_version", "rule_head", "rule_label", "rule_phrase", "stop_reason", "toast",
+    "parse_version", "rule_head", "rule_phrase", "stop_reason", "toast",
 ]
 
 MARK = "loop-killer: "  # starts every stopReason and the mod's entry in additionalContext
@@ -81,44 +81,30 @@ class Firing:
     detail: str = ""  # what more the person is told of it (a call that waited: how long)
 
 
-def rule_label(firing: Firing) -> str:
-    """``SAME_REPLY_TURNS: 3 similar replies to re-prompts`` (the ``stopReason``'s form)."""
-    return f"{printable(firing.rule, 64)}: {_phrase(firing)}"
-
-
 def rule_head(firing: Firing) -> str:
     """``SAME_REPLY_TURNS (3 similar replies to re-prompts)``: how the notice names the rule."""
-    if _budget_words(firing):
-        return f"{printable(firing.rule, 64)} ({_phrase(firing)})"
-    detail = f"; {printable(firing.detail, 160)}" if firing.detail else ""
-    return f"{printable(firing.rule, 64)} ({rule_phrase(firing.rule, firing.count)}{detail})"
-
-
-def _budget_words(firing: Firing) -> bool:
-    # A budget's words (``engine.budget.describe``) are the whole phrase.
-    return firing.rule == RULE_BUDGET and bool(firing.detail)
+    more = firing.detail and firing.rule != RULE_BUDGET
+    detail = f"; {printable(firing.detail, 160)}" if more else ""
+    return f"{printable(firing.rule, 64)} ({_phrase(firing)}{detail})"
 
 
 def _phrase(firing: Firing) -> str:
-    if _budget_words(firing):
+    if firing.rule == RULE_BUDGET and firing.detail:  # (``engine.budget.describe``'s words)
         return printable(firing.detail, 160)
     return rule_phrase(firing.rule, firing.count)
 
 
 def stop_reason(firing: Firing) -> str:
-    """The ``stopReason``: the fixed marker, then the rule."""
-    return f"{MARK}{rule_label(firing)}; turn stopped"
-
-
-def _stopped(firing: Firing) -> str:
-    return "stopped this turn as asked" if firing.rule == RULE_MANUAL else "loop stopped"
+    """``loop-killer: SAME_REPLY_TURNS: 3 similar replies to re-prompts; turn stopped``."""
+    return f"{MARK}{printable(firing.rule, 64)}: {_phrase(firing)}; turn stopped"
 
 
 def notice(firing: Firing, outcome: Outcome, *, why: str = "", prefix: bool = True,
            wait: float = 0.0) -> str:
     """The one-line notice: the rule that fired, then what became of the goal (``why``:
     the reason or what ``/goal clear`` printed; ``wait``: how long the proof was awaited)."""
-    head = f"{rule_head(firing)}: {_stopped(firing)}"
+    stopped = "stopped this turn as asked" if firing.rule == RULE_MANUAL else "loop stopped"
+    head = f"{rule_head(firing)}: {stopped}"
     detail = printable(why, 160)
     if outcome == OUTCOME_CLEARED:
         text = f"{head}, goal cleared."
@@ -185,7 +171,7 @@ def mod_plan(
         "stop_reason": stop_reason(firing),
         "clear_goal": clear_goal,
         "notice": "" if clear_goal else notice(firing, known, prefix=False),
-        "toast": "" if clear_goal else _unprefixed(toast(firing, known)),
+        "toast": "" if clear_goal else toast(firing, known).removeprefix(MARK),
         # Looked for in what /goal clear printed and in the transcript rows after the stop.
         "match": {"cleared": [GOAL_CLEARED_PREFIX, PROOF_MARKER], "no_goal": [NO_GOAL_PREFIX]},
         "wait_ms": int(MOD_WAIT * 1000),
@@ -195,7 +181,7 @@ def mod_plan(
                     for status, outcome in MOD_RESULTS.items()},
         "outcome_bare": {status: notice(firing, outcome, prefix=False, wait=MOD_WAIT)
                          for status, outcome in MOD_RESULTS.items()},  # when it printed nothing
-        "outcome_toast": {status: _unprefixed(toast(firing, outcome))
+        "outcome_toast": {status: toast(firing, outcome).removeprefix(MARK)
                           for status, outcome in MOD_RESULTS.items()},
         "outcome_path": outcome_path,
     }
@@ -220,7 +206,3 @@ def hook_output(
         output["systemMessage"] = notice(firing, outcome, why=why)
         output["terminalSequence"] = osc9(toast(firing, outcome))
     return output
-
-
-def _unprefixed(text: str) -> str:
-    return text.removeprefix(MARK)

@@ -196,11 +196,7 @@ def transcript_cwd(data: bytes | None, known: str = "") -> str:
 def config_path(state: Path | str) -> Path:
     from pathlib import Path
 
-    return Path(_config_file(state))
-
-
-def _config_file(state: Path | str) -> str:
-    return os.path.join(state, CONFIG_NAME)
+    return Path(os.path.join(state, CONFIG_NAME))
 
 
 def load_settings(state: Path | str, env: Mapping[str, str] | None = None) -> Settings:
@@ -208,7 +204,7 @@ def load_settings(state: Path | str, env: Mapping[str, str] | None = None) -> Se
     from .files import NotAFile, read_small_file
 
     env = os.environ if env is None else env
-    path = _config_file(state)
+    path = os.path.join(state, CONFIG_NAME)
     try:
         text: bytes | None = read_small_file(path, _MAX_BYTES)
     except FileNotFoundError:
