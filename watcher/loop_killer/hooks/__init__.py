@@ -25,8 +25,8 @@ def parse_json(raw: bytes) -> "Any":
 
 
 def subagent_id(data: "Any") -> "str | None":
-    """The subagent whose hook input this is (its ``agent_id``); None for the main session.
-    (``claude --agent NAME`` gives the main session ``agent_type`` alone: 2.1.332.)"""
+    """The subagent whose hook input this is (``agent_id``); None for the main session."""
+    # ``claude --agent NAME`` gives the main session ``agent_type`` alone (2.1.332).
     agent = data.get("agent_id") if isinstance(data, dict) else None
     return agent if isinstance(agent, str) and agent else None
 

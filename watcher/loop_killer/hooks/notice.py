@@ -101,8 +101,7 @@ def stop_reason(firing: Firing) -> str:
 
 def notice(firing: Firing, outcome: Outcome, *, why: str = "", prefix: bool = True,
            wait: float = 0.0) -> str:
-    """The one-line notice: the rule that fired, then what became of the goal (``why``:
-    the reason or what ``/goal clear`` printed; ``wait``: how long the proof was awaited)."""
+    """The one-line notice: the rule that fired, then what became of the goal."""
     stopped = "stopped this turn as asked" if firing.rule == RULE_MANUAL else "loop stopped"
     head = f"{rule_head(firing)}: {stopped}"
     detail = printable(why, 160)
@@ -158,8 +157,7 @@ def mod_plan(
     outcome_path: str,
     transcript_path: str = "",
 ) -> dict[str, Any]:
-    """The instructions for the mod: whether to run ``/goal clear``, and the line and toast
-    for each of its results (without a goal: ``notice`` and ``toast``, known now)."""
+    """The mod's instructions: whether to run ``/goal clear``, and what to show after."""
     known: Outcome = OUTCOME_NO_GOAL
     return {
         "v": MOD_PROTOCOL,

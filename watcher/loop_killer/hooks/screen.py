@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["COMMAND", "find_proof", "hardcopy_text", "read_prompt_input", "said_of_goal",
-           "visible_screen"]
+__all__ = ["COMMAND", "find_proof", "hardcopy_text", "read_prompt_input", "said_of_goal"]
 
 COMMAND = "/goal clear"
 
@@ -20,9 +19,7 @@ _BLANKS = " \u00a0\t"
 
 
 def read_prompt_input(screen: str) -> str | None:
-    """The text in Claude Code's prompt box on ``screen``; "" when empty, None when no box.
-    The box: a rule, a line starting with the prompt sign, more input lines, a rule. Dim
-    text (SGR codes, ``capture-pane -e``) is a placeholder or suggestion: left out."""
+    """The text in Claude Code's prompt box (dim text left out); "" when empty, None: no box."""
     lines = [_visible(line) for line in screen.splitlines()]
     for index in range(len(lines) - 1, 0, -1):
         line = _unbordered(lines[index])
@@ -71,9 +68,7 @@ def _is_rule(line: str) -> bool:
 
 
 def hardcopy_text(data: bytes) -> str:
-    """The text of a GNU screen ``hardcopy`` file. screen 4 writes only each cell's low
-    byte (``─`` as NUL, ``❯`` as ``o``, then 0xA0): the box's rules and prompt sign are
-    mapped back; typed text stays visible bytes, so a draft still reads as not empty."""
+    """The text of a GNU screen ``hardcopy`` (screen 4 keeps each cell's low byte)."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
@@ -105,10 +100,6 @@ def find_proof(data: bytes) -> str | None:
 
 
 def said_of_goal(screen: str) -> tuple[int, int]:
-    """How many times ``screen`` says a goal was cleared, and that no goal was set."""
-    return screen.count("Goal cleared"), screen.count("No goal set")
-
-
-def visible_screen(screen: str) -> str:
-    """The screen's text without escape codes, line by line."""
-    return "\n".join(_visible(line) for line in screen.splitlines())
+    """How many times ``screen`` shows a goal cleared, and no goal set (dim text left out)."""
+    visible = "\n".join(_visible(line) for line in screen.splitlines())
+    return visible.count("Goal cleared"), visible.count("No goal set")

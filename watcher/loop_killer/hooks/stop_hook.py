@@ -122,8 +122,8 @@ def parse_input(raw: Any) -> HookInput | None:
         return None  # a subagent's stop, whatever the event is called in this version
     session_id = raw.get("session_id")
     transcript = raw.get("transcript_path")
-    if not is_plain_id(session_id) or not isinstance(session_id, str) or not isinstance(
-            transcript, str):
+    if not (is_plain_id(session_id) and isinstance(session_id, str)
+            and isinstance(transcript, str)):
         return None
     message = raw.get("last_assistant_message")
     mod = raw.get("loop_killer_mod")

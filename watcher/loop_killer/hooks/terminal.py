@@ -28,7 +28,6 @@ from .screen import (
     hardcopy_text,
     read_prompt_input,
     said_of_goal,
-    visible_screen,
 )
 
 __all__ = ["CONFIRM_TIMEOUT", "Runner", "TypingResult", "command_runner", "poll", "type_goal_clear"]
@@ -121,8 +120,7 @@ class _Tmux:
         self._tmux("send-keys", "-t", self.pane, "Enter")
 
     def erase(self, count: int, after: int) -> None:
-        """Delete ``count`` characters that end ``after`` characters before the end of the
-        input (cursor left ``after`` times, ``count`` backspaces, cursor back)."""
+        """Delete ``count`` characters ending ``after`` characters before the input's end."""
         keys = ["Left"] * after + ["BSpace"] * count + ["Right"] * after
         self._tmux("send-keys", "-t", self.pane, *keys)
 
@@ -214,7 +212,7 @@ def _type_and_confirm(terminal: _Pane, transcript_path: str, timeout: float) -> 
     if typed:
         return TypingResult(OUTCOME_NOT_POSSIBLE, "you have text in the prompt; not typing into it")
     assert before is not None
-    said_before = said_of_goal(visible_screen(before))
+    said_before = said_of_goal(before)
     start = file_size(transcript_path)
     terminal.type_text(COMMAND)
     last: list[str | None] = [None]
@@ -250,8 +248,7 @@ def _shows(terminal: _Pane, text: str, last: list[str | None]) -> bool | str | N
 
 
 def _take_back(terminal: _Pane, seen: str | None) -> bool:
-    """Remove exactly the ``COMMAND`` we typed from the prompt box (among the person's
-    text: from just after it); False when that cannot be done safely (nothing touched)."""
+    """Take the ``COMMAND`` we typed back out of the box; False when that is unsafe."""
     if not seen or COMMAND.startswith(seen):
         terminal.erase(len(COMMAND), 0)
         return True
@@ -277,7 +274,7 @@ def _confirm(terminal: _Pane, transcript_path: str, start: int | None,
         if tick % _SCREEN_EVERY == 0:
             screen = terminal.screen()
             if screen is not None:
-                cleared, no_goal = said_of_goal(visible_screen(screen))
+                cleared, no_goal = said_of_goal(screen)
                 if cleared > said_before[0]:
                     return TypingResult(OUTCOME_CLEARED, "Goal cleared (on screen)", "screen")
                 if no_goal > said_before[1]:  # (an older answer may still be on screen)

@@ -236,8 +236,7 @@ def _file_state(name: str, tool_input: object, cwd: str) -> str | None:
 
 
 def _move(data: dict[str, Any], name: str, tool_input: object) -> tuple[str, str] | None:
-    """An edit's file's states before and after: as Claude Code hands them (the whole
-    file before, and what the edit made of it), else the file on disk after it."""
+    """An edit's file's states before and after (as Claude Code hands them, else disk)."""
     from ..engine.edits import FILE_CHANGING_TOOLS, states_of_result
 
     if name not in FILE_CHANGING_TOOLS:

@@ -127,9 +127,8 @@ def _is_persons_prompt(event: Event) -> bool:
 
 def _last_event(path: str, needle: bytes, wanted: Callable[[Event], bool], limit: int
                 ) -> Event | None:
-    """The last event within ``limit`` bytes of the end that ``wanted`` accepts, reading
-    backwards and parsing only lines that hold ``needle`` (no FIFO, no link: never
-    blocks). Raises OSError."""
+    """The last event within ``limit`` bytes of the end that ``wanted`` accepts, parsing
+    only lines that hold ``needle`` (never blocks). Raises OSError."""
     with os.fdopen(open_transcript(path), "rb") as handle:
         size = os.fstat(handle.fileno()).st_size
         for _, line in iter_lines_backwards(handle, size, limit=limit):

@@ -124,9 +124,7 @@ class Settings(Value):
                                             wait=self.thresholds.wait_seconds)
 
     def project_off(self, *, cwd: str = "", folder: str = "") -> bool:
-        """Whether loop-killer does nothing for a session in this project: by its ``cwd``
-        when known, else by the project ``folder``'s name (only a prefix's own folder
-        matches: the folder boundary is lost in it)."""
+        """Whether loop-killer does nothing for this project, by ``cwd`` else ``folder``."""
         if cwd:
             return any(_within(cwd, prefix) for prefix in self.projects_off)
         return bool(folder) and any(folder == _mangle(prefix.rstrip("/") or "/")
@@ -156,8 +154,7 @@ _CWD_TRIES = 8
 
 
 def line_cwd(line: bytes) -> str:
-    """A transcript line's top-level ``cwd`` ("" when it has none, or is no JSON
-    object); a ``cwd`` in a nested object or quoted in a tool's output is not it."""
+    """A transcript line's top-level ``cwd`` (not a nested one); "" when it has none."""
     import orjson  # (only the watcher and the scan read transcripts here: not a hook)
 
     try:
@@ -169,8 +166,7 @@ def line_cwd(line: bytes) -> str:
 
 
 def transcript_cwd(data: bytes | None, known: str = "") -> str:
-    """The last top-level ``cwd`` in ``data`` (transcript lines), "" if none; one written
-    as ``known`` is taken without parsing its line (a line may be megabytes)."""
+    """The last top-level ``cwd`` in ``data``; one written as ``known``, unparsed."""
     if not data:
         return ""
     end = len(data)
@@ -341,8 +337,7 @@ def _report_unknown(table: dict[str, Any], where: str, found: list[str]) -> None
 
 
 def _guess(name: str, section: str | None) -> str:
-    """`` (did you mean …?)`` for a name close to a known key of ``section`` (at the top:
-    a table, or a key written above its table); "" when none is close."""
+    """`` (did you mean …?)`` for a name close to a known key of ``section``, else ""."""
     if section is not None:
         return _closest(name, {key: f"{section}.{key}" for key in _KNOWN[section]})
     return (_closest(name, {table: f"[{table}]" for table in _KNOWN})
@@ -413,9 +408,8 @@ def _number(value: object, default: float, low: float, high: float) -> float | N
 
 
 def _range(default: float, low: float, high: float) -> str:
-    if isinstance(default, int):
-        return f"a whole number from {low:g} to {high:g}"
-    return f"a number from {low:g} to {high:g}"
+    whole = "whole " if isinstance(default, int) else ""
+    return f"a {whole}number from {low:g} to {high:g}"
 
 
 def _names(table: dict[str, Any], section: str, key: str, variable: str, separator: str,

@@ -59,9 +59,7 @@ def ensure_private_dir(path: Path | str, *, create: bool = True) -> str:
 
 
 def read_small_file(path: Path | str, limit: int, *, owned: bool = False) -> bytes:
-    """The bytes of a regular file of at most ``limit`` bytes; with ``owned``, only of a
-    file this user owns that nobody else can write. Raises FileNotFoundError, NotAFile, or
-    OSError (ELOOP for a symlink)."""
+    """The bytes of a regular file of at most ``limit`` bytes (``owned``: and ours)."""
     fd = os.open(path, os.O_RDONLY | _NO_FOLLOW)
     try:
         info = os.fstat(fd)
@@ -148,9 +146,7 @@ def create_new(path: Path | str, data: bytes = b"") -> bool:
 
 
 def open_transcript(path: Path | str, *, regular_only: bool = True) -> int:
-    """A file descriptor (the caller closes it) to read a transcript: never blocking (a
-    FIFO is refused with ``NotAFile``), and without touching its access time where allowed
-    (the watcher's observer would see a change)."""
+    """A descriptor to read a transcript: never blocking, no atime touched if allowed."""
     fd = -1
     if _NOATIME:
         try:  # noqa: SIM105 - (no contextlib: see ensure_private_dir)
@@ -353,8 +349,7 @@ def session_id_of(transcript: os.PathLike[str] | str) -> str | None:
 
 
 def same_transcript(one: str, other: str) -> bool:
-    """Whether two paths name the same transcript: the same text once normalised, or the
-    same file (one reached through a linked ``~/.claude``, say). Never opens either."""
+    """Whether two paths name the same transcript (text or file); never opens either."""
     if not one or not other:
         return False
     if os.path.normpath(one) == os.path.normpath(other):

@@ -91,8 +91,7 @@ def request_path(state: Path, session_id: str) -> Path:
 
 
 def _requests(state: Path, session_id: str, *, create: bool = False) -> Path:
-    """``request_path``, its folders checked: no links, owned by this user and private.
-    Raises InvalidRequest, NotAFolder, FileNotFoundError (no folder yet)."""
+    """``request_path``, its folders checked: no links, owned by this user and private."""
     path = request_path(state, session_id)
     state_folder(state, REQUESTS_DIR, create=create, private=True)
     return path
@@ -162,18 +161,19 @@ def _field(raw: dict[str, Any], name: str, kind: type | tuple[type, ...]) -> Any
     return value
 
 
-def _read_no_follow(path: Path) -> bytes:
+def _read(path: Path, session_id: str) -> ClearRequest:
+    """The request at ``path``, read safely and validated (InvalidRequest, OSError)."""
     try:
-        return read_small_file(path, MAX_REQUEST_BYTES, owned=True)
+        data = read_small_file(path, MAX_REQUEST_BYTES, owned=True)
     except NotAFile as error:
         raise InvalidRequest(str(error).split(": ", 1)[-1]) from None
+    return parse_request(data, expected_session=session_id)
 
 
 def peek_request(state: Path, session_id: str) -> ClearRequest | None:
     """The pending request for a session, validated, without taking it (None if none)."""
     try:
-        path = _requests(state, session_id)
-        return parse_request(_read_no_follow(path), expected_session=session_id)
+        return _read(_requests(state, session_id), session_id)
     except FileNotFoundError:
         return None
     except (InvalidRequest, OSError) as error:
@@ -185,9 +185,7 @@ def claim_request(
     state: Path, session_id: str, *, transcript_path: str, now: float | None = None,
     last_prompt_at: float | None = None
 ) -> ClearRequest | None:
-    """Take the session's pending request for ``transcript_path``, exactly once across
-    concurrent claimers; None unless it is valid and fresh. One for another transcript is
-    left waiting; a hostile, broken or stale one is taken out too, and logged."""
+    """Take the session's request for ``transcript_path`` once; None unless fresh."""
     try:
         source = _requests(state, session_id)
         if _for_another_transcript(_waiting(source, session_id), transcript_path):
@@ -202,7 +200,7 @@ def claim_request(
             log.warning("cannot claim clear request for %s: %s", session_id, error)
         return None
     try:
-        request = parse_request(_read_no_follow(target), expected_session=session_id)
+        request = _read(target, session_id)
     except (InvalidRequest, OSError) as error:
         log.warning("rejected clear request for %s: %s", session_id, _reason(error))
         remove_file(target)
@@ -222,7 +220,7 @@ def claim_request(
 def _waiting(path: Path, session_id: str) -> ClearRequest | None:
     """The valid request at ``path``, quietly (None for none or a broken one)."""
     try:
-        return parse_request(_read_no_follow(path), expected_session=session_id)
+        return _read(path, session_id)
     except (InvalidRequest, OSError):
         return None
 
@@ -242,8 +240,7 @@ def _for_another_transcript(request: ClearRequest | None, transcript_path: str) 
 
 
 def _in_other_projects(session_id: str, transcript_path: str) -> bool:
-    """Whether a session of this id has a transcript in another project folder beside
-    this transcript's (or that cannot be told)."""
+    """Whether this session id has a transcript in another project (or unknown)."""
     project = os.path.dirname(os.path.abspath(transcript_path))
     root = os.path.dirname(project)
     try:

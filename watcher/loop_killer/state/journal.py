@@ -100,8 +100,7 @@ Record = LoopRecord | ToolRecord | OutcomeRecord
 """One line of the detection log."""
 
 _KINDS: dict[str, type] = {"str": str, "int": int, "float": float, "bool": bool,
-                           "str | None": str, "float | None": float, "bool | None": bool,
-                           "int | None": int}
+                           "str | None": str, "float | None": float, "int | None": int}
 _SCHEMA: dict[type, tuple[tuple[str, type, Any], ...]] = {
     kind: tuple((f.name, _KINDS[str(f.type)], f.default) for f in fields(kind)
                 if f.name not in ("refused", "event"))
@@ -128,8 +127,7 @@ def encode(record: Record) -> bytes:
 
 
 def decode(value: object) -> Record | None:
-    """The record a decoded JSON line holds; None for anything else. A field of the wrong
-    type reads as its default; a record without a session id is none."""
+    """The record a decoded JSON line holds (a mistyped field: its default), else None."""
     if not isinstance(value, dict) or not isinstance(value.get("session_id"), str):
         return None
     event = value.get("event")
@@ -180,8 +178,7 @@ def append(state: Path, record: Record) -> None:
 
 
 def _encodable(value: Any) -> Any:
-    """``value`` with text UTF-8 cannot hold escaped, and anything else orjson refuses as
-    its ``repr``: the record is written, not lost."""
+    """``value`` with anything orjson refuses escaped or as its ``repr``: never lost."""
     if isinstance(value, str):
         return value.encode("utf-8", "backslashreplace").decode("utf-8")
     if isinstance(value, dict):
@@ -267,9 +264,7 @@ def read_recent(state: Path, *, max_bytes: int = _TAIL_BYTES) -> Iterator[Record
 
 
 class JournalTail:
-    """The records appended to the detection log since the last look, oldest first: at
-    most ``max_bytes`` a look, a half-written last line held back, a rotation followed (the
-    old log's rest first); a line longer than ``max_bytes`` is dropped, once said."""
+    """The records appended to the detection log since the last look, oldest first."""
 
     def __init__(self, state: Path, *, max_bytes: int = _TAIL_BYTES) -> None:
         self.path = journal_path(state)

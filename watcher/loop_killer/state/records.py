@@ -48,8 +48,7 @@ def _create(state: Path, session_id: str, name: str, data: bytes) -> bool:
 
 def record_detection(state: Path, session_id: str, key: str, *, source: str, rule: str
                      ) -> bool:
-    """Record the detection of the answer ``key``; True for the first recorder only.
-    Raises OSError (ValueError for an unsafe id) when it cannot be written."""
+    """Record the detection of the answer ``key``; True for the first only."""
     if not is_plain_id(key):
         raise ValueError(f"not a plain record key: {key!r}")
     data = orjson.dumps({"source": source, "rule": rule, "at": time.time()})
@@ -58,8 +57,7 @@ def record_detection(state: Path, session_id: str, key: str, *, source: str, rul
 
 def first_to_record(state: Path, session_id: str, key: str | None, *, source: str, rule: str,
                     on_error: Callable[[Exception], None] | None = None) -> bool:
-    """``record_detection``, for a caller deciding whether to log: True also when that
-    cannot be told (one log line too many beats none); ``on_error`` is told why."""
+    """``record_detection``, but True when that cannot be told (``on_error``: why)."""
     if key is None:
         return True
     try:
@@ -71,8 +69,7 @@ def first_to_record(state: Path, session_id: str, key: str | None, *, source: st
 
 
 def first_to_act(state: Path, session_id: str, key: str) -> bool:
-    """``mark_acted`` for a Stop hook about to stop the turn: False only when another hook
-    already did; a mark that cannot be written is no reason not to act."""
+    """``mark_acted``; True also when the mark cannot be written."""
     try:
         return mark_acted(state, session_id, key)
     except (OSError, ValueError):
@@ -87,8 +84,7 @@ def mark_acted(state: Path, session_id: str, key: str) -> bool:
 
 
 def recorded_keys(state: Path, session_id: str, *, acted_only: bool = False) -> set[str]:
-    """Every answer (by key) of the session recorded as fired, or (``acted_only``) for
-    which a Stop hook stopped the turn; empty when none or unsafe."""
+    """The session's recorded answers' keys (``acted_only``: the turns stopped)."""
     recorded: set[str] = set()
     acted: set[str] = set()
     try:

@@ -37,8 +37,7 @@ def hook_refusals(records: Iterable[Record]) -> dict[str, list[ToolRecord]]:
 
 
 def refused_now(state: Path, session_id: str, refusals: list[ToolRecord]) -> Refused | None:
-    """The session's refused call while one would still be refused (the hooks' mark is
-    there); only the ``refusals`` logged since the mark count. None otherwise."""
+    """The session's refused call while the hooks' mark is there; else None."""
     from .session import refusal_marker, state_path
 
     try:

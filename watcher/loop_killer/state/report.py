@@ -54,8 +54,7 @@ def session_label(project: str, session_id: str, home: str | None = None) -> str
 
 
 def project_label(folder: str, home: str | None = None) -> str:
-    """A project folder name without the mangled home directory (``-home-dev-proj`` with
-    home ``/home/dev`` reads ``proj``)."""
+    """A project folder name without the mangled home directory."""
     if home:
         prefix = _NOT_ALNUM.sub("-", home.rstrip("/")) + "-"
         if folder.startswith(prefix) and len(folder) > len(prefix):
@@ -84,8 +83,7 @@ def outcome_line(*, project: str, session_id: str, outcome: str, rule: str, deta
 
 
 def outcome_words(outcome: str, detail: str, *, rule: str = "", count: int = 0) -> str:
-    """What became of a loop, after its label and rule: a Stop hook's outcomes in fixed
-    words (its ``detail`` repeats both), the watcher's own in its ``detail``."""
+    """What became of a loop, after its label and rule."""
     turn = (f"turn ended after {count} refused attempts" if rule == RULE_TOOL_REPEAT and count
             else "turn ended")
     if outcome == "cleared":
@@ -110,9 +108,7 @@ def outcome_words(outcome: str, detail: str, *, rule: str = "", count: int = 0) 
 def tool_repeat_line(*, project: str, session_id: str, call: str, count: int,
                      refused: bool = False, source: str = "watcher",
                      rule: str = RULE_TOOL_REPEAT) -> str:
-    """The line printed when a call gave the same result ``count`` times in a row, or
-    when the PreToolUse hook refused its next attempt (``refused``); or, for another
-    tool-call ``rule`` (EDIT_OSCILLATION), what it saw."""
+    """The line printed when a call repeats, or its next attempt is refused."""
     by = "" if source == "watcher" else f" ({source})"
     if rule != RULE_TOOL_REPEAT:
         said = (f"not made: it would be {rule_phrase(rule, count)}" if refused
@@ -199,8 +195,7 @@ def ago(seconds: float) -> str:
 
 
 def table(header: list[str], rows: list[list[str]], width: int | None = None) -> list[str]:
-    """Left-aligned columns, two spaces apart, cells cleaned of control codes; given a
-    ``width``, the widest columns are narrowed to fit and their cells wrapped."""
+    """Left-aligned columns, two spaces apart (given a ``width``, narrowed to fit)."""
     header = [printable(cell) for cell in header]
     rows = [[printable(cell) for cell in row] for row in rows]
     widths = [max(display_width(row[i]) for row in [header, *rows])

@@ -68,8 +68,7 @@ def scope_key(scope: str) -> str:
 
 
 class locked:  # noqa: N801 - used as a function: ``with locked(state):``
-    """Hold the tool hooks' lock; Busy when another hook holds it past ``LOCK_WAIT``.
-    (A class: these hooks do not import contextlib.)"""
+    """Hold the tool hooks' lock; Busy past ``LOCK_WAIT`` (a class: no contextlib)."""
 
     def __init__(self, state: os.PathLike[str] | str) -> None:
         self.state = state
@@ -137,8 +136,7 @@ def counter(data: dict[str, Any] | None, scope: str, settings: Settings) -> Tool
 
 
 def put(data: dict[str, Any] | None, scope: str, counts: ToolRepeatCounter) -> dict[str, Any]:
-    """The state with one scope's counter replaced (made the newest), bounded by
-    ``SUBAGENT_CALLS``, ``MAX_SCOPES`` and ``STATE_BUDGET``: the oldest subagents go first."""
+    """The state with one scope's counter replaced (made the newest), bounded."""
     from ..light import dumps
 
     old = data.get("scopes") if data is not None else None
@@ -198,8 +196,7 @@ def _newest_calls(value: Any, limit: int) -> Any:
 
 
 def refusal_marker(path: str) -> str:
-    """Beside a session's counts: present while some call's next attempt would be refused
-    (the plugin's launcher looks only for it before a ``PreToolUse``)."""
+    """Beside a session's counts: there while some call would be refused."""
     return path.removesuffix(".json") + REFUSAL_SUFFIX
 
 
@@ -214,8 +211,7 @@ def keep(path: str, kept: dict[str, Any] | None, scope: str, counts: ToolRepeatC
 
 
 def save(path: str, data: dict[str, Any], *, refusable: bool) -> None:
-    """Write the session's state atomically, then its refusal marker (second: a crash
-    between leaves it missing, which refuses nothing)."""
+    """Write the session's state atomically, then (a crash: none) its refusal marker."""
     save_turn(path, data)
     from .files import write_private_file
 

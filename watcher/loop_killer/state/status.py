@@ -86,8 +86,7 @@ _Record = TypeVar("_Record", "WatcherHeartbeat", "SessionStatus")
 
 
 def _build(kind: type[_Record], raw: dict[str, Any] | None) -> _Record | None:
-    """``kind(**raw)`` when every field has the declared type, else None (a broken or
-    hostile file must not make its readers fail)."""
+    """``kind(**raw)`` when every field has the declared type, else None."""
     if raw is None or raw.get("version") != STATUS_VERSION:
         return None
     hints = {f.name: f for f in fields(kind)}

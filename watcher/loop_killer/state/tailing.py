@@ -40,16 +40,14 @@ class ScanStats:
 
     @property
     def replay_from(self) -> int:
-        """Where reading forwards again reproduces every non-blank line passed: the
-        earliest of them, else the start of the cut last line, else ``end``."""
+        """Where reading forwards again reproduces every non-blank line passed."""
         if self.earliest >= 0:
             return self.earliest
         return self.tail_start if self.tail_start >= 0 else self.end
 
 
 def _blank_run_start(chunk: bytes, stop: int) -> int:
-    """Where the run of newlines that ends just before ``stop`` begins (galloping slices
-    stripped in C: linear in the run, never per byte)."""
+    """Where the run of newlines ending just before ``stop`` begins (in C)."""
     width = 64
     while True:
         low = max(0, stop - width)
