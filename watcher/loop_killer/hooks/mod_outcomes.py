@@ -61,8 +61,6 @@ def sweep_mod_outcomes(
     now = time.time() if now is None else now
     if len(plans) < len(entries):
         _remove_leftovers(entries, {entry.name[: -len(".plan")] for entry in plans}, now)
-    if not plans:
-        return 0
     logged = 0
     for entry in plans:
         key = entry.name[: -len(".plan")]

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = ["MAIN_SCOPE", "run_input"]
 
-MAIN_SCOPE = "main"  # the session's own calls (a subagent's scope is its agent_id)
+MAIN_SCOPE = store.MAIN  # the session's own calls (a subagent's scope is its agent_id)
 
 _AFTER = ("PostToolUse", "PostToolUseFailure")
 
