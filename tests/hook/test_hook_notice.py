@@ -158,12 +158,6 @@ def test_control_characters_never_reach_the_terminal() -> None:
         assert "\x1b" not in text and "\x07" not in text and "\n" not in text
 
 
-def test_a_failure_message_blocks_nothing() -> None:
-    output = notice.failure_message("cannot read the transcript")
-    assert output == {"systemMessage": "loop-killer: cannot read the transcript (nothing was "
-                                       "blocked)"}
-
-
 def test_the_hook_and_the_notice_speak_the_same_mod_protocol() -> None:
 
     assert notice.MOD_PROTOCOL == 1

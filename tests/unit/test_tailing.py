@@ -11,10 +11,13 @@ from loop_killer.state import tailing
 from loop_killer.state.tailing import (
     MAX_RUN_LINES,
     ScanStats,
-    find_run_start,
     iter_lines_backwards,
     scan_run_start,
 )
+
+
+def find_run_start(handle) -> int:
+    return scan_run_start(handle).offset
 
 
 def _lines(data: bytes, **options) -> list[tuple[int, bytes]]:

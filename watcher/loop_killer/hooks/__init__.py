@@ -1,12 +1,6 @@
-"""The hooks: every hook event Claude Code sends the plugin, and what they share.
+"""The hooks: every hook event Claude Code sends the plugin (``entry`` dispatches them).
 
-Claude Code runs the plugin's launcher (``plugin/hooks/launch.py``) for every hook event;
-what it cannot settle from stdin runs ``python -m loop_killer.hooks`` (``entry``: stdin
-once, dispatch by event, the crash note). The Stop hook (``stop_hook``) ends a turn that
-crossed a threshold or has a clear request, and gets ``/goal clear`` run; the tool-call
-hooks (``tool_hook``) count each result, warn, refuse and reset. Nothing else is imported
-here: a hook imports only what its event needs. The hook input is parsed here, once, and
-whose it is (the main session's or a subagent's: ``subagent_id``) is told here.
+Nothing else is imported here: a hook imports only what its event needs.
 """
 
 from ..light import loads
@@ -15,10 +9,9 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a normal turn does not import
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["MAX_INPUT_BYTES", "parse_json", "subagent_id"]
+__all__ = ["MAX_INPUT_BYTES", "parse_json", "subagent_id", "text_of"]
 
-MAX_INPUT_BYTES = 32 * 1024 * 1024
-"""Hook input larger than this is ignored (``last_assistant_message`` is the big part)."""
+MAX_INPUT_BYTES = 32 * 1024 * 1024  # hook input larger is ignored
 
 
 def parse_json(raw: bytes) -> "Any":
@@ -32,10 +25,12 @@ def parse_json(raw: bytes) -> "Any":
 
 
 def subagent_id(data: "Any") -> "str | None":
-    """The subagent whose hook input this is (its ``agent_id``); None for the main session.
-
-    ``agent_type`` alone is no subagent: ``claude --agent NAME`` (or ``"agent"`` in the
-    settings) gives the main session's hook input ``agent_type: NAME`` and no ``agent_id``
-    (measured on 2.1.332); a subagent's input carries both."""
+    """The subagent whose hook input this is (``agent_id``); None for the main session."""
+    # ``claude --agent NAME`` gives the main session ``agent_type`` alone (2.1.332).
     agent = data.get("agent_id") if isinstance(data, dict) else None
     return agent if isinstance(agent, str) and agent else None
+
+
+def text_of(value: object) -> str:
+    """``value`` if it is a string, else ""."""
+    return value if isinstance(value, str) else ""

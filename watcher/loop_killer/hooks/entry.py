@@ -1,15 +1,5 @@
-"""The entry of every hook process: read stdin once, hand the input to the hook for its
-event, print one JSON object, exit 0.
-
-``python -m loop_killer.hooks`` (started by the plugin's launcher) runs ``main``. The event
-is the input's ``hook_event_name``: ``Stop`` goes to ``stop_hook``; the tool-call events
-(``PreToolUse``, ``PostToolUse``, ``PostToolUseFailure``, ``UserPromptSubmit``) to
-``loop_killer.hooks.tool_hook``. Input that is too large, not JSON, or nested too deeply to
-parse is bad input: nothing is shown and nothing is blocked.
-
-Whatever happens, the process exits 0 and never writes to stderr (anything written there
-goes to ``hook-errors.log`` in the state folder): at worst it blocks nothing and says so
-in a short ``systemMessage``.
+"""The entry of every hook process: read stdin once, run the hook for its event, print one
+JSON object, exit 0. Stderr goes to ``hook-errors.log``; at worst nothing is blocked.
 """
 
 from __future__ import annotations
@@ -27,14 +17,11 @@ if TYPE_CHECKING:
 
 __all__ = ["TOOL_EVENTS", "cli_main", "main"]
 
-CRASH_NOTE_EVERY = 600.0
-"""Seconds between two notes to the person about the hook failing."""
+CRASH_NOTE_EVERY = 600.0  # seconds between two notes to the person about the hook failing
 
 TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure", "UserPromptSubmit"})
-"""The events of the tool-repeat rule (``loop_killer.hooks``)."""
 
-LOG_LIMIT = 1024 * 1024
-"""``hook-errors.log`` is rotated (to ``.1``) once it is larger than this."""
+LOG_LIMIT = 1024 * 1024  # hook-errors.log is rotated (to .1) past this
 
 
 def main(raw: bytes | None = None) -> int:
@@ -69,8 +56,7 @@ def cli_main(args: Any = None) -> int:
 
 
 def dispatch(raw: bytes, *, env: dict[str, str]) -> dict[str, Any] | None:
-    """The output for one hook input, by its event; None for none. A problem with the
-    settings is said once (whatever the event), beside the hook's own output."""
+    """The output for one hook input, by its event (and settings problems, once)."""
     data = parse_json(raw)
     event = data.get("hook_event_name") if isinstance(data, dict) else None
     if event != "Stop" and event not in TOOL_EVENTS:
@@ -96,8 +82,7 @@ def dispatch(raw: bytes, *, env: dict[str, str]) -> dict[str, Any] | None:
 
 def _with_config_note(output: dict[str, Any] | None, state: str, problems: tuple[str, ...]
                       ) -> dict[str, Any] | None:
-    """``output`` with the settings' problems added to what the person sees, the first
-    time these problems are met (the same problems are not said at every turn)."""
+    """``output`` with the settings' problems added, the first time these are met."""
     from ..light import hex_digest
     from ..state.files import first_time
 
@@ -114,10 +99,7 @@ def _with_config_note(output: dict[str, Any] | None, state: str, problems: tuple
 
 
 def process_start_time() -> float | None:
-    """When this process started (seconds since the epoch), from ``/proc``; None elsewhere.
-
-    The launcher may re-exec another interpreter: the pid, and so the start, stay the same.
-    """
+    """When this process started (epoch seconds), from ``/proc``; None elsewhere."""
     try:
         with open("/proc/self/stat", "rb") as handle:
             fields = handle.read().rsplit(b")", 1)[1].split()
@@ -130,10 +112,8 @@ def process_start_time() -> float | None:
     return time.time() - (uptime - started_after_boot)
 
 
-
 class _StderrToLog:
-    """Stands in for stderr: appends to the hook's log, touched only if something is
-    written (never following a link nor blocking on a FIFO; rotated above a size)."""
+    """Stands in for stderr: appends to the hook's log, made only if something is written."""
 
     def __init__(self, path: str) -> None:
         self.path = path

@@ -1,12 +1,5 @@
-"""The mod's outcome records: what ``/goal clear`` did after a loop-killer stop.
-
-For each plan handed to the mod, the hook writes ``<state>/outcomes/<key>.plan`` (what it
-knows: session, answer, rule, transcript and its size at the stop) and names
-``<state>/outcomes/<key>.json`` as the plan's ``outcome_path``, which the mod (over)writes
-with ``{"status": "queued" | "cleared" | "no_goal" | "failed" | "unknown", "output", ...}``.
-The watcher (every half second) and the next hook run (any session) log each settled
-plan once and remove both files: whoever takes the plan record first (a rename) logs it.
-Neither is done through a linked ``outcomes/`` or state folder (``state.files.state_folder``).
+"""The mod's outcome records: the hook writes ``outcomes/<key>.plan``, the mod ``<key>.json``
+(what ``/goal clear`` did); the watcher or the next Stop hook logs each settled plan once.
 """
 
 from __future__ import annotations
@@ -25,26 +18,16 @@ from ..state.files import (
     write_private_file,
 )
 from ..state.journal import OutcomeRecord
-from .notice import OUTCOME_CLEARED, OUTCOME_FAILED, OUTCOME_NO_GOAL, OUTCOME_SENT, Outcome
+from . import text_of
+from .notice import MOD_RESULTS, OUTCOME_CLEARED, OUTCOME_SENT, Outcome
 from .screen import find_proof
 
 __all__ = ["OUTCOMES_DIR", "STALE_OUTCOME", "outcome_paths", "sweep_mod_outcomes",
            "write_mod_plan_record"]
 
 OUTCOMES_DIR = "outcomes"
-STALE_OUTCOME = 120.0
-"""Seconds after which a plan the mod never settled is logged as unconfirmed."""
-LEFTOVER_AGE = 3600.0
-"""Seconds after which a file without its plan goes: the mod's outcome written after its
-plan was logged as unconfirmed, or a plan taken by a process that died before logging it."""
-
-_MOD_STATUS: dict[str, Outcome] = {
-    "cleared": OUTCOME_CLEARED,
-    "no_goal": OUTCOME_NO_GOAL,
-    "failed": OUTCOME_FAILED,
-    "unknown": OUTCOME_SENT,
-}
-
+STALE_OUTCOME = 120.0  # seconds after which a plan never settled is logged as unconfirmed
+LEFTOVER_AGE = 3600.0  # seconds after which a file without its plan goes
 
 def outcome_paths(state: str, key: str) -> tuple[str, str]:
     """(the hook's plan record, the mod's outcome file) for a plan key."""
@@ -68,9 +51,7 @@ def sweep_mod_outcomes(
     *,
     now: float | None = None,
 ) -> int:
-    """Log every plan the mod has settled (or never settled, after ``STALE_OUTCOME``) as one
-    detection-log line, and remove its files; return how many were logged. Files left
-    without their plan go after ``LEFTOVER_AGE``. Quiet and cheap when there are none."""
+    """Log every plan the mod settled (or never did) and remove its files; how many."""
     try:
         folder = state_folder(state, OUTCOMES_DIR)
         entries = list(os.scandir(folder))
@@ -80,8 +61,6 @@ def sweep_mod_outcomes(
     now = time.time() if now is None else now
     if len(plans) < len(entries):
         _remove_leftovers(entries, {entry.name[: -len(".plan")] for entry in plans}, now)
-    if not plans:
-        return 0
     logged = 0
     for entry in plans:
         key = entry.name[: -len(".plan")]
@@ -90,12 +69,12 @@ def sweep_mod_outcomes(
             age = now - entry.stat(follow_symlinks=False).st_mtime
         except OSError:
             continue
-        plan = _read_record(plan_path)
+        plan = read_json_object(plan_path, 64 * 1024)
         if plan is None:
             remove_file(plan_path)
             remove_file(outcome_path)
             continue
-        line = _outcome_line(plan, _read_record(outcome_path) or {}, age=age)
+        line = _outcome_line(plan, read_json_object(outcome_path, 64 * 1024) or {}, age=age)
         if line is None:
             continue
         taken = f"{plan_path}.{os.getpid()}.taken"
@@ -111,8 +90,7 @@ def sweep_mod_outcomes(
 
 
 def _remove_leftovers(entries: list[os.DirEntry[str]], planned: set[str], now: float) -> None:
-    """Remove the outcome files whose plan is gone, and plans taken but never logged, once
-    ``LEFTOVER_AGE`` old."""
+    """Remove files without their plan once ``LEFTOVER_AGE`` old."""
     for entry in entries:
         name = entry.name
         leftover = name.endswith(".taken") or (
@@ -126,20 +104,15 @@ def _remove_leftovers(entries: list[os.DirEntry[str]], planned: set[str], now: f
             continue
 
 
-def _read_record(path: str) -> dict[str, Any] | None:
-    """A small JSON object file (never following a link nor blocking on a FIFO), else None."""
-    return read_json_object(path, 64 * 1024)
-
-
 def _outcome_line(plan: dict[str, Any], reported: dict[str, Any], *, age: float
                   ) -> OutcomeRecord | None:
     status = reported.get("status")
-    settled_as = _MOD_STATUS.get(status) if isinstance(status, str) else None
+    settled_as = MOD_RESULTS.get(status) if isinstance(status, str) else None
     settled = settled_as is not None
     if settled_as is None and age < STALE_OUTCOME:
         return None  # planned or queued: the mod has not answered yet
     outcome: Outcome = settled_as or OUTCOME_SENT
-    output = _str(reported.get("output")) or _str(reported.get("error"))
+    output = text_of(reported.get("output")) or text_of(reported.get("error"))
     evidence = "the mod's report" if settled else ""
     transcript, offset = plan.get("transcript_path"), plan.get("offset")
     if outcome != OUTCOME_CLEARED and isinstance(transcript, str) and isinstance(offset, int):
@@ -151,19 +124,15 @@ def _outcome_line(plan: dict[str, Any], reported: dict[str, Any], *, age: float
     else:
         detail = f"/goal clear: {output[:200] or outcome}"
     return OutcomeRecord(
-        session_id=_str(plan.get("session_id")),
-        answer_uuid=_str(plan.get("answer_uuid")),
-        rule=_str(plan.get("rule")),
+        session_id=text_of(plan.get("session_id")),
+        answer_uuid=text_of(plan.get("answer_uuid")),
+        rule=text_of(plan.get("rule")),
         outcome=outcome,
         detail=detail,
         evidence=evidence,
         hands="mod",
-        project=_str(plan.get("project")),
-        transcript_path=_str(transcript),
-        plan_id=_str(plan.get("id")),
+        project=text_of(plan.get("project")),
+        transcript_path=text_of(transcript),
+        plan_id=text_of(plan.get("id")),
         source="hook",
     )
-
-
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""

@@ -1,31 +1,7 @@
-"""Every word the person sees, and the Stop hook's output JSON for each outcome; and the
-names those words are made of: the outcomes, who the hands are (``Hands``), the first
-Claude Code that loads the mod (``MOD_MIN_VERSION``).
-
-Pure: plain values in, strings and dicts out. The mod (``plugin/hooks/register.js``)
-holds no wording: it shows the texts this module puts in its plan, substituting only
-``{output}`` (what ``/goal clear`` printed).
-
-Where the words show up:
-
-* ``stopReason`` (always; starts with ``loop-killer: `` and names the rule): the TUI shows
-  ``Stop hook stopped Claude`` with it.
-* Without the mod, ``systemMessage`` (the TUI shows ``Stop says: <text>``; ``-p
-  --output-format stream-json`` prints it as a system message) and ``terminalSequence``
-  (an OSC 9 desktop notification).
-* With the mod, the plan in ``hookSpecificOutput.additionalContext`` (the mod takes it
-  out before anything reaches the model): the one line and the toast for each result of
-  ``/goal clear``, shown once that result is known (in ``-p`` the line becomes the output of
-  the ``/goal clear`` the mod ran, so ``-p`` text and json print it as the result; in the
-  TUI it is a row after Claude Code's own ``Goal cleared``), or, without a goal to clear,
-  the line shown under the answer (in ``-p``, where that is printed nowhere, the output
-  of the mod's own ``/loop-killer-notice``). Claude Code prefixes a mod's lines with
-  ``loop-killer:``, so these texts do not.
-* Neither ``stopReason`` nor ``systemMessage`` reaches what ``-p`` prints in text or json
-  (measured on 2.1.250, 2.1.328 and 2.1.332): there only the mod's words do.
-
-Every notice is one line: ``loop-killer: <RULE> (<what it saw>): loop stopped, <what
-became of the goal>.``
+"""Every word the person sees from a stopped turn, and the Stop hook's output JSON (pure).
+With the mod, its plan in ``additionalContext`` carries the texts (the mod substitutes only
+``{output}``; Claude Code prefixes them with ``loop-killer:``). Only the mod's words reach
+what ``-p`` prints (2.1.250, 2.1.328, 2.1.332).
 """
 
 from __future__ import annotations
@@ -42,43 +18,16 @@ if TYPE_CHECKING:
     from ..state.inbox import Source
 
 __all__ = [
-    "HANDS_MOD",
-    "HANDS_NONE",
-    "HANDS_SCREEN",
-    "HANDS_TMUX",
-    "MARK",
-    "MOD_MIN_VERSION",
-    "MOD_PROTOCOL",
-    "MOD_WAIT",
-    "OUTCOMES",
-    "OUTCOME_CLEARED",
-    "OUTCOME_FAILED",
-    "OUTCOME_NOT_POSSIBLE",
-    "OUTCOME_NO_GOAL",
-    "OUTCOME_QUEUED",
-    "OUTCOME_SENT",
-    "OUTPUT_MAX",
-    "Firing",
-    "Hands",
-    "Outcome",
-    "failure_message",
-    "hook_output",
-    "mod_plan",
-    "notice",
-    "osc9",
-    "parse_version",
-    "rule_head",
-    "rule_label",
-    "rule_phrase",
-    "stop_reason",
-    "toast",
+    "HANDS_MOD", "HANDS_NONE", "HANDS_SCREEN", "HANDS_TMUX", "MARK", "MOD_MIN_VERSION",
+    "MOD_PROTOCOL", "MOD_RESULTS", "MOD_WAIT", "OUTCOMES", "OUTCOME_CLEARED", "OUTCOME_FAILED",
+    "OUTCOME_NOT_POSSIBLE", "OUTCOME_NO_GOAL", "OUTCOME_QUEUED", "OUTCOME_SENT", "OUTPUT_MAX",
+    "Firing", "Hands", "Outcome", "hook_output", "mod_plan", "notice", "osc9",
+    "parse_version", "rule_head", "rule_phrase", "stop_reason", "toast",
 ]
 
-MARK = "loop-killer: "
-"""Starts every ``stopReason`` and the mod's entry in ``additionalContext``."""
+MARK = "loop-killer: "  # starts every stopReason and the mod's entry in additionalContext
 
-MOD_PROTOCOL = 1
-"""The version of ``loop_killer_mod`` in the hook input and of the plan (``v``)."""
+MOD_PROTOCOL = 1  # the version of loop_killer_mod in the hook input and of the plan
 
 Outcome = Literal["cleared", "sent_unconfirmed", "not_possible", "stopped_no_goal",
                   "clear_queued", "clear_failed"]
@@ -94,16 +43,19 @@ OUTCOMES: Final[tuple[Outcome, ...]] = (OUTCOME_CLEARED, OUTCOME_SENT, OUTCOME_N
                                         OUTCOME_NO_GOAL, OUTCOME_QUEUED, OUTCOME_FAILED)
 
 Hands = Literal["mod", "tmux", "screen", "none"]
-"""Who runs ``/goal clear``: the plugin's mod, typing into a tmux or screen pane, nobody
-(the journal's "hands" field)."""
+"""Who runs ``/goal clear`` (the journal's "hands" field)."""
 
 HANDS_MOD: Final = "mod"
 HANDS_TMUX: Final = "tmux"
 HANDS_SCREEN: Final = "screen"
 HANDS_NONE: Final = "none"
 
-MOD_MIN_VERSION = (2, 1, 287)
-"""The first Claude Code that loads the plugin's mod (the hands that run /goal clear)."""
+MOD_RESULTS: Final[dict[str, Outcome]] = {
+    "cleared": OUTCOME_CLEARED, "no_goal": OUTCOME_NO_GOAL, "failed": OUTCOME_FAILED,
+    "unknown": OUTCOME_SENT}
+"""The outcome of each status the mod reports for ``/goal clear``."""
+
+MOD_MIN_VERSION = (2, 1, 287)  # the first Claude Code that loads the plugin's mod
 
 
 def parse_version(text: str) -> tuple[int, int, int] | None:
@@ -129,49 +81,29 @@ class Firing:
     detail: str = ""  # what more the person is told of it (a call that waited: how long)
 
 
-def rule_label(firing: Firing) -> str:
-    """``SAME_REPLY_TURNS: 3 similar replies to re-prompts`` (the ``stopReason``'s form)."""
-    return f"{printable(firing.rule, 64)}: {_phrase(firing)}"
-
-
 def rule_head(firing: Firing) -> str:
     """``SAME_REPLY_TURNS (3 similar replies to re-prompts)``: how the notice names the rule."""
-    if _budget_words(firing):
-        return f"{printable(firing.rule, 64)} ({_phrase(firing)})"
-    detail = f"; {printable(firing.detail, 160)}" if firing.detail else ""
-    return f"{printable(firing.rule, 64)} ({rule_phrase(firing.rule, firing.count)}{detail})"
-
-
-def _budget_words(firing: Firing) -> bool:
-    # A budget's words name the limit and what was used: ``$25.13 spent in this goal,
-    # limit $25.00`` (``engine.budget.describe``); they are the whole phrase.
-    return firing.rule == RULE_BUDGET and bool(firing.detail)
+    more = firing.detail and firing.rule != RULE_BUDGET
+    detail = f"; {printable(firing.detail, 160)}" if more else ""
+    return f"{printable(firing.rule, 64)} ({_phrase(firing)}{detail})"
 
 
 def _phrase(firing: Firing) -> str:
-    if _budget_words(firing):
+    if firing.rule == RULE_BUDGET and firing.detail:  # (``engine.budget.describe``'s words)
         return printable(firing.detail, 160)
     return rule_phrase(firing.rule, firing.count)
 
 
 def stop_reason(firing: Firing) -> str:
-    """The ``stopReason``: the fixed marker, then the rule."""
-    return f"{MARK}{rule_label(firing)}; turn stopped"
-
-
-def _stopped(firing: Firing) -> str:
-    return "stopped this turn as asked" if firing.rule == RULE_MANUAL else "loop stopped"
+    """``loop-killer: SAME_REPLY_TURNS: 3 similar replies to re-prompts; turn stopped``."""
+    return f"{MARK}{printable(firing.rule, 64)}: {_phrase(firing)}; turn stopped"
 
 
 def notice(firing: Firing, outcome: Outcome, *, why: str = "", prefix: bool = True,
            wait: float = 0.0) -> str:
-    """The one-line notice: the rule that fired, then what became of the goal.
-
-    ``why``: for ``not_possible``, what kept ``/goal clear`` from running; for
-    ``clear_failed``, what ``/goal clear`` printed; for ``sent_unconfirmed``, why it is not
-    known. ``wait``: for ``sent_unconfirmed``, how long (seconds) the proof was waited for.
-    """
-    head = f"{rule_head(firing)}: {_stopped(firing)}"
+    """The one-line notice: the rule that fired, then what became of the goal."""
+    stopped = "stopped this turn as asked" if firing.rule == RULE_MANUAL else "loop stopped"
+    head = f"{rule_head(firing)}: {stopped}"
     detail = printable(why, 160)
     if outcome == OUTCOME_CLEARED:
         text = f"{head}, goal cleared."
@@ -211,11 +143,9 @@ def osc9(text: str) -> str:
     return f"\x1b]9;{printable(text, 200)}\x07"
 
 
-MOD_WAIT = 3.0
-"""Longest wait (seconds) of the mod for the proof of what ``/goal clear`` did."""
+MOD_WAIT = 3.0  # longest wait (s) of the mod for the proof of what /goal clear did
 
-OUTPUT_MAX = 160
-"""At most this many characters of what ``/goal clear`` printed go into a notice."""
+OUTPUT_MAX = 160  # characters of what /goal clear printed that go into a notice
 
 
 def mod_plan(
@@ -227,14 +157,8 @@ def mod_plan(
     outcome_path: str,
     transcript_path: str = "",
 ) -> dict[str, Any]:
-    """The instructions for the mod: whether to run ``/goal clear``, and the one line (and
-    toast) to show for each result of it, once that result is known (``{output}``: what
-    the command printed, on one line). Nothing is shown before: no promise, only results.
-    Without a goal to clear the result is known now: ``notice`` and ``toast`` say it at
-    the end of the turn."""
+    """The mod's instructions: whether to run ``/goal clear``, and what to show after."""
     known: Outcome = OUTCOME_NO_GOAL
-    results: dict[str, Outcome] = {"cleared": OUTCOME_CLEARED, "no_goal": OUTCOME_NO_GOAL,
-                                   "failed": OUTCOME_FAILED, "unknown": OUTCOME_SENT}
     return {
         "v": MOD_PROTOCOL,
         "id": plan_id,
@@ -245,20 +169,18 @@ def mod_plan(
         "stop_reason": stop_reason(firing),
         "clear_goal": clear_goal,
         "notice": "" if clear_goal else notice(firing, known, prefix=False),
-        "toast": "" if clear_goal else _unprefixed(toast(firing, known)),
-        # Markers of each result, looked for (in this order) in what /goal clear printed
-        # and in the transcript rows written after the stop: its own text, or the
-        # goal_status met:true sentinel line (compact JSON, as Claude Code writes it).
+        "toast": "" if clear_goal else toast(firing, known).removeprefix(MARK),
+        # Looked for in what /goal clear printed and in the transcript rows after the stop.
         "match": {"cleared": [GOAL_CLEARED_PREFIX, PROOF_MARKER], "no_goal": [NO_GOAL_PREFIX]},
         "wait_ms": int(MOD_WAIT * 1000),
         "output_max": OUTPUT_MAX,
         "outcome": {status: notice(firing, outcome, why="{output}", prefix=False,
                                    wait=MOD_WAIT)
-                    for status, outcome in results.items()},
+                    for status, outcome in MOD_RESULTS.items()},
         "outcome_bare": {status: notice(firing, outcome, prefix=False, wait=MOD_WAIT)
-                         for status, outcome in results.items()},  # when it printed nothing
-        "outcome_toast": {status: _unprefixed(toast(firing, outcome))
-                          for status, outcome in results.items()},
+                         for status, outcome in MOD_RESULTS.items()},  # when it printed nothing
+        "outcome_toast": {status: toast(firing, outcome).removeprefix(MARK)
+                          for status, outcome in MOD_RESULTS.items()},
         "outcome_path": outcome_path,
     }
 
@@ -270,10 +192,7 @@ def hook_output(
     why: str = "",
     plan: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The Stop hook's JSON: end the turn, and say so (through the mod when ``plan``).
-
-    Never ``decision: block``: that would re-prompt the model.
-    """
+    """The Stop hook's JSON: end the turn (never ``decision: block``: it re-prompts)."""
     output: dict[str, Any] = {"continue": False, "stopReason": stop_reason(firing)}
     if plan is not None:
         output["hookSpecificOutput"] = {
@@ -285,12 +204,3 @@ def hook_output(
         output["systemMessage"] = notice(firing, outcome, why=why)
         output["terminalSequence"] = osc9(toast(firing, outcome))
     return output
-
-
-def failure_message(what: str) -> dict[str, Any]:
-    """Output for a hook that could not do its job: a short note, nothing blocked."""
-    return {"systemMessage": f"{MARK}{printable(what, 300)} (nothing was blocked)"}
-
-
-def _unprefixed(text: str) -> str:
-    return text.removeprefix(MARK)

@@ -1,17 +1,12 @@
 """Reading Claude Code's screen (pure): the prompt box, a GNU screen hardcopy, and the
-proof that ``/goal clear`` ran.
-
-Used by the typing hands (``terminal``) to type only into an empty prompt box, and by
-both hands and the mod's outcome records to recognise the ``goal_status`` met:true
-sentinel line in transcript bytes.
+proof that ``/goal clear`` ran (the ``goal_status`` met:true sentinel line).
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["COMMAND", "find_proof", "hardcopy_text", "read_prompt_input", "said_of_goal",
-           "visible_screen"]
+__all__ = ["COMMAND", "find_proof", "hardcopy_text", "read_prompt_input", "said_of_goal"]
 
 COMMAND = "/goal clear"
 
@@ -22,14 +17,9 @@ _PROMPT_CHARS = ("❯", ">", "›")
 _BORDERS = "│┃|"
 _BLANKS = " \u00a0\t"
 
-def read_prompt_input(screen: str) -> str | None:
-    """The text in Claude Code's prompt box on ``screen``; "" when empty, None when no box.
 
-    The box is a horizontal rule, a line starting with the prompt sign (``❯`` or ``>``),
-    perhaps more lines of the same input, and another rule (older builds draw side borders
-    too). ``screen`` may hold SGR colour codes (``capture-pane -e``): dim text is a
-    placeholder or a suggestion, not the person's input, and is left out.
-    """
+def read_prompt_input(screen: str) -> str | None:
+    """The text in Claude Code's prompt box (dim text left out); "" when empty, None: no box."""
     lines = [_visible(line) for line in screen.splitlines()]
     for index in range(len(lines) - 1, 0, -1):
         line = _unbordered(lines[index])
@@ -78,14 +68,7 @@ def _is_rule(line: str) -> bool:
 
 
 def hardcopy_text(data: bytes) -> str:
-    """The text of a GNU screen ``hardcopy`` file.
-
-    screen 4 writes only the low byte of each character cell: ``─`` (U+2500) comes out as
-    NUL, ``❯`` (U+276F) as ``o`` and the no-break space after it as byte 0xA0. Such a file is
-    mapped back for the box's rules and prompt sign; any text typed in the box keeps
-    visible bytes (ASCII as is, other characters as some byte), so a draft still reads as
-    not empty.
-    """
+    """The text of a GNU screen ``hardcopy`` (screen 4 keeps each cell's low byte)."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
@@ -102,8 +85,7 @@ def hardcopy_text(data: bytes) -> str:
 
 
 def find_proof(data: bytes) -> str | None:
-    """The condition of a ``goal_status`` met:true sentinel line in ``data`` (whole lines
-    only), or None: the proof that ``/goal clear`` ran."""
+    """The condition of a ``goal_status`` met:true line in ``data``, if any."""
     if b"goal_status" not in data:
         return None
     from ..engine.transcript import GoalStatus, parse_line
@@ -118,12 +100,6 @@ def find_proof(data: bytes) -> str | None:
 
 
 def said_of_goal(screen: str) -> tuple[int, int]:
-    """How many times ``screen`` says a goal was cleared, and that no goal was set (what
-    ``/goal clear`` answers): only a count that grows after typing is about our command."""
-    return screen.count("Goal cleared"), screen.count("No goal set")
-
-
-
-def visible_screen(screen: str) -> str:
-    """The screen's text without escape codes, line by line."""
-    return "\n".join(_visible(line) for line in screen.splitlines())
+    """How many times ``screen`` shows a goal cleared, and no goal set (dim text left out)."""
+    visible = "\n".join(_visible(line) for line in screen.splitlines())
+    return visible.count("Goal cleared"), visible.count("No goal set")

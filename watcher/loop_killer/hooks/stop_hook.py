@@ -1,29 +1,6 @@
-"""The Stop hook: take a request, or judge this reply; stop the turn if needed.
-
-Run at the end of every main-session turn that the launcher could not settle from stdin
-and one ``lstat`` (``plugin/hooks/launch.py``). In order:
-
-1. ``parse_input``: only a main-session ``Stop`` with a usable session id is acted on
-   (a session started with ``--agent NAME`` is a main session: ``subagent_id``).
-2. A fresh clear request for the session (the watcher's, for what only it sees, or
-   ``loop-killer clear``) is taken, exactly once, and acted on, unless a Stop hook already
-   stopped the turn for the answer it names (``state.records``).
-3. A reply that answers the person's prompt (``stop_hook_active`` false) can never fire:
-   the turn's re-prompt answers start after it (``turn.turn_over``).
-4. Otherwise reply N is judged from the hook's own input and the session's record
-   (``turn.judge``): its words are ``last_assistant_message``, its work what the tool-call
-   hooks recorded since the last Stop; then the turn's budget.
-5. ``fire`` stops the turn: it writes the detection log's lines, picks the hands (the mod,
-   typing into the pane, or nobody) and returns the hook's output JSON
-   (``notice.hook_output``). The tool-call hooks' last step (``tools.stop``) stops a turn
-   the same way.
-
-With ``LOOP_KILLER_DEBUG=1`` in Claude Code's environment, each judgement and each request
-taken is also written to ``hook-debug.log`` in the state folder (one JSON line each).
-
-Whatever happens, the hook never prints ``decision: block`` (which would re-prompt the
-model): at worst it blocks nothing and says so in a short ``systemMessage``. It never
-writes to the transcript.
+"""The Stop hook: take a clear request (unless void: ``state.records``), or judge a
+re-prompt's reply (``turn.judge``) and the turn's budget; ``stopping.fire`` stops the turn.
+With ``LOOP_KILLER_DEBUG=1``, judgements and requests go to ``hook-debug.log``.
 """
 from __future__ import annotations
 
@@ -37,49 +14,28 @@ from ..engine.budget import LIMIT_MINUTES, LIMIT_REPROMPTS, crossed
 from ..engine.rules import RULE_BUDGET, text_digest
 from ..state import records
 from ..state.config import Settings, load_settings
-from ..state.files import (
-    is_plain_id,
-    request_waiting,
-    state_dir,
-)
-from . import notice, parse_json, subagent_id
+from ..state.files import is_plain_id, request_waiting, state_dir
+from . import notice, parse_json, subagent_id, text_of
 from .stopping import Fired, HookInput, fire
-from .turn import judge, last_goal_status, last_prompt_time, turn_over
+from .turn import goal_set, judge, prompt_time, turn_over
 
 if TYPE_CHECKING:
     from ..engine.budget import TurnUse
-    from ..engine.judge import Detection
-    from ..state.journal import OutcomeRecord
 
-# The hands' own modules (``mod_outcomes`` for the mod's plan, ``terminal`` for typing
-# into a pane), requests (``state.inbox``) and the detection log are imported only when
-# this turn needs them: most re-prompted turns only judge.
+# What only a stop needs (the hands, requests, the detection log) is imported lazily.
 
-__all__ = [
-    "Fired",
-    "HookInput",
-    "fire",
-    "parse_input",
-    "run",
-    "run_input",
-    "state_dir",
-]
+__all__ = ["Fired", "HookInput", "fire", "parse_input", "run", "run_input", "state_dir"]
 
 
 def run(raw: bytes, *, env: dict[str, str], spawn_time: float | None = None
         ) -> dict[str, Any] | None:
-    """The whole decision for one Stop; returns the hook's output JSON, or None for none.
-
-    ``spawn_time``: when this hook's process started (seconds since the epoch; ``entry``
-    reads it from ``/proc``); None when unknown.
-    """
+    """The whole decision for one Stop: the hook's output JSON, or None for none."""
     return run_input(parse_json(raw), env=env, spawn_time=spawn_time)
 
 
 def run_input(data: Any, *, env: dict[str, str], spawn_time: float | None = None,
               settings: Settings | None = None) -> dict[str, Any] | None:
-    """``run`` for hook input already parsed (``entry`` parses it once for every event,
-    and loads the settings: loaded here when None)."""
+    """``run`` for hook input already parsed (settings loaded here when None)."""
     hook_input = parse_input(data)
     if hook_input is None:
         return None
@@ -108,7 +64,11 @@ def run_input(data: Any, *, env: dict[str, str], spawn_time: float | None = None
     if judged.twin:
         return None  # another hook for this very reply judged (and stops) it
     if judged.detection is not None:
-        return _stop_loop(judged.detection, state, hook_input, env)
+        detection = judged.detection
+        firing = notice.Firing(detection.rule, detection.count, detection.run_length, "hook")
+        return fire(Fired(firing, detection.answer_uuid,
+                          text_digest(hook_input.last_assistant_message or ""), True),
+                    hook_input=hook_input, state=state, env=env)
     return _over_budget(judged.use, state, hook_input, env, settings)
 
 
@@ -118,14 +78,10 @@ def _take_request(state: Path, hook_input: HookInput, env: dict[str, str]
     session_id = hook_input.session_id
     if not request_waiting(state, session_id):
         return None
-    try:
-        last_prompt_at = last_prompt_time(hook_input.transcript_path)
-    except OSError:
-        last_prompt_at = None
     from ..state.inbox import claim_request
 
     request = claim_request(state, session_id, transcript_path=hook_input.transcript_path,
-                            last_prompt_at=last_prompt_at)
+                            last_prompt_at=prompt_time(hook_input.transcript_path))
     if request is None:
         return None
     key = records.record_key(request.prompt_uuid, request.answer_uuid)
@@ -136,46 +92,25 @@ def _take_request(state: Path, hook_input: HookInput, env: dict[str, str]
         return None  # a Stop hook already stopped the turn for that answer: void
     firing = notice.Firing(request.rule, request.count, request.run_length, request.source,
                            request.detail)
-    return _fire(firing, request.answer_uuid, request.answer_digest, False,
-                 hook_input=hook_input, state=state, env=env)
-
-
-def _stop_loop(detection: Detection, state: Path, hook_input: HookInput,
-               env: dict[str, str]) -> dict[str, Any]:
-    """A re-prompt rule fired on reply N: log it and stop the turn."""
-    firing = notice.Firing(detection.rule, detection.count, detection.run_length, "hook")
-    message = hook_input.last_assistant_message or ""
-    return _fire(firing, detection.answer_uuid, text_digest(message), True,
-                 hook_input=hook_input, state=state, env=env)
+    return fire(Fired(firing, request.answer_uuid, request.answer_digest, False),
+                hook_input=hook_input, state=state, env=env)
 
 
 def _over_budget(turn: TurnUse, state: Path, hook_input: HookInput,
                  env: dict[str, str], settings: Settings) -> dict[str, Any] | None:
-    """End the turn when it has reached its re-prompt or time limit (``engine.budget``;
-    the words say "goal" when a goal is set)."""
+    """End the turn when it has reached its re-prompt or time limit (``engine.budget``)."""
     limits = (LIMIT_REPROMPTS, LIMIT_MINUTES)
     if crossed(settings.budget, turn, time.time(), limits) is None:
         return None
-    try:
-        goal = last_goal_status(hook_input.transcript_path)
-    except OSError:
-        goal = None
-    crossing = crossed(settings.budget, turn.replace(goal=goal is not None and not goal.met),
-                       time.time(), limits)
+    goal = goal_set(hook_input.transcript_path) is True
+    crossing = crossed(settings.budget, turn.replace(goal=goal), time.time(), limits)
     if crossing is None:
         return None
     key = "budget-" + text_digest(f"{hook_input.prompt_id}:{turn.started_at}:{turn.reprompts}")
     if not records.first_to_act(state, hook_input.session_id, key):
         return None  # (the watcher's spend request for this turn came first)
     firing = notice.Firing(RULE_BUDGET, crossing.count, 0, "hook", crossing.words)
-    message = hook_input.last_assistant_message or ""
-    return _fire(firing, key, text_digest(message), True, hook_input=hook_input,
-                 state=state, env=env)
-
-
-def _fire(firing: notice.Firing, answer_uuid: str, answer_digest: str, log_detection: bool,
-          *, hook_input: HookInput, state: Path, env: dict[str, str]) -> dict[str, Any]:
-    return fire(Fired(firing, answer_uuid, answer_digest, log_detection),
+    return fire(Fired(firing, key, text_digest(hook_input.last_assistant_message or ""), True),
                 hook_input=hook_input, state=state, env=env)
 
 
@@ -187,8 +122,8 @@ def parse_input(raw: Any) -> HookInput | None:
         return None  # a subagent's stop, whatever the event is called in this version
     session_id = raw.get("session_id")
     transcript = raw.get("transcript_path")
-    if not is_plain_id(session_id) or not isinstance(session_id, str) or not isinstance(
-            transcript, str):
+    if not (is_plain_id(session_id) and isinstance(session_id, str)
+            and isinstance(transcript, str)):
         return None
     message = raw.get("last_assistant_message")
     mod = raw.get("loop_killer_mod")
@@ -199,8 +134,8 @@ def parse_input(raw: Any) -> HookInput | None:
         stop_hook_active=raw.get("stop_hook_active") is True,
         last_assistant_message=message if isinstance(message, str) else None,
         mod_version=version if isinstance(version, int) and not isinstance(version, bool) else None,
-        prompt_id=_text(raw.get("prompt_id"))[:200],
-        cwd=_text(raw.get("cwd")),
+        prompt_id=text_of(raw.get("prompt_id"))[:200],
+        cwd=text_of(raw.get("cwd")),
     )
 
 
@@ -212,16 +147,11 @@ def _sweep_outcomes(state: Path) -> None:
                 return
     except OSError:
         return
+    from ..state import journal
     from .mod_outcomes import sweep_mod_outcomes
 
     with contextlib.suppress(OSError):
-        sweep_mod_outcomes(str(state), lambda record: _append(state, record))
-
-
-def _append(state: Path, record: OutcomeRecord) -> None:
-    from ..state import journal
-
-    journal.append(state, record)
+        sweep_mod_outcomes(str(state), lambda record: journal.append(state, record))
 
 
 def _debug(state: Path, env: dict[str, str], what: str, **fields: object) -> None:
@@ -237,7 +167,3 @@ def _debug(state: Path, env: dict[str, str], what: str, **fields: object) -> Non
     with contextlib.suppress(OSError):
         ensure_private_dir(state)
         append_line(state / "hook-debug.log", line.encode() + b"\n")
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else ""

@@ -1,13 +1,6 @@
-"""The one way a turn is stopped, by any hook: the detection log's lines, the hands that
-clear a goal (the mod's plan, typing into the pane, or nobody) and the hook's output.
-
-The Stop hook stops a re-prompt loop's turn (``fire``); the tool-call hooks' last step, a
-refused call retried ``tool_repeat_stop`` times, stops it from ``PreToolUse``
-(``stop_turn``). Measured on Claude Code 2.1.332: a PreToolUse answer with ``continue:
-false`` ends the turn at once (no further request, no Stop hooks, the /goal evaluator does
-not run); the mod's ``classic.PreToolUse`` gets the hook's ``additionalContext`` back (the
-plan), and its ``turn.complete`` runs after the stop. Typing ``/goal clear`` is verified from
-a Stop hook only, so from a tool call only the mod clears a goal.
+"""The one way any hook stops a turn: the detection log's lines, the hands that clear a
+goal (the mod's plan, typing into the pane, or nobody) and the hook's output. From a tool
+call (``stop_turn``: ``continue: false`` ends the turn at once, 2.1.332) only the mod clears.
 """
 from __future__ import annotations
 
@@ -21,11 +14,12 @@ from typing import Any
 
 from ..engine.rules import RULE_BUDGET, RULE_REFUSED_RETRIES
 from ..state.files import file_size
-from . import notice
-from .turn import last_goal_status
+from . import notice, text_of
+from .turn import goal_set
 
 __all__ = ["Fired", "HookInput", "choose_hands", "fire", "mod_loads",
            "outcome_without_typing", "stop_turn"]
+
 
 @dataclass(frozen=True, slots=True)
 class HookInput:
@@ -58,30 +52,20 @@ class Fired:
 def fire(what: Fired, *, hook_input: HookInput, state: Path, env: dict[str, str]
          ) -> dict[str, Any]:
     """Log, act (the mod's plan, typing, or nothing) and return the hook's output."""
-    firing = what.firing
-    transcript = hook_input.transcript_path
-    common = {
-        "session_id": hook_input.session_id,
-        "answer_uuid": what.answer_uuid,
-        "rule": firing.rule,
-        "project": os.path.basename(os.path.dirname(transcript)),
-        "transcript_path": transcript,
-    }
+    firing, transcript = what.firing, hook_input.transcript_path
+    common: dict[str, Any] = {  # the fields every record of this stop names
+        "session_id": hook_input.session_id, "answer_uuid": what.answer_uuid,
+        "rule": firing.rule, "project": os.path.basename(os.path.dirname(transcript)),
+        "transcript_path": transcript}
     from ..state import journal
 
     if what.log_detection:
         journal.append(state, journal.LoopRecord(
-            session_id=common["session_id"], answer_uuid=common["answer_uuid"],
-            rule=common["rule"], project=common["project"], transcript_path=transcript,
-            answer_digest=what.answer_digest,
-            prompt_uuid=hook_input.prompt_id,
-            count=firing.count,
-            run_length=firing.run_length,
+            **common, answer_digest=what.answer_digest, prompt_uuid=hook_input.prompt_id,
+            count=firing.count, run_length=firing.run_length,
             located_by="anchor" if firing.rule != RULE_BUDGET else None,
-            snippet=(hook_input.last_assistant_message or "")[:200],
-            source="hook",
-        ))
-    goal_set = _goal_set(transcript)
+            snippet=(hook_input.last_assistant_message or "")[:200], source="hook"))
+    goal = goal_set(transcript)
     hands = choose_hands(mod_active=hook_input.mod_active, env=env)
     plan = None
     why = evidence = ""
@@ -89,7 +73,7 @@ def fire(what: Fired, *, hook_input: HookInput, state: Path, env: dict[str, str]
     outcome: notice.Outcome
     if hands == notice.HANDS_MOD:
         acted = hands
-        clear_goal = goal_set is not False  # "No goal set" is harmless; a missed goal is not
+        clear_goal = goal is not False  # "No goal set" is harmless; a missed goal is not
         key = f"{hook_input.session_id}.{time.time_ns():x}"
         outcome_path = ""
         if clear_goal:  # without a goal the mod runs nothing and reports nothing
@@ -104,35 +88,20 @@ def fire(what: Fired, *, hook_input: HookInput, state: Path, env: dict[str, str]
                                clear_goal=clear_goal, outcome_path=outcome_path,
                                transcript_path=transcript)
         outcome = notice.OUTCOME_QUEUED if clear_goal else notice.OUTCOME_NO_GOAL
-    elif goal_set and hands in (notice.HANDS_TMUX, notice.HANDS_SCREEN):
+    elif goal and hands in (notice.HANDS_TMUX, notice.HANDS_SCREEN):
         acted = hands
         from .terminal import type_goal_clear
 
         typed = type_goal_clear(hands, env=env, transcript_path=transcript)
         outcome, why, evidence = typed.outcome, typed.why, typed.evidence
     else:
-        outcome, why = outcome_without_typing(goal_set=bool(goal_set), hands=hands)
+        outcome, why = outcome_without_typing(goal_set=bool(goal), hands=hands)
     journal.append(state, journal.OutcomeRecord(
-        session_id=common["session_id"], answer_uuid=common["answer_uuid"],
-        rule=common["rule"], project=common["project"], transcript_path=transcript,
-        outcome=outcome,
-        hands=acted,
-        detail=notice.notice(firing, outcome, why=why),
-        evidence=evidence,
-        source="hook",
+        **common, outcome=outcome, hands=acted, detail=notice.notice(firing, outcome, why=why),
+        evidence=evidence, source="hook",
         # The ladder's stop has no detection line of its own: how many attempts were refused.
-        count=firing.count if firing.rule == RULE_REFUSED_RETRIES else None,
-    ))
+        count=firing.count if firing.rule == RULE_REFUSED_RETRIES else None))
     return notice.hook_output(firing, outcome, why=why, plan=plan)
-
-
-def _goal_set(transcript: str) -> bool | None:
-    """Whether a goal is set (neither met nor cleared); None when it cannot be told."""
-    try:
-        goal = last_goal_status(transcript)
-    except OSError:
-        return None
-    return goal is not None and not goal.met
 
 
 def choose_hands(*, mod_active: bool, env: Mapping[str, str]) -> notice.Hands:
@@ -164,10 +133,7 @@ _TAIL = 64 * 1024
 def stop_turn(data: dict[str, Any], *, state: str, label: str, refused: int,
               output: dict[str, Any], env: dict[str, str], detail: str = ""
               ) -> dict[str, Any]:
-    """The PreToolUse output that refuses this attempt (``output``) and ends the turn
-    (``env``: the hook's environment; ``detail``: what more the notice says)."""
-    from ..engine.rules import RULE_REFUSED_RETRIES
-
+    """The PreToolUse output that refuses this attempt (``output``) and ends the turn."""
     transcript = data.get("transcript_path")
     transcript = transcript if isinstance(transcript, str) else ""
     hook_input = HookInput(
@@ -178,7 +144,7 @@ def stop_turn(data: dict[str, Any], *, state: str, label: str, refused: int,
     # No typing hands: only the environment's multiplexer variables are left out.
     hands_off = {key: value for key, value in env.items()
                  if key not in ("TMUX_PANE", "STY", "WINDOW")}
-    stopped = fire(Fired(firing, _text(data.get("tool_use_id")), "", False),
+    stopped = fire(Fired(firing, text_of(data.get("tool_use_id")), "", False),
                    hook_input=hook_input, state=Path(state), env=hands_off)
     specific = dict(output.get("hookSpecificOutput") or {})
     plan = stopped.pop("hookSpecificOutput", None)
@@ -191,8 +157,7 @@ def stop_turn(data: dict[str, Any], *, state: str, label: str, refused: int,
 
 
 def mod_loads(transcript: str) -> bool:
-    """Whether the session's Claude Code loads the mod, by the version its transcript's
-    last lines name (a PreToolUse input, unlike a Stop's, carries no word from the mod)."""
+    """Whether the session's Claude Code loads the mod, by its transcript's version."""
     from ..state.files import open_transcript
     from .notice import MOD_MIN_VERSION, parse_version
 
@@ -214,7 +179,3 @@ def mod_loads(transcript: str) -> bool:
     end = data.find(b'"', found + len(_VERSION_KEY))
     version = parse_version(data[found + len(_VERSION_KEY):end].decode("utf-8", "replace"))
     return version is not None and version >= MOD_MIN_VERSION
-
-
-def _text(value: object) -> str:
-    return value if isinstance(value, str) else ""

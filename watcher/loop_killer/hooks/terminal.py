@@ -1,16 +1,5 @@
-"""The hands without the mod: type ``/goal clear`` into the session's own terminal pane.
-
-Used only where the mod is not active for this Stop (Claude Code before 2.1.287, or mods
-disabled) and the transcript shows a goal that is set. Inside tmux (``TMUX_PANE``) the
-hook reads the pane first (``capture-pane``) and types only when Claude Code's prompt box
-is on screen and empty: never into a prompt the person is writing. GNU screen is read
-with ``hardcopy`` the same way; when its screen cannot be read, nothing is typed. Enter is
-pressed only once the box holds exactly ``/goal clear``; if the person started typing in
-the meantime, what was typed is taken back out of their prompt (cursor to just after it,
-one backspace per character). After Enter, the hook waits briefly for the proof: the
-``goal_status`` met:true sentinel line appended to the transcript (only bytes written
-after typing are read), or ``Goal cleared:`` appearing on screen. That wait (``poll``,
-bounded) is the only one in any hook.
+"""The hands without the mod: type ``/goal clear`` into the session's tmux or screen pane
+when the prompt box is empty, press Enter once it holds exactly that, and await the proof.
 """
 
 from __future__ import annotations
@@ -39,20 +28,18 @@ from .screen import (
     hardcopy_text,
     read_prompt_input,
     said_of_goal,
-    visible_screen,
 )
 
 __all__ = ["CONFIRM_TIMEOUT", "Runner", "TypingResult", "command_runner", "poll", "type_goal_clear"]
 
-CONFIRM_TIMEOUT = 1.5
-"""Longest wait (seconds) for the proof that the typed ``/goal clear`` ran."""
+CONFIRM_TIMEOUT = 1.5  # longest wait (s) for the proof that the typed /goal clear ran
 
-ECHO_TIMEOUT = 0.5
-"""Longest wait for the typed text to show in the prompt box before pressing Enter."""
+ECHO_TIMEOUT = 0.5  # longest wait (s) for the typed text to show before pressing Enter
 
 _TOOL_TIMEOUT = 2.0  # one tmux / screen call
 _POLL = 0.02
 _SCREEN_EVERY = 5  # look at the screen on every 5th poll (the transcript on each)
+
 
 @dataclass(frozen=True, slots=True)
 class TypingResult:
@@ -64,8 +51,6 @@ class TypingResult:
 
 
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
-
-
 T = TypeVar("T")
 
 
@@ -77,11 +62,7 @@ def poll(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> T | None:
-    """Call ``check`` until it returns something other than None, or ``timeout`` passes.
-
-    ``check`` runs at least once (also with a zero timeout) and once more at the deadline,
-    so a result that arrives during the last sleep is not missed.
-    """
+    """Call ``check`` until it returns something, or ``timeout`` passes (at least once)."""
     deadline = clock() + max(0.0, timeout)
     while True:
         result = check()
@@ -94,8 +75,7 @@ def poll(
 
 
 def command_runner(env: Mapping[str, str], *, timeout: float = 0.0) -> Runner:
-    """Run a command (tmux, screen, claude) with this environment (``TMUX`` names the
-    server), no stdin, output captured, within ``timeout`` seconds (default: a tool's)."""
+    """Run a command with this environment, no stdin, output captured, timed."""
     full = dict(env)
 
     def run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
@@ -106,30 +86,9 @@ def command_runner(env: Mapping[str, str], *, timeout: float = 0.0) -> Runner:
     return run
 
 
-class _Terminal:
-    """One terminal multiplexer's pane: read its screen, type into it."""
+class _Tmux:
+    """A tmux pane: read its screen, type into it."""
 
-    name = ""
-
-    def state_problem(self) -> str | None:  # pragma: no cover - overridden
-        return None
-
-    def screen(self) -> str | None:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    def type_text(self, text: str) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    def press_enter(self) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    def erase(self, count: int, after: int) -> None:  # pragma: no cover - overridden
-        """Delete ``count`` characters that end ``after`` characters before the end of the
-        input (cursor left ``after`` times, ``count`` backspaces, cursor back)."""
-        raise NotImplementedError
-
-
-class _Tmux(_Terminal):
     name = "tmux"
 
     def __init__(self, pane: str, run: Runner) -> None:
@@ -161,11 +120,14 @@ class _Tmux(_Terminal):
         self._tmux("send-keys", "-t", self.pane, "Enter")
 
     def erase(self, count: int, after: int) -> None:
+        """Delete ``count`` characters ending ``after`` characters before the input's end."""
         keys = ["Left"] * after + ["BSpace"] * count + ["Right"] * after
         self._tmux("send-keys", "-t", self.pane, *keys)
 
 
-class _Screen(_Terminal):
+class _Screen:
+    """A GNU screen window, as ``_Tmux``."""
+
     name = "screen"
 
     def __init__(self, session: str, window: str, run: Runner) -> None:
@@ -178,6 +140,9 @@ class _Screen(_Terminal):
         if done.returncode != 0:
             problem = (done.stderr or done.stdout or "").strip()
             raise RuntimeError(problem or f"screen exited {done.returncode}")
+
+    def state_problem(self) -> str | None:
+        return None
 
     def screen(self) -> str | None:
         folder = tempfile.mkdtemp(prefix="loop-killer-")
@@ -202,6 +167,9 @@ class _Screen(_Terminal):
         self._screen("stuff", "\x1b[D" * after + "\x7f" * count + "\x1b[C" * after)
 
 
+_Pane = _Tmux | _Screen
+
+
 def _read_small(path: str) -> bytes | None:
     """A hardcopy once screen has written it (never through a link, never blocking)."""
     try:
@@ -211,18 +179,11 @@ def _read_small(path: str) -> bytes | None:
     return data or None
 
 
-def type_goal_clear(
-    hands: Hands,
-    *,
-    env: Mapping[str, str],
-    transcript_path: str,
-    confirm_timeout: float = CONFIRM_TIMEOUT,
-    run: Runner | None = None,
-) -> TypingResult:
-    """Type ``/goal clear`` and Enter into this session's own pane, if that is safe, and
-    wait (at most ``confirm_timeout``) for the proof that it ran."""
-    run = run or command_runner(env)
-    terminal: _Terminal
+def type_goal_clear(hands: Hands, *, env: Mapping[str, str], transcript_path: str
+                    ) -> TypingResult:
+    """Type ``/goal clear`` into this session's own pane if safe; await the proof."""
+    run = command_runner(env)
+    terminal: _Pane
     if hands == "tmux" and env.get("TMUX_PANE"):
         terminal = _Tmux(env["TMUX_PANE"], run)
     elif hands == "screen" and env.get("STY") and env.get("WINDOW"):
@@ -230,7 +191,7 @@ def type_goal_clear(
     else:
         return TypingResult(OUTCOME_NOT_POSSIBLE, "not inside tmux or screen")
     try:
-        return _type_and_confirm(terminal, transcript_path, confirm_timeout)
+        return _type_and_confirm(terminal, transcript_path, CONFIRM_TIMEOUT)
     except FileNotFoundError:
         return TypingResult(OUTCOME_NOT_POSSIBLE, f"{terminal.name} is not installed here")
     except (OSError, RuntimeError, subprocess.SubprocessError) as error:
@@ -238,7 +199,7 @@ def type_goal_clear(
         return TypingResult(OUTCOME_NOT_POSSIBLE, f"{terminal.name} failed: {text[:120]}")
 
 
-def _type_and_confirm(terminal: _Terminal, transcript_path: str, timeout: float) -> TypingResult:
+def _type_and_confirm(terminal: _Pane, transcript_path: str, timeout: float) -> TypingResult:
     problem = terminal.state_problem()
     if problem:
         return TypingResult(OUTCOME_NOT_POSSIBLE, problem)
@@ -251,7 +212,7 @@ def _type_and_confirm(terminal: _Terminal, transcript_path: str, timeout: float)
     if typed:
         return TypingResult(OUTCOME_NOT_POSSIBLE, "you have text in the prompt; not typing into it")
     assert before is not None
-    said_before = said_of_goal(visible_screen(before))
+    said_before = said_of_goal(before)
     start = file_size(transcript_path)
     terminal.type_text(COMMAND)
     last: list[str | None] = [None]
@@ -274,9 +235,8 @@ def _type_and_confirm(terminal: _Terminal, transcript_path: str, timeout: float)
     return _confirm(terminal, transcript_path, start, said_before, timeout)
 
 
-def _shows(terminal: _Terminal, text: str, last: list[str | None]) -> bool | str | None:
-    """True when the box holds exactly ``text``; the box's text once it holds ``text``
-    among other text (the person typed too); None until then (``last``: what it held)."""
+def _shows(terminal: _Pane, text: str, last: list[str | None]) -> bool | str | None:
+    """True when the box holds exactly ``text``; its text once it holds more; else None."""
     screen = terminal.screen()
     current = read_prompt_input(screen) if screen is not None else None
     last[0] = current
@@ -287,14 +247,8 @@ def _shows(terminal: _Terminal, text: str, last: list[str | None]) -> bool | str
     return None
 
 
-def _take_back(terminal: _Terminal, seen: str | None) -> bool:
-    """Remove exactly the ``COMMAND`` we typed from the prompt box; False when that cannot
-    be done safely (then nothing is touched).
-
-    While the box shows nothing, or only the beginning of our command, our keys are the
-    last ones in the pane's input: backspaces remove them. Once the box shows our command
-    among the person's text, the cursor is moved to just after it first, then back.
-    """
+def _take_back(terminal: _Pane, seen: str | None) -> bool:
+    """Take the ``COMMAND`` we typed back out of the box; False when that is unsafe."""
     if not seen or COMMAND.startswith(seen):
         terminal.erase(len(COMMAND), 0)
         return True
@@ -306,7 +260,7 @@ def _take_back(terminal: _Terminal, seen: str | None) -> bool:
     return True
 
 
-def _confirm(terminal: _Terminal, transcript_path: str, start: int | None,
+def _confirm(terminal: _Pane, transcript_path: str, start: int | None,
              said_before: tuple[int, int], timeout: float) -> TypingResult:
     tick = 0
 
@@ -320,7 +274,7 @@ def _confirm(terminal: _Terminal, transcript_path: str, start: int | None,
         if tick % _SCREEN_EVERY == 0:
             screen = terminal.screen()
             if screen is not None:
-                cleared, no_goal = said_of_goal(visible_screen(screen))
+                cleared, no_goal = said_of_goal(screen)
                 if cleared > said_before[0]:
                     return TypingResult(OUTCOME_CLEARED, "Goal cleared (on screen)", "screen")
                 if no_goal > said_before[1]:  # (an older answer may still be on screen)

@@ -1,33 +1,8 @@
-"""The tool-call hooks' shell: count each result, warn, refuse, reset; one JSON out.
-
-``loop_killer.hooks.entry`` hands every ``PreToolUse``, ``PostToolUse``,
-``PostToolUseFailure`` and ``UserPromptSubmit`` input (parsed JSON) to ``run_input``
-and prints what it returns.
-
-* ``PostToolUse`` / ``PostToolUseFailure``: count the result (the engine's
-  ``ToolRepeatCounter``, kept in ``store``); on the TOOL_REPEAT_WARN-th identical result
-  tell the model to stop and the person what happened, and log a detection; at
-  TOOL_REPEAT_BLOCK and beyond tell the model the call is now refused.
-* ``PreToolUse``: refuse a call that reached TOOL_REPEAT_BLOCK, or an edit that would take
-  its file back once too often (EDIT_OSCILLATION), and log the refusal; the
-  TOOL_REPEAT_STOP-th refused attempt of one call (or one file's edits) in the person's
-  turn ends the turn (and gets the goal cleared, as a re-prompt loop's stop does): the
-  ladder's last step, for both shapes. In a subagent's scope it ends the subagent's run.
-* A call that waits for the world (``engine.waiting``) is timed by this hook's clock, not
-  counted: once its result stayed the same for the wait bound the model is told, and its
-  next attempt is refused; the words say what it waited on and how long.
-* ``UserPromptSubmit`` of the person's prompt, or the result of a question the person
-  answered (``ANSWERED_BY_PERSON``; one that failed with nobody to answer is counted as
-  any call): the person spoke; forget the session's counts. A
-  finished background task's notice, which Claude Code submits as a prompt itself,
-  starts the counts afresh only when it is news (``note_notice``).
-
-Subagents (input with ``agent_id``: ``hooks.subagent_id``) count in their own scope; a
-session started with ``--agent NAME`` (``agent_type`` alone) is the main session. The
-hooks fail open: bad input, an unreadable state or a failing disk all mean "nothing to
-say", so a call is never refused by mistake. A busy lock costs a count (a result not
-counted, a refused attempt not added towards the stop), never a refusal the counts on
-disk do not call for.
+"""The tool-call hooks: count each result, warn, refuse, reset; one JSON out. A result
+repeated TOOL_REPEAT_WARN times warns; from TOOL_REPEAT_BLOCK the call (or an edit going
+back too often) is refused; the TOOL_REPEAT_STOP-th refused attempt ends the turn (a
+subagent's: its run). The person's prompt forgets the counts. On any doubt (bad input, a
+busy lock, a failing disk) nothing is refused.
 """
 
 from __future__ import annotations
@@ -38,7 +13,7 @@ from ..engine.calls import ANSWERED_BY_PERSON, is_ignored, is_persons_prompt
 from ..engine.tool_repeat import RULE_TOOL_REPEAT, ToolRepeat, ToolRepeatCounter
 from ..state import session as store
 from ..state.config import Settings, load_settings
-from . import subagent_id
+from . import subagent_id, text_of
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a tool call does not import typing
 if TYPE_CHECKING:
@@ -46,16 +21,14 @@ if TYPE_CHECKING:
 
 __all__ = ["MAIN_SCOPE", "run_input"]
 
-MAIN_SCOPE = "main"
-"""The scope of the session's own calls (a subagent's scope is its ``agent_id``)."""
+MAIN_SCOPE = store.MAIN  # the session's own calls (a subagent's scope is its agent_id)
 
 _AFTER = ("PostToolUse", "PostToolUseFailure")
 
 
 def run_input(data: Any, *, env: dict[str, str], settings: Settings | None = None
               ) -> dict[str, Any] | None:
-    """The output for one tool-call hook input (already parsed), or None for none.
-    ``settings``: as ``state.config.load_settings`` gives them (loaded here when None)."""
+    """The output for one tool-call hook input (already parsed), or None for none."""
     if not isinstance(data, dict):
         return None
     event = data.get("hook_event_name")
@@ -102,8 +75,7 @@ def _tool_call(data: dict[str, Any], state: str, path: str, event: object,
 
 
 def _uncounted(data: dict[str, Any], state: str, path: str, event: object) -> None:
-    """A call not counted (the rule off, or a tool the person listed) is work to the Stop
-    hook when in doubt: its result is not known to repeat. (The person's prompt forgets it.)"""
+    """A call not counted is work to the Stop hook: its result is not known to repeat."""
     if event == "UserPromptSubmit" and is_persons_prompt(data.get("prompt")):
         _reset(state, path)
     elif event in _AFTER and subagent_id(data) is None:
@@ -111,9 +83,7 @@ def _uncounted(data: dict[str, Any], state: str, path: str, event: object) -> No
 
 
 def _prompted(data: dict[str, Any], state: str, path: str, settings: Settings) -> None:
-    """A prompt was submitted: the person's forgets the session's counts; a background
-    task's notice, which Claude Code submits itself, starts them afresh only when it is
-    news."""
+    """The person's prompt forgets the counts; a task's notice, only when it is news."""
     prompt = data.get("prompt")
     if is_persons_prompt(prompt):
         _reset(state, path)
@@ -123,16 +93,13 @@ def _prompted(data: dict[str, Any], state: str, path: str, settings: Settings) -
     from ..engine.tool_repeat import notice_result
 
     result = notice_result(prompt)
-    try:
-        with store.locked(state):
-            kept = store.load(path)
-            if kept is None:
-                return
-            counts = store.counter(kept, MAIN_SCOPE, settings)
-            counts.note_notice(result)
-            store.keep(path, kept, MAIN_SCOPE, counts, settings)
-    except store.Busy:
-        return
+    with store.locked(state):
+        kept = store.load(path)
+        if kept is None:
+            return
+        counts = store.counter(kept, MAIN_SCOPE, settings)
+        counts.note_notice(result)
+        store.keep(path, kept, MAIN_SCOPE, counts, settings)
 
 
 def _person_answered(data: dict[str, Any], event: str) -> bool:
@@ -158,8 +125,8 @@ def _before(data: dict[str, Any], state: str, path: str, name: str, scope: str,
     if kept is None:
         return None
     tool_input = data.get("tool_input")
-    cwd = _text(data.get("cwd"))
-    tool_use_id = _text(data.get("tool_use_id"))
+    cwd = text_of(data.get("cwd"))
+    tool_use_id = text_of(data.get("tool_use_id"))
     state_now = _file_state(name, tool_input, cwd)
     if store.counter(kept, scope, settings).refusal(name, tool_input, cwd=cwd,
                                                     file_state=state_now) is None:
@@ -200,8 +167,7 @@ def _before(data: dict[str, Any], state: str, path: str, name: str, scope: str,
     if not stops:
         return output
     if scope != MAIN_SCOPE:
-        # A subagent retrying a refused call: its own run ends (measured on 2.1.332: the
-        # session's turn goes on, with the subagent's result), its goal is not ours.
+        # A subagent's run ends; the session's turn goes on (2.1.332).
         _log_subagent_stop(state, data, refusal, refused)
         return words.subagent_stop(label, refused, output)
     from .stopping import stop_turn
@@ -225,42 +191,35 @@ def _after(data: dict[str, Any], state: str, path: str, event: str, name: str, s
     from ..engine.calls import call_key
     from ..engine.tool_repeat import result_digest
 
-    # Keyed before the lock, which every hook of every session waits for: a huge output
-    # costs its own hook the time, never another's.
-    call = call_key(name, tool_input, _text(data.get("cwd")))
+    # Keyed before the lock: a huge output costs its own hook the time, never another's.
+    call = call_key(name, tool_input, text_of(data.get("cwd")))
     result = result_digest(content, is_error=is_error)
     now = time.time()
     move = _move(data, name, tool_input) if not is_error else None
     tree: str | None = None
-    while True:
-        try:
-            with store.locked(state):
-                kept = store.load(path)
-                counts = store.counter(kept, scope, settings)
-                if tree is not None or not counts.would_repeat(
-                        call, name, result, failed=is_error, tool_input=tool_input):
-                    repeat = counts.record_call(call, name, content, is_error,
-                                                _text(data.get("tool_use_id")), result=result,
-                                                tool_input=tool_input, now=now, tree=tree,
-                                                move=move)
-                    if repeat.count == 0:
-                        return None
-                    created = kept is None
-                    # Something new, or a wait that went on until just now (the answers
-                    # after the result that reached the bound are idle): the reply did work.
-                    if scope == MAIN_SCOPE and (repeat.count == 1 or _bound_reached(
-                            repeat, settings)):
-                        kept = store.with_work(kept)
-                    store.keep(path, kept, scope, counts, settings)
-                    break
-        except store.Busy:
-            return None
-        # The result would repeat the call's last one: the working tree's fingerprint
-        # tells whether anything changed between ("" when it cannot be told), taken out of
-        # the lock (a walk or ``git status`` must never hold up another hook), then counted.
+    while True:  # (a busy lock: the OSError makes ``run_input`` say nothing)
+        with store.locked(state):
+            kept = store.load(path)
+            counts = store.counter(kept, scope, settings)
+            if tree is not None or not counts.would_repeat(
+                    call, name, result, failed=is_error, tool_input=tool_input):
+                repeat = counts.record_call(call, name, content, is_error,
+                                            text_of(data.get("tool_use_id")), result=result,
+                                            tool_input=tool_input, now=now, tree=tree, move=move)
+                if repeat.count == 0:
+                    return None
+                created = kept is None
+                # Something new, or a wait that went on until just now (the answers after
+                # the result that reached the bound are idle): the reply did work.
+                if scope == MAIN_SCOPE and (repeat.count == 1
+                                            or _bound_reached(repeat, settings)):
+                    kept = store.with_work(kept)
+                store.keep(path, kept, scope, counts, settings)
+                break
+        # A repeat unless the working tree changed: fingerprinted outside the lock.
         from .worktree import fingerprint
 
-        tree = fingerprint(_text(data.get("cwd"))) or ""
+        tree = fingerprint(text_of(data.get("cwd"))) or ""
     if created:
         store.prune(state, now=now, keep=path)
     if repeat.count < settings.tool_repeat_warn and not repeat.shape:
@@ -285,8 +244,7 @@ def _file_state(name: str, tool_input: object, cwd: str) -> str | None:
 
 
 def _move(data: dict[str, Any], name: str, tool_input: object) -> tuple[str, str] | None:
-    """An edit's file's states before and after: as Claude Code hands them (the whole
-    file before, and what the edit made of it), else the file on disk after it."""
+    """An edit's file's states before and after (as Claude Code hands them, else disk)."""
     from ..engine.edits import FILE_CHANGING_TOOLS, states_of_result
 
     if name not in FILE_CHANGING_TOOLS:
@@ -294,15 +252,14 @@ def _move(data: dict[str, Any], name: str, tool_input: object) -> tuple[str, str
     states = states_of_result(data.get("tool_response"))
     if states is not None:
         return states
-    after = _file_state(name, tool_input, _text(data.get("cwd")))
+    after = _file_state(name, tool_input, text_of(data.get("cwd")))
     return ("", after) if after else None
 
 
 def _tell(data: dict[str, Any], state: str, event: str, name: str, tool_input: object,
           scope: str, settings: Settings, counts: ToolRepeatCounter, repeat: ToolRepeat
           ) -> dict[str, Any] | None:
-    """What the model and the person are told after a result that reached a step of the
-    ladder (and the detection logged), if anything."""
+    """What the model and the person are told after a step of the ladder, if anything."""
     from ..engine.calls import call_label
     from . import tool_words as words
 
@@ -334,36 +291,30 @@ def _log(state: str, kind: str, data: dict[str, Any], repeat: ToolRepeat, label:
     append(Path(state), ToolRecord(
         refused=kind == REFUSAL,
         rule=repeat.shape or RULE_TOOL_REPEAT,
-        session_id=_text(data.get("session_id")),
+        session_id=text_of(data.get("session_id")),
         tool=repeat.name,
         call=label,
         count=repeat.shape_count if repeat.shape else repeat.count,
         tool_use_id=repeat.tool_use_id,
-        # The project folder's name, as every other record of the log names it.
-        project=os.path.basename(os.path.dirname(_text(data.get("transcript_path")))),
-        transcript_path=_text(data.get("transcript_path")),
+        project=os.path.basename(os.path.dirname(text_of(data.get("transcript_path")))),
+        transcript_path=text_of(data.get("transcript_path")),
         source="hook",
         agent_id=scope if subagent else None,
-        agent_type=_text(data.get("agent_type")) if subagent else None,
+        agent_type=text_of(data.get("agent_type")) if subagent else None,
     ))
 
 
 def _log_subagent_stop(state: str, data: dict[str, Any], refusal: ToolRepeat,
                        refused: int) -> None:
-    """The outcome of a subagent's tool loop: its run was ended (the session's own stop is
-    the Stop hook's ``fire``)."""
+    """The outcome of a subagent's tool loop: its run was ended."""
     from pathlib import Path
 
     from ..state.journal import OutcomeRecord, append
 
-    transcript = _text(data.get("transcript_path"))
+    transcript = text_of(data.get("transcript_path"))
     append(Path(state), OutcomeRecord(
-        session_id=_text(data.get("session_id")), answer_uuid=refusal.tool_use_id,
+        session_id=text_of(data.get("session_id")), answer_uuid=refusal.tool_use_id,
         rule=RULE_TOOL_REPEAT, outcome="stopped", count=refused,
         detail="the subagent's run was ended; the session's turn goes on",
         project=os.path.basename(os.path.dirname(transcript)), transcript_path=transcript,
         source="hook"))
-
-
-def _text(value: object) -> str:
-    return value if isinstance(value, str) else ""

@@ -1,7 +1,6 @@
 """Every word the model and the person see from the tool-call rules, as the hooks' output
-JSON (pure). The model gets ``additionalContext`` after a warning result and a refusal's
-reason as the call's error; the person a one-line ``systemMessage``. Every text begins
-with ``loop-killer: ``; calls are shown as a short label cleaned of control codes."""
+JSON (pure): ``additionalContext`` or a refusal's reason for the model, a one-line
+``systemMessage`` for the person."""
 
 from __future__ import annotations
 
@@ -49,8 +48,7 @@ def warning(event: str, label: str, count: int, *, block: int = TOOL_REPEAT_BLOC
 
 
 def oscillation(event: str, label: str, returns: int, *, refused_at: int) -> dict[str, Any]:
-    """After an edit that took a file back to an earlier content for the ``returns``-th
-    time (``refused_at``: the return refused before it is made)."""
+    """After an edit that took a file back to an earlier content ``returns`` times."""
     call = _call(label)
     model = (
         f"{MARK}this edit ({call}) took the file back to a version it already had in this "
@@ -105,11 +103,9 @@ def final_warning(event: str, label: str, count: int) -> dict[str, Any]:
 
 
 def refusal(label: str, count: int, *, first: bool = True) -> dict[str, Any]:
-    """Refusing an attempt of a call that reached TOOL_REPEAT_BLOCK (the person is told
-    only the ``first`` time)."""
+    """Refusing an attempt of a call that reached TOOL_REPEAT_BLOCK."""
     call = _call(label)
-    # Claude Code shows the reason to the person too, under the call (the first lines of
-    # it): so it opens with what happened, in their words, and says the rest to the model.
+    # Claude Code shows the reason's first lines to the person too: what happened first.
     reason = (
         f"{REFUSED_MARK} to run this call again: it gave {phrase(count)} "
         f"({RULE_TOOL_REPEAT}); it runs again after the person's next message. Do not retry "
@@ -176,8 +172,7 @@ def _after(event: str, model: str, person: str) -> dict[str, Any]:
 
 
 def subagent_stop(label: str, refused: int, output: dict[str, Any]) -> dict[str, Any]:
-    """Refusing a subagent's attempt (``output``) and ending its run: the ladder's last
-    step for a subagent (the session's turn goes on)."""
+    """Refusing a subagent's attempt (``output``) and ending its run."""
     said = (f"{MARK}{RULE_TOOL_REPEAT}: a subagent's refused call ({_call(label)}) tried "
             f"{refused} more times; the subagent was stopped")
     return {**output, "continue": False, "stopReason": said, "systemMessage": said}

@@ -1,16 +1,7 @@
-"""The Stop hook's judgement of reply N: from its own input and the session's record.
-
-Reply N's words are the input's ``last_assistant_message``; whether it did new work, the
-tool-call hooks noted in the record since the last Stop (``state.session``: ``work``); the
-run before it, the record's turn. So the hook never looks for reply N in a transcript that
-may not hold it yet. Every Stop of a turn that touched the record reaches the package (the
-launcher lets it through), so the Stop that answers the person's prompt starts the turn
-afresh: work done before the first re-prompt is not the first answer's.
-
-The transcript is read only for what no hook is handed: when the person's prompt came
-(once a turn, for the budget's time limit) and whether a goal is set (when stopping).
-A twin hook for the same reply (the plugin loaded twice: the turn saved after this process
-started) counts nothing more and leaves the stopping to the first.
+"""The Stop hook's judgement of reply N, from its input (``last_assistant_message``) and
+the session's record (the tool-call hooks' ``work``, the turn's run): reply N is never
+looked for in a transcript that may not hold it yet. A twin hook for the same reply (the
+plugin loaded twice) counts nothing and leaves the stopping to the first.
 """
 from __future__ import annotations
 
@@ -31,12 +22,13 @@ if TYPE_CHECKING:
     from ..engine.transcript import Event
     from ..state.config import Settings
 
-__all__ = ["Judged", "judge", "last_goal_status", "last_prompt_time", "turn_over"]
+__all__ = ["Judged", "goal_set", "judge", "prompt_time", "turn_over"]
 
 TWIN_MARGIN = 0.015
-"""A turn saved later than this many seconds before this process started is a twin's.
-(The previous Stop's hooks ended an API round trip before; ``/proc``'s start time is good
-to about 20 ms.)"""
+"""A turn saved later than this many seconds before this process started is a twin's
+(``/proc``'s start time is good to about 20 ms)."""
+
+_TAIL = 8 * 1024 * 1024  # the transcript's bytes read back for a prompt or a goal
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,8 +60,7 @@ def turn_over(state: str, session_id: str, prompt_id: str) -> None:
 
 def judge(state: str, session_id: str, *, prompt_id: str, message: str, settings: Settings,
           transcript_path: str, spawn_time: float | None) -> Judged:
-    """Count reply N (it answers a re-prompt) in the turn's run; raises OSError (and
-    ``store.Busy``) when the record cannot be kept: the hook then judges nothing."""
+    """Count reply N (it answers a re-prompt) in the turn's run; OSError: judge nothing."""
     path = store.state_path(state, session_id)
     with store.locked(state):
         kept = store.load(path)
@@ -79,7 +70,7 @@ def judge(state: str, session_id: str, *, prompt_id: str, message: str, settings
         stops, started = turn.get("stops"), turn.get("started_at")
         stops = stops if isinstance(stops, int) and stops >= 0 else 0
         if not isinstance(started, (int, float)) or isinstance(started, bool):
-            started = _prompt_at(transcript_path) if settings.budget.minutes > 0 else None
+            started = prompt_time(transcript_path) if settings.budget.minutes > 0 else None
         run = Run.from_state(turn.get("run"), settings.thresholds)
         if _twin(turn.get("at"), spawn_time):
             return Judged(None, TurnUse(stops, started), twin=True)
@@ -111,24 +102,23 @@ def _now_text() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def _prompt_at(transcript_path: str) -> float | None:
+def prompt_time(path: str) -> float | None:
+    """When the person's last prompt (or slash command) was written; None if unknown."""
     try:
-        return last_prompt_time(transcript_path)
+        prompt = _last_event(path, b'"user"', _is_persons_prompt, _TAIL)
     except OSError:
         return None
-
-
-def last_prompt_time(path: str, *, limit: int = 8 * 1024 * 1024) -> float | None:
-    """When the last prompt typed by a person (or a slash command) was written, if found
-    within the last ``limit`` bytes; None when unknown. Raises OSError."""
-    prompt = _last_event(path, b'"user"', _is_persons_prompt, limit)
     return parse_timestamp(prompt.timestamp) if isinstance(prompt, TurnStart) else None
 
 
-def last_goal_status(path: str, *, limit: int = 8 * 1024 * 1024) -> GoalStatus | None:
-    """The last ``goal_status`` line within the last ``limit`` bytes, if any."""
-    goal = _last_event(path, b"goal_status", lambda event: isinstance(event, GoalStatus), limit)
-    return goal if isinstance(goal, GoalStatus) else None
+def goal_set(path: str) -> bool | None:
+    """Whether a goal is set (neither met nor cleared); None when it cannot be told."""
+    try:
+        goal = _last_event(path, b"goal_status", lambda event: isinstance(event, GoalStatus),
+                           _TAIL)
+    except OSError:
+        return None
+    return isinstance(goal, GoalStatus) and not goal.met
 
 
 def _is_persons_prompt(event: Event) -> bool:
@@ -137,9 +127,8 @@ def _is_persons_prompt(event: Event) -> bool:
 
 def _last_event(path: str, needle: bytes, wanted: Callable[[Event], bool], limit: int
                 ) -> Event | None:
-    """The last event within ``limit`` bytes of the end that ``wanted`` accepts, reading
-    backwards and parsing only lines that hold ``needle`` (no FIFO, no link: never
-    blocks). Raises OSError."""
+    """The last event within ``limit`` bytes of the end that ``wanted`` accepts, parsing
+    only lines that hold ``needle`` (never blocks). Raises OSError."""
     with os.fdopen(open_transcript(path), "rb") as handle:
         size = os.fstat(handle.fileno()).st_size
         for _, line in iter_lines_backwards(handle, size, limit=limit):

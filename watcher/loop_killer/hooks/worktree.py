@@ -1,12 +1,6 @@
-"""Did anything change on disk? A fingerprint of the working tree (I/O, at the edge).
-
-Taken only when a call's result would repeat (``ToolRepeatCounter.would_repeat``): with the
-same fingerprint it is a repeat, with another a new check, whoever changed the files. In a
-git work tree, ``git status`` (HEAD, the index, changed and untracked paths, ignored ones
-left out) plus each changed tracked file's size and mtime; an untracked file counts by
-name. Elsewhere, a bounded walk (path, size, mtime; links not followed). A tree too big or
-too slow, or one git cannot read, has none (None: counts as changed); a missing folder is
-``absent:``.
+"""Did anything change on disk? A fingerprint of the working tree, taken when a call's
+result would repeat: ``git status`` plus each changed file's size and mtime in a git work
+tree, else a bounded walk. None (counts as changed) when too big, too slow or unreadable.
 """
 
 from __future__ import annotations
@@ -25,12 +19,11 @@ _SKIPPED = frozenset({".git", "node_modules", "__pycache__", ".venv", "venv", ".
                       ".mypy_cache", ".pytest_cache", ".ruff_cache"})
 
 
-def fingerprint(folder: str, *, max_files: int = MAX_FILES, time_limit: float = TIME_LIMIT
-                ) -> str | None:
+def fingerprint(folder: str) -> str | None:
     """The working tree's fingerprint at ``folder``, or None when it cannot be told."""
     import time
 
-    deadline = time.monotonic() + time_limit
+    deadline = time.monotonic() + TIME_LIMIT
     try:
         if not folder:
             return None
@@ -41,8 +34,8 @@ def fingerprint(folder: str, *, max_files: int = MAX_FILES, time_limit: float = 
             return "absent:"  # no tree there: nothing in it can change
         root = _git_root(folder)
         if root is not None:
-            return _git_fingerprint(root, max_files=max_files, deadline=deadline)
-        return _walk_fingerprint(folder, max_files=max_files, deadline=deadline)
+            return _git_fingerprint(root, max_files=MAX_FILES, deadline=deadline)
+        return _walk_fingerprint(folder, max_files=MAX_FILES, deadline=deadline)
     except (OSError, ValueError):
         return None
 
@@ -51,8 +44,7 @@ MAX_FILE_BYTES = 32 << 20  # the largest file whose state is read
 
 
 def file_state(path: str, cwd: str = "") -> str | None:
-    """One file's state as the edit rule compares it (``edits.content_digest``); None when
-    it cannot be read (not a regular file, too large, not ours)."""
+    """One file's state as the edit rule compares it; None when it cannot be read."""
     from ..engine.edits import ABSENT, content_digest
 
     if not path:
@@ -82,8 +74,7 @@ def file_state(path: str, cwd: str = "") -> str | None:
 
 
 def _as_claude_reads(data: bytes) -> str:
-    """A file's text as Claude Code reads it into ``originalFile`` (decoded, BOM dropped,
-    CRLF made LF), so a state from disk is the state Claude Code hands."""
+    """A file's text as Claude Code reads it (decoded, BOM dropped, CRLF made LF)."""
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         text = data.decode("utf-16", "surrogatepass")
     else:

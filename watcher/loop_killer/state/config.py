@@ -1,9 +1,6 @@
-"""Settings people can change: ``config.toml`` in the state folder (its tables and keys:
-the README's "Settings"), read by the watcher, the hooks and ``scan`` alike; environment
-variables (``LOOP_KILLER_*``) override it for one session.
-
-A bad file never stops anything: the defaults hold for what is wrong, and ``problems``
-says what and where (``doctor``, the watcher's start-up and the next hook notice show it).
+"""Settings people can change: ``config.toml`` in the state folder (the README's
+"Settings"), overridden by ``LOOP_KILLER_*`` environment variables. A bad file never stops
+anything: the defaults hold for what is wrong, and ``problems`` says what and where.
 """
 
 from __future__ import annotations
@@ -127,11 +124,7 @@ class Settings(Value):
                                             wait=self.thresholds.wait_seconds)
 
     def project_off(self, *, cwd: str = "", folder: str = "") -> bool:
-        """Whether loop-killer does nothing for a session in this project (the one rule
-        the hooks, the watcher and ``scan`` ask). ``cwd``, when known, alone decides: under
-        a prefix at a folder boundary. Else ``folder``, the project folder's name, where
-        the boundary is lost (``-home-dev-proj-2``): only a prefix's own folder matches,
-        so the caller asks again once the cwd is known."""
+        """Whether loop-killer does nothing for this project, by ``cwd`` else ``folder``."""
         if cwd:
             return any(_within(cwd, prefix) for prefix in self.projects_off)
         return bool(folder) and any(folder == _mangle(prefix.rstrip("/") or "/")
@@ -161,8 +154,7 @@ _CWD_TRIES = 8
 
 
 def line_cwd(line: bytes) -> str:
-    """A transcript line's top-level ``cwd`` ("" when it has none, or is no JSON
-    object); a ``cwd`` in a nested object or quoted in a tool's output is not it."""
+    """A transcript line's top-level ``cwd`` (not a nested one); "" when it has none."""
     import orjson  # (only the watcher and the scan read transcripts here: not a hook)
 
     try:
@@ -174,9 +166,7 @@ def line_cwd(line: bytes) -> str:
 
 
 def transcript_cwd(data: bytes | None, known: str = "") -> str:
-    """The session's real path: the last top-level ``cwd`` in ``data`` (lines of its
-    transcript), "" if none. When that ``cwd`` is written as ``known`` it is taken without
-    parsing its line (a line may be megabytes, and the watcher asks on every batch)."""
+    """The last top-level ``cwd`` in ``data``; one written as ``known``, unparsed."""
     if not data:
         return ""
     end = len(data)
@@ -202,20 +192,15 @@ def transcript_cwd(data: bytes | None, known: str = "") -> str:
 def config_path(state: Path | str) -> Path:
     from pathlib import Path
 
-    return Path(_config_file(state))
-
-
-def _config_file(state: Path | str) -> str:
-    return os.path.join(state, CONFIG_NAME)
+    return Path(os.path.join(state, CONFIG_NAME))
 
 
 def load_settings(state: Path | str, env: Mapping[str, str] | None = None) -> Settings:
-    """The settings from ``<state>/config.toml`` (no links, no FIFOs, bounded) and the
-    environment; never raises."""
+    """The settings from ``<state>/config.toml`` and the environment; never raises."""
     from .files import NotAFile, read_small_file
 
     env = os.environ if env is None else env
-    path = _config_file(state)
+    path = os.path.join(state, CONFIG_NAME)
     try:
         text: bytes | None = read_small_file(path, _MAX_BYTES)
     except FileNotFoundError:
@@ -352,8 +337,7 @@ def _report_unknown(table: dict[str, Any], where: str, found: list[str]) -> None
 
 
 def _guess(name: str, section: str | None) -> str:
-    """`` (did you mean …?)`` for a name close to a known key of ``section`` (at the top:
-    a table, or a key written above its table); "" when none is close."""
+    """`` (did you mean …?)`` for a name close to a known key of ``section``, else ""."""
     if section is not None:
         return _closest(name, {key: f"{section}.{key}" for key in _KNOWN[section]})
     return (_closest(name, {table: f"[{table}]" for table in _KNOWN})
@@ -424,9 +408,8 @@ def _number(value: object, default: float, low: float, high: float) -> float | N
 
 
 def _range(default: float, low: float, high: float) -> str:
-    if isinstance(default, int):
-        return f"a whole number from {low:g} to {high:g}"
-    return f"a number from {low:g} to {high:g}"
+    whole = "whole " if isinstance(default, int) else ""
+    return f"a {whole}number from {low:g} to {high:g}"
 
 
 def _names(table: dict[str, Any], section: str, key: str, variable: str, separator: str,
@@ -449,8 +432,7 @@ def _names(table: dict[str, Any], section: str, key: str, variable: str, separat
 
 def _ignored(table: dict[str, Any], env: Mapping[str, str], where: str, found: list[str],
              sources: dict[str, str]) -> frozenset[str]:
-    """The tools not counted (names or ``fnmatch`` patterns); ``default`` stands for the
-    built-in list, and an empty list counts every tool."""
+    """The tools not counted (names or patterns; ``default``: the built-in list)."""
     names = _names(table, "tools", "ignore", "LOOP_KILLER_IGNORE_TOOLS", ",", env, where,
                    found, sources, "ignore_tools")
     if sources["ignore_tools"] == "default":

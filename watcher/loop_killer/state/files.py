@@ -1,16 +1,6 @@
-"""The state folder's files and Claude Code's: where they live, and safe access to them.
-
-Where: each place is worked out once, as text (``state_dir_text``, ``state_folder_text``:
-what the tool-call hooks use, which run on every tool call and never import pathlib),
-and given as a ``Path`` to everyone else (``state_dir``, ``state_folder``).
-
-Safe access: anyone who can write to the state folder could leave a symlink, a FIFO or a
-huge file where loop-killer expects a small JSON file. Every read, write and append goes
-through here: never follow a link, never block on a FIFO, never read more than a bound.
-Transcripts are opened with ``open_transcript``: never blocking, regular files only.
-Things said to the person once (``first_time``) are marker files created exclusively, so
-concurrent hooks say a thing once between them; when the marker cannot be written, the
-thing is said anyway: saying it twice beats never saying it.
+"""The state folder's files and Claude Code's: where they live (as text for the tool-call
+hooks, which never import pathlib), and safe access: never follow a link, never block on a
+FIFO, never read more than a bound.
 """
 
 from __future__ import annotations
@@ -26,43 +16,16 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = [
-    "NOTES_DIR",
-    "NotAFile",
-    "NotAFolder",
-    "STATE_FOLDERS",
-    "append_line",
-    "config_dir",
-    "create_new",
-    "ensure_private_dir",
-    "file_size",
-    "first_time",
-    "is_plain_id",
-    "is_session_file_name",
-    "linked_state_folders",
-    "list_transcripts",
-    "open_transcript",
-    "owned_privately",
-    "projects_dir",
-    "read_json_object",
-    "read_new_bytes",
-    "read_small_file",
-    "remove_file",
-    "request_waiting",
-    "same_transcript",
-    "session_id_of",
-    "state_dir",
-    "state_dir_text",
-    "state_folder",
-    "state_folder_text",
-    "write_private_file",
+    "NOTES_DIR", "NotAFile", "NotAFolder", "STATE_FOLDERS", "append_line", "config_dir",
+    "create_new", "ensure_private_dir", "file_size", "first_time", "is_plain_id",
+    "is_session_file_name", "linked_state_folders", "list_transcripts", "open_transcript",
+    "owned_privately", "projects_dir", "read_json_object", "read_new_bytes", "read_small_file",
+    "remove_file", "request_waiting", "same_transcript", "session_id_of", "state_dir",
+    "state_dir_text", "state_folder", "state_folder_text", "write_private_file",
 ]
 
 _NO_FOLLOW = os.O_NOFOLLOW | os.O_NONBLOCK
-
-
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC  # a FIFO must not block us
-
-
 _NOATIME = getattr(os, "O_NOATIME", 0)
 
 
@@ -75,13 +38,7 @@ class NotAFolder(OSError):
 
 
 def ensure_private_dir(path: Path | str, *, create: bool = True) -> str:
-    """Create ``path`` (and parents) readable by this user only; return it (as text).
-
-    The folder itself must be a real folder, not a link: a link planted where a state
-    folder belongs (``hook/`` pointing elsewhere, say) raises ``NotAFolder`` rather than
-    sending our files, and a chmod, to wherever it points. (Links above it, such as a
-    ``~/.claude`` kept in a dotfiles repository, are the person's own choice.)
-    """
+    """Create ``path`` (and parents) private to this user; NotAFolder for a link."""
     path = os.fspath(path)
     try:
         info = os.lstat(path)
@@ -94,8 +51,7 @@ def ensure_private_dir(path: Path | str, *, create: bool = True) -> str:
         raise NotAFolder(f"{path}: not a folder (a link or a file); not writing into it")
     if info.st_mode & 0o077 and info.st_uid == os.getuid():
         # Failing is not ours to fix (a shared mount): the files inside are still 0600.
-        # (No contextlib.suppress here: a tool call's hook does not import contextlib.)
-        try:  # noqa: SIM105
+        try:  # noqa: SIM105 - a tool call's hook does not import contextlib
             os.chmod(path, 0o700, follow_symlinks=False)
         except OSError:
             pass
@@ -103,11 +59,7 @@ def ensure_private_dir(path: Path | str, *, create: bool = True) -> str:
 
 
 def read_small_file(path: Path | str, limit: int, *, owned: bool = False) -> bytes:
-    """The bytes of a regular file of at most ``limit`` bytes; with ``owned``, only of a
-    file this user owns that nobody else can write (one that is acted on).
-
-    Raises FileNotFoundError, NotAFile, or OSError (ELOOP for a symlink).
-    """
+    """The bytes of a regular file of at most ``limit`` bytes (``owned``: and ours)."""
     fd = os.open(path, os.O_RDONLY | _NO_FOLLOW)
     try:
         info = os.fstat(fd)
@@ -140,10 +92,7 @@ def read_json_object(path: Path | str, limit: int = 256 * 1024, *, owned: bool =
 
 
 def append_line(path: Path | str, line: bytes) -> None:
-    """Append one line with a single ``write`` (O_APPEND), creating the file 0600.
-
-    Refuses a symlink or anything but a regular file, without ever blocking.
-    """
+    """Append one line with a single ``write`` (O_APPEND) to a regular file, 0600."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NO_FOLLOW, 0o600)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -154,8 +103,7 @@ def append_line(path: Path | str, line: bytes) -> None:
 
 
 def write_private_file(path: Path | str, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temp file + rename), mode 0600, in a private
-    folder that is not a link (``ensure_private_dir``)."""
+    """Write ``data`` to ``path`` atomically, mode 0600, in a private folder."""
     folder, name = os.path.split(os.fspath(path))
     ensure_private_dir(folder or ".")
     temp = os.path.join(folder, f".{name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
@@ -173,9 +121,7 @@ def write_private_file(path: Path | str, data: bytes) -> None:
 
 
 def remove_file(path: Path | str, *, quiet: bool = True) -> None:
-    """Remove a file. ``quiet``: whatever fails is not the caller's concern (a file of our
-    own that another process removed or cannot be removed is left to the next pass);
-    otherwise only its being gone already is ignored."""
+    """Remove a file; its being gone already is no error (with ``quiet``, nothing is)."""
     try:
         os.unlink(path)
     except FileNotFoundError:
@@ -186,8 +132,7 @@ def remove_file(path: Path | str, *, quiet: bool = True) -> None:
 
 
 def create_new(path: Path | str, data: bytes = b"") -> bool:
-    """Create ``path`` with ``data``, exclusively and never through a link (mode 0600);
-    False when something is there already: the first of concurrent creators wins."""
+    """Create ``path`` exclusively, never through a link (0600); False if it exists."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except FileExistsError:
@@ -201,14 +146,7 @@ def create_new(path: Path | str, data: bytes = b"") -> bool:
 
 
 def open_transcript(path: Path | str, *, regular_only: bool = True) -> int:
-    """Open a transcript to read it: never blocking (a FIFO opens at once, then is
-    refused with ``NotAFile``), and without touching its access time where allowed.
-
-    Reading a freshly written file would otherwise update its atime, which the watcher's
-    own observer reports as a change (and, at start-up over thousands of files, floods
-    it). O_NOATIME is refused (EPERM) for files of other users: then open plainly.
-    Returns a file descriptor the caller closes.
-    """
+    """A descriptor to read a transcript: never blocking, no atime touched if allowed."""
     fd = -1
     if _NOATIME:
         try:  # noqa: SIM105 - (no contextlib: see ensure_private_dir)
@@ -233,12 +171,8 @@ STATE_FOLDERS = ("requests", "claimed", "fired", "hook", "tools", "outcomes", "n
                  "status")
 """The state folder's sub-folders (``state_folder`` is the one way into each)."""
 
-
-# A session id as Claude Code makes them (a UUID), or any plain name: never a path.
-# (Sets, not a regular expression: compiling one would cost every tool-call hook 0.2 ms.)
+# Sets, not a regular expression: compiling one would cost every tool-call hook 0.2 ms.
 _ID_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
-
-
 _ID_CHARS = _ID_FIRST | frozenset("._-")
 
 
@@ -251,8 +185,7 @@ def file_size(path: str) -> int | None:
 
 
 def read_new_bytes(path: str, offset: int, *, limit: int = 4 * 1024 * 1024) -> bytes:
-    """The bytes of ``path`` from ``offset`` (at most ``limit``); b"" when none, unreadable
-    or not a regular file (a FIFO is never waited on)."""
+    """The bytes of ``path`` from ``offset`` (at most ``limit``); b"" when none."""
     try:
         fd = open_transcript(path)
     except OSError:
@@ -314,18 +247,10 @@ def state_folder(state: os.PathLike[str] | str, *names: str, create: bool = Fals
 
 def state_folder_text(state: os.PathLike[str] | str, *names: str, create: bool = False,
                       private: bool = False) -> str:
-    """``<state>/<names...>``, checked before any file in it is read or written: neither
-    the state folder itself nor any folder below it on the way is a link (or anything but
-    a folder). The one rule for every state sub-folder: a link there would send our reads
-    and writes (and a chmod) wherever it points.
-
-    ``create``: missing folders are made (0700); otherwise a missing one raises
-    FileNotFoundError. ``private``: each folder must also be owned by this user and
-    writable by nobody else (where a file in it is acted on: a clear request, say), else
-    NotAFolder. A link or a non-folder raises NotAFolder, and is logged once per process
-    (``loop-killer doctor`` lists them: ``linked_state_folders``). Links above the state
-    folder (a ``~/.claude`` kept in a dotfiles repository) are the person's own choice.
-    """
+    """``<state>/<names...>``, checked: neither the state folder nor any folder below it
+    on the way is a link or a non-folder (NotAFolder, logged once). ``create``: missing
+    folders are made (0700), else FileNotFoundError. ``private``: each must also be owned
+    by this user and writable by nobody else (where a file in it is acted on)."""
     root = folder = os.fspath(state).rstrip("/") or "/"
     for name in ("", *names):
         folder = os.path.join(folder, name) if name else folder
@@ -340,8 +265,7 @@ def state_folder_text(state: os.PathLike[str] | str, *names: str, create: bool =
     return folder
 
 
-NOTES_DIR = "notes"
-"""Things said to the person once: a marker file per thing said, ``<state>/notes/<key>``."""
+NOTES_DIR = "notes"  # things said once: a marker file each, <state>/notes/<key>
 
 
 def first_time(state: os.PathLike[str] | str, key: str) -> bool:
@@ -370,29 +294,20 @@ _said: set[str] = set()  # folders already reported by this process
 
 
 def _report(root: str, folder: str, error: NotAFolder) -> None:
-    """Log a linked folder once: once per process, and (a marker in ``notes/``) once in
-    all for a sub-folder, so each hook process does not say it again."""
+    """Log a linked folder once per process, and a sub-folder once in all (``notes/``)."""
     if folder in _said:
         return
     _said.add(folder)
     parent, name = os.path.split(folder)
-    if parent == root and name != "notes":
-        from .files import create_new
-
-        try:
-            notes = state_folder_text(root, "notes", create=True)
-            if not create_new(os.path.join(notes, f"linked-{name}")):
-                return
-        except OSError:
-            pass  # said anyway: twice beats never
+    if parent == root and name != NOTES_DIR and not first_time(root, f"linked-{name}"):
+        return
     import logging  # only here: a hook's usual run never imports it
 
     logging.getLogger(__name__).warning("%s; loop-killer leaves it alone", error)
 
 
 def linked_state_folders(state: Path | str) -> list[Path]:
-    """The state folder and its sub-folders that are links (or not folders): each is left
-    alone (``state_folder``). For ``loop-killer doctor``; missing ones are fine."""
+    """The state folder and its sub-folders that are links or not folders."""
     from pathlib import Path
 
     found = []
@@ -420,18 +335,12 @@ def is_plain_id(value: object) -> bool:
 
 
 def is_session_file_name(name: str) -> bool:
-    """Whether a file name is a main session transcript's: ``<session>.jsonl``, and not a
-    subagent's ``agent-*.jsonl``."""
+    """Whether a file name is a main session transcript's (not ``agent-*``)."""
     return name.endswith(".jsonl") and not name.startswith("agent-")
 
 
 def session_id_of(transcript: os.PathLike[str] | str) -> str | None:
-    """The session id of a main transcript path, or None for anything else.
-
-    Subagent transcripts (``agent-*.jsonl`` beside the session, or under
-    ``<session>/subagents/``) are not sessions. (Plain string work: a scan asks this of
-    every file of a history.)
-    """
+    """The session id of a main transcript path (not a subagent's), or None."""
     folder, name = os.path.split(os.fspath(transcript))
     if not is_session_file_name(name) or os.path.basename(folder) == "subagents":
         return None
@@ -440,8 +349,7 @@ def session_id_of(transcript: os.PathLike[str] | str) -> str | None:
 
 
 def same_transcript(one: str, other: str) -> bool:
-    """Whether two paths name the same transcript: the same text once normalised, or the
-    same file (one reached through a linked ``~/.claude``, say). Never opens either."""
+    """Whether two paths name the same transcript (text or file); never opens either."""
     if not one or not other:
         return False
     if os.path.normpath(one) == os.path.normpath(other):
@@ -454,11 +362,7 @@ def same_transcript(one: str, other: str) -> bool:
 
 
 def list_transcripts(root: str) -> Iterator[tuple[str, os.DirEntry[str]]]:
-    """Every ``<root>/<project>/<session>.jsonl`` (subagent files left out), unordered.
-
-    Folders that vanish or cannot be read while listing are skipped quietly (the next
-    pass sees them again).
-    """
+    """Every ``<root>/<project>/<session>.jsonl`` (no subagent's), unordered."""
     try:
         projects = list(os.scandir(root))
     except OSError:
@@ -476,8 +380,6 @@ def list_transcripts(root: str) -> Iterator[tuple[str, os.DirEntry[str]]]:
 
 
 def request_waiting(state: Path | str, session_id: str) -> bool:
-    """Whether something sits at the session's clear-request path (``inbox.request_path``),
-    looked at without reading it: the cheap test before claiming one (which checks the
-    folders on the way: ``state_folder``)."""
+    """Whether something sits at the session's clear-request path (not read)."""
     return os.path.lexists(os.path.join(state, "requests", f"{session_id}.json"))
 

@@ -1,16 +1,6 @@
-"""Clear requests: one small JSON file per session that asks its Stop hook to end the loop.
-
-Written by the watcher (or ``loop-killer clear``) atomically (temp file + rename) into
-``<state>/requests/<session>.json``; taken by the session's Stop hook exactly once by
-renaming it into ``<state>/claimed/`` (a rename succeeds for one claimer only); read
-only after the claim, never following a symlink, and validated before it is acted on.
-
-A request names its transcript: two projects may hold sessions of the same id, and a
-Stop hook acts only on a request for its own transcript (another's is left waiting). One
-that names none (written by hand, say) is acted on only while its session id is in one
-project alone.
-It is acted on only when this user owns it, in folders only this user can write
-(``files.state_folder``, ``private``), none of them a link.
+"""Clear requests: ``<state>/requests/<session>.json`` asks the session's Stop hook to end
+the loop; taken exactly once (a rename into ``claimed/``), then validated, and acted on
+only for the hook's own transcript, owned by this user in private folders.
 """
 
 from __future__ import annotations
@@ -39,18 +29,9 @@ from .files import (
 )
 
 __all__ = [
-    "MAX_REQUEST_AGE",
-    "MAX_REQUEST_BYTES",
-    "REQUEST_VERSION",
-    "ClearRequest",
-    "InvalidRequest",
-    "claim_request",
-    "discard_request",
-    "parse_request",
-    "peek_request",
-    "request_path",
-    "write_private_file",
-    "write_request",
+    "MAX_REQUEST_AGE", "MAX_REQUEST_BYTES", "REQUEST_VERSION", "ClearRequest", "InvalidRequest",
+    "claim_request", "discard_request", "parse_request", "peek_request", "request_path",
+    "write_private_file", "write_request",
 ]
 
 REQUESTS_DIR = "requests"
@@ -64,8 +45,7 @@ SOURCES: tuple[Source, ...] = ("watcher", "manual", "hook")
 
 REQUEST_VERSION = 1
 MAX_REQUEST_BYTES = 64 * 1024
-MAX_REQUEST_AGE = 30 * 60.0
-"""Seconds after which a request is stale (the loop it was about is long gone)."""
+MAX_REQUEST_AGE = 30 * 60.0  # seconds after which a request is stale
 
 
 class InvalidRequest(ValueError):
@@ -111,8 +91,7 @@ def request_path(state: Path, session_id: str) -> Path:
 
 
 def _requests(state: Path, session_id: str, *, create: bool = False) -> Path:
-    """``request_path``, its folders checked: no links, owned by this user and private.
-    Raises InvalidRequest, NotAFolder, FileNotFoundError (no folder yet)."""
+    """``request_path``, its folders checked: no links, owned by this user and private."""
     path = request_path(state, session_id)
     state_folder(state, REQUESTS_DIR, create=create, private=True)
     return path
@@ -182,21 +161,19 @@ def _field(raw: dict[str, Any], name: str, kind: type | tuple[type, ...]) -> Any
     return value
 
 
-def _read_no_follow(path: Path) -> bytes:
+def _read(path: Path, session_id: str) -> ClearRequest:
+    """The request at ``path``, read safely and validated (InvalidRequest, OSError)."""
     try:
-        return read_small_file(path, MAX_REQUEST_BYTES, owned=True)
+        data = read_small_file(path, MAX_REQUEST_BYTES, owned=True)
     except NotAFile as error:
         raise InvalidRequest(str(error).split(": ", 1)[-1]) from None
+    return parse_request(data, expected_session=session_id)
 
 
 def peek_request(state: Path, session_id: str) -> ClearRequest | None:
-    """The pending request for a session, validated, without taking it (None if none).
-
-    Invalid request files are logged and left alone (``claim_request`` removes them).
-    """
+    """The pending request for a session, validated, without taking it (None if none)."""
     try:
-        path = _requests(state, session_id)
-        return parse_request(_read_no_follow(path), expected_session=session_id)
+        return _read(_requests(state, session_id), session_id)
     except FileNotFoundError:
         return None
     except (InvalidRequest, OSError) as error:
@@ -208,14 +185,7 @@ def claim_request(
     state: Path, session_id: str, *, transcript_path: str, now: float | None = None,
     last_prompt_at: float | None = None
 ) -> ClearRequest | None:
-    """Take the session's pending request for ``transcript_path``, exactly once across
-    concurrent claimers.
-
-    Returns the request if it is valid and fresh. A request for another transcript (a
-    session of the same id in another project) is left waiting for its own Stop hook. A
-    hostile, broken or stale request is taken out of the inbox too (so it cannot fire
-    later), logged, and None is returned.
-    """
+    """Take the session's request for ``transcript_path`` once; None unless fresh."""
     try:
         source = _requests(state, session_id)
         if _for_another_transcript(_waiting(source, session_id), transcript_path):
@@ -230,7 +200,7 @@ def claim_request(
             log.warning("cannot claim clear request for %s: %s", session_id, error)
         return None
     try:
-        request = parse_request(_read_no_follow(target), expected_session=session_id)
+        request = _read(target, session_id)
     except (InvalidRequest, OSError) as error:
         log.warning("rejected clear request for %s: %s", session_id, _reason(error))
         remove_file(target)
@@ -250,7 +220,7 @@ def claim_request(
 def _waiting(path: Path, session_id: str) -> ClearRequest | None:
     """The valid request at ``path``, quietly (None for none or a broken one)."""
     try:
-        return parse_request(_read_no_follow(path), expected_session=session_id)
+        return _read(path, session_id)
     except (InvalidRequest, OSError):
         return None
 
@@ -270,8 +240,7 @@ def _for_another_transcript(request: ClearRequest | None, transcript_path: str) 
 
 
 def _in_other_projects(session_id: str, transcript_path: str) -> bool:
-    """Whether a session of this id has a transcript in another project folder beside
-    this transcript's (or that cannot be told)."""
+    """Whether this session id has a transcript in another project (or unknown)."""
     project = os.path.dirname(os.path.abspath(transcript_path))
     root = os.path.dirname(project)
     try:
@@ -293,8 +262,7 @@ def _put_back(taken: Path, source: Path) -> None:
 
 def discard_request(state: Path, session_id: str, why: str, *, transcript_path: str = ""
                     ) -> bool:
-    """Remove a session's pending request (superseded, say); True if one was there. With
-    ``transcript_path``, a valid request for another transcript is kept."""
+    """Remove a session's pending request (not one for another transcript)."""
     try:
         path = _requests(state, session_id)
         if transcript_path and _for_another_transcript(_waiting(path, session_id),

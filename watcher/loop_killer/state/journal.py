@@ -1,15 +1,5 @@
-"""The detection log: one JSON line per detection and per outcome, across all sessions.
-
-``<state>/detections.jsonl``, appended with one ``write`` per line (O_APPEND), so the
-watcher and several Stop hooks can add to it at once. A line is one of three typed
-records (``LoopRecord``, ``ToolRecord``, ``OutcomeRecord``), written by ``encode`` and read
-back by ``decode`` alone: every writer builds one, every reader gets them (an old line
-reads as well; one that is not a record is skipped, and said).
-
-This module is the log's one reader: ``read_recent`` reads back only its tail, so
-start-up never grows with history; ``JournalTail`` follows what is appended, as the
-watcher does to learn what the hooks logged. Every read is bounded, refuses links and
-FIFOs, never blocks.
+"""The detection log ``<state>/detections.jsonl``: one JSON line (one of three typed
+records, ``encode``/``decode``) per detection and outcome, appended with one ``write``.
 """
 
 from __future__ import annotations
@@ -29,19 +19,8 @@ from ..engine.tool_repeat import TOOL_CALL_RULES
 from .files import append_line, state_folder
 
 __all__ = [
-    "DETECTION",
-    "JOURNAL_NAME",
-    "OUTCOME",
-    "REFUSAL",
-    "JournalTail",
-    "LoopRecord",
-    "OutcomeRecord",
-    "Record",
-    "ToolRecord",
-    "append",
-    "decode",
-    "encode",
-    "journal_path",
+    "DETECTION", "JOURNAL_NAME", "OUTCOME", "REFUSAL", "JournalTail", "LoopRecord",
+    "OutcomeRecord", "Record", "ToolRecord", "append", "decode", "encode", "journal_path",
     "read_recent",
 ]
 
@@ -57,9 +36,7 @@ REFUSAL = "refusal"  # a tool hook refused a call that kept repeating
 OUTCOME = "outcome"  # what became of it: cleared / stopped / not possible / nothing
 
 
-# -- the records ------------------------------------------------------------------------
-# One line of the log is one of these, written by ``encode`` and read by ``decode``: the
-# field names are the line's keys. A field left None is not written (it is one writer's).
+# The field names are the line's keys; a field left None is not written.
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,8 +54,7 @@ class _Logged:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LoopRecord(_Logged):
-    """A re-prompt loop detected (by the watcher or the Stop hook), or a clear asked by hand
-    (rule ``manual``)."""
+    """A re-prompt loop detected, or a clear asked by hand (rule ``manual``)."""
 
     event: ClassVar[str] = DETECTION
     answer_uuid: str = ""  # the answer that fired ("" for a clear asked by hand)
@@ -87,15 +63,13 @@ class LoopRecord(_Logged):
     count: int = 0
     run_length: int = 0
     snippet: str = ""  # the answer's first words
-    # The Stop hook's records only: "anchor", reply N placed by the hook's own record of
-    # the turn (kept between its Stops), never by looking for it in the transcript.
+    # The Stop hook's records only: "anchor" (reply N placed by the session's record).
     located_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolRecord(_Logged):
-    """A tool call repeating: the model warned (event ``detection``), or the call refused
-    (``refusal``, a tool hook's)."""
+    """A tool call repeating: the model warned (``detection``), or the call refused."""
 
     event: ClassVar[str] = DETECTION
     refused: bool = False  # written as the event: "refusal"
@@ -126,8 +100,7 @@ Record = LoopRecord | ToolRecord | OutcomeRecord
 """One line of the detection log."""
 
 _KINDS: dict[str, type] = {"str": str, "int": int, "float": float, "bool": bool,
-                           "str | None": str, "float | None": float, "bool | None": bool,
-                           "int | None": int}
+                           "str | None": str, "float | None": float, "int | None": int}
 _SCHEMA: dict[type, tuple[tuple[str, type, Any], ...]] = {
     kind: tuple((f.name, _KINDS[str(f.type)], f.default) for f in fields(kind)
                 if f.name not in ("refused", "event"))
@@ -154,8 +127,7 @@ def encode(record: Record) -> bytes:
 
 
 def decode(value: object) -> Record | None:
-    """The record a decoded JSON line holds; None for anything else. A field of the wrong
-    type reads as its default; a record without a session id is none."""
+    """The record a decoded JSON line holds (a mistyped field: its default), else None."""
     if not isinstance(value, dict) or not isinstance(value.get("session_id"), str):
         return None
     event = value.get("event")
@@ -206,8 +178,7 @@ def append(state: Path, record: Record) -> None:
 
 
 def _encodable(value: Any) -> Any:
-    """``value`` with text that UTF-8 cannot hold escaped (``\\ud800``, visibly), and
-    anything else orjson refuses given as its ``repr``: the record is written, not lost."""
+    """``value`` with anything orjson refuses escaped or as its ``repr``: never lost."""
     if isinstance(value, str):
         return value.encode("utf-8", "backslashreplace").decode("utf-8")
     if isinstance(value, dict):
@@ -234,8 +205,7 @@ def _rotate_if_large(path: Path) -> None:
 
 
 def _open_log(path: Path) -> tuple[int, os.stat_result]:
-    """The log opened for reading (fd, fstat): no link followed, never blocking.
-    Raises FileNotFoundError, or OSError (with a reason) for anything but a file."""
+    """The log opened for reading (fd, fstat): no link followed, never blocking."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         info = os.fstat(fd)
@@ -248,13 +218,12 @@ def _open_log(path: Path) -> tuple[int, os.stat_result]:
     return fd, info
 
 
-def _records(lines: list[bytes], containing: bytes = b"", *, path: Path,
-             level: int = logging.INFO) -> Iterator[Record]:
-    """The records among ``lines``; blank lines skipped, and others not records said
-    (one log line for them all, at ``level``)."""
+def _records(lines: list[bytes], *, path: Path, level: int = logging.INFO
+             ) -> Iterator[Record]:
+    """The records among ``lines``; others skipped (said in one log line, at ``level``)."""
     skipped = 0
     for line in lines:
-        if not line.strip() or (containing and containing not in line):
+        if not line.strip():
             continue
         try:
             record = decode(orjson.loads(line))
@@ -269,13 +238,8 @@ def _records(lines: list[bytes], containing: bytes = b"", *, path: Path,
                 skipped, "" if skipped == 1 else "s")
 
 
-def read_recent(
-    state: Path, *, max_bytes: int = _TAIL_BYTES, containing: bytes = b""
-) -> Iterator[Record]:
-    """Records from the last ``max_bytes`` of the log, oldest first; broken lines skipped.
-
-    With ``containing``, only lines holding those bytes are parsed (a cheap filter).
-    """
+def read_recent(state: Path, *, max_bytes: int = _TAIL_BYTES) -> Iterator[Record]:
+    """Records from the last ``max_bytes`` of the log, oldest first."""
     path = journal_path(state)
     try:
         state_folder(state)
@@ -296,17 +260,11 @@ def read_recent(
     lines = data.split(b"\n")
     if start > 0:
         lines = lines[1:]  # the first one is cut
-    yield from _records(lines, containing, path=path)
+    yield from _records(lines, path=path)
 
 
 class JournalTail:
-    """The records appended to the detection log since the last look, oldest first.
-
-    Reads at most ``max_bytes`` per look (the rest comes on the next), holds back a
-    half-written last line, and follows a rotation: the rest of the old log is read
-    whole (at most ``_ROTATE_BYTES``: it rotated at that size) before the new one. A line
-    longer than ``max_bytes`` is dropped, once said.
-    """
+    """The records appended to the detection log since the last look, oldest first."""
 
     def __init__(self, state: Path, *, max_bytes: int = _TAIL_BYTES) -> None:
         self.path = journal_path(state)

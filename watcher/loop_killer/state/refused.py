@@ -1,11 +1,6 @@
-"""Whether a session has a call refused now, as ``status`` and ``top`` both say it.
-
-Only a tool-call hook refuses, and it logs each refusal (a ``refusal`` record, source
-``hook``). A call is refused now while the hooks' own mark says a call would be (there
-from the result that makes it refusable until the person speaks) and the log holds
-refusals since that mark. Nothing is inferred from counts: a session only the watcher
-saw (no hook loaded) repeats, and is never said to be refused; nor is one whose
-refusals predate the mark (an install over an older history has neither).
+"""Whether a session has a call refused now, as ``status`` and ``top`` both say it: while
+the hooks' refusal mark is there and the log holds a hook's refusals since that mark
+(never inferred from counts).
 """
 
 from __future__ import annotations
@@ -20,8 +15,7 @@ from .journal import Record, ToolRecord
 
 __all__ = ["CLOCK_SLACK", "Refused", "hook_refusals", "refused_now"]
 
-CLOCK_SLACK = 1.0
-"""Seconds a refusal logged may seem to precede the mark it followed (two clocks' reads)."""
+CLOCK_SLACK = 1.0  # seconds a refusal logged may seem to precede its mark (two clocks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +37,7 @@ def hook_refusals(records: Iterable[Record]) -> dict[str, list[ToolRecord]]:
 
 
 def refused_now(state: Path, session_id: str, refusals: list[ToolRecord]) -> Refused | None:
-    """The session's refused call while one would still be refused (the hooks' mark is
-    there); only the ``refusals`` logged since the mark count. None otherwise."""
+    """The session's refused call while the hooks' mark is there; else None."""
     from .session import refusal_marker, state_path
 
     try:

@@ -11,21 +11,9 @@ from ..printable import display_width, printable, wrap
 from .journal import OutcomeRecord, Record, ToolRecord
 
 __all__ = [
-    "OUTCOME_LABELS",
-    "ago",
-    "detection_line",
-    "expired_line",
-    "journal_line",
-    "outcome_line",
-    "outcome_words",
-    "project_label",
-    "rule_phrase",
-    "session_label",
-    "short_id",
-    "snippet",
-    "startup_line",
-    "table",
-    "tool_repeat_line",
+    "OUTCOME_LABELS", "ago", "detection_line", "expired_line", "journal_line", "outcome_line",
+    "outcome_words", "project_label", "rule_phrase", "session_label", "short_id", "snippet",
+    "startup_line", "table", "tool_repeat_line",
 ]
 
 _NOT_ALNUM = re.compile(r"[^A-Za-z0-9]")
@@ -66,10 +54,7 @@ def session_label(project: str, session_id: str, home: str | None = None) -> str
 
 
 def project_label(folder: str, home: str | None = None) -> str:
-    """A project folder name made readable: the mangled home directory is left out.
-
-    ``-home-dev-goal-same-proj`` with home ``/home/dev`` reads ``goal-same-proj``.
-    """
+    """A project folder name without the mangled home directory."""
     if home:
         prefix = _NOT_ALNUM.sub("-", home.rstrip("/")) + "-"
         if folder.startswith(prefix) and len(folder) > len(prefix):
@@ -79,8 +64,7 @@ def project_label(folder: str, home: str | None = None) -> str:
 
 def detection_line(*, project: str, session_id: str, rule: str, count: int, text: str,
                    requested: bool = True) -> str:
-    """The line printed when a rule fires: a clear request was written (``requested``),
-    or could not be."""
+    """The line printed when a rule fires."""
     then = "clear requested" if requested else "no clear request (it could not be written)"
     return (
         f"LOOP      {project}  {short_id(session_id)}  {rule}: {rule_phrase(rule, count)}"
@@ -90,8 +74,7 @@ def detection_line(*, project: str, session_id: str, rule: str, count: int, text
 
 def outcome_line(*, project: str, session_id: str, outcome: str, rule: str, detail: str,
                  count: int = 0, source: str = "watcher") -> str:
-    """The line printed when what became of a loop is known: its label, the rule, and
-    what happened in words that repeat neither (``outcome_words``)."""
+    """The line printed when what became of a loop is known."""
     label = OUTCOME_LABELS.get(outcome) or outcome.replace("_", " ").upper()
     by = "" if source == "watcher" else f" ({source})"
     words = outcome_words(outcome, detail, rule=rule, count=count)
@@ -100,10 +83,7 @@ def outcome_line(*, project: str, session_id: str, outcome: str, rule: str, deta
 
 
 def outcome_words(outcome: str, detail: str, *, rule: str = "", count: int = 0) -> str:
-    """What became of a loop, after its label and rule. A Stop hook's outcomes are said in
-    fixed words (its ``detail`` is the notice, which names the rule and the verdict again),
-    with what ``/goal clear`` printed where it matters; the watcher's own outcomes in its
-    ``detail``."""
+    """What became of a loop, after its label and rule."""
     turn = (f"turn ended after {count} refused attempts" if rule == RULE_TOOL_REPEAT and count
             else "turn ended")
     if outcome == "cleared":
@@ -128,9 +108,7 @@ def outcome_words(outcome: str, detail: str, *, rule: str = "", count: int = 0) 
 def tool_repeat_line(*, project: str, session_id: str, call: str, count: int,
                      refused: bool = False, source: str = "watcher",
                      rule: str = RULE_TOOL_REPEAT) -> str:
-    """The line printed when a call gave the same result ``count`` times in a row, or
-    when the PreToolUse hook refused its next attempt (``refused``); or, for another
-    tool-call ``rule`` (EDIT_OSCILLATION), what it saw."""
+    """The line printed when a call repeats, or its next attempt is refused."""
     by = "" if source == "watcher" else f" ({source})"
     if rule != RULE_TOOL_REPEAT:
         said = (f"not made: it would be {rule_phrase(rule, count)}" if refused
@@ -180,8 +158,7 @@ def caught_up_line(seconds: float) -> str:
 
 
 def journal_line(record: Record, home: str | None = None) -> str | None:
-    """A line for a detection-log record written by someone else (the Stop hook, a
-    ``loop-killer clear``); None for records not worth a line."""
+    """A line for a detection-log record someone else wrote; None if not worth one."""
     session_id = record.session_id or "?"
     project = project_label(record.project, home) if record.project else "?"
     source = record.source or "?"
@@ -218,9 +195,7 @@ def ago(seconds: float) -> str:
 
 
 def table(header: list[str], rows: list[list[str]], width: int | None = None) -> list[str]:
-    """Left-aligned columns, two spaces apart; every cell cleaned of control codes. Given
-    a ``width`` (a terminal's) the table fits it: the widest columns are narrowed and
-    their cells wrapped inside them, a row taking as many lines as it needs."""
+    """Left-aligned columns, two spaces apart (given a ``width``, narrowed to fit)."""
     header = [printable(cell) for cell in header]
     rows = [[printable(cell) for cell in row] for row in rows]
     widths = [max(display_width(row[i]) for row in [header, *rows])
@@ -241,13 +216,11 @@ def _padded(text: str, size: int) -> str:
     return text + " " * (size - display_width(text))
 
 
-_NARROWEST = 12
-"""A column is never narrowed below this (or its natural width)."""
+_NARROWEST = 12  # a column is never narrowed below this (or its natural width)
 
 
 def _fitted(widths: list[int], room: int) -> list[int]:
-    """``widths`` with the widest narrowed, a column at a time, until they add up to
-    ``room`` at most (or every column is down to ``_NARROWEST``)."""
+    """``widths`` with the widest narrowed until they fit ``room``."""
     widths = list(widths)
     excess = sum(widths) - room
     while excess > 0:

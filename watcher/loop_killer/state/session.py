@@ -1,17 +1,6 @@
-"""The session's one record: ``<state>/tools/<session_id>.json``, written here only.
-
-It holds the tool-repeat counts, one counter state (digests only) per scope (``main``,
-then each subagent, oldest first), and the person's turn as the Stop hook follows it
-(``turn``, see ``hooks.turn``; ``work`` is set by the tool-call hooks). Created on the
-first counted result, removed when the person's next prompt resets everything, so the
-plugin's launcher can skip ``PreToolUse`` and ``UserPromptSubmit`` for a session without
-one. ``put`` keeps it under ``STATE_BUDGET`` (the oldest subagents dropped first, the main
-scope never). The folder is never a link, owned by this user and private.
-
-Hooks of parallel tool calls run at the same time: every read-modify-write holds an
-exclusive ``flock`` on ``<state>/tools/.lock``, waited for at most ``LOCK_WAIT`` seconds
-(then the caller fails open). Files are read with the state folder's safe reader and
-written atomically.
+"""The session's one record, ``<state>/tools/<session_id>.json``: the tool-repeat counts per
+scope (``main``, then subagents) and the Stop hook's turn. Removed at the person's prompt,
+so the launcher can skip a session without one; changed only under ``locked``.
 """
 
 from __future__ import annotations
@@ -32,53 +21,22 @@ if TYPE_CHECKING:
     from .config import Settings
 
 __all__ = [
-    "FOLDER",
-    "LOCK_WAIT",
-    "MAX_SCOPES",
-    "MAX_STATE_BYTES",
-    "REFUSAL_SUFFIX",
-    "STALE_AFTER",
-    "STATE_BUDGET",
-    "SUBAGENT_CALLS",
-    "Busy",
-    "counter",
-    "load",
-    "hooks_judge",
-    "note_work",
-    "save_turn",
-    "turn_of",
-    "with_work",
-    "keep",
-    "locked",
-    "prune",
-    "put",
-    "refusal_marker",
-    "remove",
-    "save",
-    "state_path",
+    "FOLDER", "LOCK_WAIT", "MAX_SCOPES", "MAX_STATE_BYTES", "REFUSAL_SUFFIX", "STALE_AFTER",
+    "STATE_BUDGET", "SUBAGENT_CALLS", "Busy", "counter", "load", "hooks_judge", "note_work",
+    "save_turn", "turn_of", "with_work", "keep", "locked", "prune", "put", "refusal_marker",
+    "remove", "save", "state_path",
 ]
 
 FOLDER = "tools"
 REFUSAL_SUFFIX = ".refuse"
-MAX_STATE_BYTES = 256 * 1024
-"""The most a state file ever holds (``put`` keeps it under ``STATE_BUDGET``)."""
-STATE_BUDGET = MAX_STATE_BYTES - 8 * 1024
-"""The bytes ``put`` keeps a state within (room for the envelope and a margin)."""
-MAX_READ_BYTES = 4 * MAX_STATE_BYTES
-"""A larger file (an older version's, say) is still read up to this, so the main scope's
-counts survive it; the next save trims it. Beyond this it is not ours: logged, empty."""
-MAX_SCOPES = 32
-"""Scopes (the main session and its subagents) kept per session; the oldest go first."""
-SUBAGENT_CALLS = 100
-"""Calls kept per subagent (the main scope keeps the engine's ``MAX_CALLS``). A scope
-with a full edit history too holds about 60 KB, so when many subagents edit, the oldest
-are dropped (their counts start afresh: nothing is refused by mistake)."""
-MAIN = "main"
-"""The main session's scope (``hooks.tool_hook.MAIN_SCOPE``)."""
-LOCK_WAIT = 2.0
-"""Seconds a hook waits for another hook of the same session before it fails open."""
-STALE_AFTER = 7 * 24 * 3600.0
-"""State files untouched this long (their sessions are long gone) are removed."""
+MAX_STATE_BYTES = 256 * 1024  # the most a state file ever holds
+STATE_BUDGET = MAX_STATE_BYTES - 8 * 1024  # what put keeps a state within
+MAX_READ_BYTES = 4 * MAX_STATE_BYTES  # a larger (older) file is still read up to this
+MAX_SCOPES = 32  # scopes kept per session; the oldest go first
+SUBAGENT_CALLS = 100  # calls kept per subagent (main: the engine's MAX_CALLS)
+MAIN = "main"  # the main session's scope
+LOCK_WAIT = 2.0  # seconds a hook waits for the lock before it fails open
+STALE_AFTER = 7 * 24 * 3600.0  # state files untouched this long are removed
 _VERSION = 1
 _LOCK_NAME = ".lock"
 _RETRY = 0.005
@@ -101,8 +59,7 @@ def _folder(state: os.PathLike[str] | str, *, create: bool = False) -> str:
 
 
 def scope_key(scope: str) -> str:
-    """The key a scope is kept under: a short plain name as it is, anything else (a lone
-    surrogate, which would not read back; a long id) by digest."""
+    """The key a scope is kept under: a short plain name as it is, else by digest."""
     if scope == MAIN or (is_plain_id(scope) and len(scope) <= 64):
         return scope
     from ..light import hex_digest
@@ -111,13 +68,10 @@ def scope_key(scope: str) -> str:
 
 
 class locked:  # noqa: N801 - used as a function: ``with locked(state):``
-    """Hold the tool hooks' lock; raises Busy when another hook holds it past ``wait``
-    seconds (default ``LOCK_WAIT``). (A class, not ``contextlib.contextmanager``: these
-    hooks run on every tool call and do not import contextlib.)"""
+    """Hold the tool hooks' lock; Busy past ``LOCK_WAIT`` (a class: no contextlib)."""
 
-    def __init__(self, state: os.PathLike[str] | str, *, wait: float | None = None) -> None:
+    def __init__(self, state: os.PathLike[str] | str) -> None:
         self.state = state
-        self.wait = LOCK_WAIT if wait is None else wait
         self.fd = -1
 
     def __enter__(self) -> None:
@@ -127,7 +81,7 @@ class locked:  # noqa: N801 - used as a function: ``with locked(state):``
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise Busy(f"{folder}/{_LOCK_NAME}: not a regular file")
-            deadline = time.monotonic() + self.wait
+            deadline = time.monotonic() + LOCK_WAIT
             while True:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -182,10 +136,7 @@ def counter(data: dict[str, Any] | None, scope: str, settings: Settings) -> Tool
 
 
 def put(data: dict[str, Any] | None, scope: str, counts: ToolRepeatCounter) -> dict[str, Any]:
-    """The state with one scope's counter replaced (that scope becomes the most recent
-    subagent), bounded: the main scope first, each subagent's newest ``SUBAGENT_CALLS``
-    calls, at most ``MAX_SCOPES`` scopes, and within ``STATE_BUDGET`` bytes, the oldest
-    subagents dropped first."""
+    """The state with one scope's counter replaced (made the newest), bounded."""
     from ..light import dumps
 
     old = data.get("scopes") if data is not None else None
@@ -216,8 +167,7 @@ def turn_of(data: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def with_work(data: dict[str, Any] | None) -> dict[str, Any]:
-    """The record with its turn marked: a tool call brought something new since the last
-    Stop (the Stop hook then takes the reply for work)."""
+    """The record with its turn marked: a tool call brought something new."""
     data = dict(data) if data is not None else {"v": _VERSION, "scopes": {}}
     data["turn"] = {**turn_of(data), "work": True}
     return data
@@ -246,16 +196,13 @@ def _newest_calls(value: Any, limit: int) -> Any:
 
 
 def refusal_marker(path: str) -> str:
-    """Beside a session's counts: present while some call's next attempt would be refused.
-    The plugin's launcher looks only for it before a ``PreToolUse`` (one ``lstat``), so
-    every other call runs without starting the package."""
+    """Beside a session's counts: there while some call would be refused."""
     return path.removesuffix(".json") + REFUSAL_SUFFIX
 
 
 def keep(path: str, kept: dict[str, Any] | None, scope: str, counts: ToolRepeatCounter,
          settings: Settings) -> None:
-    """Save the session's state (``kept``, as loaded) with ``scope``'s counter replaced by
-    ``counts``, and its refusal marker: there while a call of any scope would be refused."""
+    """Save the session's state with ``scope``'s counter replaced, and its refusal marker."""
     scopes = kept.get("scopes") if kept is not None else None
     refusable = counts.refusable() or isinstance(scopes, dict) and any(
         counter(kept, other, settings).refusable() for other in scopes
@@ -264,10 +211,7 @@ def keep(path: str, kept: dict[str, Any] | None, scope: str, counts: ToolRepeatC
 
 
 def save(path: str, data: dict[str, Any], *, refusable: bool) -> None:
-    """Write the session's state atomically (private file, private folder), then its
-    refusal marker (``refusable``: some scope's counter would refuse a call now). The
-    marker comes second: a crash between the two leaves it missing, which refuses
-    nothing."""
+    """Write the session's state atomically, then (a crash: none) its refusal marker."""
     save_turn(path, data)
     from .files import write_private_file
 
@@ -291,8 +235,7 @@ def remove(path: str) -> bool:
 
 
 def prune(state: os.PathLike[str] | str, *, now: float, keep: str = "") -> int:
-    """Remove state files untouched for ``STALE_AFTER`` (and stray temp files), except
-    ``keep``; how many were removed."""
+    """Remove state files untouched for ``STALE_AFTER`` (and stray temp files)."""
     removed = 0
     try:
         entries = list(os.scandir(_folder(state)))
@@ -313,8 +256,7 @@ def prune(state: os.PathLike[str] | str, *, now: float, keep: str = "") -> int:
 
 
 def hooks_judge(state: str, session_id: str) -> bool:
-    """Whether a Stop hook judges this session's replies (it judged one this turn): the
-    watcher then neither logs nor asks a stop for a re-prompt loop it sees."""
+    """Whether a Stop hook judged one of this session's replies this turn."""
     try:
         turn = turn_of(load(state_path(state, session_id)))
     except (OSError, ValueError):

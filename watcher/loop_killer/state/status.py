@@ -1,9 +1,6 @@
-"""What the watcher publishes for the Stop hook and ``loop-killer status``.
-
-* ``<state>/watcher.json``: the heartbeat (pid, start time, last beat, root watched).
-* ``<state>/status/<session>.json``: per session, how far the watcher has read and the
-  current run (length, similar-chain length, last answer's uuid and text digest).
-Both are small and written atomically; readers tolerate them missing or broken.
+"""What the watcher publishes for the Stop hook and ``loop-killer status``: its heartbeat
+(``watcher.json``) and each session's status (``status/<session>.json``), written
+atomically; readers tolerate them missing or broken.
 """
 
 from __future__ import annotations
@@ -20,24 +17,13 @@ from ..engine.budget import Budget, TurnUse, read_figures
 from .files import is_plain_id, read_json_object, state_folder, write_private_file
 
 __all__ = [
-    "BEHIND_LAG",
-    "HEARTBEAT_INTERVAL",
-    "HEARTBEAT_STALE",
-    "SessionStatus",
-    "WatcherHeartbeat",
-    "falling_behind",
-    "read_heartbeat",
-    "read_session_status",
-    "session_status_path",
-    "written_statuses",
-    "watcher_alive",
-    "write_heartbeat",
-    "write_session_status",
+    "BEHIND_LAG", "HEARTBEAT_INTERVAL", "HEARTBEAT_STALE", "SessionStatus", "WatcherHeartbeat",
+    "falling_behind", "read_heartbeat", "read_session_status", "session_status_path",
+    "written_statuses", "watcher_alive", "write_heartbeat", "write_session_status",
 ]
 
 HEARTBEAT_INTERVAL = 2.0
-HEARTBEAT_STALE = 10.0
-"""A heartbeat older than this many seconds means no live watcher."""
+HEARTBEAT_STALE = 10.0  # an older heartbeat means no live watcher
 
 STATUS_VERSION = 1
 
@@ -55,9 +41,7 @@ class WatcherHeartbeat:
     waiting: int = 0  # events come in while the watcher was busy, not yet handled
 
 
-BEHIND_LAG = 3.0
-"""Events waiting this many seconds or more: the watcher is falling behind (a flood of
-writes), and a loop is caught that much later."""
+BEHIND_LAG = 3.0  # events waiting this long (s): the watcher is falling behind
 
 
 def falling_behind(beat: WatcherHeartbeat) -> str | None:
@@ -94,9 +78,7 @@ class SessionStatus:
         return self.awaiting is not None or bool(self.extra.get("answer_in_progress"))
 
     def turn_budget(self) -> tuple[Budget, TurnUse] | None:
-        """The limits and what the live turn has used of them, as the watcher published
-        them (``engine.budget.figures``); None between turns, or without figures (no
-        watcher, no limit on, the session switched off)."""
+        """The limits and the live turn's use of them, as published; else None."""
         return read_figures(self.extra.get("budget")) if self.in_turn else None
 
 
@@ -104,11 +86,7 @@ _Record = TypeVar("_Record", "WatcherHeartbeat", "SessionStatus")
 
 
 def _build(kind: type[_Record], raw: dict[str, Any] | None) -> _Record | None:
-    """``kind(**raw)`` when every field has the declared type, else None.
-
-    A status file is written by our own watcher, but a broken or hostile one must not
-    make the hook fail at every turn: a field of the wrong type makes it unreadable.
-    """
+    """``kind(**raw)`` when every field has the declared type, else None."""
     if raw is None or raw.get("version") != STATUS_VERSION:
         return None
     hints = {f.name: f for f in fields(kind)}
@@ -180,8 +158,7 @@ def session_status_path(state: Path, session_id: str) -> Path:
 
 
 def written_statuses(state: Path) -> list[tuple[str, float]]:
-    """(session id, when its status was last written, epoch seconds) of every session
-    status file (none through a linked folder: ``state_folder``)."""
+    """(session id, when last written) of every session status file."""
     try:
         folder = state_folder(state, "status")
         entries = list(os.scandir(folder))

@@ -1,7 +1,5 @@
-"""Read only as much of a transcript's tail as its trailing run needs (the watcher's
-catch-up and the Stop hook): backwards, block by block, to a run boundary or until the
-run is past every threshold. Bounded in bytes and lines whatever the file holds; runs of
-blank lines are skipped in bulk at C speed (64 MB of ``\\n`` costs a few block reads).
+"""Read a transcript's tail backwards, block by block, only as far as its trailing run
+needs; bounded in bytes and lines whatever the file holds (blank runs skipped in bulk).
 """
 
 from __future__ import annotations
@@ -14,30 +12,17 @@ from typing import BinaryIO, Literal
 from ..engine.rules import DEFAULT_THRESHOLDS
 from ..engine.transcript import Reprompt, is_run_boundary, parse_line
 
-__all__ = [
-    "MAX_RUN_LINES",
-    "MAX_TAIL_BYTES",
-    "MAX_TAIL_LINES",
-    "RunStart",
-    "ScanStats",
-    "find_run_start",
-    "iter_lines_backwards",
-    "scan_run_start",
-]
+__all__ = ["MAX_RUN_LINES", "MAX_TAIL_BYTES", "MAX_TAIL_LINES", "RunStart", "ScanStats",
+           "iter_lines_backwards", "scan_run_start"]
 
 _BLOCK = 256 * 1024
-MAX_TAIL_BYTES = 64 * 1024 * 1024
-"""Never read back further than this, whatever the file holds."""
+MAX_TAIL_BYTES = 64 * 1024 * 1024  # never read back further than this
 
-MAX_TAIL_LINES = 100_000
-"""Never step back over more lines than this (blank ones included). Claude Code's own
-lines are JSON objects of 100 bytes and more, so this is far more than any byte limit
-used on its transcripts reaches; only a file of tiny or blank lines gets here."""
+MAX_TAIL_LINES = 100_000  # never step back over more lines (blank ones included)
 
 MAX_RUN_LINES = 5_000
-"""The line budget of ``find_run_start``: each of these lines is parsed on the way back
-and replayed on the way forward. A trailing run (at most 7 re-prompts and their answers)
-holds under 50 lines in every transcript of tests/fixtures."""
+"""The line budget of ``scan_run_start`` (a trailing run holds under 50 lines in every
+transcript of tests/fixtures)."""
 
 _NEWLINE = ord("\n")
 
@@ -55,17 +40,14 @@ class ScanStats:
 
     @property
     def replay_from(self) -> int:
-        """Where reading forwards again reproduces every non-blank line passed: the
-        earliest of them, else the start of the cut last line (``end`` when even that
-        was out of reach, a line longer than the byte budget)."""
+        """Where reading forwards again reproduces every non-blank line passed."""
         if self.earliest >= 0:
             return self.earliest
         return self.tail_start if self.tail_start >= 0 else self.end
 
 
 def _blank_run_start(chunk: bytes, stop: int) -> int:
-    """Where the run of newlines that ends just before ``stop`` begins (``chunk[stop-1]``
-    is a newline). Galloping slices stripped in C: linear in the run, never per byte."""
+    """Where the run of newlines ending just before ``stop`` begins (in C)."""
     width = 64
     while True:
         low = max(0, stop - width)
@@ -84,15 +66,10 @@ def iter_lines_backwards(  # noqa: C901 - one pass over blocks, lines and blank 
     max_lines: int = MAX_TAIL_LINES,
     stats: ScanStats | None = None,
 ) -> Iterator[tuple[int, bytes]]:
-    """Yield ``(offset, line)`` for the non-blank whole lines before ``end``, last first.
-
-    Bytes after the last newline before ``end`` (a line still being written) are not a
-    whole line and are left out. Linear in the bytes read, even for a line of many
-    megabytes: a block is scanned once, and a line is joined once its start is found;
-    runs of empty lines are stepped over in bulk. Stops at the file's start, at the
-    first line start found after ``limit`` bytes, or after ``max_lines`` lines (blank
-    ones included). ``stats``, when given, says how far it got.
-    """
+    """Yield ``(offset, line)`` for the non-blank whole lines before ``end``, last first
+    (a line still being written is left out). Linear in the bytes read; stops at the
+    file's start, at the first line start after ``limit`` bytes, or after ``max_lines``
+    lines. ``stats``, when given, says how far it got."""
     if stats is None:
         stats = ScanStats(end)
     position = end
@@ -173,9 +150,10 @@ def scan_run_start(
     max_lines: int = MAX_RUN_LINES,
     limit: int = MAX_TAIL_BYTES,
 ) -> RunStart:
-    """``find_run_start`` with how it got there (``why`` "budget": the file holds more
-    lines or bytes before its run than the budgets allow; the tail from ``offset`` is
-    then all that is known of the run)."""
+    """Where feeding the file from ``offset`` up to ``end`` reproduces its trailing run:
+    the last run boundary; else the earliest of ``max_reprompts`` re-prompts (the run is
+    past every threshold); else the earliest line read before the file's start or a
+    budget (``why`` "budget": the tail from there is all that is known of the run)."""
     if end is None:
         end = handle.seek(0, os.SEEK_END)
     stats = ScanStats(end)
@@ -191,17 +169,3 @@ def scan_run_start(
                 return RunStart(offset, "reprompts", stats.lines, stats.read)
     return RunStart(stats.replay_from, "file start" if stats.complete else "budget",
                     stats.lines, stats.read)
-
-
-def find_run_start(
-    handle: BinaryIO, end: int | None = None, *, max_reprompts: int = DEFAULT_THRESHOLDS.reach
-) -> int:
-    """The offset from which feeding the file up to ``end`` reproduces its trailing run.
-
-    That is the start of the last run boundary before ``end``; or, when more than
-    ``max_reprompts`` re-prompts come first, the start of the earliest of them (the run
-    is then past every threshold, which is all the rules need to know); or, when the
-    file's start or a budget (``MAX_TAIL_BYTES``, ``MAX_RUN_LINES``) came first, the
-    earliest non-blank line read, else the start of the line being written at ``end``.
-    """
-    return scan_run_start(handle, end, max_reprompts=max_reprompts).offset
