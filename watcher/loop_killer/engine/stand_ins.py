@@ -10,6 +10,7 @@ Memory is bounded by ``MAX_HELD_BYTES`` of contents.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,7 +71,8 @@ class StandIns:
         self._held = 0  # bytes of contents kept in ``_last``
         self._tokens = 0
 
-    def pairs(self, event: Event) -> list[tuple[AssistantPart, ToolCall, str, ToolResult]]:
+    def pairs(self, event: Event, waiting: Callable[[str, object], bool] = waits
+              ) -> list[tuple[AssistantPart, ToolCall, str, ToolResult]]:
         """The results ``event`` completes, each with its call, ``call_key`` and stand-in."""
         if self._pairing.starts_afresh(event):
             self._last.clear()  # the counter starts afresh: so do the comparisons
@@ -79,7 +81,7 @@ class StandIns:
         for part, call, result in self._pairing.pair(event):
             key = call_key(call.name, call.input, result.cwd)
             paired.append((part, call, key, self._stand_in(
-                call.name, key, result, waiting=waits(call.name, call.input))))
+                call.name, key, result, waiting=waiting(call.name, call.input))))
         return paired
 
     def _stand_in(self, name: str, call_text: str, result: ToolResult, *, waiting: bool
@@ -103,7 +105,8 @@ class StandIns:
             if last is None and not waiting:
                 # Compared with nothing yet: it stays unread. (Were it our refusal, it
                 # would count 1 instead of nothing; the next real result counts 1 either way.
-                # A waiting call's is read: refused, it did not wait, nor does the next call.)
+                # A waiting call's is read: refused, it did not wait, nor does the next call;
+                # nor does a call after a waiting one stop the wait.)
                 return self._keep(call, _Last(content, False, None, self._new_token(),
                                               content.size), result)
             content, is_error = content.read()
@@ -181,4 +184,5 @@ class ToolCounts:
         """``feed``, each count with its call and the reply that made the call."""
         if not ToolPairing.may_pair(event):
             return []  # most lines: text or thinking, nothing to count
-        return self.counter.feed_pairs(event, self._stand_ins.pairs(event))
+        # (a result the counter takes for a wait, itself or after one, is read at once)
+        return self.counter.feed_pairs(event, self._stand_ins.pairs(event, self.counter.waits))
