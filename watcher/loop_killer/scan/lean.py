@@ -1,14 +1,8 @@
-"""The scan's first pass over one transcript file: its cost report, and which parts of it
-the engine must read for loops (pure).
-
-Whole blocks of lines are decoded at once (``DECODE_LINES``); a reply or a tool result
-never becomes an event: usage goes to the ``UsageLedger``, calls and results to
-``LoopHints``. The ``FileResult`` is ``TranscriptScan``'s but for ``loops`` (found in
-``segments`` by the engine). It gives up (the engine reads the file whole) wherever the
-engine would read a line another way: a block that does not decode, a blank line, a line
-of the conversation written type first, a wrong shape, a flat subagent file, a subagent's
-cost-state line, a line over ``max_line``; or a loop possible among inline subagent lines
-(Claude Code 1.0.x: a scope of their own) or in a file that holds some.
+"""The scan's fast first pass over one transcript file (pure): ``TranscriptScan``'s result but
+for loops, and the parts the engine must read for those (``segments``). Blocks of lines are
+decoded at once. It gives up (the engine reads the file whole) wherever the engine would read
+a line another way (undecodable, blank, oversized, written type first, a wrong shape, a flat
+subagent file, a subagent's cost-state) or a loop is possible among inline subagent lines.
 """
 
 from __future__ import annotations
@@ -24,13 +18,7 @@ from ..state.config import Settings
 from .hints import LoopHints, Segment
 from .ledger import UsageLedger
 from .records import FileResult, ReplyKey, merged
-from .transcript import (
-    DEFAULT_SETTINGS,
-    TYPE_FIRST,
-    cost_amount,
-    reply_request_id,
-    request_id_of,
-)
+from .transcript import DEFAULT_SETTINGS, TYPE_FIRST, cost_amount, reply_request_id, request_id_of
 from .turns import TurnTally
 
 __all__ = ["LeanScan"]
@@ -80,8 +68,8 @@ class _Scope:
     def __init__(self, settings: Settings, *, reprompts: bool, inline: bool) -> None:
         self.ledger, self.inline = UsageLedger(), inline
         self.hints = LoopHints(settings, reprompts=reprompts)
-        # The last reply line counted (message and request ids, usage, the ledger's folds,
-        # key): the next line of the reply, alike, changes nothing but the times.
+        # (message id, request id, usage, ledger folds, key) of the last reply line counted:
+        # a next line of the reply alike changes only the times.
         self.last: tuple[str, str, TypedUsage, int, ReplyKey] | None = None
 
 
@@ -281,8 +269,8 @@ class LeanScan:
 
 
 def _sorted(block: bytes, starts: list[int], index: int, kind: str) -> bool:
-    """Whether the engine sorts line ``index`` by its bytes, to read it its own way: a line
-    of the conversation written type first (an attachment: one naming a goal_status)."""
+    """Whether the engine reads line ``index`` its own way: written type first (an
+    attachment: only one naming a goal_status)."""
     start = starts[index]
     if not block.startswith(TYPE_FIRST, start):
         return False

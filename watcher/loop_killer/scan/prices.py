@@ -1,22 +1,9 @@
-"""What tokens cost: a per-model price table, a user's override file, and the sum.
+"""What tokens cost: a per-model price table (USD per million tokens), a person's override
+file (``--prices``: JSON or TOML, a model prefix -> four prices, or LiteLLM's table), the sum.
 
-USD per million tokens: input, output, cache reads, cache writes (5-minute; 1-hour ones
-at 2 x input unless given). A reply is priced as billed (``PriceTable.reply_cost``): its
-1-hour writes apart, long-prompt rates past the model's threshold (200k for Sonnet 4 and
-4.5, 100k for Haiku 5.5), fast mode's multiple, US-only inference at 1.1x.
-
-Model names are made plain (lower case, provider prefixes dropped, ``@ . :`` read as
-``-``). A built-in entry prices its model's dated and provider names, never a newer
-version: that gets its family's newest price, marked a fallback. A model no key matches
-costs nothing and its tokens are counted as unpriced. Built-in prices are Claude Code's
-catalog's (2.1.332); long-prompt rates and fast multiples are LiteLLM's (``FAST_FALLBACK``
-where unknown, marked a fallback).
-
-``--prices FILE``: JSON or TOML, a model prefix -> its four prices (an object, or a list
-in that order; ``cache_creation_1h`` optional), or LiteLLM's
-``model_prices_and_context_window.json``. Its keys are tried first (the longest match
-wins), then the defaults. Read as the hooks read files: a regular file of at most
-``MAX_PRICE_BYTES``, never blocking.
+A built-in entry prices its model's dated and provider names, never a newer version: that
+gets its family's newest price, marked a fallback. Built-in prices are Claude Code's catalog's
+(2.1.332); long-prompt rates and fast multiples are LiteLLM's.
 """
 
 from __future__ import annotations
@@ -37,25 +24,18 @@ from .records import Tokens
 __all__ = ["DEFAULT_PRICES", "FAMILY_PRICES", "FAST_FALLBACK", "MAX_PRICE_BYTES", "Price",
            "PriceError", "PriceFile", "PriceTable", "Priced", "load_prices", "read_price_file"]
 
-MAX_PRICE_BYTES = 8 << 20
-"""The largest price file read (LiteLLM's table of every model is about 1.5 MB)."""
-
-FAST_FALLBACK = 2.0
-"""Fast mode's multiple where a model's own is not known (Opus 4.8's and Opus 5's)."""
+MAX_PRICE_BYTES = 8 << 20  # (LiteLLM's table of every model is about 1.5 MB)
+FAST_FALLBACK = 2.0  # fast mode's multiple where a model's own is not known (Opus 4.8's, 5's)
 
 _US_ONLY = 1.1  # inference_geo "us": Claude Code bills 1.1x
 
-Priced = Literal["exact", "fallback", "unpriced"]
-"""How sure a reply's price is: its model's own, a family's (or a guessed fast-mode
-multiple), or none at all."""
+Priced = Literal["exact", "fallback", "unpriced"]  # (fallback: a family's, a guessed multiple)
 
 
 @dataclass(frozen=True, slots=True)
 class Price:
-    """USD per million tokens. ``cache_creation_1h``: a 1-hour write (None: 2 x input);
-    ``long_prompt``: the rates of a whole request whose input (cached or not) is over
-    ``long_above``; ``fast``: fast mode's multiple (None: unknown); ``fallback``: a family's
-    price, not the model's own."""
+    """USD per million tokens. ``cache_creation_1h``: None for 2 x input; ``long_prompt``: the
+    rates of a whole request whose input (cached or not) is over ``long_above``."""
 
     input: float
     output: float
@@ -72,9 +52,8 @@ class Price:
         return self.input * 2 if self.cache_creation_1h is None else self.cache_creation_1h
 
     def cost(self, tokens: Tokens, *, one_reply: bool = False) -> float:
-        """What ``tokens`` cost, in USD. ``one_reply``: they are one API reply's, so the
-        long-prompt rates apply if its input passed the threshold (a sum of replies is
-        priced at the base rates)."""
+        """What ``tokens`` cost, in USD; ``one_reply``: one API reply's, so the long-prompt
+        rates may apply."""
         rates = self
         if one_reply and self.long_prompt is not None and tokens.prompt > self.long_above:
             rates = self.long_prompt
@@ -91,8 +70,7 @@ class Price:
 
 def _price(input_price: float, output_price: float, cache_read: float | None = None,
            **more: Any) -> Price:
-    # Anthropic's cache pricing: a read is 0.1 x input (unless said), a 5-minute write
-    # 1.25 x input, a 1-hour write 2 x input.
+    # Anthropic's cache pricing: a read 0.1 x input, a 5-minute write 1.25 x, 1-hour 2 x.
     read = round(input_price * 0.1, 6) if cache_read is None else cache_read
     return Price(input_price, output_price, read, round(input_price * 1.25, 6),
                  round(input_price * 2, 6), **more)
@@ -149,18 +127,16 @@ DEFAULT_PRICES: Mapping[str, Price] = {
     "claude-mythos-5-1": _TIER_10_50_READ_0_25,
     "claude-mythos-5-2": _TIER_8_40_READ_0_20,
 }
-"""Each model's own price (USD per million tokens), keyed by its plain name."""
 
 FAMILY_PRICES: Mapping[str, Price] = {
     key: replace(price, fallback=True) for key, price in {
-        # A newer model than the table, or an alias: its family's newest price.
+        # (a newer model than the table, or an alias)
         "claude-opus": _OPUS_5_5, "opus": _OPUS_5_5,
         "claude-sonnet": _SONNET_5_5, "sonnet": _SONNET_5_5,
         "claude-haiku": _HAIKU_5_5, "haiku": _HAIKU_5_5,
         "claude-fable": _TIER_8_40_READ_0_20, "claude-mythos": _TIER_8_40_READ_0_20,
     }.items()
 }
-"""Prices by family prefix, for models newer than ``DEFAULT_PRICES``: marked fallbacks."""
 
 _SEPARATORS = re.compile(r"[@.:]")
 _NEWER_VERSION = re.compile(r"-\d{1,2}(?!\d)")  # "-9" after "claude-opus-4": another model
@@ -171,6 +147,7 @@ class PriceError(ValueError):
 
 
 def _plain(model: str) -> str:
+    """Lower case, provider prefixes dropped, ``@ . :`` read as ``-``."""
     name = model.strip().lower()
     start = name.find("claude-")
     if start > 0:
@@ -179,8 +156,7 @@ def _plain(model: str) -> str:
 
 
 def _names_model(plain: str, key: str) -> bool:
-    """``key`` is this model's own name: ``plain`` is it, or it with a date, a provider's
-    version or a suffix, not a newer version of it."""
+    """``key`` is this model's own name (maybe with a date or a suffix), not a newer one's."""
     return plain.startswith(key) and not _NEWER_VERSION.match(plain, len(key))
 
 
@@ -188,9 +164,8 @@ _Tier = tuple[list[tuple[str, Price]], bool]  # (entries, longest first; keys na
 
 
 class PriceTable:
-    """Prices by model name: a user's ``overrides`` first (the longest matching key of
-    theirs wins, so ``claude`` alone prices every Claude model; ``models``: the user's
-    keys that name models, from a LiteLLM file), then ``defaults``, then ``families``."""
+    """Prices by model name: a person's ``overrides`` (prefixes) and ``models`` (LiteLLM's)
+    first, then ``defaults``, then ``families``; in each, the longest matching key wins."""
 
     __slots__ = ("_cache", "_tiers")
 
@@ -199,7 +174,6 @@ class PriceTable:
                  families: Mapping[str, Price] = FAMILY_PRICES,
                  models: Mapping[str, Price] | None = None) -> None:
         def tier(entries: Mapping[str, Price], names_models: bool) -> _Tier:
-            # Longest keys first: the most specific wins.
             return (sorted(((_plain(key), price) for key, price in entries.items()),
                            key=lambda item: -len(item[0])), names_models)
 
@@ -230,8 +204,7 @@ class PriceTable:
         return price.cost(usage, one_reply=True), "fallback" if guessed else "exact"
 
     def cost(self, by_model: Iterable[tuple[str, Tokens]]) -> tuple[float, int]:
-        """USD for tokens per model (sums of replies: no long-prompt rates), and how many
-        of the tokens had no price."""
+        """USD for tokens per model (sums: no long-prompt rates), and the tokens unpriced."""
         usd = 0.0
         unpriced = 0
         for model, tokens in by_model:
@@ -249,19 +222,17 @@ _ONE_HOUR = "cache_creation_1h"
 
 @dataclass(frozen=True, slots=True)
 class PriceFile:
-    """A price file's entries: ``prefixes`` (this project's format: a key prices every
-    model its name starts) or ``models`` (LiteLLM's: a key prices its model's names)."""
+    """A price file's entries: ``prefixes`` (this project's format) or ``models`` (LiteLLM's)."""
 
     prefixes: dict[str, Price]
     models: dict[str, Price]
 
     def table(self) -> PriceTable:
-        """The price table with these entries over the defaults."""
         return PriceTable(self.prefixes, models=self.models)
 
 
 def read_price_file(path: Path | str) -> PriceFile:
-    """A price file (see the module's docstring), in either format."""
+    """A price file, in either format: a prefix -> an object, or a list of four prices."""
     path = Path(path)
     parsed = _parse(path, _read(path))
     if not isinstance(parsed, dict):
@@ -280,9 +251,8 @@ def load_prices(path: Path | str) -> dict[str, Price]:
 
 
 def _litellm_entries(parsed: dict[Any, Any]) -> dict[str, Price]:
-    """LiteLLM's entries with a price per input and output token (others, such as its
-    ``sample_spec`` or image models, are left out). Where several keys name one model
-    (``vertex_ai/claude-x``, ``claude-x``), the bare name's entry wins, else the first."""
+    """LiteLLM's entries priced per input and output token; of several keys naming one model
+    (``vertex_ai/claude-x``, ``claude-x``), the bare name's wins, else the first."""
     chosen: dict[str, tuple[str, Price]] = {}
     for key, value in parsed.items():
         price = _litellm_price(value) if isinstance(value, dict) else None
@@ -334,8 +304,7 @@ def _litellm_price(entry: dict[str, Any]) -> Price | None:
 
 
 def _read(path: Path) -> bytes:
-    """The file's bytes, as the hooks read theirs (``state.files.read_small_file``); a link
-    the person named is followed first: only the file it leads to must be regular."""
+    """The file's bytes, as the hooks read theirs, never blocking (a link is followed)."""
     from ..state.files import NotAFile, read_small_file
 
     real = os.path.realpath(path)

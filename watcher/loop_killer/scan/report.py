@@ -240,7 +240,7 @@ def _sessions(summary: Summary, home: str | None, width: int) -> list[str]:
     for s in known[:10]:
         lines += wrap(  # (to the width, under a hanging indent; 0: whole)
             f"  {printable(s.session_id[:8])}  {printable(project_label(s.project, home), 28)}: "
-            f"loops {_money(s.loops_cost_usd)} of {_money(s.estimated_cost_usd)} estimated here"
+            f"loops {_money(s.loops_cost_usd)} of {_money(s.cost_usd)} estimated here"
             f", {_money(s.claude_code_cost_usd or 0.0)} by Claude Code", width or None, 12)
     if len(known) > 10:
         lines.append(f"  … and {len(known) - 10} more (--json lists them all)")
