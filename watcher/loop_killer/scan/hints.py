@@ -1,12 +1,7 @@
-"""Which turns of one scope could hold a loop, told cheaply (pure).
-
-The engine reads only the turns this flags, so it must never miss one: each test is a
-necessary condition of an engine rule, counted more coarsely (a superset):
-
-* a re-prompt loop: a rule's threshold of re-prompts between two turn starts;
-* a tool-repeat loop: ``tool_repeat_warn`` results of calls with one ``call_key`` in a
-  person's turn, paired as ``ToolPairing`` pairs them (ignored tools never count);
-* an oscillating edit: ``edit_oscillation_warn`` + 1 changes of one file in a turn.
+"""Which turns of one scope could hold a loop, told cheaply (pure). The engine reads only
+the turns flagged, so each test is a necessary condition of an engine rule, counted coarsely:
+a rule's threshold of re-prompts in a run; ``tool_repeat_warn`` results of one ``call_key`` in
+a person's turn; ``edit_oscillation_warn`` + 1 changes of one file in a turn.
 """
 from __future__ import annotations
 
@@ -24,17 +19,14 @@ from ..state.config import Settings
 
 __all__ = ["LoopHints", "Segment"]
 
-Segment = tuple[int, "int | None"]
-"""Bytes for the engine to read: from a prompt's line to a later one's, or the end (None)."""
+Segment = tuple[int, "int | None"]  # from a prompt's line to a later one's, or the end
 
 
 class LoopHints:
-    """Told one scope's lines in order: the turns that could hold a loop, and from where the
-    engine must read to judge each exactly (``segments``); ``reprompts``: a main transcript.
-    Starting afresh at a prompt, the engine judges as reading the whole file does unless
-    something crosses the prompt (it is then *unsafe*): a call or early result paired
-    across it, too many unpaired (``MAX_PENDING``), or a reply line after it whose message id
-    came before it (the engine drops a line of the reply it completed last)."""
+    """Told one scope's lines in order: from where the engine must read to judge each turn that
+    could hold a loop (``segments``). Starting at a prompt, the engine judges as from the top
+    unless something crosses it (*unsafe*): a call and result paired across it, too many
+    unpaired, or a later line of a reply from before it."""
 
     __slots__ = ("_calls", "_crossings", "_crowded", "_early", "_edits", "_flagged",
                  "_ignored", "_ignored_names", "_message_ids", "_oscillation", "_pending",
@@ -83,8 +75,7 @@ class LoopHints:
         self._turn_ids.add(message_id)
 
     def calls(self, message_id: str, calls: list[tuple[str, str, Any]]) -> None:
-        """A reply line and its tool calls (id, name, input: decoded, or ``Raw``), paired
-        as ``ToolPairing`` pairs them."""
+        """A reply line and its tool calls (id, name, input: decoded, or ``Raw``)."""
         self.reply(message_id)
         turn = len(self._starts) - 1
         self._stored(len(calls))
@@ -96,7 +87,6 @@ class LoopHints:
                 self._paired(early, name, tool_input)
 
     def results(self, tool_use_ids: list[str]) -> None:
-        """A line of tool results."""
         turn = len(self._starts) - 1
         self._stored(len(tool_use_ids))
         for tool_use_id in tool_use_ids:
@@ -114,8 +104,7 @@ class LoopHints:
                 self._flag(len(self._starts) - 1)
 
     def turn_start(self, prompt_at: int | None) -> None:
-        """A turn starts: a person's prompt, whose line starts at ``prompt_at``, or
-        (None) a meta message or a compaction."""
+        """A turn starts: a person's prompt at ``prompt_at``, or (None) a meta message."""
         self._run = 0
         if prompt_at is not None:
             self._starts.append(prompt_at)
@@ -129,7 +118,7 @@ class LoopHints:
         self._crowded = self._crowded or self._pending >= MAX_PENDING // 2
 
     def _paired(self, since: int, name: str, tool_input: Any) -> None:
-        """A call and its result met (the first of them stored in turn ``since``)."""
+        """A call and its result met (the first stored in turn ``since``)."""
         turn = len(self._starts) - 1
         self._pending -= 2
         if since < turn:
@@ -156,13 +145,12 @@ class LoopHints:
             self._flagged.append(turn)
 
     def segments(self) -> list[Segment]:
-        """What the engine must read, in file order: each flagged turn from the last safe prompt
-        before it to the next prompt (segments that meet are one)."""
+        """Each flagged turn from the last safe prompt before it to the next (those that meet:
+        one)."""
         if not self._flagged:
             return []
         turns = len(self._starts)
         unsafe = set(self._unsafe)
-        # Every prompt a pair crosses: where (turn stored, turn paired] start and end.
         depth = [0] * (turns + 1)
         for since, until in self._crossings:
             depth[since + 1] += 1

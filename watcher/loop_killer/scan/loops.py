@@ -1,16 +1,7 @@
-"""Past loops of one transcript scope, from the engine's steps and events (pure).
-
-Nothing here judges: ``RepromptLoops`` groups ``RunDetector``'s answers and detections
-into loops, ``ToolLoops`` the counts of ``ToolRepeatCounter`` into streaks.
-
-* A re-prompt loop: a maximal run of answers in a re-prompt run (``in_run``) holding a
-  detection; its rule is the first detection's; avoidable: every answer after it.
-* A tool-repeat loop: a streak of identical results of one call that reached
-  ``TOOL_REPEAT_WARN`` in a person's turn; avoidable: every call after the warning. Its
-  times are its first and last calls' (a result's own line may be left unread).
-
-Tokens are looked up in the scope's ``UsageLedger`` when a loop closes (a reply written
-on several lines is whole by then, and counted once).
+"""Past loops of one transcript scope, from the engine's steps and events (pure; nothing here
+judges). A re-prompt loop: a run of answers holding a detection; a tool-repeat loop: a streak
+of identical results of one call that reached the warning. Avoidable: every reply after the
+first detection or warning. Tokens are looked up in the ``UsageLedger`` as a loop closes.
 """
 
 from __future__ import annotations
@@ -39,8 +30,7 @@ from .records import Loop
 
 __all__ = ["MAX_STREAKS", "RepromptLoops", "ToolLoops"]
 
-MAX_STREAKS = 1000
-"""Calls followed at once within one turn (the least recently seen close first)."""
+MAX_STREAKS = 1000  # calls followed at once in a turn (the least recently seen close first)
 _LABEL = 80
 
 
@@ -64,7 +54,6 @@ class RepromptLoops:
         self._run = _Run()
 
     def step(self, step: Step) -> list[Loop]:
-        """Take one step; return the loops it closed."""
         closed: list[Loop] = []
         detections = list(step.detections)
         for answer in step.answers:
@@ -73,15 +62,13 @@ class RepromptLoops:
                 continue
             self._add(answer, _detection_of(answer, detections))
         if detections and self._run.answers and self._run.fired_at is None:
-            # A detection we could not pair with its answer (never seen): it belongs to
-            # the run's newest answer, which is the one the detector judged last.
+            # (one not paired with its answer: the newest, which the detector judged last)
             self._fire(len(self._run.answers) - 1, detections[0])
         if isinstance(step.event, TurnStart):
-            closed.extend(self._close())  # the detector starts its run afresh here too
+            closed.extend(self._close())  # (the detector starts afresh here too)
         return closed
 
     def finish(self) -> list[Loop]:
-        """The transcript is over: the loop in progress, if any."""
         return self._close()
 
     def _add(self, answer: Answer, detection: Detection | None) -> None:
@@ -114,7 +101,7 @@ class RepromptLoops:
 
 
 def _detection_of(answer: Answer, detections: list[Detection]) -> Detection | None:
-    """Take (from ``detections``) the detection this answer caused, if any."""
+    """Take from ``detections`` the one this answer caused, if any."""
     for index, detection in enumerate(detections):
         fired = detection.answers[-1]
         if fired.uuid == answer.uuid and fired.prompt_uuid == answer.prompt_uuid:
@@ -134,7 +121,7 @@ class _Streak:
 
 
 class ToolLoops:
-    """Tool-repeat loops of one scope (a session, or one subagent), fed its events."""
+    """Tool-repeat loops of one scope (a session, or one subagent)."""
 
     __slots__ = ("_block", "_changes", "_counts", "_ledger", "_streaks", "_warn")
 
@@ -142,21 +129,19 @@ class ToolLoops:
                  warn: int = TOOL_REPEAT_WARN, block: int = TOOL_REPEAT_BLOCK) -> None:
         self._ledger = ledger
         counter = counter if counter is not None else ToolRepeatCounter(block=block)
-        self._warn, self._block = warn, block  # as configured (``loop_killer.state.config``)
-        # The counter judges; stand-ins spare it masking outputs it need not compare.
+        self._warn, self._block = warn, block
         self._counts = ToolCounts(counter)
         self._streaks: dict[bytes, _Streak] = {}  # call digest -> its streak, by recency
         # file -> the replies that changed it last (an oscillation's replies), by recency
         self._changes: dict[str, list[str]] = {}
 
     def feed(self, event: Event) -> list[Loop]:
-        """Take one event; return the loops it closed."""
         closed: list[Loop] = []
         timestamp = event.timestamp if isinstance(event, (AssistantPart, ToolResults)) else ""
         for part, call, repeat in self._counts.feed_paired(event):
             closed.extend(self._count(part, call, repeat, timestamp))
         if isinstance(event, TurnStart) and event.kind == "prompt":
-            closed.extend(self.finish())  # the person spoke: the counter started afresh
+            closed.extend(self.finish())  # (the counter starts afresh)
         return closed
 
     def finish(self) -> list[Loop]:
@@ -179,7 +164,7 @@ class ToolLoops:
         streak = self._streaks.pop(key, None)
         closed: list[Loop] = []
         if streak is not None and repeat.count == streak.count >= self._block:
-            # loop-killer's own refusal of the call: no new result, but a reply was spent
+            # (loop-killer refused the call: no new result, but a reply was spent)
             streak.refused.append(message_id)
         else:
             if streak is None or repeat.count != streak.count + 1:
@@ -198,9 +183,8 @@ class ToolLoops:
 
     def _changed(self, call: ToolCall, repeat: ToolRepeat, message_id: str,
                  at: str) -> Loop | None:
-        """Note the reply that changed a file; the loop when the change completes an
-        oscillation (a warning: its replies are the file's last ``returns + 1`` changes,
-        none of them avoidable)."""
+        """Note the reply that changed a file; the loop if that completes an oscillation (its
+        replies: the file's last ``returns + 1`` changes, none avoidable)."""
         path = edited_file(call.input)
         replies = self._changes.pop(path, [])
         replies = [*replies[-7:], message_id]

@@ -1,9 +1,7 @@
-"""What a person (a table) or a script (one JSON document) reads from a scan.
-
-Pure: a ``Summary`` in, text out (``Progress`` is the one part that writes, to the
-stream it is given). Every text taken from a transcript or a folder name goes through
-``printable`` before it reaches a terminal, in the JSON too: JSON escapes C0 codes but
-leaves C1 codes and bidi overrides raw, and it is read on terminals (``jq``, ``less``).
+"""What a person (a table) or a script (one JSON document) reads from a scan: a ``Summary`` in,
+text out (``Progress`` alone writes). Text from a transcript or a folder name goes through
+``printable``, in the JSON too: JSON leaves C1 codes and bidi overrides raw, and is read on
+terminals (``jq``, ``less``).
 """
 
 from __future__ import annotations
@@ -36,8 +34,7 @@ def _usd(value: float) -> float:
 
 def json_document(summary: Summary, *, root: str = "", top: int | None = None
                   ) -> dict[str, Any]:
-    """The ``--json`` document (``top``: the first ``top`` loops listed; totals are every
-    loop's): ``loops`` and ``totals`` as documented, and ``sessions``, ``budget``, ``scan``."""
+    """The ``--json`` document (``top``: the loops listed; totals are every loop's)."""
     return {
         "loops": [_loop(row) for row in summary.loops[:top or None]],
         "totals": {
@@ -98,35 +95,26 @@ def _session(row: SessionRow) -> dict[str, Any]:
 def _loop(row: LoopRow) -> dict[str, Any]:
     loop = row.loop
     return {
-        "session_id": printable(row.session_id),
-        "project": printable(row.project),
-        "transcript_path": _path(row.transcript_path),
-        "kind": loop.kind,
-        "rule": printable(loop.rule),
-        "replies": loop.replies,
-        "first_at": printable(loop.first_at),
-        "last_at": printable(loop.last_at),
-        "tokens": row.tokens.to_dict(),
-        "avoidable_tokens": row.avoidable.total,
-        "cost_usd": _usd(row.cost_usd),
-        "what": _what(row),
+        "session_id": printable(row.session_id), "project": printable(row.project),
+        "transcript_path": _path(row.transcript_path), "kind": loop.kind,
+        "rule": printable(loop.rule), "replies": loop.replies,
+        "first_at": printable(loop.first_at), "last_at": printable(loop.last_at),
+        "tokens": row.tokens.to_dict(), "avoidable_tokens": row.avoidable.total,
+        "cost_usd": _usd(row.cost_usd), "what": _what(row),
     }
 
 
 def _what(row: LoopRow) -> str:
-    """What looped, as the table's last column and the JSON's ``what`` say it: the call
-    (``Bash: cat PLAN.md``), or the rule and the first words of the repeated reply."""
+    """What looped: the call (``Bash: cat PLAN.md``), or the rule and the reply's first words."""
     return printable(row.loop.label + (" (subagent)" if row.subagent else ""))
 
 
 def _path(path: str) -> str:
-    """A path without the codes ``printable`` takes out (line breaks aside: JSON escapes
-    them), its spacing kept: a script opens the path given, changed only if it held some."""
+    """A path without control codes, its spacing kept: a script opens the path given."""
     return without_controls(path)
 
 
 def json_bytes(summary: Summary, *, root: str = "", top: int | None = None) -> bytes:
-    """The ``--json`` document as bytes, with a final newline."""
     return orjson.dumps(json_document(summary, root=root, top=top),
                         option=orjson.OPT_INDENT_2) + b"\n"
 
@@ -138,13 +126,11 @@ _HEADER = ("First seen", "Project", "Session", "Loop", "Replies", "Tokens", "Avo
 _RIGHT = {4, 5, 6, 7}  # numbers are right-aligned
 _CAPS = {1: 28}  # the project's columns
 _MIN_WHAT = 16
-COMPACT_BELOW = 100
-"""Terminals narrower than this get the compact table (as ccusage switches)."""
+COMPACT_BELOW = 100  # terminals narrower get the compact table (as ccusage switches)
 _COMPACT_HEADER = ("When", "Project", "Loop", "Tokens", "Cost", "What")
 _COMPACT_RIGHT = {3, 4}
 _COMPACT_CAPS = {1: 12}
-TOP = 20
-"""Loops shown in the table unless ``--top`` says otherwise (the JSON lists them all)."""
+TOP = 20  # loops in the table unless ``--top`` says otherwise
 
 
 def _number(value: int) -> str:
@@ -188,10 +174,9 @@ def _row(row: LoopRow, home: str | None, compact: bool) -> list[str]:
 def human_report(summary: Summary, *, width: int = 120, home: str | None = None,
                  root: str = "", seconds: float | None = None, top: int | None = TOP,
                  compact: bool | None = None) -> str:
-    """The table, biggest loop first, a totals row, then what was read and skipped.
-    ``width``: columns to fit (0: nothing cut); ``compact``: the narrow table (None: when
-    the full one would not fit); ``top``: loops shown (None or 0: all); ``home``: left out of
-    project names; ``seconds``: how long the scan took, if told."""
+    """The table, a totals row, then what was read and skipped. ``width``: columns to fit (0:
+    nothing cut); ``compact``: the narrow table (None: if the full one does not fit); ``top``:
+    loops shown (None or 0: all); ``home``: left out of project names."""
     out: list[str] = []
     if summary.loops:
         shown = summary.loops[:top] if top else summary.loops
@@ -238,7 +223,7 @@ def _sessions(summary: Summary, home: str | None, width: int) -> list[str]:
         return []
     lines = ["", "Sessions where Claude Code recorded its own cost (cost-state):"]
     for s in known[:10]:
-        lines += wrap(  # (to the width, under a hanging indent; 0: whole)
+        lines += wrap(
             f"  {printable(s.session_id[:8])}  {printable(project_label(s.project, home), 28)}: "
             f"loops {_money(s.loops_cost_usd)} of {_money(s.cost_usd)} estimated here"
             f", {_money(s.claude_code_cost_usd or 0.0)} by Claude Code", width or None, 12)
@@ -248,7 +233,6 @@ def _sessions(summary: Summary, home: str | None, width: int) -> list[str]:
 
 
 def _limits(budget: Budget) -> str:
-    """``100 re-prompts, $25.00``: the limits that are on."""
     said = []
     if budget.reprompts > 0:
         said.append(f"{budget.reprompts} re-prompts")
@@ -260,7 +244,6 @@ def _limits(budget: Budget) -> str:
 
 
 def _beyond(name: str, by: float) -> str:
-    """What a turn spent beyond one limit: ``20 re-prompts``, ``$3.10``, ``12 min``."""
     if name == LIMIT_REPROMPTS:
         return f"{round(by)} re-prompt{'s' if round(by) != 1 else ''}"
     return _money(by) if name == LIMIT_USD else minutes_text(by)
@@ -311,8 +294,7 @@ def _read_line(summary: Summary, root: str, seconds: float | None) -> str:
 
 
 class Progress:
-    """A progress bar on one line of ``stream`` (stderr, when it is a terminal), redrawn
-    at most every ``interval`` seconds; ``close`` wipes it."""
+    """A progress bar on one line of ``stream``, redrawn at most every ``interval`` seconds."""
 
     def __init__(self, stream: TextIO, *, width: int = 80, interval: float = 0.1) -> None:
         self._stream = stream
