@@ -20,7 +20,6 @@ from .records import FileResult
 
 if TYPE_CHECKING:
     from ..state.config import Settings
-    from .lean import LeanScan
 
 # (the readers are imported when a file is read: a scan all from its cache never loads them)
 
@@ -167,9 +166,8 @@ def _add(entry: os.DirEntry[str], kind: str, project: str, session_id: str, suba
                                           info.st_mtime_ns, info.st_ctime_ns))
 
 
-def read_transcript(transcript: Transcript, *, prefilter: bool = True,
-                    chunk_bytes: int = CHUNK_BYTES, settings: Settings | None = None,
-                    two_tier: bool = True) -> FileResult:
+def read_transcript(transcript: Transcript, *, chunk_bytes: int = CHUNK_BYTES,
+                    settings: Settings | None = None, two_tier: bool = True) -> FileResult:
     """Scan one transcript file; never raises. ``two_tier``: first ``LeanScan``, then the
     engine where it says; off, the engine reads every file whole (the same result, slower)."""
     from .lean import LeanScan
@@ -192,8 +190,7 @@ def read_transcript(transcript: Transcript, *, prefilter: bool = True,
             # (replaced since it was listed: a link put in its place, say)
             return skipped(SKIP_LINK if _is_link(transcript.path) else SKIP_UNREADABLE)
         chunk = os.read(fd, chunk_bytes)
-        lean: LeanScan | None = None
-        if two_tier and prefilter and not _looks_looping(chunk, transcript.subagent):
+        if two_tier and not _looks_looping(chunk, transcript.subagent):
             lean = LeanScan(path=transcript.path, project=transcript.project,
                             session_id=transcript.session_id,
                             subagent=transcript.subagent, settings=settings)
@@ -206,8 +203,8 @@ def read_transcript(transcript: Transcript, *, prefilter: bool = True,
                                              end).loops]
                 return replace(result, loops=tuple(loops)) if loops else result
             chunk = os.pread(fd, chunk_bytes, 0)
-        return replace(_engine(fd, transcript, settings, chunk_bytes, prefilter=prefilter,
-                               head=chunk), cwd=_file_cwd(fd, chunk, chunk_bytes))
+        return replace(_engine(fd, transcript, settings, chunk_bytes, head=chunk),
+                       cwd=_file_cwd(fd, chunk, chunk_bytes))
     except OSError as error:
         if error.errno not in (errno.EIO, errno.EACCES, errno.EISDIR, errno.ENOENT):
             logger.debug("reading %s: %s", transcript.path, error)
@@ -262,16 +259,14 @@ def _looks_looping(head: bytes, subagent: bool) -> bool:
 
 
 def _engine(fd: int, transcript: Transcript, settings: Settings | None, chunk_bytes: int,
-            start: int = 0, end: int | None = None, *, prefilter: bool = True,
-            head: bytes = b"") -> FileResult:
+            start: int = 0, end: int | None = None, *, head: bytes = b"") -> FileResult:
     """The engine's reading from ``start`` to ``end`` (None: the end), in the chunks a reading
     from the top gives (a reply marked final completes where a chunk ends)."""
     from .transcript import TranscriptScan
 
     scan = TranscriptScan(path=transcript.path, project=transcript.project,
                           session_id=transcript.session_id, subagent=transcript.subagent,
-                          prefilter=prefilter, settings=settings,
-                          reread=partial(_reread, fd), offset=start)
+                          settings=settings, reread=partial(_reread, fd), offset=start)
     if head:
         scan.feed(head)
     at = start + len(head)

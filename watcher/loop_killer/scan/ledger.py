@@ -1,9 +1,6 @@
-"""The token usage of one scope's API replies, each counted once (pure).
-
-Claude Code repeats a reply's ``usage`` on each of its lines, and may write the reply
-again (a replay, a resumed copy). A reply is its ``message.id`` and ``requestId``; of its
-copies the largest is kept. The current turn's replies are kept by message id (the loops
-ask for theirs), bounded by the turn and ``MAX_OPEN``; every reply as a digest and counts.
+"""The token usage of one scope's API replies, each counted once (pure): Claude Code repeats a
+reply's ``usage`` on each of its lines, and may write the reply again. A reply is its
+``message.id`` and ``requestId``; of its copies the largest is kept.
 """
 
 from __future__ import annotations
@@ -16,12 +13,10 @@ from .records import ModelTokens, Replies, Reply, ReplyKey, Tokens, by_model
 
 __all__ = ["MAX_OPEN", "UsageLedger", "reply_key"]
 
-MAX_OPEN = 20_000
-"""Replies remembered within one turn; beyond it the oldest are folded (far beyond any turn)."""
+MAX_OPEN = 20_000  # replies kept by id in one turn; beyond, the oldest are folded
 
 
 def reply_key(message_id: str, request_id: str) -> ReplyKey:
-    """The digest a reply is known by in every file."""
     return digest(f"{message_id}\0{request_id}".encode("utf-8", "surrogatepass"))
 
 
@@ -32,21 +27,18 @@ def _larger(known: Reply, usage: Tokens, model: str) -> Reply:
 
 
 class UsageLedger:
-    """The current turn's replies by message id, and every reply seen."""
+    """The current turn's replies by message id (the loops ask for theirs), and every reply."""
 
-    __slots__ = ("_kept", "_open", "first_at", "folds", "last_at", "max_open")
+    __slots__ = ("_kept", "_open", "first_at", "folds", "last_at")
 
-    def __init__(self, *, max_open: int = MAX_OPEN) -> None:
-        # message id -> request id -> the reply (one message id, several requests: rare)
-        self._open: dict[str, dict[str, Reply]] = {}
+    def __init__(self) -> None:
+        self._open: dict[str, dict[str, Reply]] = {}  # message id -> request id -> reply
         self._kept: dict[ReplyKey, Reply] = {}
-        self.max_open = max_open
         self.folds = 0  # how many times replies were folded into the kept ones
-        self.first_at = self.last_at = ""  # the earliest and latest times of a reply seen
+        self.first_at = self.last_at = ""  # of the replies seen
 
     def add(self, part: AssistantPart, request_id: str = "") -> ReplyKey | None:
-        """Take one assistant line's usage (``request_id``: its line's); the reply's key
-        (None: no usage)."""
+        """Take one assistant line's usage: the reply's key (None: no usage)."""
         if part.usage is None:
             return None
         return self.count(part.message_id, request_id, part.usage, part.model,
@@ -59,7 +51,7 @@ class UsageLedger:
         requests = self._open.get(message_id)
         if requests is None:
             requests = self._open[message_id] = {}
-            if len(self._open) > self.max_open:
+            if len(self._open) > MAX_OPEN:
                 oldest = next(iter(self._open))
                 self._fold(self._open.pop(oldest))
         known = requests.get(request_id)
@@ -71,7 +63,6 @@ class UsageLedger:
         return known.key
 
     def saw(self, when: str) -> None:
-        """A reply line's time (the first and last are kept)."""
         if when and (not self.first_at or when < self.first_at):
             self.first_at = when
         if when > self.last_at:
@@ -93,17 +84,17 @@ class UsageLedger:
         return by_model(self.replies_of(message_ids))
 
     def end_turn(self) -> None:
-        """The person spoke: no loop can reach back past this point, fold the turn."""
+        """The person spoke: no loop can reach back past this point."""
         for requests in self._open.values():
             self._fold(requests)
         self._open.clear()
 
     def replies(self) -> Replies:
-        """Every reply seen so far, each once (call ``end_turn`` first for all of them)."""
+        """Every reply folded so far, each once (``end_turn`` first for all)."""
         return tuple(self._kept.values())
 
     def totals(self) -> ModelTokens:
-        """Every reply seen so far, per model (call ``end_turn`` first for all of them)."""
+        """``replies`` per model."""
         return by_model(self._kept.values())
 
     def _fold(self, requests: dict[str, Reply]) -> None:
@@ -113,6 +104,3 @@ class UsageLedger:
             known = kept.get(reply.key)
             kept[reply.key] = reply if known is None else _larger(known, reply.usage,
                                                                    reply.model)
-
-
-

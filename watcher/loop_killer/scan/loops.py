@@ -16,15 +16,10 @@ from ..engine.judge import Detection
 from ..engine.reader import Step
 from ..engine.rules import rule_phrase
 from ..engine.stand_ins import ToolCounts
-from ..engine.tool_repeat import (
-    RULE_TOOL_REPEAT,
-    TOOL_REPEAT_BLOCK,
-    TOOL_REPEAT_WARN,
-    ToolRepeat,
-    ToolRepeatCounter,
-)
+from ..engine.tool_repeat import RULE_TOOL_REPEAT, ToolRepeat
 from ..engine.transcript import AssistantPart, Event, ToolCall, ToolResults, TurnStart
 from ..light import digest
+from ..state.config import Settings
 from .ledger import UsageLedger
 from .records import Loop
 
@@ -125,12 +120,10 @@ class ToolLoops:
 
     __slots__ = ("_block", "_changes", "_counts", "_ledger", "_streaks", "_warn")
 
-    def __init__(self, ledger: UsageLedger, counter: ToolRepeatCounter | None = None, *,
-                 warn: int = TOOL_REPEAT_WARN, block: int = TOOL_REPEAT_BLOCK) -> None:
+    def __init__(self, ledger: UsageLedger, settings: Settings) -> None:
         self._ledger = ledger
-        counter = counter if counter is not None else ToolRepeatCounter(block=block)
-        self._warn, self._block = warn, block
-        self._counts = ToolCounts(counter)
+        self._warn, self._block = settings.tool_repeat_warn, settings.tool_repeat_block
+        self._counts = ToolCounts(settings.tool_counter())
         self._streaks: dict[bytes, _Streak] = {}  # call digest -> its streak, by recency
         # file -> the replies that changed it last (an oscillation's replies), by recency
         self._changes: dict[str, list[str]] = {}

@@ -82,9 +82,7 @@ class _Scope:
     def __init__(self, settings: Settings, turns: TurnTally, *, inline: bool) -> None:
         self.ledger = UsageLedger()
         self.turns, self.inline = turns, inline
-        counter = settings.tool_counter()
-        self.tools = ToolLoops(self.ledger, counter, warn=settings.tool_repeat_warn,
-                               block=settings.tool_repeat_block) if settings.rule_on(
+        self.tools = ToolLoops(self.ledger, settings) if settings.rule_on(
             RULE_TOOL_REPEAT) else None
         self.stats = ParseStats()
 

@@ -1,9 +1,6 @@
-"""One file's turns as its events arrive, for the budget (pure).
-
-A person's prompt starts a turn, a re-prompt does not. Both readers of a file tell a
-``TurnTally`` what they read anyway. A reply goes to the first turn that holds it, by the
-key the ``UsageLedger`` gave it; the file's replies are kept in its turns' order, so a
-turn names its own by their count.
+"""One file's turns as its events arrive, for the budget (pure). A person's prompt starts a
+turn; a reply goes to the first turn that holds it; the file's replies are kept in its turns'
+order, so a turn names its own by their count.
 """
 
 from __future__ import annotations
@@ -27,9 +24,8 @@ class _Open:
 
 
 class TurnTally:
-    """A file's turns: ``prompt`` starts one, ``reprompt`` and ``reply`` count in the
-    current one; ``aside`` (a reply of an inline subagent line, 1.0.x) goes to the turn under
-    way at its time (the engine reads those lines ahead of the others)."""
+    """A file's turns; ``aside``: a reply of an inline subagent line (1.0.x), placed by its
+    time at the end (the engine reads those lines ahead of the others)."""
 
     __slots__ = ("_aside", "_current", "_seen", "_turns")
 
@@ -40,7 +36,6 @@ class TurnTally:
         self._aside: list[tuple[str, ReplyKey]] = []
 
     def prompt(self, timestamp: str) -> None:
-        """A person's prompt (a subagent's file: a prompt it was given)."""
         self._current = _Open(timestamp)
         self._turns.append(self._current)
 
@@ -51,8 +46,7 @@ class TurnTally:
             turn.ended_at = timestamp
 
     def reply(self, key: ReplyKey, timestamp: str) -> None:
-        """A line of the reply ``key`` (every line of a reply is told: the last one's
-        time ends the turn)."""
+        """A line of the reply ``key`` (the last one's time ends the turn)."""
         turn = self._current or self._turn(timestamp)
         seen = self._seen
         if key not in seen:
@@ -66,8 +60,7 @@ class TurnTally:
 
     def take(self, event: object, ledger: UsageLedger, request: str = "", *,
              inline: bool = False) -> None:
-        """A reply's usage into ``ledger`` (``request``: its line's ``requestId``) and into
-        its turn, or a re-prompt; ``inline``: a subagent's line inline in the file."""
+        """A reply's usage into ``ledger`` and its turn, or a re-prompt."""
         if isinstance(event, AssistantPart):
             key = ledger.add(event, request)
             if key is not None:
@@ -76,8 +69,7 @@ class TurnTally:
             self.reprompt(event.timestamp)
 
     def close(self, event: object, ledger: UsageLedger, *, inline: bool = False) -> None:
-        """After ``take`` and the loops: a person's prompt folds the turn's usage and
-        starts a turn."""
+        """After ``take`` and the loops: a person's prompt ends the turn."""
         if isinstance(event, TurnStart) and event.kind == "prompt":
             ledger.end_turn()
             if not inline:
@@ -91,8 +83,7 @@ class TurnTally:
         return turn
 
     def finish(self, replies: Replies) -> tuple[Replies, tuple[Turn, ...]]:
-        """The file's replies (each once) in its turns' order, and the turns that hold a
-        reply or a re-prompt, each with how many of those replies are its own."""
+        """The file's replies in its turns' order, and the turns holding a reply or a re-prompt."""
         if self._aside:
             self._place_asides()
         if not self._turns:
@@ -116,8 +107,7 @@ class TurnTally:
         return tuple(ordered), tuple(turns)
 
     def _place_asides(self) -> None:
-        """Each inline subagent reply in the last turn begun at or before it (else the
-        first), unless a turn holds it already."""
+        """Each inline subagent reply in the last turn begun by its time (else the first)."""
         if not self._turns:
             self._turn(self._aside[0][0])
         starts = [turn.started_at for turn in self._turns]
