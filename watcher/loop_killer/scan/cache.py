@@ -51,9 +51,7 @@ class _Header(msgspec.Struct, gc=False):
     context: str
 
 
-class _Document(msgspec.Struct, gc=False):
-    format: int
-    context: str
+class _Document(_Header, gc=False):
     files: dict[str, _Entry]
 
 

@@ -92,40 +92,20 @@ _TIER_10_50 = _price(10, 50)
 _TIER_10_50_READ_0_25 = _price(10, 50, 0.25)
 _TIER_8_40_READ_0_20 = _price(8, 40, 0.2)
 
-DEFAULT_PRICES: Mapping[str, Price] = {
-    # Opus
-    "claude-3-opus": _OPUS_4,
-    "claude-opus-4": _OPUS_4,  # claude-opus-4-20250514 (Opus 4.0)
-    "claude-opus-4-0": _OPUS_4,
-    "claude-opus-4-1": _OPUS_4,
-    "claude-opus-4-5": _OPUS_4_5,
-    "claude-opus-4-6": replace(_OPUS_4_5, fast=6),
-    "claude-opus-4-7": replace(_OPUS_4_5, fast=6),
-    "claude-opus-4-8": replace(_OPUS_4_5, fast=2),
-    "claude-opus-5": replace(_OPUS_4_5, fast=2),
+DEFAULT_PRICES: Mapping[str, Price] = {  # (claude-opus-4, claude-sonnet-4: the 4.0 models)
+    "claude-3-opus": _OPUS_4, "claude-opus-4": _OPUS_4, "claude-opus-4-0": _OPUS_4,
+    "claude-opus-4-1": _OPUS_4, "claude-opus-4-5": _OPUS_4_5,
+    "claude-opus-4-6": replace(_OPUS_4_5, fast=6), "claude-opus-4-7": replace(_OPUS_4_5, fast=6),
+    "claude-opus-4-8": replace(_OPUS_4_5, fast=2), "claude-opus-5": replace(_OPUS_4_5, fast=2),
     "claude-opus-5-5": _OPUS_5_5,
-    # Sonnet
-    "claude-3-sonnet": _SONNET,
-    "claude-3-5-sonnet": _SONNET,
-    "claude-3-7-sonnet": _SONNET,
-    "claude-sonnet-4": _SONNET_4,  # claude-sonnet-4-20250514 (Sonnet 4.0)
-    "claude-sonnet-4-0": _SONNET_4,
-    "claude-sonnet-4-5": _SONNET_4,
-    "claude-sonnet-4-6": _SONNET,
-    "claude-sonnet-5": _SONNET_5,
-    "claude-sonnet-5-5": _SONNET_5_5,
-    # Haiku
-    "claude-3-haiku": _HAIKU_3,
-    "claude-3-5-haiku": _HAIKU_3_5,
-    "claude-haiku-4-5": _HAIKU_4_5,
+    "claude-3-sonnet": _SONNET, "claude-3-5-sonnet": _SONNET, "claude-3-7-sonnet": _SONNET,
+    "claude-sonnet-4": _SONNET_4, "claude-sonnet-4-0": _SONNET_4, "claude-sonnet-4-5": _SONNET_4,
+    "claude-sonnet-4-6": _SONNET, "claude-sonnet-5": _SONNET_5, "claude-sonnet-5-5": _SONNET_5_5,
+    "claude-3-haiku": _HAIKU_3, "claude-3-5-haiku": _HAIKU_3_5, "claude-haiku-4-5": _HAIKU_4_5,
     "claude-haiku-5-5": _HAIKU_5_5,
-    # Fable, Mythos
-    "claude-fable-5": _TIER_10_50,
-    "claude-fable-5-1": _TIER_10_50_READ_0_25,
-    "claude-fable-5-2": _TIER_8_40_READ_0_20,
-    "claude-mythos-5": _TIER_10_50,
-    "claude-mythos-5-1": _TIER_10_50_READ_0_25,
-    "claude-mythos-5-2": _TIER_8_40_READ_0_20,
+    "claude-fable-5": _TIER_10_50, "claude-fable-5-1": _TIER_10_50_READ_0_25,
+    "claude-fable-5-2": _TIER_8_40_READ_0_20, "claude-mythos-5": _TIER_10_50,
+    "claude-mythos-5-1": _TIER_10_50_READ_0_25, "claude-mythos-5-2": _TIER_8_40_READ_0_20,
 }
 
 FAMILY_PRICES: Mapping[str, Price] = {
@@ -278,12 +258,10 @@ def _litellm_price(entry: dict[str, Any]) -> Price | None:
     def rates(suffix: str, base: Price | None = None) -> Price | None:
         input_rate, output_rate = rate("input_cost_per_token", suffix), \
             rate("output_cost_per_token", suffix)
-        if input_rate is None:
+        if output_rate is None and base is not None:
+            output_rate = base.output
+        if input_rate is None or output_rate is None:
             return None
-        if output_rate is None:
-            output_rate = base.output if base is not None else None
-            if output_rate is None:
-                return None
         read = rate("cache_read_input_token_cost", suffix)
         write = rate("cache_creation_input_token_cost", suffix)
         one_hour = rate("cache_creation_input_token_cost_above_1hr", suffix)

@@ -7,6 +7,7 @@ terminals (``jq``, ``less``).
 from __future__ import annotations
 
 import time
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
@@ -21,11 +22,10 @@ from ..engine.budget import (
     usd_text,
 )
 from ..engine.transcript import parse_timestamp
-from ..printable import display_width, printable, without_controls, wrap
+from ..printable import char_width, display_width, printable, without_controls, wrap
 from .summary import BudgetRow, LoopRow, SessionRow, Summary
-from .table import box
 
-__all__ = ["Progress", "human_report", "json_bytes", "json_document"]
+__all__ = ["Progress", "box", "fit", "human_report", "json_bytes", "json_document"]
 
 
 def _usd(value: float) -> float:
@@ -37,28 +37,21 @@ def json_document(summary: Summary, *, root: str = "", top: int | None = None
     """The ``--json`` document (``top``: the loops listed; totals are every loop's)."""
     return {
         "loops": [_loop(row) for row in summary.loops[:top or None]],
-        "totals": {
-            "loops": len(summary.loops),
-            "tokens": summary.tokens.to_dict(),
-            "avoidable_tokens": summary.avoidable_tokens.total,
-            "cost_usd": _usd(summary.cost_usd),
-        },
+        "totals": {"loops": len(summary.loops), "tokens": summary.tokens.to_dict(),
+                   "avoidable_tokens": summary.avoidable_tokens.total,
+                   "cost_usd": _usd(summary.cost_usd)},
         "sessions": [_session(s) for s in summary.sessions],
         "budget": [_over_budget(row) for row in summary.budget],
         "scan": {
-            "root": _path(root),
-            "transcripts": summary.transcripts,
-            "bytes": summary.bytes_read,
-            "lines": summary.lines,
-            "bad_lines": summary.broken_lines,
-            "skipped": summary.skipped,
+            "root": _path(root), "transcripts": summary.transcripts,
+            "bytes": summary.bytes_read, "lines": summary.lines,
+            "bad_lines": summary.broken_lines, "skipped": summary.skipped,
             "older_than_since": summary.older,
             "avoidable_cost_usd": _usd(summary.avoidable_cost_usd),
             "unpriced_tokens": summary.unpriced_tokens,
             "fallback_priced_tokens": summary.fallback_tokens,
             "duplicate_replies": summary.duplicate_replies,
-            "duplicate_loops": summary.duplicate_loops,
-            "from_cache": summary.from_cache,
+            "duplicate_loops": summary.duplicate_loops, "from_cache": summary.from_cache,
             "budget_limits": {LIMIT_REPROMPTS: summary.limits.reprompts,
                               LIMIT_USD: summary.limits.usd,
                               LIMIT_MINUTES: summary.limits.minutes},
@@ -120,6 +113,55 @@ def json_bytes(summary: Summary, *, root: str = "", top: int | None = None) -> b
 
 
 # -- the table -------------------------------------------------------------------------
+
+
+def fit(text: str, columns: int) -> str:
+    """``text`` cut to ``columns`` (with an ellipsis where cut) and padded to them."""
+    width = display_width(text)
+    if width > columns:
+        kept: list[str] = []
+        used = 0
+        for char in text:
+            size = char_width(char)
+            if used + size > columns - 1:
+                break
+            kept.append(char)
+            used += size
+        text, width = "".join(kept) + "…", used + 1
+    return text + " " * (columns - width)
+
+
+def box(header: Sequence[str], rows: Sequence[Sequence[str]], total: Sequence[str], *,
+        right: Collection[int] = (), caps: dict[int, int] | None = None, width: int = 0,
+        least_last: int = 8) -> list[str]:
+    """The table's lines in box-drawing characters, measured in terminal columns (CJK project
+    names line up): ``header``, ``rows``, then a ``total`` row. ``caps``: the most columns
+    a column may take; the last takes what is left of ``width`` (0: never cut)."""
+    everything = [header, *rows, total]
+    widths = [max(display_width(r[i]) for r in everything) for i in range(len(header))]
+    for column, cap in (caps or {}).items():
+        widths[column] = min(widths[column], max(cap, display_width(header[column])))
+    if width > 0:
+        fixed = sum(widths[:-1]) + 3 * len(widths) + 1
+        widths[-1] = max(least_last, min(widths[-1], width - fixed))
+
+    def line(cells: Sequence[str]) -> str:
+        out = []
+        for index, (cell, size) in enumerate(zip(cells, widths, strict=True)):
+            if index in right and display_width(cell) <= size:
+                out.append(" " * (size - display_width(cell)) + cell)
+            else:
+                out.append(fit(cell, size))
+        return "│ " + " │ ".join(out) + " │"
+
+    def rule(left: str, middle: str, end: str) -> str:
+        return left + middle.join("─" * (size + 2) for size in widths) + end
+
+    return [rule("┌", "┬", "┐"), line(header), rule("├", "┼", "┤"),
+            *(line(cells) for cells in rows),
+            rule("├", "┼", "┤"), line(total), rule("└", "┴", "┘")]
+
+
 
 _HEADER = ("First seen", "Project", "Session", "Loop", "Replies", "Tokens", "Avoidable",
            "Cost", "What")

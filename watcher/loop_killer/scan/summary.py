@@ -40,11 +40,6 @@ class LoopRow:
     avoidable: Tokens = Tokens()
     priced: Priced = "exact"
 
-    @property
-    def sort_key(self) -> tuple[float, int, str]:
-        """Biggest first: by cost, then tokens, then the oldest first."""
-        return (-self.cost_usd, -self.tokens.total, self.loop.first_at)
-
 
 @record
 class ModelRow:
@@ -58,8 +53,7 @@ class ModelRow:
 
 @record
 class SessionRow:
-    """A session: tokens and cost per model, its loops' cost, and Claude Code's own total
-    (None without a ``cost-state`` line)."""
+    """A session: tokens and cost per model, its loops' cost, and Claude Code's own total."""
 
     session_id: str
     project: str
@@ -130,8 +124,7 @@ class _File:
 
 @record
 class _TurnAt:
-    """A turn, its file (index into Collector._files) and that file's replies (the turn's:
-    ``turn.replies`` from ``first``)."""
+    """A turn, its file and that file's replies (the turn's: ``turn.replies`` from ``first``)."""
 
     turn: Turn
     file: int
@@ -213,17 +206,12 @@ class Collector:
 
     def _take(self, reply: Reply, file: int) -> None:
         known = self._copies.get(reply.key)
-        if known is None:
-            self._copies[reply.key] = _Copy(reply, file)
-            return
-        self._duplicates += 1
-        bigger = reply.usage.total - known.reply.usage.total
-        if bigger > 0 or (bigger == 0 and self._files[file].rank
-                          < self._files[known.file].rank):
-            self._copies[reply.key] = _Copy(reply, file)
-
-    def _wanted(self, loop: Loop) -> bool:
-        return self._within(loop.first_at, loop.last_at)
+        if known is not None:
+            self._duplicates += 1
+            bigger = reply.usage.total - known.reply.usage.total
+            if bigger < 0 or bigger == 0 and self._files[file].rank >= self._files[known.file].rank:
+                return
+        self._copies[reply.key] = _Copy(reply, file)
 
     def _within(self, first_at: str, last_at: str) -> bool:
         """Whether something from ``first_at`` to ``last_at`` is within --since/--until."""
@@ -267,7 +255,7 @@ class Collector:
             if loop.tokens and not owned:
                 duplicate_loops += 1
                 continue
-            if not self._wanted(loop):
+            if not self._within(loop.first_at, loop.last_at):
                 continue
             later = {reply.key for reply in loop.avoidable}
             avoidable = [key for key in owned if key in later]  # (in order: sums repeat)
@@ -283,7 +271,7 @@ class Collector:
                                 avoidable_cost, tokens, avoidable_tokens, priced))
             loops_of[where.session] += 1
             loops_usd[where.session] = loops_usd.get(where.session, 0.0) + cost
-        rows.sort(key=lambda row: row.sort_key)
+        rows.sort(key=lambda row: (-row.cost_usd, -row.tokens.total, row.loop.first_at))
         skipped = Counter(self._skipped)
         older = 0
         if listing is not None:
@@ -339,8 +327,7 @@ class Collector:
                                                    row.transcript_path)))
 
     def _subagent_turns(self) -> dict[int, list[_TurnAt]]:
-        """Subagent files' turns by the main turn (index into ``_turns``) under way as each
-        began."""
+        """Subagent files' turns by the main turn (index) under way as each began."""
         if not self._asides:
             return {}
         files = self._files
@@ -410,8 +397,7 @@ def _may_be_over(budget: Budget, reprompts: int, most_usd: float) -> bool:
 
 
 def _names_first(file: _File, other: _File) -> bool:
-    """Whether ``file``'s project names its session rather than ``other``'s: a main file's
-    before a subagent's, then by rank (the same whatever order the results came in)."""
+    """Whether ``file``'s project names its session rather than ``other``'s."""
     return (file.subagent, *file.rank) < (other.subagent, *other.rank)
 
 

@@ -109,24 +109,18 @@ class TranscriptScan:
                  "path", "project", "session_id", "subagent")
 
     def __init__(self, *, path: str = "", project: str = "", session_id: str = "",
-                 subagent: bool = False, prefilter: bool = True,
-                 settings: Settings | None = None,
+                 subagent: bool = False, prefilter: bool = True, settings: Settings | None = None,
                  max_line: int = MAX_LINE_BYTES,
                  reread: Callable[[int, int], bytes] | None = None, offset: int = 0) -> None:
         self.path, self.project, self.session_id = path, project, session_id
-        self._reread = reread
+        self.subagent, self._prefilter, self._reread = subagent, prefilter, reread
         self._chunk, self._chunk_at = b"", 0
-        self.subagent = subagent
-        self._prefilter = prefilter
         self._loops: list[Loop] = []
         self._cost_state: float | None = None
-        # id() of an assistant event -> its line's requestId, until stepped (in the same feed)
-        self._requests: dict[int, str] = {}
-        self.lines = self.parsed = 0
+        self._requests: dict[int, str] = {}  # id() of a reply's event -> its requestId, a while
+        self.lines = self.parsed = self._garbage = 0
         self.bytes_read = offset
-        self._garbage = 0
-        settings = settings if settings is not None else DEFAULT_SETTINGS
-        self._settings = settings
+        self._settings = settings = settings if settings is not None else DEFAULT_SETTINGS
         self._turns = TurnTally()
         # The engine's reader; only how a line becomes an event is the scan's (``_parse``).
         if subagent:  # (its conversation is a sidechain: read as the scope's main one)
@@ -140,8 +134,7 @@ class TranscriptScan:
             self._side_scope = None  # made on the first inline subagent line
             self._reprompts = RepromptLoops(self._main.ledger)
             self._reader = TranscriptReader(session_id, offset=offset, max_line=max_line,
-                                            parse=self._parse,
-                                            thresholds=settings.thresholds,
+                                            parse=self._parse, thresholds=settings.thresholds,
                                             ignored=settings.ignore_tools)
             self._events = self._reader.events
 
@@ -170,8 +163,7 @@ class TranscriptScan:
             scope.finish(self._loops)
         # (lines without a "{" never reach ``_parse``: the reader counts them)
         stepped_over = self._events.stats
-        broken = (self._garbage + stepped_over.broken
-                  + sum(scope.stats.broken for scope in scopes))
+        broken = self._garbage + stepped_over.broken + sum(scope.stats.broken for scope in scopes)
         kept, turns = self._turns.finish(merged(*(scope.ledger.replies() for scope in scopes)))
         return FileResult(
             path=self.path, project=self.project, session_id=self.session_id,
@@ -180,10 +172,8 @@ class TranscriptScan:
                          default=""),
             last_at=max((scope.ledger.last_at for scope in scopes), default=""),
             cost_state=self._cost_state, bytes_read=self.bytes_read,
-            lines=self.lines + stepped_over.lines,
-            parsed=self.parsed, broken=broken, oversized=self._events.oversized_lines,
-            turns=turns,
-        )
+            lines=self.lines + stepped_over.lines, parsed=self.parsed, broken=broken,
+            oversized=self._events.oversized_lines, turns=turns)
 
     def _parse(self, buffer: bytes, start: int, end: int, stats: ParseStats) -> Event | None:
         """One line's event for the main scope (the reader's parser)."""
