@@ -16,10 +16,9 @@ from ..engine.transcript import SYNTHETIC_MODEL
 from ..engine.typed import NOT_TYPED, TypedUsage, typed_event
 from ..state.config import Settings
 from .hints import LoopHints, Segment
-from .ledger import UsageLedger
+from .ledger import TurnTally, UsageLedger
 from .records import FileResult, ReplyKey, merged
 from .transcript import DEFAULT_SETTINGS, TYPE_FIRST, cost_amount, reply_request_id, request_id_of
-from .turns import TurnTally
 
 __all__ = ["LeanScan"]
 

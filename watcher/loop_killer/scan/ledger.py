@@ -1,17 +1,19 @@
 """The token usage of one scope's API replies, each counted once (pure): Claude Code repeats a
 reply's ``usage`` on each of its lines, and may write the reply again. A reply is its
-``message.id`` and ``requestId``; of its copies the largest is kept.
+``message.id`` and ``requestId``; of its copies the largest is kept. A file's turns, for the
+budget (``TurnTally``): its replies kept in turns' order, a turn names its own by their count.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable
 
-from ..engine.transcript import AssistantPart
+from ..engine.transcript import AssistantPart, Reprompt, TurnStart
 from ..light import digest
-from .records import ModelTokens, Replies, Reply, ReplyKey, Tokens, by_model
+from .records import ModelTokens, Replies, Reply, ReplyKey, Tokens, Turn, by_model
 
-__all__ = ["MAX_OPEN", "UsageLedger", "reply_key"]
+__all__ = ["MAX_OPEN", "TurnTally", "UsageLedger", "reply_key"]
 
 MAX_OPEN = 20_000  # replies kept by id in one turn; beyond, the oldest are folded
 
@@ -104,3 +106,110 @@ class UsageLedger:
             known = kept.get(reply.key)
             kept[reply.key] = reply if known is None else _larger(known, reply.usage,
                                                                    reply.model)
+
+
+class _Open:
+    __slots__ = ("ended_at", "keys", "reprompts", "started_at")
+
+    def __init__(self, started_at: str) -> None:
+        self.started_at = self.ended_at = started_at
+        self.reprompts = 0
+        self.keys: list[ReplyKey] = []
+
+
+class TurnTally:
+    """A file's turns; ``aside``: a reply of an inline subagent line (1.0.x), placed by its
+    time at the end (the engine reads those lines ahead of the others)."""
+
+    __slots__ = ("_aside", "_current", "_seen", "_turns")
+
+    def __init__(self) -> None:
+        self._turns: list[_Open] = []
+        self._current: _Open | None = None
+        self._seen: set[ReplyKey] = set()
+        self._aside: list[tuple[str, ReplyKey]] = []
+
+    def prompt(self, timestamp: str) -> None:
+        self._current = _Open(timestamp)
+        self._turns.append(self._current)
+
+    def reprompt(self, timestamp: str) -> None:
+        turn = self._turn(timestamp)
+        turn.reprompts += 1
+        if timestamp > turn.ended_at:
+            turn.ended_at = timestamp
+
+    def reply(self, key: ReplyKey, timestamp: str) -> None:
+        """A line of the reply ``key`` (the last one's time ends the turn)."""
+        turn = self._current or self._turn(timestamp)
+        seen = self._seen
+        if key not in seen:
+            seen.add(key)
+            turn.keys.append(key)
+        if timestamp > turn.ended_at:
+            turn.ended_at = timestamp
+
+    def aside(self, key: ReplyKey, timestamp: str) -> None:
+        self._aside.append((timestamp, key))
+
+    def take(self, event: object, ledger: UsageLedger, request: str = "", *,
+             inline: bool = False) -> None:
+        """A reply's usage into ``ledger`` and its turn, or a re-prompt."""
+        if isinstance(event, AssistantPart):
+            key = ledger.add(event, request)
+            if key is not None:
+                (self.aside if inline else self.reply)(key, event.timestamp)
+        elif isinstance(event, Reprompt) and not inline:
+            self.reprompt(event.timestamp)
+
+    def close(self, event: object, ledger: UsageLedger, *, inline: bool = False) -> None:
+        """After ``take`` and the loops: a person's prompt ends the turn."""
+        if isinstance(event, TurnStart) and event.kind == "prompt":
+            ledger.end_turn()
+            if not inline:
+                self.prompt(event.timestamp)
+
+    def _turn(self, timestamp: str) -> _Open:
+        turn = self._current
+        if turn is None:  # (lines before the file's first prompt)
+            turn = self._current = _Open(timestamp)
+            self._turns.append(turn)
+        return turn
+
+    def finish(self, replies: Replies) -> tuple[Replies, tuple[Turn, ...]]:
+        """The file's replies in its turns' order, and the turns holding a reply or a re-prompt."""
+        if self._aside:
+            self._place_asides()
+        if not self._turns:
+            return replies, ()
+        if len(self._turns) == 1 and self._turns[0].keys:  # (every reply is its own)
+            turn = self._turns[0]
+            return replies, (Turn(turn.started_at, turn.ended_at, turn.reprompts,
+                                  len(replies)),)
+        by_key = {reply.key: reply for reply in replies}
+        ordered: list[Reply] = []
+        turns = []
+        for turn in self._turns:
+            if turn.keys or turn.reprompts:
+                before = len(ordered)
+                ordered.extend(by_key[key] for key in turn.keys if key in by_key)
+                turns.append(Turn(turn.started_at, turn.ended_at, turn.reprompts,
+                                  len(ordered) - before))
+        if len(ordered) < len(replies):  # (every reply is told: none is lost if not)
+            told = {reply.key for reply in ordered}
+            ordered.extend(reply for reply in replies if reply.key not in told)
+        return tuple(ordered), tuple(turns)
+
+    def _place_asides(self) -> None:
+        """Each inline subagent reply in the last turn begun by its time (else the first)."""
+        if not self._turns:
+            self._turn(self._aside[0][0])
+        starts = [turn.started_at for turn in self._turns]
+        for timestamp, key in self._aside:
+            if key not in self._seen:
+                self._seen.add(key)
+                turn = self._turns[max(0, bisect_right(starts, timestamp) - 1)]
+                turn.keys.append(key)
+                if timestamp > turn.ended_at:
+                    turn.ended_at = timestamp
+        self._aside.clear()

@@ -13,14 +13,7 @@ from typing import Any, TextIO
 
 import orjson
 
-from ..engine.budget import (
-    LIMIT_MINUTES,
-    LIMIT_REPROMPTS,
-    LIMIT_USD,
-    Budget,
-    minutes_text,
-    usd_text,
-)
+from ..engine.budget import LIMIT_MINUTES, LIMIT_REPROMPTS, LIMIT_USD, minutes_text, usd_text
 from ..engine.transcript import parse_timestamp
 from ..printable import char_width, display_width, printable, without_controls, wrap
 from .summary import BudgetRow, LoopRow, SessionRow, Summary
@@ -162,7 +155,6 @@ def box(header: Sequence[str], rows: Sequence[Sequence[str]], total: Sequence[st
             rule("├", "┼", "┤"), line(total), rule("└", "┴", "┘")]
 
 
-
 _HEADER = ("First seen", "Project", "Session", "Loop", "Replies", "Tokens", "Avoidable",
            "Cost", "What")
 _RIGHT = {4, 5, 6, 7}  # numbers are right-aligned
@@ -274,17 +266,6 @@ def _sessions(summary: Summary, home: str | None, width: int) -> list[str]:
     return lines
 
 
-def _limits(budget: Budget) -> str:
-    said = []
-    if budget.reprompts > 0:
-        said.append(f"{budget.reprompts} re-prompts")
-    if budget.usd > 0:
-        said.append(usd_text(budget.usd))
-    if budget.minutes > 0:
-        said.append(minutes_text(budget.minutes))
-    return ", ".join(said)
-
-
 def _beyond(name: str, by: float) -> str:
     if name == LIMIT_REPROMPTS:
         return f"{round(by)} re-prompt{'s' if round(by) != 1 else ''}"
@@ -298,7 +279,11 @@ def _over_budget_lines(summary: Summary, home: str | None, width: int,
     if not summary.budget:
         return []
     shown = summary.budget[:top] if top else summary.budget
-    lines = ["", f"Turns over the budget ({_limits(summary.limits)} a turn):"]
+    limits = summary.limits  # (those that are on: ``100 re-prompts, $25.00``)
+    said = [text for on, text in ((limits.reprompts > 0, f"{limits.reprompts} re-prompts"),
+                                  (limits.usd > 0, usd_text(limits.usd)),
+                                  (limits.minutes > 0, minutes_text(limits.minutes))) if on]
+    lines = ["", f"Turns over the budget ({', '.join(said)} a turn):"]
     for row in shown:
         minutes = "" if row.minutes is None else f", {minutes_text(row.minutes)}"
         beyond = ", ".join(_beyond(name, by) for name, by in row.over)

@@ -25,10 +25,9 @@ from ..engine.tool_repeat import RULE_TOOL_REPEAT
 from ..engine.transcript import AssistantPart, Event, ParseStats, TurnStart, parse_line
 from ..engine.typed import NOT_TYPED, Line, decode_line, entry_event, typed_event
 from ..state.config import Settings
-from .ledger import UsageLedger
+from .ledger import TurnTally, UsageLedger
 from .loops import RepromptLoops, ToolLoops
 from .records import FileResult, Loop, merged
-from .turns import TurnTally
 
 __all__ = ["TranscriptScan", "cost_amount", "cost_state_total", "reply_request_id",
            "request_id_of", "scan_bytes", "session_id_in"]
