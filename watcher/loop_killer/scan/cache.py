@@ -108,8 +108,7 @@ def stamp_of(transcript: Transcript) -> Stamp | None:
 
 
 def scan_context(settings: Settings) -> str:
-    """What a file's result depends on besides its bytes: version, settings, the installed
-    modules' sizes and times, Python's and the decoders' versions."""
+    """What a file's result depends on besides its bytes (the modules', settings, versions)."""
     package = Path(__file__).resolve().parents[1]
     modules = []
     for module in sorted(package.rglob("*.py")):
@@ -149,8 +148,7 @@ def _checked(data: bytes) -> bool:
 
 
 class ScanCache:
-    """The results kept by earlier scans, and those of this one (``keep``), saved whole
-    (``scan-cache.msgpack`` in the state folder, renamed over)."""
+    """The results kept by earlier scans, and those of this one (``keep``), saved whole."""
 
     def __init__(self, path: Path, context: str, files: dict[str, _Entry] | None = None
                  ) -> None:
@@ -209,8 +207,8 @@ class ScanCache:
             self._files[transcript.path] = _Entry(stamp, result)
 
     def save(self, *, root: str, whole: bool) -> None:
-        """Write the files of ``root`` listed now and, when the listing was not ``whole``
-        (--project, --since), the others of ``root`` it held; forget the rest."""
+        """Keep the files of ``root`` listed now, and its others unless the listing was
+        ``whole``."""
         inside = os.path.join(root, "")
         files = {path: entry for path, entry in self._files.items()
                  if path in self._seen or (not whole and path.startswith(inside))}

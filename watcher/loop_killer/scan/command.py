@@ -118,7 +118,7 @@ def _scan(args: argparse.Namespace) -> int:
     from .summary import Collector, ordered
 
     try:
-        prices = read_price_file(args.prices).table() if args.prices else PriceTable()
+        prices = read_price_file(args.prices) if args.prices else PriceTable()
     except PriceError as error:  # the file's path and keys, as given: shown cleaned
         print(f"loop-killer scan: {printable(str(error), 300)}", file=sys.stderr)
         return 2

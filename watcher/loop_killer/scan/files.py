@@ -41,8 +41,7 @@ SKIP_PROJECT_OFF = "project_off"
 
 @record
 class Transcript:
-    """One transcript file to read, as listed (``session_id``: empty for a flat
-    ``agent-*.jsonl``)."""
+    """One transcript file to read, as listed (no ``session_id``: a flat agent-*.jsonl)."""
 
     path: str
     project: str
@@ -217,8 +216,7 @@ def read_transcript(transcript: Transcript, *, chunk_bytes: int = CHUNK_BYTES,
 
 
 def switched_off(result: FileResult, settings: Settings) -> FileResult:
-    """The result as counted: skipped when its project is switched off (asked of every
-    result: the cache holds what the file holds whatever the setting)."""
+    """The result as counted: skipped when its project is switched off (cached or not)."""
     if result.skipped or not settings.projects_off or not settings.project_off(
             cwd=result.cwd, folder=result.project):
         return result
@@ -229,8 +227,7 @@ _CWD = b'"cwd":"'
 
 
 def _file_cwd(fd: int, head: bytes, chunk_bytes: int) -> str:
-    """The top-level ``cwd`` of the file's first line that has one, or ""; ``head``: its
-    first bytes, read already."""
+    """The top-level ``cwd`` of the file's first line that has one, or ""."""
     from ..engine.reader import MAX_LINE_BYTES, LineBuffer
     from ..state.config import line_cwd
 
@@ -253,8 +250,7 @@ LOOKS_LOOPING = 3
 
 
 def _looks_looping(head: bytes, subagent: bool) -> bool:
-    """Whether a main transcript's first bytes hold so many re-prompts that the engine
-    should read it at once (a guess: the result is the same either way)."""
+    """Whether the engine should read the file at once (a guess: the result is the same)."""
     return not subagent and head.count(_REPROMPT_MARK) >= LOOKS_LOOPING
 
 

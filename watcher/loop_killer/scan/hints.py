@@ -145,8 +145,7 @@ class LoopHints:
             self._flagged.append(turn)
 
     def segments(self) -> list[Segment]:
-        """Each flagged turn from the last safe prompt before it to the next (those that meet:
-        one)."""
+        """Each flagged turn from the last safe prompt before it to the next, in file order."""
         if not self._flagged:
             return []
         turns = len(self._starts)

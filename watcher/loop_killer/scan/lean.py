@@ -73,9 +73,8 @@ class _Scope:
 
 
 class LeanScan:
-    """The first pass over one file (options as for ``TranscriptScan``): ``feed`` bytes while
-    it returns True; ``finish``: the result but for loops (None: the engine must read it
-    whole); ``segments``: what the engine must read for loops."""
+    """The first pass over one file: ``feed`` bytes while it returns True, then ``finish``
+    (None: the engine must read it whole) and ``segments``."""
 
     __slots__ = ("_at", "_cost_state", "_cwd", "_main", "_max_line", "_pending", "_settings",
                  "_side", "_turns", "bytes_read", "lines", "needs_engine", "parsed",

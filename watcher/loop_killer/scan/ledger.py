@@ -118,8 +118,7 @@ class _Open:
 
 
 class TurnTally:
-    """A file's turns; ``aside``: a reply of an inline subagent line (1.0.x), placed by its
-    time at the end (the engine reads those lines ahead of the others)."""
+    """A file's turns; ``aside``: an inline subagent reply (1.0.x), placed by time at the end."""
 
     __slots__ = ("_aside", "_current", "_seen", "_turns")
 

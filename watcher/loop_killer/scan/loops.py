@@ -176,8 +176,7 @@ class ToolLoops:
 
     def _changed(self, call: ToolCall, repeat: ToolRepeat, message_id: str,
                  at: str) -> Loop | None:
-        """Note the reply that changed a file; the loop if that completes an oscillation (its
-        replies: the file's last ``returns + 1`` changes, none avoidable)."""
+        """Note the reply that changed a file; the loop if that completes an oscillation."""
         path = edited_file(call.input)
         replies = self._changes.pop(path, [])
         replies = [*replies[-7:], message_id]

@@ -82,8 +82,7 @@ _AHEAD = 2  # tasks handed to each worker ahead: it never waits for this process
 def _shared(tasks: list[list[Transcript]], workers: int,
             read: Callable[[list[Transcript]], list[FileResult]]
             ) -> Iterator[list[FileResult]]:
-    """Every task's results, read by ``workers`` worker processes and this one, each
-    taking the next task (biggest first) when it is free."""
+    """Every task's results, read by ``workers`` processes and this one as each is free."""
     # fork where it is safe (Linux): the workers start at once, with the modules loaded.
     context = multiprocessing.get_context("fork") if sys.platform == "linux" else None
     todo = iter(tasks)

@@ -22,7 +22,7 @@ import orjson
 from .records import Tokens
 
 __all__ = ["DEFAULT_PRICES", "FAMILY_PRICES", "FAST_FALLBACK", "MAX_PRICE_BYTES", "Price",
-           "PriceError", "PriceFile", "PriceTable", "Priced", "load_prices", "read_price_file"]
+           "PriceError", "PriceTable", "Priced", "load_prices", "read_price_file"]
 
 MAX_PRICE_BYTES = 8 << 20  # (LiteLLM's table of every model is about 1.5 MB)
 FAST_FALLBACK = 2.0  # fast mode's multiple where a model's own is not known (Opus 4.8's, 5's)
@@ -52,8 +52,7 @@ class Price:
         return self.input * 2 if self.cache_creation_1h is None else self.cache_creation_1h
 
     def cost(self, tokens: Tokens, *, one_reply: bool = False) -> float:
-        """What ``tokens`` cost, in USD; ``one_reply``: one API reply's, so the long-prompt
-        rates may apply."""
+        """What ``tokens`` cost, in USD (``one_reply``: the long-prompt rates may apply)."""
         rates = self
         if one_reply and self.long_prompt is not None and tokens.prompt > self.long_above:
             rates = self.long_prompt
@@ -200,39 +199,31 @@ _FIELDS = ("input", "output", "cache_read", "cache_creation")
 _ONE_HOUR = "cache_creation_1h"
 
 
-@dataclass(frozen=True, slots=True)
-class PriceFile:
-    """A price file's entries: ``prefixes`` (this project's format) or ``models`` (LiteLLM's)."""
-
-    prefixes: dict[str, Price]
-    models: dict[str, Price]
-
-    def table(self) -> PriceTable:
-        return PriceTable(self.prefixes, models=self.models)
+def read_price_file(path: Path | str) -> PriceTable:
+    """The price table with a price file's entries over the defaults."""
+    entries, litellm = _price_file(Path(path))
+    return PriceTable(models=entries) if litellm else PriceTable(entries)
 
 
-def read_price_file(path: Path | str) -> PriceFile:
-    """A price file, in either format: a prefix -> an object, or a list of four prices."""
-    path = Path(path)
+def load_prices(path: Path | str) -> dict[str, Price]:
+    """A price file's entries, to put over the defaults (either format, as prefixes)."""
+    return _price_file(Path(path))[0]
+
+
+def _price_file(path: Path) -> tuple[dict[str, Price], bool]:
+    """A price file's entries, and whether they are LiteLLM's (keys naming models, not
+    prefixes of a model name -> an object, or a list of four prices)."""
     parsed = _parse(path, _read(path))
     if not isinstance(parsed, dict):
         raise PriceError(f"{path}: expected a table of model prefix -> prices")
     if any(isinstance(value, dict) and "input_cost_per_token" in value
            for value in parsed.values()):
-        return PriceFile({}, _litellm_entries(parsed))
-    return PriceFile({str(key): _entry(path, str(key), value)
-                      for key, value in parsed.items()}, {})
-
-
-def load_prices(path: Path | str) -> dict[str, Price]:
-    """A price file's entries, to put over the defaults (either format, as prefixes)."""
-    found = read_price_file(path)
-    return {**found.prefixes, **found.models}
+        return _litellm_entries(parsed), True
+    return {str(key): _entry(path, str(key), value) for key, value in parsed.items()}, False
 
 
 def _litellm_entries(parsed: dict[Any, Any]) -> dict[str, Price]:
-    """LiteLLM's entries priced per input and output token; of several keys naming one model
-    (``vertex_ai/claude-x``, ``claude-x``), the bare name's wins, else the first."""
+    """LiteLLM's priced entries; of keys naming one model, the bare name's wins, else the first."""
     chosen: dict[str, tuple[str, Price]] = {}
     for key, value in parsed.items():
         price = _litellm_price(value) if isinstance(value, dict) else None

@@ -98,8 +98,8 @@ class Loop:
 
 
 class Turn(NamedTuple):
-    """One turn in one file, from a person's prompt to the next; ``replies``: how many of the
-    file's (kept in turns' order) are its own. (A named tuple: the cache keeps an array.)"""
+    """One turn in one file; ``replies``: how many of the file's are its own (a named tuple:
+    the cache keeps an array)."""
 
     started_at: str
     ended_at: str
@@ -109,10 +109,8 @@ class Turn(NamedTuple):
 
 @record
 class FileResult:
-    """What one transcript file held: every API reply once (its largest copy), their first and
-    last times; ``cost_state``: the last ``cost-state`` line's total; ``skipped``: why it was
-    not read or counted; ``cwd``: the first line's that gives one; ``turns``: those holding a
-    reply or a re-prompt."""
+    """What one transcript file held: every API reply once (its largest copy); ``cost_state``:
+    the last ``cost-state`` line's total; ``skipped``: why it was not read or counted."""
 
     path: str
     project: str

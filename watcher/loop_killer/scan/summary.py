@@ -149,8 +149,7 @@ class _Session:
 
 @dataclass(slots=True)
 class Collector:
-    """Gathers file results into a ``Summary``. ``since``/``until``: drop loops and turns that
-    ended before, or began after (one without a readable time is kept; sessions are all kept)."""
+    """Gathers file results into a ``Summary``; ``since``/``until`` drop loops and turns."""
 
     prices: PriceTable
     since: float | None = None

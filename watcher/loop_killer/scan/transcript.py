@@ -73,8 +73,7 @@ DEFAULT_SETTINGS = Settings()
 
 
 class _Scope:
-    """One counting scope: its usage and tool-repeat streaks (``inline``: a subagent's lines
-    in a main transcript)."""
+    """One counting scope (``inline``: a subagent's lines in a main transcript)."""
 
     __slots__ = ("inline", "ledger", "stats", "tools", "turns")
 

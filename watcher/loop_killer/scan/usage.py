@@ -83,8 +83,8 @@ def _priced(replies: Replies, prices: PriceTable) -> Spent:
 
 
 def read_new_bytes(path: str, offset: int, limit: int) -> tuple[bytes, int]:
-    """Up to ``limit`` bytes of the file at ``path`` from ``offset``, and its size now (never
-    following a link or blocking). Raises OSError."""
+    """Up to ``limit`` bytes of the file from ``offset``, and its size now (below ``offset``:
+    rewritten). Never follows a link or blocks; raises OSError."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         info = os.fstat(fd)
