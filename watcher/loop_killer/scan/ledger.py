@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from ..engine.transcript import AssistantPart, Reprompt, TurnStart
 from ..light import digest
-from .records import ModelTokens, Replies, Reply, ReplyKey, Tokens, Turn, by_model
+from .records import Replies, Reply, ReplyKey, Tokens, Turn
 
 __all__ = ["MAX_OPEN", "TurnTally", "UsageLedger", "reply_key"]
 
@@ -81,10 +81,6 @@ class UsageLedger:
             found.extend(self._open.get(message_id, {}).values())
         return tuple(found)
 
-    def tokens_of(self, message_ids: Iterable[str]) -> ModelTokens:
-        """The tokens of these replies per model, each counted once."""
-        return by_model(self.replies_of(message_ids))
-
     def end_turn(self) -> None:
         """The person spoke: no loop can reach back past this point."""
         for requests in self._open.values():
@@ -94,10 +90,6 @@ class UsageLedger:
     def replies(self) -> Replies:
         """Every reply folded so far, each once (``end_turn`` first for all)."""
         return tuple(self._kept.values())
-
-    def totals(self) -> ModelTokens:
-        """``replies`` per model."""
-        return by_model(self._kept.values())
 
     def _fold(self, requests: dict[str, Reply]) -> None:
         self.folds += 1

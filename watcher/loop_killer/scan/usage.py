@@ -13,7 +13,7 @@ from ..engine.reader import EventReader
 from ..engine.transcript import AssistantPart, TurnStart, parse_timestamp
 from .ledger import UsageLedger
 from .prices import PriceTable
-from .records import ModelTokens, Replies, add_model_tokens, sum_tokens
+from .records import ModelTokens, Replies, add_model_tokens, by_model
 
 __all__ = ["Spent", "UsageTally", "read_new_bytes", "reply_tokens"]
 
@@ -55,15 +55,15 @@ class UsageTally:
                 self._turn.clear()
 
     def turn(self) -> ModelTokens:
-        return self._ledger.tokens_of(self._turn)
+        return by_model(self._ledger.replies_of(self._turn))
 
     def session(self) -> ModelTokens:
-        return add_model_tokens(self._ledger.totals(), self.turn())
+        return add_model_tokens(by_model(self._ledger.replies()), self.turn())
 
-    def last_replies(self, count: int) -> tuple[int, ModelTokens]:
-        """How many of the turn's last ``count`` replies there are, and their tokens."""
+    def last_replies(self, count: int) -> tuple[int, Replies]:
+        """How many of the turn's last ``count`` replies there are, and they."""
         ids = list(self._turn)[-count:] if count > 0 else []
-        return len(ids), self._ledger.tokens_of(ids)
+        return len(ids), self._ledger.replies_of(ids)
 
     def spent(self, prices: PriceTable) -> tuple[Spent, Spent]:
         """(the current turn, the whole session), each reply priced as billed."""
@@ -117,8 +117,8 @@ def reply_tokens(path: str, replies: int, *, tail: int = _TAIL_BYTES,
         data = data[:_written_by(data, until)]
     tally = UsageTally(offset=start)
     tally.feed(data)
-    found, tokens = tally.last_replies(replies)
-    return sum_tokens(tokens).total / found if found else 0.0
+    found, last = tally.last_replies(replies)
+    return sum(reply.usage.total for reply in last) / found if found else 0.0
 
 
 _STAMP = b'"timestamp":"'
