@@ -76,17 +76,15 @@ class LeanScan:
     """The first pass over one file: ``feed`` bytes while it returns True, then ``finish``
     (None: the engine must read it whole) and ``segments``."""
 
-    __slots__ = ("_at", "_cost_state", "_cwd", "_main", "_max_line", "_pending", "_settings",
-                 "_side", "_turns", "bytes_read", "lines", "needs_engine", "parsed",
-                 "path", "project", "session_id", "subagent")
+    __slots__ = ("_at", "_cost_state", "_cwd", "_main", "_pending", "_settings", "_side",
+                 "_turns", "bytes_read", "lines", "needs_engine", "parsed", "path", "project",
+                 "session_id", "subagent")
 
     def __init__(self, *, path: str = "", project: str = "", session_id: str = "",
-                 subagent: bool = False, settings: Settings | None = None,
-                 max_line: int = MAX_LINE_BYTES) -> None:
+                 subagent: bool = False, settings: Settings | None = None) -> None:
         self.path, self.project, self.session_id = path, project, session_id
         self.subagent = subagent
         self.needs_engine = subagent and not session_id  # (a flat agent-*.jsonl)
-        self._max_line = max_line
         self._pending: list[bytes] = []  # a line begun in earlier chunks
         self._at = 0  # where the next block starts in the file
         self._turns = TurnTally()
@@ -105,7 +103,7 @@ class LeanScan:
         cut = chunk.rfind(b"\n") + 1
         if not cut:
             self._pending.append(chunk)
-            if sum(map(len, self._pending)) > self._max_line:
+            if sum(map(len, self._pending)) > MAX_LINE_BYTES:
                 self.needs_engine = True
             return not self.needs_engine
         block = b"".join((*self._pending, chunk[:cut])) if self._pending else chunk[:cut]
@@ -180,9 +178,9 @@ class LeanScan:
             return None
         if len(entries) != len(starts):  # (a blank line)
             return None
-        if len(block) > self._max_line and max(
+        if len(block) > MAX_LINE_BYTES and max(
                 end - start for start, end in zip(starts, [*starts[1:], len(block)],
-                                                  strict=True)) >= self._max_line:
+                                                  strict=True)) >= MAX_LINE_BYTES:
             return None  # (the reader drops such a line)
         if any(entries[index].type in _SORTED and _sorted(block, starts, index,
                                                           entries[index].type)

@@ -20,7 +20,7 @@ from ..engine.prefilter import (
     sort_line,
     unread_result,
 )
-from ..engine.reader import MAX_LINE_BYTES, EventReader, Step, TranscriptReader
+from ..engine.reader import EventReader, Step, TranscriptReader
 from ..engine.tool_repeat import RULE_TOOL_REPEAT
 from ..engine.transcript import AssistantPart, Event, ParseStats, TurnStart, parse_line
 from ..engine.typed import NOT_TYPED, Line, decode_line, entry_event, typed_event
@@ -108,7 +108,6 @@ class TranscriptScan:
 
     def __init__(self, *, path: str = "", project: str = "", session_id: str = "",
                  subagent: bool = False, prefilter: bool = True, settings: Settings | None = None,
-                 max_line: int = MAX_LINE_BYTES,
                  reread: Callable[[int, int], bytes] | None = None, offset: int = 0) -> None:
         self.path, self.project, self.session_id = path, project, session_id
         self.subagent, self._prefilter, self._reread = subagent, prefilter, reread
@@ -126,13 +125,13 @@ class TranscriptScan:
             self._main: _Scope | None = None
             self._reprompts: RepromptLoops | None = None
             self._reader: TranscriptReader | None = None
-            self._events = EventReader(offset=offset, max_line=max_line, parse=self._parse)
+            self._events = EventReader(offset=offset, parse=self._parse)
         else:
             self._main = _Scope(settings, self._turns, inline=False)
             self._side_scope = None  # made on the first inline subagent line
             self._reprompts = RepromptLoops(self._main.ledger)
-            self._reader = TranscriptReader(session_id, offset=offset, max_line=max_line,
-                                            parse=self._parse, thresholds=settings.thresholds,
+            self._reader = TranscriptReader(session_id, offset=offset, parse=self._parse,
+                                            thresholds=settings.thresholds,
                                             ignored=settings.ignore_tools)
             self._events = self._reader.events
 
