@@ -144,20 +144,18 @@ _Tier = tuple[list[tuple[str, Price]], bool]  # (entries, longest first; keys na
 
 class PriceTable:
     """Prices by model name: a person's ``overrides`` (prefixes) and ``models`` (LiteLLM's)
-    first, then ``defaults``, then ``families``; in each, the longest matching key wins."""
+    first, then the defaults, then the families'; in each, the longest matching key wins."""
 
     __slots__ = ("_cache", "_tiers")
 
     def __init__(self, overrides: Mapping[str, Price] | None = None, *,
-                 defaults: Mapping[str, Price] = DEFAULT_PRICES,
-                 families: Mapping[str, Price] = FAMILY_PRICES,
                  models: Mapping[str, Price] | None = None) -> None:
         def tier(entries: Mapping[str, Price], names_models: bool) -> _Tier:
             return (sorted(((_plain(key), price) for key, price in entries.items()),
                            key=lambda item: -len(item[0])), names_models)
 
         self._tiers = [tier(overrides or {}, False), tier(models or {}, True),
-                       tier(defaults, True), tier(families, False)]
+                       tier(DEFAULT_PRICES, True), tier(FAMILY_PRICES, False)]
         self._cache: dict[str, Price | None] = {}
 
     def price_of(self, model: str) -> Price | None:

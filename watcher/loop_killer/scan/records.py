@@ -10,7 +10,7 @@ from typing import Any, Literal, NamedTuple
 from ..engine.transcript import Usage, record
 
 __all__ = ["FileResult", "Loop", "LoopKind", "ModelTokens", "Replies", "Reply", "ReplyKey",
-           "Tokens", "Turn", "add_model_tokens", "by_model", "merged", "sum_tokens"]
+           "Tokens", "Turn", "add_model_tokens", "by_model", "merged"]
 
 LoopKind = Literal["reprompt", "tool"]
 Tokens = Usage  # of one or more API replies, each counted once
@@ -24,13 +24,6 @@ def add_model_tokens(*parts: Iterable[tuple[str, Tokens]]) -> ModelTokens:
         for model, tokens in part:
             sums[model] = sums.get(model, Tokens()) + tokens
     return tuple(sorted(sums.items()))
-
-
-def sum_tokens(by_model: Iterable[tuple[str, Tokens]]) -> Tokens:
-    total = Tokens()
-    for _, tokens in by_model:
-        total = total + tokens
-    return total
 
 
 ReplyKey = bytes  # a digest of (message.id, requestId): the same reply in any file
@@ -90,11 +83,11 @@ class Loop:
 
     @property
     def total_tokens(self) -> Tokens:
-        return sum_tokens(by_model(self.tokens))
+        return sum((reply.usage for reply in self.tokens), Tokens())
 
     @property
     def avoidable_tokens(self) -> Tokens:
-        return sum_tokens(by_model(self.avoidable))
+        return sum((reply.usage for reply in self.avoidable), Tokens())
 
 
 class Turn(NamedTuple):
