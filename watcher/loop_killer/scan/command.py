@@ -50,30 +50,26 @@ def _count(text: str) -> int:
 
 
 def add_arguments_scan(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--since", type=parse_since, metavar="DATE", default=None,
-                        help="only loops that went on at or after DATE (YYYY-MM-DD or ISO "
-                             "8601)")
-    parser.add_argument("--until", type=parse_since, metavar="DATE", default=None,
-                        help="only loops that began at or before DATE (a date alone: its "
-                             "midnight)")
-    parser.add_argument("--top", type=_count, metavar="N", default=None,
-                        help="the N biggest loops (default: 20 in the table, all in --json; "
-                             "0: all)")
+    parser.add_argument("--since", type=parse_since, metavar="DATE",
+                        help="only loops that went on at or after DATE (YYYY-MM-DD or ISO 8601)")
+    parser.add_argument("--until", type=parse_since, metavar="DATE",
+                        help="only loops that began at or before DATE (a date alone: its midnight)")
+    parser.add_argument("--top", type=_count, metavar="N", help="the N biggest loops "
+                        "(default: 20 in the table, all in --json; 0: all)")
     parser.add_argument("--order", choices=("cost", "time"), default="cost",
                         help="loops by cost, biggest first (default), or by time, oldest first")
-    parser.add_argument("--project", metavar="TEXT", default=None,
+    parser.add_argument("--project", metavar="TEXT",
                         help="only project folders whose name or path contains TEXT")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON document (loops, totals, sessions, scan)")
-    parser.add_argument("--prices", type=Path, metavar="FILE", default=None,
+    parser.add_argument("--prices", type=Path, metavar="FILE",
                         help="JSON or TOML file: model prefix -> USD per million tokens "
                              "(input, output, cache_read, cache_creation), or LiteLLM's "
                              "model_prices_and_context_window.json; over the defaults")
-    parser.add_argument("--root", type=Path, default=None,
+    parser.add_argument("--root", type=Path,
                         help=f"folder of project folders (default: {PROJECTS_DEFAULT})")
-    parser.add_argument("--jobs", type=int, metavar="N", default=None,
-                        help="processes reading, this one among them (default: one per "
-                             "core; 1: this one alone)")
+    parser.add_argument("--jobs", type=int, metavar="N", help="processes reading, this one "
+                        "among them (default: one per core; 1: this one alone)")
     parser.add_argument("--no-cache", dest="cache", action="store_false",
                         help="read every file, not only those changed since the last scan "
                              "(and leave the cache as it is)")
