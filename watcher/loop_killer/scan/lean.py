@@ -241,8 +241,7 @@ class LeanScan:
                 key = last[4]
                 ledger.saw(when)
             else:
-                key = ledger.count(message_id, request, usage.read(), _str(message.model),
-                                   when)
+                key = ledger.count(message_id, request, usage.read(), _str(message.model), when)
                 scope.last = (message_id, request, usage, ledger.folds, key)
             self._turns.aside(key, when) if scope.inline else self._turns.reply(key, when)
         return True

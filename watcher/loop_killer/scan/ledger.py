@@ -43,8 +43,7 @@ class UsageLedger:
         """Take one assistant line's usage: the reply's key (None: no usage)."""
         if part.usage is None:
             return None
-        return self.count(part.message_id, request_id, part.usage, part.model,
-                          part.timestamp)
+        return self.count(part.message_id, request_id, part.usage, part.model, part.timestamp)
 
     def count(self, message_id: str, request_id: str, usage: Tokens, model: str,
               when: str) -> ReplyKey:
@@ -96,8 +95,7 @@ class UsageLedger:
         kept = self._kept
         for reply in requests.values():
             known = kept.get(reply.key)
-            kept[reply.key] = reply if known is None else _larger(known, reply.usage,
-                                                                   reply.model)
+            kept[reply.key] = reply if known is None else _larger(known, reply.usage, reply.model)
 
 
 class _Open:
@@ -175,8 +173,7 @@ class TurnTally:
             return replies, ()
         if len(self._turns) == 1 and self._turns[0].keys:  # (every reply is its own)
             turn = self._turns[0]
-            return replies, (Turn(turn.started_at, turn.ended_at, turn.reprompts,
-                                  len(replies)),)
+            return replies, (Turn(turn.started_at, turn.ended_at, turn.reprompts, len(replies)),)
         by_key = {reply.key: reply for reply in replies}
         ordered: list[Reply] = []
         turns = []

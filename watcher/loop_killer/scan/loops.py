@@ -87,8 +87,7 @@ class RepromptLoops:
         if run.fired_at is None:
             return []
         ids = [message_id for answer in run.answers for message_id in answer]
-        before = {message_id for answer in run.answers[: run.fired_at + 1]
-                  for message_id in answer}
+        before = {message_id for answer in run.answers[: run.fired_at + 1] for message_id in answer}
         after = [message_id for answer in run.answers[run.fired_at + 1:]
                  for message_id in answer if message_id not in before]
         return [Loop("reprompt", run.rule, len(run.answers), run.first_at, run.last_at,

@@ -293,8 +293,7 @@ def _over_budget_lines(summary: Summary, home: str | None, width: int,
             f"{row.reprompts} re-prompts{minutes}, {_money(row.cost_usd)}"
             f"{_MARKS[row.priced]}; beyond the limit: {beyond}", width or None, 12)
     if len(shown) < len(summary.budget):
-        lines.append(f"  … and {len(summary.budget) - len(shown)} more (--json lists them "
-                     "all)")
+        lines.append(f"  … and {len(summary.budget) - len(shown)} more (--json lists them all)")
     return lines
 
 

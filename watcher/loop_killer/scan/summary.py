@@ -19,8 +19,7 @@ from .files import Listing
 from .prices import Priced, PriceTable
 from .records import FileResult, Loop, Replies, Reply, ReplyKey, Tokens, Turn
 
-__all__ = ["BudgetRow", "Collector", "LoopRow", "ModelRow", "SessionRow", "Summary",
-           "ordered"]
+__all__ = ["BudgetRow", "Collector", "LoopRow", "ModelRow", "SessionRow", "Summary", "ordered"]
 
 _WORST: dict[Priced, int] = {"exact": 0, "fallback": 1, "unpriced": 2}
 
@@ -332,8 +331,7 @@ class Collector:
         files = self._files
         main: dict[str, list[tuple[str, int]]] = {}
         for index, found in enumerate(self._turns):
-            main.setdefault(files[found.file].session, []).append((found.turn.started_at,
-                                                                    index))
+            main.setdefault(files[found.file].session, []).append((found.turn.started_at, index))
         by_turn: dict[int, list[_TurnAt]] = {}
         for session, asides in self._asides.items():
             turns = sorted(main.get(session, ()))
@@ -391,8 +389,7 @@ class Collector:
 
 def _may_be_over(budget: Budget, reprompts: int, most_usd: float) -> bool:
     """Whether a turn with ``reprompts`` that spent at most ``most_usd`` may be over a limit."""
-    return (budget.minutes > 0 or 0 < budget.reprompts < reprompts
-            or 0 < budget.usd < most_usd)
+    return (budget.minutes > 0 or 0 < budget.reprompts < reprompts or 0 < budget.usd < most_usd)
 
 
 def _names_first(file: _File, other: _File) -> bool:
