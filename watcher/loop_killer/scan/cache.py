@@ -3,8 +3,7 @@
 A transcript is only appended to: one with the device, inode, size and times (ns) it had
 when read holds what it held then; one written in the last ``SETTLING`` seconds is not kept.
 The cache (tokens, not prices) counts only under the same ``scan_context``. Decoded into its
-own types and checked, never unpickled: a broken or hostile file reads as an empty cache.
-"""
+own types and checked, never unpickled: a broken or hostile file reads as an empty cache."""
 
 from __future__ import annotations
 
@@ -129,21 +128,17 @@ def scan_context(settings: Settings) -> str:
     return f"{__version__} {hex_digest(''.join(modules), 16)} {judged!r} {versions!r}"
 
 
-def _sane(result: FileResult) -> bool:
-    """Every loop's replies among the file's own (the counts are checked as decoded)."""
-    if not result.loops:
-        return True
-    keys = {reply.key for reply in result.replies}
-    return all(reply.key in keys for loop in result.loops
-               for reply in (*loop.tokens, *loop.avoidable))
-
-
-def _checked(data: bytes) -> bool:
-    """Whether every result in the cache holds counts a scan could have made."""
+def _sane(data: bytes, files: dict[str, _Entry]) -> bool:
+    """Whether every result holds counts a scan could have made, its loops' replies its own."""
     try:
         _CHECK(data)
     except msgspec.ValidationError:
         return False
+    for result in (entry.result for entry in files.values() if entry.result.loops):
+        keys = {reply.key for reply in result.replies}
+        if not all(reply.key in keys for loop in result.loops
+                   for reply in (*loop.tokens, *loop.avoidable)):
+            return False
     return True
 
 
@@ -170,13 +165,12 @@ class ScanCache:
             if header.format != _FORMAT or header.context != context:
                 return cls(path, context)  # another version or settings: read again
             files = _DECODE(data).files
-            sane = _checked(data)
         except FileNotFoundError:
             return cls(path, context)
         except (OSError, msgspec.DecodeError) as error:  # (ValidationError is one)
             logger.warning("scan cache %s not used, every file is read: %s", path, error)
             return cls(path, context)
-        if not sane or not all(_sane(entry.result) for entry in files.values()):
+        if not _sane(data, files):
             logger.warning("scan cache %s not used, every file is read: a result in it "
                            "is not one a scan makes", path)
             return cls(path, context)

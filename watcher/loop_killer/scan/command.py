@@ -1,7 +1,6 @@
 """``loop-killer scan``, the thin shell: finds the transcripts (``files``), reads those changed
 since the last scan (``cache``) on every core (``pool``), sums (``summary``) and prints
-(``report``). Exit status 0, or 2 for options that cannot be used.
-"""
+(``report``). Exit status 0, or 2 for options that cannot be used."""
 
 from __future__ import annotations
 

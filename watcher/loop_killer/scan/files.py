@@ -1,6 +1,5 @@
 """Finding a history's transcripts, and reading one of them safely (the file I/O shell):
-links never followed, only regular files opened, each checked to be the one listed.
-"""
+links never followed, only regular files opened, each checked to be the one listed."""
 
 from __future__ import annotations
 

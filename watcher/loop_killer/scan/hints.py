@@ -1,8 +1,7 @@
 """Which turns of one scope could hold a loop, told cheaply (pure). The engine reads only
 the turns flagged, so each test is a necessary condition of an engine rule, counted coarsely:
 a rule's threshold of re-prompts in a run; ``tool_repeat_warn`` results of one ``call_key`` in
-a person's turn; ``edit_oscillation_warn`` + 1 changes of one file in a turn.
-"""
+a person's turn; ``edit_oscillation_warn`` + 1 changes of one file in a turn."""
 from __future__ import annotations
 
 from collections import Counter

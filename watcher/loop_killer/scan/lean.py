@@ -2,8 +2,7 @@
 for loops, and the parts the engine must read for those (``segments``). Blocks of lines are
 decoded at once. It gives up (the engine reads the file whole) wherever the engine would read
 a line another way (undecodable, blank, oversized, written type first, a wrong shape, a flat
-subagent file, a subagent's cost-state) or a loop is possible among inline subagent lines.
-"""
+subagent file, a subagent's cost-state) or a loop is possible among inline subagent lines."""
 
 from __future__ import annotations
 

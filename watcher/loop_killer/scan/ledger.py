@@ -1,8 +1,7 @@
 """The token usage of one scope's API replies, each counted once (pure): Claude Code repeats a
 reply's ``usage`` on each of its lines, and may write the reply again. A reply is its
 ``message.id`` and ``requestId``; of its copies the largest is kept. A file's turns, for the
-budget (``TurnTally``): its replies kept in turns' order, a turn names its own by their count.
-"""
+budget (``TurnTally``): its replies kept in turns' order, a turn names its own by their count."""
 
 from __future__ import annotations
 

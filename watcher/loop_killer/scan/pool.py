@@ -1,6 +1,5 @@
 """Reading many transcripts on every core: biggest first, small files in batches; this process
-reads too (N jobs: N - 1 workers), and alone for a small history.
-"""
+reads too (N jobs: N - 1 workers), and alone for a small history."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@ file (``--prices``: JSON or TOML, a model prefix -> four prices, or LiteLLM's ta
 
 A built-in entry prices its model's dated and provider names, never a newer version: that
 gets its family's newest price, marked a fallback. Built-in prices are Claude Code's catalog's
-(2.1.332); long-prompt rates and fast multiples are LiteLLM's.
-"""
+(2.1.332); long-prompt rates and fast multiples are LiteLLM's."""
 
 from __future__ import annotations
 

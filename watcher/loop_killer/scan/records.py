@@ -1,6 +1,5 @@
 """The plain values a history scan produces: token counts, loops, one file's result (pure).
-Tokens are kept per API reply (``Reply``): a reply in several files counts once (``summary``).
-"""
+Tokens are kept per API reply (``Reply``): a reply in several files counts once (``summary``)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """What a person (a table) or a script (one JSON document) reads from a scan: a ``Summary`` in,
 text out (``Progress`` alone writes). Text from a transcript or a folder name goes through
 ``printable``, in the JSON too: JSON leaves C1 codes and bidi overrides raw, and is read on
-terminals (``jq``, ``less``).
-"""
+terminals (``jq``, ``less``)."""
 
 from __future__ import annotations
 

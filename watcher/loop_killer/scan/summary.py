@@ -2,8 +2,7 @@
 
 A reply in several files (a resumed copy, a replay) counts once, as its largest copy, in that
 copy's file. A reply claimed by several loops belongs to the loop in its file; a loop (or a
-turn over the budget) owning none of its replies is a copy.
-"""
+turn over the budget) owning none of its replies is a copy."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """One transcript file's bytes in, in any chunks; its loops and token usage out, as the
 engine reads it (pure). Inline subagent lines (``isSidechain``) are a scope of their own; a
-subagent's file is scanned for tool-repeat loops only.
-"""
+subagent's file is scanned for tool-repeat loops only."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """A live session's token usage and cost, from its transcript's bytes as they are written,
-each API reply once (as ``scan`` counts): ``top`` and the metrics.
-"""
+each API reply once (as ``scan`` counts): ``top`` and the metrics."""
 
 from __future__ import annotations
 
