@@ -1,9 +1,6 @@
-"""What earlier scans found in each file, so a file unchanged since is not read again.
-
-A transcript is only appended to: one with the device, inode, size and times (ns) it had
-when read holds what it held then; one written in the last ``SETTLING`` seconds is not kept.
-The cache (tokens, not prices) counts only under the same ``scan_context``. Decoded into its
-own types and checked, never unpickled: a broken or hostile file reads as an empty cache."""
+"""What earlier scans found in each file, so a file unchanged since (a transcript is only
+appended to) is not read again; one written in the last ``SETTLING`` seconds is not kept.
+Decoded into its own types and checked, never unpickled: a bad file reads as an empty cache."""
 
 from __future__ import annotations
 
@@ -201,8 +198,7 @@ class ScanCache:
             self._files[transcript.path] = _Entry(stamp, result)
 
     def save(self, *, root: str, whole: bool) -> None:
-        """Keep the files of ``root`` listed now, and its others unless the listing was
-        ``whole``."""
+        """Write the files of ``root`` listed now, and its others unless listed ``whole``."""
         inside = os.path.join(root, "")
         files = {path: entry for path, entry in self._files.items()
                  if path in self._seen or (not whole and path.startswith(inside))}

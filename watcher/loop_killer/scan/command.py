@@ -146,8 +146,7 @@ def _scan(args: argparse.Namespace) -> int:
 
 def _read(args: argparse.Namespace, listing: Listing, collector: Collector,
           settings: Settings, root: Path) -> int:
-    """Hand every file's result to ``collector``, the cache's if unchanged (how many were);
-    the others read now, the garbage collector on meanwhile."""
+    """Hand every file's result to ``collector``, the cache's if unchanged: how many were."""
     from ..state.files import state_dir
     from .cache import ScanCache, scan_context
     from .files import switched_off

@@ -1,7 +1,5 @@
-"""Which turns of one scope could hold a loop, told cheaply (pure). The engine reads only
-the turns flagged, so each test is a necessary condition of an engine rule, counted coarsely:
-a rule's threshold of re-prompts in a run; ``tool_repeat_warn`` results of one ``call_key`` in
-a person's turn; ``edit_oscillation_warn`` + 1 changes of one file in a turn."""
+"""Which turns of one scope could hold a loop, told cheaply (pure): the engine reads only those,
+so each test is a necessary condition of an engine rule, counted coarsely."""
 from __future__ import annotations
 
 from collections import Counter
@@ -22,10 +20,9 @@ Segment = tuple[int, "int | None"]  # from a prompt's line to a later one's, or 
 
 
 class LoopHints:
-    """Told one scope's lines in order: from where the engine must read to judge each turn that
-    could hold a loop (``segments``). Starting at a prompt, the engine judges as from the top
-    unless something crosses it (*unsafe*): a call and result paired across it, too many
-    unpaired, or a later line of a reply from before it."""
+    """Told one scope's lines in order: where the engine must read (``segments``). Starting at
+    a prompt, it judges as from the top unless something crosses it (*unsafe*): a call and
+    result paired across it, too many unpaired, or a later line of a reply from before it."""
 
     __slots__ = ("_calls", "_crossings", "_crowded", "_early", "_edits", "_flagged",
                  "_ignored", "_ignored_names", "_message_ids", "_oscillation", "_pending",

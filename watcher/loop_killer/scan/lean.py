@@ -263,8 +263,7 @@ class LeanScan:
 
 
 def _sorted(block: bytes, starts: list[int], index: int, kind: str) -> bool:
-    """Whether the engine reads line ``index`` its own way: written type first (an
-    attachment: only one naming a goal_status)."""
+    """Whether the engine reads line ``index`` its own way (type first; an attachment: a goal's)."""
     start = starts[index]
     if not block.startswith(TYPE_FIRST, start):
         return False

@@ -1,7 +1,5 @@
-"""The token usage of one scope's API replies, each counted once (pure): Claude Code repeats a
-reply's ``usage`` on each of its lines, and may write the reply again. A reply is its
-``message.id`` and ``requestId``; of its copies the largest is kept. A file's turns, for the
-budget (``TurnTally``): its replies kept in turns' order, a turn names its own by their count."""
+"""The token usage of one scope's API replies, each counted once (a reply is its ``message.id``
+and ``requestId``; of its copies the largest is kept), and a file's turns, for the budget (pure)."""
 
 from __future__ import annotations
 

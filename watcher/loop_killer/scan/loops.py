@@ -1,7 +1,6 @@
 """Past loops of one transcript scope, from the engine's steps and events (pure; nothing here
-judges). A re-prompt loop: a run of answers holding a detection; a tool-repeat loop: a streak
-of identical results of one call that reached the warning. Avoidable: every reply after the
-first detection or warning. Tokens are looked up in the ``UsageLedger`` as a loop closes."""
+judges): a run of answers holding a detection, or a streak of identical results of one call that
+reached the warning. Avoidable: every reply after the first detection or warning."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """What tokens cost: a per-model price table (USD per million tokens), a person's override
 file (``--prices``: JSON or TOML, a model prefix -> four prices, or LiteLLM's table), the sum.
-
-A built-in entry prices its model's dated and provider names, never a newer version: that
-gets its family's newest price, marked a fallback. Built-in prices are Claude Code's catalog's
-(2.1.332); long-prompt rates and fast multiples are LiteLLM's."""
+A model newer than the table gets its family's newest price, marked a fallback. Built-in prices
+are Claude Code's catalog's (2.1.332); long-prompt rates and fast multiples are LiteLLM's."""
 
 from __future__ import annotations
 
@@ -208,8 +206,7 @@ def load_prices(path: Path | str) -> dict[str, Price]:
 
 
 def _price_file(path: Path) -> tuple[dict[str, Price], bool]:
-    """A price file's entries, and whether they are LiteLLM's (keys naming models, not
-    prefixes of a model name -> an object, or a list of four prices)."""
+    """A price file's entries, and whether they are LiteLLM's (keys naming models)."""
     parsed = _parse(path, _read(path))
     if not isinstance(parsed, dict):
         raise PriceError(f"{path}: expected a table of model prefix -> prices")

@@ -91,7 +91,7 @@ class Loop:
 
 class Turn(NamedTuple):
     """One turn in one file; ``replies``: how many of the file's are its own (a named tuple:
-    the cache keeps an array)."""
+    the cache keeps it as an array)."""
 
     started_at: str
     ended_at: str

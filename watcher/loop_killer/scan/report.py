@@ -1,7 +1,6 @@
-"""What a person (a table) or a script (one JSON document) reads from a scan: a ``Summary`` in,
-text out (``Progress`` alone writes). Text from a transcript or a folder name goes through
-``printable``, in the JSON too: JSON leaves C1 codes and bidi overrides raw, and is read on
-terminals (``jq``, ``less``)."""
+"""What a person (a table) or a script (one JSON document) reads from a scan (pure but for
+``Progress``). Text from a transcript goes through ``printable``, in the JSON too: JSON leaves
+C1 codes and bidi overrides raw, and is read on terminals (``jq``, ``less``)."""
 
 from __future__ import annotations
 
@@ -126,9 +125,8 @@ def fit(text: str, columns: int) -> str:
 def box(header: Sequence[str], rows: Sequence[Sequence[str]], total: Sequence[str], *,
         right: Collection[int] = (), caps: dict[int, int] | None = None, width: int = 0,
         least_last: int = 8) -> list[str]:
-    """The table's lines in box-drawing characters, measured in terminal columns (CJK project
-    names line up): ``header``, ``rows``, then a ``total`` row. ``caps``: the most columns
-    a column may take; the last takes what is left of ``width`` (0: never cut)."""
+    """A table's lines in box-drawing characters, measured in terminal columns; ``caps``: the
+    most a column may take; the last takes what is left of ``width`` (0: never cut)."""
     everything = [header, *rows, total]
     widths = [max(display_width(r[i]) for r in everything) for i in range(len(header))]
     for column, cap in (caps or {}).items():

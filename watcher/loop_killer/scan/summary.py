@@ -1,8 +1,6 @@
-"""Every file's result in, in any order; one priced summary of the history out (pure).
-
-A reply in several files (a resumed copy, a replay) counts once, as its largest copy, in that
-copy's file. A reply claimed by several loops belongs to the loop in its file; a loop (or a
-turn over the budget) owning none of its replies is a copy."""
+"""Every file's result in, in any order; one priced summary of the history out (pure). A reply
+in several files counts once, as its largest copy, in that copy's file; a reply claimed by several
+loops belongs to the loop in its file; a loop (or turn) owning none of its replies is a copy."""
 
 from __future__ import annotations
 

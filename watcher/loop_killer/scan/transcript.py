@@ -42,14 +42,13 @@ def session_id_in(line: bytes, start: int, end: int) -> str:
     return found.group(1).decode() if found else ""
 
 
-def request_id(line: bytes, start: int = 0, end: int | None = None) -> str:
+def request_id(line: bytes) -> str:
     """An assistant line's ``requestId``, or "": the last one (a tool's input may hold one)."""
-    end = len(line) if end is None else end
-    found = line.rfind(_REQUEST_ID, start, end)
+    found = line.rfind(_REQUEST_ID)
     if found < 0:
         return ""
     begin = found + len(_REQUEST_ID)
-    close = line.find(b'"', begin, min(end, begin + _MAX_REQUEST_ID))
+    close = line.find(b'"', begin, begin + _MAX_REQUEST_ID)
     return line[begin:close].decode("utf-8", "replace") if close > 0 else ""
 
 
@@ -96,9 +95,8 @@ class _Scope:
 
 
 class TranscriptScan:
-    """Scans one transcript file. ``prefilter``: skip lines that cannot matter unparsed (off
-    only to prove it changes nothing); ``reread``: reads (offset, length) bytes of the file
-    again, for a tool result left unread; ``offset``: where the first byte fed sits in it."""
+    """Scans one transcript file. ``prefilter``: off only to prove it changes nothing;
+    ``reread``: reads (offset, length) of the file again; ``offset``: the first byte's."""
 
     __slots__ = ("_chunk", "_chunk_at", "_cost_state", "_events", "_garbage", "_loops",
                  "_main", "_prefilter", "_reader", "_reprompts", "_requests", "_reread",
