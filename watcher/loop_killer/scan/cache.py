@@ -144,11 +144,9 @@ class ScanCache:
 
     def __init__(self, path: Path, context: str, files: dict[str, _Entry] | None = None
                  ) -> None:
-        self.path = path
-        self.context = context
+        self.path, self.context, self._changed = path, context, False
         self._files: dict[str, _Entry] = files if files is not None else {}
         self._seen: set[str] = set()
-        self._changed = False
         self._settled_before = time.time_ns() - int(SETTLING * 1e9)
 
     @classmethod

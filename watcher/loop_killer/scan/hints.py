@@ -30,10 +30,8 @@ class LoopHints:
                  "_waiting", "_warn")
 
     def __init__(self, settings: Settings, *, reprompts: bool = True) -> None:
-        self._thresholds = settings.thresholds
-        self._reprompts = reprompts
-        self._warn = settings.tool_repeat_warn
-        self._ignored = settings.tool_counter().ignored
+        self._thresholds, self._reprompts = settings.thresholds, reprompts
+        self._warn, self._ignored = settings.tool_repeat_warn, settings.tool_counter().ignored
         # (at least one return: a threshold of 0 switches the shape off)
         self._oscillation = max(1, settings.edit_oscillation_warn) + 1
         self._waiting: dict[str, tuple[int, str, Any]] = {}  # call id -> turn, name, input

@@ -75,8 +75,7 @@ class RepromptLoops:
 
     def _fire(self, index: int, detection: Detection) -> None:
         run = self._run
-        run.fired_at = index
-        run.rule = detection.rule
+        run.fired_at, run.rule = index, detection.rule
         run.label = f"{rule_phrase(detection.rule, detection.count)}: " + " ".join(
             detection.answers[-1].text.split())[:_LABEL]
 
@@ -175,8 +174,7 @@ class ToolLoops:
                  at: str) -> Loop | None:
         """Note the reply that changed a file; the loop if that completes an oscillation."""
         path = edited_file(call.input)
-        replies = self._changes.pop(path, [])
-        replies = [*replies[-7:], message_id]
+        replies = [*self._changes.pop(path, [])[-7:], message_id]
         self._changes[path] = replies
         if len(self._changes) > MAX_FILES:
             del self._changes[next(iter(self._changes))]
@@ -194,8 +192,7 @@ class ToolLoops:
         ids = [message_id for _, message_id in streak.calls] + streak.refused
         before = {message_id for count, message_id in streak.calls if count <= warn}
         after = [message_id for count, message_id in streak.calls if count > warn]
-        after += streak.refused
-        after = [message_id for message_id in after if message_id not in before]
+        after = [message_id for message_id in after + streak.refused if message_id not in before]
         label = (call_label(streak.name, streak.tool_input, _LABEL)
                  if streak.tool_input is not None else streak.name)
         return Loop("tool", RULE_TOOL_REPEAT, streak.count, streak.first_at, streak.last_at,

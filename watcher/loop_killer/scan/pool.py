@@ -62,10 +62,9 @@ def scan_transcripts(transcripts: Sequence[Transcript], *, jobs: int | None = No
     jobs = jobs or os.cpu_count() or 1
     tasks = batches(transcripts)
     read = partial(_read_batch, settings=settings, two_tier=two_tier)
-    if jobs <= 1 or len(tasks) <= 1 or total < IN_PROCESS_BYTES:
-        finished: Iterable[list[FileResult]] = map(read, tasks)
-    else:
-        finished = _shared(tasks, jobs - 1, read)
+    alone = jobs <= 1 or len(tasks) <= 1 or total < IN_PROCESS_BYTES
+    finished: Iterable[list[FileResult]] = map(read, tasks) if alone else _shared(
+        tasks, jobs - 1, read)
     done = 0
     for results in finished:
         for result in results:

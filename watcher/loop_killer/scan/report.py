@@ -103,9 +103,6 @@ def json_bytes(summary: Summary, *, root: str = "", top: int | None = None) -> b
                         option=orjson.OPT_INDENT_2) + b"\n"
 
 
-# -- the table -------------------------------------------------------------------------
-
-
 def fit(text: str, columns: int) -> str:
     """``text`` cut to ``columns`` (with an ellipsis where cut) and padded to them."""
     width = display_width(text)
@@ -320,11 +317,8 @@ class Progress:
     """A progress bar on one line of ``stream``, redrawn at most every ``interval`` seconds."""
 
     def __init__(self, stream: TextIO, *, width: int = 80, interval: float = 0.1) -> None:
-        self._stream = stream
-        self._width = max(20, min(width, 100))
-        self._interval = interval
-        self._last = 0.0
-        self._shown = False
+        self._stream, self._width, self._interval = stream, max(20, min(width, 100)), interval
+        self._last, self._shown = 0.0, False
 
     def __call__(self, done: int, total: int) -> None:
         now = time.monotonic()

@@ -268,10 +268,7 @@ class Collector:
             loops_usd[where.session] = loops_usd.get(where.session, 0.0) + cost
         rows.sort(key=lambda row: (-row.cost_usd, -row.tokens.total, row.loop.first_at))
         skipped = Counter(self._skipped)
-        older = 0
-        if listing is not None:
-            skipped.update(listing.skipped)
-            older = listing.older
+        skipped.update(listing.skipped if listing is not None else {})
         return Summary(
             loops=tuple(rows), sessions=self._session_rows(costs, loops_of, loops_usd),
             tokens=sum((row.tokens for row in rows), Tokens()),
@@ -280,10 +277,10 @@ class Collector:
             avoidable_cost_usd=sum(row.avoidable_cost_usd for row in rows),
             unpriced_tokens=unpriced, transcripts=self._transcripts,
             bytes_read=self._bytes, lines=self._lines, broken_lines=self._broken,
-            skipped=dict(sorted(skipped.items())), older=older, fallback_tokens=fallback,
+            skipped=dict(sorted(skipped.items())), fallback_tokens=fallback,
+            older=listing.older if listing is not None else 0,
             duplicate_replies=self._duplicates, duplicate_loops=duplicate_loops,
-            budget=self._over_budget(costs), limits=self.budget,
-        )
+            budget=self._over_budget(costs), limits=self.budget)
 
     def _over_budget(self, costs: dict[ReplyKey, tuple[float, Priced]]
                      ) -> tuple[BudgetRow, ...]:
