@@ -186,7 +186,7 @@ def read_transcript(transcript: Transcript, *, chunk_bytes: int = CHUNK_BYTES,
         if transcript.inode and (info.st_dev, info.st_ino) != (transcript.device,
                                                                transcript.inode):
             # (replaced since it was listed: a link put in its place, say)
-            return skipped(SKIP_LINK if _is_link(transcript.path) else SKIP_UNREADABLE)
+            return skipped(SKIP_LINK if os.path.islink(transcript.path) else SKIP_UNREADABLE)
         chunk = os.read(fd, chunk_bytes)
         if two_tier and not _looks_looping(chunk, transcript.subagent):
             lean = LeanScan(path=transcript.path, project=transcript.project,
@@ -255,8 +255,8 @@ def _looks_looping(head: bytes, subagent: bool) -> bool:
 
 def _engine(fd: int, transcript: Transcript, settings: Settings | None, chunk_bytes: int,
             start: int = 0, end: int | None = None, *, head: bytes = b"") -> FileResult:
-    """The engine's reading from ``start`` to ``end`` (None: the end), in the chunks a reading
-    from the top gives (a reply marked final completes where a chunk ends)."""
+    """The engine's reading from ``start`` to ``end`` (None: the end), chunked as from the top
+    (a reply marked final completes where a chunk ends)."""
     from .transcript import TranscriptScan
 
     scan = TranscriptScan(path=transcript.path, project=transcript.project,
@@ -278,10 +278,3 @@ def _engine(fd: int, transcript: Transcript, settings: Settings | None, chunk_by
 def _reread(fd: int, offset: int, length: int) -> bytes:
     """A line read again (a tool result left unread): the file is only appended to."""
     return os.pread(fd, length, offset)
-
-
-def _is_link(path: str) -> bool:
-    try:
-        return stat.S_ISLNK(os.lstat(path).st_mode)
-    except OSError:
-        return False

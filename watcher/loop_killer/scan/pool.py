@@ -56,8 +56,7 @@ def _read_batch(task: list[Transcript], settings: Settings | None, two_tier: boo
 def scan_transcripts(transcripts: Sequence[Transcript], *, jobs: int | None = None,
                      progress: Progress | None = None, settings: Settings | None = None,
                      two_tier: bool = True) -> Iterator[FileResult]:
-    """Every file's result, in the order they finish. ``jobs``: readers, this process among
-    them (default: every core); the other options as for ``read_transcript``."""
+    """Every file's result as they finish; ``jobs``: readers, this process among them."""
     total = sum(t.size for t in transcripts)
     jobs = jobs or os.cpu_count() or 1
     tasks = batches(transcripts)

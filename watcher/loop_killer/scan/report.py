@@ -203,8 +203,7 @@ def human_report(summary: Summary, *, width: int = 120, home: str | None = None,
                  root: str = "", seconds: float | None = None, top: int | None = TOP,
                  compact: bool | None = None) -> str:
     """The table, a totals row, then what was read and skipped. ``width``: columns to fit (0:
-    nothing cut); ``compact``: the narrow table (None: if the full one does not fit); ``top``:
-    loops shown (None or 0: all); ``home``: left out of project names."""
+    all); ``compact``: the narrow table (None: if the other does not fit); ``top``: 0 for all."""
     out: list[str] = []
     if summary.loops:
         shown = summary.loops[:top] if top else summary.loops

@@ -294,8 +294,9 @@ class Collector:
         rows = []
         for index, main in enumerate(self._turns):
             turn, file, theirs = main.turn, main.file, asides.get(index, ())
-            if not _may_be_over(budget, turn.reprompts, dearest * (
-                    turn.replies + sum(aside.turn.replies for aside in theirs))):
+            most_usd = dearest * (turn.replies + sum(aside.turn.replies for aside in theirs))
+            if not (budget.minutes > 0 or 0 < budget.reprompts < turn.reprompts
+                    or 0 < budget.usd < most_usd):
                 continue
             keys = main.keys()
             if keys and all(copies[key].file != file for key in keys):
@@ -379,11 +380,6 @@ class Collector:
                                    began.get(session_id, "")))
         return tuple(sorted(rows, key=lambda row: (-row.loops_cost_usd, -row.cost_usd,
                                                    row.session_id)))
-
-
-def _may_be_over(budget: Budget, reprompts: int, most_usd: float) -> bool:
-    """Whether a turn with ``reprompts`` that spent at most ``most_usd`` may be over a limit."""
-    return (budget.minutes > 0 or 0 < budget.reprompts < reprompts or 0 < budget.usd < most_usd)
 
 
 def _names_first(file: _File, other: _File) -> bool:
