@@ -9,9 +9,8 @@ from datetime import timedelta
 import pytest
 from loop_killer.printable import display_width
 from loop_killer.scan.prices import PriceTable
-from loop_killer.scan.report import human_report
+from loop_killer.scan.report import fit, human_report
 from loop_killer.scan.summary import Collector, Summary, ordered
-from loop_killer.scan.table import fit
 from loop_killer.scan.transcript import scan_bytes
 from transcripts import START, Transcript, Use
 

@@ -171,7 +171,7 @@ def test_a_litellm_prices_file_is_read_as_ccusage_reads_it(tmp_path: Path) -> No
         "claude-opus-4": {"input_cost_per_token": 7e-06, "output_cost_per_token": 7e-06},
         "dall-e-3": {"output_cost_per_image": 0.04},
     }))
-    table = read_price_file(path).table()
+    table = read_price_file(path)
     sonnet = table.price_of("claude-sonnet-4-5-20250929")
     assert sonnet is not None and not sonnet.fallback
     assert (sonnet.input, sonnet.output, sonnet.cache_read, sonnet.cache_creation,

@@ -22,8 +22,7 @@ import pytest
 from loop_killer.scan import files, transcript
 from loop_killer.scan.files import Transcript as Listed
 from loop_killer.scan.files import find_transcripts, read_transcript
-from loop_killer.scan.hints import Segment
-from loop_killer.scan.lean import LeanScan
+from loop_killer.scan.lean import LeanScan, Segment
 from loop_killer.scan.pool import scan_transcripts
 from loop_killer.scan.prices import PriceTable
 from loop_killer.scan.records import FileResult

@@ -1,17 +1,6 @@
-"""What earlier scans found in each file, so a file unchanged since is not read again.
-
-A transcript is only appended to: a file with the device, inode, size, modification and
-change times (to the nanosecond; the change time cannot be set back) it had when read
-holds what it held then. A file written in the last ``SETTLING`` seconds is not kept (a
-same-size rewrite within one clock tick would look unchanged). The whole cache counts
-only under the same ``context``: version, settings, the installed modules' sizes and
-times, Python's and the decoders' versions.
-
-One file in the state folder (``scan-cache.msgpack``), written whole (renamed over),
-decoded into its own types and checked: a broken, foreign or hostile file reads as an
-empty cache and is replaced; never unpickled; not read if someone else owns it or the
-state folder is a link. Tokens are kept, not prices.
-"""
+"""What earlier scans found in each file, so a file unchanged since (a transcript is only
+appended to) is not read again; one written in the last ``SETTLING`` seconds is not kept.
+Decoded into its own types and checked, never unpickled: a bad file reads as an empty cache."""
 
 from __future__ import annotations
 
@@ -30,12 +19,7 @@ from .. import __version__
 from ..engine.transcript import MAX_COUNT
 from ..light import hex_digest
 from ..state.config import Settings
-from ..state.files import (
-    ensure_private_dir,
-    read_small_file,
-    remove_file,
-    write_private_file,
-)
+from ..state.files import ensure_private_dir, read_small_file, remove_file, write_private_file
 from .files import Transcript
 from .records import FileResult
 
@@ -44,16 +28,13 @@ __all__ = ["CACHE_FILE", "SETTLING", "ScanCache", "scan_context"]
 logger = logging.getLogger(__name__)
 
 CACHE_FILE = "scan-cache.msgpack"
-MAX_CACHE_BYTES = 256 << 20
-"""A cache file bigger than this is not read (a 1 GB history's is about 16 MB)."""
+MAX_CACHE_BYTES = 256 << 20  # (a 1 GB history's is about 16 MB)
 
 _FORMAT = 4  # (3: a result holds its session's cwd; 4: its turns, for the budget)
 SETTLING = 2.0
 _LEFT_BEHIND = 600.0  # seconds: a temporary cache file this old is a killed scan's
 
-Stamp = tuple[int, int, int, int, int]
-"""(device, inode, size, modification time, status change time; both in ns) of a file
-as it was listed."""
+Stamp = tuple[int, int, int, int, int]  # device, inode, size, mtime_ns, ctime_ns
 
 
 class _Entry(msgspec.Struct, array_like=True, gc=False):
@@ -66,16 +47,12 @@ class _Header(msgspec.Struct, gc=False):
     context: str
 
 
-class _Document(msgspec.Struct, gc=False):
-    format: int
-    context: str
+class _Document(_Header, gc=False):
     files: dict[str, _Entry]
 
 
-# What a scan could have made, checked by the decoder as it reads (in C: a Python loop
-# over every reply took longer than decoding them): every count a count, and nothing
-# skipped. (The same fields, by the names a result is written with; the rest is stepped
-# over unbuilt.)
+# What a scan could have made, checked by the decoder (in C: a Python loop over every reply
+# took longer than decoding them); the fields not named are stepped over unbuilt.
 _Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
 _Natural = Annotated[int, msgspec.Meta(ge=0)]
 
@@ -127,7 +104,7 @@ def stamp_of(transcript: Transcript) -> Stamp | None:
 
 
 def scan_context(settings: Settings) -> str:
-    """What a file's result depends on besides its bytes (see the module docstring)."""
+    """What a file's result depends on besides its bytes (the modules', settings, versions)."""
     package = Path(__file__).resolve().parents[1]
     modules = []
     for module in sorted(package.rglob("*.py")):
@@ -148,22 +125,17 @@ def scan_context(settings: Settings) -> str:
     return f"{__version__} {hex_digest(''.join(modules), 16)} {judged!r} {versions!r}"
 
 
-def _sane(result: FileResult) -> bool:
-    """Every loop's replies among the file's own (the counts are checked as decoded: a turn
-    names its replies by how many, never another file's)."""
-    if not result.loops:
-        return True
-    keys = {reply.key for reply in result.replies}
-    return all(reply.key in keys for loop in result.loops
-               for reply in (*loop.tokens, *loop.avoidable))
-
-
-def _checked(data: bytes) -> bool:
-    """Whether every result in the cache holds counts a scan could have made."""
+def _sane(data: bytes, files: dict[str, _Entry]) -> bool:
+    """Whether every result holds counts a scan could have made, its loops' replies its own."""
     try:
         _CHECK(data)
     except msgspec.ValidationError:
         return False
+    for result in (entry.result for entry in files.values() if entry.result.loops):
+        keys = {reply.key for reply in result.replies}
+        if not all(reply.key in keys for loop in result.loops
+                   for reply in (*loop.tokens, *loop.avoidable)):
+            return False
     return True
 
 
@@ -172,11 +144,9 @@ class ScanCache:
 
     def __init__(self, path: Path, context: str, files: dict[str, _Entry] | None = None
                  ) -> None:
-        self.path = path
-        self.context = context
+        self.path, self.context, self._changed = path, context, False
         self._files: dict[str, _Entry] = files if files is not None else {}
         self._seen: set[str] = set()
-        self._changed = False
         self._settled_before = time.time_ns() - int(SETTLING * 1e9)
 
     @classmethod
@@ -190,13 +160,12 @@ class ScanCache:
             if header.format != _FORMAT or header.context != context:
                 return cls(path, context)  # another version or settings: read again
             files = _DECODE(data).files
-            sane = _checked(data)
         except FileNotFoundError:
             return cls(path, context)
         except (OSError, msgspec.DecodeError) as error:  # (ValidationError is one)
             logger.warning("scan cache %s not used, every file is read: %s", path, error)
             return cls(path, context)
-        if not sane or not all(_sane(entry.result) for entry in files.values()):
+        if not _sane(data, files):
             logger.warning("scan cache %s not used, every file is read: a result in it "
                            "is not one a scan makes", path)
             return cls(path, context)
@@ -227,9 +196,7 @@ class ScanCache:
             self._files[transcript.path] = _Entry(stamp, result)
 
     def save(self, *, root: str, whole: bool) -> None:
-        """Write the cache: the files of ``root`` listed now, and, when the listing was
-        not ``whole`` (--project, --since), the others of ``root`` it held. Files of
-        other roots, and files gone, are forgotten."""
+        """Write the files of ``root`` listed now, and its others unless listed ``whole``."""
         inside = os.path.join(root, "")
         files = {path: entry for path, entry in self._files.items()
                  if path in self._seen or (not whole and path.startswith(inside))}
@@ -242,7 +209,7 @@ class ScanCache:
         self._clear_left_behind()
 
     def _clear_left_behind(self) -> None:
-        """Remove temporary cache files of scans killed while writing (SIGKILL, power)."""
+        """Remove temporary cache files of scans killed while writing."""
         folder, prefix = self.path.parent, f".{CACHE_FILE}."
         try:
             with os.scandir(folder) as entries:

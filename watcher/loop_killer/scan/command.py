@@ -1,11 +1,6 @@
-"""``loop-killer scan``: every loop in the history, and what it cost (the thin shell).
-
-Finds the transcripts (``files``), reads on every core (``pool``) those that changed
-since the last scan (``cache``), prices and sums (``summary``), and prints a table or one
-JSON document (``report``). The only file written is the cache, in the state folder; a
-transcript that cannot be read is counted, never fatal. Exit status 0, or 2 for options
-that cannot be used (a bad ``--since`` or ``--prices``).
-"""
+"""``loop-killer scan``, the thin shell: finds the transcripts (``files``), reads those changed
+since the last scan (``cache``) on every core (``pool``), sums (``summary``) and prints
+(``report``). Exit status 0, or 2 for options that cannot be used."""
 
 from __future__ import annotations
 
@@ -30,8 +25,7 @@ __all__ = ["add_arguments_scan", "parse_since", "scan"]
 
 
 def parse_since(text: str) -> float:
-    """``--since``: a date (``YYYY-MM-DD``, local midnight) or an ISO 8601 moment (local
-    time unless it names its offset); seconds since the epoch."""
+    """``--since``: a date (local midnight) or an ISO 8601 moment, in seconds since the epoch."""
     value = text.strip()
     if value.endswith(("Z", "z")):
         value = value[:-1] + "+00:00"
@@ -45,7 +39,6 @@ def parse_since(text: str) -> float:
 
 
 def _count(text: str) -> int:
-    """``--top``: a whole number, 0 or more."""
     try:
         value = int(text)
     except ValueError:
@@ -56,30 +49,26 @@ def _count(text: str) -> int:
 
 
 def add_arguments_scan(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--since", type=parse_since, metavar="DATE", default=None,
-                        help="only loops that went on at or after DATE (YYYY-MM-DD or ISO "
-                             "8601)")
-    parser.add_argument("--until", type=parse_since, metavar="DATE", default=None,
-                        help="only loops that began at or before DATE (a date alone: its "
-                             "midnight)")
-    parser.add_argument("--top", type=_count, metavar="N", default=None,
-                        help="the N biggest loops (default: 20 in the table, all in --json; "
-                             "0: all)")
+    parser.add_argument("--since", type=parse_since, metavar="DATE",
+                        help="only loops that went on at or after DATE (YYYY-MM-DD or ISO 8601)")
+    parser.add_argument("--until", type=parse_since, metavar="DATE",
+                        help="only loops that began at or before DATE (a date alone: its midnight)")
+    parser.add_argument("--top", type=_count, metavar="N", help="the N biggest loops "
+                        "(default: 20 in the table, all in --json; 0: all)")
     parser.add_argument("--order", choices=("cost", "time"), default="cost",
                         help="loops by cost, biggest first (default), or by time, oldest first")
-    parser.add_argument("--project", metavar="TEXT", default=None,
+    parser.add_argument("--project", metavar="TEXT",
                         help="only project folders whose name or path contains TEXT")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON document (loops, totals, sessions, scan)")
-    parser.add_argument("--prices", type=Path, metavar="FILE", default=None,
+    parser.add_argument("--prices", type=Path, metavar="FILE",
                         help="JSON or TOML file: model prefix -> USD per million tokens "
                              "(input, output, cache_read, cache_creation), or LiteLLM's "
                              "model_prices_and_context_window.json; over the defaults")
-    parser.add_argument("--root", type=Path, default=None,
+    parser.add_argument("--root", type=Path,
                         help=f"folder of project folders (default: {PROJECTS_DEFAULT})")
-    parser.add_argument("--jobs", type=int, metavar="N", default=None,
-                        help="processes reading, this one among them (default: one per "
-                             "core; 1: this one alone)")
+    parser.add_argument("--jobs", type=int, metavar="N", help="processes reading, this one "
+                        "among them (default: one per core; 1: this one alone)")
     parser.add_argument("--no-cache", dest="cache", action="store_false",
                         help="read every file, not only those changed since the last scan "
                              "(and leave the cache as it is)")
@@ -90,10 +79,8 @@ def add_arguments_scan(parser: argparse.ArgumentParser) -> None:
 
 def scan(args: argparse.Namespace) -> int:
     """Run ``loop-killer scan`` with parsed ``args``."""
-    # Summing a history's results makes and keeps a million small objects without a cycle
-    # among them: looking for cycles took a third of a scan whose files were all in the
-    # cache. The collector runs only while transcripts are read (``_read``): the engine
-    # leaves cycles, and the workers' peak memory tripled without it.
+    # Summing keeps a million small objects without cycles: collecting took a third of a scan
+    # from the cache. It runs only while transcripts are read (the engine leaves cycles).
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -107,8 +94,7 @@ def scan(args: argparse.Namespace) -> int:
 
 
 def _bad_arguments(args: argparse.Namespace, root: Path) -> str:
-    """Why the arguments cannot be what was meant ("" when they can): a ``--root`` that
-    is no folder (a typo would read as a history without loops), dates out of order."""
+    """Why the arguments cannot be what was meant ("" when they can)."""
     since, until = args.since, getattr(args, "until", None)
     if since is not None and until is not None and since > until:
         return "--since is after --until: no loop could be in between"
@@ -127,7 +113,7 @@ def _scan(args: argparse.Namespace) -> int:
     from .summary import Collector, ordered
 
     try:
-        prices = read_price_file(args.prices).table() if args.prices else PriceTable()
+        prices = read_price_file(args.prices) if args.prices else PriceTable()
     except PriceError as error:  # the file's path and keys, as given: shown cleaned
         print(f"loop-killer scan: {printable(str(error), 300)}", file=sys.stderr)
         return 2
@@ -160,13 +146,10 @@ def _scan(args: argparse.Namespace) -> int:
 
 def _read(args: argparse.Namespace, listing: Listing, collector: Collector,
           settings: Settings, root: Path) -> int:
-    """Hand every file's result to ``collector``: the cache's if unchanged, else read now
-    (the garbage collector on meanwhile). Returns how many came from the cache;
-    interrupted, the cache is left as it was."""
+    """Hand every file's result to ``collector``, the cache's if unchanged: how many were."""
     from ..state.files import state_dir
     from .cache import ScanCache, scan_context
     from .files import switched_off
-    from .report import Progress
 
     cache = None
     to_read = listing.transcripts
@@ -175,29 +158,27 @@ def _read(args: argparse.Namespace, listing: Listing, collector: Collector,
         kept, to_read = cache.split(listing.transcripts)
         for result in kept:
             collector.add(switched_off(result, settings))
-    if not to_read:  # (every file from the cache: the readers are never loaded)
-        if cache is not None:
-            cache.save(root=str(root), whole=not args.project and args.since is None)
-        return len(listing.transcripts)
-    from .pool import scan_transcripts
+    if to_read:  # (else the readers are never loaded)
+        from .pool import scan_transcripts
+        from .report import Progress
 
-    listed = {transcript.path: transcript for transcript in to_read}
-    progress = None
-    if sys.stderr.isatty():
-        from shutil import get_terminal_size
+        listed = {transcript.path: transcript for transcript in to_read}
+        progress = None
+        if sys.stderr.isatty():
+            from shutil import get_terminal_size
 
-        progress = Progress(sys.stderr, width=get_terminal_size().columns)
-    gc.enable()  # (the workers start with it)
-    try:
-        for result in scan_transcripts(to_read, jobs=args.jobs, progress=progress,
-                                       settings=settings):
-            collector.add(switched_off(result, settings))
-            if cache is not None:
-                cache.keep(listed[result.path], result)
-    finally:
-        gc.disable()
-        if progress is not None:
-            progress.close()
+            progress = Progress(sys.stderr, width=get_terminal_size().columns)
+        gc.enable()  # (the workers start with it)
+        try:
+            for result in scan_transcripts(to_read, jobs=args.jobs, progress=progress,
+                                           settings=settings):
+                collector.add(switched_off(result, settings))
+                if cache is not None:
+                    cache.keep(listed[result.path], result)
+        finally:
+            gc.disable()
+            if progress is not None:
+                progress.close()
     if cache is not None:
         cache.save(root=str(root), whole=not args.project and args.since is None)
     return len(listing.transcripts) - len(to_read)

@@ -1,9 +1,5 @@
-"""Finding a history's transcripts, and reading one of them safely (the file I/O shell).
-
-Main transcripts and subagents' files; links never followed, only regular files opened
-(``open_transcript``, never blocking), each checked to be the one listed and read in
-fixed-size chunks. Nothing here writes.
-"""
+"""Finding a history's transcripts, and reading one of them safely (the file I/O shell):
+links never followed, only regular files opened, each checked to be the one listed."""
 
 from __future__ import annotations
 
@@ -23,43 +19,28 @@ from .records import FileResult
 
 if TYPE_CHECKING:
     from ..state.config import Settings
-    from .lean import LeanScan
 
-# The readers (the engine's modules) are imported by ``read_transcript``, when a file is
-# read: a scan whose every file is in its cache lists them and never loads them.
+# (the readers are imported when a file is read: a scan all from its cache never loads them)
 
-__all__ = [
-    "CHUNK_BYTES",
-    "SKIP_FAILED",
-    "SKIP_LINK",
-    "SKIP_NOT_REGULAR",
-    "SKIP_PROJECT_OFF",
-    "SKIP_UNREADABLE",
-    "Listing",
-    "Transcript",
-    "find_transcripts",
-    "read_transcript",
-    "switched_off",
-]
+__all__ = ["CHUNK_BYTES", "SKIP_FAILED", "SKIP_LINK", "SKIP_NOT_REGULAR", "SKIP_PROJECT_OFF",
+           "SKIP_UNREADABLE", "Listing", "Transcript", "find_transcripts", "read_transcript",
+           "switched_off"]
 
 logger = logging.getLogger(__name__)
 
-CHUNK_BYTES = 1 << 20
-"""Bytes read at a time from a transcript."""
+CHUNK_BYTES = 1 << 20  # read at a time from a transcript
 
-# Why a file (or a folder) was not read.
-SKIP_LINK = "link"  # a symbolic link: never followed
+# Why a file (or a folder) was not read, or not counted.
+SKIP_LINK = "link"
 SKIP_NOT_REGULAR = "not_regular"  # a FIFO, a socket, a device...
-SKIP_UNREADABLE = "unreadable"  # permission denied, vanished, I/O error
-SKIP_FAILED = "failed"  # reading it went wrong in a way we did not foresee
-SKIP_PROJECT_OFF = "project_off"  # read, but its project is switched off: not counted
+SKIP_UNREADABLE = "unreadable"
+SKIP_FAILED = "failed"  # a bug
+SKIP_PROJECT_OFF = "project_off"
 
 
 @record
 class Transcript:
-    """One transcript file to read: ``session_id`` empty for a flat ``agent-*.jsonl``
-    (read from its lines); ``size``, ``device``, ``inode``, ``mtime_ns``, ``ctime_ns``
-    as listed (the file opened must be the same; ``cache``)."""
+    """One transcript file to read, as listed (no ``session_id``: a flat agent-*.jsonl)."""
 
     path: str
     project: str
@@ -74,16 +55,14 @@ class Transcript:
 
 @dataclass(slots=True)
 class Listing:
-    """What ``find_transcripts`` found: files to read, and what it skipped and why."""
+    """What ``find_transcripts`` found, and what it skipped and why."""
 
     transcripts: list[Transcript] = field(default_factory=list)
     skipped: Counter[str] = field(default_factory=Counter)
-    older: int = 0  # files last written before ``since``: they cannot hold a newer loop
+    older: int = 0  # files last written before ``since``
 
 
-# A file last written this long before --since is not read (clocks of the writer and of
-# the file system may differ a little).
-_SINCE_MARGIN = 86_400.0
+_SINCE_MARGIN = 86_400.0  # (the writer's clock and the file system's may differ a little)
 
 
 def find_transcripts(root: Path | str, *, project: str | None = None,
@@ -139,7 +118,7 @@ def _list_project(folder: str, project: str, listing: Listing, since: float | No
         kind = _kind(entry)
         if entry.name.endswith(".jsonl"):
             session_id = session_id_of(entry.path)
-            # Any other .jsonl beside the sessions is a subagent's (agent-<id>.jsonl).
+            # (any other .jsonl is a subagent's, agent-<id>.jsonl)
             _add(entry, kind, project, session_id or "", session_id is None, listing, since)
         elif is_plain_id(entry.name) and kind == "dir":
             _list_subagents(entry.path, entry.name, project, listing, since)
@@ -185,13 +164,10 @@ def _add(entry: os.DirEntry[str], kind: str, project: str, session_id: str, suba
                                           info.st_mtime_ns, info.st_ctime_ns))
 
 
-def read_transcript(transcript: Transcript, *, prefilter: bool = True,
-                    chunk_bytes: int = CHUNK_BYTES, settings: Settings | None = None,
-                    two_tier: bool = True) -> FileResult:
-    """Scan one transcript file; never raises (``skipped`` says why it was not read).
-    ``two_tier``: first ``LeanScan``, then the engine on what it says could hold a loop; off,
-    the engine reads every file whole (the same result, slower)."""
-
+def read_transcript(transcript: Transcript, *, chunk_bytes: int = CHUNK_BYTES,
+                    settings: Settings | None = None, two_tier: bool = True) -> FileResult:
+    """Scan one transcript file; never raises. ``two_tier``: first ``LeanScan``, then the
+    engine where it says; off, the engine reads every file whole (the same result, slower)."""
     from .lean import LeanScan
 
     def skipped(reason: str) -> FileResult:
@@ -209,11 +185,10 @@ def read_transcript(transcript: Transcript, *, prefilter: bool = True,
         info = os.fstat(fd)
         if transcript.inode and (info.st_dev, info.st_ino) != (transcript.device,
                                                                transcript.inode):
-            # Replaced since it was listed (a link put in its place, say): not ours to read.
-            return skipped(SKIP_LINK if _is_link(transcript.path) else SKIP_UNREADABLE)
+            # (replaced since it was listed: a link put in its place, say)
+            return skipped(SKIP_LINK if os.path.islink(transcript.path) else SKIP_UNREADABLE)
         chunk = os.read(fd, chunk_bytes)
-        lean: LeanScan | None = None
-        if two_tier and prefilter and not _looks_looping(chunk, transcript.subagent):
+        if two_tier and not _looks_looping(chunk, transcript.subagent):
             lean = LeanScan(path=transcript.path, project=transcript.project,
                             session_id=transcript.session_id,
                             subagent=transcript.subagent, settings=settings)
@@ -226,9 +201,8 @@ def read_transcript(transcript: Transcript, *, prefilter: bool = True,
                                              end).loops]
                 return replace(result, loops=tuple(loops)) if loops else result
             chunk = os.pread(fd, chunk_bytes, 0)
-        # (the first chunk: the engine starts with it)
-        return replace(_engine(fd, transcript, settings, chunk_bytes, prefilter=prefilter,
-                               head=chunk), cwd=_file_cwd(fd, chunk, chunk_bytes))
+        return replace(_engine(fd, transcript, settings, chunk_bytes, head=chunk),
+                       cwd=_file_cwd(fd, chunk, chunk_bytes))
     except OSError as error:
         if error.errno not in (errno.EIO, errno.EACCES, errno.EISDIR, errno.ENOENT):
             logger.debug("reading %s: %s", transcript.path, error)
@@ -241,9 +215,7 @@ def read_transcript(transcript: Transcript, *, prefilter: bool = True,
 
 
 def switched_off(result: FileResult, settings: Settings) -> FileResult:
-    """The result as counted: skipped (``project_off``) when its project is switched off
-    (``Settings.project_off``, by its real path, else its folder's name). Asked of every
-    result, cached or not: the cache holds what the file holds whatever the setting."""
+    """The result as counted: skipped when its project is switched off (cached or not)."""
     if result.skipped or not settings.projects_off or not settings.project_off(
             cwd=result.cwd, folder=result.project):
         return result
@@ -254,8 +226,7 @@ _CWD = b'"cwd":"'
 
 
 def _file_cwd(fd: int, head: bytes, chunk_bytes: int) -> str:
-    """The top-level ``cwd`` of the file's first line that has one ("" when none does);
-    ``head``: its first bytes, read already (the rest read only while no line gives it)."""
+    """The top-level ``cwd`` of the file's first line that has one, or ""."""
     from ..engine.reader import MAX_LINE_BYTES, LineBuffer
     from ..state.config import line_cwd
 
@@ -274,29 +245,23 @@ def _file_cwd(fd: int, head: bytes, chunk_bytes: int) -> str:
 
 
 _REPROMPT_MARK = b'"content":"Stop hook feedback:'  # (a re-prompt, as Claude Code writes it)
+LOOKS_LOOPING = 3
 
 
 def _looks_looping(head: bytes, subagent: bool) -> bool:
-    """Whether a main transcript's first bytes hold so many re-prompts that the engine
-    should read it at once (a guess: the result is the same either way)."""
+    """Whether the engine should read the file at once (a guess: the result is the same)."""
     return not subagent and head.count(_REPROMPT_MARK) >= LOOKS_LOOPING
 
 
-LOOKS_LOOPING = 3  # re-prompt marks in a main transcript's first chunk: the engine at once
-
-
 def _engine(fd: int, transcript: Transcript, settings: Settings | None, chunk_bytes: int,
-            start: int = 0, end: int | None = None, *, prefilter: bool = True,
-            head: bytes = b"") -> FileResult:
-    """The engine's reading from ``start`` to ``end`` (None: the end), in the chunks a reading
-    from the top gives (a reply marked final completes where a chunk ends); ``head``: the
-    first chunk, read already."""
+            start: int = 0, end: int | None = None, *, head: bytes = b"") -> FileResult:
+    """The engine's reading from ``start`` to ``end`` (None: the end), chunked as from the top
+    (a reply marked final completes where a chunk ends)."""
     from .transcript import TranscriptScan
 
     scan = TranscriptScan(path=transcript.path, project=transcript.project,
                           session_id=transcript.session_id, subagent=transcript.subagent,
-                          prefilter=prefilter, settings=settings,
-                          reread=partial(_reread, fd), offset=start)
+                          settings=settings, reread=partial(_reread, fd), offset=start)
     if head:
         scan.feed(head)
     at = start + len(head)
@@ -311,13 +276,5 @@ def _engine(fd: int, transcript: Transcript, settings: Settings | None, chunk_by
 
 
 def _reread(fd: int, offset: int, length: int) -> bytes:
-    """A line read again (a tool result the scan left unread, to compare it): the file
-    is only ever appended to, so its bytes there are the ones scanned."""
+    """A line read again (a tool result left unread): the file is only appended to."""
     return os.pread(fd, length, offset)
-
-
-def _is_link(path: str) -> bool:
-    try:
-        return stat.S_ISLNK(os.lstat(path).st_mode)
-    except OSError:
-        return False

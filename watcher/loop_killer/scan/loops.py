@@ -1,17 +1,6 @@
-"""Past loops of one transcript scope, from the engine's steps and events (pure).
-
-Nothing here judges: ``RepromptLoops`` groups ``RunDetector``'s answers and detections
-into loops, ``ToolLoops`` the counts of ``ToolRepeatCounter`` into streaks.
-
-* A re-prompt loop: a maximal run of answers in a re-prompt run (``in_run``) holding a
-  detection; its rule is the first detection's; avoidable: every answer after it.
-* A tool-repeat loop: a streak of identical results of one call that reached
-  ``TOOL_REPEAT_WARN`` in a person's turn; avoidable: every call after the warning. Its
-  times are its first and last calls' (a result's own line may be left unread).
-
-Tokens are looked up in the scope's ``UsageLedger`` when a loop closes (a reply written
-on several lines is whole by then, and counted once).
-"""
+"""Past loops of one transcript scope, from the engine's steps and events (pure; nothing here
+judges): a run of answers holding a detection, or a streak of identical results of one call that
+reached the warning. Avoidable: every reply after the first detection or warning."""
 
 from __future__ import annotations
 
@@ -25,22 +14,16 @@ from ..engine.judge import Detection
 from ..engine.reader import Step
 from ..engine.rules import rule_phrase
 from ..engine.stand_ins import ToolCounts
-from ..engine.tool_repeat import (
-    RULE_TOOL_REPEAT,
-    TOOL_REPEAT_BLOCK,
-    TOOL_REPEAT_WARN,
-    ToolRepeat,
-    ToolRepeatCounter,
-)
+from ..engine.tool_repeat import RULE_TOOL_REPEAT, ToolRepeat
 from ..engine.transcript import AssistantPart, Event, ToolCall, ToolResults, TurnStart
 from ..light import digest
+from ..state.config import Settings
 from .ledger import UsageLedger
 from .records import Loop
 
 __all__ = ["MAX_STREAKS", "RepromptLoops", "ToolLoops"]
 
-MAX_STREAKS = 1000
-"""Calls followed at once within one turn (the least recently seen close first)."""
+MAX_STREAKS = 1000  # calls followed at once in a turn (the least recently seen close first)
 _LABEL = 80
 
 
@@ -64,7 +47,6 @@ class RepromptLoops:
         self._run = _Run()
 
     def step(self, step: Step) -> list[Loop]:
-        """Take one step; return the loops it closed."""
         closed: list[Loop] = []
         detections = list(step.detections)
         for answer in step.answers:
@@ -73,15 +55,13 @@ class RepromptLoops:
                 continue
             self._add(answer, _detection_of(answer, detections))
         if detections and self._run.answers and self._run.fired_at is None:
-            # A detection we could not pair with its answer (never seen): it belongs to
-            # the run's newest answer, which is the one the detector judged last.
+            # (one not paired with its answer: the newest, which the detector judged last)
             self._fire(len(self._run.answers) - 1, detections[0])
         if isinstance(step.event, TurnStart):
-            closed.extend(self._close())  # the detector starts its run afresh here too
+            closed.extend(self._close())  # (the detector starts afresh here too)
         return closed
 
     def finish(self) -> list[Loop]:
-        """The transcript is over: the loop in progress, if any."""
         return self._close()
 
     def _add(self, answer: Answer, detection: Detection | None) -> None:
@@ -95,8 +75,7 @@ class RepromptLoops:
 
     def _fire(self, index: int, detection: Detection) -> None:
         run = self._run
-        run.fired_at = index
-        run.rule = detection.rule
+        run.fired_at, run.rule = index, detection.rule
         run.label = f"{rule_phrase(detection.rule, detection.count)}: " + " ".join(
             detection.answers[-1].text.split())[:_LABEL]
 
@@ -105,8 +84,7 @@ class RepromptLoops:
         if run.fired_at is None:
             return []
         ids = [message_id for answer in run.answers for message_id in answer]
-        before = {message_id for answer in run.answers[: run.fired_at + 1]
-                  for message_id in answer}
+        before = {message_id for answer in run.answers[: run.fired_at + 1] for message_id in answer}
         after = [message_id for answer in run.answers[run.fired_at + 1:]
                  for message_id in answer if message_id not in before]
         return [Loop("reprompt", run.rule, len(run.answers), run.first_at, run.last_at,
@@ -114,7 +92,7 @@ class RepromptLoops:
 
 
 def _detection_of(answer: Answer, detections: list[Detection]) -> Detection | None:
-    """Take (from ``detections``) the detection this answer caused, if any."""
+    """Take from ``detections`` the one this answer caused, if any."""
     for index, detection in enumerate(detections):
         fired = detection.answers[-1]
         if fired.uuid == answer.uuid and fired.prompt_uuid == answer.prompt_uuid:
@@ -134,29 +112,25 @@ class _Streak:
 
 
 class ToolLoops:
-    """Tool-repeat loops of one scope (a session, or one subagent), fed its events."""
+    """Tool-repeat loops of one scope (a session, or one subagent)."""
 
     __slots__ = ("_block", "_changes", "_counts", "_ledger", "_streaks", "_warn")
 
-    def __init__(self, ledger: UsageLedger, counter: ToolRepeatCounter | None = None, *,
-                 warn: int = TOOL_REPEAT_WARN, block: int = TOOL_REPEAT_BLOCK) -> None:
+    def __init__(self, ledger: UsageLedger, settings: Settings) -> None:
         self._ledger = ledger
-        counter = counter if counter is not None else ToolRepeatCounter(block=block)
-        self._warn, self._block = warn, block  # as configured (``loop_killer.state.config``)
-        # The counter judges; stand-ins spare it masking outputs it need not compare.
-        self._counts = ToolCounts(counter)
+        self._warn, self._block = settings.tool_repeat_warn, settings.tool_repeat_block
+        self._counts = ToolCounts(settings.tool_counter())
         self._streaks: dict[bytes, _Streak] = {}  # call digest -> its streak, by recency
         # file -> the replies that changed it last (an oscillation's replies), by recency
         self._changes: dict[str, list[str]] = {}
 
     def feed(self, event: Event) -> list[Loop]:
-        """Take one event; return the loops it closed."""
         closed: list[Loop] = []
         timestamp = event.timestamp if isinstance(event, (AssistantPart, ToolResults)) else ""
         for part, call, repeat in self._counts.feed_paired(event):
             closed.extend(self._count(part, call, repeat, timestamp))
         if isinstance(event, TurnStart) and event.kind == "prompt":
-            closed.extend(self.finish())  # the person spoke: the counter started afresh
+            closed.extend(self.finish())  # (the counter starts afresh)
         return closed
 
     def finish(self) -> list[Loop]:
@@ -179,7 +153,7 @@ class ToolLoops:
         streak = self._streaks.pop(key, None)
         closed: list[Loop] = []
         if streak is not None and repeat.count == streak.count >= self._block:
-            # loop-killer's own refusal of the call: no new result, but a reply was spent
+            # (loop-killer refused the call: no new result, but a reply was spent)
             streak.refused.append(message_id)
         else:
             if streak is None or repeat.count != streak.count + 1:
@@ -198,12 +172,9 @@ class ToolLoops:
 
     def _changed(self, call: ToolCall, repeat: ToolRepeat, message_id: str,
                  at: str) -> Loop | None:
-        """Note the reply that changed a file; the loop when the change completes an
-        oscillation (a warning: its replies are the file's last ``returns + 1`` changes,
-        none of them avoidable)."""
+        """Note the reply that changed a file; the loop if that completes an oscillation."""
         path = edited_file(call.input)
-        replies = self._changes.pop(path, [])
-        replies = [*replies[-7:], message_id]
+        replies = [*self._changes.pop(path, [])[-7:], message_id]
         self._changes[path] = replies
         if len(self._changes) > MAX_FILES:
             del self._changes[next(iter(self._changes))]
@@ -221,8 +192,7 @@ class ToolLoops:
         ids = [message_id for _, message_id in streak.calls] + streak.refused
         before = {message_id for count, message_id in streak.calls if count <= warn}
         after = [message_id for count, message_id in streak.calls if count > warn]
-        after += streak.refused
-        after = [message_id for message_id in after if message_id not in before]
+        after = [message_id for message_id in after + streak.refused if message_id not in before]
         label = (call_label(streak.name, streak.tool_input, _LABEL)
                  if streak.tool_input is not None else streak.name)
         return Loop("tool", RULE_TOOL_REPEAT, streak.count, streak.first_at, streak.last_at,

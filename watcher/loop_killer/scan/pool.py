@@ -1,8 +1,5 @@
-"""Reading many transcripts on every core.
-
-One reader per file, biggest first; small files in batches. This process reads too (N
-jobs: N - 1 workers); a small history is read in this process alone.
-"""
+"""Reading many transcripts on every core: biggest first, small files in batches; this process
+reads too (N jobs: N - 1 workers), and alone for a small history."""
 
 from __future__ import annotations
 
@@ -10,8 +7,9 @@ import logging
 import multiprocessing
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from functools import partial
 
 from ..state.config import Settings
 from .files import SKIP_FAILED, Transcript, read_transcript
@@ -19,16 +17,13 @@ from .records import FileResult
 
 __all__ = ["BATCH_BYTES", "IN_PROCESS_BYTES", "batches", "scan_transcripts"]
 
-BATCH_BYTES = 8 << 20
-"""Small files are grouped into tasks of about this many bytes."""
+BATCH_BYTES = 8 << 20  # small files are grouped into tasks of about this many bytes
 _BATCH_FILES = 256
-IN_PROCESS_BYTES = 16 << 20
-"""Histories smaller than this are read without workers."""
+IN_PROCESS_BYTES = 16 << 20  # histories smaller are read without workers
 
 logger = logging.getLogger(__name__)
 
-Progress = Callable[[int, int], None]
-"""Called with (bytes done, bytes in all) as files are finished."""
+Progress = Callable[[int, int], None]  # (bytes done, bytes in all)
 
 
 def batches(transcripts: Sequence[Transcript], *, batch_bytes: int = BATCH_BYTES
@@ -52,33 +47,25 @@ def batches(transcripts: Sequence[Transcript], *, batch_bytes: int = BATCH_BYTES
     return tasks
 
 
-def _read_batch(task: list[Transcript], prefilter: bool, settings: Settings | None,
-                two_tier: bool = True) -> list[FileResult]:
-    return [read_transcript(transcript, prefilter=prefilter, settings=settings,
-                            two_tier=two_tier)
+def _read_batch(task: list[Transcript], settings: Settings | None, two_tier: bool
+                ) -> list[FileResult]:
+    return [read_transcript(transcript, settings=settings, two_tier=two_tier)
             for transcript in task]
 
 
 def scan_transcripts(transcripts: Sequence[Transcript], *, jobs: int | None = None,
-                     prefilter: bool = True, progress: Progress | None = None,
-                     settings: Settings | None = None, two_tier: bool = True
-                     ) -> Iterator[FileResult]:
-    """Every file's result, in the order they finish. ``jobs``: readers, this process among
-    them (default: every core); ``two_tier``: off, the engine reads every file whole (the
-    same results, slower); the other options as for ``read_transcript``."""
+                     progress: Progress | None = None, settings: Settings | None = None,
+                     two_tier: bool = True) -> Iterator[FileResult]:
+    """Every file's result as they finish; ``jobs``: readers, this process among them."""
     total = sum(t.size for t in transcripts)
     jobs = jobs or os.cpu_count() or 1
     tasks = batches(transcripts)
+    read = partial(_read_batch, settings=settings, two_tier=two_tier)
+    alone = jobs <= 1 or len(tasks) <= 1 or total < IN_PROCESS_BYTES
+    finished: Iterable[list[FileResult]] = map(read, tasks) if alone else _shared(
+        tasks, jobs - 1, read)
     done = 0
-    if jobs <= 1 or len(tasks) <= 1 or total < IN_PROCESS_BYTES:
-        for task in tasks:
-            for result in _read_batch(task, prefilter, settings, two_tier):
-                done += result.bytes_read
-                if progress is not None:
-                    progress(done, total)
-                yield result
-        return
-    for results in _shared(tasks, jobs - 1, prefilter, settings, two_tier):
+    for results in finished:
         for result in results:
             done += result.bytes_read
             if progress is not None:
@@ -86,14 +73,13 @@ def scan_transcripts(transcripts: Sequence[Transcript], *, jobs: int | None = No
             yield result
 
 
-# Tasks handed to each worker ahead: it never waits for this process to finish its own.
-_AHEAD = 2
+_AHEAD = 2  # tasks handed to each worker ahead: it never waits for this process
 
 
-def _shared(tasks: list[list[Transcript]], workers: int, prefilter: bool,
-            settings: Settings | None, two_tier: bool) -> Iterator[list[FileResult]]:
-    """Every task's results, read by ``workers`` worker processes and this one, each
-    taking the next task (biggest first) when it is free."""
+def _shared(tasks: list[list[Transcript]], workers: int,
+            read: Callable[[list[Transcript]], list[FileResult]]
+            ) -> Iterator[list[FileResult]]:
+    """Every task's results, read by ``workers`` processes and this one as each is free."""
     # fork where it is safe (Linux): the workers start at once, with the modules loaded.
     context = multiprocessing.get_context("fork") if sys.platform == "linux" else None
     todo = iter(tasks)
@@ -102,7 +88,7 @@ def _shared(tasks: list[list[Transcript]], workers: int, prefilter: bool,
 
         def hand_out() -> None:  # (keep every worker's queue full)
             while len(task_of) < workers * _AHEAD and (task := next(todo, None)) is not None:
-                task_of[pool.submit(_read_batch, task, prefilter, settings, two_tier)] = task
+                task_of[pool.submit(read, task)] = task
 
         try:
             hand_out()
@@ -113,7 +99,7 @@ def _shared(tasks: list[list[Transcript]], workers: int, prefilter: bool,
                 hand_out()
                 mine = next(todo, None)
                 if mine is not None:
-                    yield _read_batch(mine, prefilter, settings, two_tier)
+                    yield read(mine)
                 elif not finished:
                     wait(task_of, return_when=FIRST_COMPLETED)
         finally:

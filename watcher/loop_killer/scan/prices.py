@@ -1,23 +1,7 @@
-"""What tokens cost: a per-model price table, a user's override file, and the sum.
-
-USD per million tokens: input, output, cache reads, cache writes (5-minute; 1-hour ones
-at 2 x input unless given). A reply is priced as billed (``PriceTable.reply_cost``): its
-1-hour writes apart, long-prompt rates past the model's threshold (200k for Sonnet 4 and
-4.5, 100k for Haiku 5.5), fast mode's multiple, US-only inference at 1.1x.
-
-Model names are made plain (lower case, provider prefixes dropped, ``@ . :`` read as
-``-``). A built-in entry prices its model's dated and provider names, never a newer
-version: that gets its family's newest price, marked a fallback. A model no key matches
-costs nothing and its tokens are counted as unpriced. Built-in prices are Claude Code's
-catalog's (2.1.332); long-prompt rates and fast multiples are LiteLLM's (``FAST_FALLBACK``
-where unknown, marked a fallback).
-
-``--prices FILE``: JSON or TOML, a model prefix -> its four prices (an object, or a list
-in that order; ``cache_creation_1h`` optional), or LiteLLM's
-``model_prices_and_context_window.json``. Its keys are tried first (the longest match
-wins), then the defaults. Read as the hooks read files: a regular file of at most
-``MAX_PRICE_BYTES``, never blocking.
-"""
+"""What tokens cost: a per-model price table (USD per million tokens), a person's override
+file (``--prices``: JSON or TOML, a model prefix -> four prices, or LiteLLM's table), the sum.
+A model newer than the table gets its family's newest price, marked a fallback. Built-in prices
+are Claude Code's catalog's (2.1.332); long-prompt rates and fast multiples are LiteLLM's."""
 
 from __future__ import annotations
 
@@ -35,27 +19,20 @@ import orjson
 from .records import Tokens
 
 __all__ = ["DEFAULT_PRICES", "FAMILY_PRICES", "FAST_FALLBACK", "MAX_PRICE_BYTES", "Price",
-           "PriceError", "PriceFile", "PriceTable", "Priced", "load_prices", "read_price_file"]
+           "PriceError", "PriceTable", "Priced", "load_prices", "read_price_file"]
 
-MAX_PRICE_BYTES = 8 << 20
-"""The largest price file read (LiteLLM's table of every model is about 1.5 MB)."""
-
-FAST_FALLBACK = 2.0
-"""Fast mode's multiple where a model's own is not known (Opus 4.8's and Opus 5's)."""
+MAX_PRICE_BYTES = 8 << 20  # (LiteLLM's table of every model is about 1.5 MB)
+FAST_FALLBACK = 2.0  # fast mode's multiple where a model's own is not known (Opus 4.8's, 5's)
 
 _US_ONLY = 1.1  # inference_geo "us": Claude Code bills 1.1x
 
-Priced = Literal["exact", "fallback", "unpriced"]
-"""How sure a reply's price is: its model's own, a family's (or a guessed fast-mode
-multiple), or none at all."""
+Priced = Literal["exact", "fallback", "unpriced"]  # (fallback: a family's, a guessed multiple)
 
 
 @dataclass(frozen=True, slots=True)
 class Price:
-    """USD per million tokens. ``cache_creation_1h``: a 1-hour write (None: 2 x input);
-    ``long_prompt``: the rates of a whole request whose input (cached or not) is over
-    ``long_above``; ``fast``: fast mode's multiple (None: unknown); ``fallback``: a family's
-    price, not the model's own."""
+    """USD per million tokens. ``cache_creation_1h``: None for 2 x input; ``long_prompt``: the
+    rates of a whole request whose input (cached or not) is over ``long_above``."""
 
     input: float
     output: float
@@ -72,9 +49,7 @@ class Price:
         return self.input * 2 if self.cache_creation_1h is None else self.cache_creation_1h
 
     def cost(self, tokens: Tokens, *, one_reply: bool = False) -> float:
-        """What ``tokens`` cost, in USD. ``one_reply``: they are one API reply's, so the
-        long-prompt rates apply if its input passed the threshold (a sum of replies is
-        priced at the base rates)."""
+        """What ``tokens`` cost, in USD (``one_reply``: the long-prompt rates may apply)."""
         rates = self
         if one_reply and self.long_prompt is not None and tokens.prompt > self.long_above:
             rates = self.long_prompt
@@ -91,8 +66,7 @@ class Price:
 
 def _price(input_price: float, output_price: float, cache_read: float | None = None,
            **more: Any) -> Price:
-    # Anthropic's cache pricing: a read is 0.1 x input (unless said), a 5-minute write
-    # 1.25 x input, a 1-hour write 2 x input.
+    # Anthropic's cache pricing: a read 0.1 x input, a 5-minute write 1.25 x, 1-hour 2 x.
     read = round(input_price * 0.1, 6) if cache_read is None else cache_read
     return Price(input_price, output_price, read, round(input_price * 1.25, 6),
                  round(input_price * 2, 6), **more)
@@ -114,53 +88,31 @@ _TIER_10_50 = _price(10, 50)
 _TIER_10_50_READ_0_25 = _price(10, 50, 0.25)
 _TIER_8_40_READ_0_20 = _price(8, 40, 0.2)
 
-DEFAULT_PRICES: Mapping[str, Price] = {
-    # Opus
-    "claude-3-opus": _OPUS_4,
-    "claude-opus-4": _OPUS_4,  # claude-opus-4-20250514 (Opus 4.0)
-    "claude-opus-4-0": _OPUS_4,
-    "claude-opus-4-1": _OPUS_4,
-    "claude-opus-4-5": _OPUS_4_5,
-    "claude-opus-4-6": replace(_OPUS_4_5, fast=6),
-    "claude-opus-4-7": replace(_OPUS_4_5, fast=6),
-    "claude-opus-4-8": replace(_OPUS_4_5, fast=2),
-    "claude-opus-5": replace(_OPUS_4_5, fast=2),
+DEFAULT_PRICES: Mapping[str, Price] = {  # (claude-opus-4, claude-sonnet-4: the 4.0 models)
+    "claude-3-opus": _OPUS_4, "claude-opus-4": _OPUS_4, "claude-opus-4-0": _OPUS_4,
+    "claude-opus-4-1": _OPUS_4, "claude-opus-4-5": _OPUS_4_5,
+    "claude-opus-4-6": replace(_OPUS_4_5, fast=6), "claude-opus-4-7": replace(_OPUS_4_5, fast=6),
+    "claude-opus-4-8": replace(_OPUS_4_5, fast=2), "claude-opus-5": replace(_OPUS_4_5, fast=2),
     "claude-opus-5-5": _OPUS_5_5,
-    # Sonnet
-    "claude-3-sonnet": _SONNET,
-    "claude-3-5-sonnet": _SONNET,
-    "claude-3-7-sonnet": _SONNET,
-    "claude-sonnet-4": _SONNET_4,  # claude-sonnet-4-20250514 (Sonnet 4.0)
-    "claude-sonnet-4-0": _SONNET_4,
-    "claude-sonnet-4-5": _SONNET_4,
-    "claude-sonnet-4-6": _SONNET,
-    "claude-sonnet-5": _SONNET_5,
-    "claude-sonnet-5-5": _SONNET_5_5,
-    # Haiku
-    "claude-3-haiku": _HAIKU_3,
-    "claude-3-5-haiku": _HAIKU_3_5,
-    "claude-haiku-4-5": _HAIKU_4_5,
+    "claude-3-sonnet": _SONNET, "claude-3-5-sonnet": _SONNET, "claude-3-7-sonnet": _SONNET,
+    "claude-sonnet-4": _SONNET_4, "claude-sonnet-4-0": _SONNET_4, "claude-sonnet-4-5": _SONNET_4,
+    "claude-sonnet-4-6": _SONNET, "claude-sonnet-5": _SONNET_5, "claude-sonnet-5-5": _SONNET_5_5,
+    "claude-3-haiku": _HAIKU_3, "claude-3-5-haiku": _HAIKU_3_5, "claude-haiku-4-5": _HAIKU_4_5,
     "claude-haiku-5-5": _HAIKU_5_5,
-    # Fable, Mythos
-    "claude-fable-5": _TIER_10_50,
-    "claude-fable-5-1": _TIER_10_50_READ_0_25,
-    "claude-fable-5-2": _TIER_8_40_READ_0_20,
-    "claude-mythos-5": _TIER_10_50,
-    "claude-mythos-5-1": _TIER_10_50_READ_0_25,
-    "claude-mythos-5-2": _TIER_8_40_READ_0_20,
+    "claude-fable-5": _TIER_10_50, "claude-fable-5-1": _TIER_10_50_READ_0_25,
+    "claude-fable-5-2": _TIER_8_40_READ_0_20, "claude-mythos-5": _TIER_10_50,
+    "claude-mythos-5-1": _TIER_10_50_READ_0_25, "claude-mythos-5-2": _TIER_8_40_READ_0_20,
 }
-"""Each model's own price (USD per million tokens), keyed by its plain name."""
 
 FAMILY_PRICES: Mapping[str, Price] = {
     key: replace(price, fallback=True) for key, price in {
-        # A newer model than the table, or an alias: its family's newest price.
+        # (a newer model than the table, or an alias)
         "claude-opus": _OPUS_5_5, "opus": _OPUS_5_5,
         "claude-sonnet": _SONNET_5_5, "sonnet": _SONNET_5_5,
         "claude-haiku": _HAIKU_5_5, "haiku": _HAIKU_5_5,
         "claude-fable": _TIER_8_40_READ_0_20, "claude-mythos": _TIER_8_40_READ_0_20,
     }.items()
 }
-"""Prices by family prefix, for models newer than ``DEFAULT_PRICES``: marked fallbacks."""
 
 _SEPARATORS = re.compile(r"[@.:]")
 _NEWER_VERSION = re.compile(r"-\d{1,2}(?!\d)")  # "-9" after "claude-opus-4": another model
@@ -171,6 +123,7 @@ class PriceError(ValueError):
 
 
 def _plain(model: str) -> str:
+    """Lower case, provider prefixes dropped, ``@ . :`` read as ``-``."""
     name = model.strip().lower()
     start = name.find("claude-")
     if start > 0:
@@ -179,8 +132,7 @@ def _plain(model: str) -> str:
 
 
 def _names_model(plain: str, key: str) -> bool:
-    """``key`` is this model's own name: ``plain`` is it, or it with a date, a provider's
-    version or a suffix, not a newer version of it."""
+    """``key`` is this model's own name (maybe with a date or a suffix), not a newer one's."""
     return plain.startswith(key) and not _NEWER_VERSION.match(plain, len(key))
 
 
@@ -188,23 +140,19 @@ _Tier = tuple[list[tuple[str, Price]], bool]  # (entries, longest first; keys na
 
 
 class PriceTable:
-    """Prices by model name: a user's ``overrides`` first (the longest matching key of
-    theirs wins, so ``claude`` alone prices every Claude model; ``models``: the user's
-    keys that name models, from a LiteLLM file), then ``defaults``, then ``families``."""
+    """Prices by model name: a person's ``overrides`` (prefixes) and ``models`` (LiteLLM's)
+    first, then the defaults, then the families'; in each, the longest matching key wins."""
 
     __slots__ = ("_cache", "_tiers")
 
     def __init__(self, overrides: Mapping[str, Price] | None = None, *,
-                 defaults: Mapping[str, Price] = DEFAULT_PRICES,
-                 families: Mapping[str, Price] = FAMILY_PRICES,
                  models: Mapping[str, Price] | None = None) -> None:
         def tier(entries: Mapping[str, Price], names_models: bool) -> _Tier:
-            # Longest keys first: the most specific wins.
             return (sorted(((_plain(key), price) for key, price in entries.items()),
                            key=lambda item: -len(item[0])), names_models)
 
         self._tiers = [tier(overrides or {}, False), tier(models or {}, True),
-                       tier(defaults, True), tier(families, False)]
+                       tier(DEFAULT_PRICES, True), tier(FAMILY_PRICES, False)]
         self._cache: dict[str, Price | None] = {}
 
     def price_of(self, model: str) -> Price | None:
@@ -230,8 +178,7 @@ class PriceTable:
         return price.cost(usage, one_reply=True), "fallback" if guessed else "exact"
 
     def cost(self, by_model: Iterable[tuple[str, Tokens]]) -> tuple[float, int]:
-        """USD for tokens per model (sums of replies: no long-prompt rates), and how many
-        of the tokens had no price."""
+        """USD for tokens per model (sums: no long-prompt rates), and the tokens unpriced."""
         usd = 0.0
         unpriced = 0
         for model, tokens in by_model:
@@ -247,42 +194,30 @@ _FIELDS = ("input", "output", "cache_read", "cache_creation")
 _ONE_HOUR = "cache_creation_1h"
 
 
-@dataclass(frozen=True, slots=True)
-class PriceFile:
-    """A price file's entries: ``prefixes`` (this project's format: a key prices every
-    model its name starts) or ``models`` (LiteLLM's: a key prices its model's names)."""
-
-    prefixes: dict[str, Price]
-    models: dict[str, Price]
-
-    def table(self) -> PriceTable:
-        """The price table with these entries over the defaults."""
-        return PriceTable(self.prefixes, models=self.models)
+def read_price_file(path: Path | str) -> PriceTable:
+    """The price table with a price file's entries over the defaults."""
+    entries, litellm = _price_file(Path(path))
+    return PriceTable(models=entries) if litellm else PriceTable(entries)
 
 
-def read_price_file(path: Path | str) -> PriceFile:
-    """A price file (see the module's docstring), in either format."""
-    path = Path(path)
+def load_prices(path: Path | str) -> dict[str, Price]:
+    """A price file's entries, to put over the defaults (either format, as prefixes)."""
+    return _price_file(Path(path))[0]
+
+
+def _price_file(path: Path) -> tuple[dict[str, Price], bool]:
+    """A price file's entries, and whether they are LiteLLM's (keys naming models)."""
     parsed = _parse(path, _read(path))
     if not isinstance(parsed, dict):
         raise PriceError(f"{path}: expected a table of model prefix -> prices")
     if any(isinstance(value, dict) and "input_cost_per_token" in value
            for value in parsed.values()):
-        return PriceFile({}, _litellm_entries(parsed))
-    return PriceFile({str(key): _entry(path, str(key), value)
-                      for key, value in parsed.items()}, {})
-
-
-def load_prices(path: Path | str) -> dict[str, Price]:
-    """A price file's entries, to put over the defaults (either format, as prefixes)."""
-    found = read_price_file(path)
-    return {**found.prefixes, **found.models}
+        return _litellm_entries(parsed), True
+    return {str(key): _entry(path, str(key), value) for key, value in parsed.items()}, False
 
 
 def _litellm_entries(parsed: dict[Any, Any]) -> dict[str, Price]:
-    """LiteLLM's entries with a price per input and output token (others, such as its
-    ``sample_spec`` or image models, are left out). Where several keys name one model
-    (``vertex_ai/claude-x``, ``claude-x``), the bare name's entry wins, else the first."""
+    """LiteLLM's priced entries; of keys naming one model, the bare name's wins, else the first."""
     chosen: dict[str, tuple[str, Price]] = {}
     for key, value in parsed.items():
         price = _litellm_price(value) if isinstance(value, dict) else None
@@ -308,12 +243,10 @@ def _litellm_price(entry: dict[str, Any]) -> Price | None:
     def rates(suffix: str, base: Price | None = None) -> Price | None:
         input_rate, output_rate = rate("input_cost_per_token", suffix), \
             rate("output_cost_per_token", suffix)
-        if input_rate is None:
+        if output_rate is None and base is not None:
+            output_rate = base.output
+        if input_rate is None or output_rate is None:
             return None
-        if output_rate is None:
-            output_rate = base.output if base is not None else None
-            if output_rate is None:
-                return None
         read = rate("cache_read_input_token_cost", suffix)
         write = rate("cache_creation_input_token_cost", suffix)
         one_hour = rate("cache_creation_input_token_cost_above_1hr", suffix)
@@ -334,8 +267,7 @@ def _litellm_price(entry: dict[str, Any]) -> Price | None:
 
 
 def _read(path: Path) -> bytes:
-    """The file's bytes, as the hooks read theirs (``state.files.read_small_file``); a link
-    the person named is followed first: only the file it leads to must be regular."""
+    """The file's bytes, as the hooks read theirs, never blocking (a link is followed)."""
     from ..state.files import NotAFile, read_small_file
 
     real = os.path.realpath(path)

@@ -1,8 +1,5 @@
 """The plain values a history scan produces: token counts, loops, one file's result (pure).
-
-Tokens are kept per API reply (``Reply``) so that a reply in several files is counted,
-and priced, once (``summary``).
-"""
+Tokens are kept per API reply (``Reply``): a reply in several files counts once (``summary``)."""
 
 from __future__ import annotations
 
@@ -11,37 +8,16 @@ from typing import Any, Literal, NamedTuple
 
 from ..engine.transcript import Usage, record
 
-__all__ = [
-    "FileResult",
-    "Loop",
-    "LoopKind",
-    "ModelTokens",
-    "Replies",
-    "Reply",
-    "ReplyKey",
-    "Tokens",
-    "Turn",
-    "add_model_tokens",
-    "by_model",
-    "merged",
-    "sum_tokens",
-]
+__all__ = ["FileResult", "Loop", "LoopKind", "ModelTokens", "Replies", "Reply", "ReplyKey",
+           "Tokens", "Turn", "add_model_tokens", "by_model", "merged"]
 
 LoopKind = Literal["reprompt", "tool"]
-"""``reprompt``: a run of answers to Stop-hook re-prompts with no tool work that reached a
-re-prompt rule; ``tool``: a call that gave the same result TOOL_REPEAT_WARN times or more."""
-
-
-Tokens = Usage
-"""Token counts of one or more API replies (each reply counted once): the engine's."""
-
-
-ModelTokens = tuple[tuple[str, Tokens], ...]
-"""Tokens per model name (as written in the transcript), sorted by model name."""
+Tokens = Usage  # of one or more API replies, each counted once
+ModelTokens = tuple[tuple[str, Tokens], ...]  # sorted by model name
 
 
 def add_model_tokens(*parts: Iterable[tuple[str, Tokens]]) -> ModelTokens:
-    """Sum tokens per model over several ``ModelTokens`` (or (model, tokens) pairs)."""
+    """Tokens per model summed over several ``ModelTokens``."""
     sums: dict[str, Tokens] = {}
     for part in parts:
         for model, tokens in part:
@@ -49,16 +25,7 @@ def add_model_tokens(*parts: Iterable[tuple[str, Tokens]]) -> ModelTokens:
     return tuple(sorted(sums.items()))
 
 
-def sum_tokens(by_model: Iterable[tuple[str, Tokens]]) -> Tokens:
-    """All models' tokens together."""
-    total = Tokens()
-    for _, tokens in by_model:
-        total = total + tokens
-    return total
-
-
-ReplyKey = bytes
-"""A digest of a reply's (``message.id``, ``requestId``): the same reply in any file."""
+ReplyKey = bytes  # a digest of (message.id, requestId): the same reply in any file
 
 
 @record
@@ -70,8 +37,7 @@ class Reply:
     usage: Tokens
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        # Pickled as one flat tuple (the scan's workers send every reply they read):
-        # half the bytes and time of the dataclasses' own.
+        # (one flat tuple: half the bytes and time of the dataclass's, for the workers)
         usage = self.usage
         return _reply, (self.key, self.model, usage.input, usage.output, usage.cache_read,
                         usage.cache_creation, usage.cache_creation_1h, usage.speed,
@@ -97,15 +63,13 @@ def merged(*scopes: Replies) -> Replies:
 
 
 def by_model(replies: Iterable[Reply]) -> ModelTokens:
-    """The replies' tokens per model."""
     return add_model_tokens((reply.model, reply.usage) for reply in replies)
 
 
 @record
 class Loop:
-    """One past loop in one file. ``replies``: answers in the re-prompt run, or identical
-    results of the call; ``tokens``: its API replies (each once); ``avoidable``: those after
-    loop-killer would first have acted; ``label``: a few words on what looped (cleaned)."""
+    """One past loop in one file. ``replies``: answers in the run, or identical results of the
+    call; ``tokens``: its API replies; ``avoidable``: those after loop-killer would have acted."""
 
     kind: LoopKind
     rule: str
@@ -118,18 +82,16 @@ class Loop:
 
     @property
     def total_tokens(self) -> Tokens:
-        return sum_tokens(by_model(self.tokens))
+        return sum((reply.usage for reply in self.tokens), Tokens())
 
     @property
     def avoidable_tokens(self) -> Tokens:
-        return sum_tokens(by_model(self.avoidable))
+        return sum((reply.usage for reply in self.avoidable), Tokens())
 
 
 class Turn(NamedTuple):
-    """One turn in one file, from a person's prompt (a subagent's: a prompt it was given)
-    to the next: its first and last times, its re-prompts, and how many of the file's
-    ``replies`` (kept in turns' order) are its own: the budget's figures. (A named tuple: the
-    cache keeps it as an array, smaller and quicker to read.)"""
+    """One turn in one file; ``replies``: how many of the file's are its own (a named tuple:
+    the cache keeps it as an array)."""
 
     started_at: str
     ended_at: str
@@ -139,14 +101,8 @@ class Turn(NamedTuple):
 
 @record
 class FileResult:
-    """What one transcript file held. ``session_id``: a subagent file's parent session, when
-    known; ``replies``: every API reply, once (its largest copy); ``first_at``/``last_at``:
-    their earliest and latest times (which file a copied reply belongs to); ``cost_state``:
-    the last ``cost-state`` line's ``totalCostUSD``; ``skipped``: why the file was not read
-    (``link``, ``not_regular``, ``unreadable``) or not counted (``project_off``);
-    ``lines``/``parsed``/``broken``: lines seen, parsed, and bad (not JSON objects); ``cwd``:
-    the session's real path (the first line's that gives one: is its project off?);
-    ``turns``: those holding a reply or a re-prompt, in the order of ``replies``."""
+    """What one transcript file held: every API reply once (its largest copy); ``cost_state``:
+    the last ``cost-state`` line's total; ``skipped``: why it was not read or counted."""
 
     path: str
     project: str
@@ -168,5 +124,4 @@ class FileResult:
 
     @property
     def usage(self) -> ModelTokens:
-        """The file's replies' tokens per model."""
         return by_model(self.replies)

@@ -1,33 +1,22 @@
-"""What a person (a table) or a script (one JSON document) reads from a scan.
-
-Pure: a ``Summary`` in, text out (``Progress`` is the one part that writes, to the
-stream it is given). Every text taken from a transcript or a folder name goes through
-``printable`` before it reaches a terminal, in the JSON too: JSON escapes C0 codes but
-leaves C1 codes and bidi overrides raw, and it is read on terminals (``jq``, ``less``).
-"""
+"""What a person (a table) or a script (one JSON document) reads from a scan (pure but for
+``Progress``). Text from a transcript goes through ``printable``, in the JSON too: JSON leaves
+C1 codes and bidi overrides raw, and is read on terminals (``jq``, ``less``)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
 import orjson
 
-from ..engine.budget import (
-    LIMIT_MINUTES,
-    LIMIT_REPROMPTS,
-    LIMIT_USD,
-    Budget,
-    minutes_text,
-    usd_text,
-)
+from ..engine.budget import LIMIT_MINUTES, LIMIT_REPROMPTS, LIMIT_USD, minutes_text, usd_text
 from ..engine.transcript import parse_timestamp
-from ..printable import display_width, printable, without_controls, wrap
+from ..printable import char_width, display_width, printable, without_controls, wrap
 from .summary import BudgetRow, LoopRow, SessionRow, Summary
-from .table import box
 
-__all__ = ["Progress", "human_report", "json_bytes", "json_document"]
+__all__ = ["Progress", "box", "fit", "human_report", "json_bytes", "json_document"]
 
 
 def _usd(value: float) -> float:
@@ -36,32 +25,24 @@ def _usd(value: float) -> float:
 
 def json_document(summary: Summary, *, root: str = "", top: int | None = None
                   ) -> dict[str, Any]:
-    """The ``--json`` document (``top``: the first ``top`` loops listed; totals are every
-    loop's): ``loops`` and ``totals`` as documented, and ``sessions``, ``budget``, ``scan``."""
+    """The ``--json`` document (``top``: the loops listed; totals are every loop's)."""
     return {
         "loops": [_loop(row) for row in summary.loops[:top or None]],
-        "totals": {
-            "loops": len(summary.loops),
-            "tokens": summary.tokens.to_dict(),
-            "avoidable_tokens": summary.avoidable_tokens.total,
-            "cost_usd": _usd(summary.cost_usd),
-        },
+        "totals": {"loops": len(summary.loops), "tokens": summary.tokens.to_dict(),
+                   "avoidable_tokens": summary.avoidable_tokens.total,
+                   "cost_usd": _usd(summary.cost_usd)},
         "sessions": [_session(s) for s in summary.sessions],
         "budget": [_over_budget(row) for row in summary.budget],
         "scan": {
-            "root": _path(root),
-            "transcripts": summary.transcripts,
-            "bytes": summary.bytes_read,
-            "lines": summary.lines,
-            "bad_lines": summary.broken_lines,
-            "skipped": summary.skipped,
+            "root": _path(root), "transcripts": summary.transcripts,
+            "bytes": summary.bytes_read, "lines": summary.lines,
+            "bad_lines": summary.broken_lines, "skipped": summary.skipped,
             "older_than_since": summary.older,
             "avoidable_cost_usd": _usd(summary.avoidable_cost_usd),
             "unpriced_tokens": summary.unpriced_tokens,
             "fallback_priced_tokens": summary.fallback_tokens,
             "duplicate_replies": summary.duplicate_replies,
-            "duplicate_loops": summary.duplicate_loops,
-            "from_cache": summary.from_cache,
+            "duplicate_loops": summary.duplicate_loops, "from_cache": summary.from_cache,
             "budget_limits": {LIMIT_REPROMPTS: summary.limits.reprompts,
                               LIMIT_USD: summary.limits.usd,
                               LIMIT_MINUTES: summary.limits.minutes},
@@ -98,53 +79,86 @@ def _session(row: SessionRow) -> dict[str, Any]:
 def _loop(row: LoopRow) -> dict[str, Any]:
     loop = row.loop
     return {
-        "session_id": printable(row.session_id),
-        "project": printable(row.project),
-        "transcript_path": _path(row.transcript_path),
-        "kind": loop.kind,
-        "rule": printable(loop.rule),
-        "replies": loop.replies,
-        "first_at": printable(loop.first_at),
-        "last_at": printable(loop.last_at),
-        "tokens": row.tokens.to_dict(),
-        "avoidable_tokens": row.avoidable.total,
-        "cost_usd": _usd(row.cost_usd),
-        "what": _what(row),
+        "session_id": printable(row.session_id), "project": printable(row.project),
+        "transcript_path": _path(row.transcript_path), "kind": loop.kind,
+        "rule": printable(loop.rule), "replies": loop.replies,
+        "first_at": printable(loop.first_at), "last_at": printable(loop.last_at),
+        "tokens": row.tokens.to_dict(), "avoidable_tokens": row.avoidable.total,
+        "cost_usd": _usd(row.cost_usd), "what": _what(row),
     }
 
 
 def _what(row: LoopRow) -> str:
-    """What looped, as the table's last column and the JSON's ``what`` say it: the call
-    (``Bash: cat PLAN.md``), or the rule and the first words of the repeated reply."""
+    """What looped: the call (``Bash: cat PLAN.md``), or the rule and the reply's first words."""
     return printable(row.loop.label + (" (subagent)" if row.subagent else ""))
 
 
 def _path(path: str) -> str:
-    """A path without the codes ``printable`` takes out (line breaks aside: JSON escapes
-    them), its spacing kept: a script opens the path given, changed only if it held some."""
+    """A path without control codes, its spacing kept: a script opens the path given."""
     return without_controls(path)
 
 
 def json_bytes(summary: Summary, *, root: str = "", top: int | None = None) -> bytes:
-    """The ``--json`` document as bytes, with a final newline."""
     return orjson.dumps(json_document(summary, root=root, top=top),
                         option=orjson.OPT_INDENT_2) + b"\n"
 
 
-# -- the table -------------------------------------------------------------------------
+def fit(text: str, columns: int) -> str:
+    """``text`` cut to ``columns`` (with an ellipsis where cut) and padded to them."""
+    width = display_width(text)
+    if width > columns:
+        kept: list[str] = []
+        used = 0
+        for char in text:
+            size = char_width(char)
+            if used + size > columns - 1:
+                break
+            kept.append(char)
+            used += size
+        text, width = "".join(kept) + "…", used + 1
+    return text + " " * (columns - width)
+
+
+def box(header: Sequence[str], rows: Sequence[Sequence[str]], total: Sequence[str], *,
+        right: Collection[int] = (), caps: dict[int, int] | None = None, width: int = 0,
+        least_last: int = 8) -> list[str]:
+    """A table's lines in box-drawing characters, measured in terminal columns; ``caps``: the
+    most a column may take; the last takes what is left of ``width`` (0: never cut)."""
+    everything = [header, *rows, total]
+    widths = [max(display_width(r[i]) for r in everything) for i in range(len(header))]
+    for column, cap in (caps or {}).items():
+        widths[column] = min(widths[column], max(cap, display_width(header[column])))
+    if width > 0:
+        fixed = sum(widths[:-1]) + 3 * len(widths) + 1
+        widths[-1] = max(least_last, min(widths[-1], width - fixed))
+
+    def line(cells: Sequence[str]) -> str:
+        out = []
+        for index, (cell, size) in enumerate(zip(cells, widths, strict=True)):
+            if index in right and display_width(cell) <= size:
+                out.append(" " * (size - display_width(cell)) + cell)
+            else:
+                out.append(fit(cell, size))
+        return "│ " + " │ ".join(out) + " │"
+
+    def rule(left: str, middle: str, end: str) -> str:
+        return left + middle.join("─" * (size + 2) for size in widths) + end
+
+    return [rule("┌", "┬", "┐"), line(header), rule("├", "┼", "┤"),
+            *(line(cells) for cells in rows),
+            rule("├", "┼", "┤"), line(total), rule("└", "┴", "┘")]
+
 
 _HEADER = ("First seen", "Project", "Session", "Loop", "Replies", "Tokens", "Avoidable",
            "Cost", "What")
 _RIGHT = {4, 5, 6, 7}  # numbers are right-aligned
 _CAPS = {1: 28}  # the project's columns
 _MIN_WHAT = 16
-COMPACT_BELOW = 100
-"""Terminals narrower than this get the compact table (as ccusage switches)."""
+COMPACT_BELOW = 100  # terminals narrower get the compact table (as ccusage switches)
 _COMPACT_HEADER = ("When", "Project", "Loop", "Tokens", "Cost", "What")
 _COMPACT_RIGHT = {3, 4}
 _COMPACT_CAPS = {1: 12}
-TOP = 20
-"""Loops shown in the table unless ``--top`` says otherwise (the JSON lists them all)."""
+TOP = 20  # loops in the table unless ``--top`` says otherwise
 
 
 def _number(value: int) -> str:
@@ -188,10 +202,8 @@ def _row(row: LoopRow, home: str | None, compact: bool) -> list[str]:
 def human_report(summary: Summary, *, width: int = 120, home: str | None = None,
                  root: str = "", seconds: float | None = None, top: int | None = TOP,
                  compact: bool | None = None) -> str:
-    """The table, biggest loop first, a totals row, then what was read and skipped.
-    ``width``: columns to fit (0: nothing cut); ``compact``: the narrow table (None: when
-    the full one would not fit); ``top``: loops shown (None or 0: all); ``home``: left out of
-    project names; ``seconds``: how long the scan took, if told."""
+    """The table, a totals row, then what was read and skipped. ``width``: columns to fit (0:
+    all); ``compact``: the narrow table (None: if the other does not fit); ``top``: 0 for all."""
     out: list[str] = []
     if summary.loops:
         shown = summary.loops[:top] if top else summary.loops
@@ -238,29 +250,16 @@ def _sessions(summary: Summary, home: str | None, width: int) -> list[str]:
         return []
     lines = ["", "Sessions where Claude Code recorded its own cost (cost-state):"]
     for s in known[:10]:
-        lines += wrap(  # (to the width, under a hanging indent; 0: whole)
+        lines += wrap(
             f"  {printable(s.session_id[:8])}  {printable(project_label(s.project, home), 28)}: "
-            f"loops {_money(s.loops_cost_usd)} of {_money(s.estimated_cost_usd)} estimated here"
+            f"loops {_money(s.loops_cost_usd)} of {_money(s.cost_usd)} estimated here"
             f", {_money(s.claude_code_cost_usd or 0.0)} by Claude Code", width or None, 12)
     if len(known) > 10:
         lines.append(f"  … and {len(known) - 10} more (--json lists them all)")
     return lines
 
 
-def _limits(budget: Budget) -> str:
-    """``100 re-prompts, $25.00``: the limits that are on."""
-    said = []
-    if budget.reprompts > 0:
-        said.append(f"{budget.reprompts} re-prompts")
-    if budget.usd > 0:
-        said.append(usd_text(budget.usd))
-    if budget.minutes > 0:
-        said.append(minutes_text(budget.minutes))
-    return ", ".join(said)
-
-
 def _beyond(name: str, by: float) -> str:
-    """What a turn spent beyond one limit: ``20 re-prompts``, ``$3.10``, ``12 min``."""
     if name == LIMIT_REPROMPTS:
         return f"{round(by)} re-prompt{'s' if round(by) != 1 else ''}"
     return _money(by) if name == LIMIT_USD else minutes_text(by)
@@ -273,7 +272,11 @@ def _over_budget_lines(summary: Summary, home: str | None, width: int,
     if not summary.budget:
         return []
     shown = summary.budget[:top] if top else summary.budget
-    lines = ["", f"Turns over the budget ({_limits(summary.limits)} a turn):"]
+    limits = summary.limits  # (those that are on: ``100 re-prompts, $25.00``)
+    said = [text for on, text in ((limits.reprompts > 0, f"{limits.reprompts} re-prompts"),
+                                  (limits.usd > 0, usd_text(limits.usd)),
+                                  (limits.minutes > 0, minutes_text(limits.minutes))) if on]
+    lines = ["", f"Turns over the budget ({', '.join(said)} a turn):"]
     for row in shown:
         minutes = "" if row.minutes is None else f", {minutes_text(row.minutes)}"
         beyond = ", ".join(_beyond(name, by) for name, by in row.over)
@@ -283,8 +286,7 @@ def _over_budget_lines(summary: Summary, home: str | None, width: int,
             f"{row.reprompts} re-prompts{minutes}, {_money(row.cost_usd)}"
             f"{_MARKS[row.priced]}; beyond the limit: {beyond}", width or None, 12)
     if len(shown) < len(summary.budget):
-        lines.append(f"  … and {len(summary.budget) - len(shown)} more (--json lists them "
-                     "all)")
+        lines.append(f"  … and {len(summary.budget) - len(shown)} more (--json lists them all)")
     return lines
 
 
@@ -311,15 +313,11 @@ def _read_line(summary: Summary, root: str, seconds: float | None) -> str:
 
 
 class Progress:
-    """A progress bar on one line of ``stream`` (stderr, when it is a terminal), redrawn
-    at most every ``interval`` seconds; ``close`` wipes it."""
+    """A progress bar on one line of ``stream``, redrawn at most every ``interval`` seconds."""
 
     def __init__(self, stream: TextIO, *, width: int = 80, interval: float = 0.1) -> None:
-        self._stream = stream
-        self._width = max(20, min(width, 100))
-        self._interval = interval
-        self._last = 0.0
-        self._shown = False
+        self._stream, self._width, self._interval = stream, max(20, min(width, 100)), interval
+        self._last, self._shown = 0.0, False
 
     def __call__(self, done: int, total: int) -> None:
         now = time.monotonic()

@@ -1,13 +1,6 @@
-"""Every file's result in, one priced summary of the history out (pure).
-
-``Collector`` takes ``FileResult``s in any order. A reply in several files (a resumed
-session's copy, a replay) counts once, as its largest copy, and belongs to that copy's
-file (of equal copies, the file that began, or ended, first). A loop owns its replies: a
-reply claimed by several loops belongs to the loop in the reply's file, and a loop left
-owning none is a copy. A reply is priced as billed (``PriceTable.reply_cost``). The
-budget: each person's turn (``Turn``) with its subagents' spend; those over a limit are
-listed (``BudgetRow``); a turn owning none of its replies is a copy.
-"""
+"""Every file's result in, in any order; one priced summary of the history out (pure). A reply
+in several files counts once, as its largest copy, in that copy's file; a reply claimed by several
+loops belongs to the loop in its file; a loop (or turn) owning none of its replies is a copy."""
 
 from __future__ import annotations
 
@@ -23,16 +16,14 @@ from .files import Listing
 from .prices import Priced, PriceTable
 from .records import FileResult, Loop, Replies, Reply, ReplyKey, Tokens, Turn
 
-__all__ = ["BudgetRow", "Collector", "LoopRow", "ModelRow", "SessionRow", "Summary",
-           "ordered"]
+__all__ = ["BudgetRow", "Collector", "LoopRow", "ModelRow", "SessionRow", "Summary", "ordered"]
 
 _WORST: dict[Priced, int] = {"exact": 0, "fallback": 1, "unpriced": 2}
 
 
 @record
 class LoopRow:
-    """A loop with where it happened and what it cost; ``tokens``/``avoidable``: its own
-    replies' (a reply another loop owns left out); ``priced``: the least sure price."""
+    """A loop, where it happened and what its own replies cost; ``priced``: the least sure."""
 
     loop: Loop
     session_id: str
@@ -44,11 +35,6 @@ class LoopRow:
     tokens: Tokens = Tokens()
     avoidable: Tokens = Tokens()
     priced: Priced = "exact"
-
-    @property
-    def sort_key(self) -> tuple[float, int, str]:
-        """Biggest first: by cost, then tokens, then the oldest first."""
-        return (-self.cost_usd, -self.tokens.total, self.loop.first_at)
 
 
 @record
@@ -63,9 +49,7 @@ class ModelRow:
 
 @record
 class SessionRow:
-    """A session read: its tokens and cost per model, its loops' cost, and Claude Code's
-    own total (``claude_code_cost_usd``: None where Claude Code wrote no ``cost-state``).
-    ``first_at``: its first reply's time."""
+    """A session: tokens and cost per model, its loops' cost, and Claude Code's own total."""
 
     session_id: str
     project: str
@@ -77,15 +61,10 @@ class SessionRow:
     models: tuple[ModelRow, ...] = ()
     first_at: str = ""
 
-    @property
-    def estimated_cost_usd(self) -> float:
-        return self.cost_usd
-
 
 @record
 class BudgetRow:
-    """A past turn over the budget; ``over``: each limit passed and by how much (``over_by``);
-    ``minutes``: prompt to last reply (None: a time unreadable); ``priced``: least sure."""
+    """A past turn over the budget; ``over``: each limit passed and by how much."""
 
     session_id: str
     project: str
@@ -109,19 +88,19 @@ class Summary:
     avoidable_tokens: Tokens
     cost_usd: float
     avoidable_cost_usd: float
-    unpriced_tokens: int  # tokens of loops' replies whose model has no price
+    unpriced_tokens: int  # of loops' replies
     transcripts: int
     bytes_read: int
     lines: int
     broken_lines: int
     skipped: dict[str, int]
-    older: int  # files not read: last written before --since
-    fallback_tokens: int = 0  # tokens of loops' replies priced at a family's price
-    duplicate_replies: int = 0  # copies of a reply found in another file, counted once
-    duplicate_loops: int = 0  # loops found again in a copy of their replies
-    from_cache: int = 0  # transcripts unchanged since the last scan: its results used
-    budget: tuple[BudgetRow, ...] = ()  # past turns over the budget, biggest spend first
-    limits: Budget = DEFAULT_BUDGET  # the budget they were judged by
+    older: int  # files last written before --since
+    fallback_tokens: int = 0
+    duplicate_replies: int = 0
+    duplicate_loops: int = 0
+    from_cache: int = 0
+    budget: tuple[BudgetRow, ...] = ()
+    limits: Budget = DEFAULT_BUDGET
 
 
 @record
@@ -135,15 +114,13 @@ class _File:
 
     @property
     def rank(self) -> tuple[str, str, str]:
-        """Of two files holding one reply, the original: the one that began first, then
-        the one that ended first (a resumed copy goes on after it), then by path."""
+        """The original of two files holding one reply sorts first (a resumed copy ends later)."""
         return (self.first_at or "\uffff", self.last_at, self.path)
 
 
 @record
 class _TurnAt:
-    """A turn, its file (index into Collector._files) and that file's replies, of which
-    the turn's are ``turn.replies`` from ``first``."""
+    """A turn, its file and that file's replies (the turn's: ``turn.replies`` from ``first``)."""
 
     turn: Turn
     file: int
@@ -163,17 +140,12 @@ class _Copy:
 @dataclass(slots=True)
 class _Session:
     cost_state: float | None = None
-    # The file whose project is the session's (index into Collector._files): a main
-    # file's before a subagent's, then the one that began first (``_File.rank``): the same
-    # whatever order the files' results came in.
-    named_by: int = -1
+    named_by: int = -1  # the file whose project is the session's (``_names_first``)
 
 
 @dataclass(slots=True)
 class Collector:
-    """Gathers file results into a ``Summary``. ``since``/``until``: drop loops (and turns
-    over the budget) that ended before, or began after (one without a readable time is
-    kept; sessions are all listed); ``budget``: the limits past turns are judged by."""
+    """Gathers file results into a ``Summary``; ``since``/``until`` drop loops and turns."""
 
     prices: PriceTable
     since: float | None = None
@@ -183,9 +155,8 @@ class Collector:
     _copies: dict[ReplyKey, _Copy] = field(default_factory=dict)
     _loops: list[tuple[Loop, int]] = field(default_factory=list)
     _sessions: dict[str, _Session] = field(default_factory=dict)
-    # Main files' turns; subagent files' turns by session
     _turns: list[_TurnAt] = field(default_factory=list)
-    _asides: dict[str, list[_TurnAt]] = field(default_factory=dict)
+    _asides: dict[str, list[_TurnAt]] = field(default_factory=dict)  # subagents', by session
     _skipped: Counter[str] = field(default_factory=Counter)
     _duplicates: int = 0
     _transcripts: int = 0
@@ -194,7 +165,6 @@ class Collector:
     _broken: int = 0
 
     def add(self, result: FileResult) -> None:
-        """Take one file's result."""
         if result.skipped:
             self._skipped[result.skipped] += 1
             return
@@ -205,7 +175,7 @@ class Collector:
         session_key = result.session_id or result.path
         session = self._sessions.setdefault(session_key, _Session())
         if result.cost_state is not None:
-            # several files of one session (resumed, forked): the largest total is the latest
+            # (several files of one session: the largest total is the latest)
             session.cost_state = max(session.cost_state or 0.0, result.cost_state)
         index = len(self._files)
         file = _File(session_key, result.project, result.path, result.subagent,
@@ -231,17 +201,12 @@ class Collector:
 
     def _take(self, reply: Reply, file: int) -> None:
         known = self._copies.get(reply.key)
-        if known is None:
-            self._copies[reply.key] = _Copy(reply, file)
-            return
-        self._duplicates += 1
-        bigger = reply.usage.total - known.reply.usage.total
-        if bigger > 0 or (bigger == 0 and self._files[file].rank
-                          < self._files[known.file].rank):
-            self._copies[reply.key] = _Copy(reply, file)
-
-    def _wanted(self, loop: Loop) -> bool:
-        return self._within(loop.first_at, loop.last_at)
+        if known is not None:
+            self._duplicates += 1
+            bigger = reply.usage.total - known.reply.usage.total
+            if bigger < 0 or bigger == 0 and self._files[file].rank >= self._files[known.file].rank:
+                return
+        self._copies[reply.key] = _Copy(reply, file)
 
     def _within(self, first_at: str, last_at: str) -> bool:
         """Whether something from ``first_at`` to ``last_at`` is within --since/--until."""
@@ -269,8 +234,7 @@ class Collector:
     def summary(self, listing: Listing | None = None) -> Summary:
         """The report so far; ``listing``: what finding the files skipped."""
         files = self._files
-        # The loops in a fixed order (files first by when they began): the same owners
-        # whatever order the workers finished in.
+        # (a fixed order: the same owners whatever order the workers finished in)
         loops = sorted(self._loops, key=lambda item: (files[item[1]].rank, item[0].first_at,
                                                        item[0].rule, item[0].label))
         owners = self._owners(loops)
@@ -286,7 +250,7 @@ class Collector:
             if loop.tokens and not owned:
                 duplicate_loops += 1
                 continue
-            if not self._wanted(loop):
+            if not self._within(loop.first_at, loop.last_at):
                 continue
             later = {reply.key for reply in loop.avoidable}
             avoidable = [key for key in owned if key in later]  # (in order: sums repeat)
@@ -302,45 +266,37 @@ class Collector:
                                 avoidable_cost, tokens, avoidable_tokens, priced))
             loops_of[where.session] += 1
             loops_usd[where.session] = loops_usd.get(where.session, 0.0) + cost
-        rows.sort(key=lambda row: row.sort_key)
+        rows.sort(key=lambda row: (-row.cost_usd, -row.tokens.total, row.loop.first_at))
         skipped = Counter(self._skipped)
-        older = 0
-        if listing is not None:
-            skipped.update(listing.skipped)
-            older = listing.older
-        total = Tokens()
-        avoidable_total = Tokens()
-        for row in rows:
-            total = total + row.tokens
-            avoidable_total = avoidable_total + row.avoidable
+        skipped.update(listing.skipped if listing is not None else {})
         return Summary(
             loops=tuple(rows), sessions=self._session_rows(costs, loops_of, loops_usd),
-            tokens=total, avoidable_tokens=avoidable_total,
+            tokens=sum((row.tokens for row in rows), Tokens()),
+            avoidable_tokens=sum((row.avoidable for row in rows), Tokens()),
             cost_usd=sum(row.cost_usd for row in rows),
             avoidable_cost_usd=sum(row.avoidable_cost_usd for row in rows),
             unpriced_tokens=unpriced, transcripts=self._transcripts,
             bytes_read=self._bytes, lines=self._lines, broken_lines=self._broken,
-            skipped=dict(sorted(skipped.items())), older=older, fallback_tokens=fallback,
+            skipped=dict(sorted(skipped.items())), fallback_tokens=fallback,
+            older=listing.older if listing is not None else 0,
             duplicate_replies=self._duplicates, duplicate_loops=duplicate_loops,
-            budget=self._over_budget(costs), limits=self.budget,
-        )
+            budget=self._over_budget(costs), limits=self.budget)
 
     def _over_budget(self, costs: dict[ReplyKey, tuple[float, Priced]]
                      ) -> tuple[BudgetRow, ...]:
-        """The main files' turns that went beyond the budget, their subagents' replies
-        counted in them."""
+        """The main files' turns over the budget, their subagents' replies counted in."""
         if not self._turns:
             return ()
         budget, files, copies = self.budget, self._files, self._copies
         asides = self._subagent_turns()
-        # Most turns are told apart unsummed: fewer re-prompts than the limit, and
-        # too few replies to spend it even at the history's dearest reply's price.
+        # (most turns are cleared unsummed: too few replies even at the dearest reply's price)
         dearest = max((cost for cost, _ in costs.values()), default=0.0)
         rows = []
         for index, main in enumerate(self._turns):
             turn, file, theirs = main.turn, main.file, asides.get(index, ())
-            if not _may_be_over(budget, turn.reprompts, dearest * (
-                    turn.replies + sum(aside.turn.replies for aside in theirs))):
+            most_usd = dearest * (turn.replies + sum(aside.turn.replies for aside in theirs))
+            if not (budget.minutes > 0 or 0 < budget.reprompts < turn.reprompts
+                    or 0 < budget.usd < most_usd):
                 continue
             keys = main.keys()
             if keys and all(copies[key].file != file for key in keys):
@@ -351,7 +307,6 @@ class Collector:
                                  default="exact")
             began, ended = parse_timestamp(turn.started_at), parse_timestamp(turn.ended_at)
             use = TurnUse(turn.reprompts, began, usd, priced == "fallback")
-            # (the wall time, from the prompt to the last reply; none without both times)
             over = over_by(budget, use, ended if ended is not None else began or 0.0)
             if not over or not self._within(turn.started_at, turn.ended_at):
                 continue
@@ -365,15 +320,13 @@ class Collector:
                                                    row.transcript_path)))
 
     def _subagent_turns(self) -> dict[int, list[_TurnAt]]:
-        """Each subagent file's turn, by the main turn (index into ``_turns``) of its
-        session under way when it began (the last begun at or before it)."""
+        """Subagent files' turns by the main turn (index) under way as each began."""
         if not self._asides:
             return {}
         files = self._files
         main: dict[str, list[tuple[str, int]]] = {}
         for index, found in enumerate(self._turns):
-            main.setdefault(files[found.file].session, []).append((found.turn.started_at,
-                                                                    index))
+            main.setdefault(files[found.file].session, []).append((found.turn.started_at, index))
         by_turn: dict[int, list[_TurnAt]] = {}
         for session, asides in self._asides.items():
             turns = sorted(main.get(session, ()))
@@ -400,9 +353,7 @@ class Collector:
     def _session_rows(self, costs: dict[ReplyKey, tuple[float, Priced]],
                       loops_of: Counter[str], loops_usd: dict[str, float]
                       ) -> tuple[SessionRow, ...]:
-        # Per session and model: the counts (a sum of replies keeps no speed or region),
-        # the costs, summed exactly (fsum: the same total in whatever order the workers'
-        # results came), the least sure price.
+        # (costs summed by fsum: the same total in whatever order the workers' results came)
         models: dict[str, dict[str, _ModelSum]] = {}
         began: dict[str, str] = {}
         files = self._files
@@ -422,23 +373,13 @@ class Collector:
         for session_id, session in self._sessions.items():
             by_model = tuple(found.row(model)
                              for model, found in sorted(models.get(session_id, {}).items()))
-            tokens = Tokens()
-            for row in by_model:
-                tokens = tokens + row.tokens
             rows.append(SessionRow(session_id, files[session.named_by].project,
-                                   loops_of[session_id],
-                                   loops_usd.get(session_id, 0.0),
+                                   loops_of[session_id], loops_usd.get(session_id, 0.0),
                                    sum(row.cost_usd for row in by_model), session.cost_state,
-                                   tokens, by_model, began.get(session_id, "")))
+                                   sum((row.tokens for row in by_model), Tokens()), by_model,
+                                   began.get(session_id, "")))
         return tuple(sorted(rows, key=lambda row: (-row.loops_cost_usd, -row.cost_usd,
                                                    row.session_id)))
-
-
-def _may_be_over(budget: Budget, reprompts: int, most_usd: float) -> bool:
-    """Whether a turn with ``reprompts`` that spent at most ``most_usd`` may be over a
-    limit (``over_by`` says; a wall time is not known before its times are read)."""
-    return (budget.minutes > 0 or 0 < budget.reprompts < reprompts
-            or 0 < budget.usd < most_usd)
 
 
 def _names_first(file: _File, other: _File) -> bool:
@@ -447,7 +388,7 @@ def _names_first(file: _File, other: _File) -> bool:
 
 
 class _ModelSum:
-    """One session's replies of one model, added up."""
+    """One session's replies of one model, added up (a sum keeps no speed or region)."""
 
     __slots__ = ("counts", "priced", "usd")
 
@@ -474,8 +415,7 @@ class _ModelSum:
 
 
 def ordered(summary: Summary, order: str) -> Summary:
-    """The summary with its loops (and turns over the budget) by ``order``: "cost"
-    (biggest first, as made) or "time" (the oldest first)."""
+    """The summary with its loops and turns by ``order``: "cost" (as made) or "time"."""
     if order != "time":
         return summary
     return replace(summary, loops=tuple(sorted(

@@ -1,11 +1,6 @@
-"""One transcript file's bytes in, in any chunks; its loops and token usage out (pure).
-
-A main transcript's events are judged by the engine's ``RunDetector`` (re-prompt loops)
-and go to ``ToolLoops`` (tool-repeat loops); inline subagent lines (``isSidechain``) are
-a scope of their own. A subagent's file is scanned for tool-repeat loops only. Lines that
-cannot matter are skipped unparsed, a lone tool result left unread until its call
-repeats; ``cost-state`` lines give the session's cost as Claude Code computed it.
-"""
+"""One transcript file's bytes in, in any chunks; its loops and token usage out, as the
+engine reads it (pure). Inline subagent lines (``isSidechain``) are a scope of their own; a
+subagent's file is scanned for tool-repeat loops only."""
 
 from __future__ import annotations
 
@@ -24,25 +19,17 @@ from ..engine.prefilter import (
     sort_line,
     unread_result,
 )
-from ..engine.reader import MAX_LINE_BYTES, EventReader, Step, TranscriptReader
+from ..engine.reader import EventReader, Step, TranscriptReader
 from ..engine.tool_repeat import RULE_TOOL_REPEAT
-from ..engine.transcript import (
-    AssistantPart,
-    Event,
-    ParseStats,
-    TurnStart,
-    parse_line,
-)
+from ..engine.transcript import AssistantPart, Event, ParseStats, TurnStart, parse_line
 from ..engine.typed import NOT_TYPED, Line, decode_line, entry_event, typed_event
 from ..state.config import Settings
-from .ledger import UsageLedger
+from .ledger import TurnTally, UsageLedger
 from .loops import RepromptLoops, ToolLoops
 from .records import FileResult, Loop, merged
-from .turns import TurnTally
 
-__all__ = ["TranscriptScan", "cost_amount", "cost_state_total", "request_id_of",
-           "reply_request_id",
-           "scan_bytes", "session_id_in"]
+__all__ = ["TranscriptScan", "cost_amount", "cost_state_total", "reply_request_id",
+           "request_id_of", "scan_bytes", "session_id_in"]
 
 _SESSION_ID = re.compile(rb'"sessionId":"([A-Za-z0-9][A-Za-z0-9._-]{0,127})"')
 _REQUEST_ID = b'"requestId":"'
@@ -50,21 +37,18 @@ _MAX_REQUEST_ID = 200
 
 
 def session_id_in(line: bytes, start: int, end: int) -> str:
-    """The ``sessionId`` a line (``line[start:end]``) names, or "": a flat subagent's file
-    (``agent-<id>.jsonl``) names its session in its lines alone."""
+    """The ``sessionId`` a line (``line[start:end]``) names, or "" (a flat subagent file's)."""
     found = _SESSION_ID.search(line, start, end)
     return found.group(1).decode() if found else ""
 
 
-def request_id(line: bytes, start: int = 0, end: int | None = None) -> str:
-    """An assistant line's ``requestId`` (``line[start:end]``), or "": the last one (the
-    top-level key comes after the message, where a tool's input may hold one too)."""
-    end = len(line) if end is None else end
-    found = line.rfind(_REQUEST_ID, start, end)
+def request_id(line: bytes) -> str:
+    """An assistant line's ``requestId``, or "": the last one (a tool's input may hold one)."""
+    found = line.rfind(_REQUEST_ID)
     if found < 0:
         return ""
     begin = found + len(_REQUEST_ID)
-    close = line.find(b'"', begin, min(end, begin + _MAX_REQUEST_ID))
+    close = line.find(b'"', begin, begin + _MAX_REQUEST_ID)
     return line[begin:close].decode("utf-8", "replace") if close > 0 else ""
 
 
@@ -80,26 +64,21 @@ def request_id_of(request: object) -> str:
     return request if isinstance(request, str) and len(request) < _MAX_REQUEST_ID else ""
 
 
-# Claude Code's bookkeeping lines (snapshots, progress, queue operations, cost-state) open
-# with their type: told from their bytes (``sort_line``) faster than decoded.
+# Claude Code's bookkeeping lines open with their type: told by their bytes (``sort_line``).
 TYPE_FIRST = b'{"type":"'
 
 DEFAULT_SETTINGS = Settings()
 
 
 class _Scope:
-    """One counting scope: its usage and its tool-repeat streaks (``inline``: a subagent's
-    lines in a main transcript, whose replies count in the main session's turns)."""
+    """One counting scope (``inline``: a subagent's lines in a main transcript)."""
 
     __slots__ = ("inline", "ledger", "stats", "tools", "turns")
 
     def __init__(self, settings: Settings, turns: TurnTally, *, inline: bool) -> None:
         self.ledger = UsageLedger()
         self.turns, self.inline = turns, inline
-        counter = settings.tool_counter()
-        # None when the tool-repeat rule is switched off: no tool loop is looked for.
-        self.tools = ToolLoops(self.ledger, counter, warn=settings.tool_repeat_warn,
-                               block=settings.tool_repeat_block) if settings.rule_on(
+        self.tools = ToolLoops(self.ledger, settings) if settings.rule_on(
             RULE_TOOL_REPEAT) else None
         self.stats = ParseStats()
 
@@ -116,74 +95,39 @@ class _Scope:
 
 
 class TranscriptScan:
-    """Scans one transcript file. ``session_id``: empty for a subagent's file (found in
-    its lines); ``prefilter``: skip lines that cannot matter unparsed (off only to prove
-    it changes nothing); ``settings``: the documented defaults unless given; ``reread``:
-    reads (offset, length) bytes of the file again, for a tool result left unread;
-    ``offset``: where the first byte fed sits in the file (``LeanScan.segments``)."""
+    """Scans one transcript file. ``prefilter``: off only to prove it changes nothing;
+    ``reread``: reads (offset, length) of the file again; ``offset``: the first byte's."""
 
-    __slots__ = (
-        "_chunk",
-        "_chunk_at",
-        "_cost_state",
-        "_events",
-        "_garbage",
-        "_loops",
-        "_main",
-        "_prefilter",
-        "_reader",
-        "_reprompts",
-        "_requests",
-        "_reread",
-        "_settings",
-        "_side_scope",
-        "_turns",
-        "bytes_read",
-        "lines",
-        "parsed",
-        "path",
-        "project",
-        "session_id",
-        "subagent",
-    )
+    __slots__ = ("_chunk", "_chunk_at", "_cost_state", "_events", "_garbage", "_loops",
+                 "_main", "_prefilter", "_reader", "_reprompts", "_requests", "_reread",
+                 "_settings", "_side_scope", "_turns", "bytes_read", "lines", "parsed",
+                 "path", "project", "session_id", "subagent")
 
     def __init__(self, *, path: str = "", project: str = "", session_id: str = "",
-                 subagent: bool = False, prefilter: bool = True,
-                 settings: Settings | None = None,
-                 max_line: int = MAX_LINE_BYTES,
+                 subagent: bool = False, prefilter: bool = True, settings: Settings | None = None,
                  reread: Callable[[int, int], bytes] | None = None, offset: int = 0) -> None:
         self.path, self.project, self.session_id = path, project, session_id
-        self._reread = reread
+        self.subagent, self._prefilter, self._reread = subagent, prefilter, reread
         self._chunk, self._chunk_at = b"", 0
-        self.subagent = subagent
-        self._prefilter = prefilter
         self._loops: list[Loop] = []
         self._cost_state: float | None = None
-        # id() of an assistant event -> its line's requestId, until the event is stepped
-        # (every event parsed is stepped within the same ``feed``).
-        self._requests: dict[int, str] = {}
-        self.lines = self.parsed = 0
+        self._requests: dict[int, str] = {}  # id() of a reply's event -> its requestId, a while
+        self.lines = self.parsed = self._garbage = 0
         self.bytes_read = offset
-        self._garbage = 0
-        settings = settings if settings is not None else DEFAULT_SETTINGS
-        self._settings = settings
+        self._settings = settings = settings if settings is not None else DEFAULT_SETTINGS
         self._turns = TurnTally()
-        # The engine's one reader: its lines, events, answers and run. Only how a line
-        # becomes an event is the scan's (``_parse``: skip what cannot matter, route a
-        # subagent's inline lines to a scope of their own).
-        if subagent:
-            # The file's own conversation is a sidechain: read it as the scope's main one.
+        # The engine's reader; only how a line becomes an event is the scan's (``_parse``).
+        if subagent:  # (its conversation is a sidechain: read as the scope's main one)
             self._side_scope: _Scope | None = _Scope(settings, self._turns, inline=False)
             self._main: _Scope | None = None
             self._reprompts: RepromptLoops | None = None
             self._reader: TranscriptReader | None = None
-            self._events = EventReader(offset=offset, max_line=max_line, parse=self._parse)
+            self._events = EventReader(offset=offset, parse=self._parse)
         else:
             self._main = _Scope(settings, self._turns, inline=False)
             self._side_scope = None  # made on the first inline subagent line
             self._reprompts = RepromptLoops(self._main.ledger)
-            self._reader = TranscriptReader(session_id, offset=offset, max_line=max_line,
-                                            parse=self._parse,
+            self._reader = TranscriptReader(session_id, offset=offset, parse=self._parse,
                                             thresholds=settings.thresholds,
                                             ignored=settings.ignore_tools)
             self._events = self._reader.events
@@ -211,11 +155,9 @@ class TranscriptScan:
         scopes = [scope for scope in (self._main, self._side_scope) if scope is not None]
         for scope in scopes:
             scope.finish(self._loops)
-        # Lines without a "{" never reach ``_parse``: the reader steps over them and
-        # counts them in its own stats (blank, or bad_json: broken).
+        # (lines without a "{" never reach ``_parse``: the reader counts them)
         stepped_over = self._events.stats
-        broken = (self._garbage + stepped_over.broken
-                  + sum(scope.stats.broken for scope in scopes))
+        broken = self._garbage + stepped_over.broken + sum(scope.stats.broken for scope in scopes)
         kept, turns = self._turns.finish(merged(*(scope.ledger.replies() for scope in scopes)))
         return FileResult(
             path=self.path, project=self.project, session_id=self.session_id,
@@ -224,14 +166,11 @@ class TranscriptScan:
                          default=""),
             last_at=max((scope.ledger.last_at for scope in scopes), default=""),
             cost_state=self._cost_state, bytes_read=self.bytes_read,
-            lines=self.lines + stepped_over.lines,
-            parsed=self.parsed, broken=broken, oversized=self._events.oversized_lines,
-            turns=turns,
-        )
+            lines=self.lines + stepped_over.lines, parsed=self.parsed, broken=broken,
+            oversized=self._events.oversized_lines, turns=turns)
 
     def _parse(self, buffer: bytes, start: int, end: int, stats: ParseStats) -> Event | None:
-        """One line's event for the main scope (the reader's parser): a bookkeeping line (type
-        first) told by its bytes, any other decoded (``typed_event``), else sorted and parsed."""
+        """One line's event for the main scope (the reader's parser)."""
         self.lines += 1
         if self._prefilter and not buffer.startswith(TYPE_FIRST, start, end):
             entry = decode_line(memoryview(buffer)[start:end])
@@ -276,16 +215,15 @@ class TranscriptScan:
         if kind == RESULT and self._prefilter:
             result = unread_result(buffer, start, end, self._source(buffer, start, end))
             if result is not None:
-                # Most of a history's bytes: read only if the call repeats (``StandIns``).
+                # (most of a history's bytes: read only if the call repeats)
                 unread, sidechain = result
                 if self._main is None or sidechain:
                     self._side(buffer, start, end).event(unread, self._loops)
                     return None
                 return unread
         elif kind < KEEP:
-            # No conversation type in it: a cost-state line is one of these.
             if kind == COST:
-                self._read_cost_state(buffer[start:end])
+                self._cost(cost_state_total(buffer[start:end]))
             if self._prefilter:
                 if skipped_reason(buffer, start, end) == "bad_json":
                     self._garbage += 1  # not even a JSON object: counted without parsing
@@ -303,8 +241,7 @@ class TranscriptScan:
         return event
 
     def _source(self, buffer: bytes, start: int, end: int) -> Callable[[], bytes] | None:
-        """How to read a line of the chunk being fed again from the file, if that can
-        be done (else the line is copied, ``unread_result``)."""
+        """How to read a line of the chunk being fed again from the file, if it can be."""
         if self._reread is None or buffer is not self._chunk:
             return None
         return partial(self._reread, self._chunk_at + start, end - start)
@@ -340,16 +277,12 @@ class TranscriptScan:
                 self._loops.extend(main.tools.feed(event))
             self._turns.close(event, main.ledger)
 
-    def _read_cost_state(self, line: bytes) -> None:
-        self._cost(cost_state_total(line))
-
     def _cost(self, total: object) -> None:
         self._cost_state = cost_amount(total, self._cost_state)
 
 
 def cost_state_total(line: bytes) -> object:
-    """The ``totalCostUSD`` of a ``cost-state`` line told by its bytes (``sort_line``'s
-    ``COST``); None when it is not one."""
+    """The ``totalCostUSD`` of a ``cost-state`` line; None when it is not one."""
     try:
         entry = orjson.loads(line)
     except orjson.JSONDecodeError:
@@ -360,8 +293,7 @@ def cost_state_total(line: bytes) -> object:
 
 
 def cost_amount(total: object, known: float | None) -> float | None:
-    """The session's cost after a ``cost-state`` line's ``totalCostUSD``: the amount, or
-    what was known when it is not one."""
+    """The session's cost after a ``cost-state`` line's ``totalCostUSD`` (``known``: before)."""
     if isinstance(total, (int, float)) and not isinstance(total, bool) and total >= 0:
         return float(total)
     return known
@@ -370,8 +302,7 @@ def cost_amount(total: object, known: float | None) -> float | None:
 def scan_bytes(data: bytes, *, chunk_size: int = 1 << 20, path: str = "",
                project: str = "", session_id: str = "", subagent: bool = False,
                prefilter: bool = True) -> FileResult:
-    """Scan a whole transcript held in memory, fed in chunks of ``chunk_size`` bytes
-    (tests; the scan itself streams files); the other options as for ``TranscriptScan``."""
+    """Scan a whole transcript held in memory, fed in chunks of ``chunk_size`` bytes (tests)."""
     scan = TranscriptScan(path=path, project=project, session_id=session_id,
                           subagent=subagent, prefilter=prefilter)
     for offset in range(0, len(data), max(1, chunk_size)):

@@ -1,8 +1,5 @@
-"""A session's token usage and cost, from its transcript's bytes as they are written.
-``UsageTally`` (pure) takes the bytes in any chunks and keeps the current turn's and the
-session's tokens per model, each API reply once (as ``scan`` counts). ``top`` keeps one per
-session shown; the metrics read one over a stopped loop's tail.
-"""
+"""A live session's token usage and cost, from its transcript's bytes as they are written,
+each API reply once (as ``scan`` counts): ``top`` and the metrics."""
 
 from __future__ import annotations
 
@@ -15,21 +12,21 @@ from ..engine.reader import EventReader
 from ..engine.transcript import AssistantPart, TurnStart, parse_timestamp
 from .ledger import UsageLedger
 from .prices import PriceTable
-from .records import ModelTokens, Replies, add_model_tokens, sum_tokens
+from .records import ModelTokens, Replies, add_model_tokens, by_model
 
 __all__ = ["Spent", "UsageTally", "read_new_bytes", "reply_tokens"]
 
 
 @dataclass(frozen=True, slots=True)
 class Spent:
-    """Tokens (all four kinds together) and their estimated cost in USD."""
+    """Tokens (all kinds together) and their estimated cost in USD."""
 
     tokens: int = 0
     usd: float = 0.0
 
 
 class UsageTally:
-    """Token usage of one transcript: the person's current turn, and everything read."""
+    """Token usage of one transcript fed in any chunks: the person's current turn, and all."""
 
     __slots__ = ("_earlier", "_ledger", "_reader", "_turn")
 
@@ -37,12 +34,12 @@ class UsageTally:
         self._reader = EventReader(offset=offset, parse=skim_span)
         self._ledger = UsageLedger()
         self._turn: dict[str, None] = {}  # the current turn's reply ids, oldest first
-        # The earlier turns' replies priced: (the ledger's folds, the prices, the sum).
+        # (the ledger's folds, the prices, the sum) of the earlier turns' replies
         self._earlier: tuple[int, PriceTable, Spent] | None = None
 
     @property
     def offset(self) -> int:
-        """Where the next byte to feed sits in the file (past the last whole line)."""
+        """Where the next byte to feed sits in the file."""
         return self._reader.offset + self._reader.pending_bytes
 
     def feed(self, chunk: bytes) -> None:
@@ -57,26 +54,22 @@ class UsageTally:
                 self._turn.clear()
 
     def turn(self) -> ModelTokens:
-        """The current turn's replies, per model."""
-        return self._ledger.tokens_of(self._turn)
+        return by_model(self._ledger.replies_of(self._turn))
 
     def session(self) -> ModelTokens:
-        """Every reply read, per model."""
-        return add_model_tokens(self._ledger.totals(), self.turn())
+        return add_model_tokens(by_model(self._ledger.replies()), self.turn())
 
-    def last_replies(self, count: int) -> tuple[int, ModelTokens]:
-        """How many of the turn's last ``count`` replies there are, and their tokens."""
+    def last_replies(self, count: int) -> tuple[int, Replies]:
+        """How many of the turn's last ``count`` replies there are, and they."""
         ids = list(self._turn)[-count:] if count > 0 else []
-        return len(ids), self._ledger.tokens_of(ids)
-
+        return len(ids), self._ledger.replies_of(ids)
 
     def spent(self, prices: PriceTable) -> tuple[Spent, Spent]:
-        """(the current turn, the whole session), each reply priced as billed (its long-
-        prompt rate, fast mode: ``PriceTable.reply_cost``), as ``scan`` prices them."""
+        """(the current turn, the whole session), each reply priced as billed."""
         turn = _priced(self._ledger.replies_of(self._turn), prices)
         earlier = self._earlier
         if earlier is None or earlier[0] != self._ledger.folds or earlier[1] is not prices:
-            # (the earlier turns change only when the person speaks: priced once then)
+            # (the earlier turns change only when the person speaks)
             earlier = self._earlier = (self._ledger.folds, prices,
                                        _priced(self._ledger.replies(), prices))
         folded = earlier[2]
@@ -89,9 +82,8 @@ def _priced(replies: Replies, prices: PriceTable) -> Spent:
 
 
 def read_new_bytes(path: str, offset: int, limit: int) -> tuple[bytes, int]:
-    """Up to ``limit`` bytes of the file at ``path`` from ``offset``, and its size now.
-    Never follows a link or blocks on a FIFO; a file shorter than ``offset`` (rewritten)
-    gives its size, for the caller to start afresh. Raises OSError."""
+    """Up to ``limit`` bytes of the file from ``offset``, and its size now (below ``offset``:
+    rewritten). Never follows a link or blocks; raises OSError."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         info = os.fstat(fd)
@@ -109,10 +101,8 @@ _TAIL_BYTES = 2 * 1024 * 1024
 
 def reply_tokens(path: str, replies: int, *, tail: int = _TAIL_BYTES,
                  until: float | None = None) -> float:
-    """The mean tokens of the last ``replies`` API replies in the transcript at ``path``
-    (read from its last ``tail`` bytes), of those written by ``until`` (seconds since the
-    epoch: what was written after, a new turn, is not theirs); 0.0 when none can be
-    read."""
+    """The mean tokens of the last ``replies`` API replies in the last ``tail`` bytes of the
+    transcript at ``path``, written by ``until`` (epoch seconds); 0.0 when none can be read."""
     try:
         size = os.stat(path, follow_symlinks=False).st_size
         start = max(0, size - tail)
@@ -126,16 +116,15 @@ def reply_tokens(path: str, replies: int, *, tail: int = _TAIL_BYTES,
         data = data[:_written_by(data, until)]
     tally = UsageTally(offset=start)
     tally.feed(data)
-    found, tokens = tally.last_replies(replies)
-    return sum_tokens(tokens).total / found if found else 0.0
+    found, last = tally.last_replies(replies)
+    return sum(reply.usage.total for reply in last) / found if found else 0.0
 
 
 _STAMP = b'"timestamp":"'
 
 
 def _written_by(data: bytes, until: float) -> int:
-    """Where the first line stamped after ``until`` starts in ``data`` (its length if
-    none): lines are written in time order."""
+    """Where the first line stamped after ``until`` starts in ``data`` (else its length)."""
     at = 0
     while at < len(data):
         end = data.find(b"\n", at)
