@@ -1,14 +1,8 @@
 """Light stand-ins for costly standard modules, for the hooks (each runs on every tool
-call, in an interpreter that otherwise starts in a few milliseconds):
-
-* ``loads``, ``dumps``: ``json``'s own C scanner and encoder (``_json``) without importing
-  ``json`` (it imports ``re``, ``enum``...: about 10 ms); anything unusual (bad JSON, no
-  ``_json``, an encoder that fails the probe) falls back to ``json``. Same results.
-* ``digest``, ``hex_digest``: BLAKE2 from ``_blake2``, without ``hashlib``'s OpenSSL
-  (3.6 MB resident in every hook and in the watcher).
-* ``Value``: an immutable record without ``dataclasses`` (it imports ``inspect``: about
-  10 ms): equality, hashing, ``repr``, ``replace``. A subclass names its fields in
-  ``__slots__`` and sets them in ``__init__`` with ``self._set``.
+call): ``loads``/``dumps`` use ``json``'s C scanner and encoder without importing ``json``
+(10 ms), falling back to it on anything unusual; ``digest``/``hex_digest`` BLAKE2 without
+``hashlib``'s OpenSSL; ``Value`` an immutable record without ``dataclasses`` (a subclass
+names its fields in ``__slots__`` and sets them with ``self._set``).
 """
 
 from __future__ import annotations
@@ -23,17 +17,9 @@ if TYPE_CHECKING:
 
     V = TypeVar("V", bound="Value")
 
-__all__ = [
-    "Value",
-    "digest",
-    "dumps",
-    "hex_digest",
-    "loads",
-]
+__all__ = ["Value", "digest", "dumps", "hex_digest", "loads"]
 
 _json: ModuleType | None
-
-
 try:  # (imported here, once: an import during the interpreter's shutdown fails)
     import _json
 except ImportError:  # another interpreter: json does it all
@@ -44,9 +30,8 @@ _WHITESPACE = " \t\n\r"  # what json skips around a document
 
 
 class _ScanSettings:
-    """The settings ``json.JSONDecoder()`` hands the C scanner (it reads them off any
-    object). The plugin's launcher keeps its own copy of this class: it parses the hook
-    input before it knows whether this package can be imported at all."""
+    """The settings ``json.JSONDecoder()`` hands the C scanner (the plugin's launcher keeps
+    a copy of this class)."""
 
     strict = True
     object_hook = None
@@ -122,8 +107,7 @@ def _c_dumps(value: object, ensure_ascii: bool, sort_keys: bool,
 
 
 def _encoder_works() -> bool:
-    """Whether this interpreter's C encoder takes the arguments ``json`` gives it in the
-    versions this was written for, and answers as ``json`` does."""
+    """Whether this interpreter's C encoder answers as ``json`` does."""
     probe = {"b": [1, 2.5, None, True, "é\n"], "a": {"c": -0.0}}
     expected = '{"a":{"c":-0.0},"b":[1,2.5,null,true,"\\u00e9\\n"]}'
     try:

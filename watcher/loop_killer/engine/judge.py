@@ -1,8 +1,5 @@
 """The judge: one session's trailing run of answers to re-prompts, and the two rules over
-it (``rules``). Pure. The watcher and the scan feed it from the transcript
-(``run.RunDetector``); the Stop hook keeps it in the session's record between two Stops
-(``Run.to_state``), so the three judge alike.
-"""
+it (pure). The Stop hook keeps it between two Stops (``Run.to_state``)."""
 
 from __future__ import annotations
 
@@ -51,8 +48,7 @@ class Detection:
         return len(self.answers)
 
     @property
-    def answer_uuid(self) -> str:
-        """The uuid of the answer that fired (the last one)."""
+    def answer_uuid(self) -> str:  # (the answer that fired)
         return self.answers[-1].uuid
 
     @property
@@ -81,26 +77,19 @@ class Detection:
         }
 
 
-MAX_KEPT_WORDS = 4000
-"""Words of the run's last answer kept in a saved run (``Run.to_state``): the next answer
-is compared with them."""
-
+MAX_KEPT_WORDS = 4000  # words of the last answer a saved run keeps to compare the next
 _KEPT_TEXT = 2000
 
 
 class Run:
-    """One session's trailing run of answers to re-prompts, and the two rules over it.
-
-    The one judge of the re-prompt rules: the watcher and the scan feed it through
-    ``RunDetector``; the Stop hook keeps it in the session's record between two Stops
-    (``to_state``/``from_state``)."""
+    """One session's trailing run of answers to re-prompts, and the two rules over it."""
 
     __slots__ = ("answers", "chain", "length", "thresholds")
 
     def __init__(self, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> None:
-        self.thresholds = thresholds  # (the watcher changes them when a project goes off)
-        # The run's newest answers, as many as the larger threshold needs (a list: an
-        # empty deque alone costs 600 bytes, and the watcher keeps one per session).
+        self.thresholds = thresholds
+        # The newest answers, as many as the larger threshold needs (a list: an empty
+        # deque costs 600 bytes, and the watcher keeps one per session).
         self.answers: list[RunAnswer] = []
         self.length = 0  # answers in the run (may exceed those kept)
         self.chain = 0  # trailing answers that form a chain of similar answers
@@ -132,7 +121,6 @@ class Run:
         return None
 
     def could_fire(self) -> bool:
-        """Whether one more answer could reach a threshold."""
         return could_fire(self.length, self.chain, self.thresholds)
 
     def _detection(self, session_id: str, rule: Rule, count: int) -> Detection:
@@ -147,8 +135,7 @@ class Run:
         self.chain = 0
 
     def to_state(self) -> dict[str, Any]:
-        """The run as JSON-ready data: what the next answer is judged against (the last
-        answer's words, bounded) and what a detection tells of the others."""
+        """The run as JSON-ready data (the last answer's words bounded)."""
         last = self.answers[-1] if self.answers else None
         return {"length": self.length, "chain": self.chain,
                 "words": sorted(last.words)[:MAX_KEPT_WORDS] if last is not None else [],
