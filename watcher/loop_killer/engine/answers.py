@@ -205,15 +205,9 @@ class AnswerAssembler:
                       timestamp=reprompt.timestamp, text="", used_tool=False)
 
     def _emit(self) -> Answer:
-        answer = Answer(
-            prompt=self._prompt or PROMPT_NONE,
-            prompt_uuid=self._prompt_uuid,
-            uuid=self._last_uuid,
-            timestamp=self._last_timestamp,
-            text="\n".join(self._texts),
-            used_tool=self._used_tool,
-            message_ids=tuple(self._message_ids),
-        )
+        answer = Answer(self._prompt or PROMPT_NONE, self._prompt_uuid, self._last_uuid,
+                        self._last_timestamp, "\n".join(self._texts), self._used_tool,
+                        tuple(self._message_ids))
         self._reset()
         self._prompt = None
         return answer

@@ -129,8 +129,6 @@ def over_by(budget: Budget, use: TurnUse, now: float) -> dict[str, float]:
 
 
 class Against(Value):
-    """One limit that is on, and what a turn has used of it."""
-
     __slots__ = ("limit", "used", "most")
     limit: str
     used: float

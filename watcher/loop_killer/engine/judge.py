@@ -61,20 +61,12 @@ class Detection:
 
     def to_dict(self, *, max_text: int = 2000) -> dict[str, Any]:
         """A JSON-ready summary (texts cut to ``max_text`` characters)."""
-        return {
-            "session_id": self.session_id,
-            "rule": self.rule,
-            "count": self.count,
-            "run_length": self.run_length,
-            "answer_uuid": self.answer_uuid,
-            "first_timestamp": self.first_timestamp,
-            "last_timestamp": self.last_timestamp,
-            "similarities": [round(s, 4) for s in self.similarities],
-            "answers": [
-                {"uuid": a.uuid, "timestamp": a.timestamp, "text": a.text[:max_text]}
-                for a in self.answers
-            ],
-        }
+        return {"session_id": self.session_id, "rule": self.rule, "count": self.count,
+                "run_length": self.run_length, "answer_uuid": self.answer_uuid,
+                "first_timestamp": self.first_timestamp, "last_timestamp": self.last_timestamp,
+                "similarities": [round(s, 4) for s in self.similarities],
+                "answers": [{"uuid": a.uuid, "timestamp": a.timestamp,
+                             "text": a.text[:max_text]} for a in self.answers]}
 
 
 MAX_KEPT_WORDS = 4000  # words of the last answer a saved run keeps to compare the next
@@ -95,7 +87,6 @@ class Run:
         self.chain = 0  # trailing answers that form a chain of similar answers
 
     def extend(self, uuid: str, prompt_uuid: str, timestamp: str, text: str) -> None:
-        """One more answer to a re-prompt without new work."""
         answer_words = words(text)
         previous = self.answers[-1] if self.answers else None
         score = None

@@ -36,7 +36,6 @@ class ToolPairing:
         return isinstance(event, (ToolResults, TurnStart))
 
     def pair(self, event: Event) -> list[Paired]:
-        """The results ``event`` completes, in the order they are to be counted."""
         done: list[Paired] = []
         if isinstance(event, AssistantPart):
             for call in event.tool_calls:

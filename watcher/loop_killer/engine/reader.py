@@ -148,8 +148,6 @@ _NOTHING: tuple[()] = ()
 
 @dataclass(frozen=True, slots=True)
 class LineEvent:
-    """One line's event, and where the line sits in the file."""
-
     start: int  # where the line starts in the file
     end: int  # just past its newline
     event: Event
@@ -192,7 +190,6 @@ class EventReader:
         return self._lines.oversized
 
     def feed(self, chunk: bytes) -> list[LineEvent]:
-        """The events of the whole lines ``chunk`` completes, in order."""
         found: list[LineEvent] = []
         stats, parse, lines = self.stats, self._parse, self._lines
         blank, not_json = lines.blank, lines.not_json
@@ -217,21 +214,12 @@ class TranscriptReader:
 
     __slots__ = ("detector", "events")
 
-    def __init__(
-        self,
-        session_id: str = "",
-        *,
-        offset: int = 0,
-        live: bool = True,
-        already_fired: Collection[str] = (),
-        max_line: int = MAX_LINE_BYTES,
-        detector: RunDetector | None = None,
-        parse: LineParser = _parse_copy,
-        thresholds: Thresholds = DEFAULT_THRESHOLDS,
-        ignored: frozenset[str] = DEFAULT_IGNORED,
-    ) -> None:
-        self.detector = detector or RunDetector(session_id, live=live,
-                                                already_fired=already_fired,
+    def __init__(self, session_id: str = "", *, offset: int = 0, live: bool = True,
+                 already_fired: Collection[str] = (), max_line: int = MAX_LINE_BYTES,
+                 detector: RunDetector | None = None, parse: LineParser = _parse_copy,
+                 thresholds: Thresholds = DEFAULT_THRESHOLDS,
+                 ignored: frozenset[str] = DEFAULT_IGNORED) -> None:
+        self.detector = detector or RunDetector(session_id, live=live, already_fired=already_fired,
                                                 thresholds=thresholds, ignored=ignored)
         self.events = EventReader(offset=offset, max_line=max_line, parse=parse)
 
@@ -282,9 +270,8 @@ class TranscriptReader:
         return steps
 
 
-def detect_transcript(
-    data: bytes | Iterable[bytes], session_id: str = "", *, finish: bool = False
-) -> list[Detection]:
+def detect_transcript(data: bytes | Iterable[bytes], session_id: str = "", *,
+                      finish: bool = False) -> list[Detection]:
     """All detections in a whole transcript (bytes, or chunks of it)."""
     reader = TranscriptReader(session_id)
     chunks: Iterable[bytes] = [data] if isinstance(data, (bytes, bytearray)) else data

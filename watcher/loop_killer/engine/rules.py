@@ -80,7 +80,6 @@ class Thresholds(Value):
         return self.wait_minutes * 60
 
     def fires(self, rule: str, count: int) -> bool:
-        """Whether ``count`` answers (in a similar chain, or in the run) fire ``rule``."""
         if rule in self.off:
             return False
         return count >= (self.same_reply_turns if rule == RULE_SAME else self.idle_turns)
@@ -117,7 +116,6 @@ def leading_space(text: str) -> int:
 
 
 def is_reprompt(text: str) -> bool:
-    """True when a user message with this text is a Stop-hook re-prompt."""
     start = leading_space(text)
     return text[start : start + 24].lower().startswith(REPROMPT_PREFIXES)
 
@@ -171,7 +169,6 @@ def _unspaced(code: int) -> bool:
 
 
 def _is_mark(char: str) -> bool:
-    """Whether ``char`` is a combining mark (Unicode Mn or Mc)."""
     from bisect import bisect_right
 
     from .marks import MARK_RANGES
@@ -217,7 +214,6 @@ def similarity(a: frozenset[str], b: frozenset[str]) -> float:
 
 def similar(text_a: str, words_a: frozenset[str], text_b: str, words_b: frozenset[str],
             fraction: Fraction | None = None) -> bool:
-    """Whether two answers are similar, given their texts and word sets."""
     if not words_a and not words_b:
         return text_a == text_b
     if fraction is None:

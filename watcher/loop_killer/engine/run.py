@@ -49,11 +49,9 @@ class RunDetector:
     __slots__ = ("_assembler", "_fired", "_run", "answers_seen", "goal", "last_answer",
                  "live", "session_id", "work")
 
-    def __init__(
-        self, session_id: str, *, live: bool = True, already_fired: Collection[str] = (),
-        thresholds: Thresholds = DEFAULT_THRESHOLDS,
-        ignored: frozenset[str] = DEFAULT_IGNORED,
-    ) -> None:
+    def __init__(self, session_id: str, *, live: bool = True,
+                 already_fired: Collection[str] = (), thresholds: Thresholds = DEFAULT_THRESHOLDS,
+                 ignored: frozenset[str] = DEFAULT_IGNORED) -> None:
         self.session_id = session_id
         self.live = live
         self._fired = frozenset(already_fired)  # the empty one is shared: no cost
@@ -82,7 +80,6 @@ class RunDetector:
 
     @property
     def run(self) -> tuple[RunAnswer, ...]:
-        """The most recent answers of the run, oldest first."""
         return tuple(self._run.answers)
 
     @property
@@ -142,7 +139,6 @@ class RunDetector:
         return tuple(judged), tuple(detections)
 
     def add_answer(self, answer: Answer) -> Detection | None:
-        """Count one complete answer; return a detection if a rule fires."""
         self.answers_seen += 1
         # (results are keyed only for an answer to a re-prompt that used a tool)
         judged = self.work.close(judge=answer.prompt == PROMPT_REPROMPT and answer.used_tool)

@@ -120,7 +120,6 @@ class StandIns:
         return self._keep(call, _Last(content, is_error, key, token, _size(content)), result)
 
     def _keep(self, call: bytes, last: _Last, result: ToolResult) -> ToolResult:
-        """Remember a call's newest result; its stand-in."""
         before = self._last.pop(call, None)
         if before is not None:
             self._held -= before.size

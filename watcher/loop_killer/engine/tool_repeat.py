@@ -436,7 +436,6 @@ _Last = tuple[str, int, int, float, str, bool, int, bool]
 
 
 def event_seconds(event: Event) -> float | None:
-    """When a transcript event was written, if it says."""
     timestamp = getattr(event, "timestamp", "")
     if not isinstance(timestamp, str) or not timestamp:
         return None

@@ -186,8 +186,6 @@ class UnreadResult:
 
 @record
 class ToolResults:
-    """Tool results coming back: part of the current answer."""
-
     uuid: str
     timestamp: str
     results: tuple[ToolResult, ...] = ()
@@ -195,8 +193,6 @@ class ToolResults:
 
 @record
 class ToolCall:
-    """One ``tool_use`` block of a reply."""
-
     tool_use_id: str
     name: str
     input: Any  # the JSON value as written (usually an object)
@@ -296,12 +292,10 @@ def _blocks(content: list[Any]) -> Iterator[tuple[Any, Any, Any, Any, Any]]:
 def _tool_results(content: Any, cwd: str = "") -> tuple[ToolResult, ...]:
     if not isinstance(content, list):
         return ()
-    return tuple(
-        ToolResult(_str(block.get("tool_use_id")), block.get("content"),
-                   block.get("is_error") is True, cwd)
-        for block in content
-        if isinstance(block, dict) and block.get("type") == "tool_result"
-    )
+    return tuple(ToolResult(_str(block.get("tool_use_id")), block.get("content"),
+                            block.get("is_error") is True, cwd)
+                 for block in content
+                 if isinstance(block, dict) and block.get("type") == "tool_result")
 
 
 def _starts_with(text: str, prefix: str) -> bool:
@@ -365,9 +359,8 @@ def _goal_status(entry: dict[str, Any], uuid: str, timestamp: str) -> tuple[Even
 THINKING = ("thinking", "redacted_thinking")  # blocks that are never a reply's text
 
 
-def _assistant(
-    entry: dict[str, Any], message: dict[str, Any], content: Any, uuid: str, timestamp: str
-) -> tuple[Event | None, str]:
+def _assistant(entry: dict[str, Any], message: dict[str, Any], content: Any, uuid: str,
+               timestamp: str) -> tuple[Event | None, str]:
     if isinstance(content, list):
         text, calls, only_thinking = reply_of(_blocks(content))
     elif isinstance(content, str):
@@ -463,7 +456,6 @@ def user_text_event(uuid: str, timestamp: str, text: str, *, compact: Any, meta:
 
 
 def parse_timestamp(value: str) -> float | None:
-    """Seconds since the epoch of an ISO 8601 timestamp, None if unreadable."""
     if not value:
         return None
     try:

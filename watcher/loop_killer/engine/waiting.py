@@ -41,7 +41,6 @@ _KEYWORDS = frozenset({"do", "then", "else", "elif", "if", "while", "until", "!"
 
 
 def waits(name: str, tool_input: object) -> bool:
-    """Whether a call waits for the world."""
     if name in WAITING_TOOLS:
         return True
     if not isinstance(tool_input, dict):
