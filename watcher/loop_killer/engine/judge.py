@@ -12,7 +12,6 @@ from .rules import (
     RULE_SAME,
     Rule,
     Thresholds,
-    could_fire,
     similar,
     similarity,
     words,
@@ -111,8 +110,10 @@ class Run:
             return self._detection(session_id, RULE_IDLE, thresholds.idle_turns)
         return None
 
-    def could_fire(self) -> bool:
-        return could_fire(self.length, self.chain, self.thresholds)
+    def could_fire(self) -> bool:  # (with one more answer)
+        thresholds = self.thresholds
+        return (thresholds.fires(RULE_SAME, self.chain + 1)
+                or thresholds.fires(RULE_IDLE, self.length + 1))
 
     def _detection(self, session_id: str, rule: Rule, count: int) -> Detection:
         involved = tuple(self.answers[-count:])

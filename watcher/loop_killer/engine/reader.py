@@ -63,10 +63,8 @@ class LineBuffer:
 
     def feed(self, chunk: bytes) -> list[tuple[int, bytes]]:
         """The lines completed by ``chunk``: (start offset, line without its newline)."""
-        return [(offset, buffer[start:end]) for offset, buffer, start, end in self.spans(chunk)]
-
-    def spans(self, chunk: bytes) -> list[Span]:
-        return list(self.iter_spans(chunk))
+        return [(offset, buffer[start:end])
+                for offset, buffer, start, end in self.iter_spans(chunk)]
 
     def iter_spans(self, chunk: bytes) -> Iterator[Span]:
         """``feed`` without copying lines out of ``chunk`` (the buffer is ``chunk``, or a

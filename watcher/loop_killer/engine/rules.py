@@ -26,21 +26,13 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_THRESHOLDS", "IDLE_TURNS", "REPROMPT_PREFIXES", "RULE_BUDGET",
            "RULE_EDIT_OSCILLATION", "RULE_IDLE", "RULE_MANUAL", "RULE_REFUSED_RETRIES",
-           "RULE_SAME", "SAME_REPLY_TURNS", "SIMILAR", "Rule", "Thresholds", "could_fire",
-           "is_reprompt", "leading_space", "rule_phrase", "similar", "similarity",
-           "text_digest", "words"]
+           "RULE_SAME", "SAME_REPLY_TURNS", "SIMILAR", "Rule", "Thresholds", "is_reprompt",
+           "leading_space", "rule_phrase", "similar", "similarity", "text_digest", "words"]
 
-SAME_REPLY_TURNS = 3
-"""Fire when this many consecutive answers to re-prompts are pairwise similar."""
-
-IDLE_TURNS = 6
-"""Fire when the run holds this many answers to re-prompts, none with tool work."""
-
-SIMILAR = 0.6
-"""Word-set Jaccard at or above which two answers count as similar."""
-
+SAME_REPLY_TURNS = 3  # consecutive answers to re-prompts, pairwise similar, that fire
+IDLE_TURNS = 6  # answers to re-prompts in a run, none with tool work, that fire
+SIMILAR = 0.6  # word-set Jaccard at or above which two answers are similar
 REPROMPT_PREFIXES = ("stop hook feedback:", "stop hook", "[stop hook", "hook re-prompted")
-"""Lower-cased prefixes of a re-prompt's text (checked after leading whitespace)."""
 
 if TYPE_CHECKING:
     Rule = Literal["SAME_REPLY_TURNS", "IDLE_TURNS", "MANUAL", "TOOL_REPEAT", "BUDGET"]
@@ -118,14 +110,6 @@ def leading_space(text: str) -> int:
 def is_reprompt(text: str) -> bool:
     start = leading_space(text)
     return text[start : start + 24].lower().startswith(REPROMPT_PREFIXES)
-
-
-def could_fire(run_length: int, chain_length: int,
-               thresholds: Thresholds = DEFAULT_THRESHOLDS) -> bool:
-    """Whether one more answer to a re-prompt could make a rule fire, given the run's
-    length and that of its trailing chain of similar answers."""
-    return (thresholds.fires(RULE_SAME, chain_length + 1)
-            or thresholds.fires(RULE_IDLE, run_length + 1))
 
 
 def words(text: str) -> frozenset[str]:

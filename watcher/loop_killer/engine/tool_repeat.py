@@ -132,8 +132,7 @@ class ToolRepeatCounter:
                  "_pairing", "_progress", "_refused", "_wait", "_waited_last")
 
     def __init__(self, *, ignored: frozenset[str] = DEFAULT_IGNORED,
-                 block: int = TOOL_REPEAT_BLOCK,
-                 oscillation: int = EDIT_OSCILLATION_WARN,
+                 block: int = TOOL_REPEAT_BLOCK, oscillation: int = EDIT_OSCILLATION_WARN,
                  wait: float = WAIT_MINUTES * 60) -> None:
         self._ignored = ignored
         self._block = block
@@ -392,8 +391,7 @@ class ToolRepeatCounter:
 
     @classmethod
     def from_state(cls, state: object, *, ignored: frozenset[str] = DEFAULT_IGNORED,
-                   block: int = TOOL_REPEAT_BLOCK,
-                   oscillation: int = EDIT_OSCILLATION_WARN,
+                   block: int = TOOL_REPEAT_BLOCK, oscillation: int = EDIT_OSCILLATION_WARN,
                    wait: float = WAIT_MINUTES * 60) -> ToolRepeatCounter:
         """A counter from ``to_state``; what is not understood is left out."""
         counter = cls(ignored=ignored, block=block, oscillation=oscillation, wait=wait)
