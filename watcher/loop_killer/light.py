@@ -30,8 +30,7 @@ _WHITESPACE = " \t\n\r"  # what json skips around a document
 
 
 class _ScanSettings:
-    """The settings ``json.JSONDecoder()`` hands the C scanner (the plugin's launcher keeps
-    a copy of this class)."""
+    """The settings ``json.JSONDecoder()`` hands the C scanner (the launcher has a copy)."""
 
     strict = True
     object_hook = None
@@ -48,8 +47,7 @@ _scan: Callable[[str, int], tuple[Any, int]] | None = None
 
 
 def loads(data: bytes | str) -> Any:
-    """``json.loads(data)``. Raises ValueError for bad JSON, RecursionError for JSON
-    nested deeper than Python recurses."""
+    """``json.loads(data)``: ValueError for bad JSON, RecursionError for JSON too deep."""
     global _scan
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
@@ -78,8 +76,7 @@ _encoder_ok: bool | None = None
 def dumps(value: object, *, ensure_ascii: bool = True, sort_keys: bool = False,
           separators: tuple[str, str] = (", ", ": "),
           default: Callable[[Any], Any] | None = None) -> str:
-    """``json.dumps(value, ...)`` with these options (and no indent). Raises TypeError
-    for a value JSON cannot hold, RecursionError for one nested too deeply."""
+    """``json.dumps(value, ...)`` with these options (no indent), raising as it does."""
     global _encoder_ok
     if _encoder_ok is None:
         _encoder_ok = _encoder_works()

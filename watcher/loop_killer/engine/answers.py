@@ -25,8 +25,7 @@ __all__ = ["PROMPT_NONE", "PROMPT_REPROMPT", "PROMPT_TURN", "Answer", "AnswerAss
            "PromptKind"]
 
 PromptKind = Literal["reprompt", "turn", "none"]
-"""What an answer answered: a Stop hook's re-prompt, a turn start, or nothing known (the
-transcript, or the part read, starts inside an answer)."""
+"""What an answer answered: a re-prompt, a turn start, or nothing known (read mid-answer)."""
 
 PROMPT_REPROMPT: Final = "reprompt"
 PROMPT_TURN: Final = "turn"
@@ -35,8 +34,7 @@ PROMPT_NONE: Final = "none"
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """Everything the model said between one user prompt and the next. Its ``text`` is its
-    last reply's with any text: the Stop hook's ``last_assistant_message``."""
+    """All the model said between two prompts; ``text``: its last reply's with any text."""
 
     prompt: PromptKind
     prompt_uuid: str

@@ -202,8 +202,7 @@ def minutes_text(minutes: float) -> str:
 
 
 class TurnSpend:
-    """One turn's figures as its lines arrive: re-prompts, and each API reply priced once
-    (its largest copy: Claude Code repeats a reply's usage, growing, on each line)."""
+    """One turn's figures as its lines arrive, each API reply priced once (its largest copy)."""
 
     __slots__ = ("_replies", "reprompts", "started_at", "warned", "stopped")
 

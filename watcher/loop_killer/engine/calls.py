@@ -19,8 +19,7 @@ __all__ = ["ANSWERED_BY_PERSON", "CWD_MARK", "NOT_THE_PERSON", "REFUSED_MARK", "
 CWD_MARK = "\n@ "  # between a call and its folder in a call key (never inside a call)
 
 ANSWERED_BY_PERSON: frozenset[str] = frozenset({"AskUserQuestion", "ExitPlanMode"})
-"""Tools whose result is the person's answer: every count starts afresh (failed with
-nobody to answer, an ordinary call)."""
+"""Tools whose result is the person's answer (unless failed): every count starts afresh."""
 
 _TURNED_DOWN = ("the user doesn't want to proceed", "user rejected", "the user rejected")
 
@@ -42,8 +41,7 @@ def person_answered(content: object, *, is_error: bool) -> bool:
 
 
 NOT_THE_PERSON = ("<task-notification>",)
-"""How prompts Claude Code submits itself begin (``UserPromptSubmit`` fires for them
-mid-turn on 2.1.332)."""
+"""How prompts Claude Code submits itself mid-turn begin (2.1.332)."""
 
 
 def is_persons_prompt(prompt: object) -> bool:
@@ -55,8 +53,7 @@ REFUSED_MARK = "loop-killer: refused"  # in every refusal's reason: a result hol
 
 
 def call_key(name: str, tool_input: object, cwd: str = "") -> str:
-    """The call as a comparable string: the tool's name, its input (a shell command with
-    whitespace collapsed, else canonical JSON), then the folder it runs in."""
+    """The call as a comparable string: the tool's name, its input, then its folder."""
     where = f"{CWD_MARK}{cwd}" if cwd else ""
     if name in SHELL_TOOLS and isinstance(tool_input, dict):
         command = tool_input.get("command")

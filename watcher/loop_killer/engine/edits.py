@@ -56,8 +56,7 @@ def change_digest(tool_input: object) -> str:
 
 
 def after_edit(name: str, tool_input: object, before: str | None) -> str | None:
-    """The file's content after the call on ``before`` (None: no file); None when it cannot
-    be told (an old text not found, a notebook)."""
+    """The file's content after the call on ``before`` (None: no file); None if unknown."""
     if not isinstance(tool_input, dict):
         return None
     if name == "Write":
@@ -90,8 +89,7 @@ def _replaced(text: str, edit: object) -> str | None:
 
 
 def states_of_result(use_result: object) -> tuple[str, str] | None:
-    """(before, after) states from a ``toolUseResult`` or ``tool_response``; None when it
-    holds no whole file."""
+    """(before, after) states from a ``toolUseResult`` or ``tool_response``, if whole."""
     if not isinstance(use_result, dict) or "originalFile" not in use_result:
         return None
     original = use_result.get("originalFile")
@@ -135,8 +133,7 @@ class EditHistory:
 
     def note(self, path: str, before: str, after: str, change: str, *, warn_at: int = 0
              ) -> int:
-        """A move of ``path`` from ``before`` ("": where its last move left it) to ``after``;
-        the depth when it warns (at ``warn_at`` or deeper, once a pair), else 0."""
+        """A move of ``path`` (``before`` "": from its last state); the depth if it warns."""
         if not path:
             return 0
         known = self._files.pop(path, None) or _File()

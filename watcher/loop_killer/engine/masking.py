@@ -128,8 +128,7 @@ def _temps_in(low: bytes) -> int:
 
 
 def _word_before_digit(low: bytes, word: bytes) -> bool:
-    """Whether ``word`` is in ``low`` not after a letter, with a digit after it (``:=#``,
-    spaces and ``id`` between); past ``_SCANNED`` occurrences, True."""
+    """Whether ``word`` is in ``low`` not after a letter, with a digit after it."""
     start = low.find(word)
     for _ in range(_SCANNED):
         if start < 0:
@@ -174,8 +173,7 @@ def _mask_noise(text: str, found: int) -> str:
 
 
 def _hex_or_not(match: re.Match[str]) -> str:
-    """``<hex>`` for a hex run that reads as random; kept: digits or letters alone, a
-    digest's length, one after a hash word on its line or in a checksum line."""
+    """``<hex>`` for a hex run that reads as random (not a digest, nor after a hash word)."""
     value = match.group()
     if len(value) in _HEX_KEPT or value.isdigit() or not any(c.isdigit() for c in value):
         return value
@@ -321,8 +319,7 @@ def _is_duration(key: object, value: object) -> bool:
 
 
 def result_key(content: object, *, is_error: bool) -> str:
-    """A tool's output (a string, text blocks or any JSON value) made comparable:
-    ``error:`` or ``ok:``, then the masked output."""
+    """A tool's output made comparable: ``error:`` or ``ok:``, then the masked output."""
     if isinstance(content, str):
         text = _mask(content)
     elif isinstance(content, list) and all(

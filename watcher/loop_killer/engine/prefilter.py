@@ -44,8 +44,7 @@ _TOP_TYPES = {b"user": KEEP, b"assistant": KEEP, b"system": KEEP, b"cost-state":
 
 
 def _top_type(line: bytes, start: int, end: int) -> tuple[bytes, int] | None:
-    """The line's own ``type`` and where its value ends, when its first ``"type":"`` is a
-    key of the line's own object; else None."""
+    """The line's own ``type`` and where its value ends, when its first is top-level."""
     if line.startswith(b'{"type":"', start, end):
         first = start + 1  # the first key (Claude Code's bookkeeping lines)
     else:
@@ -147,8 +146,7 @@ _CWD_KEY = b'"cwd":"'
 
 
 def _lone_cwd(line: bytes, start: int, end: int) -> str | None:
-    """The line's ``cwd`` ("" when none) when its bytes alone tell it (exactly one such key,
-    its value without escapes); None when only parsing can tell."""
+    """The line's ``cwd`` ("" when none); None when only parsing can tell."""
     found = line.find(_CWD_KEY, start, end)
     if found < 0:
         return ""
@@ -165,8 +163,7 @@ def _lone_cwd(line: bytes, start: int, end: int) -> str | None:
 
 
 def skim_line(line: bytes, stats: ParseStats | None = None) -> Event | None:
-    """``parse_line`` for readers of whole sessions (the watcher): the same event for
-    every line that can matter, the others skipped unparsed (``skipped_reason``)."""
+    """``parse_line`` for whole sessions: lines that cannot matter are skipped unparsed."""
     return skim_span(line, 0, len(line), stats)
 
 

@@ -30,13 +30,11 @@ MAX_LINE_BYTES = 32 * 1024 * 1024
 
 _WHITESPACE = b" \t\r\x0b\x0c"  # ``bytes.isspace``'s whitespace, the newline aside
 _TEXT_AS_A = bytes(byte if byte == 10 else 97 for byte in range(256))
-"""Every byte but the newline as ``a``: with whitespace deleted, a line that is not blank
-ends in ``a\n`` (which never overlaps itself, so ``count`` finds them all)."""
+"""Every byte but the newline as ``a``: with whitespace deleted, a line not blank ends ``a\n``."""
 
 
 class LineBuffer:
-    """Cuts a byte stream into whole lines, each with its offset in the file; keeps the
-    partial last line for later (``offset``: where the next byte fed sits)."""
+    """Cuts a byte stream into whole lines, each with its offset in the file."""
 
     __slots__ = ("_partial", "_skipping", "blank", "max_line", "not_json", "offset",
                  "oversized", "skip_non_json")
@@ -67,8 +65,7 @@ class LineBuffer:
                 for offset, buffer, start, end in self.iter_spans(chunk)]
 
     def iter_spans(self, chunk: bytes) -> Iterator[Span]:
-        """``feed`` without copying lines out of ``chunk`` (the buffer is ``chunk``, or a
-        line begun in earlier chunks). Iterate it to the end before the next chunk."""
+        """``feed`` without copying lines; iterate it to the end before the next chunk."""
         base = self.offset
         self.offset += len(chunk)
         newline = chunk.find(b"\n")
@@ -207,8 +204,7 @@ class EventReader:
 
 
 class TranscriptReader:
-    """One session transcript's bytes in, in any chunks; steps out. ``offset``: where the
-    first byte fed sits; the rest as for ``RunDetector`` (or pass a ``detector``)."""
+    """One session transcript's bytes in, in any chunks; steps out."""
 
     __slots__ = ("detector", "events")
 
@@ -259,8 +255,7 @@ class TranscriptReader:
         return Step(self.offset, self.offset, None, answers, detections)
 
     def finish(self) -> list[Step]:
-        """The transcript is over: read a last line without its newline, and count the
-        answer in progress."""
+        """The transcript is over: read a last line without its newline, count the rest."""
         steps = self.feed(b"\n") if self.events.pending_bytes else []
         answers, detections = self.detector.step_finish()
         if answers:

@@ -225,7 +225,6 @@ def rule_phrase(rule: str, count: int) -> str:
 
 
 def text_digest(text: str) -> str:
-    """A short digest of an answer's text, insensitive to whitespace layout (the Stop hook
-    compares the watcher's with ``last_assistant_message``)."""
+    """A short digest of an answer's text, insensitive to whitespace layout."""
     normalized = " ".join(text.split())
     return hex_digest(normalized, 16)

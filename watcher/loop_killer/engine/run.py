@@ -219,8 +219,7 @@ class TurnWork:
             self._this_answer.append((call, result, now, waiting))
 
     def close(self, *, judge: bool) -> bool | None:
-        """The answer in progress is complete (or void). With ``judge``: whether its tool
-        work produced something new; else None (its results only remembered)."""
+        """The answer is complete (or void); with ``judge``, whether its work was new."""
         results, self._this_answer = self._this_answer, []
         unanswered = bool(self._open_calls)
         self._open_calls = set()
@@ -241,8 +240,7 @@ class TurnWork:
         return new
 
     def _still_waiting(self, first: float, last: float) -> bool:
-        """Whether a result seen from ``first`` to ``last`` was within the bound (or the
-        times are unknown)."""
+        """Whether a result seen from ``first`` to ``last`` was within the bound, if known."""
         return not first or not last or last - first < self._wait
 
     def _hold(self, item: _Done) -> None:

@@ -54,8 +54,7 @@ RULE_TOOL_REPEAT: Final = "TOOL_REPEAT"
 TOOL_CALL_RULES: Final = (RULE_TOOL_REPEAT, RULE_EDIT_OSCILLATION)  # the tool-call hooks'
 
 DEFAULT_IGNORED: frozenset[str] = frozenset()
-"""Tools never counted (``fnmatch`` patterns allowed); none by default, as tools that poll
-by design wait (``waiting.WAITING_TOOLS``)."""
+"""Tools never counted (``fnmatch`` patterns allowed); polling tools wait instead."""
 
 _NOTICE_IDS = ("task-id", "tool-use-id", "output-file")  # differ in every notice
 
@@ -226,8 +225,7 @@ class ToolRepeatCounter:
 
     def would_repeat(self, call: str, name: str, result: str, *, failed: bool,
                      tool_input: object = None) -> bool:
-        """Whether a result of ``call`` would repeat its last one as far as the session
-        knows: only then does the shell measure the tree."""
+        """Whether a result would repeat as far as the session knows (then measure the tree)."""
         if name in FILE_CHANGING_TOOLS or is_ignored(name, self._ignored):
             return False
         last = self._calls.get(_digest(call))
@@ -239,8 +237,8 @@ class ToolRepeatCounter:
         return self._waited_last or waits(name, tool_input)
 
     def _may_repeat(self, last: _Last, result: str, failed: bool, waiting: bool) -> bool:
-        """No change the session made since, and the same result, or (not waiting) a
-        failure after a failure with no new result of any call between."""
+        """No change since, and the same result or (not waiting) a failure after a failure
+        with no new result of any call between."""
         if last[2] != self._changes:
             return False
         return last[0] == result or (failed and last[5] and last[6] == self._progress
@@ -248,8 +246,7 @@ class ToolRepeatCounter:
 
     def _same(self, last: _Last, result: str, failed: bool, tree: str | None,
               waiting: bool) -> bool:
-        """``_may_repeat``, and no change the tree's fingerprint shows (another failure is a
-        repeat only measured)."""
+        """``_may_repeat``, and no change the tree's fingerprint shows."""
         if not self._may_repeat(last, result, failed, waiting):
             return False
         if last[0] != result and not tree:
@@ -258,8 +255,7 @@ class ToolRepeatCounter:
 
     def _waiting(self, last: _Last | None, since: float,
                  now: float | None) -> tuple[int, float]:
-        """(count, seconds waited) of a waiting call's same result: 1 within the bound (or
-        time unknown), past it refused."""
+        """(count, seconds waited) of a waiting call's same result: 1 within the bound."""
         if last is None or not since or now is None or now - since < self._wait:
             return 1, 0.0
         return max(last[1] + 1, self._block), now - since
@@ -274,8 +270,7 @@ class ToolRepeatCounter:
         return last[1] if last is not None and last[2] == self._changes else 0
 
     def repeated(self, name: str, tool_input: object, *, cwd: str = "") -> bool:
-        """Whether this call's last result repeated one with nothing changed between (a
-        waiting call: past its bound): it did no new work."""
+        """Whether this call's last result repeated one, nothing changed between: no work."""
         last = self._calls.get(_digest(call_key(name, tool_input, cwd)))
         if last is None or last[2] != self._changes:
             return False
@@ -337,8 +332,7 @@ class ToolRepeatCounter:
         return max((count for count, _ in self._refused.values()), default=0)
 
     def note_refusal(self, refusal: ToolRepeat) -> int:
-        """One more attempt of ``refusal``'s call refused; how many in a row with nothing new
-        between them."""
+        """One more attempt refused; how many in a row with nothing new between them."""
         digest = _digest(refusal.call)
         count, at = self._refused.pop(digest, (0, self._progress))
         count = count + 1 if at == self._progress else 1
@@ -369,8 +363,7 @@ class ToolRepeatCounter:
     def feed_pairs(self, event: Event, pairs: list[tuple[AssistantPart, ToolCall, str,
                                                          ToolResult]]
                    ) -> list[tuple[AssistantPart, ToolCall, ToolRepeat]]:
-        """Count the (part, call, key, result) ``event`` completed; each count with its call
-        and the reply that made it."""
+        """Count the (part, call, key, result) ``event`` completed, with part and call."""
         from .pairing import ToolPairing
 
         if ToolPairing.starts_afresh(event):

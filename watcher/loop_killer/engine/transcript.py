@@ -27,8 +27,7 @@ _Class = TypeVar("_Class", bound=type)
 
 @dataclass_transform(frozen_default=True)
 def record(cls: _Class) -> _Class:
-    """A frozen dataclass to the type checker, a plain one at run time (five times faster
-    to make, and a scan makes hundreds of thousands)."""
+    """A frozen dataclass to the type checker, a plain (five times faster) one at run time."""
     return dataclass(slots=True, unsafe_hash=True)(cls)  # type: ignore[return-value]
 
 
@@ -147,8 +146,7 @@ class ToolResult:
 
 
 class UnreadResult:
-    """A tool result left unread in its line until something must compare it (the scan);
-    ``read`` gives what ``parse_line`` would have."""
+    """A tool result left unread in its line until something must compare it."""
 
     __slots__ = ("source", "tool_use_id")
 
@@ -200,8 +198,7 @@ class ToolCall:
 
 @record
 class AssistantPart:
-    """One assistant line of the reply ``message_id``. ``final``: a final ``stop_reason`` on
-    a line of more than thinking (2.1.x writes it on the thinking too)."""
+    """One assistant line. ``final``: a final ``stop_reason`` on more than thinking."""
 
     message_id: str
     uuid: str
@@ -309,8 +306,7 @@ def _str(value: Any) -> str:
 
 def parse_line(line: bytes, stats: ParseStats | None = None, *, subagent: bool = False
                ) -> Event | None:
-    """Classify one transcript line; None (the reason counted in ``stats``) if skipped.
-    ``subagent``: read a sidechain line as its scope's conversation."""
+    """One line's event; None (the reason counted in ``stats``) if skipped."""
     event, reason = _classify(line, subagent)
     if stats is not None:
         stats.count(event, reason)
@@ -381,8 +377,7 @@ def _assistant(entry: dict[str, Any], message: dict[str, Any], content: Any, uui
 
 def reply_of(blocks: Iterable[tuple[Any, Any, Any, Any, Any]]
              ) -> tuple[str, tuple[ToolCall, ...], bool]:
-    """A message's text, tool calls, and whether it is all thinking, from its blocks given
-    as (type, text, id, name, input)."""
+    """A message's text, tool calls, and whether it is all thinking, from its blocks."""
     texts: list[str] = []
     calls: list[ToolCall] = []
     only_thinking: bool | None = None  # None until a block is seen
@@ -443,8 +438,7 @@ def typed_by_person(prompt_source: Any, origin: Any) -> bool:
 
 def user_text_event(uuid: str, timestamp: str, text: str, *, compact: Any, meta: Any,
                     typed: bool = False) -> tuple[Event | None, str]:
-    """A user line's event from its text: an interruption, a re-prompt, or a turn's start;
-    None for the no-output nudge. ``typed``: "Stop hook..." from a person is no re-prompt."""
+    """A user line's event from its text (a person's ``typed`` text is no re-prompt)."""
     if _starts_with(text, _INTERRUPTED):
         return Discard(uuid, timestamp, "interrupted"), ""
     if meta is True and text.startswith(_NO_OUTPUT_NUDGE):

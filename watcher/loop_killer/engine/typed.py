@@ -111,8 +111,7 @@ ReadAgain = Any
 
 def typed_event(line: bytes | memoryview, source: ReadAgain | None = None, *,
                 subagent: bool = False) -> tuple[Event | None, str, Line] | Any:
-    """(event, reason skipped, the decoded line), a tool result's content left unread (read
-    again from ``source``, else the line); ``NOT_TYPED`` when only ``parse_line`` can tell."""
+    """(event, reason skipped, the decoded line), or ``NOT_TYPED``: use ``parse_line``."""
     entry = decode_line(line)
     if entry is None:
         return NOT_TYPED
