@@ -69,13 +69,9 @@ class _Reply:
 class AnswerAssembler:
     """Groups assistant lines into replies (by ``message.id``) and replies into answers.
 
-    A reply is complete when a line carries a final ``stop_reason`` and the reader has
-    caught up (``flush``), or when the next user or system entry arrives. An answer is
-    complete when a reply without tool use completes (one with no text only at its Stop's
-    summary, the turn's end or the next re-prompt), or when the next prompt arrives.
-    Interrupted and API-error answers are dropped whole. A re-prompt right after the Stop
-    of the one before, with no assistant line between, answers an empty reply (Claude Code
-    writes none for a reply without content: 2.1.250 to 2.1.332).
+    An answer is complete when a reply without tool use completes (one with no text at its
+    Stop's summary), or when the next prompt arrives. A re-prompt right after the Stop of
+    the one before answers an empty reply (Claude Code writes none: 2.1.250 to 2.1.332).
     """
 
     __slots__ = ("_last_id", "_last_timestamp", "_last_uuid", "_message_ids", "_prompt",

@@ -1,8 +1,7 @@
 """BUDGET: the backstop that ends a turn no loop rule can tell from work (pure).
 
-A turn may hold so many re-prompts, spend so much (main session and subagents, priced as
-``scan`` prices) and last so long; ``0`` switches a limit off. Given a turn's figures, this
-says what is crossed or near, in words.
+A turn may hold so many re-prompts, spend so much and last so long (``0``: no limit); given
+a turn's figures, this says what is crossed or near, in words.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """A file edited back and forth (pure), judged by whole-file states, never by fragments.
 
-Each successful file-changing call is a *move* of one file from one state (the digest of
-its content) to another, made by one *change* (the digest of the call's input). A move made
-again in the person's turn is a back-and-forth of depth twice its repeats: depth 2 warns,
-the revert after it is let through, and depth 4 is refused when it is the exact change
-already made from exactly that state (``EditHistory.would_return``): no false refusal.
+Each successful file-changing call *moves* a file from one state (its content's digest) to
+another. A move made again in the person's turn is a back-and-forth of depth twice its
+repeats: depth 2 warns, 3 is let through, and 4 is refused when it is the exact change
+already made from exactly that state (``EditHistory.would_return``).
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Which transcript lines can matter, decided from their bytes before any parsing.
 
-Most of a transcript's bytes are lines no rule reads and tool results, whose content
-matters only once their call repeats. ``sort_line`` tells the lines ``parse_line`` would
-surely turn into no event (``skim_span`` skips them unparsed); ``one_result`` tells a line
-that is exactly one tool result (``unread_result`` hands it on unread). Sure because a
-quote inside a JSON string is escaped, given keys and these type names are written
+``sort_line`` tells the lines ``parse_line`` would surely turn into no event (skipped
+unparsed); ``one_result`` a line that is exactly one tool result (handed on unread). Sure
+because a quote inside a JSON string is escaped, given keys and type names are written
 without ``\\u`` escapes and no object holds a key twice.
 """
 

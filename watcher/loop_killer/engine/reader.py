@@ -1,10 +1,7 @@
 """The one transcript reader: bytes -> lines -> events -> answers -> run -> detections.
 
-Pure and incremental; the watcher, the Stop hook and the scan all read with it. Each whole
-line becomes a ``Step`` (its event, where it sits, the answers it completed and the
-detections they caused); ``feed`` ends with a step for catching up, where a reply marked
-final completes. Lines longer than ``max_line`` are skipped and counted, so bytes appended
-without a newline never grow memory without bound.
+Pure and incremental; the watcher, the Stop hook and the scan all read with it. Lines longer
+than ``max_line`` are skipped and counted, so memory stays bounded.
 """
 
 from __future__ import annotations

@@ -113,12 +113,9 @@ def is_reprompt(text: str) -> bool:
 
 
 def words(text: str) -> frozenset[str]:
-    """The distinct lowercase words (3+ letters or digits, any script) of ``text``.
-
-    Combining marks stay with their letters. Scripts written without spaces (Chinese,
-    Japanese, Thai, Lao, Burmese, Khmer) count each pair of neighbouring characters: a
-    whole clause as one "word" would make two replies a character apart share none.
-    """
+    """The distinct lowercase words (3+ letters or digits, any script) of ``text``; marks
+    stay with their letters, and scripts written without spaces count each pair of
+    neighbouring characters (a clause as one word would match nothing)."""
     lowered = text.lower()
     # (translate and split, not ``re``: its import cost a hook 5-9 ms)
     cut = lowered.translate(_WORD_CHARS)

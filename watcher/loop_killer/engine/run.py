@@ -1,12 +1,10 @@
-"""The judge fed from the transcript: one session's run of answers to re-prompts, the rules
-over it, and what counts as work (``TurnWork``). Pure and incremental; the watcher, the Stop
-hook and the scan all decide with ``RunDetector``.
+"""The judge fed from the transcript: a session's run of answers to re-prompts, the rules
+over it, and what counts as work (``TurnWork``); the watcher, Stop hook and scan all use it.
 
 *Work*: an answer to a re-prompt breaks the run only if one of its calls gave a result not
-seen with that call in the person's turn (keyed and masked as the tool-repeat rule does). A
-refused call is not work. A call that waits (``waiting.waits``) is work until its result
-has stayed the same for ``Thresholds.wait_minutes``. When in doubt it is work: a result
-not in the transcript yet, an ignored tool, a result forgotten.
+seen with that call in the person's turn (keyed and masked as the tool-repeat rule does),
+or a waiting call's result has not yet stayed the same for ``Thresholds.wait_minutes``.
+When in doubt it is work.
 """
 
 from __future__ import annotations
@@ -40,11 +38,8 @@ __all__ = ["MAX_HELD_BYTES", "MAX_KEPT", "RunDetector", "TurnWork"]
 
 class RunDetector:
     """Feeds one session's transcript events to its ``Run`` and says when a rule fires.
-
-    ``live=False`` builds the state without checking the rules (start-up catch-up).
-    ``already_fired``: uuids of answers that fired before, or of the re-prompts they
-    answered: counting restarts after them, so nothing fires twice across restarts.
-    """
+    ``live=False``: build the state without checking the rules; ``already_fired``: uuids of
+    answers (or their re-prompts) that fired before, after which counting restarts."""
 
     __slots__ = ("_assembler", "_fired", "_run", "answers_seen", "goal", "last_answer",
                  "live", "session_id", "work")

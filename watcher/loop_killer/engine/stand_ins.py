@@ -1,9 +1,8 @@
 """Tool results made cheap to count, without changing a single count (the watcher, scan).
 
-Masking (``result_key``) is most of a scan's time, yet a result needs it only when its call
-gave a different output before. ``StandIns`` hands the counter a short stand-in per result:
-the previous one's when equal (by content, or else by ``result_key``), else a new one; an
-``UnreadResult`` is read only when it must be compared.
+Masking is most of a scan's time, yet a result needs it only when its call gave a
+different output before: ``StandIns`` hands the counter a short stand-in per result, the
+previous one's when equal, else a new one.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """Tool-repeat loops: the same tool call giving the same result, again and again (pure).
 
-A call (``call_key``) giving the same result (``masking.result_key``) again counts one
-more; a different result starts at 1. The person speaking, a change to the files and a
-background task's news start every count afresh. At ``TOOL_REPEAT_WARN`` the model is
-told to stop, from ``TOOL_REPEAT_BLOCK`` the call is refused, and ``TOOL_REPEAT_STOP``
-refused attempts end the turn. A waiting call is bounded in time, not by count. Only
-digests are kept, so the counts fit a small state file (``to_state``).
+A call giving the same result again counts one more; a different result starts at 1. The
+person speaking, a change to the files and a background task's news start every count
+afresh. At ``TOOL_REPEAT_WARN`` the model is told to stop, from ``TOOL_REPEAT_BLOCK`` the
+call is refused, and ``TOOL_REPEAT_STOP`` refused attempts end the turn. A waiting call is
+bounded in time, not by count. Only digests are kept (``to_state``).
 """
 
 from __future__ import annotations
@@ -122,10 +121,7 @@ def _digest(text: str) -> str:
 
 class ToolRepeatCounter:
     """Counts identical results per call for one scope (a session, or one subagent).
-
-    ``record`` takes each result as it comes (the hooks), ``feed`` transcript events.
-    ``now`` (seconds since the epoch) times the calls that wait; unknown, they never count.
-    """
+    ``now`` times the calls that wait; unknown, they never count."""
 
     __slots__ = ("_block", "_calls", "_changes", "_edits", "_ignored", "_oscillation",
                  "_pairing", "_progress", "_refused", "_wait", "_waited_last")

@@ -280,10 +280,10 @@ def _load(line: bytes) -> Any:
             return None
 
 
-def _blocks(content: list[Any]) -> Iterator[tuple[Any, Any, Any, Any, Any]]:
-    return ((block.get("type"), block.get("text"), block.get("id"), block.get("name"),
-             block.get("input")) if isinstance(block, dict) else (None,) * 5
-            for block in content)
+def _blocks(content: list[Any] | str) -> Iterator[tuple[Any, Any, Any, Any, Any]] | str:
+    return content if isinstance(content, str) else (
+        (block.get("type"), block.get("text"), block.get("id"), block.get("name"),
+         block.get("input")) if isinstance(block, dict) else (None,) * 5 for block in content)
 
 
 def _tool_results(content: Any, cwd: str = "") -> tuple[ToolResult, ...]:
@@ -357,12 +357,9 @@ THINKING = ("thinking", "redacted_thinking")  # blocks that are never a reply's 
 
 def _assistant(entry: dict[str, Any], message: dict[str, Any], content: Any, uuid: str,
                timestamp: str) -> tuple[Event | None, str]:
-    if isinstance(content, list):
-        text, calls, only_thinking = reply_of(_blocks(content))
-    elif isinstance(content, str):
-        text, calls, only_thinking = content, (), False
-    else:
+    if not isinstance(content, (list, str)):
         return None, "wrong_shape"
+    text, calls, only_thinking = reply_of(_blocks(content))
     usage = message.get("usage")
     get = usage.get if isinstance(usage, dict) else None
     return assistant_event(uuid, timestamp, text, calls, only_thinking,
@@ -375,9 +372,11 @@ def _assistant(entry: dict[str, Any], message: dict[str, Any], content: Any, uui
                                get("speed"), get("inference_geo")))
 
 
-def reply_of(blocks: Iterable[tuple[Any, Any, Any, Any, Any]]
+def reply_of(blocks: Iterable[tuple[Any, Any, Any, Any, Any]] | str
              ) -> tuple[str, tuple[ToolCall, ...], bool]:
     """A message's text, tool calls, and whether it is all thinking, from its blocks."""
+    if isinstance(blocks, str):
+        return blocks, (), False
     texts: list[str] = []
     calls: list[ToolCall] = []
     only_thinking: bool | None = None  # None until a block is seen
@@ -419,14 +418,10 @@ def _user(entry: dict[str, Any], content: Any, uuid: str, timestamp: str
 
             results = (replace(results[0], move=states_of_result(use_result)),)
         return ToolResults(uuid, timestamp, results), ""
-    if isinstance(content, str):
-        text = content
-    elif isinstance(content, list):
-        text = reply_of(_blocks(content))[0]
-    else:
+    if not isinstance(content, (list, str)):
         return None, "wrong_shape"
-    return user_text_event(uuid, timestamp, text, compact=entry.get("isCompactSummary"),
-                           meta=entry.get("isMeta"),
+    return user_text_event(uuid, timestamp, reply_of(_blocks(content))[0],
+                           compact=entry.get("isCompactSummary"), meta=entry.get("isMeta"),
                            typed=typed_by_person(entry.get("promptSource"), entry.get("origin")))
 
 

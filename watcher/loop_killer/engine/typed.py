@@ -158,13 +158,9 @@ def entry_event(entry: Line, source: ReadAgain, *, subagent: bool = False
 
 def _assistant(entry: Line, message: Message, uuid: str, timestamp: str
                ) -> tuple[Event | None, str]:
-    content = message.content
-    if isinstance(content, list):
-        text, calls, only_thinking = reply_of(_blocks(content))
-    elif isinstance(content, str):
-        text, calls, only_thinking = content, (), False
-    else:
+    if message.content is None:
         return None, "wrong_shape"
+    text, calls, only_thinking = reply_of(_blocks(message.content))
     usage = message.usage
     return assistant_event(uuid, timestamp, text, calls, only_thinking,
                            api_error=entry.isApiErrorMessage, message_id=message.id,
@@ -172,8 +168,9 @@ def _assistant(entry: Line, message: Message, uuid: str, timestamp: str
                            usage=None if usage is None else usage.read())
 
 
-def _blocks(content: list[_Block]) -> Iterator[tuple[Any, Any, Any, Any, Any]]:
-    return ((block.type, block.text, block.id, block.name, block.input) for block in content)
+def _blocks(content: list[_Block] | str) -> Iterator[tuple[Any, Any, Any, Any, Any]] | str:
+    return content if isinstance(content, str) else (
+        (block.type, block.text, block.id, block.name, block.input) for block in content)
 
 
 def _user(entry: Line, content: str | list[_Block] | None, uuid: str, timestamp: str,
@@ -187,14 +184,11 @@ def _user(entry: Line, content: str | list[_Block] | None, uuid: str, timestamp:
             return ToolResults(uuid, timestamp, tuple(
                 ToolResult(tool_use_id, UnreadResult(source, tool_use_id), False, cwd)
                 for tool_use_id in ids)), ""
-        text = reply_of(_blocks(content))[0]
-    elif isinstance(content, str):
-        text = content
-    else:
+    if content is None:
         return None, "wrong_shape"
-    return user_text_event(uuid, timestamp, text, compact=entry.isCompactSummary,
-                           typed=typed_by_person(entry.promptSource, entry.origin),
-                           meta=entry.isMeta)
+    return user_text_event(uuid, timestamp, reply_of(_blocks(content))[0],
+                           compact=entry.isCompactSummary, meta=entry.isMeta,
+                           typed=typed_by_person(entry.promptSource, entry.origin))
 
 
 def _str(value: Any) -> str:

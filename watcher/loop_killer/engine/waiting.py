@@ -1,10 +1,8 @@
 """Waiting is not looping (pure): the calls that wait for the world, and the time they get.
 
-A call *waits* when its command sleeps or blocks until the world changes (``sleep 60 &&
-gh pr checks 42``, ``kubectl wait``, ``tail -f``), it reads a background job's output, or
-it is one of ``WAITING_TOOLS``. Its same result again counts only once it has stayed the
-same for ``WAIT_MINUTES``. A gap between calls is not waiting by itself (two searches
-alternating for 50 minutes were a loop).
+A call *waits* when its command sleeps or blocks (``sleep 60 && gh pr checks 42``, ``tail
+-f``), it reads a background job's output, or it is one of ``WAITING_TOOLS``; its same
+result counts only once it has stayed the same for ``WAIT_MINUTES``.
 """
 
 from __future__ import annotations
