@@ -239,10 +239,7 @@ class TranscriptReader:
         return steps
 
     def judge(self, line: LineEvent) -> Step:
-        answers, detections = self.detector.step(line.event)
-        if not answers:
-            return Step(line.start, line.end, line.event)
-        return Step(line.start, line.end, line.event, answers, detections)
+        return Step(line.start, line.end, line.event, *self.detector.step(line.event))
 
     def catch_up(self) -> Step | None:
         """The reader has caught up with what is written: a reply marked final is whole."""

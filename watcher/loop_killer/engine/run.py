@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import replace
-from typing import Any
 
 from ..light import hex_digest
 from .answers import PROMPT_REPROMPT, Answer, AnswerAssembler, PromptKind
@@ -20,6 +19,7 @@ from .judge import Detection, Run, RunAnswer
 from .masking import result_key
 from .pairing import ToolPairing
 from .rules import DEFAULT_THRESHOLDS, Thresholds
+from .stand_ins import held_size
 from .tool_repeat import DEFAULT_IGNORED, event_seconds
 from .transcript import (
     AssistantPart,
@@ -240,14 +240,14 @@ class TurnWork:
 
     def _hold(self, item: _Done) -> None:
         self._pending.append(item)
-        self._held += _size(item[1].content)
+        self._held += held_size(item[1].content)
         while self._pending and (self._held > MAX_HELD_BYTES
                                  or len(self._pending) > MAX_KEPT):
             self._key_oldest()
 
     def _key_oldest(self) -> None:
         call, result, now, _ = self._pending.pop(0)
-        self._held -= _size(result.content)
+        self._held -= held_size(result.content)
         digest = _key(call, result)
         if digest is not None:
             self._remember(digest, now)
@@ -276,10 +276,4 @@ def _key(call: ToolCall, result: ToolResult) -> str | None:
         return None
     keyed = call_key(call.name, call.input, result.cwd)
     return hex_digest(f"{keyed}\x00{result_key(content, is_error=is_error)}", 24)
-
-
-def _size(content: Any) -> int:
-    if isinstance(content, UnreadResult):
-        return content.size
-    return len(content) if isinstance(content, str) else 256
 

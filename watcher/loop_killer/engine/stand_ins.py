@@ -19,7 +19,7 @@ from .tool_repeat import MAX_CALLS, ToolRepeat, ToolRepeatCounter
 from .transcript import AssistantPart, Event, ToolCall, ToolResult, UnreadResult
 from .waiting import waits
 
-__all__ = ["MAX_HELD_BYTES", "StandIns", "ToolCounts"]
+__all__ = ["MAX_HELD_BYTES", "StandIns", "ToolCounts", "held_size"]
 
 MAX_HELD_BYTES = 32 << 20  # contents kept for comparison; beyond, the oldest give way
 _MAX_LAST = 8 * MAX_CALLS  # calls remembered (the counter forgets long before: safe)
@@ -37,7 +37,8 @@ class _Last:
     size: int
 
 
-def _size(content: Any) -> int:
+def held_size(content: Any) -> int:
+    """Roughly the bytes a result's content holds in memory."""
     if isinstance(content, UnreadResult):
         return content.size
     if isinstance(content, str):
@@ -116,7 +117,7 @@ class StandIns:
                     before, is_error=last.is_error)
                 key = result_key(content, is_error=is_error)
                 token = last.token if key == previous else self._new_token()
-        return self._keep(call, _Last(content, is_error, key, token, _size(content)), result)
+        return self._keep(call, _Last(content, is_error, key, token, held_size(content)), result)
 
     def _keep(self, call: bytes, last: _Last, result: ToolResult) -> ToolResult:
         before = self._last.pop(call, None)
