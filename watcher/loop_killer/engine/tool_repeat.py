@@ -123,16 +123,16 @@ class ToolRepeatCounter:
     """Counts identical results per call for one scope (a session, or one subagent).
     ``now`` times the calls that wait; unknown, they never count."""
 
-    __slots__ = ("_block", "_calls", "_changes", "_edits", "_ignored", "_oscillation",
-                 "_pairing", "_progress", "_refused", "_wait", "_waited_last")
+    __slots__ = ("_block", "_calls", "_changes", "_edits", "_oscillation", "_pairing",
+                 "_progress", "_refused", "_waited_last", "ignored", "wait")
 
     def __init__(self, *, ignored: frozenset[str] = DEFAULT_IGNORED,
                  block: int = TOOL_REPEAT_BLOCK, oscillation: int = EDIT_OSCILLATION_WARN,
                  wait: float = WAIT_MINUTES * 60) -> None:
-        self._ignored = ignored
+        self.ignored = ignored
         self._block = block
         self._oscillation = oscillation  # a file's depth that warns (0: never)
-        self._wait = wait  # seconds a waiting call's result may stay the same
+        self.wait = wait  # seconds a waiting call's result may stay the same
         self._edits = EditHistory()
         self._calls: dict[str, _Last] = {}  # call digest -> _Last, least recently seen first
         self._changes = 0  # file changes made in the turn
@@ -141,14 +141,6 @@ class ToolRepeatCounter:
         # call digest -> (attempts refused with nothing new between, ``_progress`` then)
         self._refused: dict[str, tuple[int, int]] = {}
         self._pairing: ToolPairing | None = None  # ``feed``'s, made on its first call
-
-    @property
-    def ignored(self) -> frozenset[str]:
-        return self._ignored
-
-    @property
-    def wait(self) -> float:
-        return self._wait
 
     @property
     def refused_return(self) -> int:
@@ -178,7 +170,7 @@ class ToolRepeatCounter:
         if name in ANSWERED_BY_PERSON and person_answered(content, is_error=failed):
             self.reset()
             return ToolRepeat(call, name, tool_use_id, 0)
-        if is_ignored(name, self._ignored):
+        if is_ignored(name, self.ignored):
             return ToolRepeat(call, name, tool_use_id, 0)
         digest = _digest(call)
         if is_refusal(content, is_error=is_error):
@@ -222,7 +214,7 @@ class ToolRepeatCounter:
     def would_repeat(self, call: str, name: str, result: str, *, failed: bool,
                      tool_input: object = None) -> bool:
         """Whether a result would repeat as far as the session knows (then measure the tree)."""
-        if name in FILE_CHANGING_TOOLS or is_ignored(name, self._ignored):
+        if name in FILE_CHANGING_TOOLS or is_ignored(name, self.ignored):
             return False
         last = self._calls.get(_digest(call))
         return last is not None and self._may_repeat(last, result, failed,
@@ -252,12 +244,12 @@ class ToolRepeatCounter:
     def _waiting(self, last: _Last | None, since: float,
                  now: float | None) -> tuple[int, float]:
         """(count, seconds waited) of a waiting call's same result: 1 within the bound."""
-        if last is None or not since or now is None or now - since < self._wait:
+        if last is None or not since or now is None or now - since < self.wait:
             return 1, 0.0
         return max(last[1] + 1, self._block), now - since
 
     def count(self, name: str, tool_input: object, *, cwd: str = "") -> int:
-        if is_ignored(name, self._ignored):
+        if is_ignored(name, self.ignored):
             return 0
         return self._count(_digest(call_key(name, tool_input, cwd)))
 

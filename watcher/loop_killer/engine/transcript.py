@@ -111,11 +111,15 @@ SYNTHETIC_MODEL = "<synthetic>"  # the model of a reply Claude Code wrote itself
 
 
 @record
-class Reprompt:
-    """A Stop hook refused to end the turn and re-prompted the model."""
-
+class _Line:  # what every event but a reply's part starts with
     uuid: str
     timestamp: str
+
+
+@record
+class Reprompt(_Line):
+    """A Stop hook refused to end the turn and re-prompted the model."""
+
     text: str
 
 
@@ -124,11 +128,9 @@ TurnKind = Literal["prompt", "meta", "compact"]
 
 
 @record
-class TurnStart:
+class TurnStart(_Line):
     """Any other user message that starts a turn: it ends the run."""
 
-    uuid: str
-    timestamp: str
     kind: TurnKind
     text: str
 
@@ -183,9 +185,7 @@ class UnreadResult:
 
 
 @record
-class ToolResults:
-    uuid: str
-    timestamp: str
+class ToolResults(_Line):
     results: tuple[ToolResult, ...] = ()
 
 
@@ -212,20 +212,16 @@ class AssistantPart:
 
 
 @record
-class Discard:
+class Discard(_Line):
     """The answer in progress is void: the person interrupted it, or an API error ended it."""
 
-    uuid: str
-    timestamp: str
     reason: Literal["interrupted", "api_error"]
 
 
 @record
-class GoalStatus:
+class GoalStatus(_Line):
     """A ``goal_status`` attachment: goal set, evaluated, or cleared."""
 
-    uuid: str
-    timestamp: str
     met: bool
     sentinel: bool
     condition: str
@@ -237,11 +233,9 @@ class GoalStatus:
 
 
 @record
-class SystemEntry:
+class SystemEntry(_Line):
     """A system line (stop_hook_summary, turn_duration, ...): a reply before it is complete."""
 
-    uuid: str
-    timestamp: str
     subtype: str
     prevented_continuation: bool = False  # a stop_hook_summary of a Stop that ended the turn
 
