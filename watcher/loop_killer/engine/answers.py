@@ -24,8 +24,7 @@ from .transcript import (
 __all__ = ["PROMPT_NONE", "PROMPT_REPROMPT", "PROMPT_TURN", "Answer", "AnswerAssembler",
            "PromptKind"]
 
-PromptKind = Literal["reprompt", "turn", "none"]
-"""What an answer answered: a re-prompt, a turn start, or nothing known (read mid-answer)."""
+PromptKind = Literal["reprompt", "turn", "none"]  # "none": read from mid-answer
 
 PROMPT_REPROMPT: Final = "reprompt"
 PROMPT_TURN: Final = "turn"

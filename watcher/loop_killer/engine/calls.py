@@ -18,8 +18,8 @@ __all__ = ["ANSWERED_BY_PERSON", "CWD_MARK", "NOT_THE_PERSON", "REFUSED_MARK", "
 
 CWD_MARK = "\n@ "  # between a call and its folder in a call key (never inside a call)
 
+# Tools whose result is the person's answer (unless failed): every count starts afresh.
 ANSWERED_BY_PERSON: frozenset[str] = frozenset({"AskUserQuestion", "ExitPlanMode"})
-"""Tools whose result is the person's answer (unless failed): every count starts afresh."""
 
 _TURNED_DOWN = ("the user doesn't want to proceed", "user rejected", "the user rejected")
 
@@ -40,8 +40,7 @@ def person_answered(content: object, *, is_error: bool) -> bool:
         words in content[:4096].lower() for words in _TURNED_DOWN)
 
 
-NOT_THE_PERSON = ("<task-notification>",)
-"""How prompts Claude Code submits itself mid-turn begin (2.1.332)."""
+NOT_THE_PERSON = ("<task-notification>",)  # prompts Claude Code submits itself (2.1.332)
 
 
 def is_persons_prompt(prompt: object) -> bool:

@@ -18,9 +18,7 @@ __all__ = ["MAX_MASKED", "canonical", "result_key"]
 # Patterns kept as text: ``re`` (7 ms to import) is loaded only where one may match.
 _ANSI = r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]"
 # A date with its time of day; a date alone is compared (where it changes, it is news).
-_ISO_MOMENT = (
-    r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"
-)
+_ISO_MOMENT = r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"
 # (a lookbehind after the first digit lets ``re`` skip ahead to digits: several times faster)
 _EPOCH = r"1(?<![\w.]1)\d{9}(?:\d{3})?(?:\.\d+)?(?![\w.])"
 # A 10- or 13-digit number is a Unix time only with a 3+ digit fraction or a time word
@@ -30,16 +28,12 @@ _TIME_WORD = (
     r"|_at|\bts|\bat|\bt)[\"']?\s*[:=]?\s*[\"']?\s*$")
 _TIME_WORD_REACH = 24
 # hh:mm[:ss[.frac]] [AM|PM] (hour 0-23), not part of a longer run such as file.py:12:34.
-_CLOCK = (
-    r"\d(?<![\w:.]\d)\d?(?<![3-9]\d)(?<!2[4-9])"
-    r":[0-5]\d(?::[0-5]\d(?:[.,]\d+)?)?(?:\s?[AaPp][Mm])?(?![\w:])"
-)
-# A 64-bit memory address (9 to 16 hex digits): not a CRC (8), nor a 40/64-digit hash.
-_ADDRESS = r"0x[0-9a-fA-F]{9,16}(?![0-9a-fA-F])"
+_CLOCK = (r"\d(?<![\w:.]\d)\d?(?<![3-9]\d)(?<!2[4-9])"
+          r":[0-5]\d(?::[0-5]\d(?:[.,]\d+)?)?(?:\s?[AaPp][Mm])?(?![\w:])")
+_ADDRESS = r"0x[0-9a-fA-F]{9,16}(?![0-9a-fA-F])"  # not a CRC (8 digits), nor a hash (40, 64)
 _UNIT = r"(?:ns|[µμu]s|ms|seconds?|secs?|s|minutes?|mins?|m(?=\d)|hours?|hrs?|h)(?![^\W\d_])"
 _DURATION = rf"\d(?<![\w.]\d)\d*(?:\.\d+)?\s?{_UNIT}(?:\d+(?:\.\d+)?\s?{_UNIT})*"
-# What every duration holds (cheap to compile; the full pattern only where found).
-_DURATION_START = r"\d\s?[nµμumsh]"
+_DURATION_START = r"\d\s?[nµμumsh]"  # what every duration holds (cheap to compile)
 # The fresh id and usage Claude Code appends to a subagent's report (2.1.39, 2.1.328 on).
 _SUBAGENT_ID = r"(?<=agentId: )[0-9a-f]{6,}(?![0-9a-f])|(?<=to: ')[0-9a-f]{6,}(?=')"
 _SUBAGENT_USAGE = r"<usage>(?:[a-z_]+: \d+\n?){1,8}</usage>"
@@ -54,16 +48,14 @@ _KEYED_ID = (r"(?a)((?<![A-Za-z])(?i:(?:request|req|trace|span|correlation|ray)[
              r"(?=[\w.:/+=-]*[0-9])[\w.:/+=-]{4,}")
 # An API's request id by its prefix (Anthropic's ``req_011CX…``, OpenAI's ``req_<hex>``).
 _PREFIXED_ID = r"(?a)(req_)(?<![A-Za-z0-9]req_)(?=[A-Za-z0-9]*[0-9])[A-Za-z0-9]{12,}(?![A-Za-z0-9])"
-# A JSON Web Token (header.payload.signature, base64url): a fresh one at every login.
-_JWT = r"(?a)eyJ(?<![\w-]eyJ)[\w-]{8,}\.eyJ[\w-]{8,}\.[\w-]+"
+_JWT = r"(?a)eyJ(?<![\w-]eyJ)[\w-]{8,}\.eyJ[\w-]{8,}\.[\w-]+"  # a JSON Web Token: fresh at login
 # 16+ hex digits of one case; ``_hex_or_not`` keeps what names a content.
 _HEX_RUN = r"(?a)(?<!\w)(?:[0-9a-f]{16,}|[0-9A-F]{16,})(?!\w)"
 _HEX_KEPT = (40, 64, 128)  # SHA-1, SHA-256, SHA-512: another one is another content
 _HASH_WORDS = ("sha", "md5", "hash", "digest", "checksum", "commit", "etag", "integrity",
                "rev", "blob", "tree", "object")
 _HASH_REACH = 48
-# pytest's temporary folders: ``pytest-of-USER/pytest-N`` (N grows every run).
-_PYTEST_TMP = r"(?a)(pytest-of-[^/\\\s]+[/\\]+pytest-)[0-9]+"
+_PYTEST_TMP = r"(?a)(pytest-of-[^/\\\s]+[/\\]+pytest-)[0-9]+"  # pytest-of-USER/pytest-N
 # Python's ``tempfile`` names: ``tmp`` and 8 of ``[a-z0-9_]``, one a digit or _.
 _PY_TMP = r"(?a)tmp(?<=[/\\]tmp)(?=[a-z0-9_]{0,7}[0-9_])[a-z0-9_]{8}(?![A-Za-z0-9_])"
 # mktemp's ``tmp.XXXXXXXXXX`` (a digit or a capital among them: not ``tmp.config``).
@@ -75,8 +67,7 @@ _PID = r"(?a)([Pp](?<![A-Za-z][Pp])[Ii][Dd][ \t]*[:=#]?[ \t]*)[0-9]+(?![0-9.])"
 # ``process 1234`` (user pids start at 300), not ``process 120 files``.
 _PROCESS = (r"(?a)([Pp](?<![A-Za-z][Pp])(?i:rocess)[ \t]+(?:(?i:id)[ \t]*[:=]?[ \t]*)?)"
             r"[0-9]{3,}(?![0-9.])(?![ \t]+[A-Za-z]+s\b)")
-# A shell's job line: ``[1] 12345`` alone on its line.
-_JOB = r"(?am)^(\[[0-9]{1,3}\][+-]?[ \t]+)[0-9]{3,7}(?=[ \t]*$)"
+_JOB = r"(?am)^(\[[0-9]{1,3}\][+-]?[ \t]+)[0-9]{3,7}(?=[ \t]*$)"  # a job line: [1] 12345
 
 _UUIDS, _IDS, _JWTS, _HEXES, _TEMPS, _PYTESTS, _MKTEMPS, _PIDS, _JOBS = (
     1 << bit for bit in range(9))

@@ -22,8 +22,7 @@ _TYPE = re.compile(
 _CONVERSATION = re.compile(rb'"type"[ \t\r\n]*:[ \t\r\n]*"(?:user|assistant|system)"')
 _GOAL_STATUS = b"goal_status"
 
-COST_STATE = b'"type":"cost-state"'
-"""Claude Code 2.1.33x: the session's running cost, as Claude Code computed it."""
+COST_STATE = b'"type":"cost-state"'  # Claude Code 2.1.33x: the session's running cost
 
 _SIDECHAIN = re.compile(rb'"isSidechain"[ \t\r\n]*:[ \t\r\n]*true')
 

@@ -19,11 +19,9 @@ from .transcript import Event, ParseStats, parse_line
 __all__ = ["EventReader", "LineBuffer", "LineEvent", "LineParser", "MAX_LINE_BYTES", "Span",
            "Step", "TranscriptReader", "detect_transcript"]
 
-Span = tuple[int, bytes, int, int]
-"""A line in a buffer: (its offset in the file, the buffer, its start and end in it)."""
+Span = tuple[int, bytes, int, int]  # (offset in the file, buffer, start and end in it)
 
-MAX_LINE_BYTES = 32 * 1024 * 1024
-"""The longest line kept (Claude Code caps pasted images at a few MB)."""
+MAX_LINE_BYTES = 32 * 1024 * 1024  # the longest line kept (pasted images are a few MB)
 
 _WHITESPACE = b" \t\r\x0b\x0c"  # ``bytes.isspace``'s whitespace, the newline aside
 _TEXT_AS_A = bytes(byte if byte == 10 else 97 for byte in range(256))
@@ -127,8 +125,8 @@ class LineBuffer:
             self.offset = offset
 
 
+# Turns ``buffer[start:end]`` into its event (None: skipped, counted in the stats).
 LineParser = Callable[[bytes, int, int, ParseStats], "Event | None"]
-"""Turns ``buffer[start:end]`` into its event (None: skipped, counted in the stats)."""
 
 
 def _parse_copy(buffer: bytes, start: int, end: int, stats: ParseStats) -> Event | None:

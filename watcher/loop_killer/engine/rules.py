@@ -1,15 +1,10 @@
 """The product's rules, in one place.
 
-A *re-prompt* is a user message whose text begins (after whitespace, in any case) with
-``Stop hook feedback:``, ``Stop hook``, ``[Stop hook`` or ``Hook re-prompted``: a Stop hook
-refused to let the turn end. The *run* is the trailing sequence of answers to re-prompts
-that did no work (``Answer.in_run``). After each answer, SAME_REPLY_TURNS first:
-
-* SAME_REPLY_TURNS: the last ``SAME_REPLY_TURNS`` answers are pairwise similar (word-set
-  Jaccard of at least ``SIMILAR``; answers without words only when identical).
-* IDLE_TURNS: the run holds ``IDLE_TURNS`` answers, whatever they say.
-
-A rule that fires starts the run afresh, so no answer ever fires twice.
+A *re-prompt* is a user message starting (any case) with ``REPROMPT_PREFIXES``: a Stop hook
+refused to let the turn end. The *run* is the trailing answers to re-prompts that did no
+work. SAME_REPLY_TURNS fires when its last answers are pairwise similar (word-set Jaccard
+of at least ``SIMILAR``), IDLE_TURNS when it holds that many answers. A rule that fires
+starts the run afresh, so no answer ever fires twice.
 """
 
 from __future__ import annotations

@@ -52,8 +52,8 @@ TOOL_REPEAT_STOP = 3  # refused attempts of one call that end the turn
 RULE_TOOL_REPEAT: Final = "TOOL_REPEAT"
 TOOL_CALL_RULES: Final = (RULE_TOOL_REPEAT, RULE_EDIT_OSCILLATION)  # the tool-call hooks'
 
+# Tools never counted (``fnmatch`` patterns allowed); polling tools wait instead.
 DEFAULT_IGNORED: frozenset[str] = frozenset()
-"""Tools never counted (``fnmatch`` patterns allowed); polling tools wait instead."""
 
 _NOTICE_IDS = ("task-id", "tool-use-id", "output-file")  # differ in every notice
 

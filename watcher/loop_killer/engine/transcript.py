@@ -123,8 +123,8 @@ class Reprompt(_Line):
     text: str
 
 
+# A person's text or slash command; an isMeta notice (the /goal kickoff); a compaction.
 TurnKind = Literal["prompt", "meta", "compact"]
-"""A person's text or slash command; an isMeta notice (the /goal kickoff); a compaction."""
 
 
 @record

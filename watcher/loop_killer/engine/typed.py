@@ -102,11 +102,8 @@ class Line(msgspec.Struct, gc=False):
 
 _DECODE = msgspec.json.Decoder(Line).decode
 
-NOT_TYPED: Any = object()
-"""What ``typed_event`` gives for a line that does not fit ``Line``: parse it instead."""
-
-ReadAgain = Any
-"""The line's bytes, or how to read them again (``UnreadResult``'s source)."""
+NOT_TYPED: Any = object()  # ``typed_event``'s for a line that does not fit: parse it instead
+ReadAgain = Any  # the line's bytes, or how to read them again (``UnreadResult``'s source)
 
 
 def typed_event(line: bytes | memoryview, source: ReadAgain | None = None, *,

@@ -24,8 +24,7 @@ WAITING_TOOLS: frozenset[str] = frozenset({
     "TaskList", "TaskGet",
     # Waiting on purpose: a /loop's wake-up, MCP servers, notifications, a watched process.
     "ScheduleWakeup", "WaitForMcpServers", "ReadNotifications", "Monitor",
-})
-"""Claude Code's own tools that wait by design."""
+})  # Claude Code's own tools that wait by design
 
 # A command that waits is found by one of these words first (a cheap test on every call).
 _HINTS = ("sleep", "wait", "watch", "rollout", "tail", ".output", "get-content")
