@@ -257,13 +257,6 @@ class ToolRepeatCounter:
         last = self._calls.get(digest)
         return last[1] if last is not None and last[2] == self._changes else 0
 
-    def repeated(self, name: str, tool_input: object, *, cwd: str = "") -> bool:
-        """Whether this call's last result repeated one, nothing changed between: no work."""
-        last = self._calls.get(_digest(call_key(name, tool_input, cwd)))
-        if last is None or last[2] != self._changes:
-            return False
-        return last[1] > self._block if last[7] else last[1] >= 2
-
     def _waited(self, call: str, now: float | None) -> float:
         """Seconds a waiting call's result has stayed the same (0: another call, unknown)."""
         last = self._calls.get(_digest(call))
