@@ -53,9 +53,8 @@ DEFAULT_BUDGET: Final = Budget()
 
 
 class TurnUse(Value):
-    """What one turn has used so far. ``started_at``: when its prompt was written (None:
-    unknown); ``fallback``: some of ``usd`` is priced at a model family's price; ``goal``:
-    a ``/goal`` is set."""
+    """What one turn has used so far (``fallback``: some of ``usd`` priced at a model
+    family's price; ``goal``: a ``/goal`` is set)."""
 
     __slots__ = ("reprompts", "started_at", "usd", "fallback", "goal")
     reprompts: int

@@ -62,9 +62,8 @@ def call_key(name: str, tool_input: object, cwd: str = "") -> str:
 
 
 def moved_to(name: str, tool_input: object, cwd: str) -> str:
-    """The folder a shell command's leading ``cd X &&`` moves to from ``cwd``; "" for any
-    other call or a folder the words cannot tell. (PostToolUse gets the folder after the
-    call on 2.1.332, so a call counted in X is looked up there too.)"""
+    """The folder a leading ``cd X &&`` moves to from ``cwd`` ("" if not told): PostToolUse
+    gets the folder after the call (2.1.332), so a call counted in X is looked up there."""
     command = tool_input.get("command") if isinstance(tool_input, dict) else None
     if name not in SHELL_TOOLS or not isinstance(command, str):
         return ""

@@ -102,7 +102,6 @@ class Run:
         self.length += 1
 
     def check(self, session_id: str) -> Detection | None:
-        """The detection the run calls for, if any (SAME_REPLY_TURNS first)."""
         thresholds = self.thresholds
         if thresholds.fires(RULE_SAME, self.chain):
             return self._detection(session_id, RULE_SAME, thresholds.same_reply_turns)

@@ -15,8 +15,6 @@ Paired = tuple[AssistantPart, ToolCall, ToolResult]  # a result, its call and it
 
 
 class ToolPairing:
-    """Pairs the tool calls and results of one scope (a session, or one subagent)."""
-
     __slots__ = ("_calls", "_early")
 
     def __init__(self) -> None:

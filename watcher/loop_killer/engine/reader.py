@@ -155,9 +155,7 @@ class Step:
 
 
 class EventReader:
-    """The first stages alone: bytes in any chunks -> whole lines -> events, each with
-    where its line sits (``offset``: where the first byte fed sits). Lines that hold no
-    event are counted in ``stats``."""
+    """The first stages alone: bytes in any chunks -> whole lines -> events."""
 
     __slots__ = ("_lines", "_parse", "stats")
 

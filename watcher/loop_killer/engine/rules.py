@@ -76,13 +76,11 @@ class Thresholds(Value):
         return max(self.same_reply_turns, self.idle_turns)
 
     @property
-    def reach(self) -> int:
-        """How many re-prompts back a trailing run must be read to judge it."""
+    def reach(self) -> int:  # (re-prompts back a trailing run must be read to judge it)
         return self.longest + 1
 
     @property
-    def similar_fraction(self) -> Fraction:
-        """``similar`` as an exact fraction, so that exactly 0.6 counts as similar."""
+    def similar_fraction(self) -> Fraction:  # (exact: so that exactly 0.6 is similar)
         from fractions import Fraction  # (a tool-call hook never compares answers)
 
         return Fraction(self.similar).limit_denominator(1000)

@@ -235,7 +235,6 @@ class TurnWork:
         return new
 
     def _still_waiting(self, first: float, last: float) -> bool:
-        """Whether a result seen from ``first`` to ``last`` was within the bound, if known."""
         return not first or not last or last - first < self._wait
 
     def _hold(self, item: _Done) -> None:

@@ -21,9 +21,8 @@ _SEPARATORS = ";&|()\n`"
 
 
 def tokens(command: str) -> Iterator[tuple[str, str]]:
-    """A command line's words ("w", quotes removed), the ends of its simple commands
-    (";", with the character that ended it) and the targets of its output redirections
-    (">"; "&" for a descriptor)."""
+    """A command line's words ("w"), the ends of its simple commands (";", with the
+    character that ended it) and its output redirections' targets (">"; "&": a descriptor)."""
     word: list[str] = []
     index, end = 0, len(command)
     while index < end:

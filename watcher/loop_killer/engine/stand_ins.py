@@ -50,8 +50,6 @@ def held_size(content: Any) -> int:
 
 
 class StandIns:
-    """Turns one scope's results into stand-ins for its counter."""
-
     __slots__ = ("_held", "_ignored", "_ignored_names", "_last", "_pairing", "_tokens",
                  "max_held")
 

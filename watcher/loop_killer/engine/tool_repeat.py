@@ -76,8 +76,7 @@ STATE_VERSION = 1
 
 class ToolRepeat(Value):
     """Where one call stands: ``count`` identical results in a row (0: not counted);
-    ``shape``/``shape_count``: another rule this result completes and its depth;
-    ``waited``: seconds a waiting call past its bound kept its result."""
+    ``shape``, ``shape_count``: another rule it completes, and its depth."""
 
     __slots__ = ("call", "name", "tool_use_id", "count", "shape", "shape_count", "waited")
     call: str

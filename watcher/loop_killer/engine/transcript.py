@@ -40,15 +40,13 @@ __all__ = ["AssistantPart", "Discard", "Event", "GoalStatus", "MAX_COUNT", "STOP
 
 @record
 class Usage:
-    """A reply's token counts. ``cache_creation_1h``: cache writes kept an hour (billed
-    higher); ``speed``, ``inference_geo``: how it was served (a sum keeps them where all
-    its replies agree)."""
+    """A reply's token counts, and how it was served (a sum keeps that where all agree)."""
 
     input: int = 0
     output: int = 0
     cache_read: int = 0
     cache_creation: int = 0
-    cache_creation_1h: int = 0
+    cache_creation_1h: int = 0  # (cache writes kept an hour: billed higher)
     speed: str = ""
     inference_geo: str = ""
 
