@@ -1,15 +1,7 @@
 """Light stand-ins for costly standard modules, for the hooks (each runs on every tool
-call, in an interpreter that otherwise starts in a few milliseconds):
-
-* ``loads``, ``dumps``: ``json``'s own C scanner and encoder (``_json``) without importing
-  ``json`` (it imports ``re``, ``enum``...: about 10 ms); anything unusual (bad JSON, no
-  ``_json``, an encoder that fails the probe) falls back to ``json``. Same results.
-* ``digest``, ``hex_digest``: BLAKE2 from ``_blake2``, without ``hashlib``'s OpenSSL
-  (3.6 MB resident in every hook and in the watcher).
-* ``Value``: an immutable record without ``dataclasses`` (it imports ``inspect``: about
-  10 ms): equality, hashing, ``repr``, ``replace``. A subclass names its fields in
-  ``__slots__`` and sets them in ``__init__`` with ``self._set``.
-"""
+call): ``loads``/``dumps`` (``json``'s C parts, 10 ms less), ``digest``/``hex_digest``
+(BLAKE2 without OpenSSL) and ``Value`` (a record without ``dataclasses``: fields named in
+``__slots__``, set with ``self._set``)."""
 
 from __future__ import annotations
 
@@ -23,17 +15,9 @@ if TYPE_CHECKING:
 
     V = TypeVar("V", bound="Value")
 
-__all__ = [
-    "Value",
-    "digest",
-    "dumps",
-    "hex_digest",
-    "loads",
-]
+__all__ = ["Value", "digest", "dumps", "hex_digest", "loads"]
 
 _json: ModuleType | None
-
-
 try:  # (imported here, once: an import during the interpreter's shutdown fails)
     import _json
 except ImportError:  # another interpreter: json does it all
@@ -44,9 +28,7 @@ _WHITESPACE = " \t\n\r"  # what json skips around a document
 
 
 class _ScanSettings:
-    """The settings ``json.JSONDecoder()`` hands the C scanner (it reads them off any
-    object). The plugin's launcher keeps its own copy of this class: it parses the hook
-    input before it knows whether this package can be imported at all."""
+    """The settings ``json.JSONDecoder()`` hands the C scanner (the launcher has a copy)."""
 
     strict = True
     object_hook = None
@@ -63,8 +45,7 @@ _scan: Callable[[str, int], tuple[Any, int]] | None = None
 
 
 def loads(data: bytes | str) -> Any:
-    """``json.loads(data)``. Raises ValueError for bad JSON, RecursionError for JSON
-    nested deeper than Python recurses."""
+    """``json.loads(data)``: ValueError for bad JSON, RecursionError for JSON too deep."""
     global _scan
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
@@ -93,8 +74,7 @@ _encoder_ok: bool | None = None
 def dumps(value: object, *, ensure_ascii: bool = True, sort_keys: bool = False,
           separators: tuple[str, str] = (", ", ": "),
           default: Callable[[Any], Any] | None = None) -> str:
-    """``json.dumps(value, ...)`` with these options (and no indent). Raises TypeError
-    for a value JSON cannot hold, RecursionError for one nested too deeply."""
+    """``json.dumps(value, ...)`` with these options (no indent), raising as it does."""
     global _encoder_ok
     if _encoder_ok is None:
         _encoder_ok = _encoder_works()
@@ -122,8 +102,7 @@ def _c_dumps(value: object, ensure_ascii: bool, sort_keys: bool,
 
 
 def _encoder_works() -> bool:
-    """Whether this interpreter's C encoder takes the arguments ``json`` gives it in the
-    versions this was written for, and answers as ``json`` does."""
+    """Whether this interpreter's C encoder answers as ``json`` does."""
     probe = {"b": [1, 2.5, None, True, "é\n"], "a": {"c": -0.0}}
     expected = '{"a":{"c":-0.0},"b":[1,2.5,null,true,"\\u00e9\\n"]}'
     try:

@@ -21,18 +21,10 @@ from .transcript import (
     TurnStart,
 )
 
-__all__ = [
-    "PROMPT_NONE",
-    "PROMPT_REPROMPT",
-    "PROMPT_TURN",
-    "Answer",
-    "AnswerAssembler",
-    "PromptKind",
-]
+__all__ = ["PROMPT_NONE", "PROMPT_REPROMPT", "PROMPT_TURN", "Answer", "AnswerAssembler",
+           "PromptKind"]
 
-PromptKind = Literal["reprompt", "turn", "none"]
-"""What an answer answered: a Stop hook's re-prompt, a turn start, or nothing known (the
-transcript, or the part read, starts inside an answer)."""
+PromptKind = Literal["reprompt", "turn", "none"]  # "none": read from mid-answer
 
 PROMPT_REPROMPT: Final = "reprompt"
 PROMPT_TURN: Final = "turn"
@@ -41,11 +33,7 @@ PROMPT_NONE: Final = "none"
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """Everything the model said between one user prompt and the next.
-
-    Its ``text`` is that of its last API reply with any text: what Claude Code hands the
-    Stop hook as ``last_assistant_message``, so the hook, the watcher and the scan judge
-    the same words (a tool call's "Running the tests." before it is not compared)."""
+    """All the model said between two prompts; ``text``: its last reply's with any text."""
 
     prompt: PromptKind
     prompt_uuid: str
@@ -54,8 +42,6 @@ class Answer:
     text: str
     used_tool: bool
     message_ids: tuple[str, ...] = ()  # the API replies it is made of, in order
-    # Whether its tool work produced something new in the turn (``run.TurnWork``); None
-    # while not judged (then any tool use counts as work).
     new_work: bool | None = None
 
     @property
@@ -63,15 +49,10 @@ class Answer:
         return text_digest(self.text)
 
     @property
-    def did_work(self) -> bool:
-        """Its tool work produced something new (unjudged: it used a tool)."""
-        return self.used_tool if self.new_work is None else self.new_work
-
-    @property
     def in_run(self) -> bool:
-        """Whether this answer extends a run: it answers a re-prompt and did no work (no
-        tool call, or none whose result was new in the turn)."""
-        return self.prompt == PROMPT_REPROMPT and not self.did_work
+        """It answers a re-prompt and did no work (``new_work``; unjudged, no tool used)."""
+        did_work = self.used_tool if self.new_work is None else self.new_work
+        return self.prompt == PROMPT_REPROMPT and not did_work
 
 
 @dataclass(slots=True)
@@ -87,35 +68,13 @@ class _Reply:
 class AnswerAssembler:
     """Groups assistant lines into replies (by ``message.id``) and replies into answers.
 
-    A reply is complete when a line carries a final ``stop_reason`` and the reader has
-    caught up with the file (``flush``), or when the next user or system entry arrives
-    (``stop_reason`` is null on every line in some versions). An answer is complete when
-    a reply without tool use completes (one with no text at all only at its Stop's
-    summary, the turn's end or the next re-prompt: a person's prompt drops it, its turn
-    being over), or when the next prompt arrives. Interrupted and API-error answers are
-    dropped whole.
-
-    A re-prompt that follows the Stop of the re-prompt before (its ``stop_hook_summary``,
-    of a Stop that did not end the turn) with no assistant line between them answers an
-    empty reply: Claude Code writes nothing for a reply without content (measured on
-    2.1.250 to 2.1.332), and a model that answers every re-prompt so is a loop. Two
-    re-prompts of one Stop (two hooks blocked it) are written together, before its
-    summary: they await one answer.
+    An answer is complete when a reply without tool use completes (one with no text at its
+    Stop's summary), or when the next prompt arrives. A re-prompt right after the Stop of
+    the one before answers an empty reply (Claude Code writes none: 2.1.250 to 2.1.332).
     """
 
-    __slots__ = (
-        "_last_id",
-        "_last_timestamp",
-        "_last_uuid",
-        "_message_ids",
-        "_prompt",
-        "_prompt_uuid",
-        "_reply",
-        "_started",
-        "_stop_over",
-        "_texts",
-        "_used_tool",
-    )
+    __slots__ = ("_last_id", "_last_timestamp", "_last_uuid", "_message_ids", "_prompt",
+                 "_prompt_uuid", "_reply", "_started", "_stop_over", "_texts", "_used_tool")
 
     def __init__(self) -> None:
         self._prompt: PromptKind | None = None
@@ -131,8 +90,7 @@ class AnswerAssembler:
         self._last_id = ""  # message id of the last complete reply
 
     @property
-    def awaiting(self) -> PromptKind | None:
-        """The kind of prompt whose answer is pending or in progress, if any."""
+    def awaiting(self) -> PromptKind | None:  # (the prompt whose answer is pending)
         return self._prompt
 
     @property
@@ -140,7 +98,7 @@ class AnswerAssembler:
         return self._started
 
     def feed(self, event: Event) -> list[Answer]:
-        """Feed one event; return the answers it completes (usually none or one)."""
+        """The answers one event completes (usually none or one)."""
         if isinstance(event, AssistantPart):
             return self._assistant(event)
         if isinstance(event, (Reprompt, TurnStart)):
@@ -160,8 +118,6 @@ class AnswerAssembler:
                     and not event.prevented_continuation)
             ended = isinstance(event, SystemEntry) and event.subtype == TURN_DURATION
             if (stop or ended) and answer is None and self._wordless():
-                # The Stop after the answer, or the turn's end: Claude Code's nudge came
-                # before it, so an answer with no text is complete.
                 answer = self._emit()
             if stop:
                 self._stop_over = True  # a re-prompt next answers nothing
@@ -172,8 +128,7 @@ class AnswerAssembler:
             self._prompt = None
         return []
 
-    def finish(self) -> list[Answer]:
-        """The transcript is over: complete whatever answer is in progress."""
+    def finish(self) -> list[Answer]:  # (the transcript is over)
         answer = self._close_answer()
         return [answer] if answer else []
 
@@ -187,8 +142,7 @@ class AnswerAssembler:
             if part.message_id == self._last_id:
                 return done  # a stray line of a reply already complete
             if not self._started and self._prompt is None:
-                # No prompt we know of: the part read starts mid-answer, or the model
-                # spoke again after its answer. Such an answer can only break a run.
+                # (starts mid-answer, or the model spoke again: it can only break a run)
                 self._prompt, self._prompt_uuid = PROMPT_NONE, ""
             self._reply = _Reply(part.message_id)
             self._started = True
@@ -197,14 +151,12 @@ class AnswerAssembler:
             reply.texts.append(part.text)
         reply.used_tool = reply.used_tool or part.used_tool
         reply.uuid, reply.timestamp = part.uuid, part.timestamp
-        # A final stop_reason may sit on every line of a reply (2.1.x writes one line per
-        # block, all at once, when the reply is done): the reply is complete once the
-        # reader has caught up with what is written (``flush``), not at its first line.
+        # (2.1.x writes a final stop_reason on every line of a reply: complete at ``flush``)
         reply.final = reply.final or part.final
         return done
 
     def flush(self) -> list[Answer]:
-        """The reader has caught up with the file: complete a reply marked final."""
+        """Caught up with the file: complete a reply marked final."""
         if self._reply is not None and self._reply.final:
             answer = self._close_reply()
             return [answer] if answer else []
@@ -223,9 +175,7 @@ class AnswerAssembler:
         self._used_tool = self._used_tool or reply.used_tool
         if reply.used_tool:
             return None  # the model goes on after the tool results
-        if not self._texts:
-            # Nothing visible yet: Claude Code asks again (its nudge) before the Stop, so
-            # the answer completes at the Stop's summary, or with the next re-prompt.
+        if not self._texts:  # (Claude Code nudges before the Stop: complete at its summary)
             return None
         return self._emit()
 
@@ -236,8 +186,7 @@ class AnswerAssembler:
         return answer
 
     def _wordless(self) -> bool:
-        """An answer has begun with no text and no tool call so far (held: Claude Code may
-        ask again before the Stop)."""
+        """An answer has begun with no text and no tool call so far."""
         return self._started and not self._texts and not self._used_tool and (
             self._reply is None or not (self._reply.texts or self._reply.used_tool))
 
@@ -249,15 +198,9 @@ class AnswerAssembler:
                       timestamp=reprompt.timestamp, text="", used_tool=False)
 
     def _emit(self) -> Answer:
-        answer = Answer(
-            prompt=self._prompt or PROMPT_NONE,
-            prompt_uuid=self._prompt_uuid,
-            uuid=self._last_uuid,
-            timestamp=self._last_timestamp,
-            text="\n".join(self._texts),
-            used_tool=self._used_tool,
-            message_ids=tuple(self._message_ids),
-        )
+        answer = Answer(self._prompt or PROMPT_NONE, self._prompt_uuid, self._last_uuid,
+                        self._last_timestamp, "\n".join(self._texts), self._used_tool,
+                        tuple(self._message_ids))
         self._reset()
         self._prompt = None
         return answer

@@ -1,10 +1,7 @@
 """BUDGET: the backstop that ends a turn no loop rule can tell from work (pure).
 
-A ``/goal`` that does something new in every answer is work to every rule, and Claude
-Code's own cap (9 blocks in a row) starts afresh on tool work. A budget ends it: a turn may
-hold so many re-prompts, spend so much (main session and subagents, priced as ``scan``
-prices) and last so long; ``0`` switches a limit off. The watcher, the Stop hook and
-``scan`` give this module a turn's figures and get back what is crossed or near, in words.
+A turn may hold so many re-prompts, spend so much and last so long (``0``: no limit); given
+a turn's figures, this says what is crossed or near, in words.
 """
 
 from __future__ import annotations
@@ -21,17 +18,10 @@ __all__ = ["BUDGET_MINUTES", "BUDGET_REPROMPTS", "BUDGET_USD", "DEFAULT_BUDGET",
            "Crossing", "TurnSpend", "TurnUse", "against", "crossed", "describe", "figures",
            "minutes_text", "nearing", "over_by", "read_figures", "usd_text"]
 
-BUDGET_REPROMPTS = 100
-"""Re-prompts one turn may hold: eleven times Claude Code's own cap of 9 in a row."""
-
-BUDGET_USD = 25.0
-"""What one turn may spend (USD, main session and subagents)."""
-
-BUDGET_MINUTES = 0.0
-"""How long one turn may last; 0: no limit (a turn may wait on CI for long, rightly)."""
-
-WARN_AT = 0.8
-"""The share of a limit at which the person is told, once, that a turn nears it."""
+BUDGET_REPROMPTS = 100  # eleven times Claude Code's own cap of 9 in a row
+BUDGET_USD = 25.0  # main session and subagents
+BUDGET_MINUTES = 0.0  # no limit: a turn may wait on CI for long, rightly
+WARN_AT = 0.8  # the share of a limit at which the person is told, once, that a turn nears it
 
 LIMIT_REPROMPTS: Final = "reprompts"
 LIMIT_USD: Final = "usd"
@@ -63,9 +53,8 @@ DEFAULT_BUDGET: Final = Budget()
 
 
 class TurnUse(Value):
-    """What one turn has used so far. ``started_at``: when its prompt was written (None:
-    unknown, no wall time counted); ``fallback``: some of ``usd`` is priced at a model
-    family's price; ``goal``: a ``/goal`` is set (the words say "goal", not "turn")."""
+    """What one turn has used so far (``fallback``: some of ``usd`` priced at a model
+    family's price; ``goal``: a ``/goal`` is set)."""
 
     __slots__ = ("reprompts", "started_at", "usd", "fallback", "goal")
     reprompts: int
@@ -80,7 +69,6 @@ class TurnUse(Value):
                   goal=goal)
 
     def used(self, name: str, now: float) -> float:
-        """How much of the limit ``name`` the turn has used at ``now``."""
         if name == LIMIT_REPROMPTS:
             return float(self.reprompts)
         if name == LIMIT_USD:
@@ -89,8 +77,7 @@ class TurnUse(Value):
 
 
 class Crossing(Value):
-    """A limit a turn has reached (or nears), and the words for the notice and the log
-    (``$25.13 spent in this goal, limit $25.00``)."""
+    """A limit a turn has reached (or nears), and the words for the notice and the log."""
 
     __slots__ = ("limit", "used", "words")
     limit: str
@@ -101,14 +88,12 @@ class Crossing(Value):
         self._set(limit=limit, used=used, words=words)
 
     @property
-    def count(self) -> int:
-        """A whole number for records (the re-prompts, the cents, the minutes)."""
+    def count(self) -> int:  # (for records: the re-prompts, the cents, the minutes)
         return round(self.used * 100) if self.limit == LIMIT_USD else int(self.used)
 
 
 def _reached(name: str, used: float, limit: float) -> bool:
-    # At the Stop of the answer to the last re-prompt allowed, one more would be beyond;
-    # money is crossed once spent beyond the limit.
+    # (at the last re-prompt allowed, one more would be beyond; money once spent beyond)
     return used > limit if name == LIMIT_USD else used >= limit
 
 
@@ -122,7 +107,7 @@ def _on(budget: Budget, use: TurnUse, now: float, limits: tuple[str, ...] = LIMI
 
 def crossed(budget: Budget, use: TurnUse, now: float,
             limits: tuple[str, ...] = LIMITS) -> Crossing | None:
-    """The first of ``limits`` (of those on) the turn has reached at ``now``, or None."""
+    """The first of ``limits`` (of those on) the turn has reached, or None."""
     return next((Crossing(name, used, describe(name, used, most, use))
                  for name, used, most in _on(budget, use, now, limits)
                  if _reached(name, used, most)), None)
@@ -142,8 +127,6 @@ def over_by(budget: Budget, use: TurnUse, now: float) -> dict[str, float]:
 
 
 class Against(Value):
-    """One limit that is on, and what a turn has used of it (re-prompts, USD, minutes)."""
-
     __slots__ = ("limit", "used", "most")
     limit: str
     used: float
@@ -158,15 +141,13 @@ class Against(Value):
 
 
 def against(budget: Budget, use: TurnUse, now: float) -> tuple[Against, ...]:
-    """Each limit that is on, with what the turn has used of it (a wall time only when the
-    turn's start is known)."""
+    """Each limit that is on, with what the turn has used of it (wall time if known)."""
     return tuple(Against(name, used, most) for name, used, most in _on(budget, use, now)
                  if name != LIMIT_MINUTES or use.started_at is not None)
 
 
 def figures(budget: Budget, use: TurnUse) -> dict[str, object]:
-    """A turn's figures as the watcher publishes them in a session's status (read back by
-    ``read_figures`` for ``status``, ``top`` and the metrics)."""
+    """A turn's figures as the watcher publishes them (``read_figures`` reads them back)."""
     return {"reprompts": use.reprompts, "started_at": use.started_at,
             "usd": round(use.usd, 6), "fallback": use.fallback, "goal": use.goal,
             "limits": {LIMIT_REPROMPTS: budget.reprompts, LIMIT_USD: budget.usd,
@@ -180,7 +161,7 @@ def _number(value: object) -> float | None:
 
 
 def read_figures(raw: object) -> tuple[Budget, TurnUse] | None:
-    """``figures`` read back; None when they are not figures (a status file is not trusted)."""
+    """``figures`` read back; None when they are not figures."""
     if not isinstance(raw, dict) or not isinstance(raw.get("limits"), dict):
         return None
     limits = {name: _number(raw["limits"].get(name)) for name in LIMITS}
@@ -219,9 +200,7 @@ def minutes_text(minutes: float) -> str:
 
 
 class TurnSpend:
-    """One turn's figures as its lines arrive: re-prompts, and each API reply priced once
-    (its largest copy: Claude Code repeats a reply's usage, growing, on each of its lines).
-    Prices come in computed: the engine knows none."""
+    """One turn's figures as its lines arrive, each API reply priced once (its largest copy)."""
 
     __slots__ = ("_replies", "reprompts", "started_at", "warned", "stopped")
 

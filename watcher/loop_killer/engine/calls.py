@@ -1,7 +1,5 @@
 """A tool call and its result as the tool-repeat counter tells them apart (pure): a call's
-key and label, the tools not counted, and the results that are not the call's own (our
-refusal, the person's answer, a prompt Claude Code submits itself).
-"""
+key and label, the tools not counted, and the results that are not the call's own."""
 
 from __future__ import annotations
 
@@ -20,15 +18,13 @@ __all__ = ["ANSWERED_BY_PERSON", "CWD_MARK", "NOT_THE_PERSON", "REFUSED_MARK", "
 
 CWD_MARK = "\n@ "  # between a call and its folder in a call key (never inside a call)
 
+# Tools whose result is the person's answer (unless failed): every count starts afresh.
 ANSWERED_BY_PERSON: frozenset[str] = frozenset({"AskUserQuestion", "ExitPlanMode"})
-"""Tools whose result is the person's answer: every count starts afresh. Failed with
-nobody to answer (``Stream closed``, seen 8 times in a row), an ordinary call."""
 
 _TURNED_DOWN = ("the user doesn't want to proceed", "user rejected", "the user rejected")
 
 
-def _text(content: object) -> object:
-    """A result's content blocks as one text (anything else as it is)."""
+def _text(content: object) -> object:  # (content blocks as one text)
     if isinstance(content, list):
         return " ".join(str(block.get("text", "")) for block in content
                         if isinstance(block, dict))
@@ -44,9 +40,7 @@ def person_answered(content: object, *, is_error: bool) -> bool:
         words in content[:4096].lower() for words in _TURNED_DOWN)
 
 
-NOT_THE_PERSON = ("<task-notification>",)
-"""How prompts Claude Code submits itself begin (``UserPromptSubmit`` fires for them
-mid-turn, measured on 2.1.332): not the person speaking, the counts go on."""
+NOT_THE_PERSON = ("<task-notification>",)  # prompts Claude Code submits itself (2.1.332)
 
 
 def is_persons_prompt(prompt: object) -> bool:
@@ -54,16 +48,11 @@ def is_persons_prompt(prompt: object) -> bool:
     return not (isinstance(prompt, str) and prompt.lstrip().startswith(NOT_THE_PERSON))
 
 
-REFUSED_MARK = "loop-killer: refused"
-"""In every refusal's reason: a tool result holding it is our refusal (Claude Code shows
-``PreToolUse:<tool> hook error: <reason>``), not the call's result."""
+REFUSED_MARK = "loop-killer: refused"  # in every refusal's reason: a result holding it is ours
 
 
 def call_key(name: str, tool_input: object, cwd: str = "") -> str:
-    """The call as a comparable string: the tool's name, its input, then the folder it
-    runs in (``npm test`` in six packages is six calls). A shell tool's input is its
-    command, whitespace collapsed (another ``description`` is the same call); any other,
-    its canonical JSON."""
+    """The call as a comparable string: the tool's name, its input, then its folder."""
     where = f"{CWD_MARK}{cwd}" if cwd else ""
     if name in SHELL_TOOLS and isinstance(tool_input, dict):
         command = tool_input.get("command")
@@ -73,12 +62,8 @@ def call_key(name: str, tool_input: object, cwd: str = "") -> str:
 
 
 def moved_to(name: str, tool_input: object, cwd: str) -> str:
-    """The folder a shell command's leading ``cd X &&`` moves to from ``cwd``; "" for any
-    other call or a folder the words cannot tell (``~``, a variable).
-
-    PreToolUse gets the folder before the call, PostToolUse the one after it (a ``cd``
-    stays in effect: 2.1.332), so a call counted in X is looked up there too.
-    """
+    """The folder a leading ``cd X &&`` moves to from ``cwd`` ("" if not told): PostToolUse
+    gets the folder after the call (2.1.332), so a call counted in X is looked up there."""
     command = tool_input.get("command") if isinstance(tool_input, dict) else None
     if name not in SHELL_TOOLS or not isinstance(command, str):
         return ""
@@ -112,7 +97,7 @@ def is_ignored(name: str, ignored: Iterable[str]) -> bool:
         if entry == name:
             return True
         if "*" in entry or "?" in entry or "[" in entry:
-            from fnmatch import fnmatchcase  # (only for a pattern: not on every call's path)
+            from fnmatch import fnmatchcase  # (not on every call's path)
 
             if fnmatchcase(name, entry):
                 return True

@@ -1,14 +1,9 @@
-"""A file edited back and forth (pure): judged by whole-file states, never by fragments.
+"""A file edited back and forth (pure), judged by whole-file states, never by fragments.
 
-Each successful file-changing call is a *move* of one file from one state to another (the
-digest of its whole content, ``content_digest``), made by one *change* (the digest of the
-call's input). Claude Code hands both states (``originalFile`` and the edit, in a hook's
-``tool_response`` and the transcript's ``toolUseResult``). A move made again in the
-person's turn, by whichever tool, is a back-and-forth of depth twice its repeats: depth 2
-warns (``EDIT_OSCILLATION_WARN``), the revert after it is let through, and depth 4 is
-refused before it is made when it is the exact change already made from exactly that state
-(``EditHistory.would_return``): no guess, so no false refusal. Each move counts apart, so
-ideas tried and each undone are never warned, and a cycle A, B, C, A, B... still climbs.
+Each successful file-changing call *moves* a file from one state (its content's digest) to
+another. A move made again in the person's turn is a back-and-forth of depth twice its
+repeats: depth 2 warns, 3 is let through, and 4 is refused when it is the exact change
+already made from exactly that state (``EditHistory.would_return``).
 """
 
 from __future__ import annotations
@@ -23,20 +18,13 @@ __all__ = ["ABSENT", "EDIT_OSCILLATION_WARN", "FILE_CHANGING_TOOLS", "MAX_FILES"
            "REFUSED_RETURN_AFTER_WARN", "SUBAGENT_TOOLS", "EditHistory", "after_edit",
            "change_digest", "content_digest", "edited_file", "states_of_result"]
 
-EDIT_OSCILLATION_WARN = 2
-"""The depth of a file's back-and-forth that warns: edit, revert, edit."""
-
-REFUSED_RETURN_AFTER_WARN = 2
-"""Warned at 2, 3 let through (reverting is sometimes right), 4 refused."""
-
+EDIT_OSCILLATION_WARN = 2  # the depth that warns: edit, revert, edit
+REFUSED_RETURN_AFTER_WARN = 2  # warned at 2, 3 let through (reverting is sometimes right)
 MAX_FILES = 32  # files remembered per turn, the least recently changed forgotten first
 MAX_MOVES = 64  # moves remembered per file, the oldest forgotten first
 
 FILE_CHANGING_TOOLS: frozenset[str] = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
-
-SUBAGENT_TOOLS: frozenset[str] = frozenset({"Task", "Agent"})
-"""Tools that run a subagent, whose run may change any file."""
-
+SUBAGENT_TOOLS: frozenset[str] = frozenset({"Task", "Agent"})  # their runs may change any file
 ABSENT = "absent"  # the state of a file that is not there
 
 
@@ -67,8 +55,7 @@ def change_digest(tool_input: object) -> str:
 
 
 def after_edit(name: str, tool_input: object, before: str | None) -> str | None:
-    """The file's content after the call on ``before`` (None: no file), as Claude Code's
-    tools make it; None when it cannot be told (an old text not found, a notebook)."""
+    """The file's content after the call on ``before`` (None: no file); None if unknown."""
     if not isinstance(tool_input, dict):
         return None
     if name == "Write":
@@ -101,14 +88,13 @@ def _replaced(text: str, edit: object) -> str | None:
 
 
 def states_of_result(use_result: object) -> tuple[str, str] | None:
-    """(before, after) states of a file-changing call from its ``toolUseResult`` or
-    ``tool_response``; None when it holds no whole file."""
+    """(before, after) states from a ``toolUseResult`` or ``tool_response``, if whole."""
     if not isinstance(use_result, dict) or "originalFile" not in use_result:
         return None
     original = use_result.get("originalFile")
     original = original if isinstance(original, str) else None
     if original is None and use_result.get("type") == "update":
-        return None  # a file too big or hidden to hand whole: its state is not known
+        return None  # (a file too big or hidden to hand whole)
     if "oldString" in use_result or "old_string" in use_result:
         after = _replaced(original, use_result) if original is not None else None
     elif isinstance(use_result.get("edits"), list):
@@ -127,10 +113,8 @@ class _File:
 
     def __init__(self) -> None:
         self.last = ""  # the state its last move left it in
-        # (before, change) -> after, oldest first: the moves made, and what made them
-        self.moves: dict[tuple[str, str], str] = {}
-        # (before, after) -> how often that move was made again
-        self.pairs: dict[tuple[str, str], int] = {}
+        self.moves: dict[tuple[str, str], str] = {}  # (before, change) -> after, oldest first
+        self.pairs: dict[tuple[str, str], int] = {}  # (before, after) -> times made again
         self.warned: set[tuple[str, str]] = set()  # two states the model was told of
 
 
@@ -139,7 +123,7 @@ def _pair(one: str, other: str) -> tuple[str, str]:
 
 
 class EditHistory:
-    """The moves made to each file in one scope's turn, and how often each is made again."""
+    """The moves made to each file in one scope's turn, and how often each was made again."""
 
     __slots__ = ("_files",)
 
@@ -148,8 +132,7 @@ class EditHistory:
 
     def note(self, path: str, before: str, after: str, change: str, *, warn_at: int = 0
              ) -> int:
-        """A move of ``path`` from ``before`` ("": where its last move left it) to
-        ``after``; the depth when it warns (at ``warn_at`` or deeper, once a pair), else 0."""
+        """A move of ``path`` (``before`` "": from its last state); the depth if it warns."""
         if not path:
             return 0
         known = self._files.pop(path, None) or _File()
@@ -177,8 +160,7 @@ class EditHistory:
         return 0
 
     def would_return(self, path: str, state: str, change: str) -> int:
-        """The depth ``change`` made now to ``state`` (from disk) would reach: only the
-        exact change already made from exactly that state repeats a move; else 0."""
+        """The depth ``change`` made now to ``state`` (from disk) would reach; else 0."""
         known = self._files.get(path)
         after = known.moves.get((state, change)) if known is not None else None
         if known is None or after is None:
@@ -186,7 +168,6 @@ class EditHistory:
         return 2 * (known.pairs.get((state, after), 0) + 1)
 
     def deepest(self) -> int:
-        """The deepest back-and-forth of any file so far (0: no move made again)."""
         return max((2 * count for known in self._files.values()
                     for count in known.pairs.values()), default=0)
 
@@ -203,7 +184,7 @@ class EditHistory:
 
     @classmethod
     def from_state(cls, state: object) -> EditHistory:
-        """A history from ``to_state``; what is not understood is left out."""
+        """A history from ``to_state``, what is not understood left out."""
         history = cls()
         files = state.get("files") if isinstance(state, dict) and state.get("v") == 3 else None
         if not isinstance(files, list):

@@ -1,8 +1,5 @@
 """The judge: one session's trailing run of answers to re-prompts, and the two rules over
-it (``rules``). Pure. The watcher and the scan feed it from the transcript
-(``run.RunDetector``); the Stop hook keeps it in the session's record between two Stops
-(``Run.to_state``), so the three judge alike.
-"""
+it (pure). The Stop hook keeps it between two Stops (``Run.to_state``)."""
 
 from __future__ import annotations
 
@@ -15,7 +12,6 @@ from .rules import (
     RULE_SAME,
     Rule,
     Thresholds,
-    could_fire,
     similar,
     similarity,
     words,
@@ -51,8 +47,7 @@ class Detection:
         return len(self.answers)
 
     @property
-    def answer_uuid(self) -> str:
-        """The uuid of the answer that fired (the last one)."""
+    def answer_uuid(self) -> str:  # (the answer that fired)
         return self.answers[-1].uuid
 
     @property
@@ -65,48 +60,32 @@ class Detection:
 
     def to_dict(self, *, max_text: int = 2000) -> dict[str, Any]:
         """A JSON-ready summary (texts cut to ``max_text`` characters)."""
-        return {
-            "session_id": self.session_id,
-            "rule": self.rule,
-            "count": self.count,
-            "run_length": self.run_length,
-            "answer_uuid": self.answer_uuid,
-            "first_timestamp": self.first_timestamp,
-            "last_timestamp": self.last_timestamp,
-            "similarities": [round(s, 4) for s in self.similarities],
-            "answers": [
-                {"uuid": a.uuid, "timestamp": a.timestamp, "text": a.text[:max_text]}
-                for a in self.answers
-            ],
-        }
+        return {"session_id": self.session_id, "rule": self.rule, "count": self.count,
+                "run_length": self.run_length, "answer_uuid": self.answer_uuid,
+                "first_timestamp": self.first_timestamp, "last_timestamp": self.last_timestamp,
+                "similarities": [round(s, 4) for s in self.similarities],
+                "answers": [{"uuid": a.uuid, "timestamp": a.timestamp,
+                             "text": a.text[:max_text]} for a in self.answers]}
 
 
-MAX_KEPT_WORDS = 4000
-"""Words of the run's last answer kept in a saved run (``Run.to_state``): the next answer
-is compared with them."""
-
+MAX_KEPT_WORDS = 4000  # words of the last answer a saved run keeps to compare the next
 _KEPT_TEXT = 2000
 
 
 class Run:
-    """One session's trailing run of answers to re-prompts, and the two rules over it.
-
-    The one judge of the re-prompt rules: the watcher and the scan feed it through
-    ``RunDetector``; the Stop hook keeps it in the session's record between two Stops
-    (``to_state``/``from_state``)."""
+    """One session's trailing run of answers to re-prompts, and the two rules over it."""
 
     __slots__ = ("answers", "chain", "length", "thresholds")
 
     def __init__(self, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> None:
-        self.thresholds = thresholds  # (the watcher changes them when a project goes off)
-        # The run's newest answers, as many as the larger threshold needs (a list: an
-        # empty deque alone costs 600 bytes, and the watcher keeps one per session).
+        self.thresholds = thresholds
+        # The newest answers, as many as the larger threshold needs (a list: an empty
+        # deque costs 600 bytes, and the watcher keeps one per session).
         self.answers: list[RunAnswer] = []
         self.length = 0  # answers in the run (may exceed those kept)
         self.chain = 0  # trailing answers that form a chain of similar answers
 
     def extend(self, uuid: str, prompt_uuid: str, timestamp: str, text: str) -> None:
-        """One more answer to a re-prompt without new work."""
         answer_words = words(text)
         previous = self.answers[-1] if self.answers else None
         score = None
@@ -123,7 +102,6 @@ class Run:
         self.length += 1
 
     def check(self, session_id: str) -> Detection | None:
-        """The detection the run calls for, if any (SAME_REPLY_TURNS first)."""
         thresholds = self.thresholds
         if thresholds.fires(RULE_SAME, self.chain):
             return self._detection(session_id, RULE_SAME, thresholds.same_reply_turns)
@@ -131,9 +109,10 @@ class Run:
             return self._detection(session_id, RULE_IDLE, thresholds.idle_turns)
         return None
 
-    def could_fire(self) -> bool:
-        """Whether one more answer could reach a threshold."""
-        return could_fire(self.length, self.chain, self.thresholds)
+    def could_fire(self) -> bool:  # (with one more answer)
+        thresholds = self.thresholds
+        return (thresholds.fires(RULE_SAME, self.chain + 1)
+                or thresholds.fires(RULE_IDLE, self.length + 1))
 
     def _detection(self, session_id: str, rule: Rule, count: int) -> Detection:
         involved = tuple(self.answers[-count:])
@@ -147,8 +126,7 @@ class Run:
         self.chain = 0
 
     def to_state(self) -> dict[str, Any]:
-        """The run as JSON-ready data: what the next answer is judged against (the last
-        answer's words, bounded) and what a detection tells of the others."""
+        """The run as JSON-ready data (the last answer's words bounded)."""
         last = self.answers[-1] if self.answers else None
         return {"length": self.length, "chain": self.chain,
                 "words": sorted(last.words)[:MAX_KEPT_WORDS] if last is not None else [],

@@ -1,13 +1,9 @@
 """Tool outputs made comparable (pure): the masking of the tool-repeat rule.
 
 ``result_key`` masks what changes on every run and is not progress (issue 29): ANSI codes,
-moments, clock times, durations, addresses, UUIDs, request and trace ids, random hex,
-JWTs, temporary paths and pids. Masking merges two outputs, so each pattern keeps to a
-shape that cannot hold progress (a count, a file name, an error's words, a line number, a
-SHA: hex is masked only at 16+ digits of mixed digits and letters, never at a SHA-1/256/512
-length or after a hash word). Not masked: ports, ``\r`` progress bars, bare numbers,
-unnamed base64. What is not masked differs: at worst a loop is caught later, never a call
-refused by mistake."""
+moments, durations, addresses, ids, random hex, JWTs, temporary paths and pids. Each
+pattern keeps to a shape that cannot hold progress: what is not masked is at worst a loop
+caught later, never a call refused by mistake."""
 
 from __future__ import annotations
 
@@ -19,75 +15,59 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_MASKED", "canonical", "result_key"]
 
-# Patterns kept as text, compiled on first use: compiling all would cost a hook 2 ms, and
-# ``re`` (7 ms to import) is loaded only where one may match (``_may_match``).
+# Patterns kept as text: ``re`` (7 ms to import) is loaded only where one may match.
 _ANSI = r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]"
 # A date with its time of day; a date alone is compared (where it changes, it is news).
-_ISO_MOMENT = (
-    r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"
-)
-# Patterns starting with a digit put their lookbehind after it: ``re`` then skips ahead to
-# digits (several times faster on a long output).
+_ISO_MOMENT = r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"
+# (a lookbehind after the first digit lets ``re`` skip ahead to digits: several times faster)
 _EPOCH = r"1(?<![\w.]1)\d{9}(?:\d{3})?(?:\.\d+)?(?![\w.])"
 # A 10- or 13-digit number is a Unix time only with a 3+ digit fraction or a time word
-# just before it (``"ts": 1700000000``): a size, a count or an id is not a time.
+# just before it: a size, a count or an id is not a time.
 _TIME_WORD = (
     r"(?i:time|stamp|date|epoch|created|updated|modified|expires?|since|until|when|clock"
     r"|_at|\bts|\bat|\bt)[\"']?\s*[:=]?\s*[\"']?\s*$")
 _TIME_WORD_REACH = 24
 # hh:mm[:ss[.frac]] [AM|PM] (hour 0-23), not part of a longer run such as file.py:12:34.
-_CLOCK = (
-    r"\d(?<![\w:.]\d)\d?(?<![3-9]\d)(?<!2[4-9])"
-    r":[0-5]\d(?::[0-5]\d(?:[.,]\d+)?)?(?:\s?[AaPp][Mm])?(?![\w:])"
-)
-# A 64-bit memory address (9 to 16 hex digits): not a CRC (8), nor a 40/64-digit hash.
-_ADDRESS = r"0x[0-9a-fA-F]{9,16}(?![0-9a-fA-F])"
+_CLOCK = (r"\d(?<![\w:.]\d)\d?(?<![3-9]\d)(?<!2[4-9])"
+          r":[0-5]\d(?::[0-5]\d(?:[.,]\d+)?)?(?:\s?[AaPp][Mm])?(?![\w:])")
+_ADDRESS = r"0x[0-9a-fA-F]{9,16}(?![0-9a-fA-F])"  # not a CRC (8 digits), nor a hash (40, 64)
 _UNIT = r"(?:ns|[µμu]s|ms|seconds?|secs?|s|minutes?|mins?|m(?=\d)|hours?|hrs?|h)(?![^\W\d_])"
 _DURATION = rf"\d(?<![\w.]\d)\d*(?:\.\d+)?\s?{_UNIT}(?:\d+(?:\.\d+)?\s?{_UNIT})*"
-# What every duration holds (cheap to compile; the full pattern only where found).
-_DURATION_START = r"\d\s?[nµμumsh]"
-# What Claude Code appends to a subagent's report (2.1.328 on; 2.1.39: a 7-digit id):
-# the agent's fresh id and what its run took.
+_DURATION_START = r"\d\s?[nµμumsh]"  # what every duration holds (cheap to compile)
+# The fresh id and usage Claude Code appends to a subagent's report (2.1.39, 2.1.328 on).
 _SUBAGENT_ID = r"(?<=agentId: )[0-9a-f]{6,}(?![0-9a-f])|(?<=to: ')[0-9a-f]{6,}(?=')"
 _SUBAGENT_USAGE = r"<usage>(?:[a-z_]+: \d+\n?){1,8}</usage>"
 
-# -- values that change on every run (a fresh request id in the same 503) ---------------
-# Each masks the value alone (what names it is kept), ASCII only (``(?a)``) so that
-# ``_noise_in``'s checks of the bytes hold for any text.
+# Values that change on every run: each masks the value alone, ASCII only (``(?a)``) so
+# that ``_noise_in``'s checks of the bytes hold.
 _UUID = (r"(?a)(?<![0-9A-Za-z])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}"
          r"-[0-9a-fA-F]{12}(?![0-9A-Za-z])")
-# The value a key names as a request's or trace's id: 4+ id characters holding a digit
-# (``request_id: missing`` is a message).
+# The value a key names as a request's or trace's id: 4+ id characters holding a digit.
 _KEYED_ID = (r"(?a)((?<![A-Za-z])(?i:(?:request|req|trace|span|correlation|ray)[-_ ]?id"
              r"|cf-ray|traceparent)[\"']?[ \t]*[:=][ \t]*[\"']?)"
              r"(?=[\w.:/+=-]*[0-9])[\w.:/+=-]{4,}")
 # An API's request id by its prefix (Anthropic's ``req_011CX…``, OpenAI's ``req_<hex>``).
 _PREFIXED_ID = r"(?a)(req_)(?<![A-Za-z0-9]req_)(?=[A-Za-z0-9]*[0-9])[A-Za-z0-9]{12,}(?![A-Za-z0-9])"
-# A JSON Web Token (header.payload.signature, base64url): a fresh one at every login.
-_JWT = r"(?a)eyJ(?<![\w-]eyJ)[\w-]{8,}\.eyJ[\w-]{8,}\.[\w-]+"
+_JWT = r"(?a)eyJ(?<![\w-]eyJ)[\w-]{8,}\.eyJ[\w-]{8,}\.[\w-]+"  # a JSON Web Token: fresh at login
 # 16+ hex digits of one case; ``_hex_or_not`` keeps what names a content.
 _HEX_RUN = r"(?a)(?<!\w)(?:[0-9a-f]{16,}|[0-9A-F]{16,})(?!\w)"
 _HEX_KEPT = (40, 64, 128)  # SHA-1, SHA-256, SHA-512: another one is another content
 _HASH_WORDS = ("sha", "md5", "hash", "digest", "checksum", "commit", "etag", "integrity",
                "rev", "blob", "tree", "object")
 _HASH_REACH = 48
-# pytest's temporary folders: ``pytest-of-USER/pytest-N`` (N grows every run).
-_PYTEST_TMP = r"(?a)(pytest-of-[^/\\\s]+[/\\]+pytest-)[0-9]+"
+_PYTEST_TMP = r"(?a)(pytest-of-[^/\\\s]+[/\\]+pytest-)[0-9]+"  # pytest-of-USER/pytest-N
 # Python's ``tempfile`` names: ``tmp`` and 8 of ``[a-z0-9_]``, one a digit or _.
 _PY_TMP = r"(?a)tmp(?<=[/\\]tmp)(?=[a-z0-9_]{0,7}[0-9_])[a-z0-9_]{8}(?![A-Za-z0-9_])"
 # mktemp's ``tmp.XXXXXXXXXX`` (a digit or a capital among them: not ``tmp.config``).
 _MKTEMP = r"(?a)tmp\.(?<![\w.-]tmp\.)(?=[a-z]*[0-9A-Z])[A-Za-z0-9]{6,}(?![A-Za-z0-9])"
-# A name made in a temporary folder: 8+ letters and digits mixed, alone or after a
-# prefix (``/tmp/go-build123…``); a word (``/tmp/build-output``) is a name.
+# A name made in a temporary folder: 8+ letters and digits mixed, alone or after a prefix.
 _TMP_NAME = (r"(?a)((?:/tmp|/var/tmp|/T|\\Temp)[/\\](?:[\w.-]*?[._-])?)"
              r"(?=[A-Za-z]*[0-9])(?=[0-9]*[A-Za-z])[A-Za-z0-9]{8,}(?![A-Za-z0-9])")
-# ``pid 1234``, ``pid=1234``, ``PID: 1234``.
 _PID = r"(?a)([Pp](?<![A-Za-z][Pp])[Ii][Dd][ \t]*[:=#]?[ \t]*)[0-9]+(?![0-9.])"
-# ``process 1234`` (3+ digits: user pids start at 300), not ``process 120 files``.
+# ``process 1234`` (user pids start at 300), not ``process 120 files``.
 _PROCESS = (r"(?a)([Pp](?<![A-Za-z][Pp])(?i:rocess)[ \t]+(?:(?i:id)[ \t]*[:=]?[ \t]*)?)"
             r"[0-9]{3,}(?![0-9.])(?![ \t]+[A-Za-z]+s\b)")
-# A shell's job line: ``[1] 12345`` alone on its line (3+ digits, as above).
-_JOB = r"(?am)^(\[[0-9]{1,3}\][+-]?[ \t]+)[0-9]{3,7}(?=[ \t]*$)"
+_JOB = r"(?am)^(\[[0-9]{1,3}\][+-]?[ \t]+)[0-9]{3,7}(?=[ \t]*$)"  # a job line: [1] 12345
 
 _UUIDS, _IDS, _JWTS, _HEXES, _TEMPS, _PYTESTS, _MKTEMPS, _PIDS, _JOBS = (
     1 << bit for bit in range(9))
@@ -139,8 +119,7 @@ def _temps_in(low: bytes) -> int:
 
 
 def _word_before_digit(low: bytes, word: bytes) -> bool:
-    """Whether ``word`` is in ``low`` not after a letter, with a digit after it (spaces,
-    ``:=#`` and ``id`` between allowed); past ``_SCANNED`` occurrences, True."""
+    """Whether ``word`` is in ``low`` not after a letter, with a digit after it."""
     start = low.find(word)
     for _ in range(_SCANNED):
         if start < 0:
@@ -185,8 +164,7 @@ def _mask_noise(text: str, found: int) -> str:
 
 
 def _hex_or_not(match: re.Match[str]) -> str:
-    """``<hex>`` for a hex run that reads as random; kept: digits alone, letters alone, a
-    digest's length, one after a hash word on its line or in a checksum line (``*sum``)."""
+    """``<hex>`` for a hex run that reads as random (not a digest, nor after a hash word)."""
     value = match.group()
     if len(value) in _HEX_KEPT or value.isdigit() or not any(c.isdigit() for c in value):
         return value
@@ -204,7 +182,7 @@ def canonical(value: object) -> str:
     try:
         return dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                      default=str)
-    except RecursionError:  # nested deeper than the encoder goes: hostile, still counted
+    except RecursionError:  # (nested deeper than the encoder goes)
         return canonical_flat(value)
 
 
@@ -241,8 +219,8 @@ def canonical_flat(value: object) -> str:
     return "".join(out)
 
 
-# What each pattern needs, found without ``re`` in the text reduced to classes (digits to
-# 0, whitespace to a space, the first letters of duration units to u).
+# What each pattern needs, in the text reduced to classes (digits to 0, whitespace to a
+# space, the first letters of duration units to u).
 _CLASSES = bytes.maketrans(b"0123456789\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f numsh",
                            b"0" * 10 + b" " * 10 + b"u" * 5)
 _NEEDED = (b"0000-00-00", b"0000000000", b"0:0", b"0x", b"0u", b"0 u", b"\x1b")
@@ -254,8 +232,7 @@ def _may_match(text: str) -> bool:
     return any(needed in shape for needed in _NEEDED)
 
 
-MAX_MASKED = 1 << 20
-"""Characters of one output masked; the rest is compared by its digest (bounded time)."""
+MAX_MASKED = 1 << 20  # characters of one output masked; the rest compared by its digest
 
 
 def _mask(text: str) -> str:
@@ -301,10 +278,10 @@ def _epoch_or_not(match: re.Match[str]) -> str:
 
 
 def _masked(value: object) -> object:
-    """Every string of a JSON value masked (so ANSI codes are gone before JSON escapes them)."""
+    """Every string of a JSON value masked (before JSON escapes ANSI codes)."""
     try:
         return _masked_nested(value)
-    except RecursionError:  # nested deeper than Python recurses: masked as its flat text
+    except RecursionError:  # (nested deeper than Python recurses: its flat text)
         return _mask(canonical_flat(value))
 
 
@@ -333,8 +310,7 @@ def _is_duration(key: object, value: object) -> bool:
 
 
 def result_key(content: object, *, is_error: bool) -> str:
-    """A tool's output made comparable: ``error:`` or ``ok:``, then the masked output.
-    ``content``: a string, content blocks (text blocks by their text) or any JSON value."""
+    """A tool's output made comparable: ``error:`` or ``ok:``, then the masked output."""
     if isinstance(content, str):
         text = _mask(content)
     elif isinstance(content, list) and all(

@@ -1,6 +1,5 @@
-"""Tool calls paired with their results, as a transcript gives them (pure): the one pairing
-of every whole-transcript counter. A result written before its call (old transcripts)
-waits for it; at most ``MAX_PENDING`` wait either way, the oldest giving way."""
+"""Tool calls paired with their results, as a transcript gives them (pure). A result
+written before its call (old transcripts) waits for it; the oldest give way."""
 
 from __future__ import annotations
 
@@ -12,13 +11,10 @@ __all__ = ["MAX_PENDING", "Paired", "ToolPairing"]
 
 MAX_PENDING = 1000  # tool calls (and early results) waiting for their other half
 
-Paired = tuple[AssistantPart, ToolCall, ToolResult]
-"""A result with its call and the reply that made the call."""
+Paired = tuple[AssistantPart, ToolCall, ToolResult]  # a result, its call and its reply
 
 
 class ToolPairing:
-    """Pairs the tool calls and results of one scope (a session, or one subagent)."""
-
     __slots__ = ("_calls", "_early")
 
     def __init__(self) -> None:
@@ -27,18 +23,17 @@ class ToolPairing:
 
     @staticmethod
     def starts_afresh(event: Event) -> bool:
-        """A person's prompt (not a re-prompt or meta message): every count starts afresh."""
+        """A person's prompt: every count starts afresh."""
         return isinstance(event, TurnStart) and event.kind == "prompt"
 
     @staticmethod
     def may_pair(event: Event) -> bool:
-        """False for the events that neither pair nor start afresh (most), told cheaply."""
+        """False for the events that neither pair nor start afresh (most)."""
         if isinstance(event, AssistantPart):
             return bool(event.tool_calls)
         return isinstance(event, (ToolResults, TurnStart))
 
     def pair(self, event: Event) -> list[Paired]:
-        """The results ``event`` completes, in the order they are to be counted."""
         done: list[Paired] = []
         if isinstance(event, AssistantPart):
             for call in event.tool_calls:

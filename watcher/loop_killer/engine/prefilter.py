@@ -1,21 +1,9 @@
 """Which transcript lines can matter, decided from their bytes before any parsing.
 
-Most of a transcript's bytes are lines no rule reads (file snapshots, API request
-records, progress lines, attachments other than ``goal_status``) and tool results, whose
-content matters only once their call repeats. Parsing them is most of the cost of
-reading whole sessions, so:
-
-* ``sort_line`` tells the lines ``parse_line`` would surely turn into no event (their
-  own ``type`` is none of ``user``, ``assistant``, ``system``, or an ``attachment``
-  holding a ``goal_status``); ``skim_line`` and ``skim_span`` (the watcher) skip them
-  unparsed, and uncopied when read in place;
-* ``one_result`` tells a line that is exactly one tool result; ``unread_result`` (the
-  history scan) hands it on unread (``UnreadResult``).
-
-Never at the cost of a result: a quote inside a JSON string is escaped, so the bytes
-looked for are the line's own structure. Two assumptions, which every JSON writer meets:
-keys and these type names are written without ``\\u`` escapes, and no object holds a
-key twice.
+``sort_line`` tells the lines ``parse_line`` would surely turn into no event (skipped
+unparsed); ``one_result`` a line that is exactly one tool result (handed on unread). Sure
+because a quote inside a JSON string is escaped, given keys and type names are written
+without ``\\u`` escapes and no object holds a key twice.
 """
 
 from __future__ import annotations
@@ -28,41 +16,32 @@ from .transcript import Event, ParseStats, ToolResult, ToolResults, UnreadResult
 __all__ = ["COST", "COST_STATE", "KEEP", "RESULT", "SKIP", "may_be_subagents", "may_matter",
            "one_result", "skim_line", "skim_span", "skipped_reason", "sort_line", "unread_result"]
 
-# The type names the engine reads, with any spacing JSON allows around the colon (Claude
-# Code writes none), and the cost-state type: one pass of this pattern over a line (several
-# times faster than parsing it) sorts it.
+# The type names the engine reads (and cost-state), with any spacing JSON allows.
 _TYPE = re.compile(
     rb'"type"[ \t\r\n]*:[ \t\r\n]*"(user|assistant|system|attachment|cost-state)"')
 _CONVERSATION = re.compile(rb'"type"[ \t\r\n]*:[ \t\r\n]*"(?:user|assistant|system)"')
 _GOAL_STATUS = b"goal_status"
 
-COST_STATE = b'"type":"cost-state"'
-"""Claude Code 2.1.33x: the session's running cost, as Claude Code computed it."""
+COST_STATE = b'"type":"cost-state"'  # Claude Code 2.1.33x: the session's running cost
 
 _SIDECHAIN = re.compile(rb'"isSidechain"[ \t\r\n]*:[ \t\r\n]*true')
 
 
 def may_be_subagents(line: bytes) -> bool:
-    """False when the line is surely not a subagent's (inline in old main transcripts,
-    Claude Code 1.0.x: ``isSidechain`` true; every line of a subagent's own file)."""
+    """False when the line is surely not a subagent's (``isSidechain`` true)."""
     return _SIDECHAIN.search(line) is not None
 
 
 _HEAD_WITHIN = 16384  # the top-level keys before a line's type are short (ids, paths)
 
-SKIP, COST, KEEP = 0, 1, 2
-"""What ``sort_line`` says of a line: skip it; skip it, but it may be a ``cost-state`` line;
-keep it (parse it)."""
-
-
-RESULT = 3
-"""What ``sort_line`` says of a line that starts like one tool result (``one_result``)."""
+# What ``sort_line`` says of a line: skip it; skip it, but it may be a ``cost-state``
+# line; keep it; keep it, and it starts like one tool result (``one_result``).
+SKIP, COST, KEEP, RESULT = 0, 1, 2, 3
 _TOP_TYPES = {b"user": KEEP, b"assistant": KEEP, b"system": KEEP, b"cost-state": COST}
 
 
 def _top_type(line: bytes, start: int, end: int) -> tuple[bytes, int] | None:
-    """The line's own ``type`` and where its value ends, when its first ``"type":"`` is a
-    key of the line's own object (no object or array opens before it); else None."""
+    """The line's own ``type`` and where its value ends, when its first is top-level."""
     if line.startswith(b'{"type":"', start, end):
         first = start + 1  # the first key (Claude Code's bookkeeping lines)
     else:
@@ -77,14 +56,12 @@ def _top_type(line: bytes, start: int, end: int) -> tuple[bytes, int] | None:
 
 
 def sort_line(line: bytes, start: int = 0, end: int | None = None) -> int:
-    """``KEEP`` unless ``parse_line`` would surely give no event for ``line`` (or for
-    ``line[start:end]``, read in place); then ``COST`` if it may be a ``cost-state`` line,
-    else ``SKIP``. ``RESULT`` (to keep, too) for a line that starts like one tool result:
-    ``one_result`` may tell it unparsed."""
+    """``KEEP`` (``RESULT`` if it starts like one tool result) unless ``parse_line`` would
+    surely give no event for ``line[start:end]``; then ``COST`` if it may be a
+    ``cost-state`` line, else ``SKIP``."""
     end = len(line) if end is None else end
     top = _top_type(line, start, end)
-    if top is not None:
-        # Most lines: the type is one of the first keys, and a key is never written twice.
+    if top is not None:  # (most lines)
         if top[0] == b"attachment":
             return KEEP if line.find(_GOAL_STATUS, start, end) >= 0 else SKIP
         if top[0] == b"user" and line.startswith(_RESULT_HEAD, top[1] - 12, end):
@@ -99,8 +76,7 @@ def sort_line(line: bytes, start: int = 0, end: int | None = None) -> int:
         return cost
     if found.group(1) != b"attachment":
         return KEEP
-    # Only goal_status attachments are events (the name must then appear in the line),
-    # unless the line's own type is another one, written after a nested "attachment".
+    # Only goal_status attachments are events, unless the line's own type comes after.
     if line.find(_GOAL_STATUS, start, end) >= 0 or \
             _CONVERSATION.search(line, found.end(), end) is not None:
         return KEEP
@@ -112,24 +88,16 @@ def may_matter(line: bytes) -> bool:
     return sort_line(line) >= KEEP
 
 
-# A user line that opens, at the top level, on one tool result block, as Claude Code
-# writes it: its type, then its message, whose content starts with that block.
+# A user line whose content opens on one tool result block, as Claude Code writes it.
 _RESULT_HEAD = b'"type":"user","message":{"role":"user","content":[{"tool_use_id":"'
 _RESULT_ID = re.compile(rb'([!#-\[\]-~]{1,256})","type":"tool_result",')
 
 
 def one_result(line: bytes, start: int = 0, end: int | None = None
                ) -> tuple[str, bool] | None:
-    """``(tool_use_id, sidechain)`` when the line's bytes alone say that ``parse_line``
-    would read it (or ``line[start:end]``) as one tool result, ``tool_use_id`` (in a
-    subagent's scope when ``sidechain``); None when only parsing can tell. The line is
-    then left unread (``UnreadResult``) unless its call repeats.
-
-    Sure because a quote inside a JSON string is escaped: the head below is the line's
-    own structure, at the top level when no object or array opens before it; no other
-    ``tool_use_id`` follows it (a result block without one, which the API refuses and
-    Claude Code never writes, would answer no call: not looked for, as that costs a
-    slower scan), and its ``isSidechain`` key, if any, is one before it.
+    """``(tool_use_id, sidechain)`` when the bytes of ``line[start:end]`` alone say that
+    ``parse_line`` would read it as one tool result; None when only parsing can tell.
+    (No other ``tool_use_id`` may follow the head, and ``isSidechain`` must come before.)
     """
     end = len(line) if end is None else end
     top = _top_type(line, start, end)
@@ -143,8 +111,7 @@ def one_result(line: bytes, start: int = 0, end: int | None = None
         return None
     tool_use_id = found.group(1).decode()
     flags = line.count(b'"isSidechain"', start, head)
-    if flags == 0:
-        # Claude Code writes it before the message; if not there, it must be nowhere.
+    if flags == 0:  # (Claude Code writes it before the message, if at all)
         return (tool_use_id, False) if line.find(b'"isSidechain"', head, end) < 0 else None
     flag = line.find(b'"isSidechain"', start, head)
     if flags > 1 or line[flag - 1] != 44:  # (not a key of its own: see _top_type)
@@ -159,8 +126,8 @@ def unread_result(line: bytes, start: int = 0, end: int | None = None,
                   source: Callable[[], bytes] | None = None
                   ) -> tuple[ToolResults, bool] | None:
     """The event of a lone tool result (``one_result``), its content left unread, and
-    whether it is a subagent's; None when only parsing can tell. The line is kept for
-    the reading (a copy of ``line[start:end]``) unless ``source`` gives it again."""
+    whether it is a subagent's; None when only parsing can tell. The line is kept (a copy)
+    unless ``source`` gives it again."""
     told = one_result(line, start, end)
     if told is None:
         return None
@@ -176,10 +143,7 @@ _CWD_KEY = b'"cwd":"'
 
 
 def _lone_cwd(line: bytes, start: int, end: int) -> str | None:
-    """The line's ``cwd`` ("" when it has none) when its bytes alone tell it: exactly one
-    ``"cwd":"`` key (a key: after a comma), its value without escapes; None when only
-    parsing can tell (Claude Code writes one top-level ``cwd`` and no tool result of its
-    own holds another)."""
+    """The line's ``cwd`` ("" when none); None when only parsing can tell."""
     found = line.find(_CWD_KEY, start, end)
     if found < 0:
         return ""
@@ -196,19 +160,12 @@ def _lone_cwd(line: bytes, start: int, end: int) -> str | None:
 
 
 def skim_line(line: bytes, stats: ParseStats | None = None) -> Event | None:
-    """``parse_line`` for readers of whole sessions (the watcher): the same event for
-    every line that can matter, the others skipped unparsed.
-
-    A skipped line is counted as ``other_type``, or ``bad_json`` when it is not even a
-    JSON object; a broken line that starts like a skipped type is not told apart.
-    (Tool results are parsed: the watcher's sessions often repeat a call, whose results
-    are then read anyway; the history scan leaves them unread, ``unread_result``.)"""
+    """``parse_line`` for whole sessions: lines that cannot matter are skipped unparsed."""
     return skim_span(line, 0, len(line), stats)
 
 
 def skim_span(buffer: bytes, start: int, end: int, stats: ParseStats | None = None
-              ) -> Event | None:
-    """``skim_line`` of ``buffer[start:end]``, which is copied only to be parsed."""
+              ) -> Event | None:  # (``buffer[start:end]`` is copied only to be parsed)
     if sort_line(buffer, start, end) < KEEP:
         if stats is not None:
             stats.count(None, skipped_reason(buffer, start, end))
@@ -217,8 +174,7 @@ def skim_span(buffer: bytes, start: int, end: int, stats: ParseStats | None = No
 
 
 def skipped_reason(line: bytes, start: int = 0, end: int | None = None) -> str:
-    """Why a line ``sort_line`` skips goes unread, as ``ParseStats`` counts it:
-    ``other_type``, ``blank``, or ``bad_json`` when it is not even a JSON object."""
+    """Why a line ``sort_line`` skips goes unread: ``other_type``, ``blank`` or ``bad_json``."""
     end = len(line) if end is None else end
     if start < end and line[start] == 123:
         return "other_type"  # (most lines: no copy of a long one)

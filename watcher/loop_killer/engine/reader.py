@@ -1,23 +1,7 @@
 """The one transcript reader: bytes -> lines -> events -> answers -> run -> detections.
 
-Pure and incremental. The watcher feeds each session's new bytes as they are written,
-the Stop hook feeds the tail it read, and the history scan feeds whole files: all three
-read with this class and judge with the same ``RunDetector``.
-
-Each whole line becomes a ``Step``: the event it holds (or None for a line that matters
-to nobody), where the line sits in the file, the answers it completed and the
-detections they caused. ``feed`` ends with a step for the moment the reader caught up
-with what is written (``event`` None), where a reply marked final completes.
-
-Lines first (``LineBuffer``): bytes in any chunks, cut into whole lines that know where
-they start. Linear in the bytes fed however a long line is split across chunks, and
-bounded in memory: an unfinished line longer than ``max_line`` is dropped (the reader
-skips to the next newline and counts it), so bytes appended without a newline can never
-grow a process without bound. Lines can come one at a time (``iter_spans``), never as a
-list as long as the chunk has lines; with ``skip_non_json``, runs of lines that cannot
-hold a JSON object (blank, or without a ``{``) are stepped over at C speed and only
-counted: 100 MB of ``\n`` appended to a transcript cost a few scans of it, not 100
-million Python steps.
+Pure and incremental; the watcher, the Stop hook and the scan all read with it. Lines longer
+than ``max_line`` are skipped and counted, so memory stays bounded.
 """
 
 from __future__ import annotations
@@ -32,43 +16,20 @@ from .run import RunDetector
 from .tool_repeat import DEFAULT_IGNORED
 from .transcript import Event, ParseStats, parse_line
 
-__all__ = [
-    "EventReader",
-    "LineBuffer",
-    "LineEvent",
-    "LineParser",
-    "MAX_LINE_BYTES",
-    "Span",
-    "Step",
-    "TranscriptReader",
-    "detect_transcript",
-]
+__all__ = ["EventReader", "LineBuffer", "LineEvent", "LineParser", "MAX_LINE_BYTES", "Span",
+           "Step", "TranscriptReader", "detect_transcript"]
 
-Span = tuple[int, bytes, int, int]
-"""A line in a buffer: (its offset in the file, the buffer, its start and end in it)."""
+Span = tuple[int, bytes, int, int]  # (offset in the file, buffer, start and end in it)
 
+MAX_LINE_BYTES = 32 * 1024 * 1024  # the longest line kept (pasted images are a few MB)
 
-MAX_LINE_BYTES = 32 * 1024 * 1024
-"""The longest line kept. Claude Code's own lines stay far below it (it caps pasted
-images at a few MB); a longer one is skipped whole and counted in ``oversized``."""
-
-
-_WHITESPACE = b" \t\r\x0b\x0c"
-"""What ``bytes.isspace`` says is whitespace, the newline aside."""
-
-
+_WHITESPACE = b" \t\r\x0b\x0c"  # ``bytes.isspace``'s whitespace, the newline aside
 _TEXT_AS_A = bytes(byte if byte == 10 else 97 for byte in range(256))
-"""Every byte but the newline as ``a``: with whitespace deleted, a line that is not blank
-ends in ``a\n`` (which never overlaps itself, so ``count`` finds them all)."""
+"""Every byte but the newline as ``a``: with whitespace deleted, a line not blank ends ``a\n``."""
 
 
 class LineBuffer:
-    """Cuts a byte stream into whole lines; keeps the partial last line for later.
-
-    ``offset`` is the position (in the file) of the next byte fed; each line comes back
-    with the position of its first byte. A chunk is scanned once for newlines, and a
-    partial line grows in one amortised buffer.
-    """
+    """Cuts a byte stream into whole lines, each with its offset in the file."""
 
     __slots__ = ("_partial", "_skipping", "blank", "max_line", "not_json", "offset",
                  "oversized", "skip_non_json")
@@ -80,15 +41,12 @@ class LineBuffer:
         self.offset = offset
         self.max_line = max_line
         self.oversized = 0  # lines skipped for being longer than ``max_line``
-        # Step over the lines no parser can make anything of, only counting them: a
-        # transcript's lines are JSON objects, nothing else is ever an event.
-        self.skip_non_json = skip_non_json
+        self.skip_non_json = skip_non_json  # count, never give, lines that hold no "{"
         self.blank = 0  # lines of nothing but whitespace stepped over
         self.not_json = 0  # other lines without a "{" stepped over
 
     @property
-    def pending_bytes(self) -> int:
-        """Bytes of an unfinished last line held back."""
+    def pending_bytes(self) -> int:  # (of an unfinished last line held back)
         return len(self._partial)
 
     @property
@@ -98,19 +56,11 @@ class LineBuffer:
 
     def feed(self, chunk: bytes) -> list[tuple[int, bytes]]:
         """The lines completed by ``chunk``: (start offset, line without its newline)."""
-        return [(offset, buffer[start:end]) for offset, buffer, start, end in self.spans(chunk)]
-
-    def spans(self, chunk: bytes) -> list[Span]:
-        """``iter_spans`` as a list."""
-        return list(self.iter_spans(chunk))
+        return [(offset, buffer[start:end])
+                for offset, buffer, start, end in self.iter_spans(chunk)]
 
     def iter_spans(self, chunk: bytes) -> Iterator[Span]:
-        """``feed`` without copying lines out of ``chunk``, one line at a time: each line
-        completed by it as (start offset, buffer, start, end), the line being
-        ``buffer[start:end]``. The buffer is ``chunk`` itself, or, for a line begun in
-        earlier chunks, that line. With ``skip_non_json``, lines that cannot hold a JSON
-        object are counted (``blank``, ``not_json``), not given. Iterate it to the end
-        before feeding the next chunk."""
+        """``feed`` without copying lines; iterate it to the end before the next chunk."""
         base = self.offset
         self.offset += len(chunk)
         newline = chunk.find(b"\n")
@@ -136,8 +86,7 @@ class LineBuffer:
             start = newline + 1
         find, max_line, skip = chunk.find, self.max_line, self.skip_non_json
         while (newline := find(b"\n", start)) >= 0:
-            # A line with no "{" (blank, say) cannot be a JSON object: step over the run of
-            # such lines from here in C, whatever its length.
+            # (a line with no "{" is no JSON object: step over the run of them in C)
             if skip and chunk[start] != 123 and find(b"{", start, newline) < 0:
                 start = self._past_non_json(chunk, start)
                 continue
@@ -149,9 +98,7 @@ class LineBuffer:
         self._hold(chunk[start:])
 
     def _past_non_json(self, chunk: bytes, start: int) -> int:
-        """Just past the run of whole lines from ``start`` (the first is one) with no
-        ``{`` in them, counting them as blank or not: a few passes in C over the run,
-        however its lines alternate."""
+        """Just past the run of whole lines from ``start`` with no ``{``, counted."""
         brace = chunk.find(b"{", start)
         end = chunk.rfind(b"\n", start, len(chunk) if brace < 0 else brace) + 1
         lines = chunk.count(b"\n", start, end)
@@ -178,12 +125,8 @@ class LineBuffer:
             self.offset = offset
 
 
+# Turns ``buffer[start:end]`` into its event (None: skipped, counted in the stats).
 LineParser = Callable[[bytes, int, int, ParseStats], "Event | None"]
-"""Turns one whole line, ``buffer[start:end]`` (``LineBuffer.spans``), into its event
-(None to skip it, counted in the stats): ``parse_line`` on a copy of it, or a caller's
-parser that copies only the lines it parses (the watcher's ``skim_span``; the history
-scan, which also leaves lone tool results unread and routes a subagent's inline lines
-elsewhere)."""
 
 
 def _parse_copy(buffer: bytes, start: int, end: int, stats: ParseStats) -> Event | None:
@@ -195,8 +138,6 @@ _NOTHING: tuple[()] = ()
 
 @dataclass(frozen=True, slots=True)
 class LineEvent:
-    """One line's event, and where the line sits in the file."""
-
     start: int  # where the line starts in the file
     end: int  # just past its newline
     event: Event
@@ -214,12 +155,7 @@ class Step:
 
 
 class EventReader:
-    """The first stages alone: bytes in any chunks -> whole lines -> events, each with
-    where its line sits in the file (``offset``: where the first byte fed sits).
-    Lines that hold no event are counted in ``stats`` and give no step (lines that
-    cannot be JSON objects, blank or without a ``{``, are never handed to ``parse``).
-    ``parse``: how one line becomes an event (``parse_line`` unless a caller gives its
-    own)."""
+    """The first stages alone: bytes in any chunks -> whole lines -> events."""
 
     __slots__ = ("_lines", "_parse", "stats")
 
@@ -230,26 +166,20 @@ class EventReader:
         self._parse = parse
 
     @property
-    def offset(self) -> int:
-        """Just past the last whole line read: where the next line starts."""
+    def offset(self) -> int:  # (just past the last whole line read)
         return self._lines.line_start
 
     @property
     def pending_bytes(self) -> int:
-        """Bytes of an unfinished last line held back."""
         return self._lines.pending_bytes
 
     @property
     def oversized_lines(self) -> int:
-        """Lines skipped for being longer than ``max_line``."""
         return self._lines.oversized
 
     def feed(self, chunk: bytes) -> list[LineEvent]:
-        """The events of the whole lines ``chunk`` completes, in order."""
         found: list[LineEvent] = []
-        stats = self.stats
-        parse = self._parse
-        lines = self._lines
+        stats, parse, lines = self.stats, self._parse, self._lines
         blank, not_json = lines.blank, lines.not_json
         for offset, buffer, start, end in lines.iter_spans(chunk):
             event = parse(buffer, start, end, stats)
@@ -263,35 +193,20 @@ class EventReader:
         return found
 
     def reset(self, offset: int | None = None) -> None:
-        """Forget a partial line (after a truncation, say); optionally move ``offset``."""
         self._lines.reset(offset)
 
 
 class TranscriptReader:
-    """One session transcript's bytes in, in any chunks; steps out.
-
-    ``offset`` is where the first byte fed sits in the file (a tail read from the middle).
-    ``live``, ``already_fired``, ``thresholds``: as for ``RunDetector`` (or pass a
-    ``detector``).
-    """
+    """One session transcript's bytes in, in any chunks; steps out."""
 
     __slots__ = ("detector", "events")
 
-    def __init__(
-        self,
-        session_id: str = "",
-        *,
-        offset: int = 0,
-        live: bool = True,
-        already_fired: Collection[str] = (),
-        max_line: int = MAX_LINE_BYTES,
-        detector: RunDetector | None = None,
-        parse: LineParser = _parse_copy,
-        thresholds: Thresholds = DEFAULT_THRESHOLDS,
-        ignored: frozenset[str] = DEFAULT_IGNORED,
-    ) -> None:
-        self.detector = detector or RunDetector(session_id, live=live,
-                                                already_fired=already_fired,
+    def __init__(self, session_id: str = "", *, offset: int = 0, live: bool = True,
+                 already_fired: Collection[str] = (), max_line: int = MAX_LINE_BYTES,
+                 detector: RunDetector | None = None, parse: LineParser = _parse_copy,
+                 thresholds: Thresholds = DEFAULT_THRESHOLDS,
+                 ignored: frozenset[str] = DEFAULT_IGNORED) -> None:
+        self.detector = detector or RunDetector(session_id, live=live, already_fired=already_fired,
                                                 thresholds=thresholds, ignored=ignored)
         self.events = EventReader(offset=offset, max_line=max_line, parse=parse)
 
@@ -300,24 +215,19 @@ class TranscriptReader:
         return self.events.stats
 
     @property
-    def offset(self) -> int:
-        """Just past the last whole line read: where the next line starts."""
+    def offset(self) -> int:  # (just past the last whole line read)
         return self.events.offset
 
     @property
     def pending_bytes(self) -> int:
-        """Bytes of an unfinished last line held back."""
         return self.events.pending_bytes
 
     @property
     def oversized_lines(self) -> int:
-        """Lines skipped for being longer than ``max_line``."""
         return self.events.oversized_lines
 
     def feed(self, chunk: bytes) -> list[Step]:
-        """Feed bytes; return a step per whole line holding an event (with the answers it
-        completed and the detections they caused), then the catch-up step when it
-        completed anything."""
+        """A step per whole line holding an event, then the catch-up step if it did anything."""
         steps = [self.judge(line) for line in self.events.feed(chunk)]
         caught_up = self.catch_up()
         if caught_up is not None:
@@ -325,11 +235,7 @@ class TranscriptReader:
         return steps
 
     def judge(self, line: LineEvent) -> Step:
-        """A line's event with what it did to the run."""
-        answers, detections = self.detector.step(line.event)
-        if not answers:
-            return Step(line.start, line.end, line.event)
-        return Step(line.start, line.end, line.event, answers, detections)
+        return Step(line.start, line.end, line.event, *self.detector.step(line.event))
 
     def catch_up(self) -> Step | None:
         """The reader has caught up with what is written: a reply marked final is whole."""
@@ -339,8 +245,7 @@ class TranscriptReader:
         return Step(self.offset, self.offset, None, answers, detections)
 
     def finish(self) -> list[Step]:
-        """The transcript is over (a whole file): read a last line without its newline,
-        and count the answer in progress, if any."""
+        """The transcript is over: read a last line without its newline, count the rest."""
         steps = self.feed(b"\n") if self.events.pending_bytes else []
         answers, detections = self.detector.step_finish()
         if answers:
@@ -348,9 +253,8 @@ class TranscriptReader:
         return steps
 
 
-def detect_transcript(
-    data: bytes | Iterable[bytes], session_id: str = "", *, finish: bool = False
-) -> list[Detection]:
+def detect_transcript(data: bytes | Iterable[bytes], session_id: str = "", *,
+                      finish: bool = False) -> list[Detection]:
     """All detections in a whole transcript (bytes, or chunks of it)."""
     reader = TranscriptReader(session_id)
     chunks: Iterable[bytes] = [data] if isinstance(data, (bytes, bytearray)) else data

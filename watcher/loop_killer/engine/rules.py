@@ -1,26 +1,10 @@
 """The product's rules, in one place.
 
-A *re-prompt* is a user message whose text begins (after leading whitespace, in any
-case) with ``Stop hook feedback:``, ``Stop hook`` (optionally preceded by ``[``) or
-``Hook re-prompted``: Claude Code wrote it because a Stop hook (``/goal`` or any
-command hook) refused to let the turn end.
-
-The *run* of a session is the trailing sequence of (re-prompt, answer) pairs since the
-last pair that was not a re-prompt and its answer, or whose answer did work: a tool call
-whose result was new in the turn (``Answer.in_run``).
-
-After each complete answer the run is checked, SAME_REPLY_TURNS first:
-
-* SAME_REPLY_TURNS: the last ``SAME_REPLY_TURNS`` (or more) answers form a chain in
-  which every consecutive pair is similar. Two answers are similar when the words they
-  share are at least ``SIMILAR`` of all distinct words in the two (word-set Jaccard).
-  Words are lowercase runs of three or more letters or digits, in any script. Two
-  answers without words are similar only when their texts are identical; an empty one
-  and a non-empty one are not.
-* IDLE_TURNS: the run holds ``IDLE_TURNS`` (or more) answers, whatever they say.
-
-When a rule fires, the run starts afresh after the answer that fired it, so a loop that
-keeps going fires again at the next threshold and no answer ever fires twice.
+A *re-prompt* is a user message starting (any case) with ``REPROMPT_PREFIXES``: a Stop hook
+refused to let the turn end. The *run* is the trailing answers to re-prompts that did no
+work. SAME_REPLY_TURNS fires when its last answers are pairwise similar (word-set Jaccard
+of at least ``SIMILAR``), IDLE_TURNS when it holds that many answers. A rule that fires
+starts the run afresh, so no answer ever fires twice.
 """
 
 from __future__ import annotations
@@ -35,49 +19,20 @@ if TYPE_CHECKING:
     from fractions import Fraction
     from typing import Final, Literal
 
-__all__ = [
-    "DEFAULT_THRESHOLDS",
-    "RULE_BUDGET",
-    "IDLE_TURNS",
-    "REPROMPT_PREFIXES",
-    "RULE_EDIT_OSCILLATION",
-    "RULE_IDLE",
-    "RULE_MANUAL",
-    "RULE_REFUSED_RETRIES",
-    "RULE_SAME",
-    "SAME_REPLY_TURNS",
-    "SIMILAR",
-    "Rule",
-    "Thresholds",
-    "could_fire",
-    "is_reprompt",
-    "leading_space",
-    "rule_phrase",
-    "similar",
-    "similarity",
-    "text_digest",
-    "words",
-]
+__all__ = ["DEFAULT_THRESHOLDS", "IDLE_TURNS", "REPROMPT_PREFIXES", "RULE_BUDGET",
+           "RULE_EDIT_OSCILLATION", "RULE_IDLE", "RULE_MANUAL", "RULE_REFUSED_RETRIES",
+           "RULE_SAME", "SAME_REPLY_TURNS", "SIMILAR", "Rule", "Thresholds", "is_reprompt",
+           "leading_space", "rule_phrase", "similar", "similarity", "text_digest", "words"]
 
-SAME_REPLY_TURNS = 3
-"""Fire when this many consecutive answers to re-prompts are pairwise similar."""
-
-IDLE_TURNS = 6
-"""Fire when the run holds this many answers to re-prompts, none with tool work."""
-
-SIMILAR = 0.6
-"""Word-set Jaccard at or above which two answers count as similar."""
-
+SAME_REPLY_TURNS = 3  # consecutive answers to re-prompts, pairwise similar, that fire
+IDLE_TURNS = 6  # answers to re-prompts in a run, none with tool work, that fire
+SIMILAR = 0.6  # word-set Jaccard at or above which two answers are similar
 REPROMPT_PREFIXES = ("stop hook feedback:", "stop hook", "[stop hook", "hook re-prompted")
-"""Lower-cased prefixes of a re-prompt's text (checked after leading whitespace)."""
 
 if TYPE_CHECKING:
     Rule = Literal["SAME_REPLY_TURNS", "IDLE_TURNS", "MANUAL", "TOOL_REPEAT", "BUDGET"]
 else:
     Rule = str
-"""What fired: one of the two rules, a clear asked for by hand, the tool-repeat rule's
-last step (a refused call retried ``tool_repeat_stop`` times in one turn), or a turn's
-budget crossed (``engine.budget``)."""
 
 RULE_SAME: Final = "SAME_REPLY_TURNS"
 RULE_IDLE: Final = "IDLE_TURNS"
@@ -87,25 +42,19 @@ RULE_EDIT_OSCILLATION: Final = "EDIT_OSCILLATION"  # (engine.edits) warned, then
 RULE_BUDGET: Final = "BUDGET"  # (engine.budget) a turn's re-prompts, spend or time
 RULES: Final[tuple[Rule, ...]] = (RULE_SAME, RULE_IDLE, RULE_MANUAL, RULE_BUDGET)
 
-# Patterns compiled on first use: a tool-call hook loads this module for its constants,
-# never compares answers, and does not import ``re`` (7 ms) at all.
+# Compiled on first use: a tool-call hook loads this module and never imports ``re`` (7 ms).
 _leading_space: Callable[[str], re.Match[str] | None] | None = None
-
-# Compare Jaccard exactly, in integers, so that exactly 0.6 counts as similar.
 
 
 class Thresholds(Value):
-    """The re-prompt rules' numbers. The defaults are the documented constants above; a
-    person may change them (``loop_killer.state.config``)."""
+    """The re-prompt rules' numbers (a person may change them: ``state.config``)."""
 
     __slots__ = ("same_reply_turns", "idle_turns", "similar", "off", "wait_minutes")
     same_reply_turns: int
     idle_turns: int
     similar: float
     off: frozenset[str]  # rules switched off (RULE_SAME, RULE_IDLE)
-    # How long a waiting call's result may stay the same (``engine.waiting``): until then
-    # an answer that waited is no idle answer, and the call is not counted.
-    wait_minutes: float
+    wait_minutes: float  # how long a waiting call's result may stay the same
 
     def __init__(self, same_reply_turns: int = SAME_REPLY_TURNS, idle_turns: int = IDLE_TURNS,
                  similar: float = SIMILAR, off: frozenset[str] = frozenset(),
@@ -118,25 +67,20 @@ class Thresholds(Value):
         return self.wait_minutes * 60
 
     def fires(self, rule: str, count: int) -> bool:
-        """Whether ``count`` answers (in a similar chain, or in the run) fire ``rule``."""
         if rule in self.off:
             return False
         return count >= (self.same_reply_turns if rule == RULE_SAME else self.idle_turns)
 
     @property
-    def longest(self) -> int:
-        """The larger threshold: the most answers of a run a rule looks at."""
+    def longest(self) -> int:  # (the most answers of a run a rule looks at)
         return max(self.same_reply_turns, self.idle_turns)
 
     @property
-    def reach(self) -> int:
-        """How many re-prompts back a trailing run must be read to judge it: one more
-        than the larger threshold (a run that long is past both)."""
+    def reach(self) -> int:  # (re-prompts back a trailing run must be read to judge it)
         return self.longest + 1
 
     @property
-    def similar_fraction(self) -> Fraction:
-        """``similar`` as an exact fraction, so that exactly 0.6 counts as similar."""
+    def similar_fraction(self) -> Fraction:  # (exact: so that exactly 0.6 is similar)
         from fractions import Fraction  # (a tool-call hook never compares answers)
 
         return Fraction(self.similar).limit_denominator(1000)
@@ -146,7 +90,7 @@ DEFAULT_THRESHOLDS: Final = Thresholds()
 
 
 def leading_space(text: str) -> int:
-    """How many whitespace characters ``text`` starts with (without copying it)."""
+    """How many whitespace characters ``text`` starts with (no copy of it)."""
     global _leading_space
     if _leading_space is None:
         import re
@@ -157,31 +101,16 @@ def leading_space(text: str) -> int:
 
 
 def is_reprompt(text: str) -> bool:
-    """True when a user message with this text is a Stop-hook re-prompt."""
     start = leading_space(text)
     return text[start : start + 24].lower().startswith(REPROMPT_PREFIXES)
 
 
-def could_fire(run_length: int, chain_length: int,
-               thresholds: Thresholds = DEFAULT_THRESHOLDS) -> bool:
-    """Whether one more answer to a re-prompt could make a rule fire, given the run so far
-    (its length, and the length of its trailing chain of similar answers)."""
-    return (thresholds.fires(RULE_SAME, chain_length + 1)
-            or thresholds.fires(RULE_IDLE, run_length + 1))
-
-
 def words(text: str) -> frozenset[str]:
-    """The distinct lowercase words (3+ letters or digits, any script) of ``text``.
-
-    Combining vowel signs and other marks (Devanagari, Thai, ...) belong to the letters
-    they sit on, so they do not cut a word in two. Scripts written without spaces between
-    words (Chinese, Japanese, Thai, Lao, Burmese, Khmer) count by each pair of
-    neighbouring characters instead: a whole clause would be one "word", and two replies
-    differing by one character would share none.
-    """
+    """The distinct lowercase words (3+ letters or digits, any script) of ``text``; marks
+    stay with their letters, and scripts written without spaces count each pair of
+    neighbouring characters (a clause as one word would match nothing)."""
     lowered = text.lower()
-    # str.translate and split, not a regular expression: importing ``re`` and compiling
-    # the marks' class cost a hook process 5-9 ms on its first non-ASCII reply.
+    # (translate and split, not ``re``: its import cost a hook 5-9 ms)
     cut = lowered.translate(_WORD_CHARS)
     pairs: list[str] = []
     if UNSPACED in cut:
@@ -193,14 +122,11 @@ def words(text: str) -> frozenset[str]:
     return frozenset([word for word in cut.split() if len(word) > 2]).union(pairs)
 
 
-UNSPACED = "\0"
-"""What ``_WORD_CHARS`` turns a character of a script written without spaces into:
-Thai and Lao, Burmese, Khmer, kana and Han ideographs (their marks included)."""
+UNSPACED = "\0"  # what ``_WORD_CHARS`` makes of a character of an unspaced script
 
 
 def _letters(run: str, shape: str) -> list[str]:
-    """Each character with the combining marks after it (a Thai vowel sign stays with its
-    consonant); marks that open the run make one."""
+    """Each character with the combining marks after it; marks that open the run make one."""
     letters: list[str] = []
     for char, kind in zip(run, shape, strict=True):
         if letters and kind == "m":
@@ -217,7 +143,6 @@ def _unspaced(code: int) -> bool:
 
 
 def _is_mark(char: str) -> bool:
-    """Whether ``char`` is a combining mark (Unicode Mn or Mc), from the precomputed table."""
     from bisect import bisect_right
 
     from .marks import MARK_RANGES
@@ -227,8 +152,7 @@ def _is_mark(char: str) -> bool:
 
 
 class _Table(dict[int, str]):
-    """A ``str.translate`` table filled in as characters come (Unicode is too big to
-    fill it up front); emptied past ``_TABLE_MAX`` so that odd text cannot grow it."""
+    """A ``str.translate`` table filled in as characters come; emptied past ``_TABLE_MAX``."""
 
     def __init__(self, keep: Callable[[str], str]) -> None:
         super().__init__()
@@ -264,7 +188,6 @@ def similarity(a: frozenset[str], b: frozenset[str]) -> float:
 
 def similar(text_a: str, words_a: frozenset[str], text_b: str, words_b: frozenset[str],
             fraction: Fraction | None = None) -> bool:
-    """Whether two answers are similar, given their texts and word sets."""
     if not words_a and not words_b:
         return text_a == text_b
     if fraction is None:
@@ -276,9 +199,7 @@ def similar(text_a: str, words_a: frozenset[str], text_b: str, words_b: frozense
 
 def rule_phrase(rule: str, count: int) -> str:
     """What a rule saw, in words, for every line a person reads (hook notice, watcher)."""
-    if rule == RULE_SAME:
-        # Replies to re-prompts only: the answer before the run (a /goal's kickoff) may
-        # read the same, and the number must be the one a person counts on screen.
+    if rule == RULE_SAME:  # (replies to re-prompts only: the number a person counts)
         return f"{count} similar replies to re-prompts"
     if rule == RULE_IDLE:
         return f"{count} replies to re-prompts without new work"
@@ -294,10 +215,6 @@ def rule_phrase(rule: str, count: int) -> str:
 
 
 def text_digest(text: str) -> str:
-    """A short digest of an answer's text, insensitive to whitespace layout.
-
-    The watcher publishes it and the Stop hook compares it with
-    ``last_assistant_message`` to know whether the watcher has seen that reply.
-    """
+    """A short digest of an answer's text, insensitive to whitespace layout."""
     normalized = " ".join(text.split())
     return hex_digest(normalized, 16)

@@ -21,9 +21,8 @@ _SEPARATORS = ";&|()\n`"
 
 
 def tokens(command: str) -> Iterator[tuple[str, str]]:
-    """A command line's words ("w", quotes removed), the ends of its simple commands
-    (";", with the character that ended it) and the targets of its output redirections
-    (">"; "&" for a descriptor)."""
+    """A command line's words ("w"), the ends of its simple commands (";", with the
+    character that ended it) and its output redirections' targets (">"; "&": a descriptor)."""
     word: list[str] = []
     index, end = 0, len(command)
     while index < end:
@@ -56,8 +55,7 @@ def tokens(command: str) -> Iterator[tuple[str, str]]:
 
 
 def simple_commands(command: str) -> Iterator[list[str]]:
-    """Each simple command's words (quotes removed, redirections left out), from the
-    command that follows its prefixes (``FOO=1 sudo timeout 30 xargs -0 rm``: ``rm``...)."""
+    """Each simple command's words from the one after its prefixes (``sudo timeout 30``)."""
     words: list[str] = []
     for kind, text in tokens(command[:MAX_COMMAND]):
         if kind == ";":
@@ -78,8 +76,7 @@ def _without_prefixes(words: list[str]) -> list[str]:
 
 
 def leading_cd(command: str) -> str:
-    """The folder of a leading ``cd X && ...`` or ``cd X; ...`` (the line goes on in the same
-    shell); "" otherwise (a pipe, ``||``, ``&``, a redirection, ``cd`` alone)."""
+    """The folder of a leading ``cd X && ...`` or ``cd X; ...``; "" otherwise."""
     found = list(islice(tokens(command[:MAX_COMMAND]), 4))
     if len(found) < 3 or found[0] != ("w", "cd") or found[1][0] != "w":
         return ""

@@ -1,11 +1,8 @@
 """Tool results made cheap to count, without changing a single count (the watcher, scan).
 
-Masking (``result_key``) is most of a scan's time, yet a result needs it only when its call
-gave a different output before. ``StandIns`` hands the counter each result as a short
-stand-in: the previous result's when the contents are equal (or, only when they differ,
-when ``result_key`` says so), else a new one; so the counter sees the very same sequence of
-equal and unequal results. A ``UnreadResult`` is read only when it must be compared.
-Memory is bounded by ``MAX_HELD_BYTES`` of contents.
+Masking is most of a scan's time, yet a result needs it only when its call gave a
+different output before: ``StandIns`` hands the counter a short stand-in per result, the
+previous one's when equal, else a new one.
 """
 
 from __future__ import annotations
@@ -23,7 +20,7 @@ from .tool_repeat import MAX_CALLS, ToolRepeat, ToolRepeatCounter
 from .transcript import AssistantPart, Event, ToolCall, ToolResult, UnreadResult
 from .waiting import waits
 
-__all__ = ["MAX_HELD_BYTES", "StandIns", "ToolCounts"]
+__all__ = ["MAX_HELD_BYTES", "StandIns", "ToolCounts", "held_size"]
 
 MAX_HELD_BYTES = 32 << 20  # contents kept for comparison; beyond, the oldest give way
 _MAX_LAST = 8 * MAX_CALLS  # calls remembered (the counter forgets long before: safe)
@@ -32,8 +29,7 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 @dataclass(slots=True)
 class _Last:
-    """A call's previous result: its content (until keyed), its key (once computed), and
-    the stand-in the counter saw for it."""
+    """A call's previous result: its content (until keyed), its key, and its stand-in."""
 
     content: Any
     is_error: bool
@@ -42,7 +38,8 @@ class _Last:
     size: int
 
 
-def _size(content: Any) -> int:
+def held_size(content: Any) -> int:
+    """Roughly the bytes a result's content holds in memory."""
     if isinstance(content, UnreadResult):
         return content.size
     if isinstance(content, str):
@@ -54,16 +51,11 @@ def _size(content: Any) -> int:
 
 
 class StandIns:
-    """Turns one scope's results into stand-ins for its counter (ignored tools' pass as
-    they are)."""
-
     __slots__ = ("_held", "_ignored", "_ignored_names", "_last", "_pairing", "_tokens",
                  "max_held")
 
     def __init__(self, ignored: frozenset[str], *, max_held: int | None = None) -> None:
         self._ignored = ignored
-        # Bytes of contents kept for comparison (the scan: MAX_HELD_BYTES; the watcher,
-        # which follows many sessions at once, less per session).
         self.max_held = MAX_HELD_BYTES if max_held is None else max_held
         self._ignored_names: dict[str, bool] = {}  # tool name -> ignored (names are few)
         self._pairing = ToolPairing()
@@ -90,9 +82,8 @@ class StandIns:
         if ignored is None:
             ignored = self._ignored_names[name] = is_ignored(name, self._ignored)
         if ignored:
-            return result  # the counter never looks at these: hand them on as they are
-        if name in ANSWERED_BY_PERSON or name in FILE_CHANGING_TOOLS:
-            # Whether the person answered, or the file's states: the counter reads them.
+            return result  # (the counter never looks at these)
+        if name in ANSWERED_BY_PERSON or name in FILE_CHANGING_TOOLS:  # (the counter reads)
             if isinstance(result.content, UnreadResult):
                 content, is_error = result.content.read()
                 return ToolResult(result.tool_use_id, content, is_error, result.cwd,
@@ -103,10 +94,9 @@ class StandIns:
         content, is_error = result.content, result.is_error
         if isinstance(content, UnreadResult):
             if last is None and not waiting:
-                # Compared with nothing yet: it stays unread. (Were it our refusal, it
-                # would count 1 instead of nothing; the next real result counts 1 either way.
-                # A waiting call's is read: refused, it did not wait, nor does the next call;
-                # nor does a call after a waiting one stop the wait.)
+                # Compared with nothing yet: unread (were it our refusal, counting 1 for
+                # it changes nothing). Read when the call is taken for a wait: as refused,
+                # it neither waited nor made the next call wait.
                 return self._keep(call, _Last(content, False, None, self._new_token(),
                                               content.size), result)
             content, is_error = content.read()
@@ -128,10 +118,9 @@ class StandIns:
                     before, is_error=last.is_error)
                 key = result_key(content, is_error=is_error)
                 token = last.token if key == previous else self._new_token()
-        return self._keep(call, _Last(content, is_error, key, token, _size(content)), result)
+        return self._keep(call, _Last(content, is_error, key, token, held_size(content)), result)
 
     def _keep(self, call: bytes, last: _Last, result: ToolResult) -> ToolResult:
-        """Remember a call's newest result; its stand-in (which holds the error flag)."""
         before = self._last.pop(call, None)
         if before is not None:
             self._held -= before.size
@@ -149,8 +138,7 @@ class StandIns:
             if not number:
                 return "result-" + "".join(letters)
 
-    def _trim(self) -> None:
-        # The oldest contents give way to their keys (the stand-ins stay: still exact).
+    def _trim(self) -> None:  # (the oldest contents give way to their keys: still exact)
         for last in self._last.values():
             if self._held <= self.max_held:
                 break
@@ -177,7 +165,6 @@ class ToolCounts:
         self._stand_ins = StandIns(counter.ignored, max_held=max_held)
 
     def feed(self, event: Event) -> list[ToolRepeat]:
-        """Take one transcript event; one ToolRepeat per tool result it counted."""
         return [repeat for _, _, repeat in self.feed_paired(event)]
 
     def feed_paired(self, event: Event) -> list[tuple[AssistantPart, ToolCall, ToolRepeat]]:

@@ -1,15 +1,10 @@
 """Tool-repeat loops: the same tool call giving the same result, again and again (pure).
 
-A *call* is a tool's name plus its input and folder (``call_key``); its *result* is the
-output made comparable (``masking.result_key``). The same call giving the same result
-again counts one more, a different result starts its count afresh at 1; the person's
-next prompt (``reset``), their answer to a question (``ANSWERED_BY_PERSON``), a change the
-session made to the files and a background task's news start every count afresh. At
-``TOOL_REPEAT_WARN`` the model is told to stop; from ``TOOL_REPEAT_BLOCK`` the call is
-refused (``refusal``); ``TOOL_REPEAT_STOP`` refused attempts with nothing new between them
-end the turn (the hooks). An edit taking a file back for the 4th time (``edits``) climbs
-the same ladder. A call that waits for the world (``waiting``) is bounded in time, not
-by count. Only digests are kept, so the counts fit a small state file (``to_state``).
+A call giving the same result again counts one more; a different result starts at 1. The
+person speaking, a change to the files and a background task's news start every count
+afresh. At ``TOOL_REPEAT_WARN`` the model is told to stop, from ``TOOL_REPEAT_BLOCK`` the
+call is refused, and ``TOOL_REPEAT_STOP`` refused attempts end the turn. A waiting call is
+bounded in time, not by count. Only digests are kept (``to_state``).
 """
 
 from __future__ import annotations
@@ -46,36 +41,25 @@ if TYPE_CHECKING:
     from .pairing import ToolPairing
     from .transcript import AssistantPart, Event, ToolCall, ToolResult
 
-__all__ = [
-    "DEFAULT_IGNORED", "MAX_CALLS", "RULE_TOOL_REPEAT", "STATE_VERSION", "TOOL_CALL_RULES",
-    "TOOL_REPEAT_BLOCK", "TOOL_REPEAT_STOP", "TOOL_REPEAT_WARN", "ToolRepeat",
-    "ToolRepeatCounter", "notice_result", "repeat_label", "result_digest",
-]
+__all__ = ["DEFAULT_IGNORED", "MAX_CALLS", "RULE_TOOL_REPEAT", "STATE_VERSION",
+           "TOOL_CALL_RULES", "TOOL_REPEAT_BLOCK", "TOOL_REPEAT_STOP", "TOOL_REPEAT_WARN",
+           "ToolRepeat", "ToolRepeatCounter", "notice_result", "repeat_label", "result_digest"]
 
-TOOL_REPEAT_WARN = 3
-"""Identical results in a row of one call on which the model is told to stop."""
-
-TOOL_REPEAT_BLOCK = 4
-"""Identical results after which the call's next attempt is refused."""
-
-TOOL_REPEAT_STOP = 3
-"""Refused attempts of one call that end the turn (retrying a refused call is a loop)."""
+TOOL_REPEAT_WARN = 3  # identical results in a row on which the model is told to stop
+TOOL_REPEAT_BLOCK = 4  # identical results after which the next attempt is refused
+TOOL_REPEAT_STOP = 3  # refused attempts of one call that end the turn
 
 RULE_TOOL_REPEAT: Final = "TOOL_REPEAT"
+TOOL_CALL_RULES: Final = (RULE_TOOL_REPEAT, RULE_EDIT_OSCILLATION)  # the tool-call hooks'
 
-TOOL_CALL_RULES: Final = (RULE_TOOL_REPEAT, RULE_EDIT_OSCILLATION)
-"""The rules the tool-call hooks judge."""
-
+# Tools never counted (``fnmatch`` patterns allowed); polling tools wait instead.
 DEFAULT_IGNORED: frozenset[str] = frozenset()
-"""Tools never counted (``fnmatch`` patterns allowed). None by default: the tools that
-poll by design wait (``waiting.WAITING_TOOLS``), and waiting is bounded in time."""
 
 _NOTICE_IDS = ("task-id", "tool-use-id", "output-file")  # differ in every notice
 
 
 def notice_result(prompt: str) -> str:
-    """What a background task's notice says happened, as a result digest: the same
-    failure told again is no news."""
+    """What a background task's notice says happened, as a result digest."""
     said = prompt[:65536]
     for tag in _NOTICE_IDS:
         start = said.find(f"<{tag}>")
@@ -86,17 +70,13 @@ def notice_result(prompt: str) -> str:
 
 
 _NOTICE_CALL = "<background task notice>"  # the last notice's place among the calls
-
-MAX_CALLS = 200
-"""Calls remembered per counter; the least recently seen are forgotten first."""
-
+MAX_CALLS = 200  # calls remembered per counter, the least recently seen forgotten first
 STATE_VERSION = 1
 
 
 class ToolRepeat(Value):
-    """Where one call (``call_key``) stands: ``count`` identical results in a row (0: not
-    counted); ``shape``/``shape_count``: another rule this result completes and its depth;
-    ``waited``: seconds a waiting call past its bound kept its result."""
+    """Where one call stands: ``count`` identical results in a row (0: not counted);
+    ``shape``, ``shape_count``: another rule it completes, and its depth."""
 
     __slots__ = ("call", "name", "tool_use_id", "count", "shape", "shape_count", "waited")
     call: str
@@ -117,8 +97,7 @@ class ToolRepeat(Value):
         return self.count == TOOL_REPEAT_WARN
 
     @property
-    def blocked(self) -> bool:
-        """The next attempt of this call is refused."""
+    def blocked(self) -> bool:  # (its next attempt is refused)
         return self.count >= TOOL_REPEAT_BLOCK
 
 
@@ -141,46 +120,30 @@ def _digest(text: str) -> str:
 
 class ToolRepeatCounter:
     """Counts identical results per call for one scope (a session, or one subagent).
+    ``now`` times the calls that wait; unknown, they never count."""
 
-    ``record`` takes each result as it comes (the hooks), ``feed`` transcript events;
-    ``refusal`` says whether a call's next attempt is refused, ``note_refusal`` counts
-    refused attempts; ``reset`` is the person speaking. ``now`` (seconds since the epoch)
-    times the calls that wait; unknown, they never count.
-    """
-
-    __slots__ = ("_block", "_calls", "_changes", "_edits", "_ignored", "_oscillation",
-                 "_pairing", "_progress", "_refused", "_wait", "_waited_last")
+    __slots__ = ("_block", "_calls", "_changes", "_edits", "_oscillation", "_pairing",
+                 "_progress", "_refused", "_waited_last", "ignored", "wait")
 
     def __init__(self, *, ignored: frozenset[str] = DEFAULT_IGNORED,
-                 block: int = TOOL_REPEAT_BLOCK,
-                 oscillation: int = EDIT_OSCILLATION_WARN,
+                 block: int = TOOL_REPEAT_BLOCK, oscillation: int = EDIT_OSCILLATION_WARN,
                  wait: float = WAIT_MINUTES * 60) -> None:
-        self._ignored = ignored
+        self.ignored = ignored
         self._block = block
         self._oscillation = oscillation  # a file's depth that warns (0: never)
-        self._wait = wait  # seconds a waiting call's result may stay the same
+        self.wait = wait  # seconds a waiting call's result may stay the same
         self._edits = EditHistory()
-        # call digest -> _Last, least recently seen first
-        self._calls: dict[str, _Last] = {}
+        self._calls: dict[str, _Last] = {}  # call digest -> _Last, least recently seen first
         self._changes = 0  # file changes made in the turn
         self._progress = 0  # new results in the turn (a result its call had not given)
-        # The last call waited (``sleep 60``): the check right after it waits too.
-        self._waited_last = False
+        self._waited_last = False  # the last call waited: the one right after waits too
         # call digest -> (attempts refused with nothing new between, ``_progress`` then)
         self._refused: dict[str, tuple[int, int]] = {}
         self._pairing: ToolPairing | None = None  # ``feed``'s, made on its first call
 
     @property
-    def ignored(self) -> frozenset[str]:
-        return self._ignored
-
-    @property
-    def wait(self) -> float:
-        return self._wait
-
-    @property
     def refused_return(self) -> int:
-        """The depth of a file's back-and-forth refused before it is made (0: rule off)."""
+        """The depth of a file's back-and-forth refused (0: rule off)."""
         return self._oscillation + REFUSED_RETURN_AFTER_WARN if self._oscillation else 0
 
     def __len__(self) -> int:
@@ -198,15 +161,15 @@ class ToolRepeatCounter:
                     failed: bool | None = None, tool_input: object = None,
                     now: float | None = None, tree: str | None = None,
                     move: tuple[str, str] | None = None) -> ToolRepeat:
-        """``record`` of a call already keyed (``call_key``). ``result``: its digest if
-        computed already; ``failed``: when ``is_error`` does not say it (stand-ins); ``tree``:
-        the tree's fingerprint taken when ``would_repeat`` said so ("": not told, the files
-        count as changed; None: not measured); ``move``: an edit's file states, if known."""
+        """``record`` of a call already keyed. ``result``: its digest if computed already;
+        ``failed``: when ``is_error`` does not say it (stand-ins); ``tree``: the tree's
+        fingerprint, taken when ``would_repeat`` said so ("": not told, the files count as
+        changed; None: not measured); ``move``: an edit's file states, if known."""
         failed = is_error if failed is None else failed
         if name in ANSWERED_BY_PERSON and person_answered(content, is_error=failed):
             self.reset()
             return ToolRepeat(call, name, tool_use_id, 0)
-        if is_ignored(name, self._ignored):
+        if is_ignored(name, self.ignored):
             return ToolRepeat(call, name, tool_use_id, 0)
         digest = _digest(call)
         if is_refusal(content, is_error=is_error):
@@ -227,11 +190,9 @@ class ToolRepeatCounter:
         else:
             count = last[1] + 1 if last is not None else 1
         shape, shape_count = "", 0
-        # The session's own successful edit (not a repeat) and a subagent's run change
-        # the files, so every check after them is new. Any other writer is measured: the
-        # tree's fingerprint when a result repeats.
+        # The session's own edit and a subagent's run change the files (any other writer
+        # is measured: the tree's fingerprint); an edit that left its file as it was is none.
         if name in FILE_CHANGING_TOOLS:
-            # (an edit that left its file as it was, a Write of what is there, is none)
             if count == 1 and not failed and not (move and move[0] == move[1]):
                 self._changes += 1
                 depth = self._edits.note(edited_file(tool_input), *move,
@@ -251,9 +212,8 @@ class ToolRepeatCounter:
 
     def would_repeat(self, call: str, name: str, result: str, *, failed: bool,
                      tool_input: object = None) -> bool:
-        """Whether a result of ``call`` would repeat its last one as far as the session
-        knows (``_may_repeat``): only then does the shell measure the tree."""
-        if name in FILE_CHANGING_TOOLS or is_ignored(name, self._ignored):
+        """Whether a result would repeat as far as the session knows (then measure the tree)."""
+        if name in FILE_CHANGING_TOOLS or is_ignored(name, self.ignored):
             return False
         last = self._calls.get(_digest(call))
         return last is not None and self._may_repeat(last, result, failed,
@@ -264,9 +224,8 @@ class ToolRepeatCounter:
         return self._waited_last or waits(name, tool_input)
 
     def _may_repeat(self, last: _Last, result: str, failed: bool, waiting: bool) -> bool:
-        """No change the session made since, and the same result, or (not for a call that
-        waits) a failure after a failure with no new result of any call between (a
-        package installed: progress the tree may not show)."""
+        """No change since, and the same result or (not waiting) a failure after a failure
+        with no new result of any call between."""
         if last[2] != self._changes:
             return False
         return last[0] == result or (failed and last[5] and last[6] == self._progress
@@ -274,8 +233,7 @@ class ToolRepeatCounter:
 
     def _same(self, last: _Last, result: str, failed: bool, tree: str | None,
               waiting: bool) -> bool:
-        """``_may_repeat``, and no change the tree's fingerprint shows. Another failure is
-        a repeat only measured (nothing on disk changed); unmeasured, only the same one."""
+        """``_may_repeat``, and no change the tree's fingerprint shows."""
         if not self._may_repeat(last, result, failed, waiting):
             return False
         if last[0] != result and not tree:
@@ -284,28 +242,19 @@ class ToolRepeatCounter:
 
     def _waiting(self, last: _Last | None, since: float,
                  now: float | None) -> tuple[int, float]:
-        """(count, seconds waited) of a waiting call's same result: 1 within the bound (or
-        time unknown); past it, refused from the next attempt."""
-        if last is None or not since or now is None or now - since < self._wait:
+        """(count, seconds waited) of a waiting call's same result: 1 within the bound."""
+        if last is None or not since or now is None or now - since < self.wait:
             return 1, 0.0
         return max(last[1] + 1, self._block), now - since
 
     def count(self, name: str, tool_input: object, *, cwd: str = "") -> int:
-        if is_ignored(name, self._ignored):
+        if is_ignored(name, self.ignored):
             return 0
         return self._count(_digest(call_key(name, tool_input, cwd)))
 
     def _count(self, digest: str) -> int:
         last = self._calls.get(digest)
         return last[1] if last is not None and last[2] == self._changes else 0
-
-    def repeated(self, name: str, tool_input: object, *, cwd: str = "") -> bool:
-        """Whether this call's last result repeated one with nothing changed between (for
-        a call that waits: past its bound), i.e. it did no new work (the Stop hook asks)."""
-        last = self._calls.get(_digest(call_key(name, tool_input, cwd)))
-        if last is None or last[2] != self._changes:
-            return False
-        return last[1] > self._block if last[7] else last[1] >= 2
 
     def _waited(self, call: str, now: float | None) -> float:
         """Seconds a waiting call's result has stayed the same (0: another call, unknown)."""
@@ -318,8 +267,8 @@ class ToolRepeatCounter:
                 cwd: str = "", now: float | None = None, file_state: str | None = None
                 ) -> ToolRepeat | None:
         """Where the call stands when its next attempt must be refused, else None.
-        ``cwd``: PreToolUse's (before it runs; also looked up where its leading ``cd``
-        goes); ``file_state``: for an edit, its file's state on disk, if read."""
+        ``cwd``: PreToolUse's (also looked up where a leading ``cd`` goes);
+        ``file_state``: for an edit, its file's state on disk, if read."""
         moved = moved_to(name, tool_input, cwd)
         for folder in (cwd, moved) if moved else (cwd,):
             count = self.count(name, tool_input, cwd=folder)
@@ -330,16 +279,15 @@ class ToolRepeatCounter:
         if self.refused_return and name in FILE_CHANGING_TOOLS and file_state is not None:
             depth = self._edits.would_return(edited_file(tool_input), file_state,
                                              change_digest(tool_input))
-            if depth >= self.refused_return:
-                # Keyed by the file alone: whichever tool from whichever folder.
+            if depth >= self.refused_return:  # (keyed by the file alone)
                 return ToolRepeat(f"{RULE_EDIT_OSCILLATION} {edited_file(tool_input)}", name,
                                   tool_use_id, 0, RULE_EDIT_OSCILLATION, depth)
         return None
 
     def note_notice(self, result: str) -> bool:
-        """A background task ended (``notice_result``); whether that is news. News is a
-        change as after an edit (every count afresh); the same notice again is none, so a
-        model restarting a crashing server is still stopped."""
+        """A background task ended (``notice_result``); whether that is news (a change, as
+        after an edit). The same notice again is none: a crashing server restarted is still
+        stopped."""
         digest = _digest(_NOTICE_CALL)
         last = self._calls.pop(digest, None)
         news = last is None or last[0] != result
@@ -351,7 +299,7 @@ class ToolRepeatCounter:
         return news
 
     def refusable(self) -> bool:
-        """Whether any call's next attempt would be refused now (``state.session``'s marker)."""
+        """Whether any call's next attempt would be refused now."""
         # (+ 2: the next time one of its moves is made again)
         if self.refused_return and self._edits.deepest() + 2 >= self.refused_return:
             return True
@@ -364,8 +312,7 @@ class ToolRepeatCounter:
         return max((count for count, _ in self._refused.values()), default=0)
 
     def note_refusal(self, refusal: ToolRepeat) -> int:
-        """One more attempt of ``refusal``'s call refused; how many in a row with nothing new
-        in the turn between them (a turn that advances is not stuck)."""
+        """One more attempt refused; how many in a row with nothing new between them."""
         digest = _digest(refusal.call)
         count, at = self._refused.pop(digest, (0, self._progress))
         count = count + 1 if at == self._progress else 1
@@ -374,8 +321,7 @@ class ToolRepeatCounter:
             del self._refused[next(iter(self._refused))]
         return count
 
-    def reset(self) -> None:
-        """The person spoke: every count starts afresh."""
+    def reset(self) -> None:  # (the person spoke)
         self._calls.clear()
         self._changes = 0
         self._progress = 0
@@ -397,8 +343,7 @@ class ToolRepeatCounter:
     def feed_pairs(self, event: Event, pairs: list[tuple[AssistantPart, ToolCall, str,
                                                          ToolResult]]
                    ) -> list[tuple[AssistantPart, ToolCall, ToolRepeat]]:
-        """Count the results ``event`` completed (each with its call, key and result), each
-        with its call and the reply that made it; a person's prompt starts afresh."""
+        """Count the (part, call, key, result) ``event`` completed, with part and call."""
         from .pairing import ToolPairing
 
         if ToolPairing.starts_afresh(event):
@@ -419,11 +364,9 @@ class ToolRepeatCounter:
 
     @classmethod
     def from_state(cls, state: object, *, ignored: frozenset[str] = DEFAULT_IGNORED,
-                   block: int = TOOL_REPEAT_BLOCK,
-                   oscillation: int = EDIT_OSCILLATION_WARN,
+                   block: int = TOOL_REPEAT_BLOCK, oscillation: int = EDIT_OSCILLATION_WARN,
                    wait: float = WAIT_MINUTES * 60) -> ToolRepeatCounter:
-        """A counter from ``to_state``; what is not understood is left out (nothing is
-        refused by mistake)."""
+        """A counter from ``to_state``; what is not understood is left out."""
         counter = cls(ignored=ignored, block=block, oscillation=oscillation, wait=wait)
         if not isinstance(state, dict) or state.get("v") != STATE_VERSION:
             return counter
@@ -458,14 +401,12 @@ class ToolRepeatCounter:
         return counter
 
 
-
 # A call's last result: (result digest, count, the turn's file changes then, since when
 # (0: unknown), tree fingerprint ("": not taken), failed, the turn's new results then, waits)
 _Last = tuple[str, int, int, float, str, bool, int, bool]
 
 
 def event_seconds(event: Event) -> float | None:
-    """When a transcript event was written (seconds since the epoch), if it says."""
     timestamp = getattr(event, "timestamp", "")
     if not isinstance(timestamp, str) or not timestamp:
         return None
@@ -474,20 +415,18 @@ def event_seconds(event: Event) -> float | None:
     return parse_timestamp(timestamp)
 
 
-def _moment(value: object) -> float:
-    """A moment read back from a state file: a plain positive number, else 0 (unknown)."""
+def _moment(value: object) -> float:  # (read back: a plain positive number, else 0)
     if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1e11:
         return float(value)
     return 0.0
 
 
-def _small(value: object) -> int:
-    """A count read back from a state file: a plain int in range, else 0."""
+def _small(value: object) -> int:  # (read back: a plain int in range, else 0)
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1_000_000:
         return value
     return 0
 
 
 def result_digest(content: object, *, is_error: bool) -> str:
-    """The digest of ``result_key``: what the counter keeps of a result."""
+    """What the counter keeps of a result: ``result_key``'s digest."""
     return _digest(result_key(content, is_error=is_error))

@@ -1,8 +1,7 @@
-"""Transcript lines (bytes) into the few events the rules need (pure).
+"""Transcript lines (bytes) into the few events the rules need (pure): ``parse_line``.
 
-``parse_line`` classifies one whole line. Only the main session's conversation is kept:
-sidechain (subagent) lines and bookkeeping lines are skipped, broken lines counted. A
-reply's token counts (``Usage``) are read here too (``usage_of``).
+Only the main session's conversation is kept (sidechain and bookkeeping lines skipped,
+broken lines counted); a reply's token counts are read too (``usage_of``).
 """
 
 from __future__ import annotations
@@ -28,8 +27,7 @@ _Class = TypeVar("_Class", bound=type)
 
 @dataclass_transform(frozen_default=True)
 def record(cls: _Class) -> _Class:
-    """A frozen dataclass to the type checker, a plain one at run time (setting a frozen
-    one's fields is five times slower, and a scan makes hundreds of thousands)."""
+    """A frozen dataclass to the type checker, a plain (five times faster) one at run time."""
     return dataclass(slots=True, unsafe_hash=True)(cls)  # type: ignore[return-value]
 
 
@@ -42,15 +40,13 @@ __all__ = ["AssistantPart", "Discard", "Event", "GoalStatus", "MAX_COUNT", "STOP
 
 @record
 class Usage:
-    """A reply's token counts. ``cache_creation_1h``: the part of the cache writes made
-    for an hour (billed higher); ``speed`` ("fast") and ``inference_geo`` ("us"): how it
-    was served (its price depends on them; a sum keeps them where all its replies agree)."""
+    """A reply's token counts, and how it was served (a sum keeps that where all agree)."""
 
     input: int = 0
     output: int = 0
     cache_read: int = 0
     cache_creation: int = 0
-    cache_creation_1h: int = 0
+    cache_creation_1h: int = 0  # (cache writes kept an hour: billed higher)
     speed: str = ""
     inference_geo: str = ""
 
@@ -75,8 +71,7 @@ class Usage:
                 "cache_creation": self.cache_creation, "total": self.total}
 
 
-MAX_COUNT = 10**12
-"""More tokens than any reply ever had: a count above it is garbage (sums must fit 64 bits)."""
+MAX_COUNT = 10**12  # more tokens than any reply ever had (sums must fit 64 bits)
 
 
 def is_count(value: Any) -> bool:
@@ -86,9 +81,7 @@ def is_count(value: Any) -> bool:
 
 def usage_of(input_tokens: Any, output_tokens: Any, cache_read: Any, cache_creation: Any,
              split: Any, speed: Any, inference_geo: Any) -> Usage:
-    """A reply's ``usage`` from its fields as written (None where absent): ``input_tokens``,
-    ``output_tokens``, ``cache_read_input_tokens``, ``cache_creation_input_tokens``,
-    ``cache_creation``, ``speed``, ``inference_geo``."""
+    """A reply's ``usage`` from its fields as written (None where absent)."""
     # (the checks written out: a scan makes one of these per reply line)
     created = cache_creation if type(cache_creation) is int \
         and 0 <= cache_creation <= MAX_COUNT else 0
@@ -104,40 +97,38 @@ def usage_of(input_tokens: Any, output_tokens: Any, cache_read: Any, cache_creat
 
 
 NOT_FINAL = (None, "tool_use", "pause_turn")  # stop_reasons: the reply goes on
-
-
 _INTERRUPTED = "[Request interrupted by user"
-
+# Claude Code's isMeta nudge after a reply with no visible output (2.1.250 to 2.1.332):
+# the same answer goes on.
 _NO_OUTPUT_NUDGE = "[Your previous response had no visible output"
-"""Claude Code's isMeta line after a reply with no visible output (2.1.250 to 2.1.332): the
-same answer goes on, so it is nobody's prompt."""
-
-# System lines' subtypes: the end of a Stop's hook run (a re-prompt before it was that
-# Stop's; not written by 2.1.250 headless), and of a turn.
+# System lines' subtypes: the end of a Stop's hook run (not written by 2.1.250 headless),
+# and of a turn.
 STOP_HOOK_SUMMARY, TURN_DURATION = "stop_hook_summary", "turn_duration"
 _API_ERROR = "API Error"
 SYNTHETIC_MODEL = "<synthetic>"  # the model of a reply Claude Code wrote itself (API error)
 
 
 @record
-class Reprompt:
-    """A Stop hook refused to end the turn and re-prompted the model."""
-
+class _Line:  # what every event but a reply's part starts with
     uuid: str
     timestamp: str
-    text: str
-
-
-TurnKind = Literal["prompt", "meta", "compact"]
-"""A person's text or slash command; an isMeta notice (the /goal kickoff); a compaction."""
 
 
 @record
-class TurnStart:
+class Reprompt(_Line):
+    """A Stop hook refused to end the turn and re-prompted the model."""
+
+    text: str
+
+
+# A person's text or slash command; an isMeta notice (the /goal kickoff); a compaction.
+TurnKind = Literal["prompt", "meta", "compact"]
+
+
+@record
+class TurnStart(_Line):
     """Any other user message that starts a turn: it ends the run."""
 
-    uuid: str
-    timestamp: str
     kind: TurnKind
     text: str
 
@@ -147,25 +138,21 @@ class ToolResult:
     """One ``tool_result`` block: what a tool call gave back."""
 
     tool_use_id: str
-    content: Any  # a string or a list of blocks, as written; or an UnreadResult
+    content: Any  # as written, or an UnreadResult
     is_error: bool  # (with an UnreadResult: not known until it is read)
     cwd: str = ""  # the session's folder when the result came back ("" unknown)
-    # A file-changing call's file states before and after (``edits.states_of_result``);
-    # not compared: the scan's typed reader leaves it to ``UnreadResult.read_move``.
+    # A file-changing call's file states (``edits.states_of_result``), not compared.
     move: tuple[str, str] | None = field(default=None, compare=False)
 
 
 class UnreadResult:
-    """A tool result left unread in its line (the scan: most of a history's bytes) until
-    something must compare it; ``read`` gives what ``parse_line`` would have."""
+    """A tool result left unread in its line until something must compare it."""
 
     __slots__ = ("source", "tool_use_id")
 
-    BROKEN: Final = "\x00loop-killer: unreadable tool result line"
-    """Stands for the content of a line that did not parse (or could not be read again)."""
+    BROKEN: Final = "\x00loop-killer: unreadable tool result line"  # (its line did not parse)
 
     def __init__(self, source: bytes | Callable[[], bytes], tool_use_id: str) -> None:
-        # The line, or how to read it again from the file (never copied).
         self.source = source
         self.tool_use_id = tool_use_id
 
@@ -180,8 +167,7 @@ class UnreadResult:
             return None
         return _load(line)
 
-    def read(self) -> tuple[Any, bool]:
-        """(content, is_error), as ``parse_line`` gives them."""
+    def read(self) -> tuple[Any, bool]:  # (content, is_error)
         entry = self._entry()
         message = entry.get("message") if isinstance(entry, dict) else None
         content = message.get("content") if isinstance(message, dict) else None
@@ -190,26 +176,19 @@ class UnreadResult:
                 return result.content, result.is_error
         return self.BROKEN, True
 
-    def read_move(self) -> tuple[str, str] | None:
-        """The file's states before and after, as ``parse_line`` gives them (``move``)."""
+    def read_move(self) -> tuple[str, str] | None:  # (``ToolResult.move``)
         entry = self._entry()
-        from .edits import states_of_result  # (as parse_line gives it)
+        from .edits import states_of_result
         return states_of_result(entry.get("toolUseResult")) if isinstance(entry, dict) else None
 
 
 @record
-class ToolResults:
-    """Tool results coming back: part of the current answer."""
-
-    uuid: str
-    timestamp: str
+class ToolResults(_Line):
     results: tuple[ToolResult, ...] = ()
 
 
 @record
 class ToolCall:
-    """One ``tool_use`` block of a reply."""
-
     tool_use_id: str
     name: str
     input: Any  # the JSON value as written (usually an object)
@@ -217,8 +196,7 @@ class ToolCall:
 
 @record
 class AssistantPart:
-    """One assistant line: content blocks of the reply ``message_id``. ``final``: a final
-    ``stop_reason`` on a line of more than thinking (2.1.x writes it on the thinking too)."""
+    """One assistant line. ``final``: a final ``stop_reason`` on more than thinking."""
 
     message_id: str
     uuid: str
@@ -232,20 +210,16 @@ class AssistantPart:
 
 
 @record
-class Discard:
+class Discard(_Line):
     """The answer in progress is void: the person interrupted it, or an API error ended it."""
 
-    uuid: str
-    timestamp: str
     reason: Literal["interrupted", "api_error"]
 
 
 @record
-class GoalStatus:
+class GoalStatus(_Line):
     """A ``goal_status`` attachment: goal set, evaluated, or cleared."""
 
-    uuid: str
-    timestamp: str
     met: bool
     sentinel: bool
     condition: str
@@ -257,11 +231,9 @@ class GoalStatus:
 
 
 @record
-class SystemEntry:
+class SystemEntry(_Line):
     """A system line (stop_hook_summary, turn_duration, ...): a reply before it is complete."""
 
-    uuid: str
-    timestamp: str
     subtype: str
     prevented_continuation: bool = False  # a stop_hook_summary of a Stop that ended the turn
 
@@ -286,7 +258,6 @@ class ParseStats:
 
     @property
     def broken(self) -> int:
-        """Lines that were not valid JSON objects of the expected shape."""
         return self.skipped["bad_json"] + self.skipped["wrong_shape"]
 
 
@@ -301,22 +272,19 @@ def _load(line: bytes) -> Any:
             return None
 
 
-def _blocks(content: list[Any]) -> Iterator[tuple[Any, Any, Any, Any, Any]]:
-    """A message's content blocks as ``reply_of`` takes them."""
-    return ((block.get("type"), block.get("text"), block.get("id"), block.get("name"),
-             block.get("input")) if isinstance(block, dict) else (None,) * 5
-            for block in content)
+def _blocks(content: list[Any] | str) -> Iterator[tuple[Any, Any, Any, Any, Any]] | str:
+    return content if isinstance(content, str) else (
+        (block.get("type"), block.get("text"), block.get("id"), block.get("name"),
+         block.get("input")) if isinstance(block, dict) else (None,) * 5 for block in content)
 
 
 def _tool_results(content: Any, cwd: str = "") -> tuple[ToolResult, ...]:
     if not isinstance(content, list):
         return ()
-    return tuple(
-        ToolResult(_str(block.get("tool_use_id")), block.get("content"),
-                   block.get("is_error") is True, cwd)
-        for block in content
-        if isinstance(block, dict) and block.get("type") == "tool_result"
-    )
+    return tuple(ToolResult(_str(block.get("tool_use_id")), block.get("content"),
+                            block.get("is_error") is True, cwd)
+                 for block in content
+                 if isinstance(block, dict) and block.get("type") == "tool_result")
 
 
 def _starts_with(text: str, prefix: str) -> bool:
@@ -330,8 +298,7 @@ def _str(value: Any) -> str:
 
 def parse_line(line: bytes, stats: ParseStats | None = None, *, subagent: bool = False
                ) -> Event | None:
-    """Classify one transcript line; None (the reason counted in ``stats``) if skipped.
-    ``subagent``: read a subagent's (``isSidechain``) line as its scope's conversation."""
+    """One line's event; None (the reason counted in ``stats``) if skipped."""
     event, reason = _classify(line, subagent)
     if stats is not None:
         stats.count(event, reason)
@@ -380,15 +347,11 @@ def _goal_status(entry: dict[str, Any], uuid: str, timestamp: str) -> tuple[Even
 THINKING = ("thinking", "redacted_thinking")  # blocks that are never a reply's text
 
 
-def _assistant(
-    entry: dict[str, Any], message: dict[str, Any], content: Any, uuid: str, timestamp: str
-) -> tuple[Event | None, str]:
-    if isinstance(content, list):
-        text, calls, only_thinking = reply_of(_blocks(content))
-    elif isinstance(content, str):
-        text, calls, only_thinking = content, (), False
-    else:
+def _assistant(entry: dict[str, Any], message: dict[str, Any], content: Any, uuid: str,
+               timestamp: str) -> tuple[Event | None, str]:
+    if not isinstance(content, (list, str)):
         return None, "wrong_shape"
+    text, calls, only_thinking = reply_of(_blocks(content))
     usage = message.get("usage")
     get = usage.get if isinstance(usage, dict) else None
     return assistant_event(uuid, timestamp, text, calls, only_thinking,
@@ -401,10 +364,11 @@ def _assistant(
                                get("speed"), get("inference_geo")))
 
 
-def reply_of(blocks: Iterable[tuple[Any, Any, Any, Any, Any]]
+def reply_of(blocks: Iterable[tuple[Any, Any, Any, Any, Any]] | str
              ) -> tuple[str, tuple[ToolCall, ...], bool]:
-    """A message's text (its text blocks joined), its tool calls, and whether it is all
-    thinking, in one pass over its blocks given as (type, text, id, name, input)."""
+    """A message's text, tool calls, and whether it is all thinking, from its blocks."""
+    if isinstance(blocks, str):
+        return blocks, (), False
     texts: list[str] = []
     calls: list[ToolCall] = []
     only_thinking: bool | None = None  # None until a block is seen
@@ -427,7 +391,7 @@ def assistant_event(uuid: str, timestamp: str, text: str, calls: tuple[ToolCall,
                     only_thinking: bool, *, api_error: Any, message_id: Any, stop_reason: Any,
                     usage: Usage | None, model: Any) -> tuple[Event, str]:
     """An assistant line's event, from its reply (``reply_of``) and its message's fields."""
-    # (the model's own reply may begin "API Error", quoting a log: only Claude Code's is one)
+    # (the model's own reply may begin "API Error": only Claude Code's is one)
     if api_error is True or (not calls and model == SYNTHETIC_MODEL
                              and _starts_with(text, _API_ERROR)):
         return Discard(uuid, timestamp, "api_error"), ""
@@ -446,29 +410,22 @@ def _user(entry: dict[str, Any], content: Any, uuid: str, timestamp: str
 
             results = (replace(results[0], move=states_of_result(use_result)),)
         return ToolResults(uuid, timestamp, results), ""
-    if isinstance(content, str):
-        text = content
-    elif isinstance(content, list):
-        text = reply_of(_blocks(content))[0]
-    else:
+    if not isinstance(content, (list, str)):
         return None, "wrong_shape"
-    return user_text_event(uuid, timestamp, text, compact=entry.get("isCompactSummary"),
-                           meta=entry.get("isMeta"),
+    return user_text_event(uuid, timestamp, reply_of(_blocks(content))[0],
+                           compact=entry.get("isCompactSummary"), meta=entry.get("isMeta"),
                            typed=typed_by_person(entry.get("promptSource"), entry.get("origin")))
 
 
 def typed_by_person(prompt_source: Any, origin: Any) -> bool:
-    """A user line that says a person typed it (2.1.328 on: ``promptSource: "typed"``,
-    ``origin: {"kind": "human"}``); a re-prompt never says so (it is ``isMeta``)."""
+    """A user line that says a person typed it (2.1.328 on); a re-prompt never does."""
     return prompt_source == "typed" or (isinstance(origin, dict)
                                         and origin.get("kind") == "human")
 
 
 def user_text_event(uuid: str, timestamp: str, text: str, *, compact: Any, meta: Any,
                     typed: bool = False) -> tuple[Event | None, str]:
-    """A user line's event from its text: an interruption, a re-prompt, or a turn's start;
-    None for the nudge after a reply with no visible output. ``typed``: a person typed it
-    (``typed_by_person``), so "Stop hook..." from them is no re-prompt."""
+    """A user line's event from its text (a person's ``typed`` text is no re-prompt)."""
     if _starts_with(text, _INTERRUPTED):
         return Discard(uuid, timestamp, "interrupted"), ""
     if meta is True and text.startswith(_NO_OUTPUT_NUDGE):
@@ -480,7 +437,6 @@ def user_text_event(uuid: str, timestamp: str, text: str, *, compact: Any, meta:
 
 
 def parse_timestamp(value: str) -> float | None:
-    """Seconds since the epoch of a transcript timestamp (ISO 8601), None if unreadable."""
     if not value:
         return None
     try:
@@ -493,7 +449,6 @@ def parse_timestamp(value: str) -> float | None:
 
 
 def is_run_boundary(event: Event | None) -> bool:
-    """True for events before which nothing can matter to the current run (a turn start:
-    a transcript is read backwards only as far as its trailing run needs)."""
+    """True for events before which nothing can matter to the current run."""
     return isinstance(event, TurnStart)
 

@@ -1,12 +1,7 @@
-"""``parse_line`` for the history scan: a line decoded into typed structures that name only
-the fields the engine reads (msgspec), instead of a dict of every value in it.
-
-The decoder skips every other field (snapshots, tool inputs' neighbours, thinking, usage's
-extras) without building it, and leaves a tool result's content raw: the scan hands a
-result on unread (``UnreadResult``) until its call repeats. ``typed_event`` gives the event
-``parse_line`` gives, with a tool result's content unread; when a line does not fit the
-structures (not a JSON object, a field of an unexpected type, bytes that are not UTF-8) it
-says so and the caller parses the line with ``parse_line``: odd lines keep their meaning.
+"""``parse_line`` for the history scan: a line decoded (msgspec) into typed structures that
+name only the fields the engine reads, a tool result's content left raw and unread.
+``typed_event`` gives ``parse_line``'s event, or ``NOT_TYPED`` for a line that does not fit
+the structures: the caller then parses it with ``parse_line``.
 """
 
 from __future__ import annotations
@@ -34,9 +29,8 @@ from .transcript import (
 __all__ = ["NOT_TYPED", "Line", "Message", "ReadAgain", "TypedUsage", "decode_line",
            "entry_event", "typed_event"]
 
-# Field names are the transcript's own (camelCase), hence no renaming. ``gc=False``: a
-# decoded tree holds no cycle, and tracking its structs doubled a scan's decoding time
-# (the collector then runs every few hundred lines).
+# Field names are the transcript's own (camelCase). ``gc=False``: a decoded tree holds no
+# cycle, and tracking its structs doubled a scan's decoding time.
 
 
 class _Split(msgspec.Struct, gc=False):  # (cache writes by how long they are kept)
@@ -108,19 +102,13 @@ class Line(msgspec.Struct, gc=False):
 
 _DECODE = msgspec.json.Decoder(Line).decode
 
-NOT_TYPED: Any = object()
-"""What ``typed_event`` gives for a line that does not fit ``Line``: parse it instead."""
-
-ReadAgain = Any
-"""The line's bytes, or how to read them again (``UnreadResult``'s source)."""
+NOT_TYPED: Any = object()  # ``typed_event``'s for a line that does not fit: parse it instead
+ReadAgain = Any  # the line's bytes, or how to read them again (``UnreadResult``'s source)
 
 
 def typed_event(line: bytes | memoryview, source: ReadAgain | None = None, *,
                 subagent: bool = False) -> tuple[Event | None, str, Line] | Any:
-    """(event, reason skipped, the decoded line) as ``parse_line(line, subagent=...)``
-    gives the event and reason, a tool result's content left unread (read again from
-    ``source``; a copy of the line without it); ``NOT_TYPED`` when only ``parse_line``
-    can tell."""
+    """(event, reason skipped, the decoded line), or ``NOT_TYPED``: use ``parse_line``."""
     entry = decode_line(line)
     if entry is None:
         return NOT_TYPED
@@ -129,7 +117,6 @@ def typed_event(line: bytes | memoryview, source: ReadAgain | None = None, *,
 
 
 def decode_line(line: bytes | memoryview) -> Line | None:
-    """The line decoded, None when it does not fit ``Line``."""
     try:
         return _DECODE(line)
     except (msgspec.DecodeError, UnicodeDecodeError):
@@ -138,8 +125,7 @@ def decode_line(line: bytes | memoryview) -> Line | None:
 
 def entry_event(entry: Line, source: ReadAgain, *, subagent: bool = False
                 ) -> tuple[Event | None, str] | Any:
-    """``typed_event`` of a line decoded already (``source``: its bytes, or how to read
-    them again)."""
+    """``typed_event`` of a line decoded already."""
     kind = entry.type
     if kind not in ("user", "assistant", "system", "attachment"):
         return None, "other_type"
@@ -169,13 +155,9 @@ def entry_event(entry: Line, source: ReadAgain, *, subagent: bool = False
 
 def _assistant(entry: Line, message: Message, uuid: str, timestamp: str
                ) -> tuple[Event | None, str]:
-    content = message.content
-    if isinstance(content, list):
-        text, calls, only_thinking = reply_of(_blocks(content))
-    elif isinstance(content, str):
-        text, calls, only_thinking = content, (), False
-    else:
+    if message.content is None:
         return None, "wrong_shape"
+    text, calls, only_thinking = reply_of(_blocks(message.content))
     usage = message.usage
     return assistant_event(uuid, timestamp, text, calls, only_thinking,
                            api_error=entry.isApiErrorMessage, message_id=message.id,
@@ -183,8 +165,9 @@ def _assistant(entry: Line, message: Message, uuid: str, timestamp: str
                            usage=None if usage is None else usage.read())
 
 
-def _blocks(content: list[_Block]) -> Iterator[tuple[Any, Any, Any, Any, Any]]:
-    return ((block.type, block.text, block.id, block.name, block.input) for block in content)
+def _blocks(content: list[_Block] | str) -> Iterator[tuple[Any, Any, Any, Any, Any]] | str:
+    return content if isinstance(content, str) else (
+        (block.type, block.text, block.id, block.name, block.input) for block in content)
 
 
 def _user(entry: Line, content: str | list[_Block] | None, uuid: str, timestamp: str,
@@ -198,14 +181,11 @@ def _user(entry: Line, content: str | list[_Block] | None, uuid: str, timestamp:
             return ToolResults(uuid, timestamp, tuple(
                 ToolResult(tool_use_id, UnreadResult(source, tool_use_id), False, cwd)
                 for tool_use_id in ids)), ""
-        text = reply_of(_blocks(content))[0]
-    elif isinstance(content, str):
-        text = content
-    else:
+    if content is None:
         return None, "wrong_shape"
-    return user_text_event(uuid, timestamp, text, compact=entry.isCompactSummary,
-                           typed=typed_by_person(entry.promptSource, entry.origin),
-                           meta=entry.isMeta)
+    return user_text_event(uuid, timestamp, reply_of(_blocks(content))[0],
+                           compact=entry.isCompactSummary, meta=entry.isMeta,
+                           typed=typed_by_person(entry.promptSource, entry.origin))
 
 
 def _str(value: Any) -> str:

@@ -1,12 +1,8 @@
 """Waiting is not looping (pure): the calls that wait for the world, and the time they get.
 
-A call *waits* when its command sleeps or blocks until the world changes (``sleep 60 &&
-gh pr checks 42``, ``gh run watch``, ``kubectl wait``, ``until ...; do sleep 5; done``,
-``tail -f``), it reads a background job's output, or it is one of Claude Code's waiting
-tools (``WAITING_TOOLS``). Its same result again is never warned, refused or stopped by
-count; once it has stayed the same for ``WAIT_MINUTES`` it is a loop like any other.
-A gap between calls is not waiting by itself (a large context takes 15-60 s a request:
-two searches alternating for 50 minutes were a loop); only the call's words or tool say so.
+A call *waits* when its command sleeps or blocks (``sleep 60 && gh pr checks 42``, ``tail
+-f``), it reads a background job's output, or it is one of ``WAITING_TOOLS``; its same
+result counts only once it has stayed the same for ``WAIT_MINUTES``.
 """
 
 from __future__ import annotations
@@ -19,20 +15,16 @@ if TYPE_CHECKING:
 
 __all__ = ["WAITING_TOOLS", "WAIT_MINUTES", "waited_words", "waits"]
 
-WAIT_MINUTES = 30.0
-"""How long a waiting call's result may stay the same before it is a loop: CI runs and
-deploys mostly end within it (a rollout times out at 10 minutes by default)."""
+WAIT_MINUTES = 30.0  # CI runs and deploys mostly end within it
 
 WAITING_TOOLS: frozenset[str] = frozenset({
     # Reading a background job's (or agent's) output while it runs.
     "TaskOutput", "BashOutput", "BashOutputTool", "AgentOutput", "AgentOutputTool",
     # Teammates' tasks polled while they work.
     "TaskList", "TaskGet",
-    # Waiting on purpose: a /loop's scheduled wake-up, MCP servers still connecting, new
-    # notifications, a background process watched until it says something.
+    # Waiting on purpose: a /loop's wake-up, MCP servers, notifications, a watched process.
     "ScheduleWakeup", "WaitForMcpServers", "ReadNotifications", "Monitor",
-})
-"""Claude Code's own tools that wait by design."""
+})  # Claude Code's own tools that wait by design
 
 # A command that waits is found by one of these words first (a cheap test on every call).
 _HINTS = ("sleep", "wait", "watch", "rollout", "tail", ".output", "get-content")
@@ -46,7 +38,6 @@ _KEYWORDS = frozenset({"do", "then", "else", "elif", "if", "while", "until", "!"
 
 
 def waits(name: str, tool_input: object) -> bool:
-    """Whether a call waits for the world (see above)."""
     if name in WAITING_TOOLS:
         return True
     if not isinstance(tool_input, dict):
