@@ -19,7 +19,7 @@ from typing import Any
 from .. import __version__
 from ..state.files import config_dir
 from ..state.journal import Record
-from .metrics import MetricsSource
+from .metrics import BUDGET_LIMIT, COUNTERS, SESSION_GAUGES, TURN_GAUGES, MetricsSource
 from .telemetry_plan import (
     _SETTINGS_BYTES,
     EVENT_NAME,
@@ -39,10 +39,6 @@ __all__ = ["TelemetryExport", "TelemetryUnavailable", "read_settings_env",
 
 log = logging.getLogger("loop_killer.watch")
 events_log = logging.getLogger("loop_killer.watch.events")
-
-# (the constants and the pure core: telemetry_plan)
-
-# --- the shell --------------------------------------------------------------------------
 
 def read_settings_env(environ: Mapping[str, str]) -> dict[str, str]:
     """The ``env`` block of ``$CLAUDE_CONFIG_DIR/settings.json`` (or
@@ -93,25 +89,22 @@ class TelemetryExport:
             self._thread.start()
 
     def _meters(self, resource: Any) -> Any:
-        try:
-            from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
-                OTLPMetricExporter,
-            )
-            from opentelemetry.sdk.metrics import (
-                Counter,
-                Histogram,
-                MeterProvider,
-                ObservableCounter,
-                ObservableGauge,
-                ObservableUpDownCounter,
-                UpDownCounter,
-            )
-            from opentelemetry.sdk.metrics.export import (
-                AggregationTemporality,
-                PeriodicExportingMetricReader,
-            )
-        except ImportError:
-            raise TelemetryUnavailable(MISSING) from None
+        # (the SDK comes with the exporter __init__ found)
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+        from opentelemetry.sdk.metrics import (
+            Counter,
+            Histogram,
+            MeterProvider,
+            ObservableCounter,
+            ObservableGauge,
+            ObservableUpDownCounter,
+            UpDownCounter,
+        )
+        from opentelemetry.sdk.metrics.export import (
+            AggregationTemporality,
+            PeriodicExportingMetricReader,
+        )
+
         assert self.plan.metrics is not None
         temporality: dict[type, AggregationTemporality] | None = None
         if self.plan.delta:  # delta for the counters, as the SDK's "delta" preference does
@@ -127,47 +120,26 @@ class TelemetryExport:
         provider = MeterProvider(resource=resource, metric_readers=[reader],
                                  shutdown_on_exit=False)  # close() does it, in time
         meter = provider.get_meter("loop_killer", __version__)
-        for name, field, labels, unit, text in (
-                ("loops", "loops", ("rule", "kind", "project"), "{loop}",
-                 "Loops loop-killer caught, counted when detected"),
-                ("loop_outcomes", "outcomes", ("rule", "kind", "outcome", "project"), "{loop}",
-                 "Loops counted again when their first outcome is known (a tool-call "
-                 "warning nothing refused after: outcome warned)"),
-                ("tool_refusals", "refusals", ("project",), "{call}",
-                 "Tool calls refused for repeating the same result"),
-                ("avoided_tokens", "avoided_tokens", ("rule", "project"), "{token}",
-                 "Tokens a stopped re-prompt loop would still have spent")):
-            meter.create_observable_counter(f"loop_killer.{name}",
-                                            [self._counter(field, *labels)], unit=unit,
-                                            description=text)
-        for name, what, text in (
-                ("followed", "followed", "Session transcripts the watcher follows"),
-                ("live", "live", "Sessions whose transcript grew in the last 5 minutes"),
-                ("in_run", "in_run", "Live sessions in a re-prompt run")):
-            meter.create_observable_gauge(f"loop_killer.sessions.{name}",
-                                          [self._gauge(what)], unit="{session}",
-                                          description=text)
-        # Each live turn against the budget: session.id, as on Claude Code's own metrics.
-        for name, what, unit, text in (
-                ("spend_usd", "usd", "{USD}", "What the live turn has spent (USD)"),
-                ("reprompts", "reprompts", "{reprompt}", "Re-prompts in the live turn"),
-                ("duration", "minutes", "min", "Minutes since the live turn's prompt")):
-            meter.create_observable_gauge(f"loop_killer.turn.{name}", [self._turns(what)],
-                                          unit=unit, description=text)
+        for figure in COUNTERS:
+            meter.create_observable_counter(
+                f"loop_killer.{figure.otel}", [self._counter(figure.field, *figure.labels)],
+                unit=figure.unit, description=figure.otel_text or figure.text)
+        for figures, observe in ((SESSION_GAUGES, self._gauge), (TURN_GAUGES, self._turns)):
+            for figure in figures:
+                meter.create_observable_gauge(
+                    f"loop_killer.{figure.otel}", [observe(figure.field)], unit=figure.unit,
+                    description=figure.otel_text or figure.text)
         meter.create_observable_gauge(
-            "loop_killer.budget.limit", [self._limits], unit="{limit}",
-            description="The budget of a turn, per limit that is on (reprompts, usd, "
-                        "minutes)")
+            f"loop_killer.{BUDGET_LIMIT.otel}", [self._limits], unit=BUDGET_LIMIT.unit,
+            description=BUDGET_LIMIT.otel_text)
         return provider
 
     def _logs(self, resource: Any) -> tuple[Any, Callable[[LoopEvent], None]]:
-        try:
-            from opentelemetry._logs import SeverityNumber
-            from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
-            from opentelemetry.sdk._logs import LoggerProvider
-            from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
-        except ImportError:
-            raise TelemetryUnavailable(MISSING) from None
+        from opentelemetry._logs import SeverityNumber
+        from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+        from opentelemetry.sdk._logs import LoggerProvider
+        from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+
         assert self.plan.logs is not None
         provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
         provider.add_log_record_processor(BatchLogRecordProcessor(
@@ -253,30 +225,12 @@ class TelemetryExport:
         closing.join(max(0.0, deadline - time.monotonic()))
 
 
-class _Seldom(logging.Filter):
-    """One line per ``every`` seconds at most: a collector that is down would otherwise
-    be reported at each export, with each retry."""
-
-    def __init__(self, every: float) -> None:
-        super().__init__()
-        self.every = every
-        self.last = -every
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        now = time.monotonic()
-        if now - self.last < self.every:
-            return False
-        self.last = now
-        return True
-
-
 def _quiet_sdk_log(every: float = 300.0) -> None:
     """The SDK's complaints (a collector unreachable, a refused batch) go where the
     watcher's problems go, in its format, errors only (warnings too with --verbose),
-    one every ``every`` seconds at most."""
+    one every ``every`` seconds at most (a collector down fails each export and retry)."""
     ours = logging.getLogger("loop_killer")
-    forward = _Forward(ours)
-    forward.addFilter(_Seldom(every))  # on the handler: the SDK logs from child loggers
+    forward = _Forward(ours, every)  # a handler: the SDK logs from child loggers
     sdk = logging.getLogger("opentelemetry")
     sdk.handlers[:] = [forward]
     sdk.propagate = False
@@ -284,13 +238,20 @@ def _quiet_sdk_log(every: float = 300.0) -> None:
 
 
 class _Forward(logging.Handler):
-    """Hands records to another logger's handlers (the watcher's stderr, its format)."""
+    """Hands records to another logger's handlers (the watcher's stderr, its format), one
+    per ``every`` seconds at most."""
 
-    def __init__(self, to: logging.Logger) -> None:
+    def __init__(self, to: logging.Logger, every: float) -> None:
         super().__init__()
         self.to = to
+        self.every = every
+        self.last = -every
 
     def emit(self, record: logging.LogRecord) -> None:
+        now = time.monotonic()
+        if now - self.last < self.every:
+            return
+        self.last = now
         for handler in self.to.handlers:
             handler.handle(record)
 
