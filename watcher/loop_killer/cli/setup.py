@@ -33,18 +33,8 @@ from ..hooks.notice import MOD_MIN_VERSION, parse_version
 from ..hooks.terminal import Runner, command_runner
 from ..state.files import config_dir, ensure_private_dir, linked_state_folders, state_dir
 
-__all__ = [
-    "PLUGIN_NAME",
-    "Check",
-    "add_arguments_doctor",
-    "add_arguments_install",
-    "doctor",
-    "find_marketplace",
-    "install",
-    "interpreter_kind",
-    "multiplexer",
-    "record_interpreter",
-]
+__all__ = ["PLUGIN_NAME", "Check", "add_arguments_doctor", "add_arguments_install", "doctor",
+           "find_marketplace", "install", "interpreter_kind", "multiplexer", "record_interpreter"]
 
 PLUGIN_NAME = "loop-killer"
 

@@ -17,20 +17,9 @@ from ..engine.tool_repeat import TOOL_CALL_RULES
 from ..state.journal import LoopRecord, OutcomeRecord, Record, ToolRecord
 from ..state.report import project_label
 
-__all__ = [
-    "EVENT_NAME",
-    "MISSING",
-    "OUTCOME_WAIT",
-    "POLL_EVERY",
-    "Destination",
-    "ExportPlan",
-    "LoopEvent",
-    "LoopEvents",
-    "parse_pairs",
-    "plan_export",
-    "settings_env",
-    "telemetry_variables",
-]
+__all__ = ["EVENT_NAME", "MISSING", "OUTCOME_WAIT", "POLL_EVERY", "Destination", "ExportPlan",
+           "LoopEvent", "LoopEvents", "parse_pairs", "plan_export", "settings_env",
+           "telemetry_variables"]
 
 ENABLE = "CLAUDE_CODE_ENABLE_TELEMETRY"
 SERVICE_NAME = "loop-killer"

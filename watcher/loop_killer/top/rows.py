@@ -19,24 +19,9 @@ from ..state.refused import Refused
 from ..state.report import OUTCOME_LABELS, project_label, short_id
 from ..state.status import SessionStatus, WatcherHeartbeat
 
-__all__ = [
-    "FINAL_OUTCOMES",
-    "SETTLE",
-    "STOPPED_OUTCOMES",
-    "Attention",
-    "LastDetection",
-    "Limits",
-    "Row",
-    "Screen",
-    "Words",
-    "ago_short",
-    "budget_words",
-    "build_screen",
-    "fold_record",
-    "money",
-    "project_names",
-    "tokens_text",
-]
+__all__ = ["FINAL_OUTCOMES", "SETTLE", "STOPPED_OUTCOMES", "Attention", "LastDetection", "Limits",
+           "Row", "Screen", "Words", "ago_short", "budget_words", "build_screen", "fold_record",
+           "money", "project_names", "tokens_text"]
 
 # What became of a detection, by the words the watcher and the hooks log (report's labels).
 STOPPED_OUTCOMES = frozenset({"cleared", "stopped", "stopped_no_goal", "clear_queued",

@@ -30,24 +30,9 @@ from watchdog.events import (
 
 from ..state.files import is_session_file_name, list_transcripts
 
-__all__ = [
-    "DIR",
-    "FILE",
-    "OVERFLOW",
-    "ROOT",
-    "STOP",
-    "EventQueue",
-    "Taken",
-    "FolderMark",
-    "folder_entries",
-    "folder_marks",
-    "list_transcripts",
-    "listen_for_overflow",
-    "observer_healthy",
-    "relevance",
-    "start_observer",
-    "stop_observer",
-]
+__all__ = ["DIR", "FILE", "OVERFLOW", "ROOT", "STOP", "EventQueue", "Taken", "FolderMark",
+           "folder_entries", "folder_marks", "list_transcripts", "listen_for_overflow",
+           "observer_healthy", "relevance", "start_observer", "stop_observer"]
 
 log = logging.getLogger("loop_killer.watch")
 

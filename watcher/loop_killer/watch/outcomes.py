@@ -9,16 +9,8 @@ from typing import Literal
 
 from ..engine.transcript import parse_timestamp
 
-__all__ = [
-    "HISTORY_AGE",
-    "HOOKS_WORD",
-    "OUTCOME_TIMEOUT",
-    "Outcome",
-    "OutcomeKind",
-    "PendingOutcome",
-    "at_deadline",
-    "is_historic",
-]
+__all__ = ["HISTORY_AGE", "HOOKS_WORD", "OUTCOME_TIMEOUT", "Outcome", "OutcomeKind",
+           "PendingOutcome", "at_deadline", "is_historic"]
 
 OUTCOME_TIMEOUT = 60.0
 """Seconds after a detection at which the watcher says what became of it."""

@@ -43,17 +43,11 @@ def publish(state: Path, tracked: Tracked, now: float, *, unless_on_disk: bool =
     if key == seen.key:
         return seen
     status = SessionStatus(
-        session_id=tracked.session_id,
-        transcript_path=tracked.path,
-        project=tracked.project,
-        offset=reader.offset,
-        run_length=detector.run_length,
-        chain_length=detector.chain_length,
-        awaiting=detector.awaiting,
-        last_answer_uuid=answer_uuid,
-        last_answer_digest=digest,
-        last_activity=tracked.last_activity,
-        updated_at=now,
+        session_id=tracked.session_id, transcript_path=tracked.path, project=tracked.project,
+        offset=reader.offset, run_length=detector.run_length,
+        chain_length=detector.chain_length, awaiting=detector.awaiting,
+        last_answer_uuid=answer_uuid, last_answer_digest=digest,
+        last_activity=tracked.last_activity, updated_at=now,
         goal=None if goal is None else {
             "met": goal.met, "sentinel": goal.sentinel, "cleared": goal.cleared,
             "condition": goal.condition, "reason": goal.reason, "uuid": goal.uuid,

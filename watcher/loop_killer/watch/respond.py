@@ -1,24 +1,16 @@
 """What the steps of a followed session mean to the watcher, and what it does about them.
 
-* A detection: where the session's Stop hook judges its replies (``state.session.hooks_judge``)
-  the hook logs and stops the loop, and the watcher follows what becomes of it. Else it is
-  recorded first (``state.records``), then the watcher writes the clear request (before the
-  status that covers the answer), the log line and its terminal line.
-* A person's prompt withdraws a pending request.
-* A goal status or a ``stop_hook_summary`` is what became of the last detection
-  (``outcomes``). Outcome lines are held until the next ``tick``, after the detection log
-  was read: the hook's lines (logged before its turn ended) come first.
-
-Every line about a loop goes through one ``Narrator`` and one ``InOrder`` (``narrate``).
-The watcher logs a turn stopped or a goal cleared only for a loop no hook acted on, and
-always what only it sees (the loop went on, nothing in time, a prompt came first, a
-tool-call warning with no refusal in time: ``warned``).
+A detection: where the session's Stop hook judges its replies (``hooks_judge``) it is the
+hook's to log and stop, and the watcher follows its outcome; else the watcher records it,
+writes the clear request, logs it. A person's prompt withdraws a pending request. A goal
+status or a ``stop_hook_summary`` is the last detection's outcome, held until the next
+``tick`` (after the detection log was read: the hook's lines come first). Every line about
+a loop goes through one ``Narrator`` and one ``InOrder``.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
@@ -32,23 +24,11 @@ from ..engine.transcript import STOP_HOOK_SUMMARY, GoalStatus, SystemEntry, pars
 from ..printable import printable
 from ..state import journal, records, report
 from ..state.files import request_waiting
-from ..state.inbox import (
-    ClearRequest,
-    InvalidRequest,
-    discard_request,
-    peek_request,
-    write_request,
-)
+from ..state.inbox import ClearRequest, InvalidRequest, discard_request, peek_request, write_request
 from ..state.session import hooks_judge
 from .narrate import InOrder, Narrator, Notice, Said
-from .outcomes import (
-    HOOKS_WORD,
-    OUTCOME_TIMEOUT,
-    Outcome,
-    PendingOutcome,
-    at_deadline,
-    is_historic,
-)
+from .outcomes import HOOKS_WORD, OUTCOME_TIMEOUT, Outcome, PendingOutcome, at_deadline, is_historic
+from .tool_repeats import hooks_keep_counts
 from .tracked import Tracked
 
 __all__ = ["Responder"]
@@ -117,31 +97,17 @@ class Responder:
             self.follow(tracked, detection.answer_uuid, detection.rule)
             return
         request = ClearRequest(
-            session_id=session_id,
-            rule=detection.rule,
-            count=detection.count,
-            run_length=detection.run_length,
-            answer_uuid=detection.answer_uuid,
-            answer_digest=text_digest(answer.text),
-            transcript_path=tracked.path,
-            created_at=time.time(),
-            source="watcher",
-            prompt_uuid=answer.prompt_uuid,
-        )
+            session_id=session_id, rule=detection.rule, count=detection.count,
+            run_length=detection.run_length, answer_uuid=detection.answer_uuid,
+            answer_digest=text_digest(answer.text), transcript_path=tracked.path,
+            created_at=time.time(), source="watcher", prompt_uuid=answer.prompt_uuid)
         requested = self._write_request(tracked, request)
         journal.append(self.state, journal.LoopRecord(
-            session_id=session_id,
-            answer_uuid=detection.answer_uuid,
-            prompt_uuid=answer.prompt_uuid,
-            answer_digest=request.answer_digest,
-            rule=detection.rule,
-            count=detection.count,
-            run_length=detection.run_length,
-            project=tracked.project,
-            transcript_path=tracked.path,
-            snippet=report.snippet(answer.text, 200),
-            source="watcher",
-        ))
+            session_id=session_id, answer_uuid=detection.answer_uuid,
+            prompt_uuid=answer.prompt_uuid, answer_digest=request.answer_digest,
+            rule=detection.rule, count=detection.count, run_length=detection.run_length,
+            project=tracked.project, transcript_path=tracked.path,
+            snippet=report.snippet(answer.text, 200), source="watcher"))
         who = report.project_label(tracked.project, self.home)
         at = parse_timestamp(answer.timestamp) or time.time()  # when it was written
         self.say(self.narrator.detection(
@@ -277,16 +243,10 @@ class Responder:
         if outcome is not None and not (outcome.kind in HOOKS_WORD
                                         and self._hook_acted(tracked, pending)):
             journal.append(self.state, journal.OutcomeRecord(
-                session_id=tracked.session_id,
-                answer_uuid=pending.answer_uuid,
-                rule=pending.rule,
-                outcome=outcome.kind,
-                detail=outcome.detail,
-                after_s=round(time.time() - pending.detected_at, 3),
-                project=tracked.project,
-                transcript_path=tracked.path,
-                source="watcher",
-            ))
+                session_id=tracked.session_id, answer_uuid=pending.answer_uuid,
+                rule=pending.rule, outcome=outcome.kind, detail=outcome.detail,
+                after_s=round(time.time() - pending.detected_at, 3), project=tracked.project,
+                transcript_path=tracked.path, source="watcher"))
         if outcome is not None:
             self._hold(tracked, (pending.answer_uuid,), outcome, pending.rule)
         if final:
@@ -306,7 +266,7 @@ class Responder:
             if not record.refused:
                 self._warned(scope)  # an earlier warning of the same calls is over
                 self.warnings[scope] = (record, time.monotonic() + self.outcome_timeout,
-                                        _tool_hooks_counted(self.state, session_id))
+                                        hooks_keep_counts(self.state, session_id))
             elif scope in self.warnings:
                 warning, _, counted = self.warnings.pop(scope)
                 self.warnings[scope] = (warning, time.monotonic() + self.outcome_timeout,
@@ -405,22 +365,10 @@ class Responder:
                 continue
             detector = tracked.detector
             outcome = at_deadline(
-                pending,
-                more_answers=detector.run_length if detector is not None else 0,
+                pending, more_answers=detector.run_length if detector is not None else 0,
                 request_pending=request_waiting(self.state, tracked.session_id),
-                timeout=self.outcome_timeout,
-            )
+                timeout=self.outcome_timeout)
             self.resolve(tracked, outcome)
-
-
-def _tool_hooks_counted(state: Path, session_id: str) -> bool:
-    """Whether the tool-call hooks keep counts for the session (they warn and refuse)."""
-    from ..state.session import state_path
-
-    try:
-        return os.path.lexists(state_path(state, session_id))
-    except ValueError:
-        return False
 
 
 class _Held:

@@ -12,17 +12,13 @@ import os
 from pathlib import Path
 
 from ..engine.stand_ins import ToolCounts
-from ..engine.tool_repeat import (
-    RULE_TOOL_REPEAT,
-    ToolRepeat,
-    repeat_label,
-)
+from ..engine.tool_repeat import RULE_TOOL_REPEAT, ToolRepeat, repeat_label
 from ..engine.transcript import Event, TurnStart
 from ..state import journal, records, report
 from ..state.config import Settings
 from .tracked import Streaks, Tracked
 
-__all__ = ["ToolRepeats"]
+__all__ = ["ToolRepeats", "hooks_keep_counts"]
 
 log = logging.getLogger("loop_killer.watch")
 
@@ -72,7 +68,7 @@ class ToolRepeats:
                         report.session_label(tracked.project, tracked.session_id, self.home),
                         error)
 
-        if _hooks_count(self.state, tracked.session_id):
+        if hooks_keep_counts(self.state, tracked.session_id):
             return  # the session's hooks judge its calls, with what only they can measure
         rule = repeat.shape or RULE_TOOL_REPEAT
         count = repeat.shape_count if repeat.shape else repeat.count
@@ -81,23 +77,17 @@ class ToolRepeats:
                                        source="watcher", rule=rule, on_error=cannot):
             return  # the PostToolUse hook logged it (and warned the model)
         label = repeat_label(repeat, _LABEL)
+        # (its line is told when the watcher reads the log, in order: ``retell``)
         journal.append(self.state, journal.ToolRecord(
-            rule=rule,
-            session_id=tracked.session_id,
-            tool=repeat.name,
-            call=label,
-            count=count,
-            tool_use_id=repeat.tool_use_id,
-            project=tracked.project,
-            transcript_path=tracked.path,
-            source="watcher",
-        ))  # its line is told when the watcher reads the log (``retell``), in order
+            rule=rule, session_id=tracked.session_id, tool=repeat.name, call=label, count=count,
+            tool_use_id=repeat.tool_use_id, project=tracked.project,
+            transcript_path=tracked.path, source="watcher"))
 
 
-def _hooks_count(state: Path, session_id: str) -> bool:
+def hooks_keep_counts(state: Path, session_id: str) -> bool:
     """Whether the session's tool-call hooks keep its counts (their state file is there):
-    they decide its loops with the tree's fingerprint, which a transcript does not hold,
-    and log them; the watcher logs only the loops of sessions without them."""
+    they judge its calls with the tree's fingerprint, which a transcript does not hold,
+    and warn and refuse."""
     from ..state.session import state_path
 
     try:

@@ -53,14 +53,8 @@ from .retell import tell
 from .safety_net import HOT_FOR, LIVE_MAX, SafetyNet
 from .sessions import IDLE_AFTER, Sessions
 
-__all__ = [
-    "HANDLE_BUDGET",
-    "HOUSEKEEPING_INTERVAL",
-    "POLL_INTERVAL",
-    "RECONCILE_INTERVAL",
-    "SWEEP_INTERVAL",
-    "Watcher",
-]
+__all__ = ["HANDLE_BUDGET", "HOUSEKEEPING_INTERVAL", "POLL_INTERVAL", "RECONCILE_INTERVAL",
+           "SWEEP_INTERVAL", "Watcher"]
 
 log = logging.getLogger("loop_killer.watch")
 events = logging.getLogger("loop_killer.watch.events")
