@@ -77,7 +77,7 @@ class ToolRepeats:
                                        source="watcher", rule=rule, on_error=cannot):
             return  # the PostToolUse hook logged it (and warned the model)
         label = repeat_label(repeat, _LABEL)
-        # (its line is told when the watcher reads the log, in order: ``retell``)
+        # (its line is told when the watcher reads the log, in order: ``narrate.tell``)
         journal.append(self.state, journal.ToolRecord(
             rule=rule, session_id=tracked.session_id, tool=repeat.name, call=label, count=count,
             tool_use_id=repeat.tool_use_id, project=tracked.project,

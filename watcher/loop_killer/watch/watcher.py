@@ -33,7 +33,7 @@ from ..state.status import (
     write_heartbeat,
 )
 from .follower import Seen, seen_of
-from .narrate import Notice
+from .narrate import Notice, tell
 from .observer import (
     DIR,
     FILE,
@@ -49,7 +49,6 @@ from .observer import (
 )
 from .outcomes import OUTCOME_TIMEOUT
 from .pace import Pace, release_memory
-from .retell import tell
 from .safety_net import HOT_FOR, LIVE_MAX, SafetyNet
 from .sessions import IDLE_AFTER, Sessions
 
