@@ -36,10 +36,9 @@ class Housekeeper:
 
     def expire_requests(self, tracked_by_session: Mapping[str, Tracked], now: float, *,
                         then: Callable[[Tracked], None] | None = None) -> set[str]:
-        """Remove the clear requests no Stop hook will act on any more (older than
-        ``MAX_REQUEST_AGE``: their session never stopped again); one line each, then
-        ``then`` for a followed session (its status must not say a request is pending).
-        Returns the sessions whose request went."""
+        """Remove the clear requests no Stop hook will act on any more (stale: their
+        session never stopped again), one line each, then ``then`` for a followed
+        session; the sessions whose request went."""
         try:  # never through a link: it would send the unlinks wherever it points
             folder = state_folder(self.state, "requests", private=True)
             names = os.listdir(folder)
@@ -77,8 +76,8 @@ class Housekeeper:
         return removed
 
     def sweep_statuses(self, followed: set[str]) -> int:
-        """Remove the statuses this watcher wrote (``status/<id>.json``), and the detection
-        records, of transcripts that no longer exist: deleted while no watcher ran, say."""
+        """Remove the statuses and detection records of transcripts that no longer exist
+        (deleted while no watcher ran, say)."""
         try:  # never through a link, as above
             folder = state_folder(self.state, "status", private=True)
             names = os.listdir(folder)
@@ -103,8 +102,8 @@ class Housekeeper:
         return removed
 
     def forget_vanished(self, vanished: Iterable[str], followed: set[str]) -> None:
-        """Remove the detection records of sessions whose transcript vanished and did not
-        turn up renamed (``follower.Vanished``), unless followed again."""
+        """Remove the detection records of sessions whose transcript vanished for good,
+        unless followed again."""
         for session_id in vanished:
             if session_id not in followed:
                 records.forget_session(self.state, session_id)
@@ -131,8 +130,8 @@ def _identity(info: os.stat_result) -> tuple[int, int, int]:
 def _expired_request(path: Path, session_id: str, now: float
                      ) -> tuple[str, ClearRequest | None, tuple[int, int, int]] | None:
     """Why the request file at ``path`` is to be removed, the request, and the file's
-    identity; None when it is fresh (or gone). A file that is not a valid request (which
-    the Stop hook would reject) goes once it is as old as a stale request."""
+    identity; None when fresh (or gone). A file that is no valid request goes once it is
+    as old as a stale one."""
     try:
         identity = _identity(os.lstat(path))
         request = parse_request(read_small_file(path, MAX_REQUEST_BYTES),

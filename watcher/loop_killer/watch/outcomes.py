@@ -12,19 +12,13 @@ from ..engine.transcript import parse_timestamp
 __all__ = ["HISTORY_AGE", "HOOKS_WORD", "OUTCOME_TIMEOUT", "Outcome", "OutcomeKind",
            "PendingOutcome", "at_deadline", "is_historic"]
 
-OUTCOME_TIMEOUT = 60.0
-"""Seconds after a detection at which the watcher says what became of it."""
-
+OUTCOME_TIMEOUT = 60.0  # seconds after a detection at which the watcher says its outcome
 HISTORY_AGE = 600.0
-"""A loop found in bytes that were already in a file when the watcher first saw it (a
-copied or forked history, say) fires only if its last answer is younger than this."""
-
+"""A loop found in the history a file appeared with (a copy, a fork) fires only if its
+last answer is younger than this."""
 
 OutcomeKind = Literal["cleared", "stopped", "continued", "superseded", "none", "not_requested",
                       "warned"]
-"""What the watcher saw become of a detection: the goal cleared, the turn stopped, the
-loop went on, a person's prompt came first (request withdrawn), nothing in time; of a
-tool-call warning, that no refusal followed in time (``warned``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,8 +29,6 @@ class Outcome:
 
 @dataclass(frozen=True, slots=True)
 class PendingOutcome:
-    """A detection whose outcome is being followed."""
-
     answer_uuid: str
     rule: str  # a Rule, or a rule another writer of the detection log named
     detected_at: float  # seconds since the epoch
@@ -48,8 +40,8 @@ class PendingOutcome:
 
 
 HOOKS_WORD = frozenset({"stopped", "cleared"})
-"""Outcomes the Stop hook that acted on a loop logs itself (with the mod's report of
-/goal clear): the watcher logs them only for a loop no Stop hook acted on."""
+"""Outcomes a Stop hook that acted logs itself: the watcher logs them only for a loop no
+Stop hook acted on."""
 
 
 def at_deadline(pending: PendingOutcome, *, more_answers: int, request_pending: bool,

@@ -11,14 +11,12 @@ from ..state.status import BEHIND_LAG
 
 __all__ = ["BEHIND_REPEAT", "Pace", "release_memory"]
 
-BEHIND_REPEAT = 60.0
-"""Seconds between two log lines saying the watcher is still behind."""
+BEHIND_REPEAT = 60.0  # seconds between two lines saying the watcher is still behind
 
 
 class Pace:
-    """How far behind the watcher's one thread is: the longest a hint waited to be taken,
-    or bytes written waited to be read, between two beats; what to log about it (pure:
-    fed figures and the time, never reads a clock)."""
+    """The longest a hint waited to be taken, or bytes written waited to be read, between
+    two beats, and what to log of it (pure)."""
 
     __slots__ = ("_said_at", "behind_since", "events", "lag")
 
@@ -33,7 +31,6 @@ class Pace:
         self.events += events
 
     def unread_for(self, seconds: float) -> None:
-        """Bytes written that long ago are still unread (read in steps)."""
         self.lag = max(self.lag, seconds)
 
     def beat(self, now: float, *, interval: float, unread_files: int
@@ -58,8 +55,7 @@ class Pace:
 
 
 def release_memory() -> None:
-    """Give back what a flood took: collect cycles, then (glibc) return the freed heap to
-    the system, which ``free`` alone leaves with the process."""
+    """Give back what a flood took: collect cycles, then (glibc) return the freed heap."""
     gc.collect()
     try:
         import ctypes

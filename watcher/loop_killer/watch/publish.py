@@ -23,7 +23,7 @@ log = logging.getLogger("loop_killer.watch")
 def publish(state: Path, tracked: Tracked, now: float, *, unless_on_disk: bool = False,
             home: str | None = None, budget: dict[str, Any] | None = None) -> Published:
     """Write the session's status if anything in it changed; returns what it says now.
-    ``budget``: the current turn's figures against its limits (``budgets.figures``)."""
+    ``budget``: the turn's figures against its limits."""
     seen = tracked.published
     reader = tracked.reader
     if reader is None:  # dormant: its status on disk still says what it was
@@ -77,8 +77,8 @@ def publish(state: Path, tracked: Tracked, now: float, *, unless_on_disk: bool =
 
 def unpublish_request(state: Path, tracked: Tracked, now: float, *, home: str | None = None
                       ) -> Published:
-    """The session's request is gone: its status must not say it is pending. Returns what
-    the session's status says now, as ``publish``."""
+    """The session's request is gone: its status must not say it is pending (returns as
+    ``publish``)."""
     if tracked.reader is not None:
         return publish(state, tracked, now, home=home)
     previous = read_session_status(state, tracked.session_id)
@@ -88,7 +88,6 @@ def unpublish_request(state: Path, tracked: Tracked, now: float, *, home: str | 
 
 
 def _write(state: Path, tracked: Tracked, status: SessionStatus, home: str | None) -> bool:
-    """Write the session's status; False (said in the log) when it cannot be."""
     try:
         write_session_status(state, status)
     except (OSError, ValueError) as error:

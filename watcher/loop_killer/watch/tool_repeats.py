@@ -1,8 +1,6 @@
-"""Tool-repeat loops as the watcher sees them in the transcripts: the engine's
-``ToolRepeatCounter`` per session. At ``tool_repeat_warn`` the detection is recorded
-(keyed by the result's ``tool_use_id``, as the PostToolUse hook does) and logged if this
-watcher was first. A session whose hooks keep counts (``state.session``) is theirs to judge
-(they measure the working tree); ``feed`` returns the session's streaks.
+"""Tool-repeat loops as the watcher sees them in the transcripts (the engine's counter per
+session), recorded and logged at ``tool_repeat_warn`` if this watcher was first, for a
+session whose tool-call hooks keep no counts (theirs measure the working tree).
 """
 
 from __future__ import annotations
@@ -23,11 +21,8 @@ __all__ = ["ToolRepeats", "hooks_keep_counts"]
 log = logging.getLogger("loop_killer.watch")
 
 _LABEL = 80
-HELD_PER_SESSION = 1 << 20
-"""Bytes of tool outputs kept per followed session to compare the next output of the same
-call with (beyond it, the oldest are masked and dropped: counts are the same)."""
-STREAKS_SHOWN = 3
-"""Calls with a streak of identical results kept per session for ``loop-killer status``."""
+HELD_PER_SESSION = 1 << 20  # bytes of tool outputs kept per session (then masked: same counts)
+STREAKS_SHOWN = 3  # calls with a streak kept per session, for ``loop-killer status``
 
 
 class ToolRepeats:
@@ -39,17 +34,15 @@ class ToolRepeats:
         self.settings = settings
 
     def counter(self, *, off: bool) -> ToolCounts | None:
-        """A counter for a session, ``off`` when its project is switched off (as
-        ``Settings.project_off`` says; then, or when the rule is off, None), behind
-        stand-ins: an output is masked only when its call's output changed."""
+        """A counter for a session (None when its project or the rule is off)."""
         settings = self.settings
         if off or not settings.rule_on(RULE_TOOL_REPEAT):
             return None
         return ToolCounts(settings.tool_counter(), max_held=HELD_PER_SESSION)
 
     def feed(self, tracked: Tracked, event: Event, *, live: bool) -> Streaks:
-        """Count the event's tool results, log a loop they complete (``live``); returns
-        the session's streaks after it."""
+        """Count the event's tool results, log a loop they complete (``live``); the
+        session's streaks after it."""
         streaks = tracked.tool_streaks
         counter = tracked.tools
         if counter is None:

@@ -1,13 +1,10 @@
 """The watcher's loop: one thread reads every transcript; events only wake it up.
 
 ``run()`` starts the observer (or polls), catches every transcript up from its tail (the
-most recent first, serving live events between two files), then loops: read the files
-hinted, and on timers beat, reconcile (``safety_net``; housekeeping too), tail the
-detection log and report the outcomes due. ``stop()`` may be called from any thread.
-
-A flood must not bury a loop: hints are coalesced by path, a batch reads for at most
-``HANDLE_BUDGET`` seconds, and a kernel queue overflow makes every transcript looked at
-at once; how far behind the watcher is goes in the heartbeat (``pace``).
+most recent first), then loops: read the files hinted, and on timers beat, reconcile
+(``safety_net``, housekeeping), tail the detection log and report the outcomes due. A
+flood must not bury a loop: hints are coalesced by path, a batch reads for at most
+``HANDLE_BUDGET`` seconds, and a kernel queue overflow makes every transcript looked at.
 """
 
 from __future__ import annotations
@@ -58,25 +55,17 @@ __all__ = ["HANDLE_BUDGET", "HOUSEKEEPING_INTERVAL", "POLL_INTERVAL", "RECONCILE
 log = logging.getLogger("loop_killer.watch")
 events = logging.getLogger("loop_killer.watch.events")
 
-RECONCILE_INTERVAL = 3.0
-"""Seconds between two passes over the live transcripts and the project folders."""
-
-SWEEP_INTERVAL = 120.0
-"""Seconds between two passes that stat every transcript (a lost event on a dormant
-session is found by then; the next write to it is another event anyway)."""
-
-POLL_INTERVAL = 1.0
-"""Seconds between two passes when polling is all there is."""
-
-HOUSEKEEPING_INTERVAL = 30.0
-"""Seconds between two housekeeping rounds (stale requests, statuses, idle sessions)."""
-
+# Seconds between two passes of each timer.
+RECONCILE_INTERVAL = 3.0  # over the live transcripts and the project folders
+SWEEP_INTERVAL = 120.0  # that stat every transcript
+POLL_INTERVAL = 1.0  # of the reconcile pass, when polling is all there is
+HOUSEKEEPING_INTERVAL = 30.0  # stale requests, statuses, idle sessions
 JOURNAL_TAIL_INTERVAL = 0.5
 ROOT_CHECK_INTERVAL = 1.0
 
 HANDLE_BUDGET = 1.0
-"""Seconds of reading in one batch of hints before the timers get their turn (the
-heartbeat, the safety net, the Stop hooks' log); what is left is read next, first."""
+"""Seconds of reading in one batch of hints before the timers get their turn; what is
+left is read next, first."""
 
 class Watcher:
     """Follows every session transcript under ``root``; publishes into ``state``."""
@@ -139,8 +128,6 @@ class Watcher:
         self._stopping.set()
         self.hints.put(STOP)
 
-    # -- the loop ---------------------------------------------------------------------
-
     def run(self) -> None:
         ensure_private_dir(self.state)
         stop_listening = listen_for_overflow(self.hints)
@@ -186,10 +173,9 @@ class Watcher:
         self._beat()
 
     def _catch_up_all(self, pending: set[str]) -> None:
-        """Catch every transcript up, the most recently written first (the live ones);
-        between two files, serve the events of those already caught up. The first
-        ``LIVE_MAX`` written within ``HOT_FOR`` go on the safety net's live list, as a file
-        that changes later does (a lost event then costs them seconds, not a sweep)."""
+        """Catch every transcript up, the most recently written first, serving the events
+        of those already caught up in between. The first ``LIVE_MAX`` written within
+        ``HOT_FOR`` go on the safety net's live list."""
         found: list[tuple[float, str, Seen | None]] = []
         for path, entry in list_transcripts(str(self.root)):
             try:
@@ -281,8 +267,7 @@ class Watcher:
             self._sync(path)
 
     def _overflowed(self) -> None:
-        """The kernel dropped file events: look at every transcript now, not at the next
-        sweep (a lost write to a live session must not wait two minutes)."""
+        """The kernel dropped file events: look at every transcript now."""
         self.overflows += 1
         log.warning("file events were lost (the kernel's event queue overflowed: "
                     "a flood of writes); looking at every transcript now")
@@ -300,8 +285,6 @@ class Watcher:
             self._unread_since.setdefault(path, time.monotonic())
         else:
             self._unread_since.pop(path, None)
-
-    # -- the root and the observer ----------------------------------------------------
 
     def _root_present(self) -> bool:
         try:
@@ -341,8 +324,7 @@ class Watcher:
             self._observer = None
 
     def _reconcile(self) -> None:
-        """The safety net for lost events: the live transcripts and the project folders
-        every pass, every transcript every ``sweep_interval`` (every pass when polling)."""
+        """The safety net for lost events (``SafetyNet``), and the root gone or replaced."""
         before = self._root_key
         present = self._root_present()
         if not present:
@@ -377,16 +359,14 @@ class Watcher:
         self._housekeep(due=True)
 
     def _housekeep(self, *, due: bool = False) -> None:
-        """``Sessions.housekeep``, now or (``due``) when its interval has passed. The
-        statuses of transcripts that seem gone are left alone while the root is missing."""
+        """``Sessions.housekeep``, now or (``due``) when its interval has passed; the
+        statuses are left alone while the root is missing."""
         now = time.monotonic()
         if due and now < self._next_housekeeping:
             return
         self._next_housekeeping = now + self.housekeeping_interval
         self._guarded(self.sessions.housekeep, time.time(),
                       statuses=self._root_key is not None)
-
-    # -- heartbeat, detection log -----------------------------------------------------
 
     def _beat(self) -> None:
         now = time.monotonic()
@@ -409,9 +389,8 @@ class Watcher:
             log.error("cannot write the heartbeat in %s: %s", self.state, error)
 
     def _tail_journal(self) -> None:
-        """Show what the Stop hooks logged, and follow the loops they cut on their own
-        (what fired is on disk, in ``state.records``: nothing to note here). What the mod
-        reported of a clear is logged first, as the next Stop hook would (``sweep``)."""
+        """Show what the hooks logged, and follow the loops they stopped; what the mod
+        reported of a clear is logged first, as the next Stop hook would."""
         try:
             sweep_mod_outcomes(str(self.state), partial(journal.append, self.state))
         except OSError as error:
