@@ -1,7 +1,6 @@
-"""``loop-killer status`` (watcher alive, sessions in a run or with a clear request, recent
-loops; exit 0 when a watcher is alive, 1 when not), ``clear SESSION`` (a manual request
-for the session's next Stop; exit 1 when no single session matches, 2 for no session id)
-and ``config`` (the effective settings and where each came from)."""
+"""``loop-killer status`` (exit 0 when a watcher is alive, 1 when not), ``clear SESSION``
+(a manual request for the session's next Stop; exit 1 when no single session matches, 2
+for no session id) and ``config`` (the settings in force and where each came from)."""
 
 from __future__ import annotations
 
@@ -73,11 +72,8 @@ def _ids_in(folder: Path) -> list[str]:
     return [name[:-5] for name in names if name.endswith(".json") and is_plain_id(name[:-5])]
 
 
-# -- status -----------------------------------------------------------------------------
-
-
-RECENT_SHOWN = 5
-"""Loops (and tool-repeat warnings) ``status`` lists under the sessions, newest first."""
+RECENT_SHOWN = 5  # loops (and tool-repeat warnings) ``status`` lists, newest first
+_RECENT_BYTES = 512 * 1024  # of the detection log's tail: far more than 5 loops
 
 
 def collect(state: Path, *, now: float | None = None) -> dict[str, Any]:
@@ -134,15 +130,10 @@ def collect(state: Path, *, now: float | None = None) -> dict[str, Any]:
     }
 
 
-_RECENT_BYTES = 512 * 1024  # of the detection log's tail: far more than 5 loops
-
-
 def recent_loops(logged: list[journal.Record], *, limit: int) -> list[dict[str, Any]]:
-    """The last ``limit`` loops in the log, newest first, each with what became of it:
-    a detection (a tool-repeat warning: "warned" by a hook, "seen" by the watcher
-    alone), then the outcomes of its session that
-    followed (the last final one, else the last on the way); a turn ended by refusals is
-    an outcome alone."""
+    """The last ``limit`` loops in the log, newest first, each with what became of it (a
+    tool-repeat warning: "warned" by a hook, "seen" by the watcher alone; else the last
+    final outcome of its session after it, else the last on the way)."""
     loops: list[dict[str, Any]] = []
     latest: dict[str, dict[str, Any]] = {}
     loop: dict[str, Any] | None
@@ -151,9 +142,7 @@ def recent_loops(logged: list[journal.Record], *, limit: int) -> list[dict[str, 
         if isinstance(record, journal.ToolRecord) and not record.refused:
             phrase = (f"same result {record.count} times" if rule == RULE_TOOL_REPEAT
                       else rule_phrase(rule, record.count))
-            # Only a tool-call hook warns the model; the watcher's own record of the
-            # same loop means no hook ran for those calls (not installed, or Claude Code
-            # rejected the calls before any hook: an input it could not validate).
+            # Only a tool-call hook warns the model: the watcher's record means none ran.
             loop = {"session_id": session_id, "project": record.project, "rule": rule,
                     "at": at, "what": f"{record.call}: {phrase}",
                     "outcome": "warned" if record.source == "hook" else "seen"}
@@ -181,8 +170,7 @@ def recent_loops(logged: list[journal.Record], *, limit: int) -> list[dict[str, 
 
 
 def _live_goal_budget(found: SessionStatus | None) -> dict[str, Any] | None:
-    """The turn's figures against its budget the watcher published, for a goal that is
-    set (``watch.budgets``); None otherwise."""
+    """The turn's figures against its budget, for a goal that is set; else None."""
     budget = found.extra.get("budget") if found is not None else None
     if not isinstance(budget, dict) or not budget.get("goal"):
         return None
@@ -222,8 +210,8 @@ def _say_budgets(sessions: list[dict[str, Any]], now: float, home: str | None,
 
 
 def _streaks(streaks: list[dict[str, Any]], refused: dict[str, Any] | None = None) -> str:
-    """``Bash: npm test x3`` for the call repeating most, and how many others do; a call
-    refused since (until the person speaks) says so: its count no longer moves."""
+    """``Bash: npm test x3 (+1), refused 2 times``: the call repeating most, how many
+    others do, and its refusals."""
     shown = [s for s in streaks if isinstance(s, dict) and isinstance(s.get("count"), int)]
     if not shown:
         return "-"
@@ -248,8 +236,7 @@ def _project_of(request: ClearRequest | None) -> str:
 def status(args: argparse.Namespace) -> int:
     _, state = _dirs(args)
     if state.exists() and not os.access(state, os.R_OK | os.X_OK):
-        # Whether a watcher runs, and what the sessions do, cannot be told: say so once,
-        # rather than "not running" and "no session" read from nothing.
+        # Said once, rather than "not running" and "no session" read from nothing.
         print(f"loop-killer status: cannot read the state folder {printable(str(state))} "
               "(permission denied): run it as the user who runs Claude Code",
               file=sys.stderr)
@@ -313,14 +300,10 @@ def _recent_line(loop: dict[str, Any], now: float, home: str | None) -> str:
             f"  {loop['rule'] or '?'} ({loop['what']}): {said}")
 
 
-# -- clear ------------------------------------------------------------------------------
-
-
 def find_sessions(root: Path, state: Path, prefix: str, *, project: str | None = None
                   ) -> dict[str, list[str]]:
     """Session ids (exactly ``prefix``, else starting with it) -> their transcripts (one
-    per project holding a session of that id), in project folders whose name or path
-    contains ``project`` (any case) when given."""
+    per project), in project folders whose name or path contains ``project`` (any case)."""
     wanted = project.casefold() if project else None
 
     def chosen(path: str) -> bool:
@@ -400,17 +383,13 @@ def clear(args: argparse.Namespace) -> int:
     return 0
 
 
-# -- config -----------------------------------------------------------------------------
-
-
 def add_arguments_config(parser: argparse.ArgumentParser) -> None:
     _state_option(parser)
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
 
 
 def config(args: argparse.Namespace) -> int:
-    """``loop-killer config``: the effective settings and where each came from; exit 1
-    when the file (or the environment) has a problem, which is said."""
+    """Exit 1 when the file (or the environment) has a problem, which is said."""
     from ..state.config import config_path, load_settings
 
     _, state = _dirs(args)

@@ -1,16 +1,10 @@
 """``loop-killer install`` and ``loop-killer doctor``: put the plugin in place, check it.
 
-``install`` records this interpreter (the plugin's launcher uses it when the ``python3``
-on PATH lacks the package): pipx's or uv's tool environment, a virtual environment, or a
-Python installation, always by the path it was started as (a venv's ``bin/python`` is a
-link to its base interpreter, which does not see the venv's packages). Then it registers
-the plugin with the local ``claude`` CLI (``claude plugin marketplace add`` + ``claude
-plugin install``, both idempotent), or prints those commands when no ``claude`` is on
-PATH.
-
-The plugin is found as a marketplace folder (``.claude-plugin/marketplace.json`` beside a
-``plugin/`` folder): the source checkout the package runs from, or the copy a wheel ships
-inside the package (``loop_killer/_plugin``, see pyproject.toml).
+``install`` records this interpreter by the path it was started as (a venv's
+``bin/python`` links to a base interpreter that does not see the venv's packages): the
+plugin's launcher uses it when the ``python3`` on PATH lacks the package. Then it registers
+the plugin's marketplace folder (the source checkout, or the copy a wheel ships as
+``loop_killer/_plugin``) with the ``claude`` CLI, or prints the commands.
 """
 
 from __future__ import annotations
@@ -40,12 +34,10 @@ PLUGIN_NAME = "loop-killer"
 
 INTERPRETER_FILE = "python"
 _CLI_TIMEOUT = 120.0
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 def _runner(env: Mapping[str, str]) -> Runner:
     return command_runner(env, timeout=_CLI_TIMEOUT)
-
-
-# -- finding the plugin ----------------------------------------------------------------------
 
 
 def find_marketplace() -> Path | None:
@@ -70,9 +62,6 @@ def marketplace_name(root: Path) -> str:
     return PLUGIN_NAME
 
 
-# -- install ---------------------------------------------------------------------------------
-
-
 def add_arguments_install(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--print-only", action="store_true",
                         help="print the claude commands instead of running them")
@@ -81,9 +70,8 @@ def add_arguments_install(parser: argparse.ArgumentParser) -> None:
 
 
 def record_interpreter(state: Path, python: str | None = None) -> Path:
-    """Write this interpreter's path where the plugin's launcher looks for it: absolute,
-    links not followed (a venv's python must be started by its own path). Never through
-    a linked state folder (raises NotAFolder): the launcher would run what it names."""
+    """Write this interpreter's path (absolute, links not followed) where the launcher
+    looks for it; never through a linked state folder (raises NotAFolder)."""
     from ..state.files import state_folder, write_private_file
 
     path = state_folder(state, create=True, private=True) / INTERPRETER_FILE
@@ -92,7 +80,7 @@ def record_interpreter(state: Path, python: str | None = None) -> Path:
 
 
 def interpreter_kind(prefix: str | None = None, base_prefix: str | None = None) -> str:
-    """Where the running Python's packages live, in words (what ``install`` recorded)."""
+    """Where the running Python's packages live, in words."""
     prefix = sys.prefix if prefix is None else prefix
     base_prefix = sys.base_prefix if base_prefix is None else base_prefix
     if os.path.realpath(prefix) == os.path.realpath(base_prefix):
@@ -148,14 +136,11 @@ def install(args: argparse.Namespace, *, run: Runner | None = None,
                   f"{output}", file=sys.stderr)
             return 1
         last = output.splitlines()[-1].rsplit("\r", 1)[-1] if output else "done"
-        for line in wrap(f"{shlex.join(argv)}: {_strip_ansi(last)}",
+        for line in wrap(f"{shlex.join(argv)}: {_ANSI.sub('', last)}",
                          terminal_width(sys.stdout)):
             print(line)
     print("the plugin is installed; it takes effect in sessions started from now on")
     return 0
-
-
-# -- doctor ----------------------------------------------------------------------------------
 
 
 def add_arguments_doctor(parser: argparse.ArgumentParser) -> None:
@@ -173,7 +158,7 @@ class Check:
 
 
 def multiplexer(env: Mapping[str, str]) -> str | None:
-    """The terminal multiplexer this shell runs in (what the hook could type into)."""
+    """The terminal multiplexer this shell runs in (the hook types into it)."""
     if env.get("TMUX_PANE") or env.get("TMUX"):
         return "tmux"
     if env.get("STY"):
@@ -347,9 +332,3 @@ def _check_settings(env: Mapping[str, str]) -> Check:
     return Check("ok", "settings", f"{where} is read" if where.exists() else
                  f"the documented defaults (no {where}); see loop-killer config")
 
-
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-def _strip_ansi(text: str) -> str:
-    return _ANSI.sub("", text)

@@ -1,6 +1,6 @@
-"""``loop-killer top``: the shell around ``rows`` and ``view``. It reads only the state
-folder and each shown transcript from where it last read (the watcher does no work for
-it); keys in cbreak mode between refreshes; ``c`` then ``y`` clears the selected session.
+"""``loop-killer top``: the shell around ``rows`` and ``view``. It reads the state folder
+and each shown transcript from where it last read; keys in cbreak mode between refreshes
+(``c`` then ``y`` clears the selected session).
 """
 
 from __future__ import annotations
@@ -72,8 +72,7 @@ def add_arguments_top(parser: argparse.ArgumentParser) -> None:
 
 
 class _Transcript:
-    """One transcript's usage and its session's folder, read on from where the last look
-    ended."""
+    """One transcript's usage and its session's folder, read on at each look."""
 
     __slots__ = ("cwd", "path", "tally")
 
@@ -160,8 +159,8 @@ class StateReader:
             del self.statuses[session_id]
 
     def _list_transcripts(self, root: Path, now: float) -> None:
-        """Sessions whose transcript grew lately but have no status: the watcher publishes
-        one only for a session it reads live (one at rest before it started has none)."""
+        """Sessions whose transcript grew lately without a status (the watcher writes one
+        only for a session it reads live)."""
         found: dict[str, SessionStatus] = {}
         for path, entry in list_transcripts(str(root)):
             session_id = session_id_of(path)
@@ -202,7 +201,7 @@ def _limits(state: Path) -> Limits:
 
 
 def ask_to_clear(session_id: str, project: str, *, root: Path, state: Path) -> str:
-    """``loop-killer clear`` for one session (its own function): the line it printed."""
+    """``loop-killer clear`` for one session: the line it printed."""
     from ..cli.commands import clear
 
     said = io.StringIO()
@@ -212,8 +211,6 @@ def ask_to_clear(session_id: str, project: str, *, root: Path, state: Path) -> s
     lines = [line for line in said.getvalue().splitlines() if line.strip()]
     return lines[0] if lines else "nothing was said"
 
-
-# -- keys -------------------------------------------------------------------------------
 
 UP, DOWN = "up", "down"
 _KEYS = {b"\x1b[A": UP, b"\x1bOA": UP, b"k": UP, b"\x1b[B": DOWN, b"\x1bOB": DOWN,
@@ -262,9 +259,6 @@ def read_keys(fd: int, timeout: float) -> list[str]:
     except OSError:
         return []
     return decode_keys(data) if data else ["q"]  # end of input: quit
-
-
-# -- the loop ---------------------------------------------------------------------------
 
 
 def _terminal_size(fd: int, console: Console) -> tuple[int, int]:

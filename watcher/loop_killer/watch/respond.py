@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..engine.budget import Crossing
@@ -57,24 +57,24 @@ class Responder:
         self.order = InOrder()
         self.notify: Callable[[Notice], None] | None = None  # desktop notifications
 
-    def _write_request(self, tracked: Tracked, request: ClearRequest) -> bool:
-        """Write a clear request for the session's next Stop; whether it was written."""
+    def _ask_stop(self, tracked: Tracked, request: ClearRequest,
+                  record: journal.LoopRecord) -> bool:
+        """Write the clear request and log the loop; whether the request was written."""
         try:
             write_request(self.state, request)
+            requested = True
         except (OSError, InvalidRequest) as error:
             log.error("%s: cannot write the clear request: %s", self.name(tracked), error)
-            return False
-        return True
+            requested = False
+        journal.append(self.state, record)
+        return requested
 
     def name(self, tracked: Tracked) -> str:
         return report.session_label(tracked.project, tracked.session_id, self.home)
 
     def pending_of(self, tracked: Tracked) -> PendingOutcome | None:
-        """The detection of this session whose outcome is being followed, if any."""
         followed = self.watching.get(tracked.path)
         return followed[1] if followed is not None else None
-
-    # -- detections ---------------------------------------------------------------------
 
     def on_detection(self, tracked: Tracked, detection: Detection, position: int,
                      now: float) -> None:
@@ -85,13 +85,12 @@ class Responder:
                                                            max_age=self.history_age):
             log.info("%s: not firing on an old loop (answer of %s) found in a file that "
                      "appeared with its history", self.name(tracked), answer.timestamp)
-            # Recorded as seen, so a detector rebuilt from the tail counts afresh after it.
+            # Recorded, so that a detector rebuilt from the tail counts afresh after it.
             self._record(tracked, key, detection, source="history")
             return
         if hooks_judge(str(self.state), session_id) or not self._record(
                 tracked, key, detection, source="watcher"):
-            # The session's Stop hook judges its replies (and logs and stops what it finds),
-            # or it acted on this one first: follow what becomes of it.
+            # The session's Stop hook judges its replies, or acted on this one first.
             log.info("%s: answer %s is the Stop hook's to act on", self.name(tracked),
                      answer.uuid)
             self.follow(tracked, detection.answer_uuid, detection.rule)
@@ -101,8 +100,7 @@ class Responder:
             run_length=detection.run_length, answer_uuid=detection.answer_uuid,
             answer_digest=text_digest(answer.text), transcript_path=tracked.path,
             created_at=time.time(), source="watcher", prompt_uuid=answer.prompt_uuid)
-        requested = self._write_request(tracked, request)
-        journal.append(self.state, journal.LoopRecord(
+        requested = self._ask_stop(tracked, request, journal.LoopRecord(
             session_id=session_id, answer_uuid=detection.answer_uuid,
             prompt_uuid=answer.prompt_uuid, answer_digest=request.answer_digest,
             rule=detection.rule, count=detection.count, run_length=detection.run_length,
@@ -121,7 +119,7 @@ class Responder:
 
     def on_budget(self, tracked: Tracked, crossing: Crossing, key: str, now: float) -> None:
         """A turn crossed its spend limit: a clear request, as for a loop (``key``, the
-        turn's, is recorded: never asked again, across restarts too)."""
+        turn's, is recorded: never asked twice)."""
         session_id = tracked.session_id
         if not records.first_to_record(self.state, session_id, key, source="watcher",
                                        rule=RULE_BUDGET):
@@ -130,8 +128,7 @@ class Responder:
             session_id=session_id, rule=RULE_BUDGET, count=crossing.count, run_length=0,
             answer_uuid=key, answer_digest="", transcript_path=tracked.path,
             created_at=time.time(), source="watcher", detail=crossing.words)
-        requested = self._write_request(tracked, request)
-        journal.append(self.state, journal.LoopRecord(
+        requested = self._ask_stop(tracked, request, journal.LoopRecord(
             session_id=session_id, answer_uuid=key, rule=RULE_BUDGET, count=crossing.count,
             run_length=0, project=tracked.project, transcript_path=tracked.path,
             snippet=crossing.words, source="watcher"))
@@ -144,7 +141,7 @@ class Responder:
         self._pending(tracked, key, RULE_BUDGET, now, requested=requested)
 
     def budget_warning(self, tracked: Tracked, near: Crossing) -> None:
-        """A turn used ``WARN_AT`` of a limit: said once (and notified with ``--notify``)."""
+        """A turn used ``WARN_AT`` of a limit: said once (and notified)."""
         who = report.project_label(tracked.project, self.home)
         events.warning("BUDGET    %s  %s  near its limit: %s", who,
                        report.short_id(tracked.session_id), printable(near.words, 160))
@@ -155,8 +152,7 @@ class Responder:
 
     def _record(self, tracked: Tracked, key: str | None, detection: Detection, *,
                 source: str) -> bool:
-        """Record the detection; True when this watcher is the first (or cannot tell:
-        a record that cannot be written is logged, and the detection acted on)."""
+        """Record the detection; True when this watcher is the first (or cannot tell)."""
 
         def cannot(error: Exception) -> None:
             log.warning("%s: cannot record the detection (%s); acting on it anyway",
@@ -165,10 +161,7 @@ class Responder:
         return records.first_to_record(self.state, tracked.session_id, key, source=source,
                                        rule=detection.rule, on_error=cannot)
 
-    # -- prompts ------------------------------------------------------------------------
-
     def on_prompt(self, tracked: Tracked) -> None:
-        """A person's prompt, read live."""
         there = request_waiting(self.state, tracked.session_id)
         waiting = peek_request(self.state, tracked.session_id) if there else None
         withdrawn = there and discard_request(
@@ -188,10 +181,7 @@ class Responder:
                                             "a new prompt came first; request removed"),
                        waiting.rule if waiting is not None else "")
 
-    # -- outcomes -----------------------------------------------------------------------
-
     def on_status(self, tracked: Tracked, event: GoalStatus | SystemEntry) -> None:
-        """A goal status or a system line: what it says of the pending outcome."""
         pending = self.pending_of(tracked)
         if pending is None:
             return
@@ -204,8 +194,8 @@ class Responder:
             self.resolve(tracked, Outcome("stopped", "the turn was stopped"), final=False)
 
     def follow(self, tracked: Tracked, answer_uuid: str, rule: str) -> None:
-        """Follow what becomes of a detection the Stop hook acted on, as for our own (the
-        goal's last status may say it at once)."""
+        """Follow what becomes of a detection the Stop hook acted on (the goal's last
+        status may say it at once)."""
         pending = self.pending_of(tracked)
         if pending is not None and not pending.stopped:
             return
@@ -228,7 +218,6 @@ class Responder:
         self.settled.discard(tracked.path)
 
     def _hook_acted(self, tracked: Tracked, pending: PendingOutcome) -> bool:
-        """Whether a Stop hook acted on this loop (its word then says what became of it)."""
         return pending.hook_acted or (pending.key is not None and pending.key in
                                       records.recorded_keys(self.state, tracked.session_id,
                                                             acted_only=True))
@@ -254,12 +243,9 @@ class Responder:
         else:
             self.watching[tracked.path] = (tracked, replace(pending, stopped=True))
 
-    # -- tool-call warnings ---------------------------------------------------------
-
     def on_record(self, record: journal.Record) -> None:
-        """A record of the detection log (anyone's): follow the tool-call warnings to
-        their outcome. A refusal of the session's call puts the timeout off (the ladder
-        is under way); the ladder's stop is the outcome."""
+        """A detection-log record: follow the tool-call warnings to their outcome (a
+        refusal puts the timeout off; the ladder's stop is the outcome)."""
         session_id = record.session_id
         if isinstance(record, journal.ToolRecord):
             scope = (session_id, record.agent_id or "")
@@ -280,7 +266,7 @@ class Responder:
                 del self.warnings[latest]
 
     def _warned(self, scope: tuple[str, str]) -> None:
-        """A tool-call warning ended without a refusal: log and tell it."""
+        """A tool-call warning ended without a refusal."""
         followed = self.warnings.pop(scope, None)
         if followed is None:
             return
@@ -302,21 +288,18 @@ class Responder:
                                                        warning.rule)))
 
     def forget(self, tracked: Tracked) -> None:
-        """The session is no longer followed."""
         self.watching.pop(tracked.path, None)
         self.settled.discard(tracked.path)
 
     def tick(self, monotonic_now: float) -> None:
-        """Show the outcome lines held, then report those whose timeout passed (the log
-        was read just before: the Stop hook's earlier lines are out already)."""
+        """Show the outcome lines held, then report those whose timeout passed."""
         try:
             self._expire(monotonic_now)
         finally:
             self.show_held()
 
     def show_held(self) -> None:
-        """Tell the outcomes held for the next tick, in the order they were found, then
-        the passing ones nothing final followed in time (``Narrator``)."""
+        """Tell the outcomes held, in the order found, then the passing ones due."""
         held, self.held = self.held, []
         now = time.time()
         for item in held:
@@ -338,8 +321,8 @@ class Responder:
                                    rule=rule, detail=outcome.detail)
 
     def say(self, said: Iterable[Said], *, at: float | None = None) -> None:
-        """Hold each line, to be let out in order (``release``): ``at``, when what it
-        tells happened (seconds since the epoch; None: now)."""
+        """Hold each line, to be let out in order: ``at``, when what it tells happened
+        (None: now)."""
         self.order.add(time.time() if at is None else at, said)
 
     def release(self, now: float | None = None) -> None:
@@ -351,7 +334,6 @@ class Responder:
                 self.notify(item.notice)
 
     def close(self) -> None:
-        """The watcher is stopping: what was held or waiting is said now."""
         self.show_held()
         self.say(self.narrator.flush())
         self.release()
@@ -371,13 +353,14 @@ class Responder:
             self.resolve(tracked, outcome)
 
 
+@dataclass(slots=True)
 class _Held:
     """An outcome the watcher found, told at the next tick."""
 
-    __slots__ = ("at", "keys", "kind", "line", "rule", "session_id", "who")
-
-    def __init__(self, session_id: str, keys: tuple[str, ...], kind: str, rule: str, who: str,
-                 line: str) -> None:
-        self.session_id, self.keys, self.kind = session_id, keys, kind
-        self.rule, self.who, self.line = rule, who, line
-        self.at = time.time()  # when it was found
+    session_id: str
+    keys: tuple[str, ...]
+    kind: str
+    rule: str
+    who: str
+    line: str
+    at: float = field(default_factory=time.time)  # when it was found
