@@ -31,11 +31,9 @@ __all__ = ["BUDGET_LIMIT", "COUNTERS", "LIVE_WITHIN", "MAX_PROJECT_LABELS", "OTH
            "LiveTurn", "LoopKey", "LoopTally", "MetricsSource", "OutcomeKey", "budget_limits",
            "parse_address", "read_gauges"]
 
-MAX_PROJECT_LABELS = 20
-"""Projects with a label of their own; later ones are counted under ``other``."""
+MAX_PROJECT_LABELS = 20  # projects with a label of their own; later ones are ``other``
 OTHER = "other"
-LIVE_WITHIN = 300.0
-"""A session is live when its transcript grew within this many seconds."""
+LIVE_WITHIN = 300.0  # seconds: a session is live when its transcript grew within them
 STOP_HOOK_BLOCK_CAP = 8
 """Claude Code ends a turn itself after this many Stop-hook blocks in a row (its default;
 a session's ``CLAUDE_CODE_STOP_HOOK_BLOCK_CAP``, unseen here, may change it)."""
@@ -44,8 +42,7 @@ RULES = frozenset({RULE_SAME, RULE_IDLE, RULE_MANUAL, RULE_BUDGET, RULE_TOOL_REP
                    RULE_EDIT_OSCILLATION})
 OUTCOMES = frozenset({*OUTCOME_LABELS, "warned"})
 STOPPED = frozenset({"cleared", "stopped", "stopped_no_goal", "clear_queued",
-                     "sent_unconfirmed", "clear_failed"})
-"""Outcomes that mean the loop's turn was ended."""
+                     "sent_unconfirmed", "clear_failed"})  # the loop's turn was ended
 _REMEMBERED = 10_000  # detections awaiting an outcome, and settled ones, kept at most
 
 LoopKey = tuple[str, str, str]  # rule, kind, project
@@ -111,9 +108,7 @@ class _Pending:
     transcript_path: str
 
 
-_OUTCOME_SLACK = 2.0
-"""Seconds a loop's last reply may be stamped after the outcome that stopped it (the hook
-may stop the turn before Claude Code writes that reply)."""
+_OUTCOME_SLACK = 2.0  # seconds a loop's last reply may be written after the stop
 
 
 class LoopTally:
@@ -134,7 +129,6 @@ class LoopTally:
         self._settled: OrderedDict[tuple[str, str], None] = OrderedDict()
 
     def project(self, folder: object) -> str:
-        """The label of a project folder: its readable name while labels are left."""
         if not isinstance(folder, str) or not folder:
             return OTHER
         label = self._projects.get(folder)
@@ -208,8 +202,6 @@ class LoopTally:
 
 @dataclass(frozen=True, slots=True)
 class LiveTurn:
-    """One live turn against its budget: what it has used of each limit."""
-
     project: str  # its label (``LoopTally.project``)
     session_id: str
     usd: float
@@ -227,8 +219,7 @@ class Gauges:
 
 def read_gauges(state: Path, now: float, *, live_within: float = LIVE_WITHIN,
                 project: Callable[[str], str] = lambda folder: OTHER) -> Gauges:
-    """The session gauges from the heartbeat and the status files written lately;
-    ``project``: a session's project folder -> its label."""
+    """The session gauges from the heartbeat and the status files written lately."""
     beat = read_heartbeat(state)
     live = in_run = 0
     turns: list[LiveTurn] = []
@@ -250,15 +241,14 @@ def read_gauges(state: Path, now: float, *, live_within: float = LIVE_WITHIN,
 
 
 def budget_limits(budget: Budget | None) -> dict[str, float]:
-    """The limits that are on (re-prompts, USD, minutes), by name."""
     if budget is None:
         return {}
     return {name: budget.limit(name) for name in LIMITS if budget.limit(name) > 0}
 
 
 class MetricsSource:
-    """The tally kept up to date from the detection log, read on demand (thread-safe):
-    the log is followed from when this source was made."""
+    """The tally kept up to date from the detection log (followed from when this source
+    was made), read on demand; thread-safe."""
 
     def __init__(self, state: Path, *, home: str | None = None,
                  on_record: Callable[[Record], None] | None = None,
@@ -286,8 +276,8 @@ class MetricsSource:
 
 
 def parse_address(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:9464`` for IPv6; ``:9464`` is 127.0.0.1) -> (host, port).
-    Raises ValueError with the reason."""
+    """``HOST:PORT`` (``[::1]:9464``; ``:9464`` is 127.0.0.1) -> (host, port). Raises
+    ValueError."""
     host, sep, port = text.strip().rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) < 65536:  # 0: any free port
         raise ValueError(f"{text!r} is not HOST:PORT (such as 127.0.0.1:9464)")

@@ -1,10 +1,7 @@
 """OpenTelemetry export beside Claude Code's own: the loop figures and one log event per
-detection, to where Claude Code's telemetry goes.
-
-The variables Claude Code reads (``CLAUDE_CODE_ENABLE_TELEMETRY``, ``OTEL_*``) come from
-the watcher's environment, else the ``env`` block of Claude Code's ``settings.json``; its
-rule decides per signal. Only OTLP over ``http/protobuf``. The pure core is
-``telemetry_plan``; the SDK (the ``otel`` extra) is imported only here, only when on.
+detection, where Claude Code's telemetry goes (its variables, from the watcher's
+environment, else the ``env`` block of its ``settings.json``; OTLP over ``http/protobuf``
+only). The SDK (the ``otel`` extra) is imported only here, only when on.
 """
 
 from __future__ import annotations
@@ -41,8 +38,7 @@ log = logging.getLogger("loop_killer.watch")
 events_log = logging.getLogger("loop_killer.watch.events")
 
 def read_settings_env(environ: Mapping[str, str]) -> dict[str, str]:
-    """The ``env`` block of ``$CLAUDE_CONFIG_DIR/settings.json`` (or
-    ``~/.claude/settings.json``); {} when it cannot be read."""
+    """The ``env`` block of Claude Code's ``settings.json``; {} when it cannot be read."""
     path = config_dir(environ) / "settings.json"
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # never hang on a FIFO
@@ -57,8 +53,8 @@ class TelemetryUnavailable(RuntimeError):
 
 
 class TelemetryExport:
-    """The plan carried out with the OpenTelemetry SDK: observable instruments that read
-    ``source`` at each export, and a thread that turns new log records into events."""
+    """The plan carried out: instruments that read ``source`` at each export, and a thread
+    that turns new log records into events."""
 
     def __init__(self, plan: ExportPlan, source: MetricsSource, *,
                  poll_every: float = POLL_EVERY, outcome_wait: float = OUTCOME_WAIT) -> None:
@@ -155,7 +151,7 @@ class TelemetryExport:
                         severity_text="WARN", attributes=dict(event.attributes))
         return provider, emit
 
-    # Instrument callbacks (on the SDK's export thread): the tally as the endpoint reads it.
+    # Instrument callbacks (on the SDK's export thread).
     def _counter(self, field: str, *labels: str) -> Callable[[Any], Iterable[Any]]:
         def observe(_options: Any) -> Iterable[Any]:
             with self.source.lock:
@@ -182,14 +178,13 @@ class TelemetryExport:
         return [self._observation(value, {"limit": name})
                 for name, value in self.source.limits.items()]
 
-    def _on_record(self, record: Record) -> None:
-        """Told of each new record, under the source's lock."""
+    def _on_record(self, record: Record) -> None:  # under the source's lock
         if self._emit is not None:
             for event in self.events.observe(record, time.monotonic()):
                 self._emit(event)
 
     def _follow(self) -> None:
-        """Read the log now and then, so events go out without waiting for a scrape."""
+        """Read the log now and then: events go out without waiting for a scrape."""
         while not self._stop.wait(self.poll_every):
             try:
                 with self.source.lock:
@@ -202,9 +197,8 @@ class TelemetryExport:
                 log.exception("OpenTelemetry: cannot read the detection log")
 
     def close(self, timeout: float = 3.0) -> None:
-        """Send what is left (events still waiting for an outcome go without one), within
-        ``timeout`` seconds in all: an unreachable collector never holds the watcher's
-        stop."""
+        """Send what is left (without an outcome, if none came), within ``timeout`` seconds
+        in all: an unreachable collector never holds the watcher's stop."""
         deadline = time.monotonic() + timeout
         self._stop.set()
         if self._thread is not None:
@@ -259,8 +253,7 @@ class _Forward(logging.Handler):
 def start_from_environment(source: Callable[[], MetricsSource],
                            environ: Mapping[str, str] | None = None
                            ) -> TelemetryExport | None:
-    """Start the export when configured (``source`` makes or gives the metrics source);
-    says in one line what is exported where, or why not. Never stops the watcher."""
+    """Start the export when configured, saying what is exported where, or why not."""
     environ = os.environ if environ is None else environ
     plan = plan_export(telemetry_variables(environ, read_settings_env(environ)))
     for note in plan.notes:
