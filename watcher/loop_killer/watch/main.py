@@ -20,7 +20,7 @@ from ..printable import terminal_width, without_controls, wrap
 from ..state.config import load_settings
 from ..state.files import ensure_private_dir, projects_dir, state_dir
 from . import notify
-from .outcomes import OUTCOME_TIMEOUT
+from .respond import OUTCOME_TIMEOUT
 from .watcher import POLL_INTERVAL, RECONCILE_INTERVAL, SWEEP_INTERVAL, Watcher
 
 __all__ = ["AlreadyRunning", "acquire_lock", "build_parser", "configure_logging", "main"]

@@ -234,12 +234,6 @@ class Narrator:
                 for session_id, session in self._sessions.items()
                 for loop in session.loops if loop.passing is not None]
 
-    @property
-    def next_due(self) -> float | None:
-        dues = [loop.due_at for session in self._sessions.values() for loop in session.loops
-                if loop.passing is not None]
-        return min(dues, default=None)
-
     def _session(self, session_id: str, now: float) -> _Session:
         session = self._sessions.setdefault(session_id, _Session())
         session.last_at = now

@@ -28,9 +28,8 @@ from ..state.tailing import scan_run_start
 from .budgets import Budgets
 from .follower import Change, FileKey, Follower, Vanished, classify, seen_of, stat_seen
 from .housekeeping import Housekeeper
-from .outcomes import HISTORY_AGE, OUTCOME_TIMEOUT, is_historic
 from .publish import publish, unpublish_request
-from .respond import Responder
+from .respond import HISTORY_AGE, OUTCOME_TIMEOUT, Responder, is_historic
 from .tool_repeats import ToolRepeats
 from .tracked import CatchUpStats, Dormant, Tracked
 
@@ -48,17 +47,10 @@ _MATCH_BUDGET = 64 * 1024 * 1024  # most bytes scanned (keys x bytes) to sift fi
 class Sessions:
     """Every followed transcript, by path; all calls from one thread."""
 
-    def __init__(
-        self,
-        state: Path,
-        *,
-        home: str | None = None,
-        outcome_timeout: float = OUTCOME_TIMEOUT,
-        history_age: float = HISTORY_AGE,
-        read_limit: int = READ_LIMIT,
-        idle_after: float = IDLE_AFTER,
-        settings: Settings | None = None,
-    ) -> None:
+    def __init__(self, state: Path, *, home: str | None = None,
+                 outcome_timeout: float = OUTCOME_TIMEOUT, history_age: float = HISTORY_AGE,
+                 read_limit: int = READ_LIMIT, idle_after: float = IDLE_AFTER,
+                 settings: Settings | None = None) -> None:
         self.state = state
         self.settings = settings if settings is not None else load_settings(state)
         self.home = home

@@ -4,11 +4,13 @@
 most recent first), then loops: read the files hinted, and on timers beat, reconcile
 (``safety_net``, housekeeping), tail the detection log and report the outcomes due. A
 flood must not bury a loop: hints are coalesced by path, a batch reads for at most
-``HANDLE_BUDGET`` seconds, and a kernel queue overflow makes every transcript looked at.
+``HANDLE_BUDGET`` seconds, a kernel queue overflow makes every transcript looked at, and
+``Pace`` says how far behind the thread is.
 """
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import threading
@@ -23,6 +25,7 @@ from ..state import journal, report
 from ..state.files import ensure_private_dir, state_folder
 from ..state.journal import JournalTail
 from ..state.status import (
+    BEHIND_LAG,
     HEARTBEAT_INTERVAL,
     WatcherHeartbeat,
     heartbeat_path,
@@ -44,13 +47,12 @@ from .observer import (
     start_observer,
     stop_observer,
 )
-from .outcomes import OUTCOME_TIMEOUT
-from .pace import Pace, release_memory
+from .respond import OUTCOME_TIMEOUT
 from .safety_net import HOT_FOR, LIVE_MAX, SafetyNet
 from .sessions import IDLE_AFTER, Sessions
 
-__all__ = ["HANDLE_BUDGET", "HOUSEKEEPING_INTERVAL", "POLL_INTERVAL", "RECONCILE_INTERVAL",
-           "SWEEP_INTERVAL", "Watcher"]
+__all__ = ["BEHIND_REPEAT", "HANDLE_BUDGET", "HOUSEKEEPING_INTERVAL", "POLL_INTERVAL",
+           "RECONCILE_INTERVAL", "SWEEP_INTERVAL", "Pace", "Watcher", "release_memory"]
 
 log = logging.getLogger("loop_killer.watch")
 events = logging.getLogger("loop_killer.watch.events")
@@ -70,22 +72,15 @@ left is read next, first."""
 class Watcher:
     """Follows every session transcript under ``root``; publishes into ``state``."""
 
-    def __init__(
-        self,
-        *,
-        root: Path,
-        state: Path,
-        poll: bool = False,
-        reconcile_interval: float | None = None,
-        sweep_interval: float = SWEEP_INTERVAL,
-        outcome_timeout: float = OUTCOME_TIMEOUT,
-        heartbeat_interval: float = HEARTBEAT_INTERVAL,
-        home: str | None = None,
-        observer_factory: Callable[[], Any] | None = None,
-        housekeeping_interval: float = HOUSEKEEPING_INTERVAL,
-        idle_after: float = IDLE_AFTER,
-        notify: Callable[[Notice], None] | None = None,
-    ) -> None:
+    def __init__(self, *, root: Path, state: Path, poll: bool = False,
+                 reconcile_interval: float | None = None,
+                 sweep_interval: float = SWEEP_INTERVAL,
+                 outcome_timeout: float = OUTCOME_TIMEOUT,
+                 heartbeat_interval: float = HEARTBEAT_INTERVAL, home: str | None = None,
+                 observer_factory: Callable[[], Any] | None = None,
+                 housekeeping_interval: float = HOUSEKEEPING_INTERVAL,
+                 idle_after: float = IDLE_AFTER,
+                 notify: Callable[[Notice], None] | None = None) -> None:
         self.root = Path(root)
         self.state = Path(state)
         self.force_poll = poll
@@ -423,3 +418,57 @@ def _pending_requests(state: Path) -> set[str]:
         return {name[:-5] for name in os.listdir(folder) if name.endswith(".json")}
     except OSError:
         return set()
+
+
+BEHIND_REPEAT = 60.0  # seconds between two lines saying the watcher is still behind
+
+
+class Pace:
+    """The longest a hint waited to be taken, or bytes written waited to be read, between
+    two beats, and what to log of it (pure)."""
+
+    __slots__ = ("_said_at", "behind_since", "events", "lag")
+
+    def __init__(self) -> None:
+        self.lag = 0.0
+        self.events = 0  # events the hints taken since the last beat stood for
+        self.behind_since: float | None = None
+        self._said_at = 0.0
+
+    def took(self, waited: float, events: int) -> None:
+        self.lag = max(self.lag, waited)
+        self.events += events
+
+    def unread_for(self, seconds: float) -> None:
+        self.lag = max(self.lag, seconds)
+
+    def beat(self, now: float, *, interval: float, unread_files: int
+             ) -> tuple[float, str | None, bool]:
+        """(the lag since the last beat, a line to log or None, whether the watcher just
+        caught up); starts the next interval."""
+        lag, events = self.lag, self.events
+        self.lag, self.events = 0.0, 0
+        if lag >= BEHIND_LAG:
+            if self.behind_since is None:
+                self.behind_since = self._said_at = now
+            elif now - self._said_at < BEHIND_REPEAT:
+                return lag, None, False
+            self._said_at = now
+            return lag, report.behind_line(lag=lag, events=events, seconds=interval,
+                                           unread_files=unread_files,
+                                           for_seconds=now - self.behind_since), False
+        if self.behind_since is not None:
+            took, self.behind_since = now - self.behind_since, None
+            return lag, report.caught_up_line(took), True
+        return lag, None, False
+
+
+def release_memory() -> None:
+    """Give back what a flood took: collect cycles, then (glibc) return the freed heap."""
+    gc.collect()
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: its allocator gives back on its own
+        pass
