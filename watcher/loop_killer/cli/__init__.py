@@ -12,8 +12,8 @@ import sys
 
 from ..helptext import HelpFormatter
 
-# subcommand -> (module, function, one-line help). Each module also provides
-# ``add_arguments_<function>(parser)`` when the subcommand takes options.
+# subcommand -> (module, function, one-line help); ``add_arguments_<function>(parser)`` in
+# the module, when it takes options.
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "status": ("loop_killer.cli.commands", "status", "show the watcher and every live run"),
     "clear": ("loop_killer.cli.commands", "clear", "ask a session's Stop hook to end its loop"),
@@ -25,8 +25,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "scan": ("loop_killer.scan.command", "scan", "every past loop in the history, and its cost"),
     "top": ("loop_killer.top.app", "top", "every session active lately, live, one row each"),
 }
-INTERNAL = frozenset({"hook"})
-"""Subcommands run by the plugin, not by a person: ``--help`` does not list them."""
+INTERNAL = frozenset({"hook"})  # run by the plugin, not by a person: not in ``--help``
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -27,17 +27,21 @@ from ..state.status import SessionStatus, falling_behind, read_session_status, w
 from ..watch.narrate import FINAL_OUTCOMES, VERDICTS
 
 __all__ = ["add_arguments_clear", "add_arguments_config", "add_arguments_status", "clear",
-           "config", "status"]
+           "config", "state_options", "status"]
 
 
-def _state_option(parser: argparse.ArgumentParser) -> None:
+def state_options(parser: argparse.ArgumentParser, *, root: bool = False) -> None:
+    """``--state-dir``, and ``--root`` when asked for."""
     parser.add_argument("--state-dir", type=Path, default=None,
                         help=f"loop-killer's state folder (default: {STATE_DEFAULT})")
+    if root:
+        parser.add_argument("--root", type=Path, default=None,
+                            help=f"folder of project folders (default: {PROJECTS_DEFAULT})")
 
 
 def add_arguments_status(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON object, for scripts")
-    _state_option(parser)
+    state_options(parser)
 
 
 def add_arguments_clear(parser: argparse.ArgumentParser) -> None:
@@ -48,7 +52,7 @@ def add_arguments_clear(parser: argparse.ArgumentParser) -> None:
                              "choose between sessions of one id in several projects)")
     parser.add_argument("--root", type=Path, default=None,
                         help=f"folder of project folders (default: {PROJECTS_DEFAULT})")
-    _state_option(parser)
+    state_options(parser)
 
 
 def _dirs(args: argparse.Namespace) -> tuple[Path, Path]:
@@ -62,6 +66,11 @@ def _say(line: str, width: int | None, indent: int = 2) -> None:
     lead = line[: len(line) - len(line.lstrip(" "))]  # an indent of its own is kept
     for piece in wrap(lead + printable(line), width, indent):
         print(piece)
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.buffer.write(orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
+    sys.stdout.flush()
 
 
 def _ids_in(folder: Path) -> list[str]:
@@ -244,8 +253,7 @@ def status(args: argparse.Namespace) -> int:
     now = time.time()
     data = collect(state, now=now)
     if getattr(args, "json", False):
-        sys.stdout.buffer.write(orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
-        sys.stdout.flush()
+        _print_json(data)
         return 0 if data["watcher"] else 1
     home = os.environ.get("HOME")
     width = output_width(sys.stdout)
@@ -384,7 +392,7 @@ def clear(args: argparse.Namespace) -> int:
 
 
 def add_arguments_config(parser: argparse.ArgumentParser) -> None:
-    _state_option(parser)
+    state_options(parser)
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
 
 
@@ -414,8 +422,7 @@ def config(args: argparse.Namespace) -> int:
     if getattr(args, "json", False):
         document = {"file": str(config_path(state)), "settings": values,
                     "sources": dict(settings.sources), "problems": list(settings.problems)}
-        sys.stdout.buffer.write(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
-        sys.stdout.flush()
+        _print_json(document)
         return 1 if settings.problems else 0
     width = output_width(sys.stdout)
     _say(f"config file: {config_path(state)}", width)

@@ -36,10 +36,6 @@ INTERPRETER_FILE = "python"
 _CLI_TIMEOUT = 120.0
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
-def _runner(env: Mapping[str, str]) -> Runner:
-    return command_runner(env, timeout=_CLI_TIMEOUT)
-
-
 def find_marketplace() -> Path | None:
     """The marketplace folder holding this package's plugin, or None if there is none."""
     package = Path(__file__).resolve().parents[1]  # .../loop_killer
@@ -97,7 +93,7 @@ def install(args: argparse.Namespace, *, run: Runner | None = None,
             env: Mapping[str, str] | None = None) -> int:
     """Record the interpreter, register the plugin; 0 when done (or printed), 1 on failure."""
     env = os.environ if env is None else env
-    run = run or _runner(env)
+    run = run or command_runner(env, timeout=_CLI_TIMEOUT)
     state = state_dir(env)
     from ..printable import terminal_width, wrap
     from ..state.files import NotAFolder
@@ -170,7 +166,7 @@ def doctor(args: argparse.Namespace, *, run: Runner | None = None,
            env: Mapping[str, str] | None = None) -> int:
     """Print one line per check; 0 when nothing failed, 1 otherwise."""
     env = os.environ if env is None else env
-    run = run or _runner(env)
+    run = run or command_runner(env, timeout=_CLI_TIMEOUT)
     checks = run_checks(claude=getattr(args, "claude", None), run=run, env=env)
     from ..printable import output_width, printable, wrap
 

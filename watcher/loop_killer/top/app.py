@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..helptext import PROJECTS_DEFAULT, STATE_DEFAULT
+from ..cli.commands import state_options
 from ..scan.prices import PriceTable
 from ..scan.usage import Spent, UsageTally, read_new_bytes
 from ..state import journal
@@ -65,10 +65,7 @@ def add_arguments_top(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--window", type=parse_window, default=3600.0, metavar="AGE",
                         help="show sessions whose transcript grew within AGE (30m, 1h, 2d; "
                              "default 1h)")
-    parser.add_argument("--state-dir", type=Path, default=None,
-                        help=f"loop-killer's state folder (default: {STATE_DEFAULT})")
-    parser.add_argument("--root", type=Path, default=None,
-                        help=f"folder of project folders (default: {PROJECTS_DEFAULT})")
+    state_options(parser, root=True)
 
 
 class _Transcript:

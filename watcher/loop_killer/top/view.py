@@ -130,12 +130,10 @@ def render(screen: Screen, *, selected: int, width: int, height: int, message: s
     column("PROJECT", columns.project)
     column("SESSION", SESSION)
     column("DOING", columns.doing)
-    if columns.turn:
-        column("TURN", columns.turn, right=True)
-    if columns.total:
-        column("TOTAL", columns.total, right=True)
-    if columns.active:
-        column("ACTIVE", columns.active, right=True)
+    for header, size in (("TURN", columns.turn), ("TOTAL", columns.total),
+                         ("ACTIVE", columns.active)):
+        if size:
+            column(header, size, right=True)
     column("LAST LOOP", columns.loop)
     for index in shown:
         row = screen.rows[index]
@@ -154,11 +152,9 @@ def render(screen: Screen, *, selected: int, width: int, height: int, message: s
 def _cells(row: Row, columns: Layout, *, now: float) -> list[Text]:
     cells = [Text(cut_left(row.project_text, columns.project)), Text(row.session_text),
              Text(fit(row.doing, columns.doing), style=_STYLE.get(row.attention, ""))]
-    if columns.turn:
-        cells.append(Text(row.turn))
-    if columns.total:
-        cells.append(Text(row.total))
-    if columns.active:
-        cells.append(Text(ago_short(now - row.last_activity)))
+    for size, text in ((columns.turn, row.turn), (columns.total, row.total),
+                       (columns.active, ago_short(now - row.last_activity))):
+        if size:
+            cells.append(Text(text))
     cells.append(Text(fit(row.loop, columns.loop)))
     return cells

@@ -10,9 +10,11 @@ flood must not bury a loop: hints are coalesced by path, a batch reads for at mo
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -283,15 +285,12 @@ class Watcher:
 
     def _root_present(self) -> bool:
         try:
-            info = os.stat(self.root)
+            info: os.stat_result | None = os.stat(self.root)
         except OSError:
-            self._root_key = None
-            return False
-        if not os.path.isdir(self.root):
-            self._root_key = None
-            return False
-        self._root_key = (info.st_dev, info.st_ino)
-        return True
+            info = None
+        self._root_key = (info.st_dev, info.st_ino) if info and stat.S_ISDIR(info.st_mode) \
+            else None
+        return self._root_key is not None
 
     def _watch_root(self) -> None:
         """Start the native observer on the root, or fall back to polling."""
@@ -404,12 +403,10 @@ class Watcher:
         self._unwatch()
         self._guarded(self._tail_journal)  # what the hooks logged last, and then
         self._guarded(self.sessions.respond.close)  # what was held is said before the end
-        try:
+        with contextlib.suppress(OSError):
             beat = read_heartbeat(self.state)
             if beat is not None and beat.pid == os.getpid():
                 os.unlink(heartbeat_path(self.state))
-        except OSError:
-            pass
 
 
 def _pending_requests(state: Path) -> set[str]:
