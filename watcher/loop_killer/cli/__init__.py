@@ -1,8 +1,5 @@
-"""``loop-killer``: the command line. Parsed and dispatched here, each subcommand imported
-only when used, so a call stays quick and never imports watchdog needlessly: ``commands``
-(``status``, ``clear``, ``config``) and ``setup`` (``install``, ``doctor``) live in this
-package, ``scan`` and ``top`` with theirs, and the plugin's ``hook`` is ``hooks.entry``.
-"""
+"""``loop-killer``: the command line, each subcommand imported only when used (a call stays
+quick and never imports watchdog needlessly)."""
 
 from __future__ import annotations
 

@@ -39,17 +39,8 @@ class Housekeeper:
         """Remove the clear requests no Stop hook will act on any more (stale: their
         session never stopped again), one line each, then ``then`` for a followed
         session; the sessions whose request went."""
-        try:  # never through a link: it would send the unlinks wherever it points
-            folder = state_folder(self.state, "requests", private=True)
-            names = os.listdir(folder)
-        except OSError:  # NotAFolder: said once by ``state_folder``
-            return set()
         removed: set[str] = set()
-        for name in names:
-            session_id = name[:-5]
-            if not name.endswith(".json") or not is_plain_id(session_id):
-                continue
-            path = folder / name
+        for session_id, path in self._files("requests"):
             found = _expired_request(path, session_id, now)
             if found is None:
                 continue
@@ -78,22 +69,15 @@ class Housekeeper:
     def sweep_statuses(self, followed: set[str]) -> int:
         """Remove the statuses and detection records of transcripts that no longer exist
         (deleted while no watcher ran, say)."""
-        try:  # never through a link, as above
-            folder = state_folder(self.state, "status", private=True)
-            names = os.listdir(folder)
-        except OSError:
-            return 0
         removed = 0
-        for name in names:
-            session_id = name[:-5]
-            if (not name.endswith(".json") or not is_plain_id(session_id)
-                    or session_id in followed):
+        for session_id, path in self._files("status"):
+            if session_id in followed:
                 continue
             found = read_session_status(self.state, session_id)
             if (found is None or found.session_id != session_id or not found.transcript_path
                     or os.path.lexists(found.transcript_path)):
                 continue  # not ours, or its transcript is still there
-            if not self._remove(folder / name):
+            if not self._remove(path):
                 continue
             records.forget_session(self.state, session_id)
             removed += 1
@@ -107,6 +91,17 @@ class Housekeeper:
         for session_id in vanished:
             if session_id not in followed:
                 records.forget_session(self.state, session_id)
+
+    def _files(self, kind: str) -> list[tuple[str, Path]]:
+        """(session id, path) of each ``<kind>/<id>.json``; never through a link (it would
+        send the unlinks wherever it points: ``state_folder`` says so once)."""
+        try:
+            folder = state_folder(self.state, kind, private=True)
+            names = os.listdir(folder)
+        except OSError:
+            return []
+        return [(name[:-5], folder / name) for name in names
+                if name.endswith(".json") and is_plain_id(name[:-5])]
 
     def _remove(self, path: Path) -> bool:
         """Unlink ``path``; False when gone already, or it cannot be (said once)."""

@@ -82,24 +82,20 @@ def configure_logging(*, verbose: bool) -> None:
     """Events (detections, outcomes, the start-up summary) on stdout; problems on stderr;
     the rest only with ``--verbose``."""
     logging.raiseExceptions = False  # a closed pipe must not print tracebacks
-    events = logging.getLogger("loop_killer.watch.events")
     out = logging.StreamHandler(sys.stdout)
     out.setFormatter(PrintableFormatter("%(asctime)s  %(message)s", "%H:%M:%S",
                                         stream=sys.stdout))
-    events.handlers[:] = [out]
-    events.setLevel(logging.INFO)
-    events.propagate = False
     err = logging.StreamHandler(sys.stderr)
     err.setFormatter(PrintableFormatter("%(asctime)s  %(levelname)s  %(message)s",
                                         "%H:%M:%S", stream=sys.stderr))
-    package = logging.getLogger("loop_killer")
-    package.handlers[:] = [err]
-    package.setLevel(logging.DEBUG if verbose else logging.WARNING)
-    package.propagate = False
-    watchdog_log = logging.getLogger("watchdog")
-    watchdog_log.handlers[:] = [err]
-    watchdog_log.setLevel(logging.INFO if verbose else logging.WARNING)
-    watchdog_log.propagate = False
+    for name, handler, level in (
+            ("loop_killer.watch.events", out, logging.INFO),
+            ("loop_killer", err, logging.DEBUG if verbose else logging.WARNING),
+            ("watchdog", err, logging.INFO if verbose else logging.WARNING)):
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [handler]
+        logger.setLevel(level)
+        logger.propagate = False
 
 
 def _positive(text: str) -> float:
