@@ -36,8 +36,7 @@ def printable(text: str, limit: int | None = None) -> str:
 
 
 def without_controls(text: str) -> str:
-    """``text`` with each run of control characters made one space, its spacing and line
-    breaks kept (log lines, tracebacks)."""
+    """``text`` with each run of control characters one space, its spacing kept."""
     return "\n".join(_CONTROL.sub(" ", line) for line in text.split("\n"))
 
 
@@ -45,8 +44,7 @@ MIN_WIDTH = 40  # narrower, a terminal gets the lines unwrapped (wrapping would 
 
 
 def terminal_width(stream: TextIO | None) -> int | None:
-    """The columns of the terminal ``stream`` writes to (``$COLUMNS`` first); None for a
-    file or a pipe."""
+    """The columns of the terminal ``stream`` writes to; None for a file or a pipe."""
     try:
         if stream is None or not stream.isatty():
             return None
@@ -66,8 +64,7 @@ PIPE_WIDTH = 80  # the columns of a report to a pipe or a file (as rich and shut
 
 
 def output_width(stream: TextIO | None) -> int | None:
-    """The columns a report for a person fits: its terminal's, else ``$COLUMNS`` or
-    ``PIPE_WIDTH`` for a pipe or a file."""
+    """Its terminal's columns, else ``$COLUMNS`` or ``PIPE_WIDTH`` (a pipe, a file)."""
     if stream is not None and _is_terminal(stream):
         return terminal_width(stream)
     columns = _columns_variable()

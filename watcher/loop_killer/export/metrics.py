@@ -244,8 +244,7 @@ def budget_limits(budget: Budget | None) -> dict[str, float]:
 
 
 class MetricsSource:
-    """The tally kept up to date from the detection log (followed from when this source
-    was made), read on demand; thread-safe."""
+    """The tally kept up to date from the detection log, read on demand; thread-safe."""
 
     def __init__(self, state: Path, *, home: str | None = None,
                  on_record: Callable[[Record], None] | None = None,
@@ -273,8 +272,7 @@ class MetricsSource:
 
 
 def parse_address(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:9464``; ``:9464`` is 127.0.0.1) -> (host, port). Raises
-    ValueError."""
+    """``HOST:PORT`` (``[::1]:9464``; ``:9464`` is 127.0.0.1) -> (host, port)."""
     host, sep, port = text.strip().rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) < 65536:  # 0: any free port
         raise ValueError(f"{text!r} is not HOST:PORT (such as 127.0.0.1:9464)")

@@ -79,8 +79,7 @@ class MetricsServer:
 
 
 def serve_metrics(address: str, source: MetricsSource) -> MetricsServer:
-    """Serve ``/metrics`` at ``address`` (HOST:PORT) on a thread of its own.
-    Raises MetricsUnavailable (a bad address, a port taken, the library missing)."""
+    """Serve ``/metrics`` at ``address`` on a thread; raises MetricsUnavailable."""
     try:
         host, port = parse_address(address)
     except ValueError as error:

@@ -53,8 +53,7 @@ class TelemetryUnavailable(RuntimeError):
 
 
 class TelemetryExport:
-    """The plan carried out: instruments that read ``source`` at each export, and a thread
-    that turns new log records into events."""
+    """Instruments that read ``source`` at each export, and a thread for the events."""
 
     def __init__(self, plan: ExportPlan, source: MetricsSource, *,
                  poll_every: float = POLL_EVERY, outcome_wait: float = OUTCOME_WAIT) -> None:
@@ -220,9 +219,8 @@ class TelemetryExport:
 
 
 def _quiet_sdk_log(every: float = 300.0) -> None:
-    """The SDK's complaints (a collector unreachable, a refused batch) go where the
-    watcher's problems go, in its format, errors only (warnings too with --verbose),
-    one every ``every`` seconds at most (a collector down fails each export and retry)."""
+    """The SDK's complaints go where the watcher's do: errors only (warnings too with
+    --verbose), one per ``every`` seconds at most (a collector down fails each retry)."""
     ours = logging.getLogger("loop_killer")
     forward = _Forward(ours, every)  # a handler: the SDK logs from child loggers
     sdk = logging.getLogger("opentelemetry")
@@ -232,8 +230,7 @@ def _quiet_sdk_log(every: float = 300.0) -> None:
 
 
 class _Forward(logging.Handler):
-    """Hands records to another logger's handlers (the watcher's stderr, its format), one
-    per ``every`` seconds at most."""
+    """Hands records to another logger's handlers, one per ``every`` seconds at most."""
 
     def __init__(self, to: logging.Logger, every: float) -> None:
         super().__init__()

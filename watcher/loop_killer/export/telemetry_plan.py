@@ -59,8 +59,7 @@ def settings_env(text: str | bytes) -> dict[str, str]:
 
 def telemetry_variables(environ: Mapping[str, str],
                         settings: Mapping[str, str]) -> dict[str, str]:
-    """The telemetry variables in force: the settings' ``env``, overridden by the
-    watcher's own environment."""
+    """The settings' ``env``, overridden by the watcher's own environment."""
     def ours(name: str) -> bool:
         return name == ENABLE or name.startswith("OTEL_")
     return {**{k: v for k, v in settings.items() if ours(k)},
@@ -172,8 +171,7 @@ class _Held:
 
 
 class LoopEvents:
-    """Detection-log records in, one event per detection out, each held for its first
-    outcome (matched as ``LoopTally`` matches it) ``wait`` seconds at most."""
+    """One event per detection, held for its first outcome ``wait`` seconds at most."""
 
     def __init__(self, *, home: str | None = None, wait: float = OUTCOME_WAIT,
                  remember: int = 10_000) -> None:

@@ -156,8 +156,7 @@ class StateReader:
             del self.statuses[session_id]
 
     def _list_transcripts(self, root: Path, now: float) -> None:
-        """Sessions whose transcript grew lately without a status (the watcher writes one
-        only for a session it reads live)."""
+        """Sessions active lately without a status (the watcher writes one only live)."""
         found: dict[str, SessionStatus] = {}
         for path, entry in list_transcripts(str(root)):
             session_id = session_id_of(path)

@@ -231,8 +231,7 @@ def _against_text(figure: Against) -> str:
 
 
 def _with_budget(doing: Words, budget: Words) -> Words:
-    """The doing and the turn's budget: the nearest limit is worth more than the doing's
-    fuller words; the doing alone last."""
+    """The doing and the turn's budget: the nearest limit before fuller words."""
     return tuple(f"{said} · {limits}" for said in doing for limits in budget) + doing
 
 

@@ -104,8 +104,7 @@ _HEADERS = {"project_text": "PROJECT", "doing": "DOING", "loop": "LAST LOOP",
 
 
 def _widest(rows: list[Row], column: str, *, shortest: bool = False) -> int:
-    """The widest cell of ``column`` (its header's too), of the fullest or ``shortest``
-    wordings."""
+    """The widest cell of ``column`` (its header's too), fullest or ``shortest`` words."""
     widths = [display_width(_HEADERS[column])]
     for row in rows:
         value: str | Words = getattr(row, column)

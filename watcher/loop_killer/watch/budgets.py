@@ -126,8 +126,7 @@ class Budgets:
 
     def check(self, path: str, now: float, *, goal: bool,
               warn: Callable[[Crossing], None]) -> Crossing | None:
-        """The spend limit crossed, the first time this turn; ``warn`` is called once per
-        limit and turn at ``WARN_AT`` of it."""
+        """The spend limit crossed, once a turn; ``warn`` once per limit and turn near it."""
         turn = self.turns.get(path)
         if turn is None or not self.budget.any_on:
             return None

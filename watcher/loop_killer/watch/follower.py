@@ -33,8 +33,7 @@ device and inode) counts as renamed, not new."""
 
 @dataclass(frozen=True, slots=True)
 class Check:
-    """The last bytes a follower read: how many (at most CHECK_BYTES), their digest (not
-    the bytes: thousands of sessions are followed at once)."""
+    """The last bytes a follower read: how many, and their digest (not the bytes)."""
 
     length: int
     digest: bytes
@@ -135,13 +134,11 @@ class Follower:
         self._check = check_of(data)
 
     def same_file_at(self, path: str) -> bool:
-        """Whether the file at ``path`` holds the last bytes this follower read: the same
-        file under another name, not a new one reusing its inode."""
+        """Whether ``path`` holds the bytes last read: the same file, renamed."""
         return bool(self._check.length) and holds(path, self.offset, self._check)
 
     def read_new(self, *, limit: int) -> tuple[Change, bytes]:
-        """Read up to ``limit`` new bytes: (what happened, the bytes; only ``GROWN`` has
-        any). Raises OSError."""
+        """Up to ``limit`` new bytes: (what happened, the bytes). Raises OSError."""
         try:
             fd = open_transcript(self.path, regular_only=False)
         except (FileNotFoundError, NotADirectoryError):
@@ -188,7 +185,6 @@ class Vanished:
         return gone[1]
 
     def forget_old(self, now: float) -> list[str]:
-        """Forget the files that vanished more than ``RENAME_WINDOW`` ago; their sessions
-        (deleted for good)."""
+        """Forget the files gone over ``RENAME_WINDOW`` ago; their sessions."""
         old = [k for k, gone in self._gone.items() if now - gone[0] > RENAME_WINDOW]
         return [self._gone.pop(key)[1] for key in old]

@@ -67,8 +67,7 @@ class Housekeeper:
         return removed
 
     def sweep_statuses(self, followed: set[str]) -> int:
-        """Remove the statuses and detection records of transcripts that no longer exist
-        (deleted while no watcher ran, say)."""
+        """Remove the statuses and records of transcripts that no longer exist."""
         removed = 0
         for session_id, path in self._files("status"):
             if session_id in followed:
@@ -86,8 +85,7 @@ class Housekeeper:
         return removed
 
     def forget_vanished(self, vanished: Iterable[str], followed: set[str]) -> None:
-        """Remove the detection records of sessions whose transcript vanished for good,
-        unless followed again."""
+        """Remove the records of sessions whose transcript is gone for good."""
         for session_id in vanished:
             if session_id not in followed:
                 records.forget_session(self.state, session_id)

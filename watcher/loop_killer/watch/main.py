@@ -36,8 +36,7 @@ class AlreadyRunning(RuntimeError):
 
 
 def acquire_lock(state: Path) -> int:
-    """Take ``<state>/watcher.lock`` (held until the process ends), our pid in it; the
-    descriptor to keep open. Raises AlreadyRunning."""
+    """Take ``<state>/watcher.lock``, our pid in it: the descriptor to keep open."""
     ensure_private_dir(state)
     path = state / LOCK_NAME
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
@@ -79,8 +78,7 @@ _UNDER_THE_TIME = len("12:34:56  ")
 
 
 def configure_logging(*, verbose: bool) -> None:
-    """Events (detections, outcomes, the start-up summary) on stdout; problems on stderr;
-    the rest only with ``--verbose``."""
+    """Events on stdout; problems on stderr; the rest only with ``--verbose``."""
     logging.raiseExceptions = False  # a closed pipe must not print tracebacks
     out = logging.StreamHandler(sys.stdout)
     out.setFormatter(PrintableFormatter("%(asctime)s  %(message)s", "%H:%M:%S",

@@ -65,8 +65,7 @@ class Notice:
 
 @dataclass(frozen=True, slots=True)
 class Said:
-    """A line for the watcher's terminal (None: printed by its writer), and its
-    notification, if any."""
+    """A line for the terminal (None: printed by its writer), and its notification."""
 
     level: int
     line: str | None
@@ -75,8 +74,7 @@ class Said:
 
 
 class InOrder:
-    """Lines held ``window`` seconds, then let out by when what they tell happened (ties:
-    in the order they came)."""
+    """Lines held ``window`` seconds, let out by when what they tell happened."""
 
     def __init__(self, *, window: float = ORDER_WINDOW) -> None:
         self.window = window
@@ -140,8 +138,7 @@ class Narrator:
     def detection(self, session_id: str, keys: Iterable[object], *, who: str, rule: str,
                   count: int, line: str | None, now: float, at: float | None = None
                   ) -> list[Said]:
-        """A rule fired: its LOOP line, unless the loop is known already (``at``: when
-        detected, default ``now``)."""
+        """A rule fired: its LOOP line, unless the loop is known already."""
         said = self._new_loop(session_id, keys, now, who=who, rule=rule, count=count,
                               at=now if at is None else at)
         if said is None:
@@ -174,8 +171,7 @@ class Narrator:
         return said
 
     def refusal(self, session_id: str, *, call: str, line: str, now: float) -> list[Said]:
-        """A call refused by the PreToolUse hook: said once for the call, counted each
-        time (for the ladder's stop)."""
+        """A call refused: said once for the call, counted each time."""
         session = self._session(session_id, now)
         first = session.refusals == 0 or session.refused_call != call
         session.refused_call = call

@@ -39,8 +39,7 @@ class _Window:
 
 @dataclass(slots=True)
 class Throttle:
-    """Per session and kind (stop or warning), at most one notification per ``window``
-    seconds; what comes within it is summed up when it ends."""
+    """At most one notification per session, kind and ``window``; the rest summed up."""
 
     window: float = WINDOW
     _windows: dict[tuple[str, bool], _Window] = field(default_factory=dict)
@@ -109,8 +108,7 @@ def run_quietly(argv: Sequence[str]) -> None:
 
 
 class Notifier:
-    """Shows the watcher's notices (throttled), the commands on a thread of their own: the
-    watcher never waits for them."""
+    """Shows the notices (throttled) on a thread of its own: the watcher never waits."""
 
     def __init__(self, *, throttle: Throttle | None = None,
                  command: Callable[[str], Sequence[str] | None] = notifier_command,

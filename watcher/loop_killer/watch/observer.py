@@ -69,8 +69,7 @@ def relevance(root: str, path: str, is_directory: bool) -> str | None:
 
 @dataclass(slots=True)
 class Taken:
-    """What one take found: the hints, the events they stand for, how long the oldest
-    waited (seconds)."""
+    """What one take found: the hints, the events they stand for, the oldest's wait."""
 
     hints: list[tuple[str, str]]
     events: int
@@ -78,8 +77,7 @@ class Taken:
 
 
 class EventQueue:
-    """Hints from any thread to the watcher's thread: a hint put again before it is taken
-    is kept once, where it was first put."""
+    """Hints from any thread: one put again before it is taken is kept once."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -147,8 +145,7 @@ class _OverflowListener(logging.Handler):
 
 
 def listen_for_overflow(hints: EventQueue) -> Callable[[], None]:
-    """Put an ``OVERFLOW`` hint on ``hints`` whenever watchdog says the kernel's queue
-    overflowed; returns what stops listening."""
+    """An ``OVERFLOW`` hint at each overflow watchdog logs; returns what stops it."""
     listener = _OverflowListener(hints)
     loggers = [logging.getLogger(name) for name in _OVERFLOW_LOGGERS]
     for logger in loggers:
@@ -165,8 +162,7 @@ def listen_for_overflow(hints: EventQueue) -> Callable[[], None]:
 
 def start_observer(root: str, hints: EventQueue, *, factory: Callable[[], Any] | None = None
                    ) -> Any:
-    """Start a native watchdog observer on ``root``; raises OSError if the platform
-    refuses (inotify limits)."""
+    """A native observer on ``root``; raises OSError when refused (inotify limits)."""
     if factory is None:
         from watchdog.observers import Observer
 

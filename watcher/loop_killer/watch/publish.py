@@ -77,8 +77,7 @@ def publish(state: Path, tracked: Tracked, now: float, *, unless_on_disk: bool =
 
 def unpublish_request(state: Path, tracked: Tracked, now: float, *, home: str | None = None
                       ) -> Published:
-    """The session's request is gone: its status must not say it is pending (returns as
-    ``publish``)."""
+    """The request is gone: the status must not say it is pending."""
     if tracked.reader is not None:
         return publish(state, tracked, now, home=home)
     previous = read_session_status(state, tracked.session_id)

@@ -254,8 +254,7 @@ class Responder:
             self.resolve(tracked, Outcome("stopped", "the turn was stopped"), final=False)
 
     def follow(self, tracked: Tracked, answer_uuid: str, rule: str) -> None:
-        """Follow what becomes of a detection the Stop hook acted on (the goal's last
-        status may say it at once)."""
+        """Follow what becomes of a detection the Stop hook acted on."""
         pending = self.pending_of(tracked)
         if pending is not None and not pending.stopped:
             return
@@ -381,8 +380,7 @@ class Responder:
                                    rule=rule, detail=outcome.detail)
 
     def say(self, said: Iterable[Said], *, at: float | None = None) -> None:
-        """Hold each line, to be let out in order: ``at``, when what it tells happened
-        (None: now)."""
+        """Hold each line to be let out in order: ``at``, when what it tells happened."""
         self.order.add(time.time() if at is None else at, said)
 
     def release(self, now: float | None = None) -> None:

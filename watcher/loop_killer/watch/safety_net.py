@@ -29,8 +29,7 @@ within the same clock tick as the listing would leave its mtime as it was."""
 
 
 class SafetyNet:
-    """The live list and the folder marks of one root; ``sync(path)`` brings a path that
-    changed up to date."""
+    """The live list and the folder marks of one root; ``sync`` brings a path up to date."""
 
     def __init__(self, root: str, tracked: Mapping[str, Tracked], sync: Callable[[str], None],
                  *, sweep_interval: float) -> None:
@@ -47,8 +46,7 @@ class SafetyNet:
         self.folders = self._marks()
 
     def sync_folder(self, folder: str) -> None:
-        """A project folder changed: sync the transcripts that appeared, were replaced or
-        vanished in it."""
+        """A project folder changed: sync what appeared, was replaced or vanished in it."""
         present = folder_entries(folder)
         prefix = folder + os.sep
         tracked = self.tracked
@@ -87,8 +85,7 @@ class SafetyNet:
                 self.sync_folder(folder)
 
     def sweep(self, *, polling: bool) -> None:
-        """Stat every transcript (when ``polling``, nothing goes on the live list: every
-        pass is a sweep)."""
+        """Stat every transcript (``polling``: none goes on the live list)."""
         self.next_sweep = time.monotonic() + self.sweep_interval
         self.mark_folders()
         tracked = self.tracked

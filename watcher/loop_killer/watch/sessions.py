@@ -254,8 +254,7 @@ class Sessions:
         return False
 
     def _woken(self, tracked: Tracked) -> bool:
-        """A dormant session: woken up if its file grew; False while it has not changed.
-        Raises OSError."""
+        """A dormant session: woken if its file grew; False while unchanged."""
         follower = tracked.follower
         change = classify(follower.key, follower.offset, stat_seen(tracked.path))
         if change is Change.UNCHANGED:
@@ -415,8 +414,7 @@ class Sessions:
         return budgets.figures(tracked.path, goal=goal_set)
 
     def expire_requests(self, now: float) -> set[str]:
-        """Remove the clear requests no Stop hook will take (the statuses say so); the
-        sessions whose request went."""
+        """Remove the requests no Stop hook will take; the sessions whose request went."""
 
         def unpublished(tracked: Tracked) -> None:
             tracked.published = unpublish_request(self.state, tracked, now, home=self.home)

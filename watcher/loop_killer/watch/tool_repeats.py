@@ -41,8 +41,7 @@ class ToolRepeats:
         return ToolCounts(settings.tool_counter(), max_held=HELD_PER_SESSION)
 
     def feed(self, tracked: Tracked, event: Event, *, live: bool) -> Streaks:
-        """Count the event's tool results, log a loop they complete (``live``); the
-        session's streaks after it."""
+        """Count the event's results, log a loop they complete (``live``); the streaks."""
         streaks = tracked.tool_streaks
         counter = tracked.tools
         if counter is None:

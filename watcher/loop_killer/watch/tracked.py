@@ -21,8 +21,7 @@ Streaks = tuple[tuple[str, str, int], ...]
 
 @dataclass(frozen=True, slots=True)
 class Dormant:
-    """What a dormant session keeps of its detector (its tail may not reach back to
-    these)."""
+    """What a dormant session keeps of its detector (its tail may not reach back)."""
 
     goal: GoalStatus | None
     last_answer: Answer | None  # without its text (the status keeps only its digest)

@@ -353,8 +353,7 @@ class Watcher:
         self._housekeep(due=True)
 
     def _housekeep(self, *, due: bool = False) -> None:
-        """``Sessions.housekeep``, now or (``due``) when its interval has passed; the
-        statuses are left alone while the root is missing."""
+        """``Sessions.housekeep``, now or (``due``) when its interval has passed."""
         now = time.monotonic()
         if due and now < self._next_housekeeping:
             return
@@ -421,8 +420,7 @@ BEHIND_REPEAT = 60.0  # seconds between two lines saying the watcher is still be
 
 
 class Pace:
-    """The longest a hint waited to be taken, or bytes written waited to be read, between
-    two beats, and what to log of it (pure)."""
+    """How long hints or bytes waited between two beats, and what to log of it (pure)."""
 
     __slots__ = ("_said_at", "behind_since", "events", "lag")
 
