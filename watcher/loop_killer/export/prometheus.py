@@ -5,6 +5,7 @@ Prometheus (the ``metrics`` extra), read on the client's own server thread when 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from .metrics import (
@@ -66,11 +67,11 @@ def _name(figure: Figure) -> str:
     return f"loop_killer_{figure.name}"
 
 
+@dataclass(frozen=True, slots=True)
 class MetricsServer:
-    def __init__(self, server: Any, thread: Any, address: tuple[str, int]) -> None:
-        self.server = server
-        self.thread = thread
-        self.address = address
+    server: Any
+    thread: Any
+    address: tuple[str, int]
 
     def close(self) -> None:
         self.server.shutdown()

@@ -221,12 +221,11 @@ class LoopEvents:
     def _detection(self, record: LoopRecord | ToolRecord, session: str,
                    now: float) -> list[LoopEvent]:
         rule = record.rule or "other"
-        kind = _kind(rule)
-        attributes: dict[str, str | int] = {"session.id": session, "event.name": "loop_detected",
-                                            "rule": rule, "kind": kind}
         at = record.at or now
-        attributes["event.timestamp"] = datetime.fromtimestamp(at, timezone.utc).isoformat(
-            timespec="milliseconds").replace("+00:00", "Z")
+        attributes: dict[str, str | int] = {
+            "session.id": session, "event.name": "loop_detected", "rule": rule,
+            "kind": _kind(rule), "event.timestamp": datetime.fromtimestamp(
+                at, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")}
         if record.project:
             attributes["project"] = project_label(record.project, self.home)
         attributes["count"] = record.count

@@ -107,7 +107,9 @@ class StateReader:
         self.transcripts: dict[str, _Transcript] = {}
         self.beat: WatcherHeartbeat | None = None
         self.prices = PriceTable()
-        self.limits = _limits(state)
+        settings = load_settings(state)
+        self.limits = Limits(settings.thresholds.same_reply_turns,
+                             settings.thresholds.idle_turns, settings.tool_repeat_block)
         self._journal = journal.JournalTail(state)
         self._journal.skip_to_end()  # before the history: a record in between is read twice
         self._fold(list(journal.read_recent(state, max_bytes=_HISTORY_BYTES)))
@@ -187,13 +189,6 @@ class StateReader:
                             self.detections, spent_by, beat=self.beat, limits=self.limits,
                             now=now, window=self.window, home=os.environ.get("HOME"),
                             cwds=cwds, refused=self.refused)
-
-
-def _limits(state: Path) -> Limits:
-    settings = load_settings(state)
-    return Limits(same_reply_turns=settings.thresholds.same_reply_turns,
-                  idle_turns=settings.thresholds.idle_turns,
-                  tool_repeat_block=settings.tool_repeat_block)
 
 
 def ask_to_clear(session_id: str, project: str, *, root: Path, state: Path) -> str:
