@@ -141,8 +141,8 @@ def test_the_watcher_shows_what_the_hook_logged_before_the_clear_it_read(
 
     from loop_killer.engine.transcript import GoalStatus
     from loop_killer.watch.follower import Follower
+    from loop_killer.watch.narrate import tell
     from loop_killer.watch.respond import Responder
-    from loop_killer.watch.retell import tell
     from loop_killer.watch.tracked import Tracked
 
     caplog.set_level(logging.INFO, logger="loop_killer.watch.events")

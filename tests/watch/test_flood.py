@@ -19,7 +19,7 @@ from loop_killer.state.status import (
     read_heartbeat,
 )
 from loop_killer.watch.observer import FILE, EventQueue
-from loop_killer.watch.pace import BEHIND_REPEAT, Pace
+from loop_killer.watch.watcher import BEHIND_REPEAT, Pace
 from transcripts import Lines, append
 
 from .helpers import wait_for

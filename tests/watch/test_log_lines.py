@@ -16,7 +16,7 @@ from loop_killer.state import journal, records, report
 from loop_killer.state import session as store
 from loop_killer.state.config import Settings
 from loop_killer.watch.narrate import InOrder, Said
-from loop_killer.watch.outcomes import OUTCOME_TIMEOUT, PendingOutcome, at_deadline
+from loop_killer.watch.respond import OUTCOME_TIMEOUT, PendingOutcome, at_deadline
 from transcripts import Lines, append
 
 from .helpers import wait_for

@@ -129,7 +129,7 @@ def test_a_passing_outcome_is_said_when_the_watcher_stops():
 
 
 def test_tool_repeats_notify_as_warnings_and_a_refusal_that_ends_the_turn_as_a_stop():
-    from loop_killer.watch.retell import tell
+    from loop_killer.watch.narrate import tell
 
     narrator = Narrator()
     base = {"session_id": "s1", "project": "-home-dev-api", "source": "hook",
@@ -158,7 +158,7 @@ def test_tool_repeats_notify_as_warnings_and_a_refusal_that_ends_the_turn_as_a_s
 
 
 def test_a_warned_only_tool_loop_says_so_and_a_later_stop_is_a_loop_of_its_own():
-    from loop_killer.watch.retell import tell
+    from loop_killer.watch.narrate import tell
 
     narrator = Narrator()
     base = {"session_id": "s1", "project": "api", "rule": "TOOL_REPEAT",
@@ -177,7 +177,7 @@ def test_a_warned_only_tool_loop_says_so_and_a_later_stop_is_a_loop_of_its_own()
 
 
 def test_the_watchers_own_tool_repeat_line_is_told_from_the_log_and_notified(env):
-    from loop_killer.watch.retell import tell
+    from loop_killer.watch.narrate import tell
 
     narrator = Narrator()
     record = {"event": "detection", "session_id": "s1", "project": "p", "source": "watcher",

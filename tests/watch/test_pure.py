@@ -12,7 +12,7 @@ from loop_killer.engine.transcript import parse_timestamp
 from loop_killer.state import journal, report
 from loop_killer.watch.follower import Change, Seen, classify
 from loop_killer.watch.observer import DIR, FILE, ROOT, relevance
-from loop_killer.watch.outcomes import (
+from loop_killer.watch.respond import (
     PendingOutcome,
     at_deadline,
     is_historic,

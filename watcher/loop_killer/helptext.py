@@ -1,6 +1,5 @@
-"""``--help`` as a person reads it: argparse's layout, but a name such as ``loop-killer``
-or ``--state-dir`` is never broken at its hyphen ("loop-" at a line's end, "killer" on
-the next), and the defaults are named the way a person knows them."""
+"""``--help`` as a person reads it: a name such as ``loop-killer`` or ``--state-dir`` is
+never broken at its hyphen, and the defaults are named the way a person knows them."""
 
 from __future__ import annotations
 
@@ -10,11 +9,9 @@ import textwrap
 __all__ = ["PROJECTS_DEFAULT", "STATE_DEFAULT", "HelpFormatter"]
 
 PROJECTS_DEFAULT = "~/.claude/projects, or $CLAUDE_CONFIG_DIR/projects"
-"""Where the transcripts are unless ``--root`` says (``state.files.projects_dir``)."""
 
 STATE_DEFAULT = ("~/.claude/loop-killer, or $CLAUDE_CONFIG_DIR/loop-killer; "
                  "$LOOP_KILLER_STATE_DIR overrides both")
-"""loop-killer's state folder unless ``--state-dir`` says (``state.files.state_dir``)."""
 
 
 class HelpFormatter(argparse.HelpFormatter):

@@ -1,8 +1,6 @@
 """Text a person reads, made safe for a terminal: the one cleaner of control codes (a
-reply holding ``\\x1b]0;PWNED\\x07`` must not retitle the terminal). Every line printed
-goes through ``printable``. ``terminal_width`` (None for a pipe or a file), ``wrap``
-(at spaces, hanging indent), ``output_width`` (80 through a pipe, or ``$COLUMNS``);
-``display_width`` counts wide characters two columns and combining marks none.
+reply holding ``\\x1b]0;PWNED\\x07`` must not retitle the terminal), and the widths
+and wrapping of what is printed.
 """
 
 from __future__ import annotations
@@ -38,18 +36,15 @@ def printable(text: str, limit: int | None = None) -> str:
 
 
 def without_controls(text: str) -> str:
-    """``text`` with each run of control characters made one space, its spacing and line
-    breaks otherwise kept (for log lines aligned in columns, and tracebacks)."""
+    """``text`` with each run of control characters one space, its spacing kept."""
     return "\n".join(_CONTROL.sub(" ", line) for line in text.split("\n"))
 
 
-MIN_WIDTH = 40
-"""Narrower than this, a terminal gets the lines unwrapped (wrapping would only shred them)."""
+MIN_WIDTH = 40  # narrower, a terminal gets the lines unwrapped (wrapping would shred them)
 
 
 def terminal_width(stream: TextIO | None) -> int | None:
-    """The columns of the terminal ``stream`` writes to (``$COLUMNS`` first, as shells and
-    ``shutil`` do); None when it is not a terminal: a file or a pipe gets whole lines."""
+    """The columns of the terminal ``stream`` writes to; None for a file or a pipe."""
     try:
         if stream is None or not stream.isatty():
             return None
@@ -65,21 +60,18 @@ def terminal_width(stream: TextIO | None) -> int | None:
     return columns if columns >= MIN_WIDTH else None
 
 
-PIPE_WIDTH = 80
-"""The columns of a report written to a pipe or a file (as rich and ``shutil`` assume)."""
+PIPE_WIDTH = 80  # the columns of a report to a pipe or a file (as rich and shutil assume)
 
 
 def output_width(stream: TextIO | None) -> int | None:
-    """The columns a report for a person fits: its terminal's (``terminal_width``), else
-    ``$COLUMNS`` or ``PIPE_WIDTH`` for a pipe or a file, which is read by a person too."""
+    """Its terminal's columns, else ``$COLUMNS`` or ``PIPE_WIDTH`` (a pipe, a file)."""
     if stream is not None and _is_terminal(stream):
         return terminal_width(stream)
     columns = _columns_variable()
     return columns if columns >= MIN_WIDTH else PIPE_WIDTH
 
 
-def _columns_variable() -> int:
-    """``$COLUMNS`` (0 when unset or not a number)."""
+def _columns_variable() -> int:  # 0 when unset or not a number
     try:
         return int(os.environ.get("COLUMNS", ""))
     except ValueError:
@@ -110,7 +102,6 @@ def char_width(char: str) -> int:
 
 
 def display_width(text: str) -> int:
-    """The columns ``text`` takes on a terminal."""
     if text.isascii():
         return len(text)
     return sum(char_width(char) for char in text)
@@ -132,11 +123,9 @@ _BREAKS = ("/", "-", "_", ",", "(")
 
 
 def wrap(line: str, width: int | None, indent: int = 4) -> list[str]:
-    """``line`` as lines of at most ``width`` columns (as a terminal shows them), cut at
-    spaces, each after the first indented by ``indent`` spaces (a word longer than a line
-    is cut after a ``/``, ``-``, ``_``, ``,`` or ``(`` where it has one, else where it
-    must); ``[line]`` when ``width`` is None or it fits. Runs of spaces inside the line
-    (aligned columns) are kept where the line is not cut."""
+    """``line`` as lines of at most ``width`` columns, cut at spaces (a word longer than a
+    line after one of ``_BREAKS``, else where it must), each after the first indented by
+    ``indent``; ``[line]`` when ``width`` is None or it fits."""
     if width is None or display_width(line) <= width:
         return [line]
     indent = max(0, min(indent, width // 2))
@@ -146,8 +135,7 @@ def wrap(line: str, width: int | None, indent: int = 4) -> list[str]:
         fits = _fitting(rest, room)
         cut = rest.rfind(" ", 0, fits + 1)
         if cut <= 0 or not rest[:cut].strip():
-            # No space to cut at: after a path's or a name's own break (``/``, ``-``,
-            # ``_``, ``,``, ``(``), else the word is cut.
+            # No space to cut at: after a path's or a name's own break, else anywhere.
             cut = max(rest.rfind(mark, 0, fits) for mark in _BREAKS) + 1
             if cut <= 0 or not rest[:cut].strip():
                 cut = fits

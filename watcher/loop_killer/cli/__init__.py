@@ -1,8 +1,5 @@
-"""``loop-killer``: the command line. Parsed and dispatched here, each subcommand imported
-only when used, so a call stays quick and never imports watchdog needlessly: ``commands``
-(``status``, ``clear``, ``config``) and ``setup`` (``install``, ``doctor``) live in this
-package, ``scan`` and ``top`` with theirs, and the plugin's ``hook`` is ``hooks.entry``.
-"""
+"""``loop-killer``: the command line, each subcommand imported only when used (a call stays
+quick and never imports watchdog needlessly)."""
 
 from __future__ import annotations
 
@@ -12,8 +9,8 @@ import sys
 
 from ..helptext import HelpFormatter
 
-# subcommand -> (module, function, one-line help). Each module also provides
-# ``add_arguments_<function>(parser)`` when the subcommand takes options.
+# subcommand -> (module, function, one-line help); ``add_arguments_<function>(parser)`` in
+# the module, when it takes options.
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "status": ("loop_killer.cli.commands", "status", "show the watcher and every live run"),
     "clear": ("loop_killer.cli.commands", "clear", "ask a session's Stop hook to end its loop"),
@@ -25,8 +22,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "scan": ("loop_killer.scan.command", "scan", "every past loop in the history, and its cost"),
     "top": ("loop_killer.top.app", "top", "every session active lately, live, one row each"),
 }
-INTERNAL = frozenset({"hook"})
-"""Subcommands run by the plugin, not by a person: ``--help`` does not list them."""
+INTERNAL = frozenset({"hook"})  # run by the plugin, not by a person: not in ``--help``
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,7 +1,6 @@
-"""``loop-killer status`` (watcher alive, sessions in a run or with a clear request, recent
-loops; exit 0 when a watcher is alive, 1 when not), ``clear SESSION`` (a manual request
-for the session's next Stop; exit 1 when no single session matches, 2 for no session id)
-and ``config`` (the effective settings and where each came from)."""
+"""``loop-killer status`` (exit 0 when a watcher is alive, 1 when not), ``clear SESSION``
+(a manual request for the session's next Stop; exit 1 when no single session matches, 2
+for no session id) and ``config`` (the settings in force and where each came from)."""
 
 from __future__ import annotations
 
@@ -28,17 +27,21 @@ from ..state.status import SessionStatus, falling_behind, read_session_status, w
 from ..watch.narrate import FINAL_OUTCOMES, VERDICTS
 
 __all__ = ["add_arguments_clear", "add_arguments_config", "add_arguments_status", "clear",
-           "config", "status"]
+           "config", "state_options", "status"]
 
 
-def _state_option(parser: argparse.ArgumentParser) -> None:
+def state_options(parser: argparse.ArgumentParser, *, root: bool = False) -> None:
+    """``--state-dir``, and ``--root`` when asked for."""
     parser.add_argument("--state-dir", type=Path, default=None,
                         help=f"loop-killer's state folder (default: {STATE_DEFAULT})")
+    if root:
+        parser.add_argument("--root", type=Path, default=None,
+                            help=f"folder of project folders (default: {PROJECTS_DEFAULT})")
 
 
 def add_arguments_status(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON object, for scripts")
-    _state_option(parser)
+    state_options(parser)
 
 
 def add_arguments_clear(parser: argparse.ArgumentParser) -> None:
@@ -49,7 +52,7 @@ def add_arguments_clear(parser: argparse.ArgumentParser) -> None:
                              "choose between sessions of one id in several projects)")
     parser.add_argument("--root", type=Path, default=None,
                         help=f"folder of project folders (default: {PROJECTS_DEFAULT})")
-    _state_option(parser)
+    state_options(parser)
 
 
 def _dirs(args: argparse.Namespace) -> tuple[Path, Path]:
@@ -65,6 +68,11 @@ def _say(line: str, width: int | None, indent: int = 2) -> None:
         print(piece)
 
 
+def _print_json(data: Any) -> None:
+    sys.stdout.buffer.write(orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
+    sys.stdout.flush()
+
+
 def _ids_in(folder: Path) -> list[str]:
     try:
         names = os.listdir(folder)
@@ -73,11 +81,8 @@ def _ids_in(folder: Path) -> list[str]:
     return [name[:-5] for name in names if name.endswith(".json") and is_plain_id(name[:-5])]
 
 
-# -- status -----------------------------------------------------------------------------
-
-
-RECENT_SHOWN = 5
-"""Loops (and tool-repeat warnings) ``status`` lists under the sessions, newest first."""
+RECENT_SHOWN = 5  # loops (and tool-repeat warnings) ``status`` lists, newest first
+_RECENT_BYTES = 512 * 1024  # of the detection log's tail: far more than 5 loops
 
 
 def collect(state: Path, *, now: float | None = None) -> dict[str, Any]:
@@ -134,15 +139,10 @@ def collect(state: Path, *, now: float | None = None) -> dict[str, Any]:
     }
 
 
-_RECENT_BYTES = 512 * 1024  # of the detection log's tail: far more than 5 loops
-
-
 def recent_loops(logged: list[journal.Record], *, limit: int) -> list[dict[str, Any]]:
-    """The last ``limit`` loops in the log, newest first, each with what became of it:
-    a detection (a tool-repeat warning: "warned" by a hook, "seen" by the watcher
-    alone), then the outcomes of its session that
-    followed (the last final one, else the last on the way); a turn ended by refusals is
-    an outcome alone."""
+    """The last ``limit`` loops in the log, newest first, each with what became of it (a
+    tool-repeat warning: "warned" by a hook, "seen" by the watcher alone; else the last
+    final outcome of its session after it, else the last on the way)."""
     loops: list[dict[str, Any]] = []
     latest: dict[str, dict[str, Any]] = {}
     loop: dict[str, Any] | None
@@ -151,9 +151,7 @@ def recent_loops(logged: list[journal.Record], *, limit: int) -> list[dict[str, 
         if isinstance(record, journal.ToolRecord) and not record.refused:
             phrase = (f"same result {record.count} times" if rule == RULE_TOOL_REPEAT
                       else rule_phrase(rule, record.count))
-            # Only a tool-call hook warns the model; the watcher's own record of the
-            # same loop means no hook ran for those calls (not installed, or Claude Code
-            # rejected the calls before any hook: an input it could not validate).
+            # Only a tool-call hook warns the model: the watcher's record means none ran.
             loop = {"session_id": session_id, "project": record.project, "rule": rule,
                     "at": at, "what": f"{record.call}: {phrase}",
                     "outcome": "warned" if record.source == "hook" else "seen"}
@@ -181,8 +179,7 @@ def recent_loops(logged: list[journal.Record], *, limit: int) -> list[dict[str, 
 
 
 def _live_goal_budget(found: SessionStatus | None) -> dict[str, Any] | None:
-    """The turn's figures against its budget the watcher published, for a goal that is
-    set (``watch.budgets``); None otherwise."""
+    """The turn's figures against its budget, for a goal that is set; else None."""
     budget = found.extra.get("budget") if found is not None else None
     if not isinstance(budget, dict) or not budget.get("goal"):
         return None
@@ -222,8 +219,8 @@ def _say_budgets(sessions: list[dict[str, Any]], now: float, home: str | None,
 
 
 def _streaks(streaks: list[dict[str, Any]], refused: dict[str, Any] | None = None) -> str:
-    """``Bash: npm test x3`` for the call repeating most, and how many others do; a call
-    refused since (until the person speaks) says so: its count no longer moves."""
+    """``Bash: npm test x3 (+1), refused 2 times``: the call repeating most, how many
+    others do, and its refusals."""
     shown = [s for s in streaks if isinstance(s, dict) and isinstance(s.get("count"), int)]
     if not shown:
         return "-"
@@ -248,8 +245,7 @@ def _project_of(request: ClearRequest | None) -> str:
 def status(args: argparse.Namespace) -> int:
     _, state = _dirs(args)
     if state.exists() and not os.access(state, os.R_OK | os.X_OK):
-        # Whether a watcher runs, and what the sessions do, cannot be told: say so once,
-        # rather than "not running" and "no session" read from nothing.
+        # Said once, rather than "not running" and "no session" read from nothing.
         print(f"loop-killer status: cannot read the state folder {printable(str(state))} "
               "(permission denied): run it as the user who runs Claude Code",
               file=sys.stderr)
@@ -257,8 +253,7 @@ def status(args: argparse.Namespace) -> int:
     now = time.time()
     data = collect(state, now=now)
     if getattr(args, "json", False):
-        sys.stdout.buffer.write(orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
-        sys.stdout.flush()
+        _print_json(data)
         return 0 if data["watcher"] else 1
     home = os.environ.get("HOME")
     width = output_width(sys.stdout)
@@ -313,14 +308,10 @@ def _recent_line(loop: dict[str, Any], now: float, home: str | None) -> str:
             f"  {loop['rule'] or '?'} ({loop['what']}): {said}")
 
 
-# -- clear ------------------------------------------------------------------------------
-
-
 def find_sessions(root: Path, state: Path, prefix: str, *, project: str | None = None
                   ) -> dict[str, list[str]]:
     """Session ids (exactly ``prefix``, else starting with it) -> their transcripts (one
-    per project holding a session of that id), in project folders whose name or path
-    contains ``project`` (any case) when given."""
+    per project), in project folders whose name or path contains ``project`` (any case)."""
     wanted = project.casefold() if project else None
 
     def chosen(path: str) -> bool:
@@ -400,17 +391,13 @@ def clear(args: argparse.Namespace) -> int:
     return 0
 
 
-# -- config -----------------------------------------------------------------------------
-
-
 def add_arguments_config(parser: argparse.ArgumentParser) -> None:
-    _state_option(parser)
+    state_options(parser)
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
 
 
 def config(args: argparse.Namespace) -> int:
-    """``loop-killer config``: the effective settings and where each came from; exit 1
-    when the file (or the environment) has a problem, which is said."""
+    """Exit 1 when the file (or the environment) has a problem, which is said."""
     from ..state.config import config_path, load_settings
 
     _, state = _dirs(args)
@@ -435,8 +422,7 @@ def config(args: argparse.Namespace) -> int:
     if getattr(args, "json", False):
         document = {"file": str(config_path(state)), "settings": values,
                     "sources": dict(settings.sources), "problems": list(settings.problems)}
-        sys.stdout.buffer.write(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
-        sys.stdout.flush()
+        _print_json(document)
         return 1 if settings.problems else 0
     width = output_width(sys.stdout)
     _say(f"config file: {config_path(state)}", width)

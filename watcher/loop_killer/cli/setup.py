@@ -1,16 +1,10 @@
 """``loop-killer install`` and ``loop-killer doctor``: put the plugin in place, check it.
 
-``install`` records this interpreter (the plugin's launcher uses it when the ``python3``
-on PATH lacks the package): pipx's or uv's tool environment, a virtual environment, or a
-Python installation, always by the path it was started as (a venv's ``bin/python`` is a
-link to its base interpreter, which does not see the venv's packages). Then it registers
-the plugin with the local ``claude`` CLI (``claude plugin marketplace add`` + ``claude
-plugin install``, both idempotent), or prints those commands when no ``claude`` is on
-PATH.
-
-The plugin is found as a marketplace folder (``.claude-plugin/marketplace.json`` beside a
-``plugin/`` folder): the source checkout the package runs from, or the copy a wheel ships
-inside the package (``loop_killer/_plugin``, see pyproject.toml).
+``install`` records this interpreter by the path it was started as (a venv's
+``bin/python`` links to a base interpreter that does not see the venv's packages): the
+plugin's launcher uses it when the ``python3`` on PATH lacks the package. Then it registers
+the plugin's marketplace folder (the source checkout, or the copy a wheel ships as
+``loop_killer/_plugin``) with the ``claude`` CLI, or prints the commands.
 """
 
 from __future__ import annotations
@@ -33,30 +27,14 @@ from ..hooks.notice import MOD_MIN_VERSION, parse_version
 from ..hooks.terminal import Runner, command_runner
 from ..state.files import config_dir, ensure_private_dir, linked_state_folders, state_dir
 
-__all__ = [
-    "PLUGIN_NAME",
-    "Check",
-    "add_arguments_doctor",
-    "add_arguments_install",
-    "doctor",
-    "find_marketplace",
-    "install",
-    "interpreter_kind",
-    "multiplexer",
-    "record_interpreter",
-]
+__all__ = ["PLUGIN_NAME", "Check", "add_arguments_doctor", "add_arguments_install", "doctor",
+           "find_marketplace", "install", "interpreter_kind", "multiplexer", "record_interpreter"]
 
 PLUGIN_NAME = "loop-killer"
 
 INTERPRETER_FILE = "python"
 _CLI_TIMEOUT = 120.0
-
-def _runner(env: Mapping[str, str]) -> Runner:
-    return command_runner(env, timeout=_CLI_TIMEOUT)
-
-
-# -- finding the plugin ----------------------------------------------------------------------
-
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 def find_marketplace() -> Path | None:
     """The marketplace folder holding this package's plugin, or None if there is none."""
@@ -80,9 +58,6 @@ def marketplace_name(root: Path) -> str:
     return PLUGIN_NAME
 
 
-# -- install ---------------------------------------------------------------------------------
-
-
 def add_arguments_install(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--print-only", action="store_true",
                         help="print the claude commands instead of running them")
@@ -91,9 +66,8 @@ def add_arguments_install(parser: argparse.ArgumentParser) -> None:
 
 
 def record_interpreter(state: Path, python: str | None = None) -> Path:
-    """Write this interpreter's path where the plugin's launcher looks for it: absolute,
-    links not followed (a venv's python must be started by its own path). Never through
-    a linked state folder (raises NotAFolder): the launcher would run what it names."""
+    """Write this interpreter's path (absolute, links not followed) where the launcher
+    looks for it; never through a linked state folder (raises NotAFolder)."""
     from ..state.files import state_folder, write_private_file
 
     path = state_folder(state, create=True, private=True) / INTERPRETER_FILE
@@ -102,7 +76,7 @@ def record_interpreter(state: Path, python: str | None = None) -> Path:
 
 
 def interpreter_kind(prefix: str | None = None, base_prefix: str | None = None) -> str:
-    """Where the running Python's packages live, in words (what ``install`` recorded)."""
+    """Where the running Python's packages live, in words."""
     prefix = sys.prefix if prefix is None else prefix
     base_prefix = sys.base_prefix if base_prefix is None else base_prefix
     if os.path.realpath(prefix) == os.path.realpath(base_prefix):
@@ -119,7 +93,7 @@ def install(args: argparse.Namespace, *, run: Runner | None = None,
             env: Mapping[str, str] | None = None) -> int:
     """Record the interpreter, register the plugin; 0 when done (or printed), 1 on failure."""
     env = os.environ if env is None else env
-    run = run or _runner(env)
+    run = run or command_runner(env, timeout=_CLI_TIMEOUT)
     state = state_dir(env)
     from ..printable import terminal_width, wrap
     from ..state.files import NotAFolder
@@ -158,14 +132,11 @@ def install(args: argparse.Namespace, *, run: Runner | None = None,
                   f"{output}", file=sys.stderr)
             return 1
         last = output.splitlines()[-1].rsplit("\r", 1)[-1] if output else "done"
-        for line in wrap(f"{shlex.join(argv)}: {_strip_ansi(last)}",
+        for line in wrap(f"{shlex.join(argv)}: {_ANSI.sub('', last)}",
                          terminal_width(sys.stdout)):
             print(line)
     print("the plugin is installed; it takes effect in sessions started from now on")
     return 0
-
-
-# -- doctor ----------------------------------------------------------------------------------
 
 
 def add_arguments_doctor(parser: argparse.ArgumentParser) -> None:
@@ -183,7 +154,7 @@ class Check:
 
 
 def multiplexer(env: Mapping[str, str]) -> str | None:
-    """The terminal multiplexer this shell runs in (what the hook could type into)."""
+    """The terminal multiplexer this shell runs in (the hook types into it)."""
     if env.get("TMUX_PANE") or env.get("TMUX"):
         return "tmux"
     if env.get("STY"):
@@ -195,7 +166,7 @@ def doctor(args: argparse.Namespace, *, run: Runner | None = None,
            env: Mapping[str, str] | None = None) -> int:
     """Print one line per check; 0 when nothing failed, 1 otherwise."""
     env = os.environ if env is None else env
-    run = run or _runner(env)
+    run = run or command_runner(env, timeout=_CLI_TIMEOUT)
     checks = run_checks(claude=getattr(args, "claude", None), run=run, env=env)
     from ..printable import output_width, printable, wrap
 
@@ -357,9 +328,3 @@ def _check_settings(env: Mapping[str, str]) -> Check:
     return Check("ok", "settings", f"{where} is read" if where.exists() else
                  f"the documented defaults (no {where}); see loop-killer config")
 
-
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-def _strip_ansi(text: str) -> str:
-    return _ANSI.sub("", text)

@@ -1,33 +1,19 @@
-"""Loop figures for monitoring systems, from the detection log (one source for them all).
-
-``LoopTally`` folds the log's records into counters (pure); ``MetricsSource`` follows the
-log from the watcher's start (when asked, never in the watcher's loop) and reads the
-session gauges from the status files; ``prometheus`` and ``telemetry`` read it.
-
-* ``loops`` (rule, kind, project): a loop once, when detected (a tool-call ladder's stop
-  counts only when no warning of that session awaits an outcome).
-* ``outcomes`` (rule, kind, outcome, project): a loop's first outcome; loops minus
-  outcomes are those not settled yet.
-* ``refusals`` (project): each call the PreToolUse hook refused, once.
-* ``avoided_tokens`` (rule, project): for a stopped re-prompt loop, its last replies' mean
-  tokens times the replies Claude Code would still have allowed (``STOP_HOOK_BLOCK_CAP``
-  minus the run); none for tool loops and BUDGET stops (nothing caps those).
-* gauges: sessions followed, live (grew within ``LIVE_WITHIN`` s), in a run; each live
-  turn's spend, re-prompts and minutes, and the budget's limits that are on.
-
-Label values are bounded: fixed lists (else ``other``), the first ``MAX_PROJECT_LABELS``
-projects; a session id labels only a live turn's gauges.
+"""Loop figures for monitoring systems, from the detection log (one source for them all):
+``LoopTally`` folds the log's records into counters (pure), ``MetricsSource`` follows the
+log and reads the session gauges; the tables name and describe each metric for both
+exports. Label values are bounded: fixed lists (else ``other``), the first
+``MAX_PROJECT_LABELS`` projects; a session id labels only a live turn's gauges.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from ..engine.budget import LIMIT_MINUTES, LIMITS, Budget
 from ..engine.rules import RULE_BUDGET, RULE_EDIT_OSCILLATION, RULE_IDLE, RULE_MANUAL, RULE_SAME
@@ -37,42 +23,77 @@ from ..state.journal import JournalTail, LoopRecord, OutcomeRecord, Record, Tool
 from ..state.report import OUTCOME_LABELS, project_label
 from ..state.status import read_heartbeat, read_session_status, written_statuses
 
-__all__ = [
-    "LIVE_WITHIN",
-    "MAX_PROJECT_LABELS",
-    "OTHER",
-    "STOP_HOOK_BLOCK_CAP",
-    "Gauges",
-    "LiveTurn",
-    "LoopKey",
-    "LoopTally",
-    "OutcomeKey",
-    "MetricsSource",
-    "budget_limits",
-    "parse_address",
-    "read_gauges",
-]
+__all__ = ["BUDGET_LIMIT", "COUNTERS", "LIVE_WITHIN", "MAX_PROJECT_LABELS", "OTHER",
+           "SESSION_GAUGES", "STOP_HOOK_BLOCK_CAP", "TURN_GAUGES", "Figure", "Gauges",
+           "LiveTurn", "LoopKey", "LoopTally", "MetricsSource", "OutcomeKey", "budget_limits",
+           "parse_address", "read_gauges"]
 
-MAX_PROJECT_LABELS = 20
-"""Projects with a label of their own; later ones are counted under ``other``."""
+MAX_PROJECT_LABELS = 20  # projects with a label of their own; later ones are ``other``
 OTHER = "other"
-LIVE_WITHIN = 300.0
-"""A session is live when its transcript grew within this many seconds."""
+LIVE_WITHIN = 300.0  # seconds: a session is live when its transcript grew within them
 STOP_HOOK_BLOCK_CAP = 8
 """Claude Code ends a turn itself after this many Stop-hook blocks in a row (its default;
-``CLAUDE_CODE_STOP_HOOK_BLOCK_CAP`` in a session's environment changes it, which the
-watcher cannot see: the default is used): the most a re-prompt loop could run."""
+a session's ``CLAUDE_CODE_STOP_HOOK_BLOCK_CAP``, unseen here, may change it)."""
 
 RULES = frozenset({RULE_SAME, RULE_IDLE, RULE_MANUAL, RULE_BUDGET, RULE_TOOL_REPEAT,
                    RULE_EDIT_OSCILLATION})
 OUTCOMES = frozenset({*OUTCOME_LABELS, "warned"})
 STOPPED = frozenset({"cleared", "stopped", "stopped_no_goal", "clear_queued",
-                     "sent_unconfirmed", "clear_failed"})
-"""Outcomes that mean the loop's turn was ended."""
+                     "sent_unconfirmed", "clear_failed"})  # the loop's turn was ended
 _REMEMBERED = 10_000  # detections awaiting an outcome, and settled ones, kept at most
 
 LoopKey = tuple[str, str, str]  # rule, kind, project
 OutcomeKey = tuple[str, str, str, str]  # rule, kind, outcome, project
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    """One metric as both exports name and describe it."""
+
+    name: str  # Prometheus: loop_killer_<name> (a counter's series end in _total)
+    otel: str  # OpenTelemetry: loop_killer.<otel>
+    field: str  # what it reads: of the LoopTally, the Gauges, a LiveTurn
+    unit: str  # OpenTelemetry's
+    text: str
+    otel_text: str = ""  # OpenTelemetry's description, where shorter than ``text``
+    labels: tuple[str, ...] = ()
+
+
+COUNTERS = (
+    Figure("loops", "loops", "loops", "{loop}",
+           "Loops loop-killer caught, counted when detected",
+           labels=("rule", "kind", "project")),
+    Figure("loop_outcomes", "loop_outcomes", "outcomes", "{loop}",
+           "Loops counted again when their first outcome is known (a tool-call warning "
+           "nothing refused after: outcome warned)",
+           labels=("rule", "kind", "outcome", "project")),
+    Figure("tool_refusals", "tool_refusals", "refusals", "{call}",
+           "Tool calls refused for repeating the same result", labels=("project",)),
+    Figure("avoided_tokens", "avoided_tokens", "avoided_tokens", "{token}",
+           "Tokens a stopped re-prompt loop would still have spent (its mean tokens per "
+           "reply x the replies Claude Code's block cap allowed)",
+           "Tokens a stopped re-prompt loop would still have spent",
+           labels=("rule", "project")))
+SESSION_GAUGES = (
+    Figure("sessions_followed", "sessions.followed", "followed", "{session}",
+           "Session transcripts the watcher follows"),
+    Figure("sessions_live", "sessions.live", "live", "{session}",
+           "Sessions whose transcript grew in the last 5 minutes"),
+    Figure("sessions_in_run", "sessions.in_run", "in_run", "{session}",
+           "Live sessions in a re-prompt run"))
+TURN_GAUGES = (  # labelled by project and session
+    Figure("turn_spend_usd", "turn.spend_usd", "usd", "{USD}",
+           "What the live turn has spent (USD, main session and subagents, priced as scan "
+           "prices it)", "What the live turn has spent (USD)"),
+    Figure("turn_reprompts", "turn.reprompts", "reprompts", "{reprompt}",
+           "Re-prompts in the live turn"),
+    Figure("turn_duration_minutes", "turn.duration", "minutes", "min",
+           "Minutes since the live turn's prompt"))
+BUDGET_LIMIT = Figure(
+    "budget_limit", "budget.limit", "limits", "{limit}",
+    "The budget of a turn, per limit that is on (reprompts, usd, minutes; [budget] in "
+    "config.toml)", "The budget of a turn, per limit that is on (reprompts, usd, minutes)",
+    labels=("limit",))
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,15 +105,7 @@ class _Pending:
     transcript_path: str
 
 
-_OUTCOME_SLACK = 2.0
-"""Seconds a loop's last reply may be stamped after the outcome that stopped it (the hook
-may stop the turn before Claude Code writes that reply)."""
-
-
-class ReplyTokens(Protocol):
-    """``usage.reply_tokens``'s signature: the mean tokens of a transcript's last replies."""
-
-    def __call__(self, path: str, replies: int, *, until: float | None = None) -> float: ...
+_OUTCOME_SLACK = 2.0  # seconds a loop's last reply may be written after the stop
 
 
 class LoopTally:
@@ -100,10 +113,10 @@ class LoopTally:
 
     def __init__(self, *, home: str | None = None,
                  max_projects: int = MAX_PROJECT_LABELS,
-                 reply_tokens: ReplyTokens = reply_tokens) -> None:
-        self.loops: dict[LoopKey, int] = {}
-        self.outcomes: dict[OutcomeKey, int] = {}
-        self.refusals: dict[str, int] = {}  # project -> refused calls
+                 reply_tokens: Callable[..., float] = reply_tokens) -> None:
+        self.loops: Counter[LoopKey] = Counter()
+        self.outcomes: Counter[OutcomeKey] = Counter()
+        self.refusals: Counter[str] = Counter()  # project -> refused calls
         self.avoided_tokens: dict[tuple[str, str], float] = {}  # (rule, project) -> tokens
         self.home = home
         self.max_projects = max_projects
@@ -113,7 +126,6 @@ class LoopTally:
         self._settled: OrderedDict[tuple[str, str], None] = OrderedDict()
 
     def project(self, folder: object) -> str:
-        """The label of a project folder: its readable name while labels are left."""
         if not isinstance(folder, str) or not folder:
             return OTHER
         label = self._projects.get(folder)
@@ -129,7 +141,7 @@ class LoopTally:
         kind = "tool" if rule in TOOL_CALL_RULES else "reprompt"
         project = self.project(record.project)
         if isinstance(record, ToolRecord) and record.refused:
-            self.refusals[project] = self.refusals.get(project, 0) + 1
+            self.refusals[project] += 1
         elif isinstance(record, (ToolRecord, LoopRecord)):
             key = (session, record.tool_use_id if isinstance(record, ToolRecord)
                    else record.answer_uuid)
@@ -139,7 +151,7 @@ class LoopTally:
             run_length = record.run_length if isinstance(record, LoopRecord) else 0
             self._remember(self._pending, key, _Pending(
                 rule, kind, project, run_length or record.count, record.transcript_path))
-            self._count_loop((rule, kind, project))
+            self.loops[rule, kind, project] += 1
         else:
             self._outcome(record, rule, kind, project)
 
@@ -161,10 +173,10 @@ class LoopTally:
         # (and the key the outcome names: the mod's report names what the stop named)
         self._remember(self._settled, (session, record.answer_uuid), None)
         if pending is None:  # the ladder's stop with no warning awaiting: detected at it
-            self._count_loop((rule, kind, project))
-            self._count_outcome((rule, kind, outcome, project))
+            self.loops[rule, kind, project] += 1
+            self.outcomes[rule, kind, outcome, project] += 1
             return
-        self._count_outcome((pending.rule, pending.kind, outcome, pending.project))
+        self.outcomes[pending.rule, pending.kind, outcome, pending.project] += 1
         if (pending.kind == "reprompt" and pending.rule != RULE_BUDGET and outcome in STOPPED
                 and pending.transcript_path):
             left = max(0, STOP_HOOK_BLOCK_CAP - pending.run_length)
@@ -176,12 +188,6 @@ class LoopTally:
                 where = (pending.rule, pending.project)
                 self.avoided_tokens[where] = self.avoided_tokens.get(where, 0.0) + mean * left
 
-    def _count_loop(self, key: LoopKey) -> None:
-        self.loops[key] = self.loops.get(key, 0) + 1
-
-    def _count_outcome(self, key: OutcomeKey) -> None:
-        self.outcomes[key] = self.outcomes.get(key, 0) + 1
-
     @staticmethod
     def _remember(table: OrderedDict[tuple[str, str], Any], key: tuple[str, str],
                   value: Any) -> None:
@@ -191,14 +197,8 @@ class LoopTally:
             table.popitem(last=False)
 
 
-def _whole(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 @dataclass(frozen=True, slots=True)
 class LiveTurn:
-    """One live turn against its budget: what it has used of each limit."""
-
     project: str  # its label (``LoopTally.project``)
     session_id: str
     usd: float
@@ -216,8 +216,7 @@ class Gauges:
 
 def read_gauges(state: Path, now: float, *, live_within: float = LIVE_WITHIN,
                 project: Callable[[str], str] = lambda folder: OTHER) -> Gauges:
-    """The session gauges from the heartbeat and the status files written lately;
-    ``project``: a session's project folder -> its label."""
+    """The session gauges from the heartbeat and the status files written lately."""
     beat = read_heartbeat(state)
     live = in_run = 0
     turns: list[LiveTurn] = []
@@ -239,15 +238,13 @@ def read_gauges(state: Path, now: float, *, live_within: float = LIVE_WITHIN,
 
 
 def budget_limits(budget: Budget | None) -> dict[str, float]:
-    """The limits that are on (re-prompts, USD, minutes), by name."""
     if budget is None:
         return {}
     return {name: budget.limit(name) for name in LIMITS if budget.limit(name) > 0}
 
 
 class MetricsSource:
-    """The tally kept up to date from the detection log, read on demand (thread-safe):
-    the log is followed from when this source was made."""
+    """The tally kept up to date from the detection log, read on demand; thread-safe."""
 
     def __init__(self, state: Path, *, home: str | None = None,
                  on_record: Callable[[Record], None] | None = None,
@@ -275,8 +272,7 @@ class MetricsSource:
 
 
 def parse_address(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:9464`` for IPv6; ``:9464`` is 127.0.0.1) -> (host, port).
-    Raises ValueError with the reason."""
+    """``HOST:PORT`` (``[::1]:9464``; ``:9464`` is 127.0.0.1) -> (host, port)."""
     host, sep, port = text.strip().rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) < 65536:  # 0: any free port
         raise ValueError(f"{text!r} is not HOST:PORT (such as 127.0.0.1:9464)")

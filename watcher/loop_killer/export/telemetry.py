@@ -1,10 +1,7 @@
 """OpenTelemetry export beside Claude Code's own: the loop figures and one log event per
-detection, to where Claude Code's telemetry goes.
-
-The variables Claude Code reads (``CLAUDE_CODE_ENABLE_TELEMETRY``, ``OTEL_*``) come from
-the watcher's environment, else the ``env`` block of Claude Code's ``settings.json``; its
-rule decides per signal. Only OTLP over ``http/protobuf``. The pure core is
-``telemetry_plan``; the SDK (the ``otel`` extra) is imported only here, only when on.
+detection, where Claude Code's telemetry goes (its variables, from the watcher's
+environment, else the ``env`` block of its ``settings.json``; OTLP over ``http/protobuf``
+only). The SDK (the ``otel`` extra) is imported only here, only when on.
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ from typing import Any
 from .. import __version__
 from ..state.files import config_dir
 from ..state.journal import Record
-from .metrics import MetricsSource
+from .metrics import BUDGET_LIMIT, COUNTERS, SESSION_GAUGES, TURN_GAUGES, MetricsSource
 from .telemetry_plan import (
     _SETTINGS_BYTES,
     EVENT_NAME,
@@ -40,13 +37,8 @@ __all__ = ["TelemetryExport", "TelemetryUnavailable", "read_settings_env",
 log = logging.getLogger("loop_killer.watch")
 events_log = logging.getLogger("loop_killer.watch.events")
 
-# (the constants and the pure core: telemetry_plan)
-
-# --- the shell --------------------------------------------------------------------------
-
 def read_settings_env(environ: Mapping[str, str]) -> dict[str, str]:
-    """The ``env`` block of ``$CLAUDE_CONFIG_DIR/settings.json`` (or
-    ``~/.claude/settings.json``); {} when it cannot be read."""
+    """The ``env`` block of Claude Code's ``settings.json``; {} when it cannot be read."""
     path = config_dir(environ) / "settings.json"
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # never hang on a FIFO
@@ -61,8 +53,7 @@ class TelemetryUnavailable(RuntimeError):
 
 
 class TelemetryExport:
-    """The plan carried out with the OpenTelemetry SDK: observable instruments that read
-    ``source`` at each export, and a thread that turns new log records into events."""
+    """Instruments that read ``source`` at each export, and a thread for the events."""
 
     def __init__(self, plan: ExportPlan, source: MetricsSource, *,
                  poll_every: float = POLL_EVERY, outcome_wait: float = OUTCOME_WAIT) -> None:
@@ -93,25 +84,22 @@ class TelemetryExport:
             self._thread.start()
 
     def _meters(self, resource: Any) -> Any:
-        try:
-            from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
-                OTLPMetricExporter,
-            )
-            from opentelemetry.sdk.metrics import (
-                Counter,
-                Histogram,
-                MeterProvider,
-                ObservableCounter,
-                ObservableGauge,
-                ObservableUpDownCounter,
-                UpDownCounter,
-            )
-            from opentelemetry.sdk.metrics.export import (
-                AggregationTemporality,
-                PeriodicExportingMetricReader,
-            )
-        except ImportError:
-            raise TelemetryUnavailable(MISSING) from None
+        # (the SDK comes with the exporter __init__ found)
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+        from opentelemetry.sdk.metrics import (
+            Counter,
+            Histogram,
+            MeterProvider,
+            ObservableCounter,
+            ObservableGauge,
+            ObservableUpDownCounter,
+            UpDownCounter,
+        )
+        from opentelemetry.sdk.metrics.export import (
+            AggregationTemporality,
+            PeriodicExportingMetricReader,
+        )
+
         assert self.plan.metrics is not None
         temporality: dict[type, AggregationTemporality] | None = None
         if self.plan.delta:  # delta for the counters, as the SDK's "delta" preference does
@@ -127,47 +115,26 @@ class TelemetryExport:
         provider = MeterProvider(resource=resource, metric_readers=[reader],
                                  shutdown_on_exit=False)  # close() does it, in time
         meter = provider.get_meter("loop_killer", __version__)
-        for name, field, labels, unit, text in (
-                ("loops", "loops", ("rule", "kind", "project"), "{loop}",
-                 "Loops loop-killer caught, counted when detected"),
-                ("loop_outcomes", "outcomes", ("rule", "kind", "outcome", "project"), "{loop}",
-                 "Loops counted again when their first outcome is known (a tool-call "
-                 "warning nothing refused after: outcome warned)"),
-                ("tool_refusals", "refusals", ("project",), "{call}",
-                 "Tool calls refused for repeating the same result"),
-                ("avoided_tokens", "avoided_tokens", ("rule", "project"), "{token}",
-                 "Tokens a stopped re-prompt loop would still have spent")):
-            meter.create_observable_counter(f"loop_killer.{name}",
-                                            [self._counter(field, *labels)], unit=unit,
-                                            description=text)
-        for name, what, text in (
-                ("followed", "followed", "Session transcripts the watcher follows"),
-                ("live", "live", "Sessions whose transcript grew in the last 5 minutes"),
-                ("in_run", "in_run", "Live sessions in a re-prompt run")):
-            meter.create_observable_gauge(f"loop_killer.sessions.{name}",
-                                          [self._gauge(what)], unit="{session}",
-                                          description=text)
-        # Each live turn against the budget: session.id, as on Claude Code's own metrics.
-        for name, what, unit, text in (
-                ("spend_usd", "usd", "{USD}", "What the live turn has spent (USD)"),
-                ("reprompts", "reprompts", "{reprompt}", "Re-prompts in the live turn"),
-                ("duration", "minutes", "min", "Minutes since the live turn's prompt")):
-            meter.create_observable_gauge(f"loop_killer.turn.{name}", [self._turns(what)],
-                                          unit=unit, description=text)
+        for figure in COUNTERS:
+            meter.create_observable_counter(
+                f"loop_killer.{figure.otel}", [self._counter(figure.field, *figure.labels)],
+                unit=figure.unit, description=figure.otel_text or figure.text)
+        for figures, observe in ((SESSION_GAUGES, self._gauge), (TURN_GAUGES, self._turns)):
+            for figure in figures:
+                meter.create_observable_gauge(
+                    f"loop_killer.{figure.otel}", [observe(figure.field)], unit=figure.unit,
+                    description=figure.otel_text or figure.text)
         meter.create_observable_gauge(
-            "loop_killer.budget.limit", [self._limits], unit="{limit}",
-            description="The budget of a turn, per limit that is on (reprompts, usd, "
-                        "minutes)")
+            f"loop_killer.{BUDGET_LIMIT.otel}", [self._limits], unit=BUDGET_LIMIT.unit,
+            description=BUDGET_LIMIT.otel_text)
         return provider
 
     def _logs(self, resource: Any) -> tuple[Any, Callable[[LoopEvent], None]]:
-        try:
-            from opentelemetry._logs import SeverityNumber
-            from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
-            from opentelemetry.sdk._logs import LoggerProvider
-            from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
-        except ImportError:
-            raise TelemetryUnavailable(MISSING) from None
+        from opentelemetry._logs import SeverityNumber
+        from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+        from opentelemetry.sdk._logs import LoggerProvider
+        from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+
         assert self.plan.logs is not None
         provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
         provider.add_log_record_processor(BatchLogRecordProcessor(
@@ -183,7 +150,7 @@ class TelemetryExport:
                         severity_text="WARN", attributes=dict(event.attributes))
         return provider, emit
 
-    # Instrument callbacks (on the SDK's export thread): the tally as the endpoint reads it.
+    # Instrument callbacks (on the SDK's export thread).
     def _counter(self, field: str, *labels: str) -> Callable[[Any], Iterable[Any]]:
         def observe(_options: Any) -> Iterable[Any]:
             with self.source.lock:
@@ -210,14 +177,13 @@ class TelemetryExport:
         return [self._observation(value, {"limit": name})
                 for name, value in self.source.limits.items()]
 
-    def _on_record(self, record: Record) -> None:
-        """Told of each new record, under the source's lock."""
+    def _on_record(self, record: Record) -> None:  # under the source's lock
         if self._emit is not None:
             for event in self.events.observe(record, time.monotonic()):
                 self._emit(event)
 
     def _follow(self) -> None:
-        """Read the log now and then, so events go out without waiting for a scrape."""
+        """Read the log now and then: events go out without waiting for a scrape."""
         while not self._stop.wait(self.poll_every):
             try:
                 with self.source.lock:
@@ -230,9 +196,8 @@ class TelemetryExport:
                 log.exception("OpenTelemetry: cannot read the detection log")
 
     def close(self, timeout: float = 3.0) -> None:
-        """Send what is left (events still waiting for an outcome go without one), within
-        ``timeout`` seconds in all: an unreachable collector never holds the watcher's
-        stop."""
+        """Send what is left (without an outcome, if none came), within ``timeout`` seconds
+        in all: an unreachable collector never holds the watcher's stop."""
         deadline = time.monotonic() + timeout
         self._stop.set()
         if self._thread is not None:
@@ -253,30 +218,11 @@ class TelemetryExport:
         closing.join(max(0.0, deadline - time.monotonic()))
 
 
-class _Seldom(logging.Filter):
-    """One line per ``every`` seconds at most: a collector that is down would otherwise
-    be reported at each export, with each retry."""
-
-    def __init__(self, every: float) -> None:
-        super().__init__()
-        self.every = every
-        self.last = -every
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        now = time.monotonic()
-        if now - self.last < self.every:
-            return False
-        self.last = now
-        return True
-
-
 def _quiet_sdk_log(every: float = 300.0) -> None:
-    """The SDK's complaints (a collector unreachable, a refused batch) go where the
-    watcher's problems go, in its format, errors only (warnings too with --verbose),
-    one every ``every`` seconds at most."""
+    """The SDK's complaints go where the watcher's do: errors only (warnings too with
+    --verbose), one per ``every`` seconds at most (a collector down fails each retry)."""
     ours = logging.getLogger("loop_killer")
-    forward = _Forward(ours)
-    forward.addFilter(_Seldom(every))  # on the handler: the SDK logs from child loggers
+    forward = _Forward(ours, every)  # a handler: the SDK logs from child loggers
     sdk = logging.getLogger("opentelemetry")
     sdk.handlers[:] = [forward]
     sdk.propagate = False
@@ -284,13 +230,19 @@ def _quiet_sdk_log(every: float = 300.0) -> None:
 
 
 class _Forward(logging.Handler):
-    """Hands records to another logger's handlers (the watcher's stderr, its format)."""
+    """Hands records to another logger's handlers, one per ``every`` seconds at most."""
 
-    def __init__(self, to: logging.Logger) -> None:
+    def __init__(self, to: logging.Logger, every: float) -> None:
         super().__init__()
         self.to = to
+        self.every = every
+        self.last = -every
 
     def emit(self, record: logging.LogRecord) -> None:
+        now = time.monotonic()
+        if now - self.last < self.every:
+            return
+        self.last = now
         for handler in self.to.handlers:
             handler.handle(record)
 
@@ -298,8 +250,7 @@ class _Forward(logging.Handler):
 def start_from_environment(source: Callable[[], MetricsSource],
                            environ: Mapping[str, str] | None = None
                            ) -> TelemetryExport | None:
-    """Start the export when configured (``source`` makes or gives the metrics source);
-    says in one line what is exported where, or why not. Never stops the watcher."""
+    """Start the export when configured, saying what is exported where, or why not."""
     environ = os.environ if environ is None else environ
     plan = plan_export(telemetry_variables(environ, read_settings_env(environ)))
     for note in plan.notes:

@@ -1,7 +1,6 @@
-"""The OpenTelemetry export's functional core (pure): whether and where to export, from
-the variables Claude Code reads (``plan_export``), and which detection-log records become
-one ``loop_killer.loop_detected`` event each (``LoopEvents``). ``telemetry`` wires it to
-the OpenTelemetry SDK."""
+"""The OpenTelemetry export's pure core: whether and where to export, from the variables
+Claude Code reads (``plan_export``), and the detection-log records as one
+``loop_killer.loop_detected`` event each (``LoopEvents``)."""
 
 from __future__ import annotations
 
@@ -17,20 +16,9 @@ from ..engine.tool_repeat import TOOL_CALL_RULES
 from ..state.journal import LoopRecord, OutcomeRecord, Record, ToolRecord
 from ..state.report import project_label
 
-__all__ = [
-    "EVENT_NAME",
-    "MISSING",
-    "OUTCOME_WAIT",
-    "POLL_EVERY",
-    "Destination",
-    "ExportPlan",
-    "LoopEvent",
-    "LoopEvents",
-    "parse_pairs",
-    "plan_export",
-    "settings_env",
-    "telemetry_variables",
-]
+__all__ = ["EVENT_NAME", "MISSING", "OUTCOME_WAIT", "POLL_EVERY", "Destination", "ExportPlan",
+           "LoopEvent", "LoopEvents", "parse_pairs", "plan_export", "settings_env",
+           "telemetry_variables"]
 
 ENABLE = "CLAUDE_CODE_ENABLE_TELEMETRY"
 SERVICE_NAME = "loop-killer"
@@ -39,9 +27,7 @@ PROTOCOL = "http/protobuf"
 DEFAULT_ENDPOINT = "http://localhost:4318"  # the OTel specification's, for http/protobuf
 METRIC_INTERVAL_MS = 60_000  # OTEL_METRIC_EXPORT_INTERVAL's default
 LOGS_INTERVAL_MS = 5_000  # OTEL_LOGS_EXPORT_INTERVAL's default (Claude Code's variable)
-OUTCOME_WAIT = 120.0
-"""Seconds a re-prompt loop's event waits for its outcome (the Stop hook's word comes at
-the session's next stop) before it is sent without one."""
+OUTCOME_WAIT = 120.0  # seconds a loop's event waits for its outcome, then goes without
 POLL_EVERY = 1.0  # seconds between two looks at the detection log for new events
 _SETTINGS_BYTES = 1 << 20
 _TRUE = frozenset({"1", "true", "yes", "on"})  # Claude Code's truthy values
@@ -54,8 +40,7 @@ MISSING = ("OpenTelemetry export needs the OpenTelemetry SDK: pip install "
 
 
 def settings_env(text: str | bytes) -> dict[str, str]:
-    """The ``env`` block of a Claude Code ``settings.json`` (values as Claude Code sets
-    them: text, numbers and booleans as text); {} when there is none."""
+    """The ``env`` block of a Claude Code ``settings.json``, every value as text."""
     try:
         settings = json.loads(text)
     except ValueError:
@@ -74,8 +59,7 @@ def settings_env(text: str | bytes) -> dict[str, str]:
 
 def telemetry_variables(environ: Mapping[str, str],
                         settings: Mapping[str, str]) -> dict[str, str]:
-    """The telemetry variables in force: the settings' ``env``, overridden by the
-    watcher's own environment (the way to change them for the watcher alone)."""
+    """The settings' ``env``, overridden by the watcher's own environment."""
     def ours(name: str) -> bool:
         return name == ENABLE or name.startswith("OTEL_")
     return {**{k: v for k, v in settings.items() if ours(k)},
@@ -83,8 +67,7 @@ def telemetry_variables(environ: Mapping[str, str],
 
 
 def parse_pairs(text: str) -> dict[str, str]:
-    """``key=value,key2=value2`` (``OTEL_EXPORTER_OTLP_HEADERS``,
-    ``OTEL_RESOURCE_ATTRIBUTES``), values percent-decoded; malformed pairs are left out."""
+    """``key=value,key2=value2``, values percent-decoded; malformed pairs left out."""
     pairs: dict[str, str] = {}
     for item in text.split(","):
         key, sep, value = item.partition("=")
@@ -116,7 +99,7 @@ class ExportPlan:
 
 
 def plan_export(variables: Mapping[str, str]) -> ExportPlan:
-    """What to export where, by Claude Code's rule (see the module's docstring)."""
+    """What to export where, by Claude Code's rule."""
     if variables.get(ENABLE, "").strip().lower() not in _TRUE:
         return ExportPlan()
     notes: list[str] = []
@@ -177,7 +160,6 @@ def _milliseconds(variables: Mapping[str, str], names: tuple[str, ...], default:
 
 @dataclass(frozen=True, slots=True)
 class LoopEvent:
-    """One ``loop_killer.loop_detected`` log event."""
     at: float  # when the loop was detected (seconds since the epoch)
     attributes: Mapping[str, str | int]
 
@@ -189,9 +171,7 @@ class _Held:
 
 
 class LoopEvents:
-    """Detection-log records in, one event per detection out. A loop's event waits for
-    its first outcome (matched as ``LoopTally`` matches it: a tool-call warning's is the
-    ladder's stop or the watcher's ``warned``), at most ``wait`` seconds."""
+    """One event per detection, held for its first outcome ``wait`` seconds at most."""
 
     def __init__(self, *, home: str | None = None, wait: float = OUTCOME_WAIT,
                  remember: int = 10_000) -> None:
@@ -234,7 +214,6 @@ class LoopEvents:
         return ready
 
     def drain(self) -> list[LoopEvent]:
-        """Every event still waiting (the watcher stops)."""
         ready = [held.event for held in self._held.values()]
         self._held.clear()
         return ready
@@ -242,12 +221,11 @@ class LoopEvents:
     def _detection(self, record: LoopRecord | ToolRecord, session: str,
                    now: float) -> list[LoopEvent]:
         rule = record.rule or "other"
-        kind = _kind(rule)
-        attributes: dict[str, str | int] = {"session.id": session, "event.name": "loop_detected",
-                                            "rule": rule, "kind": kind}
         at = record.at or now
-        attributes["event.timestamp"] = datetime.fromtimestamp(at, timezone.utc).isoformat(
-            timespec="milliseconds").replace("+00:00", "Z")
+        attributes: dict[str, str | int] = {
+            "session.id": session, "event.name": "loop_detected", "rule": rule,
+            "kind": _kind(rule), "event.timestamp": datetime.fromtimestamp(
+                at, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")}
         if record.project:
             attributes["project"] = project_label(record.project, self.home)
         attributes["count"] = record.count

@@ -1,6 +1,6 @@
-"""``loop-killer top``: the shell around ``rows`` and ``view``. It reads only the state
-folder and each shown transcript from where it last read (the watcher does no work for
-it); keys in cbreak mode between refreshes; ``c`` then ``y`` clears the selected session.
+"""``loop-killer top``: the shell around ``rows`` and ``view``. It reads the state folder
+and each shown transcript from where it last read; keys in cbreak mode between refreshes
+(``c`` then ``y`` clears the selected session).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..helptext import PROJECTS_DEFAULT, STATE_DEFAULT
+from ..cli.commands import state_options
 from ..scan.prices import PriceTable
 from ..scan.usage import Spent, UsageTally, read_new_bytes
 from ..state import journal
@@ -65,15 +65,11 @@ def add_arguments_top(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--window", type=parse_window, default=3600.0, metavar="AGE",
                         help="show sessions whose transcript grew within AGE (30m, 1h, 2d; "
                              "default 1h)")
-    parser.add_argument("--state-dir", type=Path, default=None,
-                        help=f"loop-killer's state folder (default: {STATE_DEFAULT})")
-    parser.add_argument("--root", type=Path, default=None,
-                        help=f"folder of project folders (default: {PROJECTS_DEFAULT})")
+    state_options(parser, root=True)
 
 
 class _Transcript:
-    """One transcript's usage and its session's folder, read on from where the last look
-    ended."""
+    """One transcript's usage and its session's folder, read on at each look."""
 
     __slots__ = ("cwd", "path", "tally")
 
@@ -111,7 +107,9 @@ class StateReader:
         self.transcripts: dict[str, _Transcript] = {}
         self.beat: WatcherHeartbeat | None = None
         self.prices = PriceTable()
-        self.limits = _limits(state)
+        settings = load_settings(state)
+        self.limits = Limits(settings.thresholds.same_reply_turns,
+                             settings.thresholds.idle_turns, settings.tool_repeat_block)
         self._journal = journal.JournalTail(state)
         self._journal.skip_to_end()  # before the history: a record in between is read twice
         self._fold(list(journal.read_recent(state, max_bytes=_HISTORY_BYTES)))
@@ -160,8 +158,7 @@ class StateReader:
             del self.statuses[session_id]
 
     def _list_transcripts(self, root: Path, now: float) -> None:
-        """Sessions whose transcript grew lately but have no status: the watcher publishes
-        one only for a session it reads live (one at rest before it started has none)."""
+        """Sessions active lately without a status (the watcher writes one only live)."""
         found: dict[str, SessionStatus] = {}
         for path, entry in list_transcripts(str(root)):
             session_id = session_id_of(path)
@@ -194,15 +191,8 @@ class StateReader:
                             cwds=cwds, refused=self.refused)
 
 
-def _limits(state: Path) -> Limits:
-    settings = load_settings(state)
-    return Limits(same_reply_turns=settings.thresholds.same_reply_turns,
-                  idle_turns=settings.thresholds.idle_turns,
-                  tool_repeat_block=settings.tool_repeat_block)
-
-
 def ask_to_clear(session_id: str, project: str, *, root: Path, state: Path) -> str:
-    """``loop-killer clear`` for one session (its own function): the line it printed."""
+    """``loop-killer clear`` for one session: the line it printed."""
     from ..cli.commands import clear
 
     said = io.StringIO()
@@ -212,8 +202,6 @@ def ask_to_clear(session_id: str, project: str, *, root: Path, state: Path) -> s
     lines = [line for line in said.getvalue().splitlines() if line.strip()]
     return lines[0] if lines else "nothing was said"
 
-
-# -- keys -------------------------------------------------------------------------------
 
 UP, DOWN = "up", "down"
 _KEYS = {b"\x1b[A": UP, b"\x1bOA": UP, b"k": UP, b"\x1b[B": DOWN, b"\x1bOB": DOWN,
@@ -262,9 +250,6 @@ def read_keys(fd: int, timeout: float) -> list[str]:
     except OSError:
         return []
     return decode_keys(data) if data else ["q"]  # end of input: quit
-
-
-# -- the loop ---------------------------------------------------------------------------
 
 
 def _terminal_size(fd: int, console: Console) -> tuple[int, int]:

@@ -19,37 +19,19 @@ from ..state.refused import Refused
 from ..state.report import OUTCOME_LABELS, project_label, short_id
 from ..state.status import SessionStatus, WatcherHeartbeat
 
-__all__ = [
-    "FINAL_OUTCOMES",
-    "SETTLE",
-    "STOPPED_OUTCOMES",
-    "Attention",
-    "LastDetection",
-    "Limits",
-    "Row",
-    "Screen",
-    "Words",
-    "ago_short",
-    "budget_words",
-    "build_screen",
-    "fold_record",
-    "money",
-    "project_names",
-    "tokens_text",
-]
+__all__ = ["FINAL_OUTCOMES", "SETTLE", "STOPPED_OUTCOMES", "Attention", "LastDetection", "Limits",
+           "Row", "Screen", "Words", "ago_short", "budget_words", "build_screen", "fold_record",
+           "money", "project_names", "tokens_text"]
 
-# What became of a detection, by the words the watcher and the hooks log (report's labels).
+# The loop's turn was ended (its goal cleared, queued to be, or only paused).
 STOPPED_OUTCOMES = frozenset({"cleared", "stopped", "stopped_no_goal", "clear_queued",
                               "sent_unconfirmed", "clear_failed"})
-"""The loop's turn was ended (its goal cleared, queued to be, or only paused)."""
+# Last words on a detection: a later passing word from another writer never replaces them.
 FINAL_OUTCOMES = frozenset({"cleared", "stopped_no_goal", "not_possible", "clear_failed",
                             "continued", "superseded", "none"})
-"""Last words on a detection: a later passing word (``stopped``, ``clear_queued``) from
-another writer never replaces them."""
-
 SETTLE = 120.0
-"""A loop stopped is still what a session is doing while nothing but the stop's own lines
-(the stop summary, the mod's ``/goal clear``) came after it: seconds of grace."""
+"""Seconds a loop stopped is still what a session is doing, while only the stop's own
+lines (its summary, the mod's ``/goal clear``) came after it."""
 
 
 class Attention:
@@ -65,17 +47,14 @@ class Attention:
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """The thresholds the rows compare counts with (the settings in force)."""
-
     same_reply_turns: int = 3
     idle_turns: int = 6
     tool_repeat_block: int = 4
 
 
 Words = tuple[str, ...]
-"""One thing said in words, from the fullest to the shortest that still says it: the
-screen shows the fullest that fits its column (a narrow terminal drops words that matter
-least, never the ones that say it)."""
+"""One thing said from the fullest wording to the shortest that still says it: the screen
+shows the fullest that fits its column."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,8 +112,6 @@ class Row:
 
 @dataclass(frozen=True, slots=True)
 class Screen:
-    """Everything on screen but the selection: the watcher's line, a summary, the rows."""
-
     watcher: str
     watcher_running: bool
     summary: str
@@ -150,7 +127,7 @@ def tokens_text(count: int) -> str:
     return f"{count / 1_000_000:.1f}M"
 
 
-def money(usd: float) -> str:
+def money(usd: float) -> str:  # ``$0``, ``<$0.01``, ``$1.20``, ``$1,234``
     if usd <= 0:
         return "$0"
     if usd < 0.01:
@@ -173,17 +150,15 @@ def ago_short(seconds: float) -> str:
     return f"{seconds / 3600:.0f}h"
 
 
-def _ago(seconds: float) -> str:
-    """``just now``, ``42s ago``: ``ago_short`` in a sentence."""
+def _ago(seconds: float) -> str:  # ``just now``, ``42s ago``
     short = ago_short(seconds)
     return "just now" if short == "now" else f"{short} ago"
 
 
 def project_names(places: Iterable[str], home: str | None = None) -> dict[str, str]:
-    """Each session's folder (its ``cwd``) -> how its row names it: the folder's last part
-    (``service-07``), or, where another folder ends alike, the shortest ending that none
-    shares, cut from the left (``…/team-a/api``); a folder that is the whole ending of
-    another is named in full (``~/api``)."""
+    """Each session's folder -> how its row names it: its last part (``service-07``), or,
+    where another ends alike, the shortest ending none shares (``…/team-a/api``); a folder
+    that is the whole ending of another is named in full (``~/api``)."""
     parts = {place: tuple(part for part in place.split("/") if part) or (place,)
              for place in set(places)}
     names: dict[str, str] = {}
@@ -238,9 +213,8 @@ def _doing(status: SessionStatus, last: LastDetection | None, refused: Refused |
 
 
 def budget_words(budget: Budget, use: TurnUse, now: float) -> Words:
-    """The live turn against its limits, the nearest first (what a narrow column keeps):
-    ``$1.20/$25 · 12/100 re-prompts · 14/60 min``. A limit the turn has used nothing of
-    (no re-prompt in an ordinary turn) is left out: it says nothing of this turn."""
+    """The live turn against its limits, the nearest first: ``$1.20/$25 · 12/100
+    re-prompts · 14/60 min`` (a limit it used nothing of is left out)."""
     used = sorted((a for a in against(budget, use, now) if a.used > 0),
                   key=lambda a: -a.share)  # (stable: spend before re-prompts at a tie)
     parts = [_against_text(a) for a in used]
@@ -257,9 +231,7 @@ def _against_text(figure: Against) -> str:
 
 
 def _with_budget(doing: Words, budget: Words) -> Words:
-    """What the session is doing and its turn's budget, in as many words as fit: the
-    nearest limit is worth more than the doing's fuller words (``re-prompt run 4/6``,
-    ``run 4/6``); the doing alone last."""
+    """The doing and the turn's budget: the nearest limit before fuller words."""
     return tuple(f"{said} · {limits}" for said in doing for limits in budget) + doing
 
 
@@ -310,10 +282,9 @@ def build_screen(statuses: Iterable[SessionStatus], detections: Mapping[str, Las
                  home: str | None = None, cwds: Mapping[str, str] | None = None,
                  refused: Mapping[str, Refused] | None = None) -> Screen:
     """The rows of every session whose transcript grew within ``window`` seconds (or with a
-    clear request pending), sorted by what needs attention first. ``cwds``: each session's
-    folder, as its transcript's lines say (else it is named by its transcript's folder,
-    whose name cannot tell ``my-app`` from ``my/app``); ``refused``: the sessions a hook
-    refuses a call of now (``state.refused``)."""
+    clear request pending), what needs attention first. ``cwds``: each session's folder,
+    as its lines say (a transcript's folder cannot tell ``my-app`` from ``my/app``);
+    ``refused``: the sessions a hook refuses a call of now."""
     shown = [s for s in statuses
              if now - s.last_activity <= window or s.pending_request]
     cwds, refused = cwds or {}, refused or {}

@@ -1,6 +1,5 @@
-"""``loop-killer top``'s screen, drawn with rich from a ``rows.Screen`` (no I/O). The
-project, what the session does and its last loop are always shown; the figures only where
-they leave those words room (none at 80 columns). Projects too long are cut from the left.
+"""``loop-killer top``'s screen, drawn with rich from a ``rows.Screen``: the project, the
+doing and the last loop always; the figures where they leave those room.
 """
 
 from __future__ import annotations
@@ -19,17 +18,12 @@ __all__ = ["KEYS_HELP", "Layout", "cut_left", "fit", "layout", "render", "visibl
 
 KEYS_HELP = "q quit · ↑/↓ (k/j) select · c end the selected session's loop at its next Stop"
 
-GAP = 2
-"""Columns between two columns."""
+GAP = 2  # columns between two columns
 SESSION = 8
 ACTIVE = 6
-WORDS_WANTED = 30
-"""The room the doing and the loop each keep (or their longest wording, if shorter)
-before a figure is shown beside them."""
-DOING_LEAST = 20
-"""The doing's room on a narrow terminal (``refused x2: Bash: …``), kept before the loop's."""
-PROJECT_SHARE = 5
-"""The project's column takes at most 1/PROJECT_SHARE of the width (12 columns at least)."""
+WORDS_WANTED = 30  # the doing's and the loop's room each, before a figure is shown
+DOING_LEAST = 20  # the doing's room on a narrow terminal, kept before the loop's
+PROJECT_SHARE = 5  # the project takes at most 1/PROJECT_SHARE of the width (12 at least)
 
 _LINES_AROUND = 5  # title, summary, header, its rule, help
 
@@ -54,8 +48,6 @@ def visible_rows(count: int, selected: int, height: int) -> range:
 
 @dataclass(frozen=True, slots=True)
 class Layout:
-    """Each column's width; a figure's 0 when it is not shown."""
-
     project: int
     doing: int
     loop: int
@@ -84,7 +76,6 @@ def cut_left(text: str, width: int) -> str:
 
 
 def layout(rows: list[Row], width: int) -> Layout:
-    """The columns for ``rows`` in ``width`` columns."""
     def widest(column: str, *, shortest: bool = False) -> int:
         return _widest(rows, column, shortest=shortest)
 
@@ -113,8 +104,7 @@ _HEADERS = {"project_text": "PROJECT", "doing": "DOING", "loop": "LAST LOOP",
 
 
 def _widest(rows: list[Row], column: str, *, shortest: bool = False) -> int:
-    """The widest cell of ``column`` (its header's too): of each row's fullest wording, or
-    of its ``shortest``."""
+    """The widest cell of ``column`` (its header's too), fullest or ``shortest`` words."""
     widths = [display_width(_HEADERS[column])]
     for row in rows:
         value: str | Words = getattr(row, column)
@@ -139,12 +129,10 @@ def render(screen: Screen, *, selected: int, width: int, height: int, message: s
     column("PROJECT", columns.project)
     column("SESSION", SESSION)
     column("DOING", columns.doing)
-    if columns.turn:
-        column("TURN", columns.turn, right=True)
-    if columns.total:
-        column("TOTAL", columns.total, right=True)
-    if columns.active:
-        column("ACTIVE", columns.active, right=True)
+    for header, size in (("TURN", columns.turn), ("TOTAL", columns.total),
+                         ("ACTIVE", columns.active)):
+        if size:
+            column(header, size, right=True)
     column("LAST LOOP", columns.loop)
     for index in shown:
         row = screen.rows[index]
@@ -163,11 +151,9 @@ def render(screen: Screen, *, selected: int, width: int, height: int, message: s
 def _cells(row: Row, columns: Layout, *, now: float) -> list[Text]:
     cells = [Text(cut_left(row.project_text, columns.project)), Text(row.session_text),
              Text(fit(row.doing, columns.doing), style=_STYLE.get(row.attention, ""))]
-    if columns.turn:
-        cells.append(Text(row.turn))
-    if columns.total:
-        cells.append(Text(row.total))
-    if columns.active:
-        cells.append(Text(ago_short(now - row.last_activity)))
+    for size, text in ((columns.turn, row.turn), (columns.total, row.total),
+                       (columns.active, ago_short(now - row.last_activity))):
+        if size:
+            cells.append(Text(text))
     cells.append(Text(fit(row.loop, columns.loop)))
     return cells

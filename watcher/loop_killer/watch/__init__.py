@@ -1,4 +1,2 @@
-"""The watcher, ``loop-killer-watch`` (``main``): follow every session transcript live, log
-detections, write clear requests. The long-running process only: the commands a person
-runs are in ``cli``, the monitoring export in ``export``, its words in ``state.report``.
-"""
+"""The watcher, ``loop-killer-watch`` (``main``): the long-running process that follows
+every session transcript live, logs detections and writes clear requests."""

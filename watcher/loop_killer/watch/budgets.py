@@ -1,11 +1,7 @@
-"""Each live turn's budget (BUDGET, ``engine.budget``), kept as the watcher reads lines.
-
-A turn's re-prompts and replies are counted in its ``TurnSpend``, each reply priced as
-``scan`` prices it; the subagents' files (not followed) are read after each batch and go
-to the parent's turn. Spend is the limit only the watcher sees: crossed, the ``Responder``
-writes a clear request; at ``WARN_AT`` the person is told once per turn. After a restart
-mid-turn only the tail read back counts. Re-prompts and time are also counted by the
-Stop hook itself (``hooks.turn``), watcher or not.
+"""Each live turn's budget (BUDGET, ``engine.budget``), kept as the watcher reads lines:
+its re-prompts and replies, each reply priced as ``scan`` prices it, the subagents' files
+read after each batch. Spend is the limit only the watcher sees: crossed, the
+``Responder`` asks a stop; at ``WARN_AT`` the person is told once per turn.
 """
 
 from __future__ import annotations
@@ -14,15 +10,7 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from ..engine.budget import (
-    LIMIT_USD,
-    Crossing,
-    TurnSpend,
-    TurnUse,
-    crossed,
-    figures,
-    nearing,
-)
+from ..engine.budget import LIMIT_USD, Crossing, TurnSpend, TurnUse, crossed, figures, nearing
 from ..engine.prefilter import KEEP, sort_line
 from ..engine.reader import EventReader
 from ..engine.transcript import (
@@ -58,15 +46,6 @@ def _subagent_line(buffer: bytes, start: int, end: int, stats: ParseStats | None
     return parse_line(buffer[start:end], stats, subagent=True)
 
 
-class _Subagents:
-    """What was read of one session's subagent files: a reader per file."""
-
-    __slots__ = ("files",)
-
-    def __init__(self) -> None:
-        self.files: dict[str, EventReader] = {}
-
-
 class Budgets:
     """Every live turn's figures, by main transcript path; all calls from one thread."""
 
@@ -74,12 +53,9 @@ class Budgets:
         self.budget = budget
         self.prices = prices if prices is not None else PriceTable()
         self.turns: dict[str, TurnSpend] = {}
-        self.subagents: dict[str, _Subagents] = {}
-
-    # -- counting -----------------------------------------------------------------------
+        self.subagents: dict[str, dict[str, EventReader]] = {}  # path -> file -> reader
 
     def feed(self, path: str, event: Event | None) -> None:
-        """One event of the main transcript at ``path``."""
         if isinstance(event, TurnStart):
             if event.kind == "prompt":  # the person spoke: a new turn
                 self.turns[path] = TurnSpend(parse_timestamp(event.timestamp))
@@ -111,7 +87,7 @@ class Budgets:
                          and entry.is_file(follow_symlinks=False)]
         except OSError:
             return
-        known = self.subagents.setdefault(path, _Subagents()).files
+        known = self.subagents.setdefault(path, {})
         for name in names:
             reader = known.get(name)
             if reader is None:
@@ -144,17 +120,13 @@ class Budgets:
         self.turns.pop(path, None)
         self.subagents.pop(path, None)
 
-    # -- judging ------------------------------------------------------------------------
-
     def use(self, path: str, *, goal: bool) -> TurnUse | None:
         turn = self.turns.get(path)
         return None if turn is None else turn.use(goal=goal)
 
     def check(self, path: str, now: float, *, goal: bool,
               warn: Callable[[Crossing], None]) -> Crossing | None:
-        """The spend limit, crossed now and asked to stop for the first time this turn
-        (the caller writes the request); ``warn`` is called once per limit and turn at
-        ``WARN_AT`` of it."""
+        """The spend limit crossed, once a turn; ``warn`` once per limit and turn near it."""
         turn = self.turns.get(path)
         if turn is None or not self.budget.any_on:
             return None

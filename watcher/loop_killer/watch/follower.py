@@ -16,24 +16,24 @@ from ..state.files import open_transcript
 
 __all__ = [
     "CHECK_BYTES", "NO_CHECK", "RENAME_WINDOW", "Change", "Check", "FileKey", "Follower",
-    "Seen", "Vanished", "check_of", "classify", "holds", "seen_of",
+    "Seen", "Vanished", "check_of", "classify", "holds", "seen_of", "stat_seen",
 ]
 
 FileKey = tuple[int, int]
 """(st_dev, st_ino): a file's identity, whatever its name."""
 
 CHECK_BYTES = 512
-"""How many bytes before the read offset are re-read and compared on every read, to
-notice a file rewritten in place to at least its old size between two looks."""
+"""Bytes before the read offset compared on every read: a file rewritten in place to at
+least its old size is noticed."""
 
 RENAME_WINDOW = 30.0
 """Seconds during which a file that vanished and turns up under another name (same
-device and inode) counts as renamed, not new, whichever event came first."""
+device and inode) counts as renamed, not new."""
 
 
 @dataclass(frozen=True, slots=True)
 class Check:
-    """The last bytes a follower read: how many (at most CHECK_BYTES) and their digest."""
+    """The last bytes a follower read: how many, and their digest (not the bytes)."""
 
     length: int
     digest: bytes
@@ -43,7 +43,6 @@ NO_CHECK = Check(0, b"")
 
 
 def check_of(data: bytes) -> Check:
-    """The check of the bytes ending ``data`` (its last CHECK_BYTES)."""
     tail = data[-CHECK_BYTES:]
     if not tail:
         return NO_CHECK
@@ -51,9 +50,7 @@ def check_of(data: bytes) -> Check:
 
 
 def holds(path: str | Path, offset: int, check: Check) -> bool:
-    """Whether the file at ``path`` has the checked bytes just before ``offset``: the
-    bytes a follower read are still there (a renamed file, not a new one reusing the
-    inode)."""
+    """Whether the file at ``path`` has the checked bytes just before ``offset``."""
     try:
         fd = open_transcript(path, regular_only=False)
     except OSError:
@@ -95,9 +92,17 @@ def seen_of(info: os.stat_result) -> Seen:
                 info.st_mtime)
 
 
+def stat_seen(path: str) -> Seen | None:
+    """What a ``stat`` of ``path`` says (None: gone). Raises OSError for another error."""
+    try:
+        return seen_of(os.stat(path))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
 def classify(known: FileKey | None, offset: int, seen: Seen | None) -> Change:
-    """What happened to a path: ``known``, the identity followed under it (None: none),
-    ``offset`` bytes of it read; ``seen``, what a stat says now (None: gone)."""
+    """What happened to a path followed as ``known`` (None: not followed), ``offset``
+    bytes read, that a stat now ``seen`` (None: gone)."""
     if seen is None:
         return Change.GONE
     if not seen.regular:
@@ -124,26 +129,16 @@ class Follower:
         self.offset = offset  # bytes read so far (a partial last line included)
         self._check = NO_CHECK
 
-    @property
-    def check(self) -> Check:
-        """The last bytes read (up to CHECK_BYTES, ending at ``offset``): their length and
-        digest (a digest, not the bytes: thousands of sessions are followed at once)."""
-        return self._check
-
     def remember(self, data: bytes) -> None:
-        """Record ``data`` as the bytes that end at ``offset`` (at least the last
-        CHECK_BYTES of them, or all the file holds up to there)."""
+        """Record ``data`` as the bytes that end at ``offset``."""
         self._check = check_of(data)
 
     def same_file_at(self, path: str) -> bool:
-        """Whether the file at ``path`` holds the last bytes this follower read: the same
-        file under another name, not a new one reusing its inode."""
+        """Whether ``path`` holds the bytes last read: the same file, renamed."""
         return bool(self._check.length) and holds(path, self.offset, self._check)
 
     def read_new(self, *, limit: int) -> tuple[Change, bytes]:
-        """Read up to ``limit`` new bytes: (what happened, the bytes; only ``GROWN`` has
-        any). Any other change than ``UNCHANGED``: drop or restart this follower. Raises
-        OSError."""
+        """Up to ``limit`` new bytes: (what happened, the bytes). Raises OSError."""
         try:
             fd = open_transcript(self.path, regular_only=False)
         except (FileNotFoundError, NotADirectoryError):
@@ -170,8 +165,8 @@ class Follower:
 
 
 class Vanished:
-    """The files followed until they vanished lately, by identity (monotonic seconds): one
-    that turns up under another name within ``RENAME_WINDOW`` is the same file, renamed."""
+    """The files followed until they vanished lately, by identity: one that turns up under
+    another name within ``RENAME_WINDOW`` is the same file, renamed."""
 
     __slots__ = ("_gone",)
 
@@ -190,7 +185,6 @@ class Vanished:
         return gone[1]
 
     def forget_old(self, now: float) -> list[str]:
-        """Forget the files that vanished more than ``RENAME_WINDOW`` ago; their sessions
-        (deleted for good: their detection records can go)."""
+        """Forget the files gone over ``RENAME_WINDOW`` ago; their sessions."""
         old = [k for k, gone in self._gone.items() if now - gone[0] > RENAME_WINDOW]
         return [self._gone.pop(key)[1] for key in old]

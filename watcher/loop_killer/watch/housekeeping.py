@@ -36,21 +36,11 @@ class Housekeeper:
 
     def expire_requests(self, tracked_by_session: Mapping[str, Tracked], now: float, *,
                         then: Callable[[Tracked], None] | None = None) -> set[str]:
-        """Remove the clear requests no Stop hook will act on any more (older than
-        ``MAX_REQUEST_AGE``: their session never stopped again); one line each, then
-        ``then`` for a followed session (its status must not say a request is pending).
-        Returns the sessions whose request went."""
-        try:  # never through a link: it would send the unlinks wherever it points
-            folder = state_folder(self.state, "requests", private=True)
-            names = os.listdir(folder)
-        except OSError:  # NotAFolder: said once by ``state_folder``
-            return set()
+        """Remove the clear requests no Stop hook will act on any more (stale: their
+        session never stopped again), one line each, then ``then`` for a followed
+        session; the sessions whose request went."""
         removed: set[str] = set()
-        for name in names:
-            session_id = name[:-5]
-            if not name.endswith(".json") or not is_plain_id(session_id):
-                continue
-            path = folder / name
+        for session_id, path in self._files("requests"):
             found = _expired_request(path, session_id, now)
             if found is None:
                 continue
@@ -77,24 +67,16 @@ class Housekeeper:
         return removed
 
     def sweep_statuses(self, followed: set[str]) -> int:
-        """Remove the statuses this watcher wrote (``status/<id>.json``), and the detection
-        records, of transcripts that no longer exist: deleted while no watcher ran, say."""
-        try:  # never through a link, as above
-            folder = state_folder(self.state, "status", private=True)
-            names = os.listdir(folder)
-        except OSError:
-            return 0
+        """Remove the statuses and records of transcripts that no longer exist."""
         removed = 0
-        for name in names:
-            session_id = name[:-5]
-            if (not name.endswith(".json") or not is_plain_id(session_id)
-                    or session_id in followed):
+        for session_id, path in self._files("status"):
+            if session_id in followed:
                 continue
             found = read_session_status(self.state, session_id)
             if (found is None or found.session_id != session_id or not found.transcript_path
                     or os.path.lexists(found.transcript_path)):
                 continue  # not ours, or its transcript is still there
-            if not self._remove(folder / name):
+            if not self._remove(path):
                 continue
             records.forget_session(self.state, session_id)
             removed += 1
@@ -103,11 +85,21 @@ class Housekeeper:
         return removed
 
     def forget_vanished(self, vanished: Iterable[str], followed: set[str]) -> None:
-        """Remove the detection records of sessions whose transcript vanished and did not
-        turn up renamed (``follower.Vanished``), unless followed again."""
+        """Remove the records of sessions whose transcript is gone for good."""
         for session_id in vanished:
             if session_id not in followed:
                 records.forget_session(self.state, session_id)
+
+    def _files(self, kind: str) -> list[tuple[str, Path]]:
+        """(session id, path) of each ``<kind>/<id>.json``; never through a link (it would
+        send the unlinks wherever it points: ``state_folder`` says so once)."""
+        try:
+            folder = state_folder(self.state, kind, private=True)
+            names = os.listdir(folder)
+        except OSError:
+            return []
+        return [(name[:-5], folder / name) for name in names
+                if name.endswith(".json") and is_plain_id(name[:-5])]
 
     def _remove(self, path: Path) -> bool:
         """Unlink ``path``; False when gone already, or it cannot be (said once)."""
@@ -131,8 +123,8 @@ def _identity(info: os.stat_result) -> tuple[int, int, int]:
 def _expired_request(path: Path, session_id: str, now: float
                      ) -> tuple[str, ClearRequest | None, tuple[int, int, int]] | None:
     """Why the request file at ``path`` is to be removed, the request, and the file's
-    identity; None when it is fresh (or gone). A file that is not a valid request (which
-    the Stop hook would reject) goes once it is as old as a stale request."""
+    identity; None when fresh (or gone). A file that is no valid request goes once it is
+    as old as a stale one."""
     try:
         identity = _identity(os.lstat(path))
         request = parse_request(read_small_file(path, MAX_REQUEST_BYTES),

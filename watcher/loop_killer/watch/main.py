@@ -1,7 +1,6 @@
 """``loop-killer-watch``: the long-running watcher (CLI entry, lock, logging, signals).
-
-Exit status: 0 after Ctrl-C / SIGTERM / SIGHUP, 2 when another watcher already holds
-the state directory (or on bad options), 1 on an unexpected error.
+Exit status: 0 after Ctrl-C / SIGTERM / SIGHUP, 2 when another watcher holds the state
+folder (or on bad options), 1 on an unexpected error.
 """
 
 from __future__ import annotations
@@ -14,23 +13,20 @@ import signal
 import sys
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
 from ..helptext import PROJECTS_DEFAULT, STATE_DEFAULT, HelpFormatter
 from ..printable import terminal_width, without_controls, wrap
 from ..state.config import load_settings
 from ..state.files import ensure_private_dir, projects_dir, state_dir
 from . import notify
-from .outcomes import OUTCOME_TIMEOUT
+from .respond import OUTCOME_TIMEOUT
 from .watcher import POLL_INTERVAL, RECONCILE_INTERVAL, SWEEP_INTERVAL, Watcher
-
-if TYPE_CHECKING:
-    from ..export.metrics import MetricsSource
-    from ..export.prometheus import MetricsServer
 
 __all__ = ["AlreadyRunning", "acquire_lock", "build_parser", "configure_logging", "main"]
 
 log = logging.getLogger("loop_killer.watch")
+events = logging.getLogger("loop_killer.watch.events")
 
 LOCK_NAME = "watcher.lock"
 
@@ -40,8 +36,7 @@ class AlreadyRunning(RuntimeError):
 
 
 def acquire_lock(state: Path) -> int:
-    """Take ``<state>/watcher.lock`` (``flock``, held until the process ends) and write
-    our pid in it. Returns the file descriptor to keep open; raises AlreadyRunning."""
+    """Take ``<state>/watcher.lock``, our pid in it: the descriptor to keep open."""
     ensure_private_dir(state)
     path = state / LOCK_NAME
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
@@ -62,11 +57,9 @@ def acquire_lock(state: Path) -> int:
 
 
 class PrintableFormatter(logging.Formatter):
-    """Log lines for a terminal: paths and texts from transcripts lose their control
-    codes (a traceback keeps its lines). Given the ``stream`` they go to, and it is a
-    terminal, each line is wrapped to its width (read at every line: a terminal can be
-    resized) under the time, not mid-word by the terminal; a file or a pipe gets one
-    record per line."""
+    """Log lines without control codes (a traceback keeps its lines); to a terminal
+    ``stream``, wrapped to its width (read at every line: it can be resized) under the
+    time."""
 
     def __init__(self, fmt: str, datefmt: str, *, stream: TextIO | None = None) -> None:
         super().__init__(fmt, datefmt)
@@ -85,27 +78,22 @@ _UNDER_THE_TIME = len("12:34:56  ")
 
 
 def configure_logging(*, verbose: bool) -> None:
-    """Events (detections, outcomes, the start-up summary) on stdout, always; problems on
-    stderr; everything else only with ``--verbose``. One short line each."""
+    """Events on stdout; problems on stderr; the rest only with ``--verbose``."""
     logging.raiseExceptions = False  # a closed pipe must not print tracebacks
-    events = logging.getLogger("loop_killer.watch.events")
     out = logging.StreamHandler(sys.stdout)
     out.setFormatter(PrintableFormatter("%(asctime)s  %(message)s", "%H:%M:%S",
                                         stream=sys.stdout))
-    events.handlers[:] = [out]
-    events.setLevel(logging.INFO)
-    events.propagate = False
     err = logging.StreamHandler(sys.stderr)
     err.setFormatter(PrintableFormatter("%(asctime)s  %(levelname)s  %(message)s",
                                         "%H:%M:%S", stream=sys.stderr))
-    package = logging.getLogger("loop_killer")
-    package.handlers[:] = [err]
-    package.setLevel(logging.DEBUG if verbose else logging.WARNING)
-    package.propagate = False
-    watchdog_log = logging.getLogger("watchdog")
-    watchdog_log.handlers[:] = [err]
-    watchdog_log.setLevel(logging.INFO if verbose else logging.WARNING)
-    watchdog_log.propagate = False
+    for name, handler, level in (
+            ("loop_killer.watch.events", out, logging.INFO),
+            ("loop_killer", err, logging.DEBUG if verbose else logging.WARNING),
+            ("watchdog", err, logging.INFO if verbose else logging.WARNING)):
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [handler]
+        logger.setLevel(level)
+        logger.propagate = False
 
 
 def _positive(text: str) -> float:
@@ -155,19 +143,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _serve_metrics(address: str | None, source: MetricsSource) -> MetricsServer | None:
-    """The Prometheus endpoint at ``address`` (None when none is asked for); raises
-    ``MetricsUnavailable`` without the client library."""
-    if not address:
-        return None
-    from ..export.prometheus import serve_metrics
-
-    server = serve_metrics(address, source)
-    logging.getLogger("loop_killer.watch.events").info(
-        "Prometheus metrics at http://%s:%d/metrics", *server.address)
-    return server
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging(verbose=args.verbose)
@@ -185,16 +160,19 @@ def main(argv: list[str] | None = None) -> int:
     for problem in settings.problems:
         log.warning("settings: %s", problem)
     from ..export.metrics import MetricsSource
-    from ..export.prometheus import MetricsUnavailable
+    from ..export.prometheus import MetricsServer, MetricsUnavailable, serve_metrics
 
     # One MetricsSource for the Prometheus endpoint and the OTLP export.
     source = MetricsSource(state, home=os.environ.get("HOME"), budget=settings.budget)
-    try:
-        metrics = _serve_metrics(args.metrics or settings.metrics, source)
-    except MetricsUnavailable as error:
-        log.error("%s", error)
-        os.close(lock)
-        return 2
+    metrics: MetricsServer | None = None
+    if args.metrics or settings.metrics:
+        try:
+            metrics = serve_metrics(args.metrics or settings.metrics, source)
+        except MetricsUnavailable as error:
+            log.error("%s", error)
+            os.close(lock)
+            return 2
+        events.info("Prometheus metrics at http://%s:%d/metrics", *metrics.address)
     from ..export.telemetry import start_from_environment  # off unless configured as Claude Code's
 
     telemetry = start_from_environment(lambda: source)
@@ -222,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         for service in (metrics, telemetry, notifier):
             if service is not None:
                 service.close()
-    logging.getLogger("loop_killer.watch.events").info("loop-killer-watch stopped")
+    events.info("loop-killer-watch stopped")
     return 0
 
 

@@ -1,13 +1,10 @@
 """What the watcher tells a person about each loop: one LOOP line, one outcome line (pure).
 
-Several writers report one loop (the watcher, a Stop hook, the hook's log, the mod's
-report); ``Narrator`` keeps per session the loop being told (the keys it is known by) and
-says its LOOP line once and one outcome line: a final one at once, a passing one (turn
-stopped, clear queued) only when nothing final follows within ``SETTLE`` seconds. An
-outcome belongs to the latest loop of its kind unless its keys name an older one.
-
-``InOrder`` holds lines ``ORDER_WINDOW`` and lets them out in the order what they tell
-happened, across sessions. A line worth a desktop notification comes with a ``Notice``.
+Several writers report one loop (the watcher, a Stop hook, the mod's report); the
+``Narrator`` keeps per session the loops being told (by the keys they are known by) and
+says each one's LOOP line once and one outcome line: a final one at once, a passing one
+only when nothing final follows within ``SETTLE`` seconds. ``tell`` retells a detection-log
+record to it. ``InOrder`` lets lines out in the order what they tell happened.
 """
 
 from __future__ import annotations
@@ -15,33 +12,28 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..engine.rules import RULE_MANUAL, RULE_REFUSED_RETRIES, rule_phrase
-from ..engine.tool_repeat import TOOL_CALL_RULES
+from ..engine.tool_repeat import RULE_TOOL_REPEAT, TOOL_CALL_RULES
 from ..printable import printable
+from ..state import report
+from ..state.journal import LoopRecord, OutcomeRecord, Record, ToolRecord
 
 __all__ = ["FINAL_OUTCOMES", "ORDER_WINDOW", "PASSING_OUTCOMES", "SETTLE", "VERDICTS",
-           "InOrder", "Narrator", "Notice", "Said"]
+           "InOrder", "Narrator", "Notice", "Said", "tell"]
 
 SETTLE = 8.0
-"""Seconds a passing outcome (the turn stopped, /goal clear queued) waits for the final
-one before it is said: the mod's bounded wait is 3 s, typing's 1.5 s."""
+"""Seconds a passing outcome waits for the final one (the mod's bounded wait is 3 s,
+typing's 1.5 s)."""
 
 PASSING_OUTCOMES = frozenset({"stopped", "clear_queued", "sent_unconfirmed"})
-"""Outcomes on the way to the final one."""
-
 FINAL_OUTCOMES = frozenset({"cleared", "stopped_no_goal", "not_possible", "clear_failed",
                             "continued", "superseded", "none", "warned"})
 
-ORDER_WINDOW = 1.0
-"""Seconds a line waits for those about earlier things: the hooks' log is read every half
-second, the transcripts as they are written."""
-
-KEPT_LOOPS = 8
-"""Loops remembered per session (their keys: a late record of one is recognised)."""
-
-FORGET_AFTER = 3600.0
-"""Seconds after its last loop was told that a quiet session is forgotten."""
+ORDER_WINDOW = 1.0  # seconds a line waits for those about earlier things (the log: 0.5 s)
+KEPT_LOOPS = 8  # per session: a late record of one of them is still recognised
+FORGET_AFTER = 3600.0  # seconds after which a quiet session is forgotten
 
 # What the person is told of each outcome, after "<project>: ".
 VERDICTS = {
@@ -62,8 +54,8 @@ VERDICTS = {
 
 @dataclass(frozen=True, slots=True)
 class Notice:
-    """A desktop notification: ``text`` says it all; ``who`` names the session's project
-    (for a summary of several); ``stop``: a stopped loop, else a warning."""
+    """A desktop notification: ``who`` names the project (for a summary of several);
+    ``stop``: a stopped loop, else a warning."""
 
     session_id: str
     who: str
@@ -73,8 +65,7 @@ class Notice:
 
 @dataclass(frozen=True, slots=True)
 class Said:
-    """A line for the watcher's terminal (None: already printed by its writer), and the
-    notification that goes with it, if any."""
+    """A line for the terminal (None: printed by its writer), and its notification."""
 
     level: int
     line: str | None
@@ -83,8 +74,7 @@ class Said:
 
 
 class InOrder:
-    """Lines held ``window`` seconds, then let out by when what they tell happened (ties:
-    in the order they came). Pure: the caller passes the times."""
+    """Lines held ``window`` seconds, let out by when what they tell happened."""
 
     def __init__(self, *, window: float = ORDER_WINDOW) -> None:
         self.window = window
@@ -97,14 +87,12 @@ class InOrder:
             self._count += 1
 
     def ready(self, now: float) -> list[Said]:
-        """The lines about things older than the window, oldest first."""
         due = [held for held in self._held if held[0] <= now - self.window]
         if due:
             self._held = [held for held in self._held if held[0] > now - self.window]
         return [said for _, _, said in sorted(due, key=lambda held: held[:2])]
 
     def drain(self) -> list[Said]:
-        """Every line held, oldest first."""
         held, self._held = self._held, []
         return [said for _, _, said in sorted(held, key=lambda item: item[:2])]
 
@@ -141,48 +129,49 @@ def _keys(values: Iterable[object]) -> set[str]:
 
 
 class Narrator:
-    """Per session, the loop being told; see the module's docstring. One thread."""
+    """Per session, the loops being told; one thread."""
 
     def __init__(self, *, settle: float = SETTLE) -> None:
         self.settle = settle
         self._sessions: dict[str, _Session] = {}
 
-    # -- what happened ---------------------------------------------------------------
-
     def detection(self, session_id: str, keys: Iterable[object], *, who: str, rule: str,
                   count: int, line: str | None, now: float, at: float | None = None
                   ) -> list[Said]:
-        """A rule fired: its LOOP line, unless the loop is known already (``line`` None:
-        printed by its writer; ``at``: when detected, default ``now``)."""
-        session = self._session(session_id, now)
-        found = _keys(keys)
-        if found and any(found & loop.keys for loop in session.loops):
+        """A rule fired: its LOOP line, unless the loop is known already."""
+        said = self._new_loop(session_id, keys, now, who=who, rule=rule, count=count,
+                              at=now if at is None else at)
+        if said is None:
             return []
-        said = self._flush_current(session, session_id)
-        self._open(session, _Loop(found, who, rule, count, at=now if at is None else at))
-        if line is not None:
-            said.append(Said(logging.WARNING, line))
-        return said
+        return [*said, Said(logging.WARNING, line)] if line is not None else said
 
     def warning(self, session_id: str, keys: Iterable[object], *, who: str, call: str,
                 text: str, line: str | None, now: float, rule: str = "",
                 count: int = 0, at: float | None = None) -> list[Said]:
         """A tool call repeating: its line once, a notification as a warning (its outcome
         comes later: the ladder's stop, or ``warned``)."""
-        session = self._session(session_id, now)
-        found = _keys(keys)
-        if found and any(found & loop.keys for loop in session.loops):
+        said = self._new_loop(session_id, keys, now, who=who, rule=rule, count=count,
+                              call=call, kind="tool", at=now if at is None else at)
+        if said is None:
             return []
-        said = self._flush_current(session, session_id)
-        self._open(session, _Loop(found, who, rule=rule, count=count, call=call, kind="tool",
-                                  at=now if at is None else at))
-        session.refusals = 0
+        self._sessions[session_id].refusals = 0
         notice = Notice(session_id, who, f"{who}: {text}", stop=False)
         return [*said, Said(logging.WARNING, line, notice)]
 
+    def _new_loop(self, session_id: str, keys: Iterable[object], now: float,
+                  **loop: Any) -> list[Said] | None:
+        """Open a loop (None: one of its keys names a loop known already); what the last
+        one was waiting to say is said first."""
+        session = self._session(session_id, now)
+        found = _keys(keys)
+        if found and any(found & known.keys for known in session.loops):
+            return None
+        said = self._flush_current(session, session_id)
+        self._open(session, _Loop(found, **loop))
+        return said
+
     def refusal(self, session_id: str, *, call: str, line: str, now: float) -> list[Said]:
-        """A call refused by the PreToolUse hook: said once for the call, counted each
-        time (the ladder's stop then says how many times it was tried)."""
+        """A call refused: said once for the call, counted each time."""
         session = self._session(session_id, now)
         first = session.refusals == 0 or session.refused_call != call
         session.refused_call = call
@@ -192,8 +181,8 @@ class Narrator:
     def outcome(self, session_id: str, keys: Iterable[object], *, kind: str, line: str,
                 source: str, rule: str = "", who: str, now: float, count: int = 0
                 ) -> list[Said]:
-        """What became of a loop, from any writer: one line per loop (see above).
-        ``count``: a refused call's attempts, when refusals ended the turn."""
+        """What became of a loop, from any writer. ``count``: a refused call's attempts,
+        when refusals ended the turn."""
         session = self._session(session_id, now)
         found = _keys(keys)
         loop = next((loop for loop in reversed(session.loops) if found & loop.keys), None)
@@ -223,8 +212,6 @@ class Narrator:
         loop.told, loop.told_kind, loop.passing = "final", kind, None
         return [*said, self._said(session_id, loop, kind, line)]
 
-    # -- the clock -------------------------------------------------------------------
-
     def due(self, now: float) -> list[Said]:
         """Passing outcomes nothing final followed within ``settle`` seconds: said now."""
         said: list[Said] = []
@@ -243,14 +230,6 @@ class Narrator:
                 for session_id, session in self._sessions.items()
                 for loop in session.loops if loop.passing is not None]
 
-    @property
-    def next_due(self) -> float | None:
-        dues = [loop.due_at for session in self._sessions.values() for loop in session.loops
-                if loop.passing is not None]
-        return min(dues, default=None)
-
-    # -- inside ----------------------------------------------------------------------
-
     def _session(self, session_id: str, now: float) -> _Session:
         session = self._sessions.setdefault(session_id, _Session())
         session.last_at = now
@@ -262,7 +241,6 @@ class Narrator:
         return loop
 
     def _flush_current(self, session: _Session, session_id: str) -> list[Said]:
-        """A new loop begins: what the last one was waiting to say is said first."""
         if session.loops and session.loops[-1].passing is not None:
             return [self._tell_passing(session_id, session.loops[-1])]
         return []
@@ -291,3 +269,42 @@ class Narrator:
         if loop.rule and (loop.count or loop.rule == RULE_MANUAL):
             return rule_phrase(loop.rule, loop.count)
         return printable(loop.rule, 40) or "a loop"
+
+
+def tell(narrator: Narrator, record: Record, *, home: str | None, now: float) -> list[Said]:
+    """What to say of a detection-log record (what the hooks, the mod and ``loop-killer
+    clear`` logged; nothing, for most of the watcher's own)."""
+    session_id = record.session_id or "?"
+    who = report.project_label(record.project, home) if record.project else "?"
+    if isinstance(record, ToolRecord) and not record.refused and record.call:
+        # a tool call repeating: a warning
+        return narrator.warning(session_id, (record.tool_use_id,), who=who, call=record.call,
+                                text=_warning(record.rule, record.call, record.count,
+                                              warned=record.source == "hook"),
+                                line=report.journal_line(record, home), now=now,
+                                rule=record.rule, count=record.count, at=record.at or now)
+    if record.source == "watcher":
+        return []
+    line = report.journal_line(record, home)
+    if isinstance(record, LoopRecord):
+        return narrator.detection(
+            session_id, (record.answer_uuid, record.prompt_uuid), who=who,
+            rule=record.rule, count=record.count, line=line, now=now, at=record.at or now)
+    if isinstance(record, ToolRecord) and record.refused and line is not None:
+        return narrator.refusal(session_id, call=record.call, line=line, now=now)
+    if isinstance(record, OutcomeRecord) and line is not None:
+        return narrator.outcome(
+            session_id, (record.answer_uuid, record.plan_id), kind=record.outcome or "?",
+            line=line, source=record.source, rule=record.rule, who=who, now=now,
+            count=record.count or 0)
+    return [] if line is None else [Said(logging.INFO, line)]
+
+
+def _warning(rule: str, call: str, count: int, *, warned: bool) -> str:
+    """``Bash: npm test gave the same result 3 times; the model was warned``."""
+    shown = printable(call, 80)
+    if rule in ("", RULE_TOOL_REPEAT):
+        what = f"{shown} gave the same result {count} times"
+    else:
+        what = f"{shown}: {rule_phrase(rule, count)}"
+    return f"{what}; the model was warned" if warned else f"{what} in a row"

@@ -1,7 +1,6 @@
 """Desktop notifications from the watcher (``--notify``): ``notify-send`` on Linux,
 ``osascript`` on macOS, else one log line saying so. ``Throttle`` (pure) keeps a busy
-session from a pop-up a minute: per session, stops and warnings apart, the first at once
-(a first stop is never held), the rest within ``WINDOW`` gathered into one summary.
+session from a pop-up a minute: the first at once, the rest within ``WINDOW`` summed up.
 """
 
 from __future__ import annotations
@@ -23,8 +22,7 @@ __all__ = ["WINDOW", "Notifier", "Throttle", "notifier_command"]
 
 log = logging.getLogger("loop_killer.watch")
 
-WINDOW = 60.0
-"""Seconds after a session's notification during which its next ones are gathered."""
+WINDOW = 60.0  # seconds after a session's notification during which the next are gathered
 
 TITLE = "loop-killer"
 _WAKE = ""  # put on the queue only to make the worker look at the throttle again
@@ -41,9 +39,7 @@ class _Window:
 
 @dataclass(slots=True)
 class Throttle:
-    """Per session and kind (stop or warning), at most one notification per ``window``
-    seconds; what comes within a window is summed up when it ends. Pure: the caller
-    passes the time."""
+    """At most one notification per session, kind and ``window``; the rest summed up."""
 
     window: float = WINDOW
     _windows: dict[tuple[str, bool], _Window] = field(default_factory=dict)
@@ -82,7 +78,6 @@ class Throttle:
 
     @property
     def next_due(self) -> float | None:
-        """When ``due`` may have something to show (None: nothing gathered)."""
         return min((w.quiet_until for w in self._windows.values() if w.gathered),
                    default=None)
 
@@ -96,9 +91,8 @@ class Throttle:
 
 def notifier_command(text: str, *, platform: str = sys.platform,
                      which: Callable[[str], str | None] = shutil.which) -> list[str] | None:
-    """The command that shows ``text`` as a desktop notification here; None when there is
-    no way (``text`` is cleaned of control codes and passed as an argument, never
-    through a shell)."""
+    """The command that shows ``text`` (cleaned, an argument: no shell) as a desktop
+    notification here; None when there is no way."""
     body = printable(text, 300)
     if platform == "darwin" and which("osascript"):
         quoted = body.replace("\\", "\\\\").replace('"', '\\"')
@@ -109,15 +103,12 @@ def notifier_command(text: str, *, platform: str = sys.platform,
 
 
 def run_quietly(argv: Sequence[str]) -> None:
-    """Run a notifier command; its output is nobody's business."""
     subprocess.run(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL, timeout=_TIMEOUT, check=False)
 
 
 class Notifier:
-    """Shows the watcher's notices (throttled) as desktop notifications; the commands run
-    on a thread of their own so the watcher never waits for them. ``command`` and
-    ``run`` are the seams: what to run for a text, and how."""
+    """Shows the notices (throttled) on a thread of its own: the watcher never waits."""
 
     def __init__(self, *, throttle: Throttle | None = None,
                  command: Callable[[str], Sequence[str] | None] = notifier_command,
@@ -143,9 +134,8 @@ class Notifier:
             self._outbox.put(_WAKE)  # gathered: the worker now has a summary to wait for
 
     def close(self) -> None:
-        """Show what is still to be shown, the summaries gathered too, in one last
-        notification (one call: a slow notifier cannot make the exit drop them), then
-        stop, waiting at most for a call under way and that one."""
+        """Show what is left, summaries too, in one last notification (a slow notifier
+        cannot make the exit drop them), waiting at most for a call under way and that."""
         left: list[str] = []
         while True:
             try:

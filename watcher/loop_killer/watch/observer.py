@@ -1,9 +1,6 @@
-"""Where hints that a transcript changed come from: watchdog events, and listings.
-
-The watchdog callback only decides whether a path can matter (``relevance``) and queues
-it, one entry per path however many events (``EventQueue``); the watcher's thread reads.
-Listings (``list_transcripts``, ``folder_marks``) serve the safety net; an ``OVERFLOW``
-hint says the kernel dropped events. ``start_observer`` raises when inotify cannot start.
+"""Where hints that a transcript changed come from: watchdog events (the callback only
+decides whether a path can matter and queues it, once per path: ``EventQueue``), an
+``OVERFLOW`` hint when the kernel dropped events, and the listings the safety net makes.
 """
 
 from __future__ import annotations
@@ -14,6 +11,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from watchdog.events import (
@@ -30,52 +28,31 @@ from watchdog.events import (
 
 from ..state.files import is_session_file_name, list_transcripts
 
-__all__ = [
-    "DIR",
-    "FILE",
-    "OVERFLOW",
-    "ROOT",
-    "STOP",
-    "EventQueue",
-    "Taken",
-    "FolderMark",
-    "folder_entries",
-    "folder_marks",
-    "list_transcripts",
-    "listen_for_overflow",
-    "observer_healthy",
-    "relevance",
-    "start_observer",
-    "stop_observer",
-]
+__all__ = ["DIR", "FILE", "OVERFLOW", "ROOT", "STOP", "EventQueue", "Taken", "FolderMark",
+           "folder_entries", "folder_marks", "list_transcripts", "listen_for_overflow",
+           "observer_healthy", "relevance", "start_observer", "stop_observer"]
 
 log = logging.getLogger("loop_killer.watch")
 
-# Kinds of queued hints.
 FILE = "file"  # a session transcript may have changed
 DIR = "dir"  # a project folder appeared, moved or went away
 ROOT = "root"  # the watched root itself went away
 OVERFLOW = "overflow"  # the kernel dropped events: whatever changed must be looked for
 STOP = "stop"
 
+# Where watchdog 7 logs that the kernel's inotify queue overflowed; it tells handlers nothing.
 _OVERFLOW_LOGGERS = ("watchdog.observers.inotify_c", "watchdog.observers.inotify")
-"""Where watchdog 7 says the kernel's inotify queue overflowed (``IN_Q_OVERFLOW``): it
-rebuilds its watches and logs a warning, and tells its handlers nothing."""
 
-EVENT_TYPES = [
-    FileCreatedEvent, FileModifiedEvent, FileMovedEvent, FileDeletedEvent,
-    DirCreatedEvent, DirMovedEvent, DirDeletedEvent,
-]
-"""Only these reach us (the inotify mask is cut to them: no open/close events, so the
-watcher's own reads never wake it up)."""
-
+# The inotify mask is cut to these (the watcher's own reads must not wake it up); a watchdog
+# too old to cut it has the others dropped in the handler.
+EVENT_TYPES = [FileCreatedEvent, FileModifiedEvent, FileMovedEvent, FileDeletedEvent,
+               DirCreatedEvent, DirMovedEvent, DirDeletedEvent]
 _IGNORED_TYPES = frozenset({"opened", "closed", "closed_no_write"})
-"""Dropped in the handler too, for a watchdog too old to cut the mask."""
 
 
 def relevance(root: str, path: str, is_directory: bool) -> str | None:
-    """What a path under ``root`` is: a transcript (FILE: ``<root>/<project>/<name>.jsonl``,
-    not ``agent-*`` nor anything deeper), a project folder (DIR), the root (ROOT), or None."""
+    """What a path under ``root`` is: a transcript (FILE: ``<root>/<project>/<id>.jsonl``),
+    a project folder (DIR), the root (ROOT), or None."""
     if path == root:
         return ROOT if is_directory else None
     prefix = root + os.sep
@@ -90,21 +67,17 @@ def relevance(root: str, path: str, is_directory: bool) -> str | None:
     return FILE if is_session_file_name(rest[cut + 1:]) else None
 
 
+@dataclass(slots=True)
 class Taken:
-    """What one ``EventQueue.take`` found: the hints, how many events they stand for, and
-    how long the oldest of them waited (seconds)."""
+    """What one take found: the hints, the events they stand for, the oldest's wait."""
 
-    __slots__ = ("events", "hints", "waited")
-
-    def __init__(self, hints: list[tuple[str, str]], events: int, waited: float) -> None:
-        self.hints = hints
-        self.events = events
-        self.waited = waited
+    hints: list[tuple[str, str]]
+    events: int
+    waited: float
 
 
 class EventQueue:
-    """Hints from any thread to the watcher's thread, coalesced: a hint put again before
-    it is taken is kept once, where it was first put."""
+    """Hints from any thread: one put again before it is taken is kept once."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -123,16 +96,13 @@ class EventQueue:
 
     @property
     def waiting(self) -> int:
-        """Events put since the last take (repeats of a hint included)."""
         return self._events
 
     def take(self, timeout: float) -> list[tuple[str, str]]:
-        """Wait up to ``timeout`` seconds for a hint; return it with all already queued,
-        each once, in the order they were first put."""
+        """Wait up to ``timeout`` seconds for a hint; all those queued, in order."""
         return self.take_counted(timeout).hints
 
     def take_counted(self, timeout: float) -> Taken:
-        """``take``, with how many events the hints stand for and how long they waited."""
         if timeout > 0:
             self._ready.wait(timeout)
         with self._lock:
@@ -163,7 +133,7 @@ class _Handler(FileSystemEventHandler):
 
 
 class _OverflowListener(logging.Handler):
-    """Turns watchdog's warning that the kernel dropped events into an ``OVERFLOW`` hint."""
+    """Turns watchdog's warning of an overflow into an ``OVERFLOW`` hint."""
 
     def __init__(self, hints: EventQueue) -> None:
         super().__init__(logging.WARNING)
@@ -175,8 +145,7 @@ class _OverflowListener(logging.Handler):
 
 
 def listen_for_overflow(hints: EventQueue) -> Callable[[], None]:
-    """Put an ``OVERFLOW`` hint on ``hints`` whenever watchdog says the kernel's event
-    queue overflowed; returns what stops listening."""
+    """An ``OVERFLOW`` hint at each overflow watchdog logs; returns what stops it."""
     listener = _OverflowListener(hints)
     loggers = [logging.getLogger(name) for name in _OVERFLOW_LOGGERS]
     for logger in loggers:
@@ -193,14 +162,13 @@ def listen_for_overflow(hints: EventQueue) -> Callable[[], None]:
 
 def start_observer(root: str, hints: EventQueue, *, factory: Callable[[], Any] | None = None
                    ) -> Any:
-    """Start a native watchdog observer on ``root`` (recursive); raise OSError if the
-    platform refuses (inotify watch or instance limits, ...)."""
+    """A native observer on ``root``; raises OSError when refused (inotify limits)."""
     if factory is None:
         from watchdog.observers import Observer
 
         factory = Observer
-    # watchdog warns when a folder and its subfolder are created at once (a subagent's
-    # ``<session>/subagents``): its own benign race, not for the person at the terminal.
+    # watchdog warns of its own benign race when a folder and its subfolder come at once
+    # (a subagent's ``<session>/subagents``): not for the person at the terminal.
     warnings.filterwarnings("ignore", message="Callback with id", category=RuntimeWarning)
     observer = factory()
     handler = _Handler(root, hints)
@@ -233,8 +201,8 @@ def observer_healthy(observer: Any) -> bool:
 
 
 FolderMark = tuple[int, int]
-"""(st_ino, st_mtime_ns) of a project folder: it changes when a file in it is created,
-renamed or deleted (not when one grows)."""
+"""(st_ino, st_mtime_ns) of a project folder: changes when a file in it is created,
+renamed or deleted."""
 
 
 def folder_marks(root: str) -> dict[str, FolderMark]:
@@ -255,8 +223,7 @@ def folder_marks(root: str) -> dict[str, FolderMark]:
 
 
 def folder_entries(folder: str) -> list[tuple[str, int]]:
-    """The session transcripts directly in one project folder, with their inode numbers
-    (from the listing: no ``stat``); empty if the folder is gone."""
+    """The transcripts in one project folder, with their inode numbers (no ``stat``)."""
     try:
         with os.scandir(folder) as entries:
             return [(entry.path, entry.inode()) for entry in entries

@@ -23,7 +23,7 @@ log = logging.getLogger("loop_killer.watch")
 def publish(state: Path, tracked: Tracked, now: float, *, unless_on_disk: bool = False,
             home: str | None = None, budget: dict[str, Any] | None = None) -> Published:
     """Write the session's status if anything in it changed; returns what it says now.
-    ``budget``: the current turn's figures against its limits (``budgets.figures``)."""
+    ``budget``: the turn's figures against its limits."""
     seen = tracked.published
     reader = tracked.reader
     if reader is None:  # dormant: its status on disk still says what it was
@@ -43,17 +43,11 @@ def publish(state: Path, tracked: Tracked, now: float, *, unless_on_disk: bool =
     if key == seen.key:
         return seen
     status = SessionStatus(
-        session_id=tracked.session_id,
-        transcript_path=tracked.path,
-        project=tracked.project,
-        offset=reader.offset,
-        run_length=detector.run_length,
-        chain_length=detector.chain_length,
-        awaiting=detector.awaiting,
-        last_answer_uuid=answer_uuid,
-        last_answer_digest=digest,
-        last_activity=tracked.last_activity,
-        updated_at=now,
+        session_id=tracked.session_id, transcript_path=tracked.path, project=tracked.project,
+        offset=reader.offset, run_length=detector.run_length,
+        chain_length=detector.chain_length, awaiting=detector.awaiting,
+        last_answer_uuid=answer_uuid, last_answer_digest=digest,
+        last_activity=tracked.last_activity, updated_at=now,
         goal=None if goal is None else {
             "met": goal.met, "sentinel": goal.sentinel, "cleared": goal.cleared,
             "condition": goal.condition, "reason": goal.reason, "uuid": goal.uuid,
@@ -83,8 +77,7 @@ def publish(state: Path, tracked: Tracked, now: float, *, unless_on_disk: bool =
 
 def unpublish_request(state: Path, tracked: Tracked, now: float, *, home: str | None = None
                       ) -> Published:
-    """The session's request is gone: its status must not say it is pending. Returns what
-    the session's status says now, as ``publish``."""
+    """The request is gone: the status must not say it is pending."""
     if tracked.reader is not None:
         return publish(state, tracked, now, home=home)
     previous = read_session_status(state, tracked.session_id)
@@ -94,7 +87,6 @@ def unpublish_request(state: Path, tracked: Tracked, now: float, *, home: str | 
 
 
 def _write(state: Path, tracked: Tracked, status: SessionStatus, home: str | None) -> bool:
-    """Write the session's status; False (said in the log) when it cannot be."""
     try:
         write_session_status(state, status)
     except (OSError, ValueError) as error:

@@ -1,28 +1,21 @@
 """What the steps of a followed session mean to the watcher, and what it does about them.
 
-* A detection: where the session's Stop hook judges its replies (``state.session.hooks_judge``)
-  the hook logs and stops the loop, and the watcher follows what becomes of it. Else it is
-  recorded first (``state.records``), then the watcher writes the clear request (before the
-  status that covers the answer), the log line and its terminal line.
-* A person's prompt withdraws a pending request.
-* A goal status or a ``stop_hook_summary`` is what became of the last detection
-  (``outcomes``). Outcome lines are held until the next ``tick``, after the detection log
-  was read: the hook's lines (logged before its turn ended) come first.
-
-Every line about a loop goes through one ``Narrator`` and one ``InOrder`` (``narrate``).
-The watcher logs a turn stopped or a goal cleared only for a loop no hook acted on, and
-always what only it sees (the loop went on, nothing in time, a prompt came first, a
-tool-call warning with no refusal in time: ``warned``).
+A detection: where the session's Stop hook judges its replies (``hooks_judge``) it is the
+hook's to log and stop, and the watcher follows its outcome; else the watcher records it,
+writes the clear request, logs it. A person's prompt withdraws a pending request. A goal
+status or a ``stop_hook_summary`` is the last detection's outcome, held until the next
+``tick`` (after the detection log was read: the hook's lines come first). Every line about
+a loop goes through one ``Narrator`` and one ``InOrder``.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Literal
 
 from ..engine.budget import Crossing
 from ..engine.judge import Detection
@@ -32,29 +25,76 @@ from ..engine.transcript import STOP_HOOK_SUMMARY, GoalStatus, SystemEntry, pars
 from ..printable import printable
 from ..state import journal, records, report
 from ..state.files import request_waiting
-from ..state.inbox import (
-    ClearRequest,
-    InvalidRequest,
-    discard_request,
-    peek_request,
-    write_request,
-)
+from ..state.inbox import ClearRequest, InvalidRequest, discard_request, peek_request, write_request
 from ..state.session import hooks_judge
 from .narrate import InOrder, Narrator, Notice, Said
-from .outcomes import (
-    HOOKS_WORD,
-    OUTCOME_TIMEOUT,
-    Outcome,
-    PendingOutcome,
-    at_deadline,
-    is_historic,
-)
+from .tool_repeats import hooks_keep_counts
 from .tracked import Tracked
 
-__all__ = ["Responder"]
+__all__ = ["HISTORY_AGE", "HOOKS_WORD", "OUTCOME_TIMEOUT", "Outcome", "OutcomeKind",
+           "PendingOutcome", "Responder", "at_deadline", "is_historic"]
 
 log = logging.getLogger("loop_killer.watch")
 events = logging.getLogger("loop_killer.watch.events")
+
+
+# -- what became of a detection (pure): the goal cleared, the turn stopped, a prompt
+# first (the request withdrawn), or at the timeout whether the loop went on
+
+OUTCOME_TIMEOUT = 60.0  # seconds after a detection at which the watcher says its outcome
+HISTORY_AGE = 600.0
+"""A loop found in the history a file appeared with (a copy, a fork) fires only if its
+last answer is younger than this."""
+
+OutcomeKind = Literal["cleared", "stopped", "continued", "superseded", "none", "not_requested",
+                      "warned"]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    kind: OutcomeKind
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class PendingOutcome:
+    answer_uuid: str
+    rule: str  # a Rule, or a rule another writer of the detection log named
+    detected_at: float  # seconds since the epoch
+    deadline: float  # monotonic seconds
+    stopped: bool = False  # "stopped" was reported; still waiting for a clear
+    requested: bool = True  # a clear request was written for it (or a hook acted on it)
+    key: str | None = None  # its record key (``state.records``): did a Stop hook act on it?
+    hook_acted: bool = False  # a Stop hook fired on it by itself (its detection was logged)
+
+
+HOOKS_WORD = frozenset({"stopped", "cleared"})
+"""Outcomes a Stop hook that acted logs itself: the watcher logs them only for a loop no
+Stop hook acted on."""
+
+
+def at_deadline(pending: PendingOutcome, *, more_answers: int, request_pending: bool,
+                timeout: float) -> Outcome | None:
+    """The outcome to report when the timeout passes (None if already reported)."""
+    if pending.stopped:
+        return None
+    if more_answers:
+        plural = "s" if more_answers != 1 else ""
+        return Outcome("continued", f"{more_answers} more re-prompt answer{plural} came "
+                                    "after the request")
+    if not pending.requested:
+        return Outcome("not_requested", f"no change within {timeout:.0f} s, and no clear "
+                                        "request could be written")
+    if not request_pending:
+        return Outcome("stopped", "the request was taken and no re-prompt followed")
+    return Outcome("none", f"no change within {timeout:.0f} s; the request is still "
+                           "pending")
+
+
+def is_historic(timestamp: str, now: float, *, max_age: float = HISTORY_AGE) -> bool:
+    """Whether an answer written at ``timestamp`` is too old to act on (unknown: no)."""
+    moment = parse_timestamp(timestamp)
+    return moment is not None and now - moment > max_age
 
 
 class Responder:
@@ -77,24 +117,24 @@ class Responder:
         self.order = InOrder()
         self.notify: Callable[[Notice], None] | None = None  # desktop notifications
 
-    def _write_request(self, tracked: Tracked, request: ClearRequest) -> bool:
-        """Write a clear request for the session's next Stop; whether it was written."""
+    def _ask_stop(self, tracked: Tracked, request: ClearRequest,
+                  record: journal.LoopRecord) -> bool:
+        """Write the clear request and log the loop; whether the request was written."""
         try:
             write_request(self.state, request)
+            requested = True
         except (OSError, InvalidRequest) as error:
             log.error("%s: cannot write the clear request: %s", self.name(tracked), error)
-            return False
-        return True
+            requested = False
+        journal.append(self.state, record)
+        return requested
 
     def name(self, tracked: Tracked) -> str:
         return report.session_label(tracked.project, tracked.session_id, self.home)
 
     def pending_of(self, tracked: Tracked) -> PendingOutcome | None:
-        """The detection of this session whose outcome is being followed, if any."""
         followed = self.watching.get(tracked.path)
         return followed[1] if followed is not None else None
-
-    # -- detections ---------------------------------------------------------------------
 
     def on_detection(self, tracked: Tracked, detection: Detection, position: int,
                      now: float) -> None:
@@ -105,43 +145,27 @@ class Responder:
                                                            max_age=self.history_age):
             log.info("%s: not firing on an old loop (answer of %s) found in a file that "
                      "appeared with its history", self.name(tracked), answer.timestamp)
-            # Recorded as seen, so a detector rebuilt from the tail counts afresh after it.
+            # Recorded, so that a detector rebuilt from the tail counts afresh after it.
             self._record(tracked, key, detection, source="history")
             return
         if hooks_judge(str(self.state), session_id) or not self._record(
                 tracked, key, detection, source="watcher"):
-            # The session's Stop hook judges its replies (and logs and stops what it finds),
-            # or it acted on this one first: follow what becomes of it.
+            # The session's Stop hook judges its replies, or acted on this one first.
             log.info("%s: answer %s is the Stop hook's to act on", self.name(tracked),
                      answer.uuid)
             self.follow(tracked, detection.answer_uuid, detection.rule)
             return
         request = ClearRequest(
-            session_id=session_id,
-            rule=detection.rule,
-            count=detection.count,
-            run_length=detection.run_length,
-            answer_uuid=detection.answer_uuid,
-            answer_digest=text_digest(answer.text),
-            transcript_path=tracked.path,
-            created_at=time.time(),
-            source="watcher",
-            prompt_uuid=answer.prompt_uuid,
-        )
-        requested = self._write_request(tracked, request)
-        journal.append(self.state, journal.LoopRecord(
-            session_id=session_id,
-            answer_uuid=detection.answer_uuid,
-            prompt_uuid=answer.prompt_uuid,
-            answer_digest=request.answer_digest,
-            rule=detection.rule,
-            count=detection.count,
-            run_length=detection.run_length,
-            project=tracked.project,
-            transcript_path=tracked.path,
-            snippet=report.snippet(answer.text, 200),
-            source="watcher",
-        ))
+            session_id=session_id, rule=detection.rule, count=detection.count,
+            run_length=detection.run_length, answer_uuid=detection.answer_uuid,
+            answer_digest=text_digest(answer.text), transcript_path=tracked.path,
+            created_at=time.time(), source="watcher", prompt_uuid=answer.prompt_uuid)
+        requested = self._ask_stop(tracked, request, journal.LoopRecord(
+            session_id=session_id, answer_uuid=detection.answer_uuid,
+            prompt_uuid=answer.prompt_uuid, answer_digest=request.answer_digest,
+            rule=detection.rule, count=detection.count, run_length=detection.run_length,
+            project=tracked.project, transcript_path=tracked.path,
+            snippet=report.snippet(answer.text, 200), source="watcher"))
         who = report.project_label(tracked.project, self.home)
         at = parse_timestamp(answer.timestamp) or time.time()  # when it was written
         self.say(self.narrator.detection(
@@ -155,7 +179,7 @@ class Responder:
 
     def on_budget(self, tracked: Tracked, crossing: Crossing, key: str, now: float) -> None:
         """A turn crossed its spend limit: a clear request, as for a loop (``key``, the
-        turn's, is recorded: never asked again, across restarts too)."""
+        turn's, is recorded: never asked twice)."""
         session_id = tracked.session_id
         if not records.first_to_record(self.state, session_id, key, source="watcher",
                                        rule=RULE_BUDGET):
@@ -164,8 +188,7 @@ class Responder:
             session_id=session_id, rule=RULE_BUDGET, count=crossing.count, run_length=0,
             answer_uuid=key, answer_digest="", transcript_path=tracked.path,
             created_at=time.time(), source="watcher", detail=crossing.words)
-        requested = self._write_request(tracked, request)
-        journal.append(self.state, journal.LoopRecord(
+        requested = self._ask_stop(tracked, request, journal.LoopRecord(
             session_id=session_id, answer_uuid=key, rule=RULE_BUDGET, count=crossing.count,
             run_length=0, project=tracked.project, transcript_path=tracked.path,
             snippet=crossing.words, source="watcher"))
@@ -178,7 +201,7 @@ class Responder:
         self._pending(tracked, key, RULE_BUDGET, now, requested=requested)
 
     def budget_warning(self, tracked: Tracked, near: Crossing) -> None:
-        """A turn used ``WARN_AT`` of a limit: said once (and notified with ``--notify``)."""
+        """A turn used ``WARN_AT`` of a limit: said once (and notified)."""
         who = report.project_label(tracked.project, self.home)
         events.warning("BUDGET    %s  %s  near its limit: %s", who,
                        report.short_id(tracked.session_id), printable(near.words, 160))
@@ -189,8 +212,7 @@ class Responder:
 
     def _record(self, tracked: Tracked, key: str | None, detection: Detection, *,
                 source: str) -> bool:
-        """Record the detection; True when this watcher is the first (or cannot tell:
-        a record that cannot be written is logged, and the detection acted on)."""
+        """Record the detection; True when this watcher is the first (or cannot tell)."""
 
         def cannot(error: Exception) -> None:
             log.warning("%s: cannot record the detection (%s); acting on it anyway",
@@ -199,10 +221,7 @@ class Responder:
         return records.first_to_record(self.state, tracked.session_id, key, source=source,
                                        rule=detection.rule, on_error=cannot)
 
-    # -- prompts ------------------------------------------------------------------------
-
     def on_prompt(self, tracked: Tracked) -> None:
-        """A person's prompt, read live."""
         there = request_waiting(self.state, tracked.session_id)
         waiting = peek_request(self.state, tracked.session_id) if there else None
         withdrawn = there and discard_request(
@@ -222,10 +241,7 @@ class Responder:
                                             "a new prompt came first; request removed"),
                        waiting.rule if waiting is not None else "")
 
-    # -- outcomes -----------------------------------------------------------------------
-
     def on_status(self, tracked: Tracked, event: GoalStatus | SystemEntry) -> None:
-        """A goal status or a system line: what it says of the pending outcome."""
         pending = self.pending_of(tracked)
         if pending is None:
             return
@@ -238,8 +254,7 @@ class Responder:
             self.resolve(tracked, Outcome("stopped", "the turn was stopped"), final=False)
 
     def follow(self, tracked: Tracked, answer_uuid: str, rule: str) -> None:
-        """Follow what becomes of a detection the Stop hook acted on, as for our own (the
-        goal's last status may say it at once)."""
+        """Follow what becomes of a detection the Stop hook acted on."""
         pending = self.pending_of(tracked)
         if pending is not None and not pending.stopped:
             return
@@ -262,7 +277,6 @@ class Responder:
         self.settled.discard(tracked.path)
 
     def _hook_acted(self, tracked: Tracked, pending: PendingOutcome) -> bool:
-        """Whether a Stop hook acted on this loop (its word then says what became of it)."""
         return pending.hook_acted or (pending.key is not None and pending.key in
                                       records.recorded_keys(self.state, tracked.session_id,
                                                             acted_only=True))
@@ -277,16 +291,10 @@ class Responder:
         if outcome is not None and not (outcome.kind in HOOKS_WORD
                                         and self._hook_acted(tracked, pending)):
             journal.append(self.state, journal.OutcomeRecord(
-                session_id=tracked.session_id,
-                answer_uuid=pending.answer_uuid,
-                rule=pending.rule,
-                outcome=outcome.kind,
-                detail=outcome.detail,
-                after_s=round(time.time() - pending.detected_at, 3),
-                project=tracked.project,
-                transcript_path=tracked.path,
-                source="watcher",
-            ))
+                session_id=tracked.session_id, answer_uuid=pending.answer_uuid,
+                rule=pending.rule, outcome=outcome.kind, detail=outcome.detail,
+                after_s=round(time.time() - pending.detected_at, 3), project=tracked.project,
+                transcript_path=tracked.path, source="watcher"))
         if outcome is not None:
             self._hold(tracked, (pending.answer_uuid,), outcome, pending.rule)
         if final:
@@ -294,19 +302,16 @@ class Responder:
         else:
             self.watching[tracked.path] = (tracked, replace(pending, stopped=True))
 
-    # -- tool-call warnings ---------------------------------------------------------
-
     def on_record(self, record: journal.Record) -> None:
-        """A record of the detection log (anyone's): follow the tool-call warnings to
-        their outcome. A refusal of the session's call puts the timeout off (the ladder
-        is under way); the ladder's stop is the outcome."""
+        """A detection-log record: follow the tool-call warnings to their outcome (a
+        refusal puts the timeout off; the ladder's stop is the outcome)."""
         session_id = record.session_id
         if isinstance(record, journal.ToolRecord):
             scope = (session_id, record.agent_id or "")
             if not record.refused:
                 self._warned(scope)  # an earlier warning of the same calls is over
                 self.warnings[scope] = (record, time.monotonic() + self.outcome_timeout,
-                                        _tool_hooks_counted(self.state, session_id))
+                                        hooks_keep_counts(self.state, session_id))
             elif scope in self.warnings:
                 warning, _, counted = self.warnings.pop(scope)
                 self.warnings[scope] = (warning, time.monotonic() + self.outcome_timeout,
@@ -320,7 +325,7 @@ class Responder:
                 del self.warnings[latest]
 
     def _warned(self, scope: tuple[str, str]) -> None:
-        """A tool-call warning ended without a refusal: log and tell it."""
+        """A tool-call warning ended without a refusal."""
         followed = self.warnings.pop(scope, None)
         if followed is None:
             return
@@ -342,21 +347,18 @@ class Responder:
                                                        warning.rule)))
 
     def forget(self, tracked: Tracked) -> None:
-        """The session is no longer followed."""
         self.watching.pop(tracked.path, None)
         self.settled.discard(tracked.path)
 
     def tick(self, monotonic_now: float) -> None:
-        """Show the outcome lines held, then report those whose timeout passed (the log
-        was read just before: the Stop hook's earlier lines are out already)."""
+        """Show the outcome lines held, then report those whose timeout passed."""
         try:
             self._expire(monotonic_now)
         finally:
             self.show_held()
 
     def show_held(self) -> None:
-        """Tell the outcomes held for the next tick, in the order they were found, then
-        the passing ones nothing final followed in time (``Narrator``)."""
+        """Tell the outcomes held, in the order found, then the passing ones due."""
         held, self.held = self.held, []
         now = time.time()
         for item in held:
@@ -378,8 +380,7 @@ class Responder:
                                    rule=rule, detail=outcome.detail)
 
     def say(self, said: Iterable[Said], *, at: float | None = None) -> None:
-        """Hold each line, to be let out in order (``release``): ``at``, when what it
-        tells happened (seconds since the epoch; None: now)."""
+        """Hold each line to be let out in order: ``at``, when what it tells happened."""
         self.order.add(time.time() if at is None else at, said)
 
     def release(self, now: float | None = None) -> None:
@@ -391,7 +392,6 @@ class Responder:
                 self.notify(item.notice)
 
     def close(self) -> None:
-        """The watcher is stopping: what was held or waiting is said now."""
         self.show_held()
         self.say(self.narrator.flush())
         self.release()
@@ -405,31 +405,20 @@ class Responder:
                 continue
             detector = tracked.detector
             outcome = at_deadline(
-                pending,
-                more_answers=detector.run_length if detector is not None else 0,
+                pending, more_answers=detector.run_length if detector is not None else 0,
                 request_pending=request_waiting(self.state, tracked.session_id),
-                timeout=self.outcome_timeout,
-            )
+                timeout=self.outcome_timeout)
             self.resolve(tracked, outcome)
 
 
-def _tool_hooks_counted(state: Path, session_id: str) -> bool:
-    """Whether the tool-call hooks keep counts for the session (they warn and refuse)."""
-    from ..state.session import state_path
-
-    try:
-        return os.path.lexists(state_path(state, session_id))
-    except ValueError:
-        return False
-
-
+@dataclass(slots=True)
 class _Held:
     """An outcome the watcher found, told at the next tick."""
 
-    __slots__ = ("at", "keys", "kind", "line", "rule", "session_id", "who")
-
-    def __init__(self, session_id: str, keys: tuple[str, ...], kind: str, rule: str, who: str,
-                 line: str) -> None:
-        self.session_id, self.keys, self.kind = session_id, keys, kind
-        self.rule, self.who, self.line = rule, who, line
-        self.at = time.time()  # when it was found
+    session_id: str
+    keys: tuple[str, ...]
+    kind: str
+    rule: str
+    who: str
+    line: str
+    at: float = field(default_factory=time.time)  # when it was found

@@ -1,9 +1,7 @@
-"""The safety net for lost file events (the ``Watcher`` runs its passes on timers).
-
-``check_live`` stats the few transcripts that changed lately (the live list: a lost
-event there costs seconds) and lists the project folders whose mark changed (a file
-created, renamed or deleted changes its folder); ``sweep`` stats every transcript, so a
-lost event elsewhere costs a sweep interval at most. Changed paths go to ``sync``.
+"""The safety net for lost file events: ``check_live`` stats the few transcripts that
+changed lately (a lost event there costs seconds) and lists the project folders whose mark
+changed; ``sweep`` stats every transcript, so a lost event elsewhere costs a sweep
+interval at most. Changed paths go to ``sync``.
 """
 
 from __future__ import annotations
@@ -22,8 +20,8 @@ HOT_FOR = 900.0
 """Seconds a transcript stays on the live list after it last changed."""
 
 LIVE_MAX = 64
-"""The live list keeps the most recently changed this many (up to twice as many between
-two trims): 10,000 transcripts written within the hour must not be stat'ed every pass."""
+"""The live list keeps this many, those changed last (up to twice as many between trims):
+10,000 transcripts written within the hour must not be stat'ed every pass."""
 
 UNSETTLED_NS = 1_000_000_000
 """A folder changed this recently (ns) is listed again at the next pass: a file created
@@ -31,8 +29,7 @@ within the same clock tick as the listing would leave its mtime as it was."""
 
 
 class SafetyNet:
-    """The live list and the folder marks of one root; ``sync(path)`` brings a path that
-    changed up to date (the followed sessions are ``tracked``, by path)."""
+    """The live list and the folder marks of one root; ``sync`` brings a path up to date."""
 
     def __init__(self, root: str, tracked: Mapping[str, Tracked], sync: Callable[[str], None],
                  *, sweep_interval: float) -> None:
@@ -49,8 +46,7 @@ class SafetyNet:
         self.folders = self._marks()
 
     def sync_folder(self, folder: str) -> None:
-        """A project folder changed: follow the transcripts that appeared in it (or were
-        replaced by another file), and let go of those that vanished."""
+        """A project folder changed: sync what appeared, was replaced or vanished in it."""
         present = folder_entries(folder)
         prefix = folder + os.sep
         tracked = self.tracked
@@ -89,8 +85,7 @@ class SafetyNet:
                 self.sync_folder(folder)
 
     def sweep(self, *, polling: bool) -> None:
-        """Stat every transcript: catches whatever events were lost or never sent (when
-        ``polling``, nothing is put on the live list: every pass is a sweep)."""
+        """Stat every transcript (``polling``: none goes on the live list)."""
         self.next_sweep = time.monotonic() + self.sweep_interval
         self.mark_folders()
         tracked = self.tracked
@@ -114,8 +109,8 @@ class SafetyNet:
             self.sync(path)
 
     def _marks(self) -> dict[str, FolderMark]:
-        """The project folders' marks; one changed within ``UNSETTLED_NS`` gets a mark
-        that says so (mtime -1), so that it is listed once more at the next pass."""
+        """The project folders' marks; one changed within ``UNSETTLED_NS`` has mtime -1 (it
+        is listed once more at the next pass)."""
         settled = time.time_ns() - UNSETTLED_NS
         return {folder: (inode, mtime if mtime < settled else -1)
                 for folder, (inode, mtime) in folder_marks(self.root).items()}

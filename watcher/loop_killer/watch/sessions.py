@@ -1,10 +1,7 @@
 """The session registry: one ``TranscriptReader`` per transcript, fed only the bytes
-appended since the last read; what its steps mean goes to the ``Responder``.
-
-Catch-up reads only each file's trailing run, so start-up does not grow with history; a
-session long idle keeps only its offset and identity (its reader is rebuilt from the tail
-when the file grows). A reader gets the fired keys its tail holds, so nothing fires twice.
-The one module that assigns a ``Tracked``'s fields.
+appended; what its steps mean goes to the ``Responder``. Catch-up reads only each file's
+trailing run; a session long idle keeps only its offset (its reader is rebuilt from the
+tail when the file grows). The one module that assigns a ``Tracked``'s fields.
 """
 
 from __future__ import annotations
@@ -29,11 +26,10 @@ from ..state.inbox import discard_request, peek_request
 from ..state.status import session_status_path
 from ..state.tailing import scan_run_start
 from .budgets import Budgets
-from .follower import Change, FileKey, Follower, Seen, Vanished, classify, seen_of
+from .follower import Change, FileKey, Follower, Vanished, classify, seen_of, stat_seen
 from .housekeeping import Housekeeper
-from .outcomes import HISTORY_AGE, OUTCOME_TIMEOUT, is_historic
 from .publish import publish, unpublish_request
-from .respond import Responder
+from .respond import HISTORY_AGE, OUTCOME_TIMEOUT, Responder, is_historic
 from .tool_repeats import ToolRepeats
 from .tracked import CatchUpStats, Dormant, Tracked
 
@@ -41,14 +37,9 @@ __all__ = ["IDLE_AFTER", "READ_LIMIT", "Sessions", "Tracked"]
 
 log = logging.getLogger("loop_killer.watch")
 
-READ_LIMIT = 8 * 1024 * 1024
-"""Most bytes read from one file in one go (one huge append must not hold up the rest)."""
-
-LIVE_FROM_START_LIMIT = 32 * 1024 * 1024
-"""A file that appears bigger than this (a copied history) is caught up from its tail."""
-
-IDLE_AFTER = 3600.0
-"""Seconds without growth after which a session with no run in progress goes dormant."""
+READ_LIMIT = 8 * 1024 * 1024  # bytes read from one file in one go: the others go on
+LIVE_FROM_START_LIMIT = 32 * 1024 * 1024  # a file appearing bigger is caught up from its tail
+IDLE_AFTER = 3600.0  # seconds without growth before a session at rest goes dormant
 
 _MATCH_BUDGET = 64 * 1024 * 1024  # most bytes scanned (keys x bytes) to sift fired keys
 
@@ -56,17 +47,10 @@ _MATCH_BUDGET = 64 * 1024 * 1024  # most bytes scanned (keys x bytes) to sift fi
 class Sessions:
     """Every followed transcript, by path; all calls from one thread."""
 
-    def __init__(
-        self,
-        state: Path,
-        *,
-        home: str | None = None,
-        outcome_timeout: float = OUTCOME_TIMEOUT,
-        history_age: float = HISTORY_AGE,
-        read_limit: int = READ_LIMIT,
-        idle_after: float = IDLE_AFTER,
-        settings: Settings | None = None,
-    ) -> None:
+    def __init__(self, state: Path, *, home: str | None = None,
+                 outcome_timeout: float = OUTCOME_TIMEOUT, history_age: float = HISTORY_AGE,
+                 read_limit: int = READ_LIMIT, idle_after: float = IDLE_AFTER,
+                 settings: Settings | None = None) -> None:
         self.state = state
         self.settings = settings if settings is not None else load_settings(state)
         self.home = home
@@ -86,12 +70,9 @@ class Sessions:
         self.catch_up_stats = CatchUpStats()
 
     def follow_hook_detection(self, session_id: str, answer_uuid: str, rule: str) -> None:
-        """Follow what becomes of a Stop hook's own detection, as for ours."""
         tracked = next((t for t in self.tracked.values() if t.session_id == session_id), None)
         if tracked is not None:
             self.respond.follow(tracked, answer_uuid, rule)
-
-    # -- start-up and waking up ---------------------------------------------------------
 
     def catch_up(self, path: str, *, pending_requests: set[str]) -> Tracked | None:
         """Catch an existing transcript up from its tail; nothing fires."""
@@ -162,8 +143,8 @@ class Sessions:
 
     def _reader(self, path: str | Path, session_id: str, offset: int, data: bytes | None,
                 *, off: bool | None = None) -> TranscriptReader:
-        """A reader from ``offset``, in catch-up mode when given ``data`` (the tail it
-        replays; only the fired keys it holds are kept). ``off`` None: as the folder says."""
+        """A reader from ``offset``, catching up when given ``data`` (the tail it replays:
+        only the fired keys it holds are kept). ``off`` None: as the folder says."""
         known = records.recorded_keys(self.state, session_id)
         if data is not None and len(known) * len(data) <= _MATCH_BUDGET:
             known = {key for key in known if key.encode() in data}
@@ -178,8 +159,8 @@ class Sessions:
         return thresholds.replace(off=frozenset({RULE_SAME, RULE_IDLE})) if off else thresholds
 
     def _place(self, tracked: Tracked, data: bytes) -> None:
-        """Ask again whether the project is switched off when ``data`` gives a new cwd,
-        before any of its lines is judged (the folder's name may not say)."""
+        """Whether the project is off, asked again when ``data`` gives a new cwd (the
+        folder's name may not say), before its lines are judged."""
         cwd = transcript_cwd(data, tracked.cwd)
         if not cwd or cwd == tracked.cwd:
             return
@@ -241,8 +222,6 @@ class Sessions:
                             "superseded by a prompt written while no watcher ran",
                             transcript_path=tracked.path)  # not another project's
 
-    # -- following ----------------------------------------------------------------------
-
     def sync(self, path: str) -> bool:
         """Bring one path up to date; True when more bytes are left to read."""
         tracked = self.tracked.get(path)
@@ -275,14 +254,9 @@ class Sessions:
         return False
 
     def _woken(self, tracked: Tracked) -> bool:
-        """A dormant session: False while its file has not grown, else True (woken up if
-        it grew; ``read_new`` finds any other change). Raises OSError."""
-        try:
-            seen: Seen | None = seen_of(os.stat(tracked.path))
-        except (FileNotFoundError, NotADirectoryError):
-            seen = None
+        """A dormant session: woken if its file grew; False while unchanged."""
         follower = tracked.follower
-        change = classify(follower.key, follower.offset, seen)
+        change = classify(follower.key, follower.offset, stat_seen(tracked.path))
         if change is Change.UNCHANGED:
             return False
         if change is Change.GROWN:
@@ -295,9 +269,7 @@ class Sessions:
         if session_id is None:
             return False
         try:
-            seen: Seen | None = seen_of(os.stat(path))
-        except (FileNotFoundError, NotADirectoryError):
-            seen = None
+            seen = stat_seen(path)
         except OSError as error:
             self._unreadable(path, error)
             return False
@@ -327,8 +299,7 @@ class Sessions:
         return self.sync(path)
 
     def _renamed_from(self, path: str, key: FileKey) -> str | None:
-        """The session a new path was renamed from: followed under another name now, or
-        vanished moments ago."""
+        """The session a new path was renamed from (followed, or vanished moments ago)."""
         moved_from = self.by_key.get(key)
         if moved_from is not None and moved_from != path:
             old = self.tracked[moved_from]
@@ -374,8 +345,6 @@ class Sessions:
             with contextlib.suppress(OSError, ValueError):
                 os.unlink(session_status_path(self.state, tracked.session_id))
 
-    # -- reading lines ------------------------------------------------------------------
-
     def _ingest(self, tracked: Tracked, data: bytes, now: float, *, live: bool) -> str:
         """Feed ``data`` to the reader and act on its steps; the last prompt's timestamp."""
         reader = tracked.reader
@@ -389,7 +358,7 @@ class Sessions:
         return prompted
 
     def _on_step(self, tracked: Tracked, step: Step, now: float, *, live: bool) -> str | None:
-        """Act on one step; the timestamp of the person's prompt it is, if it is one."""
+        """Act on one step; the timestamp of the person's prompt, if it is one."""
         event = step.event
         if event is not None:
             # A tool loop in the history a file appeared with (a copy) is not news.
@@ -444,11 +413,8 @@ class Sessions:
             self.respond.on_budget(tracked, crossing, key, now)
         return budgets.figures(tracked.path, goal=goal_set)
 
-    # -- housekeeping -------------------------------------------------------------------
-
     def expire_requests(self, now: float) -> set[str]:
-        """Remove the clear requests no Stop hook will take any more (and say so in the
-        statuses); the sessions whose request went."""
+        """Remove the requests no Stop hook will take; the sessions whose request went."""
 
         def unpublished(tracked: Tracked) -> None:
             tracked.published = unpublish_request(self.state, tracked, now, home=self.home)
@@ -458,7 +424,7 @@ class Sessions:
 
     def housekeep(self, now: float | None = None, *, statuses: bool = True) -> None:
         """Expire old clear requests, forget deleted transcripts (their statuses only when
-        ``statuses``), let idle sessions go dormant: nothing grows over weeks."""
+        ``statuses``), let idle sessions go dormant."""
         now = time.time() if now is None else now
         self.expire_requests(now)
         followed = {t.session_id for t in self.tracked.values()}
@@ -479,10 +445,8 @@ class Sessions:
                 and not detector.answer_started and tracked.pending_bytes == 0
                 and tracked.follower.offset == tracked.consumed)
 
-    # -- errors -------------------------------------------------------------------------
-
     def _unreadable(self, path: str, error: OSError, name: str = "") -> None:
-        """Log a read error once (until it changes); ``name``: the followed session's."""
+        """Log a read error once (until it changes)."""
         text = f"{type(error).__name__}: {error.strerror or error}"
         if self.unreadable.get(path) != text:
             log.warning("%s: cannot read (%s); will retry", name or path, text)

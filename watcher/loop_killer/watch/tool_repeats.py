@@ -1,8 +1,6 @@
-"""Tool-repeat loops as the watcher sees them in the transcripts: the engine's
-``ToolRepeatCounter`` per session. At ``tool_repeat_warn`` the detection is recorded
-(keyed by the result's ``tool_use_id``, as the PostToolUse hook does) and logged if this
-watcher was first. A session whose hooks keep counts (``state.session``) is theirs to judge
-(they measure the working tree); ``feed`` returns the session's streaks.
+"""Tool-repeat loops as the watcher sees them in the transcripts (the engine's counter per
+session), recorded and logged at ``tool_repeat_warn`` if this watcher was first, for a
+session whose tool-call hooks keep no counts (theirs measure the working tree).
 """
 
 from __future__ import annotations
@@ -12,26 +10,19 @@ import os
 from pathlib import Path
 
 from ..engine.stand_ins import ToolCounts
-from ..engine.tool_repeat import (
-    RULE_TOOL_REPEAT,
-    ToolRepeat,
-    repeat_label,
-)
+from ..engine.tool_repeat import RULE_TOOL_REPEAT, ToolRepeat, repeat_label
 from ..engine.transcript import Event, TurnStart
 from ..state import journal, records, report
 from ..state.config import Settings
 from .tracked import Streaks, Tracked
 
-__all__ = ["ToolRepeats"]
+__all__ = ["ToolRepeats", "hooks_keep_counts"]
 
 log = logging.getLogger("loop_killer.watch")
 
 _LABEL = 80
-HELD_PER_SESSION = 1 << 20
-"""Bytes of tool outputs kept per followed session to compare the next output of the same
-call with (beyond it, the oldest are masked and dropped: counts are the same)."""
-STREAKS_SHOWN = 3
-"""Calls with a streak of identical results kept per session for ``loop-killer status``."""
+HELD_PER_SESSION = 1 << 20  # bytes of tool outputs kept per session (then masked: same counts)
+STREAKS_SHOWN = 3  # calls with a streak kept per session, for ``loop-killer status``
 
 
 class ToolRepeats:
@@ -43,17 +34,14 @@ class ToolRepeats:
         self.settings = settings
 
     def counter(self, *, off: bool) -> ToolCounts | None:
-        """A counter for a session, ``off`` when its project is switched off (as
-        ``Settings.project_off`` says; then, or when the rule is off, None), behind
-        stand-ins: an output is masked only when its call's output changed."""
+        """A counter for a session (None when its project or the rule is off)."""
         settings = self.settings
         if off or not settings.rule_on(RULE_TOOL_REPEAT):
             return None
         return ToolCounts(settings.tool_counter(), max_held=HELD_PER_SESSION)
 
     def feed(self, tracked: Tracked, event: Event, *, live: bool) -> Streaks:
-        """Count the event's tool results, log a loop they complete (``live``); returns
-        the session's streaks after it."""
+        """Count the event's results, log a loop they complete (``live``); the streaks."""
         streaks = tracked.tool_streaks
         counter = tracked.tools
         if counter is None:
@@ -72,7 +60,7 @@ class ToolRepeats:
                         report.session_label(tracked.project, tracked.session_id, self.home),
                         error)
 
-        if _hooks_count(self.state, tracked.session_id):
+        if hooks_keep_counts(self.state, tracked.session_id):
             return  # the session's hooks judge its calls, with what only they can measure
         rule = repeat.shape or RULE_TOOL_REPEAT
         count = repeat.shape_count if repeat.shape else repeat.count
@@ -81,23 +69,17 @@ class ToolRepeats:
                                        source="watcher", rule=rule, on_error=cannot):
             return  # the PostToolUse hook logged it (and warned the model)
         label = repeat_label(repeat, _LABEL)
+        # (its line is told when the watcher reads the log, in order: ``narrate.tell``)
         journal.append(self.state, journal.ToolRecord(
-            rule=rule,
-            session_id=tracked.session_id,
-            tool=repeat.name,
-            call=label,
-            count=count,
-            tool_use_id=repeat.tool_use_id,
-            project=tracked.project,
-            transcript_path=tracked.path,
-            source="watcher",
-        ))  # its line is told when the watcher reads the log (``retell``), in order
+            rule=rule, session_id=tracked.session_id, tool=repeat.name, call=label, count=count,
+            tool_use_id=repeat.tool_use_id, project=tracked.project,
+            transcript_path=tracked.path, source="watcher"))
 
 
-def _hooks_count(state: Path, session_id: str) -> bool:
+def hooks_keep_counts(state: Path, session_id: str) -> bool:
     """Whether the session's tool-call hooks keep its counts (their state file is there):
-    they decide its loops with the tree's fingerprint, which a transcript does not hold,
-    and log them; the watcher logs only the loops of sessions without them."""
+    they judge its calls with the tree's fingerprint, which a transcript does not hold,
+    and warn and refuse."""
     from ..state.session import state_path
 
     try:

@@ -16,14 +16,12 @@ from .follower import Follower
 __all__ = ["CatchUpStats", "Dormant", "Published", "Streaks", "Tracked"]
 
 Streaks = tuple[tuple[str, str, int], ...]
-"""Calls giving the same result again in this turn: (call key, label, count), newest last,
-a few only (what ``loop-killer status`` shows)."""
+"""Calls giving the same result again this turn: (call key, label, count), newest last."""
 
 
 @dataclass(frozen=True, slots=True)
 class Dormant:
-    """What a dormant session keeps of its detector, so that its status reads the same
-    once it is rebuilt from the tail (the tail may not reach back to these)."""
+    """What a dormant session keeps of its detector (its tail may not reach back)."""
 
     goal: GoalStatus | None
     last_answer: Answer | None  # without its text (the status keeps only its digest)
@@ -32,8 +30,8 @@ class Dormant:
 
 @dataclass(frozen=True, slots=True)
 class Published:
-    """What the session's last status written said (``key``; None: write it again), and
-    its last answer as the watcher first saw it complete: uuid, text digest, when."""
+    """What the session's last status said (``key``; None: write it again), and its last
+    answer as first seen complete."""
 
     key: tuple[Any, ...] | None = None
     answer_uuid: str = ""
@@ -63,7 +61,6 @@ class Tracked:
 
     @property
     def detector(self) -> RunDetector | None:
-        """The session's judge (None while dormant)."""
         return self.reader.detector if self.reader is not None else None
 
     @property
@@ -72,8 +69,7 @@ class Tracked:
         return self.reader.offset if self.reader is not None else self.follower.offset
 
     @property
-    def pending_bytes(self) -> int:
-        """Bytes of an unfinished last line held back."""
+    def pending_bytes(self) -> int:  # of an unfinished last line
         return self.reader.pending_bytes if self.reader is not None else 0
 
 

@@ -1,19 +1,20 @@
 """The watcher's loop: one thread reads every transcript; events only wake it up.
 
 ``run()`` starts the observer (or polls), catches every transcript up from its tail (the
-most recent first, serving live events between two files), then loops: read the files
-hinted, and on timers beat, reconcile (``safety_net``; housekeeping too), tail the
-detection log and report the outcomes due. ``stop()`` may be called from any thread.
-
-A flood must not bury a loop: hints are coalesced by path, a batch reads for at most
-``HANDLE_BUDGET`` seconds, and a kernel queue overflow makes every transcript looked at
-at once; how far behind the watcher is goes in the heartbeat (``pace``).
+most recent first), then loops: read the files hinted, and on timers beat, reconcile
+(``safety_net``, housekeeping), tail the detection log and report the outcomes due. A
+flood must not bury a loop: hints are coalesced by path, a batch reads for at most
+``HANDLE_BUDGET`` seconds, a kernel queue overflow makes every transcript looked at, and
+``Pace`` says how far behind the thread is.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from ..state import journal, report
 from ..state.files import ensure_private_dir, state_folder
 from ..state.journal import JournalTail
 from ..state.status import (
+    BEHIND_LAG,
     HEARTBEAT_INTERVAL,
     WatcherHeartbeat,
     heartbeat_path,
@@ -33,7 +35,7 @@ from ..state.status import (
     write_heartbeat,
 )
 from .follower import Seen, seen_of
-from .narrate import Notice
+from .narrate import Notice, tell
 from .observer import (
     DIR,
     FILE,
@@ -47,63 +49,40 @@ from .observer import (
     start_observer,
     stop_observer,
 )
-from .outcomes import OUTCOME_TIMEOUT
-from .pace import Pace, release_memory
-from .retell import tell
+from .respond import OUTCOME_TIMEOUT
 from .safety_net import HOT_FOR, LIVE_MAX, SafetyNet
 from .sessions import IDLE_AFTER, Sessions
 
-__all__ = [
-    "HANDLE_BUDGET",
-    "HOUSEKEEPING_INTERVAL",
-    "POLL_INTERVAL",
-    "RECONCILE_INTERVAL",
-    "SWEEP_INTERVAL",
-    "Watcher",
-]
+__all__ = ["BEHIND_REPEAT", "HANDLE_BUDGET", "HOUSEKEEPING_INTERVAL", "POLL_INTERVAL",
+           "RECONCILE_INTERVAL", "SWEEP_INTERVAL", "Pace", "Watcher", "release_memory"]
 
 log = logging.getLogger("loop_killer.watch")
 events = logging.getLogger("loop_killer.watch.events")
 
-RECONCILE_INTERVAL = 3.0
-"""Seconds between two passes over the live transcripts and the project folders."""
-
-SWEEP_INTERVAL = 120.0
-"""Seconds between two passes that stat every transcript (a lost event on a dormant
-session is found by then; the next write to it is another event anyway)."""
-
-POLL_INTERVAL = 1.0
-"""Seconds between two passes when polling is all there is."""
-
-HOUSEKEEPING_INTERVAL = 30.0
-"""Seconds between two housekeeping rounds (stale requests, statuses, idle sessions)."""
-
+# Seconds between two passes of each timer.
+RECONCILE_INTERVAL = 3.0  # over the live transcripts and the project folders
+SWEEP_INTERVAL = 120.0  # that stat every transcript
+POLL_INTERVAL = 1.0  # of the reconcile pass, when polling is all there is
+HOUSEKEEPING_INTERVAL = 30.0  # stale requests, statuses, idle sessions
 JOURNAL_TAIL_INTERVAL = 0.5
 ROOT_CHECK_INTERVAL = 1.0
 
 HANDLE_BUDGET = 1.0
-"""Seconds of reading in one batch of hints before the timers get their turn (the
-heartbeat, the safety net, the Stop hooks' log); what is left is read next, first."""
+"""Seconds of reading in one batch of hints before the timers get their turn; what is
+left is read next, first."""
 
 class Watcher:
     """Follows every session transcript under ``root``; publishes into ``state``."""
 
-    def __init__(
-        self,
-        *,
-        root: Path,
-        state: Path,
-        poll: bool = False,
-        reconcile_interval: float | None = None,
-        sweep_interval: float = SWEEP_INTERVAL,
-        outcome_timeout: float = OUTCOME_TIMEOUT,
-        heartbeat_interval: float = HEARTBEAT_INTERVAL,
-        home: str | None = None,
-        observer_factory: Callable[[], Any] | None = None,
-        housekeeping_interval: float = HOUSEKEEPING_INTERVAL,
-        idle_after: float = IDLE_AFTER,
-        notify: Callable[[Notice], None] | None = None,
-    ) -> None:
+    def __init__(self, *, root: Path, state: Path, poll: bool = False,
+                 reconcile_interval: float | None = None,
+                 sweep_interval: float = SWEEP_INTERVAL,
+                 outcome_timeout: float = OUTCOME_TIMEOUT,
+                 heartbeat_interval: float = HEARTBEAT_INTERVAL, home: str | None = None,
+                 observer_factory: Callable[[], Any] | None = None,
+                 housekeeping_interval: float = HOUSEKEEPING_INTERVAL,
+                 idle_after: float = IDLE_AFTER,
+                 notify: Callable[[Notice], None] | None = None) -> None:
         self.root = Path(root)
         self.state = Path(state)
         self.force_poll = poll
@@ -145,8 +124,6 @@ class Watcher:
         """Ask the loop to end (thread- and signal-safe)."""
         self._stopping.set()
         self.hints.put(STOP)
-
-    # -- the loop ---------------------------------------------------------------------
 
     def run(self) -> None:
         ensure_private_dir(self.state)
@@ -193,10 +170,9 @@ class Watcher:
         self._beat()
 
     def _catch_up_all(self, pending: set[str]) -> None:
-        """Catch every transcript up, the most recently written first (the live ones);
-        between two files, serve the events of those already caught up. The first
-        ``LIVE_MAX`` written within ``HOT_FOR`` go on the safety net's live list, as a file
-        that changes later does (a lost event then costs them seconds, not a sweep)."""
+        """Catch every transcript up, the most recently written first, serving the events
+        of those already caught up in between. The first ``LIVE_MAX`` written within
+        ``HOT_FOR`` go on the safety net's live list."""
         found: list[tuple[float, str, Seen | None]] = []
         for path, entry in list_transcripts(str(self.root)):
             try:
@@ -288,8 +264,7 @@ class Watcher:
             self._sync(path)
 
     def _overflowed(self) -> None:
-        """The kernel dropped file events: look at every transcript now, not at the next
-        sweep (a lost write to a live session must not wait two minutes)."""
+        """The kernel dropped file events: look at every transcript now."""
         self.overflows += 1
         log.warning("file events were lost (the kernel's event queue overflowed: "
                     "a flood of writes); looking at every transcript now")
@@ -308,19 +283,14 @@ class Watcher:
         else:
             self._unread_since.pop(path, None)
 
-    # -- the root and the observer ----------------------------------------------------
-
     def _root_present(self) -> bool:
         try:
-            info = os.stat(self.root)
+            info: os.stat_result | None = os.stat(self.root)
         except OSError:
-            self._root_key = None
-            return False
-        if not os.path.isdir(self.root):
-            self._root_key = None
-            return False
-        self._root_key = (info.st_dev, info.st_ino)
-        return True
+            info = None
+        self._root_key = (info.st_dev, info.st_ino) if info and stat.S_ISDIR(info.st_mode) \
+            else None
+        return self._root_key is not None
 
     def _watch_root(self) -> None:
         """Start the native observer on the root, or fall back to polling."""
@@ -348,8 +318,7 @@ class Watcher:
             self._observer = None
 
     def _reconcile(self) -> None:
-        """The safety net for lost events: the live transcripts and the project folders
-        every pass, every transcript every ``sweep_interval`` (every pass when polling)."""
+        """The safety net for lost events (``SafetyNet``), and the root gone or replaced."""
         before = self._root_key
         present = self._root_present()
         if not present:
@@ -384,16 +353,13 @@ class Watcher:
         self._housekeep(due=True)
 
     def _housekeep(self, *, due: bool = False) -> None:
-        """``Sessions.housekeep``, now or (``due``) when its interval has passed. The
-        statuses of transcripts that seem gone are left alone while the root is missing."""
+        """``Sessions.housekeep``, now or (``due``) when its interval has passed."""
         now = time.monotonic()
         if due and now < self._next_housekeeping:
             return
         self._next_housekeeping = now + self.housekeeping_interval
         self._guarded(self.sessions.housekeep, time.time(),
                       statuses=self._root_key is not None)
-
-    # -- heartbeat, detection log -----------------------------------------------------
 
     def _beat(self) -> None:
         now = time.monotonic()
@@ -416,9 +382,8 @@ class Watcher:
             log.error("cannot write the heartbeat in %s: %s", self.state, error)
 
     def _tail_journal(self) -> None:
-        """Show what the Stop hooks logged, and follow the loops they cut on their own
-        (what fired is on disk, in ``state.records``: nothing to note here). What the mod
-        reported of a clear is logged first, as the next Stop hook would (``sweep``)."""
+        """Show what the hooks logged, and follow the loops they stopped; what the mod
+        reported of a clear is logged first, as the next Stop hook would."""
         try:
             sweep_mod_outcomes(str(self.state), partial(journal.append, self.state))
         except OSError as error:
@@ -437,12 +402,10 @@ class Watcher:
         self._unwatch()
         self._guarded(self._tail_journal)  # what the hooks logged last, and then
         self._guarded(self.sessions.respond.close)  # what was held is said before the end
-        try:
+        with contextlib.suppress(OSError):
             beat = read_heartbeat(self.state)
             if beat is not None and beat.pid == os.getpid():
                 os.unlink(heartbeat_path(self.state))
-        except OSError:
-            pass
 
 
 def _pending_requests(state: Path) -> set[str]:
@@ -451,3 +414,56 @@ def _pending_requests(state: Path) -> set[str]:
         return {name[:-5] for name in os.listdir(folder) if name.endswith(".json")}
     except OSError:
         return set()
+
+
+BEHIND_REPEAT = 60.0  # seconds between two lines saying the watcher is still behind
+
+
+class Pace:
+    """How long hints or bytes waited between two beats, and what to log of it (pure)."""
+
+    __slots__ = ("_said_at", "behind_since", "events", "lag")
+
+    def __init__(self) -> None:
+        self.lag = 0.0
+        self.events = 0  # events the hints taken since the last beat stood for
+        self.behind_since: float | None = None
+        self._said_at = 0.0
+
+    def took(self, waited: float, events: int) -> None:
+        self.lag = max(self.lag, waited)
+        self.events += events
+
+    def unread_for(self, seconds: float) -> None:
+        self.lag = max(self.lag, seconds)
+
+    def beat(self, now: float, *, interval: float, unread_files: int
+             ) -> tuple[float, str | None, bool]:
+        """(the lag since the last beat, a line to log or None, whether the watcher just
+        caught up); starts the next interval."""
+        lag, events = self.lag, self.events
+        self.lag, self.events = 0.0, 0
+        if lag >= BEHIND_LAG:
+            if self.behind_since is None:
+                self.behind_since = self._said_at = now
+            elif now - self._said_at < BEHIND_REPEAT:
+                return lag, None, False
+            self._said_at = now
+            return lag, report.behind_line(lag=lag, events=events, seconds=interval,
+                                           unread_files=unread_files,
+                                           for_seconds=now - self.behind_since), False
+        if self.behind_since is not None:
+            took, self.behind_since = now - self.behind_since, None
+            return lag, report.caught_up_line(took), True
+        return lag, None, False
+
+
+def release_memory() -> None:
+    """Give back what a flood took: collect cycles, then (glibc) return the freed heap."""
+    gc.collect()
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: its allocator gives back on its own
+        pass
