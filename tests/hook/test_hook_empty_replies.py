@@ -9,6 +9,7 @@ answers and that Stop's summary), and the loop ends on the third empty reply."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -76,5 +77,6 @@ def test_empty_replies_after_a_judged_one_end_the_turn(tmp_path: Path) -> None:
     then three empty replies: the third ends the turn."""
     outputs = _stops(tmp_path, ["Looked at the auth tests; on to the fix.", None, None, None],
                      shape="text")
-    assert hooks_judge(str(tmp_path / ".claude" / "loop-killer"), "s")  # the watcher: out
+    assert hooks_judge(str(tmp_path / ".claude" / "loop-killer"), "s",
+                       since=time.time() - 60)  # the watcher: out
     assert outputs[3] is not None and outputs[3]["continue"] is False

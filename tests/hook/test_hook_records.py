@@ -98,7 +98,7 @@ def test_the_hook_fires_on_its_own_and_logs_the_detection_once(goal_same, state:
     assert (detection["source"], detection["located_by"], detection["answer_uuid"]) == (
         "hook", "anchor", f"{PROMPT_ID}:3")
     # The watcher, reading the same answer a moment later, leaves it to the hook.
-    assert hooks_judge(str(state), SESSION)
+    assert hooks_judge(str(state), SESSION, since=time.time() - 60)
 
 
 def test_a_twin_hook_for_the_same_reply_counts_nothing_and_does_not_stop(goal_same,

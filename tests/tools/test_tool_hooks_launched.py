@@ -369,14 +369,16 @@ def test_control_codes_never_reach_the_person(state: Path) -> None:
 
 
 def test_the_ignored_tools_and_the_switch_come_from_the_environment(state: Path) -> None:
-    """Not counted: the record keeps no counts, only that the reply did work (for the Stop
-    hook: a call not counted is not known to repeat)."""
+    """Not counted: the record keeps no counts, only the turn's results seen and whether a
+    reply did work (a tool the person listed: always; the rule off: a result new in the
+    turn)."""
     ignore = {"LOOP_KILLER_IGNORE_TOOLS": "default,Bash"}
     off = {"LOOP_KILLER_TOOL_REPEAT": "off"}
     for env in (ignore, off):
         assert [launch(failed(), env=env) for _ in range(4)] == [None] * 4
         kept = json.loads(state_file(state).read_text())
-        assert (kept["scopes"], kept["turn"]) == ({}, {"work": True})
+        assert kept["scopes"] == {} and kept["turn"]["work"] is True
+        assert len(kept["turn"]["seen"]) == 1  # four times the same result
         assert launch(prompt(), env=env) is None  # the person's prompt forgets it
         assert not state_file(state).exists()
 

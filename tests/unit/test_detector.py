@@ -1147,7 +1147,8 @@ def _build(  # noqa: C901 - the reference model reads best as one table of step 
             # Work only when its result is new in the person's turn (engine.run).
             output = f"{args[1]} failed"
             t.reprompt()
-            text = "Running the tests.\n" + VOCAB[args[0]]
+            # Its words: its last reply with any text (what last_assistant_message holds).
+            text = VOCAB[args[0]] or "Running the tests."
             uuid = t.tool_round("Running the tests.", output, VOCAB[args[0]])
             if output in seen:
                 add_to_run(uuid, text)

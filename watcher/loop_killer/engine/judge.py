@@ -68,8 +68,14 @@ class Detection:
                              "text": a.text[:max_text]} for a in self.answers]}
 
 
-MAX_KEPT_WORDS = 4000  # words of the last answer a saved run keeps to compare the next
+MAX_KEPT_WORDS = 2000  # words of the last answer a saved run keeps to compare the next
+# A saved run stays small whatever the thresholds and the script (escaped, a non-ASCII
+# character is 6 bytes): words of at most 64 characters, 2,000 of the last answer's
+# characters (a wordless answer is compared by its text), 200 of the others'.
+_KEPT_WORD = 64
 _KEPT_TEXT = 2000
+_KEPT_SNIPPET = 200
+_KEPT_TOLD = 20  # answers a saved run keeps whole, the newest (a detection tells them)
 
 
 class Run:
@@ -128,10 +134,16 @@ class Run:
     def to_state(self) -> dict[str, Any]:
         """The run as JSON-ready data (the last answer's words bounded)."""
         last = self.answers[-1] if self.answers else None
-        return {"length": self.length, "chain": self.chain,
-                "words": sorted(last.words)[:MAX_KEPT_WORDS] if last is not None else [],
-                "answers": [[a.uuid, a.prompt_uuid, a.timestamp, a.text[:_KEPT_TEXT],
-                             a.similarity_to_previous] for a in self.answers]}
+        kept = [word for word in sorted(last.words) if len(word) <= _KEPT_WORD] \
+            if last is not None else []
+        told = len(self.answers) - _KEPT_TOLD  # older answers: only that they were there
+        return {"length": self.length, "chain": self.chain, "words": kept[:MAX_KEPT_WORDS],
+                "answers": [["", "", "", "", None] if index < told else
+                            [a.uuid[:_KEPT_SNIPPET], a.prompt_uuid[:_KEPT_SNIPPET],
+                             a.timestamp[:40],
+                             a.text[:_KEPT_TEXT if a is last else _KEPT_SNIPPET],
+                             a.similarity_to_previous]
+                            for index, a in enumerate(self.answers)]}
 
     @classmethod
     def from_state(cls, state: object, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Run:

@@ -9,11 +9,13 @@ import sys
 import time
 
 from ..light import dumps
-from . import MAX_INPUT_BYTES, parse_json
+from . import MAX_INPUT_BYTES, parse_json, subagent_id
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a normal turn does not import typing
 if TYPE_CHECKING:
     from typing import Any
+
+    from ..state.config import Settings
 
 __all__ = ["TOOL_EVENTS", "cli_main", "main"]
 
@@ -67,7 +69,9 @@ def dispatch(raw: bytes, *, env: dict[str, str]) -> dict[str, Any] | None:
     state = state_dir_text(env)
     settings = load_settings(state, env)
     output: dict[str, Any] | None
-    if event == "Stop":
+    if event == "Stop" and _turn_ends_quietly(data, state, settings):
+        output = None
+    elif event == "Stop":
         from .stop_hook import run_input
 
         output = run_input(data, env=env, spawn_time=process_start_time(), settings=settings)
@@ -78,6 +82,37 @@ def dispatch(raw: bytes, *, env: dict[str, str]) -> dict[str, Any] | None:
     if settings.problems:
         output = _with_config_note(output, state, settings.problems)
     return output
+
+
+def _turn_ends_quietly(data: dict[str, Any], state: str, settings: Settings) -> bool:
+    """The Stop of a reply to the person's prompt with nothing to take or sweep (the usual
+    turn end once the session has a record): the turn's re-prompt answers start after it,
+    and that is all; the Stop hook's own modules are not loaded."""
+    from ..state.files import is_plain_id, request_waiting
+
+    session_id = data.get("session_id")
+    if (data.get("stop_hook_active") is True or subagent_id(data) is not None
+            or not isinstance(session_id, str) or not is_plain_id(session_id)
+            or request_waiting(state, session_id) or _plans_waiting(state)):
+        return False
+    if not settings.hook_off(data):
+        from ..state.session import turn_over
+
+        prompt_id = data.get("prompt_id")
+        try:  # noqa: SIM105 - (no contextlib on the hooks' path)
+            turn_over(state, session_id, prompt_id[:200] if isinstance(prompt_id, str) else "")
+        except (OSError, ValueError):
+            pass  # fail open: the next Stop judges from what the record holds
+    return True
+
+
+def _plans_waiting(state: str) -> bool:
+    """Whether the mod's records of an earlier stop wait to be swept into the log."""
+    try:
+        with os.scandir(os.path.join(state, "outcomes")) as entries:
+            return any(entry.name.endswith(".plan") for entry in entries)
+    except OSError:
+        return False
 
 
 def _with_config_note(output: dict[str, Any] | None, state: str, problems: tuple[str, ...]

@@ -15,9 +15,10 @@ from ..engine.rules import RULE_BUDGET, text_digest
 from ..state import records
 from ..state.config import Settings, load_settings
 from ..state.files import is_plain_id, request_waiting, state_dir
+from ..state.session import turn_over
 from . import notice, parse_json, subagent_id, text_of
 from .stopping import Fired, HookInput, fire
-from .turn import goal_set, judge, prompt_time, turn_over
+from .turn import goal_set, judge, prompt_time
 
 if TYPE_CHECKING:
     from ..engine.budget import TurnUse

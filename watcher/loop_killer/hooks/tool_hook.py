@@ -64,7 +64,7 @@ def _tool_call(data: dict[str, Any], state: str, path: str, event: object,
         _reset(state, path)  # the person answered: as if they had typed a prompt
         return None
     if is_ignored(name, settings.ignore_tools):
-        _uncounted(data, state, path, event)
+        _uncounted(data, state, path, event, ignored=True)
         return None
     scope = subagent_id(data) or MAIN_SCOPE
     if event == "PreToolUse":
@@ -74,12 +74,22 @@ def _tool_call(data: dict[str, Any], state: str, path: str, event: object,
     return None
 
 
-def _uncounted(data: dict[str, Any], state: str, path: str, event: object) -> None:
-    """A call not counted is work to the Stop hook: its result is not known to repeat."""
-    if event == "UserPromptSubmit" and is_persons_prompt(data.get("prompt")):
-        _reset(state, path)
-    elif event in _AFTER and subagent_id(data) is None:
-        store.note_work(state, path)
+def _uncounted(data: dict[str, Any], state: str, path: str, event: object, *,
+               ignored: bool = False) -> None:
+    """A call the tool-repeat rule does not count still tells the Stop hook whether the
+    reply did work: a result new in the turn (a tool the person listed: always)."""
+    if event == "UserPromptSubmit":
+        prompt = data.get("prompt")
+        if is_persons_prompt(prompt):
+            _reset(state, path)
+        elif os.path.lexists(path):
+            with store.locked(state):
+                _save_notice(path, store.load(path))
+    elif event in _AFTER and subagent_id(data) is None and data.get("is_interrupt") is not True:
+        name = text_of(data.get("tool_name"))
+        content, is_error = _result_of(data, str(event))
+        call, result = _keyed(data, name, content, is_error)
+        store.note_result(state, path, _turn_key(call, result), work=ignored)
 
 
 def _prompted(data: dict[str, Any], state: str, path: str, settings: Settings) -> None:
@@ -99,7 +109,47 @@ def _prompted(data: dict[str, Any], state: str, path: str, settings: Settings) -
             return
         counts = store.counter(kept, MAIN_SCOPE, settings)
         counts.note_notice(result)
+        _save_notice(path, kept, counts, settings)
+
+
+def _save_notice(path: str, kept: dict[str, Any] | None,
+                 counts: ToolRepeatCounter | None = None, settings: Settings | None = None
+                 ) -> None:
+    """A task's notice came (Claude Code's own prompt, mid-turn): the re-prompt run starts
+    afresh after it, as the transcript's readers start it at that prompt line."""
+    if kept is None:
+        return
+    turn = store.turn_of(kept)
+    if "run" in turn:
+        kept = {**kept, "turn": {**turn, "run": {}}}
+    if counts is not None and settings is not None:
         store.keep(path, kept, MAIN_SCOPE, counts, settings)
+    else:
+        store.save_turn(path, kept)
+
+
+def _result_of(data: dict[str, Any], event: str) -> tuple[object, bool]:
+    if event == "PostToolUseFailure":
+        return data.get("error"), True
+    return data.get("tool_response"), False
+
+
+def _keyed(data: dict[str, Any], name: str, content: object, is_error: bool
+           ) -> tuple[str, str]:
+    """The call's key and its result's digest (before the lock: a huge output costs its
+    own hook the time, never another's)."""
+    from ..engine.calls import call_key
+    from ..engine.tool_repeat import result_digest
+
+    return (call_key(name, data.get("tool_input"), text_of(data.get("cwd"))),
+            result_digest(content, is_error=is_error))
+
+
+def _turn_key(call: str, result: str) -> str:
+    """A call with its result, as the turn's results seen are kept."""
+    from ..light import hex_digest
+
+    return hex_digest(f"{call}\x00{result}", 16)
 
 
 def _person_answered(data: dict[str, Any], event: str) -> bool:
@@ -181,41 +231,40 @@ def _after(data: dict[str, Any], state: str, path: str, event: str, name: str, s
            settings: Settings) -> dict[str, Any] | None:
     if data.get("is_interrupt") is True:
         return None  # the person stopped it: not a result of the call
-    if event == "PostToolUseFailure":
-        content, is_error = data.get("error"), True
-    else:
-        content, is_error = data.get("tool_response"), False
+    content, is_error = _result_of(data, event)
     tool_input = data.get("tool_input")
     import time
 
-    from ..engine.calls import call_key
-    from ..engine.tool_repeat import result_digest
-
-    # Keyed before the lock: a huge output costs its own hook the time, never another's.
-    call = call_key(name, tool_input, text_of(data.get("cwd")))
-    result = result_digest(content, is_error=is_error)
+    call, result = _keyed(data, name, content, is_error)
     now = time.time()
     move = _move(data, name, tool_input) if not is_error else None
     tree: str | None = None
-    while True:  # (a busy lock: the OSError makes ``run_input`` say nothing)
-        with store.locked(state):
-            kept = store.load(path)
-            counts = store.counter(kept, scope, settings)
-            if tree is not None or not counts.would_repeat(
-                    call, name, result, failed=is_error, tool_input=tool_input):
-                repeat = counts.record_call(call, name, content, is_error,
-                                            text_of(data.get("tool_use_id")), result=result,
-                                            tool_input=tool_input, now=now, tree=tree, move=move)
-                if repeat.count == 0:
-                    return None
-                created = kept is None
-                # Something new, or a wait that went on until just now (the answers after
-                # the result that reached the bound are idle): the reply did work.
-                if scope == MAIN_SCOPE and (repeat.count == 1
-                                            or _bound_reached(repeat, settings)):
-                    kept = store.with_work(kept)
-                store.keep(path, kept, scope, counts, settings)
-                break
+    while True:
+        try:
+            with store.locked(state):
+                kept = store.load(path)
+                counts = store.counter(kept, scope, settings)
+                if tree is not None or not counts.would_repeat(
+                        call, name, result, failed=is_error, tool_input=tool_input):
+                    waiting = counts.waits(name, tool_input)
+                    repeat = counts.record_call(call, name, content, is_error,
+                                                text_of(data.get("tool_use_id")),
+                                                result=result, tool_input=tool_input,
+                                                now=now, tree=tree, move=move)
+                    if repeat.count == 0:
+                        return None
+                    created = kept is None
+                    if scope == MAIN_SCOPE:
+                        # Work: a result new in the turn, or a wait within its bound or
+                        # that went on until just now (the answers after it are idle).
+                        kept = store.with_result(kept, _turn_key(call, result), work=waiting and (
+                            repeat.count == 1 or _bound_reached(repeat, settings)))
+                    store.keep(path, kept, scope, counts, settings)
+                    break
+        except store.Busy:
+            if scope == MAIN_SCOPE:
+                store.mark_work(path)  # not counted: work, when in doubt
+            raise
         # A repeat unless the working tree changed: fingerprinted outside the lock.
         from .worktree import fingerprint
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ..engine.transcript import Event
     from ..state.config import Settings
 
-__all__ = ["Judged", "goal_set", "judge", "prompt_time", "turn_over"]
+__all__ = ["Judged", "goal_set", "judge", "prompt_time"]
 
 TWIN_MARGIN = 0.015
 """A turn saved later than this many seconds before this process started is a twin's
@@ -47,17 +47,6 @@ def boot_clock() -> float:
     return time.monotonic()
 
 
-def turn_over(state: str, session_id: str, prompt_id: str) -> None:
-    """Reply N answers the person's prompt: the turn's re-prompt answers start after it."""
-    path = store.state_path(state, session_id)
-    if not os.path.lexists(path):
-        return
-    with store.locked(state):
-        kept = store.load(path)
-        if kept is not None:
-            store.save_turn(path, {**kept, "turn": {"prompt": prompt_id, "stops": 0}})
-
-
 def judge(state: str, session_id: str, *, prompt_id: str, message: str, settings: Settings,
           transcript_path: str, spawn_time: float | None) -> Judged:
     """Count reply N (it answers a re-prompt) in the turn's run; OSError: judge nothing."""
@@ -65,8 +54,9 @@ def judge(state: str, session_id: str, *, prompt_id: str, message: str, settings
     with store.locked(state):
         kept = store.load(path)
         turn = store.turn_of(kept)
+        work = turn.get("work") is True or store.take_work_marker(path)
         if turn.get("prompt") not in (prompt_id, None):
-            turn = {"work": turn.get("work") is True}  # a new turn: its calls' work stays
+            turn = {}  # a new turn (its calls' work stays: when in doubt, work)
         stops, started = turn.get("stops"), turn.get("started_at")
         stops = stops if isinstance(stops, int) and stops >= 0 else 0
         if not isinstance(started, (int, float)) or isinstance(started, bool):
@@ -76,7 +66,7 @@ def judge(state: str, session_id: str, *, prompt_id: str, message: str, settings
             return Judged(None, TurnUse(stops, started), twin=True)
         stops += 1
         detection = None
-        if turn.get("work") is True:
+        if work:
             run.reset()
         else:
             run.extend(f"{prompt_id}:{stops}", prompt_id, _now_text(), message)
@@ -85,7 +75,8 @@ def judge(state: str, session_id: str, *, prompt_id: str, message: str, settings
                 run.reset()  # the run starts afresh after the answer that fired
         store.save_turn(path, {**(kept or {"v": 1, "scopes": {}}), "turn": {
             "prompt": prompt_id, "stops": stops, "started_at": started,
-            "run": run.to_state(), "at": boot_clock()}})
+            "run": run.to_state(), "seen": turn.get("seen") or [], "at": boot_clock(),
+            "judged_at": time.time()}})
     return Judged(detection, TurnUse(stops, started))
 
 

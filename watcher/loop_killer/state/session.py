@@ -5,6 +5,7 @@ so the launcher can skip a session without one; changed only under ``locked``.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import stat
@@ -22,9 +23,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FOLDER", "LOCK_WAIT", "MAX_SCOPES", "MAX_STATE_BYTES", "REFUSAL_SUFFIX", "STALE_AFTER",
-    "STATE_BUDGET", "SUBAGENT_CALLS", "Busy", "counter", "load", "hooks_judge", "note_work",
-    "save_turn", "turn_of", "with_work", "keep", "locked", "prune", "put", "refusal_marker",
-    "remove", "save", "state_path",
+    "STATE_BUDGET", "SUBAGENT_CALLS", "Busy", "counter", "load", "hooks_judge", "keep",
+    "locked", "mark_work", "note_result", "prune", "put", "refusal_marker", "remove", "save",
+    "save_turn", "state_path", "take_work_marker", "turn_of", "turn_over", "with_result",
 ]
 
 FOLDER = "tools"
@@ -166,17 +167,74 @@ def turn_of(data: dict[str, Any] | None) -> dict[str, Any]:
     return turn if isinstance(turn, dict) else {}
 
 
-def with_work(data: dict[str, Any] | None) -> dict[str, Any]:
-    """The record with its turn marked: a tool call brought something new."""
+SEEN_MAX = 512  # the turn's (call, result) digests kept: the oldest are forgotten first
+
+
+def with_result(data: dict[str, Any] | None, key: str, *, work: bool = False
+                ) -> dict[str, Any]:
+    """The record with a main-scope result noted in its turn (``key``: the call with its
+    masked result): the reply did work when it was not seen before in the turn, or
+    ``work`` (a call waiting within its bound, a tool nobody counts)."""
     data = dict(data) if data is not None else {"v": _VERSION, "scopes": {}}
-    data["turn"] = {**turn_of(data), "work": True}
+    turn = dict(turn_of(data))
+    seen = [item for item in turn.get("seen") or () if isinstance(item, str)][-SEEN_MAX:]
+    if work or key not in seen:
+        turn["work"] = True
+    if key in seen:
+        seen.remove(key)
+    turn["seen"] = [*seen, key][-SEEN_MAX:]
+    data["turn"] = turn
     return data
 
 
-def note_work(state: str, path: str) -> None:
-    """``with_work``, saved (the tool-repeat rule off: every call is taken for work)."""
+def note_result(state: str, path: str, key: str, *, work: bool = False) -> None:
+    """``with_result``, saved (a call the tool-repeat rule does not count). A busy lock
+    leaves the work marker: when in doubt, work."""
+    try:
+        with locked(state):
+            save_turn(path, with_result(load(path), key, work=work))
+    except Busy:
+        mark_work(path)
+        raise
+
+
+def work_marker(path: str) -> str:
+    """Beside a session's record: a reply did work that could not be noted in it."""
+    return path.removesuffix(".json") + ".work"
+
+
+def mark_work(path: str) -> None:
+    """The lock was busy: leave the work marker, which the next Stop takes as work."""
+    from .files import write_private_file
+
+    with contextlib.suppress(OSError):
+        write_private_file(work_marker(path), b"")
+
+
+def take_work_marker(path: str) -> bool:
+    """Whether the work marker was there (it is removed): call under the lock."""
+    try:
+        os.unlink(work_marker(path))
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # (there, not removable: work, when in doubt)
+    return True
+
+
+def turn_over(state: str, session_id: str, prompt_id: str) -> None:
+    """The reply answers the person's prompt: the turn's re-prompt answers start after it
+    (the results seen so far stay seen)."""
+    path = state_path(state, session_id)
+    if not os.path.lexists(path):
+        return
     with locked(state):
-        save_turn(path, with_work(load(path)))
+        kept = load(path)
+        take_work_marker(path)
+        if kept is not None:
+            seen = turn_of(kept).get("seen")
+            save_turn(path, {**kept, "turn": {"prompt": prompt_id, "stops": 0,
+                                              "seen": seen if isinstance(seen, list) else []}})
 
 
 def save_turn(path: str, data: dict[str, Any]) -> None:
@@ -228,6 +286,7 @@ def remove(path: str) -> bool:
     try:
         _folder(os.path.dirname(os.path.dirname(path)))
         remove_file(refusal_marker(path), quiet=False)
+        remove_file(work_marker(path), quiet=False)
         os.unlink(path)
     except FileNotFoundError:
         return False
@@ -243,7 +302,7 @@ def prune(state: os.PathLike[str] | str, *, now: float, keep: str = "") -> int:
         return 0
     for entry in entries:
         if entry.name == _LOCK_NAME or entry.path == keep or not entry.name.endswith(
-                (".json", REFUSAL_SUFFIX, ".tmp")):
+                (".json", REFUSAL_SUFFIX, ".work", ".tmp")):
             continue
         try:
             info = entry.stat(follow_symlinks=False)
@@ -255,11 +314,13 @@ def prune(state: os.PathLike[str] | str, *, now: float, keep: str = "") -> int:
     return removed
 
 
-def hooks_judge(state: str, session_id: str) -> bool:
-    """Whether a Stop hook judged one of this session's replies this turn."""
+def hooks_judge(state: str, session_id: str, *, since: float) -> bool:
+    """Whether a Stop hook judges this session's replies: it judged one of this turn at
+    ``since`` (seconds since the epoch) or later. A record left by hooks no longer loaded
+    (the plugin removed, the session resumed without it) grows old: then it is no."""
     try:
         turn = turn_of(load(state_path(state, session_id)))
     except (OSError, ValueError):
         return False
-    stops = turn.get("stops")
-    return isinstance(stops, int) and stops > 0 and "run" in turn
+    judged = turn.get("judged_at")
+    return "run" in turn and isinstance(judged, (int, float)) and judged >= since

@@ -97,6 +97,11 @@ def is_historic(timestamp: str, now: float, *, max_age: float = HISTORY_AGE) -> 
     return moment is not None and now - moment > max_age
 
 
+HOOK_JUDGED_WITHIN = 30 * 60.0
+"""Seconds before a looping answer was written within which its session's Stop hook must
+have judged a reply for the watcher to leave the loop to it."""
+
+
 class Responder:
     """Acts on detections, prompts and outcomes for every session; one thread."""
 
@@ -148,8 +153,11 @@ class Responder:
             # Recorded, so that a detector rebuilt from the tail counts afresh after it.
             self._record(tracked, key, detection, source="history")
             return
-        if hooks_judge(str(self.state), session_id) or not self._record(
-                tracked, key, detection, source="watcher"):
+        # A hook that judged one of the turn's replies lately (not a record left by hooks
+        # no longer loaded) judges this one too.
+        written = parse_timestamp(answer.timestamp) or time.time()
+        if hooks_judge(str(self.state), session_id, since=written - HOOK_JUDGED_WITHIN) or \
+                not self._record(tracked, key, detection, source="watcher"):
             # The session's Stop hook judges its replies, or acted on this one first.
             log.info("%s: answer %s is the Stop hook's to act on", self.name(tracked),
                      answer.uuid)
