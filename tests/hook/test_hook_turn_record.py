@@ -170,3 +170,22 @@ def test_a_tasks_notice_mid_turn_starts_the_run_afresh(tmp_path: Path, rules_off
     if stopped(stop(b, "The deploy failed: the migration timed out. Fixing next.", env)):
         fired.append(6)
     assert fired == []
+
+
+def test_a_busy_locks_work_marker_is_taken_by_the_next_stop_even_beside_the_flag(
+        tmp_path: Path) -> None:
+    """A result noted (the flag) and another that met a busy lock (the marker): the next
+    Stop takes both, so the marker does not make a later idle reply look like work."""
+    env = env_of(tmp_path)
+    b = base(tmp_path / "t.jsonl", str(tmp_path))
+    (tmp_path / "t.jsonl").write_text("")
+    prompt(b, "go", env)
+    stop(b, "first", env, active=False)
+    bash(b, "npm test", "FAIL one", env, failed=True)
+    path = store.state_path(state_dir_text(env), SID)
+    store.mark_work(path)
+    stop(b, "Ran the tests.", env)
+    assert not os.path.lexists(store.work_marker(path))
+    assert store.turn_of(store.load(path))["run"]["length"] == 0  # that reply did work
+    stop(b, "Still failing.", env)
+    assert store.turn_of(store.load(path))["run"]["length"] == 1  # this one did not

@@ -54,7 +54,8 @@ def judge(state: str, session_id: str, *, prompt_id: str, message: str, settings
     with store.locked(state):
         kept = store.load(path)
         turn = store.turn_of(kept)
-        work = turn.get("work") is True or store.take_work_marker(path)
+        marked = store.take_work_marker(path)  # (always taken: a stale one is no work)
+        work = turn.get("work") is True or marked
         if turn.get("prompt") not in (prompt_id, None):
             turn = {}  # a new turn (its calls' work stays: when in doubt, work)
         stops, started = turn.get("stops"), turn.get("started_at")
