@@ -121,7 +121,7 @@ def _save_notice(path: str, kept: dict[str, Any] | None,
         return
     turn = store.turn_of(kept)
     if "run" in turn:
-        kept = {**kept, "turn": {**turn, "run": {}}}
+        kept = store.with_turn(kept, {**turn, "run": {}})
     if counts is not None and settings is not None:
         store.keep(path, kept, MAIN_SCOPE, counts, settings)
     else:

@@ -51,6 +51,10 @@ def judge(state: str, session_id: str, *, prompt_id: str, message: str, settings
           transcript_path: str, spawn_time: float | None) -> Judged:
     """Count reply N (it answers a re-prompt) in the turn's run; OSError: judge nothing."""
     path = store.state_path(state, session_id)
+    read_start = None  # the turn's start, read once a turn, out of the lock every hook waits for
+    if settings.budget.minutes > 0 and _started(store.turn_of(store.load(path)),
+                                                prompt_id) is None:
+        read_start = prompt_time(transcript_path)
     with store.locked(state):
         kept = store.load(path)
         turn = store.turn_of(kept)
@@ -58,10 +62,10 @@ def judge(state: str, session_id: str, *, prompt_id: str, message: str, settings
         work = turn.get("work") is True or marked
         if turn.get("prompt") not in (prompt_id, None):
             turn = {}  # a new turn (its calls' work stays: when in doubt, work)
-        stops, started = turn.get("stops"), turn.get("started_at")
+        stops = turn.get("stops")
         stops = stops if isinstance(stops, int) and stops >= 0 else 0
-        if not isinstance(started, (int, float)) or isinstance(started, bool):
-            started = prompt_time(transcript_path) if settings.budget.minutes > 0 else None
+        started = _started(turn, prompt_id)
+        started = read_start if started is None else started
         run = Run.from_state(turn.get("run"), settings.thresholds)
         if _twin(turn.get("at"), spawn_time):
             return Judged(None, TurnUse(stops, started), twin=True)
@@ -74,11 +78,20 @@ def judge(state: str, session_id: str, *, prompt_id: str, message: str, settings
             detection = run.check(session_id)
             if detection is not None:
                 run.reset()  # the run starts afresh after the answer that fired
-        store.save_turn(path, {**(kept or {"v": 1, "scopes": {}}), "turn": {
+        store.save_turn(path, store.with_turn(kept, {
             "prompt": prompt_id, "stops": stops, "started_at": started,
-            "run": run.to_state(), "seen": turn.get("seen") or [], "at": boot_clock(),
-            "judged_at": time.time()}})
+            "run": run.to_state(), "seen": store.seen_of(turn), "at": boot_clock(),
+            "judged_at": time.time()}))
     return Judged(detection, TurnUse(stops, started))
+
+
+def _started(turn: dict[str, object], prompt_id: str) -> float | None:
+    """When the turn began, as its record keeps it (None: not kept, or another turn's)."""
+    started = turn.get("started_at")
+    if turn.get("prompt") not in (prompt_id, None) or isinstance(started, bool) \
+            or not isinstance(started, (int, float)):
+        return None
+    return float(started)
 
 
 def _twin(at: object, spawn_time: float | None) -> bool:

@@ -25,7 +25,8 @@ __all__ = [
     "FOLDER", "LOCK_WAIT", "MAX_SCOPES", "MAX_STATE_BYTES", "REFUSAL_SUFFIX", "STALE_AFTER",
     "STATE_BUDGET", "SUBAGENT_CALLS", "Busy", "counter", "load", "hooks_judge", "keep",
     "locked", "mark_work", "note_result", "prune", "put", "refusal_marker", "remove", "save",
-    "save_turn", "state_path", "take_work_marker", "turn_of", "turn_over", "with_result",
+    "save_turn", "seen_of", "state_path", "take_work_marker", "turn_of", "turn_over",
+    "with_result", "with_turn",
 ]
 
 FOLDER = "tools"
@@ -170,21 +171,31 @@ def turn_of(data: dict[str, Any] | None) -> dict[str, Any]:
 SEEN_MAX = 512  # the turn's (call, result) digests kept: the oldest are forgotten first
 
 
+def with_turn(data: dict[str, Any] | None, turn: dict[str, Any]) -> dict[str, Any]:
+    """The record (a new one for None) with its turn replaced by ``turn``."""
+    return {**(data if data is not None else {"v": _VERSION, "scopes": {}}), "turn": turn}
+
+
+def seen_of(turn: dict[str, Any]) -> list[str]:
+    """The turn's results seen (digests of a call with its result), oldest first."""
+    seen = turn.get("seen")
+    return [item for item in seen if isinstance(item, str)][-SEEN_MAX:] \
+        if isinstance(seen, list) else []
+
+
 def with_result(data: dict[str, Any] | None, key: str, *, work: bool = False
                 ) -> dict[str, Any]:
     """The record with a main-scope result noted in its turn (``key``: the call with its
     masked result): the reply did work when it was not seen before in the turn, or
     ``work`` (a call waiting within its bound, a tool nobody counts)."""
-    data = dict(data) if data is not None else {"v": _VERSION, "scopes": {}}
     turn = dict(turn_of(data))
-    seen = [item for item in turn.get("seen") or () if isinstance(item, str)][-SEEN_MAX:]
+    seen = seen_of(turn)
     if work or key not in seen:
         turn["work"] = True
     if key in seen:
         seen.remove(key)
     turn["seen"] = [*seen, key][-SEEN_MAX:]
-    data["turn"] = turn
-    return data
+    return with_turn(data, turn)
 
 
 def note_result(state: str, path: str, key: str, *, work: bool = False) -> None:
@@ -232,9 +243,8 @@ def turn_over(state: str, session_id: str, prompt_id: str) -> None:
         kept = load(path)
         take_work_marker(path)
         if kept is not None:
-            seen = turn_of(kept).get("seen")
-            save_turn(path, {**kept, "turn": {"prompt": prompt_id, "stops": 0,
-                                              "seen": seen if isinstance(seen, list) else []}})
+            save_turn(path, with_turn(kept, {"prompt": prompt_id, "stops": 0,
+                                             "seen": seen_of(turn_of(kept))}))
 
 
 def save_turn(path: str, data: dict[str, Any]) -> None:
