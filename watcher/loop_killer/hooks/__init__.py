@@ -3,13 +3,15 @@
 Nothing else is imported here: a hook imports only what its event needs.
 """
 
+import os
+
 from ..light import loads
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a normal turn does not import typing
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["MAX_INPUT_BYTES", "parse_json", "subagent_id", "text_of"]
+__all__ = ["MAX_INPUT_BYTES", "parse_json", "plans_waiting", "subagent_id", "text_of"]
 
 MAX_INPUT_BYTES = 32 * 1024 * 1024  # hook input larger is ignored
 
@@ -34,3 +36,13 @@ def subagent_id(data: "Any") -> "str | None":
 def text_of(value: object) -> str:
     """``value`` if it is a string, else ""."""
     return value if isinstance(value, str) else ""
+
+
+def plans_waiting(state: "str | os.PathLike[str]") -> bool:
+    """Whether the mod's records of an earlier stop wait to be swept into the log (one
+    ``scandir``, usually of a missing or empty folder; the launcher has its own copy)."""
+    try:
+        with os.scandir(os.path.join(state, "outcomes")) as entries:
+            return any(entry.name.endswith(".plan") for entry in entries)
+    except OSError:
+        return False

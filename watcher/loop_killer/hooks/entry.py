@@ -9,7 +9,7 @@ import sys
 import time
 
 from ..light import dumps
-from . import MAX_INPUT_BYTES, parse_json, subagent_id
+from . import MAX_INPUT_BYTES, parse_json, plans_waiting, subagent_id
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a normal turn does not import typing
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ def _turn_ends_quietly(data: dict[str, Any], state: str, settings: Settings) -> 
     session_id = data.get("session_id")
     if (data.get("stop_hook_active") is True or subagent_id(data) is not None
             or not isinstance(session_id, str) or not is_plain_id(session_id)
-            or request_waiting(state, session_id) or _plans_waiting(state)):
+            or request_waiting(state, session_id) or plans_waiting(state)):
         return False
     if not settings.hook_off(data):
         from ..state.session import turn_over
@@ -104,15 +104,6 @@ def _turn_ends_quietly(data: dict[str, Any], state: str, settings: Settings) -> 
         except (OSError, ValueError):
             pass  # fail open: the next Stop judges from what the record holds
     return True
-
-
-def _plans_waiting(state: str) -> bool:
-    """Whether the mod's records of an earlier stop wait to be swept into the log."""
-    try:
-        with os.scandir(os.path.join(state, "outcomes")) as entries:
-            return any(entry.name.endswith(".plan") for entry in entries)
-    except OSError:
-        return False
 
 
 def _with_config_note(output: dict[str, Any] | None, state: str, problems: tuple[str, ...]

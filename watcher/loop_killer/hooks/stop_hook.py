@@ -16,7 +16,7 @@ from ..state import records
 from ..state.config import Settings, load_settings
 from ..state.files import is_plain_id, request_waiting, state_dir
 from ..state.session import turn_over
-from . import notice, parse_json, subagent_id, text_of
+from . import notice, parse_json, plans_waiting, subagent_id, text_of
 from .stopping import Fired, HookInput, fire
 from .turn import goal_set, judge, prompt_time
 
@@ -142,11 +142,7 @@ def parse_input(raw: Any) -> HookInput | None:
 
 def _sweep_outcomes(state: Path) -> None:
     """Log what the mod did after earlier stops (one ``scandir`` when there is nothing)."""
-    try:
-        with os.scandir(state / "outcomes") as entries:
-            if not any(entry.name.endswith(".plan") for entry in entries):
-                return
-    except OSError:
+    if not plans_waiting(state):
         return
     from ..state import journal
     from .mod_outcomes import sweep_mod_outcomes
