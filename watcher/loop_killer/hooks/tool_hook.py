@@ -84,7 +84,9 @@ def _uncounted(data: dict[str, Any], state: str, path: str, event: object, *,
             _reset(state, path)
         elif os.path.lexists(path):
             with store.locked(state):
-                _save_notice(path, store.load(path))
+                kept = store.load(path)
+                if kept is not None:
+                    store.save_turn(path, _run_afresh(kept))
     elif event in _AFTER and subagent_id(data) is None and data.get("is_interrupt") is not True:
         name = text_of(data.get("tool_name"))
         content, is_error = _result_of(data, str(event))
@@ -109,23 +111,14 @@ def _prompted(data: dict[str, Any], state: str, path: str, settings: Settings) -
             return
         counts = store.counter(kept, MAIN_SCOPE, settings)
         counts.note_notice(result)
-        _save_notice(path, kept, counts, settings)
+        store.keep(path, _run_afresh(kept), MAIN_SCOPE, counts, settings)
 
 
-def _save_notice(path: str, kept: dict[str, Any] | None,
-                 counts: ToolRepeatCounter | None = None, settings: Settings | None = None
-                 ) -> None:
-    """A task's notice came (Claude Code's own prompt, mid-turn): the re-prompt run starts
-    afresh after it, as the transcript's readers start it at that prompt line."""
-    if kept is None:
-        return
+def _run_afresh(kept: dict[str, Any]) -> dict[str, Any]:
+    """The record after a task's notice (Claude Code's own prompt, mid-turn): the re-prompt
+    run starts afresh, as the transcript's readers start it at that prompt line."""
     turn = store.turn_of(kept)
-    if "run" in turn:
-        kept = store.with_turn(kept, {**turn, "run": {}})
-    if counts is not None and settings is not None:
-        store.keep(path, kept, MAIN_SCOPE, counts, settings)
-    else:
-        store.save_turn(path, kept)
+    return store.with_turn(kept, {**turn, "run": {}}) if "run" in turn else kept
 
 
 def _result_of(data: dict[str, Any], event: str) -> tuple[object, bool]:
