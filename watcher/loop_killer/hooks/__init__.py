@@ -39,8 +39,7 @@ def text_of(value: object) -> str:
 
 
 def plans_waiting(state: "str | os.PathLike[str]") -> bool:
-    """Whether the mod's records of an earlier stop wait to be swept into the log (one
-    ``scandir``, usually of a missing or empty folder; the launcher has its own copy)."""
+    """Whether the mod's records of earlier stops wait to be logged (the launcher: a copy)."""
     try:
         with os.scandir(os.path.join(state, "outcomes")) as entries:
             return any(entry.name.endswith(".plan") for entry in entries)

@@ -76,8 +76,7 @@ def _tool_call(data: dict[str, Any], state: str, path: str, event: object,
 
 def _uncounted(data: dict[str, Any], state: str, path: str, event: object, *,
                ignored: bool = False) -> None:
-    """A call the tool-repeat rule does not count still tells the Stop hook whether the
-    reply did work: a result new in the turn (a tool the person listed: always)."""
+    """A call not counted still tells the Stop hook whether its reply did work."""
     if event == "UserPromptSubmit":
         prompt = data.get("prompt")
         if is_persons_prompt(prompt):

@@ -1,7 +1,6 @@
-"""The Stop hook's judgement of reply N, from its input (``last_assistant_message``) and
-the session's record (the tool-call hooks' ``work``, the turn's run): reply N is never
-looked for in a transcript that may not hold it yet. A twin hook for the same reply (the
-plugin loaded twice) counts nothing and leaves the stopping to the first.
+"""The Stop hook's judgement of reply N from its input (``last_assistant_message``) and the
+session's record (the tool-call hooks' ``work``, the turn's run), never from a transcript
+that may not hold reply N yet. A twin hook for the same reply counts nothing.
 """
 from __future__ import annotations
 
@@ -24,9 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Judged", "goal_set", "judge", "prompt_time"]
 
-TWIN_MARGIN = 0.015
-"""A turn saved later than this many seconds before this process started is a twin's
-(``/proc``'s start time is good to about 20 ms)."""
+TWIN_MARGIN = 0.015  # saved later than this before this process started: a twin's
 
 _TAIL = 8 * 1024 * 1024  # the transcript's bytes read back for a prompt or a goal
 

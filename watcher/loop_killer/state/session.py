@@ -185,9 +185,8 @@ def seen_of(turn: dict[str, Any]) -> list[str]:
 
 def with_result(data: dict[str, Any] | None, key: str, *, work: bool = False
                 ) -> dict[str, Any]:
-    """The record with a main-scope result noted in its turn (``key``: the call with its
-    masked result): the reply did work when it was not seen before in the turn, or
-    ``work`` (a call waiting within its bound, a tool nobody counts)."""
+    """The record with a main-scope result (``key``) noted: the reply did work when it is
+    new in the turn, or ``work`` (a call waiting within its bound, a tool nobody counts)."""
     turn = dict(turn_of(data))
     seen = seen_of(turn)
     if work or key not in seen:
