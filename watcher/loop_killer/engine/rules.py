@@ -19,10 +19,11 @@ if TYPE_CHECKING:
     from fractions import Fraction
     from typing import Final, Literal
 
-__all__ = ["DEFAULT_THRESHOLDS", "IDLE_TURNS", "REPROMPT_PREFIXES", "RULE_BUDGET",
-           "RULE_EDIT_OSCILLATION", "RULE_IDLE", "RULE_MANUAL", "RULE_REFUSED_RETRIES",
-           "RULE_SAME", "SAME_REPLY_TURNS", "SIMILAR", "Rule", "Thresholds", "is_reprompt",
-           "leading_space", "rule_phrase", "similar", "similarity", "text_digest", "words"]
+__all__ = ["DEFAULT_THRESHOLDS", "IDLE_TURNS", "PHRASED_BY_DETAIL", "REPROMPT_PREFIXES",
+           "RULE_BUDGET", "RULE_EDIT_OSCILLATION", "RULE_IDLE", "RULE_MANUAL",
+           "RULE_REFUSED_RETRIES", "RULE_SAME", "SAME_REPLY_TURNS", "SIMILAR", "Rule",
+           "Thresholds", "is_reprompt", "leading_space", "rule_phrase", "similar", "similarity",
+           "text_digest", "words"]
 
 SAME_REPLY_TURNS = 3  # consecutive answers to re-prompts, pairwise similar, that fire
 IDLE_TURNS = 6  # answers to re-prompts in a run, none with tool work, that fire
@@ -41,6 +42,7 @@ RULE_REFUSED_RETRIES: Final = "TOOL_REPEAT"  # (engine.tool_repeat.RULE_TOOL_REP
 RULE_EDIT_OSCILLATION: Final = "EDIT_OSCILLATION"  # (engine.edits) warned, then refused
 RULE_BUDGET: Final = "BUDGET"  # (engine.budget) a turn's re-prompts, spend or time
 RULES: Final[tuple[Rule, ...]] = (RULE_SAME, RULE_IDLE, RULE_MANUAL, RULE_BUDGET)
+PHRASED_BY_DETAIL: Final = frozenset({RULE_BUDGET})  # (``rule_phrase``)
 
 # Compiled on first use: a tool-call hook loads this module and never imports ``re`` (7 ms).
 _leading_space: Callable[[str], re.Match[str] | None] | None = None
@@ -197,8 +199,10 @@ def similar(text_a: str, words_a: frozenset[str], text_b: str, words_b: frozense
     return shared * fraction.denominator >= fraction.numerator * union
 
 
-def rule_phrase(rule: str, count: int) -> str:
-    """What a rule saw, in words, for every line a person reads (hook notice, watcher)."""
+def rule_phrase(rule: str, count: int, detail: str = "") -> str:
+    """What a rule saw, in words, for every line a person reads (hook notice, watcher);
+    ``detail``: what more its firing said (the phrase itself for a rule in
+    ``PHRASED_BY_DETAIL``)."""
     if rule == RULE_SAME:  # (replies to re-prompts only: the number a person counts)
         return f"{count} similar replies to re-prompts"
     if rule == RULE_IDLE:
@@ -209,8 +213,8 @@ def rule_phrase(rule: str, count: int) -> str:
         return f"a refused call tried {count} more times"
     if rule == RULE_EDIT_OSCILLATION:
         return f"edited back to an earlier version {count} times"
-    if rule == RULE_BUDGET:  # (the notice names the limit: ``engine.budget.describe``)
-        return "the turn's budget reached"
+    if rule == RULE_BUDGET:  # (its detail names the limit: ``engine.budget.describe``)
+        return detail or "the turn's budget reached"
     return f"{count} replies"
 
 

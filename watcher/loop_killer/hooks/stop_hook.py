@@ -8,9 +8,9 @@ import contextlib
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..engine.budget import LIMIT_MINUTES, LIMIT_REPROMPTS, crossed
+from ..engine.budget import LIMIT_MINUTES, LIMIT_REPROMPTS, TurnUse, crossed
 from ..engine.rules import RULE_BUDGET, text_digest
 from ..state import records
 from ..state.config import Settings, load_settings
@@ -19,9 +19,6 @@ from ..state.session import turn_over
 from . import notice, parse_json, plans_waiting, subagent_id, text_of
 from .stopping import Fired, HookInput, fire
 from .turn import goal_set, judge, prompt_time
-
-if TYPE_CHECKING:
-    from ..engine.budget import TurnUse
 
 # What only a stop needs (the hands, requests, the detection log) is imported lazily.
 
@@ -56,11 +53,12 @@ def run_input(data: Any, *, env: dict[str, str], spawn_time: float | None = None
         # (no text at all: an empty reply; Claude Code then leaves the field out)
         judged = judge(str(state), hook_input.session_id, prompt_id=hook_input.prompt_id,
                        message=hook_input.last_assistant_message or "", settings=settings,
-                       transcript_path=hook_input.transcript_path, spawn_time=spawn_time)
+                       transcript_path=hook_input.transcript_path, spawn_time=spawn_time,
+                       need_start=settings.budget.minutes > 0)
     except (OSError, ValueError):
         return None  # fail open: a record that cannot be kept judges nothing
     _debug(state, env, "judged", session_id=hook_input.session_id, twin=judged.twin,
-           reprompts=judged.use.reprompts,
+           reprompts=judged.reprompts,
            fired=judged.detection.rule if judged.detection else None)
     if judged.twin:
         return None  # another hook for this very reply judged (and stops) it
@@ -70,7 +68,8 @@ def run_input(data: Any, *, env: dict[str, str], spawn_time: float | None = None
         return fire(Fired(firing, detection.answer_uuid,
                           text_digest(hook_input.last_assistant_message or ""), True),
                     hook_input=hook_input, state=state, env=env)
-    return _over_budget(judged.use, state, hook_input, env, settings)
+    return _over_budget(TurnUse(judged.reprompts, judged.started_at), state, hook_input, env,
+                        settings)
 
 
 def _take_request(state: Path, hook_input: HookInput, env: dict[str, str]

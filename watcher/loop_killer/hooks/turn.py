@@ -10,7 +10,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..engine.budget import TurnUse
 from ..engine.judge import Detection, Run
 from ..engine.transcript import GoalStatus, TurnStart, parse_line, parse_timestamp
 from ..state import session as store
@@ -33,7 +32,8 @@ class Judged:
     """What the record says of reply N."""
 
     detection: Detection | None
-    use: TurnUse  # the turn's re-prompts answered so far, and when it began
+    reprompts: int  # the turn's re-prompts answered so far
+    started_at: float | None  # when the turn began (if known)
     twin: bool = False  # another hook already judged this very reply
 
 
@@ -45,12 +45,13 @@ def boot_clock() -> float:
 
 
 def judge(state: str, session_id: str, *, prompt_id: str, message: str, settings: Settings,
-          transcript_path: str, spawn_time: float | None) -> Judged:
-    """Count reply N (it answers a re-prompt) in the turn's run; OSError: judge nothing."""
+          transcript_path: str, spawn_time: float | None, need_start: bool = False
+          ) -> Judged:
+    """Count reply N (it answers a re-prompt) in the turn's run; OSError: judge nothing.
+    ``need_start``: when the turn began matters (read from the transcript if unknown)."""
     path = store.state_path(state, session_id)
     read_start = None  # the turn's start, read once a turn, out of the lock every hook waits for
-    if settings.budget.minutes > 0 and _started(store.turn_of(store.load(path)),
-                                                prompt_id) is None:
+    if need_start and _started(store.turn_of(store.load(path)), prompt_id) is None:
         read_start = prompt_time(transcript_path)
     with store.locked(state):
         kept = store.load(path)
@@ -65,7 +66,7 @@ def judge(state: str, session_id: str, *, prompt_id: str, message: str, settings
         started = read_start if started is None else started
         run = Run.from_state(turn.get("run"), settings.thresholds)
         if _twin(turn.get("at"), spawn_time):
-            return Judged(None, TurnUse(stops, started), twin=True)
+            return Judged(None, stops, started, twin=True)
         stops += 1
         detection = None
         if work:
@@ -79,7 +80,7 @@ def judge(state: str, session_id: str, *, prompt_id: str, message: str, settings
             "prompt": prompt_id, "stops": stops, "started_at": started,
             "run": run.to_state(), "seen": store.seen_of(turn), "at": boot_clock(),
             "judged_at": time.time()}))
-    return Judged(detection, TurnUse(stops, started))
+    return Judged(detection, stops, started)
 
 
 def _started(turn: dict[str, object], prompt_id: str) -> float | None:

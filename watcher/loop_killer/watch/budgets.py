@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from ..engine.budget import LIMIT_USD, Crossing, TurnSpend, TurnUse, crossed, figures, nearing
 from ..engine.prefilter import KEEP, sort_line
 from ..engine.reader import EventReader
+from ..engine.rules import RULE_BUDGET, text_digest
 from ..engine.transcript import (
     AssistantPart,
     Event,
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ..engine.budget import Budget
+    from .respond import Responder
+    from .tracked import Tracked
 
 __all__ = ["Budgets"]
 
@@ -141,6 +144,23 @@ class Budgets:
         turn.stopped = True
         turn.warned.add(LIMIT_USD)
         return crossing
+
+    def judge(self, tracked: Tracked, now: float, respond: Responder
+              ) -> dict[str, object] | None:
+        """Check the turn's spend against the budget (``respond`` asks a stop, warns); its
+        figures for the session's status."""
+        if tracked.off or not self.budget.any_on:
+            return None
+        self.read_subagents(tracked.path, tracked.session_id)
+        goal = tracked.detector.goal if tracked.detector is not None else None
+        goal_set = goal is not None and not goal.met  # (neither met nor cleared)
+        crossing = self.check(tracked.path, now, goal=goal_set, warn=lambda near: (
+            respond.warn_limit(tracked, RULE_BUDGET, near.words, "near its budget")))
+        if crossing is not None:
+            turn = self.turns[tracked.path]
+            key = "budget-" + text_digest(f"{tracked.path}:{turn.started_at}:usd")
+            respond.on_limit(tracked, RULE_BUDGET, crossing.count, crossing.words, key, now)
+        return self.figures(tracked.path, goal=goal_set)
 
     def figures(self, path: str, *, goal: bool) -> dict[str, object] | None:
         """What the session's status says of the turn (None: no turn read)."""

@@ -17,9 +17,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from ..engine.budget import Crossing
 from ..engine.judge import Detection
-from ..engine.rules import RULE_BUDGET, text_digest
+from ..engine.rules import Rule, text_digest
 from ..engine.tool_repeat import TOOL_CALL_RULES
 from ..engine.transcript import STOP_HOOK_SUMMARY, GoalStatus, SystemEntry, parse_timestamp
 from ..printable import printable
@@ -185,38 +184,38 @@ class Responder:
         self._pending(tracked, detection.answer_uuid, detection.rule, now, requested=requested,
                       key=key)
 
-    def on_budget(self, tracked: Tracked, crossing: Crossing, key: str, now: float) -> None:
-        """A turn crossed its spend limit: a clear request, as for a loop (``key``, the
-        turn's, is recorded: never asked twice)."""
+    def on_limit(self, tracked: Tracked, rule: Rule, count: int, words: str, key: str,
+                 now: float) -> None:
+        """A turn reached a limit only the watcher sees (``words``: which, for the notice): a
+        clear request, as for a loop (``key``, the turn's, is recorded: never asked twice)."""
         session_id = tracked.session_id
         if not records.first_to_record(self.state, session_id, key, source="watcher",
-                                       rule=RULE_BUDGET):
+                                       rule=rule):
             return
         request = ClearRequest(
-            session_id=session_id, rule=RULE_BUDGET, count=crossing.count, run_length=0,
+            session_id=session_id, rule=rule, count=count, run_length=0,
             answer_uuid=key, answer_digest="", transcript_path=tracked.path,
-            created_at=time.time(), source="watcher", detail=crossing.words)
+            created_at=time.time(), source="watcher", detail=words)
         requested = self._ask_stop(tracked, request, journal.LoopRecord(
-            session_id=session_id, answer_uuid=key, rule=RULE_BUDGET, count=crossing.count,
+            session_id=session_id, answer_uuid=key, rule=rule, count=count,
             run_length=0, project=tracked.project, transcript_path=tracked.path,
-            snippet=crossing.words, source="watcher"))
+            snippet=words, source="watcher"))
         who = report.project_label(tracked.project, self.home)
         then = "clear requested" if requested else "no clear request (it could not be written)"
         self.say(self.narrator.detection(
-            session_id, (key,), who=who, rule=RULE_BUDGET, count=crossing.count,
+            session_id, (key,), who=who, rule=rule, count=count,
             now=time.time(), line=(f"LOOP      {who}  {report.short_id(session_id)}  "
-                                   f"{RULE_BUDGET}: {crossing.words}  -> {then}")))
-        self._pending(tracked, key, RULE_BUDGET, now, requested=requested)
+                                   f"{rule}: {words}  -> {then}")))
+        self._pending(tracked, key, rule, now, requested=requested)
 
-    def budget_warning(self, tracked: Tracked, near: Crossing) -> None:
-        """A turn used ``WARN_AT`` of a limit: said once (and notified)."""
+    def warn_limit(self, tracked: Tracked, rule: str, words: str, near: str) -> None:
+        """A turn nears a limit (``words``: which; ``near``: the notification's phrase)."""
         who = report.project_label(tracked.project, self.home)
-        events.warning("BUDGET    %s  %s  near its limit: %s", who,
-                       report.short_id(tracked.session_id), printable(near.words, 160))
+        events.warning("%-9s %s  %s  near its limit: %s", rule, who,
+                       report.short_id(tracked.session_id), printable(words, 160))
         if self.notify is not None:
             self.notify(Notice(tracked.session_id, who,
-                               f"{who}: near its budget ({printable(near.words, 160)})",
-                               stop=False))
+                               f"{who}: {near} ({printable(words, 160)})", stop=False))
 
     def _record(self, tracked: Tracked, key: str | None, detection: Detection, *,
                 source: str) -> bool:

@@ -17,7 +17,7 @@ from pathlib import Path
 from ..engine.answers import PROMPT_REPROMPT
 from ..engine.prefilter import skim_span
 from ..engine.reader import MAX_LINE_BYTES, Step, TranscriptReader
-from ..engine.rules import RULE_IDLE, RULE_SAME, Thresholds, text_digest
+from ..engine.rules import RULE_IDLE, RULE_SAME, Thresholds
 from ..engine.transcript import GoalStatus, SystemEntry, TurnStart, parse_timestamp
 from ..state import records
 from ..state.config import Settings, load_settings, transcript_cwd
@@ -395,23 +395,7 @@ class Sessions:
                         self.respond.name(tracked), MAX_LINE_BYTES >> 20)
             tracked.reported_oversized = reader.oversized_lines
         tracked.published = publish(self.state, tracked, now, home=self.home,
-                                    budget=self._budget(tracked, now))
-
-    def _budget(self, tracked: Tracked, now: float) -> dict[str, object] | None:
-        """Check the turn's spend against the budget; its figures for the status."""
-        budgets = self.budgets
-        if tracked.off or not budgets.budget.any_on:
-            return None
-        budgets.read_subagents(tracked.path, tracked.session_id)
-        goal = tracked.detector.goal if tracked.detector is not None else None
-        goal_set = goal is not None and not goal.met  # (neither met nor cleared)
-        crossing = budgets.check(tracked.path, now, goal=goal_set,
-                                 warn=lambda near: self.respond.budget_warning(tracked, near))
-        if crossing is not None:
-            turn = budgets.turns[tracked.path]
-            key = "budget-" + text_digest(f"{tracked.path}:{turn.started_at}:usd")
-            self.respond.on_budget(tracked, crossing, key, now)
-        return budgets.figures(tracked.path, goal=goal_set)
+                                    budget=self.budgets.judge(tracked, now, self.respond))
 
     def expire_requests(self, now: float) -> set[str]:
         """Remove the requests no Stop hook will take; the sessions whose request went."""
