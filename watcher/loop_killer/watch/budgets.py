@@ -147,8 +147,7 @@ class Budgets:
 
     def judge(self, tracked: Tracked, now: float, respond: Responder
               ) -> dict[str, object] | None:
-        """Check the turn's spend against the budget (``respond`` asks a stop, warns); its
-        figures for the session's status."""
+        """Check the turn's spend (``respond`` asks a stop, warns); its status figures."""
         if tracked.off or not self.budget.any_on:
             return None
         self.read_subagents(tracked.path, tracked.session_id)
@@ -160,9 +159,5 @@ class Budgets:
             turn = self.turns[tracked.path]
             key = "budget-" + text_digest(f"{tracked.path}:{turn.started_at}:usd")
             respond.on_limit(tracked, RULE_BUDGET, crossing.count, crossing.words, key, now)
-        return self.figures(tracked.path, goal=goal_set)
-
-    def figures(self, path: str, *, goal: bool) -> dict[str, object] | None:
-        """What the session's status says of the turn (None: no turn read)."""
-        use = self.use(path, goal=goal)
+        use = self.use(tracked.path, goal=goal_set)
         return None if use is None else figures(self.budget, use)
