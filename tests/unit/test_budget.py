@@ -207,11 +207,11 @@ def test_the_stop_hook_counts_each_re_prompt_of_a_turn_and_a_new_turn_starts_afr
 
 
 def test_status_shows_a_live_goals_spend_re_prompts_and_time_against_its_limits() -> None:
-    from loop_killer.cli.commands import budget_line
+    from loop_killer.engine.budget import live_words
 
     figures = {"reprompts": 12, "started_at": 1000.0, "usd": 1.2, "fallback": False,
                "goal": True, "limits": {"reprompts": 100, "usd": 25.0, "minutes": 0}}
-    assert budget_line(figures, 1000.0 + 14 * 60) == (
+    assert live_words(figures, 1000.0 + 14 * 60) == (
         "$1.20 of $25.00 spent, 12 of 100 re-prompts, 14 min (no limit)")
 
 

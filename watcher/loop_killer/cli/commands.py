@@ -8,13 +8,13 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from ..engine.budget import live_words
 from ..engine.rules import RULE_MANUAL, RULE_REFUSED_RETRIES, rule_phrase
 from ..engine.tool_repeat import RULE_TOOL_REPEAT
 from ..helptext import PROJECTS_DEFAULT, STATE_DEFAULT
@@ -186,28 +186,6 @@ def _live_goal_budget(found: SessionStatus | None) -> dict[str, Any] | None:
     return budget
 
 
-def budget_line(budget: dict[str, Any], now: float) -> str:
-    """``$1.20 of $25.00 spent, 12 of 100 re-prompts, 14 min (no limit)``."""
-    from ..engine.budget import usd_text
-
-    limits = budget.get("limits") or {}
-
-    def against(used: str, name: str, shown: Callable[[float], str], unit: str = "") -> str:
-        limit = limits.get(name)
-        if isinstance(limit, (int, float)) and not isinstance(limit, bool) and limit > 0:
-            return f"{used} of {shown(limit)}{unit}"
-        return f"{used}{unit} (no limit)"
-
-    spent = against(usd_text(float(budget.get("usd") or 0)), "usd", usd_text)
-    guess = " (partly at a model family's price)" if budget.get("fallback") else ""
-    reprompts = against(str(budget.get("reprompts", 0)), "reprompts", lambda n: f"{n:g}")
-    started = budget.get("started_at")
-    took = (f"{(now - float(started)) / 60:.0f}" if isinstance(started, (int, float))
-            else "?")
-    return (f"{spent} spent{guess}, {reprompts} re-prompts, "
-            f"{against(took, 'minutes', lambda n: f'{n:g}', ' min')}")
-
-
 def _say_budgets(sessions: list[dict[str, Any]], now: float, home: str | None,
                  width: int | None) -> None:
     budgets = [s for s in sessions if s["budget"]]
@@ -215,7 +193,7 @@ def _say_budgets(sessions: list[dict[str, Any]], now: float, home: str | None,
         _say("live goals against their budget (the turn's spend, re-prompts, time):", width)
         for s in budgets:
             _say(f"  {report.session_label(s['project'], s['session_id'], home)}: "
-                 f"{budget_line(s['budget'], now)}", width, indent=4)
+                 f"{live_words(s['budget'], now)}", width, indent=4)
 
 
 def _streaks(streaks: list[dict[str, Any]], refused: dict[str, Any] | None = None) -> str:

@@ -10,13 +10,14 @@ from ..light import Value
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: the Stop hook imports this module
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-    from typing import Final
+    from collections.abc import Callable, Iterator
+    from typing import Any, Final
 
 __all__ = ["BUDGET_MINUTES", "BUDGET_REPROMPTS", "BUDGET_USD", "DEFAULT_BUDGET", "LIMITS",
            "LIMIT_MINUTES", "LIMIT_REPROMPTS", "LIMIT_USD", "WARN_AT", "Against", "Budget",
-           "Crossing", "TurnSpend", "TurnUse", "against", "crossed", "describe", "figures",
-           "minutes_text", "nearing", "over_by", "read_figures", "usd_text"]
+           "Crossing", "TurnSpend", "TurnUse", "against", "beyond_words", "crossed", "describe",
+           "figures", "limits_words", "live_words", "minutes_text", "nearing", "over_by",
+           "read_figures", "short_words", "usd_text"]
 
 BUDGET_REPROMPTS = 100  # eleven times Claude Code's own cap of 9 in a row
 BUDGET_USD = 25.0  # main session and subagents
@@ -190,6 +191,66 @@ def describe(name: str, used: float, limit: float, use: TurnUse) -> str:
         guess = " (partly at a model family's price)" if use.fallback else ""
         return f"{usd_text(used)} spent {where}{guess}, limit {usd_text(limit)}"
     return f"{minutes_text(used)} {where}, limit {minutes_text(limit)}"
+
+
+def live_words(raw: dict[str, Any], now: float) -> str:
+    """A live turn's published ``figures`` for ``loop-killer status``: ``$1.20 of $25.00
+    spent, 12 of 100 re-prompts, 14 min (no limit)``."""
+    limits = raw.get("limits") or {}
+
+    def of(used: str, name: str, shown: Callable[[float], str], unit: str = "") -> str:
+        limit = limits.get(name)
+        if isinstance(limit, (int, float)) and not isinstance(limit, bool) and limit > 0:
+            return f"{used} of {shown(limit)}{unit}"
+        return f"{used}{unit} (no limit)"
+
+    spent = of(usd_text(float(raw.get("usd") or 0)), LIMIT_USD, usd_text)
+    guess = " (partly at a model family's price)" if raw.get("fallback") else ""
+    reprompts = of(str(raw.get("reprompts", 0)), LIMIT_REPROMPTS, lambda n: f"{n:g}")
+    started = raw.get("started_at")
+    took = (f"{(now - float(started)) / 60:.0f}" if isinstance(started, (int, float))
+            else "?")
+    return (f"{spent} spent{guess}, {reprompts} re-prompts, "
+            f"{of(took, LIMIT_MINUTES, lambda n: f'{n:g}', ' min')}")
+
+
+def short_words(budget: Budget, use: TurnUse, now: float, money: Callable[[float], str]
+                ) -> tuple[str, ...]:
+    """A live turn against its limits for ``top``, the nearest first, then fewer: ``$1.20/$25
+    · 12/100 re-prompts · 14/60 min`` (a limit it used nothing of is left out)."""
+    used = sorted((a for a in against(budget, use, now) if a.used > 0),
+                  key=lambda a: -a.share)  # (stable: spend before re-prompts at a tie)
+
+    def text(figure: Against) -> str:
+        if figure.limit == LIMIT_USD:
+            most = f"${figure.most:g}" if figure.most == int(figure.most) else money(
+                figure.most)
+            return f"{money(figure.used)}/{most}"
+        if figure.limit == LIMIT_REPROMPTS:
+            return f"{figure.used:.0f}/{figure.most:.0f} re-prompts"
+        return f"{figure.used:.0f}/{figure.most:g} min"
+
+    parts = [text(a) for a in used]
+    return tuple(" · ".join(parts[:count]) for count in range(len(parts), 0, -1))
+
+
+def limits_words(budget: Budget) -> str:
+    """The limits that are on: ``100 re-prompts, $25.00``."""
+    return ", ".join(text for on, text in (
+        (budget.reprompts > 0, f"{budget.reprompts} re-prompts"),
+        (budget.usd > 0, usd_text(budget.usd)),
+        (budget.minutes > 0, minutes_text(budget.minutes))) if on)
+
+
+def beyond_words(over: tuple[tuple[str, float], ...], money: Callable[[float], str]) -> str:
+    """How far a past turn went beyond each limit (``over_by``): ``3 re-prompts, $1.20``."""
+
+    def text(name: str, by: float) -> str:
+        if name == LIMIT_REPROMPTS:
+            return f"{round(by)} re-prompt{'s' if round(by) != 1 else ''}"
+        return money(by) if name == LIMIT_USD else minutes_text(by)
+
+    return ", ".join(text(name, by) for name, by in over)
 
 
 def minutes_text(minutes: float) -> str:

@@ -11,7 +11,14 @@ from typing import Any, TextIO
 
 import orjson
 
-from ..engine.budget import LIMIT_MINUTES, LIMIT_REPROMPTS, LIMIT_USD, minutes_text, usd_text
+from ..engine.budget import (
+    LIMIT_MINUTES,
+    LIMIT_REPROMPTS,
+    LIMIT_USD,
+    beyond_words,
+    limits_words,
+    minutes_text,
+)
 from ..engine.transcript import parse_timestamp
 from ..printable import char_width, display_width, printable, without_controls, wrap
 from .summary import BudgetRow, LoopRow, SessionRow, Summary
@@ -259,12 +266,6 @@ def _sessions(summary: Summary, home: str | None, width: int) -> list[str]:
     return lines
 
 
-def _beyond(name: str, by: float) -> str:
-    if name == LIMIT_REPROMPTS:
-        return f"{round(by)} re-prompt{'s' if round(by) != 1 else ''}"
-    return _money(by) if name == LIMIT_USD else minutes_text(by)
-
-
 def _over_budget_lines(summary: Summary, home: str | None, width: int,
                        top: int | None) -> list[str]:
     from ..state.report import project_label
@@ -272,19 +273,15 @@ def _over_budget_lines(summary: Summary, home: str | None, width: int,
     if not summary.budget:
         return []
     shown = summary.budget[:top] if top else summary.budget
-    limits = summary.limits  # (those that are on: ``100 re-prompts, $25.00``)
-    said = [text for on, text in ((limits.reprompts > 0, f"{limits.reprompts} re-prompts"),
-                                  (limits.usd > 0, usd_text(limits.usd)),
-                                  (limits.minutes > 0, minutes_text(limits.minutes))) if on]
-    lines = ["", f"Turns over the budget ({', '.join(said)} a turn):"]
+    lines = ["", f"Turns over the budget ({limits_words(summary.limits)} a turn):"]
     for row in shown:
         minutes = "" if row.minutes is None else f", {minutes_text(row.minutes)}"
-        beyond = ", ".join(_beyond(name, by) for name, by in row.over)
         lines += wrap(
             f"  {printable(row.session_id[:8]) or '?'}  "
             f"{printable(project_label(row.project, home), 28)}  {_when(row.started_at)}: "
             f"{row.reprompts} re-prompts{minutes}, {_money(row.cost_usd)}"
-            f"{_MARKS[row.priced]}; beyond the limit: {beyond}", width or None, 12)
+            f"{_MARKS[row.priced]}; beyond the limit: {beyond_words(row.over, _money)}",
+            width or None, 12)
     if len(shown) < len(summary.budget):
         lines.append(f"  … and {len(summary.budget) - len(shown)} more (--json lists them all)")
     return lines

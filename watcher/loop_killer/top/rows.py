@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from ..engine.budget import LIMIT_REPROMPTS, LIMIT_USD, Against, Budget, TurnUse, against
+from ..engine.budget import short_words
 from ..engine.rules import RULE_MANUAL
 from ..engine.tool_repeat import TOOL_CALL_RULES
 from ..printable import printable
@@ -20,7 +20,7 @@ from ..state.report import OUTCOME_LABELS, project_label, short_id
 from ..state.status import SessionStatus, WatcherHeartbeat
 
 __all__ = ["FINAL_OUTCOMES", "SETTLE", "STOPPED_OUTCOMES", "Attention", "LastDetection", "Limits",
-           "Row", "Screen", "Words", "ago_short", "budget_words", "build_screen", "fold_record",
+           "Row", "Screen", "Words", "ago_short", "build_screen", "fold_record",
            "money", "project_names", "tokens_text"]
 
 # The loop's turn was ended (its goal cleared, queued to be, or only paused).
@@ -212,24 +212,6 @@ def _doing(status: SessionStatus, last: LastDetection | None, refused: Refused |
     return Attention.WAITING, 0.0, ("waiting for you",)
 
 
-def budget_words(budget: Budget, use: TurnUse, now: float) -> Words:
-    """The live turn against its limits, the nearest first: ``$1.20/$25 · 12/100
-    re-prompts · 14/60 min`` (a limit it used nothing of is left out)."""
-    used = sorted((a for a in against(budget, use, now) if a.used > 0),
-                  key=lambda a: -a.share)  # (stable: spend before re-prompts at a tie)
-    parts = [_against_text(a) for a in used]
-    return tuple(" · ".join(parts[:count]) for count in range(len(parts), 0, -1))
-
-
-def _against_text(figure: Against) -> str:
-    if figure.limit == LIMIT_USD:
-        most = f"${figure.most:g}" if figure.most == int(figure.most) else money(figure.most)
-        return f"{money(figure.used)}/{most}"
-    if figure.limit == LIMIT_REPROMPTS:
-        return f"{figure.used:.0f}/{figure.most:.0f} re-prompts"
-    return f"{figure.used:.0f}/{figure.most:g} min"
-
-
 def _with_budget(doing: Words, budget: Words) -> Words:
     """The doing and the turn's budget: the nearest limit before fuller words."""
     return tuple(f"{said} · {limits}" for said in doing for limits in budget) + doing
@@ -297,7 +279,7 @@ def build_screen(statuses: Iterable[SessionStatus], detections: Mapping[str, Las
         rank, urgency, doing = _doing(status, last, refused.get(status.session_id), limits)
         figures = status.turn_budget()
         if figures is not None:
-            doing = _with_budget(doing, budget_words(*figures, now))
+            doing = _with_budget(doing, short_words(*figures, now, money))
         turn, total = spent.get(status.session_id, (None, None))
         rows.append(Row(
             session_id=status.session_id, project=status.project,
