@@ -83,12 +83,19 @@ class Thresholds(Value):
 
     @property
     def similar_fraction(self) -> Fraction:  # (exact: so that exactly 0.6 is similar)
-        from fractions import Fraction  # (a tool-call hook never compares answers)
-
-        return Fraction(self.similar).limit_denominator(1000)
+        return _fraction(self.similar)
 
 
 DEFAULT_THRESHOLDS: Final = Thresholds()
+_FRACTIONS: dict[float, Fraction] = {}  # (made once: a scan compares thousands of answers)
+
+
+def _fraction(value: float) -> Fraction:
+    if value not in _FRACTIONS:
+        from fractions import Fraction  # (a tool-call hook never compares answers)
+
+        _FRACTIONS[value] = Fraction(value).limit_denominator(1000)
+    return _FRACTIONS[value]
 
 
 def leading_space(text: str) -> int:
