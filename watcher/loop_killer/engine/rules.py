@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from fractions import Fraction
     from typing import Final, Literal
 
-__all__ = ["DEFAULT_THRESHOLDS", "IDLE_TURNS", "PHRASED_BY_DETAIL", "REPROMPT_PREFIXES",
+__all__ = ["DEFAULT_THRESHOLDS", "EVERY_RULE", "IDLE_TURNS", "LIMIT_RULES", "REPROMPT_PREFIXES",
            "RULE_BUDGET", "RULE_EDIT_OSCILLATION", "RULE_IDLE", "RULE_MANUAL",
            "RULE_REFUSED_RETRIES", "RULE_SAME", "SAME_REPLY_TURNS", "SIMILAR", "Rule",
            "Thresholds", "is_reprompt", "leading_space", "rule_phrase", "similar", "similarity",
@@ -41,8 +41,11 @@ RULE_MANUAL: Final = "MANUAL"  # a clear asked for by hand, not a rule of the de
 RULE_REFUSED_RETRIES: Final = "TOOL_REPEAT"  # (engine.tool_repeat.RULE_TOOL_REPEAT) its stop
 RULE_EDIT_OSCILLATION: Final = "EDIT_OSCILLATION"  # (engine.edits) warned, then refused
 RULE_BUDGET: Final = "BUDGET"  # (engine.budget) a turn's re-prompts, spend or time
-RULES: Final[tuple[Rule, ...]] = (RULE_SAME, RULE_IDLE, RULE_MANUAL, RULE_BUDGET)
-PHRASED_BY_DETAIL: Final = frozenset({RULE_BUDGET})  # (``rule_phrase``)
+RULES: Final[tuple[Rule, ...]] = (RULE_SAME, RULE_IDLE, RULE_MANUAL, RULE_BUDGET)  # requests'
+EVERY_RULE: Final = (*RULES, RULE_REFUSED_RETRIES, RULE_EDIT_OSCILLATION)  # the log's
+# Rules that end a turn at a limit, not a loop: their detail is their phrase (``rule_phrase``),
+# no run of answers is theirs.
+LIMIT_RULES: Final = frozenset({RULE_BUDGET})
 
 # Compiled on first use: a tool-call hook loads this module and never imports ``re`` (7 ms).
 _leading_space: Callable[[str], re.Match[str] | None] | None = None
@@ -209,7 +212,7 @@ def similar(text_a: str, words_a: frozenset[str], text_b: str, words_b: frozense
 def rule_phrase(rule: str, count: int, detail: str = "") -> str:
     """What a rule saw, in words, for every line a person reads (hook notice, watcher);
     ``detail``: what more its firing said (the phrase itself for a rule in
-    ``PHRASED_BY_DETAIL``)."""
+    ``LIMIT_RULES``)."""
     if rule == RULE_SAME:  # (replies to re-prompts only: the number a person counts)
         return f"{count} similar replies to re-prompts"
     if rule == RULE_IDLE:

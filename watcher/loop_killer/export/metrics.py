@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.budget import LIMIT_MINUTES, LIMITS, Budget
-from ..engine.rules import RULE_BUDGET, RULE_EDIT_OSCILLATION, RULE_IDLE, RULE_MANUAL, RULE_SAME
+from ..engine.rules import EVERY_RULE, LIMIT_RULES
 from ..engine.tool_repeat import RULE_TOOL_REPEAT, TOOL_CALL_RULES
 from ..scan.usage import reply_tokens
 from ..state.journal import JournalTail, LoopRecord, OutcomeRecord, Record, ToolRecord
@@ -35,8 +35,7 @@ STOP_HOOK_BLOCK_CAP = 8
 """Claude Code ends a turn itself after this many Stop-hook blocks in a row (its default;
 a session's ``CLAUDE_CODE_STOP_HOOK_BLOCK_CAP``, unseen here, may change it)."""
 
-RULES = frozenset({RULE_SAME, RULE_IDLE, RULE_MANUAL, RULE_BUDGET, RULE_TOOL_REPEAT,
-                   RULE_EDIT_OSCILLATION})
+RULES = frozenset(EVERY_RULE)
 OUTCOMES = frozenset({*OUTCOME_LABELS, "warned"})
 STOPPED = frozenset({"cleared", "stopped", "stopped_no_goal", "clear_queued",
                      "sent_unconfirmed", "clear_failed"})  # the loop's turn was ended
@@ -177,7 +176,7 @@ class LoopTally:
             self.outcomes[rule, kind, outcome, project] += 1
             return
         self.outcomes[pending.rule, pending.kind, outcome, pending.project] += 1
-        if (pending.kind == "reprompt" and pending.rule != RULE_BUDGET and outcome in STOPPED
+        if (pending.kind == "reprompt" and pending.rule not in LIMIT_RULES and outcome in STOPPED
                 and pending.transcript_path):
             left = max(0, STOP_HOOK_BLOCK_CAP - pending.run_length)
             if left:

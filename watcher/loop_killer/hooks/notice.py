@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from ..engine.rules import PHRASED_BY_DETAIL, RULE_MANUAL, Rule, rule_phrase
+from ..engine.rules import LIMIT_RULES, RULE_MANUAL, Rule, rule_phrase
 from ..printable import printable
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ class Firing:
 
 def rule_head(firing: Firing) -> str:
     """``SAME_REPLY_TURNS (3 similar replies to re-prompts)``: how the notice names the rule."""
-    more = firing.detail and firing.rule not in PHRASED_BY_DETAIL
+    more = firing.detail and firing.rule not in LIMIT_RULES
     detail = f"; {printable(firing.detail, 160)}" if more else ""
     return f"{printable(firing.rule, 64)} ({_phrase(firing)}{detail})"
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..engine.rules import RULE_REFUSED_RETRIES
+from ..engine.rules import LIMIT_RULES, RULE_REFUSED_RETRIES
 from ..state.files import file_size
 from . import notice, text_of
 from .turn import goal_set
@@ -63,7 +63,7 @@ def fire(what: Fired, *, hook_input: HookInput, state: Path, env: dict[str, str]
         journal.append(state, journal.LoopRecord(
             **common, answer_digest=what.answer_digest, prompt_uuid=hook_input.prompt_id,
             count=firing.count, run_length=firing.run_length,
-            located_by="anchor" if firing.run_length else None,  # (a run: not a budget)
+            located_by=None if firing.rule in LIMIT_RULES else "anchor",
             snippet=(hook_input.last_assistant_message or "")[:200], source="hook"))
     goal = goal_set(transcript)
     hands = choose_hands(mod_active=hook_input.mod_active, env=env)
