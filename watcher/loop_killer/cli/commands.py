@@ -380,23 +380,7 @@ def config(args: argparse.Namespace) -> int:
 
     _, state = _dirs(args)
     settings = load_settings(state)
-    values: dict[str, Any] = {
-        "same_reply_turns": settings.thresholds.same_reply_turns,
-        "idle_turns": settings.thresholds.idle_turns,
-        "similar": settings.thresholds.similar,
-        "tool_repeat_warn": settings.tool_repeat_warn,
-        "tool_repeat_block": settings.tool_repeat_block,
-        "tool_repeat_stop": settings.tool_repeat_stop,
-        "edit_oscillation_warn": settings.edit_oscillation_warn,
-        "wait_minutes": settings.thresholds.wait_minutes,
-        "rules_off": sorted(settings.rules_off),
-        "projects_off": list(settings.projects_off),
-        "ignore_tools": sorted(settings.ignore_tools),
-        "metrics": settings.metrics,
-        "budget_reprompts": settings.budget.reprompts,
-        "budget_usd": settings.budget.usd,
-        "budget_minutes": settings.budget.minutes,
-    }
+    values = settings.shown()
     if getattr(args, "json", False):
         document = {"file": str(config_path(state)), "settings": values,
                     "sources": dict(settings.sources), "problems": list(settings.problems)}

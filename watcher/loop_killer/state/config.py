@@ -111,6 +111,21 @@ class Settings(Value):
                   rules_off=rules_off, projects_off=projects_off, metrics=metrics,
                   budget=budget, sources={} if sources is None else sources, problems=problems)
 
+    def shown(self) -> dict[str, Any]:
+        """Every setting by name, as ``loop-killer config`` shows it."""
+        thresholds, budget = self.thresholds, self.budget
+        return {
+            "same_reply_turns": thresholds.same_reply_turns,
+            "idle_turns": thresholds.idle_turns, "similar": thresholds.similar,
+            "tool_repeat_warn": self.tool_repeat_warn,
+            "tool_repeat_block": self.tool_repeat_block,
+            "tool_repeat_stop": self.tool_repeat_stop,
+            "edit_oscillation_warn": self.edit_oscillation_warn,
+            "wait_minutes": thresholds.wait_minutes, "rules_off": sorted(self.rules_off),
+            "projects_off": list(self.projects_off), "ignore_tools": sorted(self.ignore_tools),
+            "metrics": self.metrics, "budget_reprompts": budget.reprompts,
+            "budget_usd": budget.usd, "budget_minutes": budget.minutes}
+
     def rule_on(self, rule: str) -> bool:
         return rule not in self.rules_off
 
