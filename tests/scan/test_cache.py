@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from loop_killer import cli
 from loop_killer.scan import cache, files, pool
-from loop_killer.scan.cache import CACHE_FILE, SETTLING
+from loop_killer.scan.cache import CACHE_FILE, REPORT_FILE, SETTLING
 from loop_killer.scan.prices import PriceTable
 from loop_killer.scan.records import FileResult, Loop, Reply, Tokens, Turn
 from loop_killer.scan.summary import Collector
@@ -134,6 +134,9 @@ def test_a_file_written_within_the_settling_time_is_not_kept(tmp_path: Path) -> 
         scan_cache.save(root="/p", whole=True)
         again = cache.ScanCache.load(tmp_path, "context")
         assert again.split([listed(mtime, ctime)])[0] == ([result] if kept else [])
+        report = cache.Report(tmp_path, "context", "/p", files.Listing([listed(mtime, ctime)]),
+                              ())
+        assert report.keeps == kept  # (nor the report made of it)
 
 
 def test_a_rewrite_with_its_old_times_put_back_is_read_again(
@@ -189,6 +192,7 @@ def test_a_broken_or_hostile_cache_is_read_as_none_and_replaced(
         capsys: pytest.CaptureFixture[str], history: Path, tmp_path: Path,
         caplog: pytest.LogCaptureFixture, bad: str) -> None:
     first = _scan(capsys)
+    (state_dir() / REPORT_FILE).unlink()  # (the per-file cache is what is read)
     cache = state_dir() / CACHE_FILE
     good = cache.read_bytes()
     cache.unlink()
@@ -210,6 +214,7 @@ def test_a_broken_or_hostile_cache_is_read_as_none_and_replaced(
     if bad != "folder":  # (a folder in its place stays: nothing is removed but files)
         assert "scan cache" in caplog.text
         assert cache.is_file() and not cache.is_symlink()
+        (state_dir() / REPORT_FILE).unlink()
         assert _scan(capsys)["scan"]["from_cache"] == first["scan"]["transcripts"]
     if bad == "link":
         assert (tmp_path / "elsewhere").read_bytes() == good  # never written through
@@ -269,6 +274,7 @@ def test_a_cache_holding_a_result_no_scan_makes_is_not_used(
         odd = dataclasses.replace(result, turns=(
             Turn("", "", 3, -1) if "reply" in bad else Turn("", "", -1, 0),))
     _write_cache(odd, transcript, good.context)
+    (state_dir() / REPORT_FILE).unlink()  # (the per-file cache is what is read)
     second = _scan(capsys)
     assert second["scan"]["from_cache"] == 0 and "not one a scan makes" in caplog.text
     assert _but_cache(second) == _but_cache(first)
@@ -280,6 +286,7 @@ def test_files_of_another_root_are_forgotten(capsys: pytest.CaptureFixture[str],
     shutil.copytree(history, other)
     assert _scan(capsys, "--root", str(other))["scan"]["from_cache"] == 0
     whole = _scan(capsys)  # (this root's, read)
+    (state_dir() / REPORT_FILE).unlink()
     assert _scan(capsys)["scan"]["from_cache"] == whole["scan"]["transcripts"]
     # The other root's were dropped when this one's were saved: the cache holds one root.
     assert _scan(capsys, "--root", str(other))["scan"]["from_cache"] == 0
@@ -331,3 +338,68 @@ def test_a_killed_scans_temporary_file_is_cleared_later(capsys: pytest.CaptureFi
     _loop(history, 2)  # (something to save)
     _scan(capsys)
     assert not left.exists() and fresh.exists()
+
+
+def test_a_repeat_of_an_unchanged_history_reads_the_last_report_alone(
+        capsys: pytest.CaptureFixture[str], history: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    first = _scan(capsys)
+    assert (state_dir() / REPORT_FILE).is_file()
+
+    def unread(*args: object, **kwargs: object) -> None:
+        raise AssertionError("read")
+
+    monkeypatch.setattr(cache.ScanCache, "load", unread)  # (neither the files' cache...)
+    monkeypatch.setattr(pool, "read_transcript", unread)  # (...nor a transcript)
+    second = _scan(capsys, "--jobs", "1")
+    assert second["scan"]["from_cache"] == first["scan"]["transcripts"]
+    assert _but_cache(second) == _but_cache(first)
+    assert cli.main(["scan"]) == 0  # (the table too)
+    assert "Read" in capsys.readouterr()[0]
+
+
+def test_the_last_report_is_not_read_for_other_options_settings_or_files(
+        capsys: pytest.CaptureFixture[str], history: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _scan(capsys)
+    listed = _scan(capsys)["scan"]["transcripts"]
+    since = _scan(capsys, "--since", "2026-01-01")  # (its own report, replacing the last)
+    assert since["scan"]["from_cache"] == listed
+    assert _but_cache(since) == _but_cache(_scan(capsys, "--since", "2026-01-01",
+                                                 "--no-cache"))
+    monkeypatch.setenv("LOOP_KILLER_BUDGET_USD", "0.01")  # (the budget's rows change)
+    budget = _scan(capsys)
+    assert budget["scan"]["budget_limits"]["usd"] == 0.01 and budget["budget"]
+    assert _but_cache(budget) == _but_cache(_scan(capsys, "--no-cache"))
+    monkeypatch.delenv("LOOP_KILLER_BUDGET_USD")
+    _loop(history, 5)  # (a file more)
+    grown = _scan(capsys)
+    assert grown["scan"]["from_cache"] == listed
+    assert [loop for loop in grown["loops"] if loop["session_id"] == SESSION]
+
+
+@pytest.mark.parametrize("bad", ["garbage", "another key", "link", "truncated"])
+def test_a_broken_or_hostile_report_is_not_read(
+        capsys: pytest.CaptureFixture[str], history: Path, tmp_path: Path,
+        caplog: pytest.LogCaptureFixture, bad: str) -> None:
+    first = _scan(capsys)
+    report = state_dir() / REPORT_FILE
+    good = report.read_bytes()
+    report.unlink()
+    if bad == "garbage":
+        report.write_bytes(b"\x00\xff not msgpack at all")
+    elif bad == "another key":  # (well formed: a summary kept for other files)
+        kept = cache._DECODE_REPORT(good)
+        assert kept.summary.loops
+        report.write_bytes(cache._ENCODE_REPORT(cache._Kept(
+            "another", dataclasses.replace(kept.summary, loops=()))))
+    elif bad == "link":
+        (tmp_path / "elsewhere").write_bytes(good)
+        report.symlink_to(tmp_path / "elsewhere")
+    else:
+        report.write_bytes(good[: len(good) // 2])
+    second = _scan(capsys)
+    assert _but_cache(second) == _but_cache(first)
+    if bad != "another key":
+        assert "scan report" in caplog.text
+    assert report.is_file() and not report.is_symlink()  # (replaced)

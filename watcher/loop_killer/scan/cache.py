@@ -1,5 +1,6 @@
 """What earlier scans found in each file, so a file unchanged since (a transcript is only
 appended to) is not read again; one written in the last ``SETTLING`` seconds is not kept.
+And the last report, for a history none of whose files changed since (``Report``).
 Decoded into its own types and checked, never unpickled: a bad file reads as an empty cache."""
 
 from __future__ import annotations
@@ -16,18 +17,21 @@ import msgspec
 import orjson
 
 from .. import __version__
+from ..engine.budget import DEFAULT_BUDGET
 from ..engine.transcript import MAX_COUNT
 from ..light import hex_digest
 from ..state.config import Settings
 from ..state.files import ensure_private_dir, read_small_file, remove_file, write_private_file
-from .files import Transcript
+from .files import Listing, Transcript
 from .records import FileResult
+from .summary import Summary
 
-__all__ = ["CACHE_FILE", "SETTLING", "ScanCache", "scan_context"]
+__all__ = ["CACHE_FILE", "REPORT_FILE", "SETTLING", "Report", "ScanCache", "scan_context"]
 
 logger = logging.getLogger(__name__)
 
 CACHE_FILE = "scan-cache.msgpack"
+REPORT_FILE = "scan-report.msgpack"
 MAX_CACHE_BYTES = 256 << 20  # (a 1 GB history's is about 16 MB)
 
 _FORMAT = 4  # (3: a result holds its session's cwd; 4: its turns, for the budget)
@@ -222,3 +226,52 @@ class ScanCache:
             return
         for path in old:
             remove_file(path)
+
+
+class _Kept(msgspec.Struct, gc=False):
+    key: str
+    summary: Summary  # (its limits are the key's: read back as the defaults, then set)
+
+
+def _no_budget(value: object) -> None:
+    return None  # (``Summary.limits``: not kept)
+
+
+_ENCODE_REPORT = msgspec.msgpack.Encoder(enc_hook=_no_budget).encode
+_DECODE_REPORT = msgspec.msgpack.Decoder(_Kept, dec_hook=lambda kind, value: DEFAULT_BUDGET).decode
+
+
+class Report:
+    """The last scan's summary, kept under a key of everything it was made of (the files'
+    stamps, what the listing skipped, the options, the settings and the package): a repeat
+    scan of a history none of whose files changed reads one file and no transcript."""
+
+    def __init__(self, state: Path, context: str, root: str, listing: Listing,
+                 options: object) -> None:
+        self.state, self.path = state, state / REPORT_FILE
+        stamps = [(t.path, stamp_of(t)) for t in listing.transcripts]
+        settled_before = time.time_ns() - int(SETTLING * 1e9)
+        # (none kept while a file may still be written, nor for files listed without stamps)
+        self.keeps = all(stamp is not None and max(stamp[3], stamp[4]) < settled_before
+                         for _, stamp in stamps)
+        self.key = hex_digest(repr((context, root, stamps, sorted(listing.skipped.items()),
+                                    listing.older, options)), 32)
+
+    def load(self) -> Summary | None:
+        try:
+            ensure_private_dir(self.state, create=False)  # (a link there is refused)
+            kept = _DECODE_REPORT(read_small_file(self.path, MAX_CACHE_BYTES, owned=True))
+        except FileNotFoundError:
+            return None
+        except (OSError, msgspec.DecodeError) as error:
+            logger.warning("scan report %s not used: %s", self.path, error)
+            return None
+        return kept.summary if kept.key == self.key else None
+
+    def save(self, summary: Summary) -> None:
+        if not self.keeps:
+            return
+        try:
+            write_private_file(self.path, _ENCODE_REPORT(_Kept(self.key, summary)))
+        except OSError as error:
+            logger.warning("scan report %s not written: %s", self.path, error)

@@ -127,11 +127,27 @@ def _scan(args: argparse.Namespace) -> int:
     for problem in settings.problems:
         print(f"loop-killer scan: settings: {printable(problem, 300)}", file=sys.stderr)
     listing = find_transcripts(root, project=args.project, since=args.since)
-    collector = Collector(prices, since=args.since, until=getattr(args, "until", None),
-                          budget=settings.budget)
-    from_cache = _read(args, listing, collector, settings, root)
-    summary = replace(ordered(collector.summary(listing), getattr(args, "order", "cost")),
-                      from_cache=from_cache)
+    until = getattr(args, "until", None)
+    context = report = found = None
+    if getattr(args, "cache", True):
+        from .cache import Report, scan_context
+
+        context = scan_context(settings)
+        if not args.prices:  # (a price file's prices are not in the key)
+            report = Report(state_dir(), context, str(root), listing, (
+                args.project, args.since, until, settings.budget,
+                sorted(settings.projects_off)))
+            found = report.load()
+    if found is None:
+        collector = Collector(prices, since=args.since, until=until, budget=settings.budget)
+        from_cache = _read(args, listing, collector, context, settings, root)
+        found = collector.summary(listing)
+        if report is not None:
+            report.save(found)
+    else:
+        from_cache = len(listing.transcripts)
+    summary = replace(ordered(found, getattr(args, "order", "cost")), from_cache=from_cache,
+                      limits=settings.budget)
     top = getattr(args, "top", None)
     if args.json:
         sys.stdout.buffer.write(json_bytes(summary, root=str(root), top=top))
@@ -145,16 +161,16 @@ def _scan(args: argparse.Namespace) -> int:
 
 
 def _read(args: argparse.Namespace, listing: Listing, collector: Collector,
-          settings: Settings, root: Path) -> int:
+          context: str | None, settings: Settings, root: Path) -> int:
     """Hand every file's result to ``collector``, the cache's if unchanged: how many were."""
     from ..state.files import state_dir
-    from .cache import ScanCache, scan_context
+    from .cache import ScanCache
     from .files import switched_off
 
     cache = None
     to_read = listing.transcripts
-    if getattr(args, "cache", True):
-        cache = ScanCache.load(state_dir(), scan_context(settings))
+    if context is not None:
+        cache = ScanCache.load(state_dir(), context)
         kept, to_read = cache.split(listing.transcripts)
         for result in kept:
             collector.add(switched_off(result, settings))
