@@ -405,7 +405,6 @@ class LoopHints:
             ignored = self._ignored_names[name] = is_ignored(name, self._ignored)
         if ignored:
             return
-        # (a count needs as many calls of the tool, or file changes (None): most never keyed)
         flag = False
         for each in self._due(name, tool_input, self._warn):
             key = call_key(name, each)
@@ -420,7 +419,7 @@ class LoopHints:
             self._flag(turn)
 
     def _due(self, tool: str | None, tool_input: Any, needed: int) -> list[Any]:
-        """The inputs to count now, decoded: none before ``needed`` of ``tool`` in the turn."""
+        """To count, decoded: none till ``needed`` of ``tool`` (None: file changes) in the turn."""
         waiting = self._unkeyed.setdefault(tool, [])
         if waiting is not None:
             waiting.append(tool_input)
