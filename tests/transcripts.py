@@ -28,11 +28,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from loop_killer.engine.judge import Detection
 from loop_killer.engine.reader import Step
+
+if TYPE_CHECKING:
+    from loop_killer.scan.records import FileResult
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 FIXTURES_328 = FIXTURES / "claude-code-2.1.328"  # the scenarios recorded from the real 2.1.328
@@ -481,3 +484,16 @@ def fixture_session(scenario: str) -> tuple[str, str]:
 def found(steps: list[Step]) -> list[Detection]:
     """The detections among a reader's steps."""
     return [d for step in steps for d in step.detections]
+
+
+def scan_bytes(data: bytes, *, chunk_size: int = 1 << 20, path: str = "",
+               project: str = "", session_id: str = "", subagent: bool = False,
+               prefilter: bool = True) -> FileResult:
+    """Scan a whole transcript held in memory, fed in chunks of ``chunk_size`` bytes."""
+    from loop_killer.scan.transcript import TranscriptScan
+
+    scan = TranscriptScan(path=path, project=project, session_id=session_id,
+                          subagent=subagent, prefilter=prefilter)
+    for offset in range(0, len(data), max(1, chunk_size)):
+        scan.feed(data[offset: offset + chunk_size])
+    return scan.finish()

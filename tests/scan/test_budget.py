@@ -14,9 +14,8 @@ from loop_killer.engine.budget import BUDGET_REPROMPTS, BUDGET_USD
 from loop_killer.scan import cache
 from loop_killer.scan.prices import PriceTable
 from loop_killer.scan.records import Tokens
-from loop_killer.scan.transcript import scan_bytes
 from loop_killer.state.files import projects_dir, state_dir
-from transcripts import START, Transcript, Use
+from transcripts import START, Transcript, Use, scan_bytes
 
 OPUS = "claude-opus-4-1"  # $15 a million input tokens
 REPROMPTS = "aaaaaaaa-1111-4222-8333-444444444444"

@@ -16,8 +16,7 @@ from loop_killer.scan.files import find_transcripts
 from loop_killer.scan.pool import scan_transcripts
 from loop_killer.scan.prices import PriceTable
 from loop_killer.scan.summary import Collector, Summary
-from loop_killer.scan.transcript import scan_bytes
-from transcripts import FIXTURES, Transcript, Use, total
+from transcripts import FIXTURES, Transcript, Use, scan_bytes, total
 
 SAME = "I am still working on the auth tests; the condition is not met yet."
 

@@ -19,9 +19,8 @@ from loop_killer.scan.files import (
     read_transcript,
 )
 from loop_killer.scan.pool import scan_transcripts
-from loop_killer.scan.transcript import scan_bytes
 from loop_killer.state.files import projects_dir
-from transcripts import FIXTURES, Use
+from transcripts import FIXTURES, Use, scan_bytes
 from transcripts import Transcript as Session  # (scan.files has a Transcript)
 
 MAIN = "11111111-2222-4333-8444-555555555555"

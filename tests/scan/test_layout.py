@@ -11,8 +11,7 @@ from loop_killer.printable import display_width
 from loop_killer.scan.prices import PriceTable
 from loop_killer.scan.report import fit, human_report
 from loop_killer.scan.summary import Collector, Summary, ordered
-from loop_killer.scan.transcript import scan_bytes
-from transcripts import START, Transcript, Use
+from transcripts import START, Transcript, Use, scan_bytes
 
 SAME = "I am still working on the auth tests; the condition is not met yet."
 PROJECTS = ["-home-dev-billing", "-home-dev-認証テスト", "-home-dev-支付系统-后端",

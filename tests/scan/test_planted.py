@@ -13,8 +13,7 @@ from loop_killer.engine.rules import (
 )
 from loop_killer.engine.tool_repeat import RULE_TOOL_REPEAT, TOOL_REPEAT_WARN
 from loop_killer.scan.records import Tokens
-from loop_killer.scan.transcript import scan_bytes
-from transcripts import CONDITION, Transcript, Use, total
+from transcripts import CONDITION, Transcript, Use, scan_bytes, total
 
 SAME_TEXT = "I am still working on the auth tests; the condition is not met yet, continuing."
 

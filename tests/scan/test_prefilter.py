@@ -24,8 +24,7 @@ from loop_killer.engine.transcript import (
     UnreadResult,
     parse_line,
 )
-from loop_killer.scan.transcript import scan_bytes
-from transcripts import FIXTURES, Transcript, Use
+from transcripts import FIXTURES, Transcript, Use, scan_bytes
 
 
 def fixture_lines() -> list[bytes]:

@@ -28,9 +28,8 @@ from loop_killer.scan.prices import PriceTable
 from loop_killer.scan.records import FileResult
 from loop_killer.scan.report import json_bytes
 from loop_killer.scan.summary import Collector
-from loop_killer.scan.transcript import scan_bytes
 from loop_killer.state.config import Settings
-from transcripts import Transcript, Use
+from transcripts import Transcript, Use, scan_bytes
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = [REPO / "tests" / "fixtures", REPO.parent / "shared" / "fixtures"]

@@ -17,7 +17,7 @@ from loop_killer.engine.transcript import (
     parse_line,
 )
 from loop_killer.engine.typed import NOT_TYPED, typed_event
-from loop_killer.scan.transcript import scan_bytes
+from transcripts import scan_bytes
 
 from .test_prefilter import _HOSTILE, fixture_lines
 

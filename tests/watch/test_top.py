@@ -380,8 +380,7 @@ def test_the_cost_is_scans_cost_each_reply_priced_as_billed() -> None:
     from loop_killer.scan.prices import PriceTable
     from loop_killer.scan.records import Tokens
     from loop_killer.scan.summary import Collector
-    from loop_killer.scan.transcript import scan_bytes
-    from transcripts import Transcript, Use
+    from transcripts import Transcript, Use, scan_bytes
 
     session = Transcript(model="claude-sonnet-4-5-20250929")
     session.prompt("go")

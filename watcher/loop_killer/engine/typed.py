@@ -93,7 +93,6 @@ class Line(msgspec.Struct, gc=False):
     subtype: Any = None
     preventedContinuation: Any = None
     cwd: Any = None
-    sessionId: Any = None
     requestId: Any = None
     totalCostUSD: Any = None
     message: Message | None = None

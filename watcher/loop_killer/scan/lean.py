@@ -16,14 +16,7 @@ from ..engine.edits import FILE_CHANGING_TOOLS, edited_file
 from ..engine.pairing import MAX_PENDING, ToolPairing
 from ..engine.reader import MAX_LINE_BYTES
 from ..engine.rules import RULE_IDLE, RULE_SAME
-from ..engine.transcript import (
-    SYNTHETIC_MODEL,
-    AssistantPart,
-    Event,
-    Reprompt,
-    ToolResults,
-    TurnStart,
-)
+from ..engine.transcript import SYNTHETIC_MODEL, AssistantPart, Reprompt, ToolResults, TurnStart
 from ..engine.typed import NOT_TYPED, TypedUsage, typed_event
 from ..state.config import Settings
 from .ledger import TurnTally, UsageLedger
@@ -314,12 +307,12 @@ class LoopHints:
 
     __slots__ = ("_calls", "_crossings", "_crowded", "_early", "_edits", "_flagged",
                  "_ignored", "_ignored_names", "_message_ids", "_oscillation", "_pending",
-                 "_reprompts", "_run", "_starts", "_thresholds", "_turn_ids", "_unsafe",
-                 "_waiting", "_warn")
+                 "_reprompts", "_run", "_starts", "_thresholds", "_turn_ids", "_unkeyed",
+                 "_unsafe", "_waiting", "_warn")
 
     def __init__(self, settings: Settings, *, reprompts: bool = True) -> None:
         self._thresholds, self._reprompts = settings.thresholds, reprompts
-        self._warn, self._ignored = settings.tool_repeat_warn, settings.tool_counter().ignored
+        self._warn, self._ignored = settings.tool_repeat_warn, settings.ignore_tools
         # (at least one return: a threshold of 0 switches the shape off)
         self._oscillation = max(1, settings.edit_oscillation_warn) + 1
         self._waiting: dict[str, tuple[int, str, Any]] = {}  # call id -> turn, name, input
@@ -327,6 +320,7 @@ class LoopHints:
         self._run = 0  # re-prompts since the last turn start
         self._calls: Counter[str] = Counter()  # call_key -> results in the person's turn
         self._edits: Counter[str] = Counter()  # file -> changes in the person's turn
+        self._unkeyed: dict[str | None, list[Any] | None] = {}  # tool -> inputs (``_due``)
         self._starts = [0]  # where each turn starts (turn 0: the file's start)
         self._flagged: list[int] = []  # turns that could hold a loop
         self._unsafe: set[int] = set()  # turns the engine cannot start at
@@ -337,7 +331,7 @@ class LoopHints:
         self._turn_ids: set[str] = set()  # of this turn's
         self._ignored_names: dict[str, bool] = {}  # tool name -> not counted
 
-    def feed(self, event: Event, offset: int) -> None:
+    def feed(self, event: object, offset: int) -> None:
         """Take the scope's next event, whose line starts at ``offset``."""
         if isinstance(event, AssistantPart):
             self.calls(event.message_id, [(call.tool_use_id, call.name, call.input)
@@ -369,12 +363,12 @@ class LoopHints:
                 self._paired(early, name, tool_input)
 
     def results(self, tool_use_ids: list[str]) -> None:
-        turn = len(self._starts) - 1
         self._stored(len(tool_use_ids))
+        waiting = self._waiting
         for tool_use_id in tool_use_ids:
-            made = self._waiting.pop(tool_use_id, None)
+            made = waiting.pop(tool_use_id, None)
             if made is None:
-                _put(self._early, tool_use_id, turn)
+                _put(self._early, tool_use_id, len(self._starts) - 1)
             else:
                 self._paired(*made)
 
@@ -394,6 +388,7 @@ class LoopHints:
             self._turn_ids = set()
             self._calls.clear()
             self._edits.clear()
+            self._unkeyed.clear()
 
     def _stored(self, count: int) -> None:
         self._pending += count
@@ -410,17 +405,29 @@ class LoopHints:
             ignored = self._ignored_names[name] = is_ignored(name, self._ignored)
         if ignored:
             return
-        if isinstance(tool_input, msgspec.Raw):  # (the first pass decodes it only now)
-            tool_input = msgspec.json.decode(tool_input)
-        key = call_key(name, tool_input)
-        self._calls[key] += 1
-        flag = self._calls[key] >= self._warn
+        flag = False
+        for each in self._due(name, tool_input, self._warn):
+            key = call_key(name, each)
+            self._calls[key] += 1
+            flag = flag or self._calls[key] >= self._warn
         if name in FILE_CHANGING_TOOLS:
-            path = edited_file(tool_input)
-            self._edits[path] += 1
-            flag = flag or self._edits[path] >= self._oscillation
+            for each in self._due(None, tool_input, self._oscillation):
+                path = edited_file(each)
+                self._edits[path] += 1
+                flag = flag or self._edits[path] >= self._oscillation
         if flag:
             self._flag(turn)
+
+    def _due(self, tool: str | None, tool_input: Any, needed: int) -> list[Any]:
+        """To count, decoded: none till ``needed`` of ``tool`` (None: file changes) in the turn."""
+        waiting = self._unkeyed.setdefault(tool, [])
+        if waiting is not None:
+            waiting.append(tool_input)
+            if len(waiting) < needed:
+                return []
+            self._unkeyed[tool] = None
+        return [msgspec.json.decode(each) if isinstance(each, msgspec.Raw) else each
+                for each in waiting or (tool_input,)]
 
     def _flag(self, turn: int) -> None:
         if not self._flagged or self._flagged[-1] != turn:

@@ -19,6 +19,7 @@ __all__ = ["BATCH_BYTES", "IN_PROCESS_BYTES", "batches", "scan_transcripts"]
 
 BATCH_BYTES = 8 << 20  # small files are grouped into tasks of about this many bytes
 _BATCH_FILES = 256
+_SHARE_LEFT, _LEAST_BYTES = 8, 1 << 20  # (and of the bytes left: no reader ends with a big one)
 IN_PROCESS_BYTES = 16 << 20  # histories smaller are read without workers
 
 logger = logging.getLogger(__name__)
@@ -31,12 +32,14 @@ def batches(transcripts: Sequence[Transcript], *, batch_bytes: int = BATCH_BYTES
     """The files in tasks: biggest first, one big file a task, small ones together."""
     tasks: list[list[Transcript]] = []
     current: list[Transcript] = []
-    current_bytes = 0
+    current_bytes, left = 0, sum(transcript.size for transcript in transcripts)
     for transcript in sorted(transcripts, key=lambda t: (-t.size, t.path)):
+        most = min(batch_bytes, max(left // _SHARE_LEFT, _LEAST_BYTES))
+        left -= transcript.size
         if transcript.size >= batch_bytes:
             tasks.append([transcript])
             continue
-        if current and (current_bytes + transcript.size > batch_bytes
+        if current and (current_bytes + transcript.size > most
                         or len(current) >= _BATCH_FILES):
             tasks.append(current)
             current, current_bytes = [], 0

@@ -29,7 +29,7 @@ from .loops import RepromptLoops, ToolLoops
 from .records import FileResult, Loop, merged
 
 __all__ = ["TranscriptScan", "cost_amount", "cost_state_total", "reply_request_id",
-           "request_id_of", "scan_bytes", "session_id_in"]
+           "request_id_of", "session_id_in"]
 
 _SESSION_ID = re.compile(rb'"sessionId":"([A-Za-z0-9][A-Za-z0-9._-]{0,127})"')
 _REQUEST_ID = b'"requestId":"'
@@ -298,13 +298,3 @@ def cost_amount(total: object, known: float | None) -> float | None:
         return float(total)
     return known
 
-
-def scan_bytes(data: bytes, *, chunk_size: int = 1 << 20, path: str = "",
-               project: str = "", session_id: str = "", subagent: bool = False,
-               prefilter: bool = True) -> FileResult:
-    """Scan a whole transcript held in memory, fed in chunks of ``chunk_size`` bytes (tests)."""
-    scan = TranscriptScan(path=path, project=project, session_id=session_id,
-                          subagent=subagent, prefilter=prefilter)
-    for offset in range(0, len(data), max(1, chunk_size)):
-        scan.feed(data[offset: offset + chunk_size])
-    return scan.finish()
