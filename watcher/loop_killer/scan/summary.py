@@ -238,9 +238,7 @@ class Collector:
         loops = sorted(self._loops, key=lambda item: (files[item[1]].rank, item[0].first_at,
                                                        item[0].rule, item[0].label))
         owners = self._owners(loops)
-        costs: dict[ReplyKey, tuple[float, Priced]] = {
-            key: self.prices.reply_cost(copy.reply.model, copy.reply.usage)
-            for key, copy in self._copies.items()}
+        costs, models = self._priced()
         rows: list[LoopRow] = []
         loops_of: Counter[str] = Counter()
         loops_usd: dict[str, float] = {}
@@ -270,7 +268,7 @@ class Collector:
         skipped = Counter(self._skipped)
         skipped.update(listing.skipped if listing is not None else {})
         return Summary(
-            loops=tuple(rows), sessions=self._session_rows(costs, loops_of, loops_usd),
+            loops=tuple(rows), sessions=self._session_rows(models, loops_of, loops_usd),
             tokens=sum((row.tokens for row in rows), Tokens()),
             avoidable_tokens=sum((row.avoidable for row in rows), Tokens()),
             cost_usd=sum(row.cost_usd for row in rows),
@@ -350,22 +348,31 @@ class Collector:
                 priced = how
         return tokens, usd, priced
 
-    def _session_rows(self, costs: dict[ReplyKey, tuple[float, Priced]],
-                      loops_of: Counter[str], loops_usd: dict[str, float]
-                      ) -> tuple[SessionRow, ...]:
-        # (costs summed by fsum: the same total in whatever order the workers' results came)
+    def _priced(self) -> tuple[dict[ReplyKey, tuple[float, Priced]],
+                               dict[str, dict[str, _ModelSum]]]:
+        """Every reply's cost, and the replies summed by session and model (one pass)."""
+        costs: dict[ReplyKey, tuple[float, Priced]] = {}
         models: dict[str, dict[str, _ModelSum]] = {}
-        began: dict[str, str] = {}
-        files = self._files
+        session_of = [file.session for file in self._files]
+        reply_cost = self.prices.reply_cost
         for key, copy in self._copies.items():
             reply = copy.reply
-            per_model = models.get(files[copy.file].session)
+            cost = costs[key] = reply_cost(reply.model, reply.usage)
+            per_model = models.get(session_of[copy.file])
             if per_model is None:
-                per_model = models[files[copy.file].session] = {}
+                per_model = models[session_of[copy.file]] = {}
             found = per_model.get(reply.model)
             if found is None:
                 found = per_model[reply.model] = _ModelSum()
-            found.add(reply.usage, *costs[key])
+            found.add(reply.usage, *cost)
+        return costs, models
+
+    def _session_rows(self, models: dict[str, dict[str, _ModelSum]],
+                      loops_of: Counter[str], loops_usd: dict[str, float]
+                      ) -> tuple[SessionRow, ...]:
+        # (costs summed by fsum: the same total in whatever order the workers' results came)
+        began: dict[str, str] = {}
+        files = self._files
         for file in self._files:
             if file.first_at and file.first_at < began.get(file.session, "\uffff"):
                 began[file.session] = file.first_at
