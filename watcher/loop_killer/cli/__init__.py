@@ -37,8 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, function, help_text) in COMMANDS.items():
         if name in INTERNAL:  # (without a help text, argparse does not list it)
-            sub = subparsers.add_parser(name, description=help_text,
-                                        formatter_class=HelpFormatter)
+            sub = subparsers.add_parser(name, description=help_text, formatter_class=HelpFormatter)
         else:
             sub = subparsers.add_parser(name, help=help_text, description=help_text,
                                         formatter_class=HelpFormatter)

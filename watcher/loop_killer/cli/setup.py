@@ -132,8 +132,7 @@ def install(args: argparse.Namespace, *, run: Runner | None = None,
                   f"{output}", file=sys.stderr)
             return 1
         last = output.splitlines()[-1].rsplit("\r", 1)[-1] if output else "done"
-        for line in wrap(f"{shlex.join(argv)}: {_ANSI.sub('', last)}",
-                         terminal_width(sys.stdout)):
+        for line in wrap(f"{shlex.join(argv)}: {_ANSI.sub('', last)}", terminal_width(sys.stdout)):
             print(line)
     print("the plugin is installed; it takes effect in sessions started from now on")
     return 0

@@ -130,8 +130,7 @@ class EditHistory:
     def __init__(self) -> None:
         self._files: dict[str, _File] = {}  # path -> its moves, least recently changed first
 
-    def note(self, path: str, before: str, after: str, change: str, *, warn_at: int = 0
-             ) -> int:
+    def note(self, path: str, before: str, after: str, change: str, *, warn_at: int = 0) -> int:
         """A move of ``path`` (``before`` "": from its last state); the depth if it warns."""
         if not path:
             return 0

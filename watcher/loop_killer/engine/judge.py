@@ -162,8 +162,7 @@ class Run:
                     and (item[4] is None or isinstance(item[4], (int, float)))):
                 return cls(thresholds)
             uuid, prompt_uuid, timestamp, text, score = item
-            run.answers.append(RunAnswer(uuid, prompt_uuid, timestamp, text, frozenset(),
-                                         score))
+            run.answers.append(RunAnswer(uuid, prompt_uuid, timestamp, text, frozenset(), score))
         if run.answers:
             run.answers[-1] = replace(run.answers[-1], words=frozenset(
                 word for word in last_words if isinstance(word, str)))

@@ -180,8 +180,7 @@ def _hex_or_not(match: re.Match[str]) -> str:
 
 def canonical(value: object) -> str:
     try:
-        return dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                     default=str)
+        return dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     except RecursionError:  # (nested deeper than the encoder goes)
         return canonical_flat(value)
 
@@ -302,8 +301,7 @@ _TIME_UNITS = ("ms", "millis", "seconds", "secs", "sec", "_s", "us", "micros", "
 
 def _is_duration(key: object, value: object) -> bool:
     """A number a structured output names as a time taken (``durationMs``)."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not isinstance(
-            key, str):
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not isinstance(key, str):
         return False
     lowered = key.lower()
     return ("duration" in lowered or "elapsed" in lowered) and lowered.endswith(_TIME_UNITS)

@@ -17,8 +17,7 @@ __all__ = ["COST", "COST_STATE", "KEEP", "RESULT", "SKIP", "may_be_subagents", "
            "one_result", "skim_line", "skim_span", "skipped_reason", "sort_line", "unread_result"]
 
 # The type names the engine reads (and cost-state), with any spacing JSON allows.
-_TYPE = re.compile(
-    rb'"type"[ \t\r\n]*:[ \t\r\n]*"(user|assistant|system|attachment|cost-state)"')
+_TYPE = re.compile(rb'"type"[ \t\r\n]*:[ \t\r\n]*"(user|assistant|system|attachment|cost-state)"')
 _CONVERSATION = re.compile(rb'"type"[ \t\r\n]*:[ \t\r\n]*"(?:user|assistant|system)"')
 _GOAL_STATUS = b"goal_status"
 
@@ -93,8 +92,7 @@ _RESULT_HEAD = b'"type":"user","message":{"role":"user","content":[{"tool_use_id
 _RESULT_ID = re.compile(rb'([!#-\[\]-~]{1,256})","type":"tool_result",')
 
 
-def one_result(line: bytes, start: int = 0, end: int | None = None
-               ) -> tuple[str, bool] | None:
+def one_result(line: bytes, start: int = 0, end: int | None = None) -> tuple[str, bool] | None:
     """``(tool_use_id, sidechain)`` when the bytes of ``line[start:end]`` alone say that
     ``parse_line`` would read it as one tool result; None when only parsing can tell.
     (No other ``tool_use_id`` may follow the head, and ``isSidechain`` must come before.)

@@ -240,8 +240,7 @@ class TurnWork:
     def _hold(self, item: _Done) -> None:
         self._pending.append(item)
         self._held += held_size(item[1].content)
-        while self._pending and (self._held > MAX_HELD_BYTES
-                                 or len(self._pending) > MAX_KEPT):
+        while self._pending and (self._held > MAX_HELD_BYTES or len(self._pending) > MAX_KEPT):
             self._key_oldest()
 
     def _key_oldest(self) -> None:

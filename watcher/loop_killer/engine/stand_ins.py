@@ -51,8 +51,7 @@ def held_size(content: Any) -> int:
 
 
 class StandIns:
-    __slots__ = ("_held", "_ignored", "_ignored_names", "_last", "_pairing", "_tokens",
-                 "max_held")
+    __slots__ = ("_held", "_ignored", "_ignored_names", "_last", "_pairing", "_tokens", "max_held")
 
     def __init__(self, ignored: frozenset[str], *, max_held: int | None = None) -> None:
         self._ignored = ignored

@@ -419,8 +419,7 @@ def _user(entry: dict[str, Any], content: Any, uuid: str, timestamp: str
 
 def typed_by_person(prompt_source: Any, origin: Any) -> bool:
     """A user line that says a person typed it (2.1.328 on); a re-prompt never does."""
-    return prompt_source == "typed" or (isinstance(origin, dict)
-                                        and origin.get("kind") == "human")
+    return prompt_source == "typed" or (isinstance(origin, dict) and origin.get("kind") == "human")
 
 
 def user_text_event(uuid: str, timestamp: str, text: str, *, compact: Any, meta: Any,

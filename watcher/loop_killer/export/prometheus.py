@@ -47,8 +47,7 @@ class _Collector:
             yield family
         gauges = self.source.gauges()
         for figure in SESSION_GAUGES:
-            yield GaugeMetricFamily(_name(figure), figure.text,
-                                    value=getattr(gauges, figure.field))
+            yield GaugeMetricFamily(_name(figure), figure.text, value=getattr(gauges, figure.field))
         # Each live turn against the budget (only live turns: a session's series goes with
         # its turn), and the limits that are on.
         for figure in TURN_GAUGES:

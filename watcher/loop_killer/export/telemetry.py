@@ -31,8 +31,7 @@ from .telemetry_plan import (
     telemetry_variables,
 )
 
-__all__ = ["TelemetryExport", "TelemetryUnavailable", "read_settings_env",
-           "start_from_environment"]
+__all__ = ["TelemetryExport", "TelemetryUnavailable", "read_settings_env", "start_from_environment"]
 
 log = logging.getLogger("loop_killer.watch")
 events_log = logging.getLogger("loop_killer.watch.events")
@@ -79,8 +78,7 @@ class TelemetryExport:
         self._thread: threading.Thread | None = None
         if self._emit is not None:
             source.on_record = self._on_record
-            self._thread = threading.Thread(target=self._follow, name="otel-events",
-                                            daemon=True)
+            self._thread = threading.Thread(target=self._follow, name="otel-events", daemon=True)
             self._thread.start()
 
     def _meters(self, resource: Any) -> Any:

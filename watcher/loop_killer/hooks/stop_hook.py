@@ -72,8 +72,7 @@ def run_input(data: Any, *, env: dict[str, str], spawn_time: float | None = None
                         settings)
 
 
-def _take_request(state: Path, hook_input: HookInput, env: dict[str, str]
-                  ) -> dict[str, Any] | None:
+def _take_request(state: Path, hook_input: HookInput, env: dict[str, str]) -> dict[str, Any] | None:
     """Act on the session's fresh clear request, if one is waiting and still valid."""
     session_id = hook_input.session_id
     if not request_waiting(state, session_id):

@@ -49,8 +49,7 @@ class Fired:
     log_detection: bool = False  # this hook recorded the detection first: log it
 
 
-def fire(what: Fired, *, hook_input: HookInput, state: Path, env: dict[str, str]
-         ) -> dict[str, Any]:
+def fire(what: Fired, *, hook_input: HookInput, state: Path, env: dict[str, str]) -> dict[str, Any]:
     """Log, act (the mod's plan, typing, or nothing) and return the hook's output."""
     firing, transcript = what.firing, hook_input.transcript_path
     common: dict[str, Any] = {  # the fields every record of this stop names

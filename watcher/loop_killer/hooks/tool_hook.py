@@ -126,8 +126,7 @@ def _result_of(data: dict[str, Any], event: str) -> tuple[object, bool]:
     return data.get("tool_response"), False
 
 
-def _keyed(data: dict[str, Any], name: str, content: object, is_error: bool
-           ) -> tuple[str, str]:
+def _keyed(data: dict[str, Any], name: str, content: object, is_error: bool) -> tuple[str, str]:
     """The call's key and its result's digest (before the lock: a huge output costs its
     own hook the time, never another's)."""
     from ..engine.calls import call_key
@@ -310,8 +309,7 @@ def _tell(data: dict[str, Any], state: str, event: str, name: str, tool_input: o
         # (the watcher logs only the calls of sessions whose hooks keep no counts)
         _log(state, "detection", data, repeat, label, scope)
     if repeat.shape:  # a file edited back and forth (edits.RULE_EDIT_OSCILLATION)
-        return words.oscillation(event, label, repeat.shape_count,
-                                 refused_at=counts.refused_return)
+        return words.oscillation(event, label, repeat.shape_count, refused_at=counts.refused_return)
     if waited:
         return words.waited(event, label, repeat.waited)
     if repeat.count == settings.tool_repeat_warn:
@@ -345,8 +343,7 @@ def _log(state: str, kind: str, data: dict[str, Any], repeat: ToolRepeat, label:
     ))
 
 
-def _log_subagent_stop(state: str, data: dict[str, Any], refusal: ToolRepeat,
-                       refused: int) -> None:
+def _log_subagent_stop(state: str, data: dict[str, Any], refusal: ToolRepeat, refused: int) -> None:
     """The outcome of a subagent's tool loop: its run was ended."""
     from pathlib import Path
 

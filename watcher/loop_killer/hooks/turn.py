@@ -117,8 +117,7 @@ def prompt_time(path: str) -> float | None:
 def goal_set(path: str) -> bool | None:
     """Whether a goal is set (neither met nor cleared); None when it cannot be told."""
     try:
-        goal = _last_event(path, b"goal_status", lambda event: isinstance(event, GoalStatus),
-                           _TAIL)
+        goal = _last_event(path, b"goal_status", lambda event: isinstance(event, GoalStatus), _TAIL)
     except OSError:
         return None
     return isinstance(goal, GoalStatus) and not goal.met

@@ -167,8 +167,7 @@ def open_transcript(path: Path | str, *, regular_only: bool = True) -> int:
     return fd
 
 
-STATE_FOLDERS = ("requests", "claimed", "fired", "hook", "tools", "outcomes", "notes",
-                 "status")
+STATE_FOLDERS = ("requests", "claimed", "fired", "hook", "tools", "outcomes", "notes", "status")
 """The state folder's sub-folders (``state_folder`` is the one way into each)."""
 
 # Sets, not a regular expression: compiling one would cost every tool-call hook 0.2 ms.

@@ -260,13 +260,11 @@ def _put_back(taken: Path, source: Path) -> None:
     remove_file(taken)
 
 
-def discard_request(state: Path, session_id: str, why: str, *, transcript_path: str = ""
-                    ) -> bool:
+def discard_request(state: Path, session_id: str, why: str, *, transcript_path: str = "") -> bool:
     """Remove a session's pending request (not one for another transcript)."""
     try:
         path = _requests(state, session_id)
-        if transcript_path and _for_another_transcript(_waiting(path, session_id),
-                                                       transcript_path):
+        if transcript_path and _for_another_transcript(_waiting(path, session_id), transcript_path):
             return False
         os.unlink(path)
     except (FileNotFoundError, InvalidRequest, NotAFolder):

@@ -46,8 +46,7 @@ def _create(state: Path, session_id: str, name: str, data: bytes) -> bool:
     return create_new(_folder(state, session_id, create=True) / name, data)
 
 
-def record_detection(state: Path, session_id: str, key: str, *, source: str, rule: str
-                     ) -> bool:
+def record_detection(state: Path, session_id: str, key: str, *, source: str, rule: str) -> bool:
     """Record the detection of the answer ``key``; True for the first only."""
     if not is_plain_id(key):
         raise ValueError(f"not a plain record key: {key!r}")

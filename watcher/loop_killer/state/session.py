@@ -150,8 +150,7 @@ def put(data: dict[str, Any] | None, scope: str, counts: ToolRepeatCounter) -> d
     subagents = [(name, _newest_calls(value, SUBAGENT_CALLS))
                  for name, value in scopes.items() if isinstance(name, str)]
     kept = [(MAIN, _newest_calls(main, MAX_CALLS))] if main is not None else []
-    sizes = [len(dumps({name: value}, separators=(",", ":")))
-             for name, value in kept + subagents]
+    sizes = [len(dumps({name: value}, separators=(",", ":"))) for name, value in kept + subagents]
     total = sum(sizes)
     while subagents and (total > STATE_BUDGET or len(kept) + len(subagents) > MAX_SCOPES):
         subagents.pop(0)
@@ -183,8 +182,7 @@ def seen_of(turn: dict[str, Any]) -> list[str]:
         if isinstance(seen, list) else []
 
 
-def with_result(data: dict[str, Any] | None, key: str, *, work: bool = False
-                ) -> dict[str, Any]:
+def with_result(data: dict[str, Any] | None, key: str, *, work: bool = False) -> dict[str, Any]:
     """The record with a main-scope result (``key``) noted: the reply did work when it is
     new in the turn, or ``work`` (a call waiting within its bound, a tool nobody counts)."""
     turn = dict(turn_of(data))

@@ -197,15 +197,13 @@ def ask_to_clear(session_id: str, project: str, *, root: Path, state: Path) -> s
 
     said = io.StringIO()
     with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
-        clear(argparse.Namespace(session=session_id, project=project, root=root,
-                                 state_dir=state))
+        clear(argparse.Namespace(session=session_id, project=project, root=root, state_dir=state))
     lines = [line for line in said.getvalue().splitlines() if line.strip()]
     return lines[0] if lines else "nothing was said"
 
 
 UP, DOWN = "up", "down"
-_KEYS = {b"\x1b[A": UP, b"\x1bOA": UP, b"k": UP, b"\x1b[B": DOWN, b"\x1bOB": DOWN,
-         b"j": DOWN}
+_KEYS = {b"\x1b[A": UP, b"\x1bOA": UP, b"k": UP, b"\x1b[B": DOWN, b"\x1bOB": DOWN, b"j": DOWN}
 
 
 def decode_keys(data: bytes) -> list[str]:
@@ -303,8 +301,7 @@ def top(args: argparse.Namespace) -> int:
                 if asking:
                     row = next((r for r in screen.rows if r.session_id == asking), None)
                     if key in ("y", "Y") and row is not None:
-                        message = ask_to_clear(row.session_id, row.project, root=root,
-                                               state=state)
+                        message = ask_to_clear(row.session_id, row.project, root=root, state=state)
                     else:
                         message = "clear cancelled"
                     asking = ""

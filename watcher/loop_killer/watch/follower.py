@@ -88,8 +88,7 @@ class Seen:
 
 
 def seen_of(info: os.stat_result) -> Seen:
-    return Seen((info.st_dev, info.st_ino), info.st_size, stat.S_ISREG(info.st_mode),
-                info.st_mtime)
+    return Seen((info.st_dev, info.st_ino), info.st_size, stat.S_ISREG(info.st_mode), info.st_mtime)
 
 
 def stat_seen(path: str) -> Seen | None:

@@ -81,8 +81,7 @@ def configure_logging(*, verbose: bool) -> None:
     """Events on stdout; problems on stderr; the rest only with ``--verbose``."""
     logging.raiseExceptions = False  # a closed pipe must not print tracebacks
     out = logging.StreamHandler(sys.stdout)
-    out.setFormatter(PrintableFormatter("%(asctime)s  %(message)s", "%H:%M:%S",
-                                        stream=sys.stdout))
+    out.setFormatter(PrintableFormatter("%(asctime)s  %(message)s", "%H:%M:%S", stream=sys.stdout))
     err = logging.StreamHandler(sys.stderr)
     err.setFormatter(PrintableFormatter("%(asctime)s  %(levelname)s  %(message)s",
                                         "%H:%M:%S", stream=sys.stderr))

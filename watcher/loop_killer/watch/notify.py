@@ -78,8 +78,7 @@ class Throttle:
 
     @property
     def next_due(self) -> float | None:
-        return min((w.quiet_until for w in self._windows.values() if w.gathered),
-                   default=None)
+        return min((w.quiet_until for w in self._windows.values() if w.gathered), default=None)
 
     def _summary(self, stop: bool, window: _Window) -> str:
         count = window.gathered

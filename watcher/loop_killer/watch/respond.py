@@ -158,8 +158,7 @@ class Responder:
         if hooks_judge(str(self.state), session_id, since=written - HOOK_JUDGED_WITHIN) or \
                 not self._record(tracked, key, detection, source="watcher"):
             # The session's Stop hook judges its replies, or acted on this one first.
-            log.info("%s: answer %s is the Stop hook's to act on", self.name(tracked),
-                     answer.uuid)
+            log.info("%s: answer %s is the Stop hook's to act on", self.name(tracked), answer.uuid)
             self.follow(tracked, detection.answer_uuid, detection.rule)
             return
         request = ClearRequest(
@@ -189,8 +188,7 @@ class Responder:
         """A turn reached a limit only the watcher sees (``words``: which, for the notice): a
         clear request, as for a loop (``key``, the turn's, is recorded: never asked twice)."""
         session_id = tracked.session_id
-        if not records.first_to_record(self.state, session_id, key, source="watcher",
-                                       rule=rule):
+        if not records.first_to_record(self.state, session_id, key, source="watcher", rule=rule):
             return
         request = ClearRequest(
             session_id=session_id, rule=rule, count=count, run_length=0,
@@ -288,8 +286,7 @@ class Responder:
                                       records.recorded_keys(self.state, tracked.session_id,
                                                             acted_only=True))
 
-    def resolve(self, tracked: Tracked, outcome: Outcome | None, *, final: bool = True
-                ) -> None:
+    def resolve(self, tracked: Tracked, outcome: Outcome | None, *, final: bool = True) -> None:
         pending = self.pending_of(tracked)
         if pending is None:
             return
@@ -321,8 +318,7 @@ class Responder:
                                         hooks_keep_counts(self.state, session_id))
             elif scope in self.warnings:
                 warning, _, counted = self.warnings.pop(scope)
-                self.warnings[scope] = (warning, time.monotonic() + self.outcome_timeout,
-                                        counted)
+                self.warnings[scope] = (warning, time.monotonic() + self.outcome_timeout, counted)
         elif (isinstance(record, journal.OutcomeRecord) and record.rule in TOOL_CALL_RULES
               and record.outcome != "warned"):
             # The ladder's stop names the refused attempt: the session's latest warning.
@@ -375,8 +371,7 @@ class Responder:
         self.say(self.narrator.due(now))
         self.release(now)
 
-    def _hold(self, tracked: Tracked, keys: tuple[str, ...], outcome: Outcome, rule: str
-              ) -> None:
+    def _hold(self, tracked: Tracked, keys: tuple[str, ...], outcome: Outcome, rule: str) -> None:
         who = report.project_label(tracked.project, self.home)
         self.held.append(_Held(tracked.session_id, keys, outcome.kind, rule, who,
                                self._outcome_line(who, tracked.session_id, outcome, rule)))

@@ -205,8 +205,7 @@ class Sessions:
         if detector is None:
             return
         last = detector.last_answer  # kept without its texts (the status has their digest)
-        bare = None if last is None else replace(last, text="", prompt_uuid="",
-                                                 message_ids=())
+        bare = None if last is None else replace(last, text="", prompt_uuid="", message_ids=())
         tracked.dormant = Dormant(detector.goal, bare, detector.answers_seen)
         tracked.reader = None
         tracked.tools = None
@@ -323,8 +322,7 @@ class Sessions:
         self.by_key[key] = path
         return tracked
 
-    def drop(self, path: str, *, why: str, quiet: bool = False, keep_status: bool = False
-             ) -> None:
+    def drop(self, path: str, *, why: str, quiet: bool = False, keep_status: bool = False) -> None:
         """Stop following a path; its status file goes too unless ``keep_status``."""
         tracked = self.tracked.pop(path, None)
         if tracked is None:

@@ -358,8 +358,7 @@ class Watcher:
         if due and now < self._next_housekeeping:
             return
         self._next_housekeeping = now + self.housekeeping_interval
-        self._guarded(self.sessions.housekeep, time.time(),
-                      statuses=self._root_key is not None)
+        self._guarded(self.sessions.housekeep, time.time(), statuses=self._root_key is not None)
 
     def _beat(self) -> None:
         now = time.monotonic()
