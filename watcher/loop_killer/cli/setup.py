@@ -1,10 +1,7 @@
 """``loop-killer install`` and ``loop-killer doctor``: put the plugin in place, check it.
 
-``install`` records this interpreter by the path it was started as (a venv's
-``bin/python`` links to a base interpreter that does not see the venv's packages): the
-plugin's launcher uses it when the ``python3`` on PATH lacks the package. Then it registers
-the plugin's marketplace folder (the source checkout, or the copy a wheel ships as
-``loop_killer/_plugin``) with the ``claude`` CLI, or prints the commands.
+``install`` records this interpreter by the path it was started as (a venv's ``bin/python``
+links to a base interpreter that does not see the venv's packages) for the plugin's launcher.
 """
 
 from __future__ import annotations

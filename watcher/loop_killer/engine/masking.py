@@ -1,9 +1,8 @@
 """Tool outputs made comparable (pure): the masking of the tool-repeat rule.
 
-``result_key`` masks what changes on every run and is not progress (issue 29): ANSI codes,
-moments, durations, addresses, ids, random hex, JWTs, temporary paths and pids. Each
-pattern keeps to a shape that cannot hold progress: what is not masked is at worst a loop
-caught later, never a call refused by mistake."""
+``result_key`` masks what changes on every run and is not progress (issue 29). Each pattern
+keeps to a shape that cannot hold progress: at worst a loop is caught later, never a call
+refused by mistake."""
 
 from __future__ import annotations
 

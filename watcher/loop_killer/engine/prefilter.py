@@ -1,8 +1,6 @@
 """Which transcript lines can matter, decided from their bytes before any parsing.
 
-``sort_line`` tells the lines ``parse_line`` would surely turn into no event (skipped
-unparsed); ``one_result`` a line that is exactly one tool result (handed on unread). Sure
-because a quote inside a JSON string is escaped, given keys and type names are written
+Sure because a quote inside a JSON string is escaped, given keys and type names are written
 without ``\\u`` escapes and no object holds a key twice.
 """
 

@@ -1,10 +1,7 @@
 """Tool-repeat loops: the same tool call giving the same result, again and again (pure).
 
-A call giving the same result again counts one more; a different result starts at 1. The
-person speaking, a change to the files and a background task's news start every count
-afresh. At ``TOOL_REPEAT_WARN`` the model is told to stop, from ``TOOL_REPEAT_BLOCK`` the
-call is refused, and ``TOOL_REPEAT_STOP`` refused attempts end the turn. A waiting call is
-bounded in time, not by count. Only digests are kept (``to_state``).
+A same result counts one more, a different one starts at 1; the person speaking, a file
+change or a background task's news resets every count. Only digests are kept (``to_state``).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""Loop figures for monitoring systems, from the detection log (one source for them all):
-``LoopTally`` folds the log's records into counters (pure), ``MetricsSource`` follows the
-log and reads the session gauges; the tables name and describe each metric for both
-exports. Label values are bounded: fixed lists (else ``other``), the first
-``MAX_PROJECT_LABELS`` projects; a session id labels only a live turn's gauges.
+"""Loop figures for monitoring systems, from the detection log: ``LoopTally`` folds its
+records into counters (pure), ``MetricsSource`` follows it and reads the session gauges.
+Label values are bounded: fixed lists (else ``other``), the first ``MAX_PROJECT_LABELS``
+projects; a session id labels only a live turn's gauges.
 """
 
 from __future__ import annotations

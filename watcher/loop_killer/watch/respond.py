@@ -1,11 +1,7 @@
 """What the steps of a followed session mean to the watcher, and what it does about them.
 
-A detection: where the session's Stop hook judges its replies (``hooks_judge``) it is the
-hook's to log and stop, and the watcher follows its outcome; else the watcher records it,
-writes the clear request, logs it. A person's prompt withdraws a pending request. A goal
-status or a ``stop_hook_summary`` is the last detection's outcome, held until the next
-``tick`` (after the detection log was read: the hook's lines come first). Every line about
-a loop goes through one ``Narrator`` and one ``InOrder``.
+A detection is the Stop hook's where it judges the session's replies (``hooks_judge``), else
+the watcher records it, writes the clear request and logs it; a person's prompt withdraws it.
 """
 
 from __future__ import annotations

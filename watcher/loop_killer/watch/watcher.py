@@ -1,11 +1,8 @@
 """The watcher's loop: one thread reads every transcript; events only wake it up.
 
-``run()`` starts the observer (or polls), catches every transcript up from its tail (the
-most recent first), then loops: read the files hinted, and on timers beat, reconcile
-(``safety_net``, housekeeping), tail the detection log and report the outcomes due. A
-flood must not bury a loop: hints are coalesced by path, a batch reads for at most
-``HANDLE_BUDGET`` seconds, a kernel queue overflow makes every transcript looked at, and
-``Pace`` says how far behind the thread is.
+``run()`` catches every transcript up from its tail, then reads the files hinted and on
+timers beats, reconciles and reports the outcomes due. A flood must not bury a loop: hints
+are coalesced by path, a batch reads for at most ``HANDLE_BUDGET`` seconds.
 """
 
 from __future__ import annotations
