@@ -1,7 +1,5 @@
-"""Group transcript events into API replies (by ``message.id``) and replies into answers.
-
-Pure and incremental: one event at a time, memory bounded by one answer.
-"""
+"""Transcript events grouped into API replies (by ``message.id``) and replies into answers
+(pure, incremental: memory bounded by one answer)."""
 
 from __future__ import annotations
 

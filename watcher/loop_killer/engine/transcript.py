@@ -1,7 +1,5 @@
-"""Transcript lines (bytes) into the few events the rules need (pure): ``parse_line``.
-
-Only the main session's conversation is kept (sidechain and bookkeeping lines skipped,
-broken lines counted); a reply's token counts are read too (``usage_of``).
+"""Transcript lines (bytes) into the few events the rules need (pure): ``parse_line``. Only
+the main session's conversation is kept; a reply's token counts are read too (``usage_of``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """The session registry: one ``TranscriptReader`` per transcript, fed only the bytes
-appended; what its steps mean goes to the ``Responder``. Catch-up reads only each file's
-trailing run; a session long idle keeps only its offset (its reader is rebuilt from the
-tail when the file grows). The one module that assigns a ``Tracked``'s fields.
+appended, its steps to the ``Responder``. Catch-up reads each file's trailing run; a session
+long idle keeps only its offset. The one module that assigns a ``Tracked``'s fields.
 """
 
 from __future__ import annotations
