@@ -92,9 +92,7 @@ _RESULT_ID = re.compile(rb'([!#-\[\]-~]{1,256})","type":"tool_result",')
 
 def one_result(line: bytes, start: int = 0, end: int | None = None) -> tuple[str, bool] | None:
     """``(tool_use_id, sidechain)`` when the bytes of ``line[start:end]`` alone say that
-    ``parse_line`` would read it as one tool result; None when only parsing can tell.
-    (No other ``tool_use_id`` may follow the head, and ``isSidechain`` must come before.)
-    """
+    ``parse_line`` would read it as one tool result; None when only parsing can tell."""
     end = len(line) if end is None else end
     top = _top_type(line, start, end)
     if top is None or top[0] != b"user":

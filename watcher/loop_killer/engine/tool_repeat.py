@@ -280,8 +280,7 @@ class ToolRepeatCounter:
 
     def note_notice(self, result: str) -> bool:
         """A background task ended (``notice_result``); whether that is news (a change, as
-        after an edit). The same notice again is none: a crashing server restarted is still
-        stopped."""
+        after an edit): the same notice again (a crashing server restarted) is none."""
         digest = _digest(_NOTICE_CALL)
         last = self._calls.pop(digest, None)
         news = last is None or last[0] != result

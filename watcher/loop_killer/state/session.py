@@ -322,9 +322,8 @@ def prune(state: os.PathLike[str] | str, *, now: float, keep: str = "") -> int:
 
 
 def hooks_judge(state: str, session_id: str, *, since: float) -> bool:
-    """Whether a Stop hook judges this session's replies: it judged one of this turn at
-    ``since`` (seconds since the epoch) or later. A record left by hooks no longer loaded
-    (the plugin removed, the session resumed without it) grows old: then it is no."""
+    """Whether a Stop hook judged one of this session's replies at ``since`` (epoch seconds)
+    or later: a record left by hooks no longer loaded grows old."""
     try:
         turn = turn_of(load(state_path(state, session_id)))
     except (OSError, ValueError):

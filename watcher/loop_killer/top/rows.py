@@ -263,8 +263,7 @@ def build_screen(statuses: Iterable[SessionStatus], detections: Mapping[str, Las
                  refused: Mapping[str, Refused] | None = None) -> Screen:
     """The rows of every session whose transcript grew within ``window`` seconds (or with a
     clear request pending), what needs attention first. ``cwds``: each session's folder,
-    as its lines say (a transcript's folder cannot tell ``my-app`` from ``my/app``);
-    ``refused``: the sessions a hook refuses a call of now."""
+    as its lines say; ``refused``: the sessions a hook refuses a call of now."""
     shown = [s for s in statuses if now - s.last_activity <= window or s.pending_request]
     cwds, refused = cwds or {}, refused or {}
     places = {s.session_id: cwds.get(s.session_id) or project_label(s.project, home) for s in shown}

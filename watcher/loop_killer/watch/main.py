@@ -58,8 +58,7 @@ def acquire_lock(state: Path) -> int:
 
 class PrintableFormatter(logging.Formatter):
     """Log lines without control codes (a traceback keeps its lines); to a terminal
-    ``stream``, wrapped to its width (read at every line: it can be resized) under the
-    time."""
+    ``stream``, wrapped under the time to its width, read at every line (a resize)."""
 
     def __init__(self, fmt: str, datefmt: str, *, stream: TextIO | None = None) -> None:
         super().__init__(fmt, datefmt)

@@ -78,8 +78,7 @@ class ToolRepeats:
 
 def hooks_keep_counts(state: Path, session_id: str) -> bool:
     """Whether the session's tool-call hooks keep its counts (their state file is there):
-    they judge its calls with the tree's fingerprint, which a transcript does not hold,
-    and warn and refuse."""
+    they judge its calls with the tree's fingerprint, which a transcript does not hold."""
     from ..state.session import state_path
 
     try:

@@ -167,9 +167,8 @@ class Watcher:
         self._beat()
 
     def _catch_up_all(self, pending: set[str]) -> None:
-        """Catch every transcript up, the most recently written first, serving the events
-        of those already caught up in between. The first ``LIVE_MAX`` written within
-        ``HOT_FOR`` go on the safety net's live list."""
+        """Catch every transcript up, the most recently written first, serving the events of
+        those caught up in between; the first ``LIVE_MAX`` written within ``HOT_FOR`` go live."""
         found: list[tuple[float, str, Seen | None]] = []
         for path, entry in list_transcripts(str(self.root)):
             try:
