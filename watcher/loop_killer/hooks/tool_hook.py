@@ -326,18 +326,13 @@ def _log(state: str, kind: str, data: dict[str, Any], repeat: ToolRepeat, label:
     from ..state.journal import REFUSAL, ToolRecord, append
 
     subagent = scope != MAIN_SCOPE
+    transcript = text_of(data.get("transcript_path"))
     append(Path(state), ToolRecord(
-        refused=kind == REFUSAL,
-        rule=repeat.shape or RULE_TOOL_REPEAT,
-        session_id=text_of(data.get("session_id")),
-        tool=repeat.name,
-        call=label,
+        refused=kind == REFUSAL, rule=repeat.shape or RULE_TOOL_REPEAT,
+        session_id=text_of(data.get("session_id")), tool=repeat.name, call=label,
         count=repeat.shape_count if repeat.shape else repeat.count,
-        tool_use_id=repeat.tool_use_id,
-        project=os.path.basename(os.path.dirname(text_of(data.get("transcript_path")))),
-        transcript_path=text_of(data.get("transcript_path")),
-        source="hook",
-        agent_id=scope if subagent else None,
+        tool_use_id=repeat.tool_use_id, project=os.path.basename(os.path.dirname(transcript)),
+        transcript_path=transcript, source="hook", agent_id=scope if subagent else None,
         agent_type=text_of(data.get("agent_type")) if subagent else None,
     ))
 

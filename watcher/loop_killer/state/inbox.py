@@ -123,16 +123,13 @@ def parse_request(data: bytes, *, expected_session: str) -> ClearRequest:
         raise InvalidRequest(f"for session {session_id!r}, not {expected_session!r}")
     try:
         request = ClearRequest(
-            session_id=session_id,
-            rule=_choice(raw, "rule", RULES),
-            count=_field(raw, "count", int),
-            run_length=_field(raw, "run_length", int),
+            session_id=session_id, rule=_choice(raw, "rule", RULES),
+            count=_field(raw, "count", int), run_length=_field(raw, "run_length", int),
             answer_uuid=_field(raw, "answer_uuid", str),
             answer_digest=_field(raw, "answer_digest", str),
             transcript_path=_field(raw, "transcript_path", str),
             created_at=float(_field(raw, "created_at", (int, float))),
-            source=_choice(raw, "source", SOURCES),
-            prompt_uuid=_optional_text(raw, "prompt_uuid"),
+            source=_choice(raw, "source", SOURCES), prompt_uuid=_optional_text(raw, "prompt_uuid"),
             detail=_optional_text(raw, "detail"),
         )
     except (TypeError, ValueError) as error:
