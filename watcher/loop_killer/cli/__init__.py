@@ -9,8 +9,7 @@ import sys
 
 from ..helptext import HelpFormatter
 
-# subcommand -> (module, function, one-line help); ``add_arguments_<function>(parser)`` in
-# the module, when it takes options.
+# subcommand -> (module, function, one-line help); options: ``add_arguments_<function>``.
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "status": ("loop_killer.cli.commands", "status", "show the watcher and every live run"),
     "clear": ("loop_killer.cli.commands", "clear", "ask a session's Stop hook to end its loop"),

@@ -279,8 +279,7 @@ def _check_watcher(env: Mapping[str, str]) -> Check:
     if beat is None:
         from ..state.config import load_settings
 
-        # The Stop hook counts a turn's re-prompts and time itself; only the watcher reads
-        # what each reply cost.
+        # Only the watcher reads what each reply cost (the Stop hook counts re-prompts, time).
         spend = ("; the budget's spend limit ([budget] usd) needs it too"
                  if load_settings(state_dir(env), env).budget.usd > 0 else "")
         return Check("warn", "watcher", "not running: the Stop hook detects on its own "

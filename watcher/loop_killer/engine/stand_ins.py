@@ -92,9 +92,8 @@ class StandIns:
         content, is_error = result.content, result.is_error
         if isinstance(content, UnreadResult):
             if last is None and not waiting:
-                # Compared with nothing yet: unread (were it our refusal, counting 1 for
-                # it changes nothing). Read when the call is taken for a wait: as refused,
-                # it neither waited nor made the next call wait.
+                # Compared with nothing yet: unread (were it our refusal, counting 1 changes
+                # nothing). Read for a wait: as refused, it neither waited nor made one wait.
                 return self._keep(call, _Last(content, False, None, self._new_token(),
                                               content.size), result)
             content, is_error = content.read()

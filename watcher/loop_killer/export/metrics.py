@@ -179,8 +179,7 @@ class LoopTally:
                 and pending.transcript_path):
             left = max(0, STOP_HOOK_BLOCK_CAP - pending.run_length)
             if left:
-                # The replies written by the time the loop was stopped: read later (at a
-                # scrape), the transcript may hold a new turn since.
+                # The replies written when the loop was stopped (a scrape may follow a new turn).
                 mean = self.reply_tokens(pending.transcript_path, max(1, pending.run_length),
                                          until=record.at + _OUTCOME_SLACK if record.at else None)
                 where = (pending.rule, pending.project)

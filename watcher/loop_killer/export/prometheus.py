@@ -48,8 +48,7 @@ class _Collector:
         gauges = self.source.gauges()
         for figure in SESSION_GAUGES:
             yield GaugeMetricFamily(_name(figure), figure.text, value=getattr(gauges, figure.field))
-        # Each live turn against the budget (only live turns: a session's series goes with
-        # its turn), and the limits that are on.
+        # Each live turn against the budget (a session's series goes with its turn), limits on.
         for figure in TURN_GAUGES:
             turns = GaugeMetricFamily(_name(figure), figure.text, labels=["project", "session"])
             for turn in gauges.turns:

@@ -287,9 +287,8 @@ def top(args: argparse.Namespace) -> int:
                 next_look = time.monotonic() + REFRESH
             screen = reader.screen(now)
             ids = [row.session_id for row in screen.rows]
-            selected = ids.index(chosen) if chosen in ids else 0  # the selection follows
-            # its session as the rows are sorted again. The terminal's own size, read each
-            # time (a resize), never $COLUMNS/$LINES left over from the shell that started us.
+            selected = ids.index(chosen) if chosen in ids else 0  # follows its session
+            # The terminal's own size each time (a resize), never $COLUMNS/$LINES inherited.
             width, height = _terminal_size(fd, console)
             console.size = (width, height)
             frame = (screen, selected, message, width, height)

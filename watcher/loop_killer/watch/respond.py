@@ -33,8 +33,7 @@ log = logging.getLogger("loop_killer.watch")
 events = logging.getLogger("loop_killer.watch.events")
 
 
-# -- what became of a detection (pure): the goal cleared, the turn stopped, a prompt
-# first (the request withdrawn), or at the timeout whether the loop went on
+# -- what became of a detection (pure)
 
 OUTCOME_TIMEOUT = 60.0  # seconds after a detection at which the watcher says its outcome
 HISTORY_AGE = 600.0
@@ -148,8 +147,7 @@ class Responder:
             # Recorded, so that a detector rebuilt from the tail counts afresh after it.
             self._record(tracked, key, detection, source="history")
             return
-        # A hook that judged one of the turn's replies lately (not a record left by hooks
-        # no longer loaded) judges this one too.
+        # A hook that judged one of the turn's replies lately judges this one too.
         written = parse_timestamp(answer.timestamp) or time.time()
         if hooks_judge(str(self.state), session_id, since=written - HOOK_JUDGED_WITHIN) or \
                 not self._record(tracked, key, detection, source="watcher"):

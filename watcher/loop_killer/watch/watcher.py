@@ -321,8 +321,7 @@ class Watcher:
             if before is not None:
                 log.warning("%s is gone; waiting for it to come back", self.root)
                 self._unwatch()
-            # Its transcripts are not deleted for that (an unmounted disk, a folder moved
-            # away and back): followed no more, their statuses and records are kept.
+            # Not deleted (an unmounted disk): followed no more, statuses and records kept.
             for path in list(self.sessions.tracked):
                 self.sessions.drop(path, why="out of reach (the projects folder is gone)",
                                    quiet=True, keep_status=True)
