@@ -48,8 +48,7 @@ def falling_behind(beat: WatcherHeartbeat) -> str | None:
     """What ``loop-killer status`` says of a watcher falling behind; None when it is not."""
     if beat.lag < BEHIND_LAG:
         return None
-    return (f"falling behind: file events waited up to {beat.lag:.1f} s "
-            f"({beat.waiting} waiting)")
+    return f"falling behind: file events waited up to {beat.lag:.1f} s ({beat.waiting} waiting)"
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,8 +81,7 @@ def at_deadline(pending: PendingOutcome, *, more_answers: int, request_pending: 
                                         "request could be written")
     if not request_pending:
         return Outcome("stopped", "the request was taken and no re-prompt followed")
-    return Outcome("none", f"no change within {timeout:.0f} s; the request is still "
-                           "pending")
+    return Outcome("none", f"no change within {timeout:.0f} s; the request is still pending")
 
 
 def is_historic(timestamp: str, now: float, *, max_age: float = HISTORY_AGE) -> bool:
