@@ -41,16 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
             sub = subparsers.add_parser(name, help=help_text, description=help_text,
                                         formatter_class=HelpFormatter)
         sub.set_defaults(_target=(module_name, function))
-        if _wanted(name):  # (only its own options: `scan --help` loads no other command)
+        if sys.argv[1:2] == [name]:  # (only its own options: `scan --help` loads no other command)
             module = importlib.import_module(module_name)
             add_arguments = getattr(module, f"add_arguments_{function}", None)
             if add_arguments is not None:
                 add_arguments(sub)
     return parser
-
-
-def _wanted(name: str) -> bool:
-    return len(sys.argv) > 1 and sys.argv[1] == name
 
 
 def main(argv: list[str] | None = None) -> int:

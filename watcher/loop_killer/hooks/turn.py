@@ -72,7 +72,8 @@ def judge(state: str, session_id: str, *, prompt_id: str, message: str, settings
         if work:
             run.reset()
         else:
-            run.extend(f"{prompt_id}:{stops}", prompt_id, _now_text(), message)
+            run.extend(f"{prompt_id}:{stops}", prompt_id,
+                       time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), message)
             detection = run.check(session_id)
             if detection is not None:
                 run.reset()  # the run starts afresh after the answer that fired
@@ -99,10 +100,6 @@ def _twin(at: object, spawn_time: float | None) -> bool:
     now = boot_clock()
     started = now - (time.time() - spawn_time)
     return started - TWIN_MARGIN < at <= now  # (later than now: before a restart)
-
-
-def _now_text() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def prompt_time(path: str) -> float | None:
