@@ -1,8 +1,7 @@
 """``loop-killer install`` and ``loop-killer doctor``: put the plugin in place, check it.
 
 ``install`` records this interpreter by the path it was started as (a venv's ``bin/python``
-links to a base interpreter that does not see the venv's packages) for the plugin's launcher.
-"""
+links to a base interpreter that does not see the venv's packages) for the plugin's launcher."""
 
 from __future__ import annotations
 

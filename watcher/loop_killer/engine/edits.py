@@ -2,8 +2,7 @@
 
 A file-changing call *moves* a file from one state (its digest) to another; a move made again
 in the person's turn is a back-and-forth of depth twice its repeats: 2 warns, 4 is refused
-if the exact change was made from exactly that state (``EditHistory.would_return``).
-"""
+if the exact change was made from exactly that state (``EditHistory.would_return``)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Which transcript lines can matter, decided from their bytes before any parsing.
 
 Sure because a quote inside a JSON string is escaped, given keys and type names are written
-without ``\\u`` escapes and no object holds a key twice.
-"""
+without ``\\u`` escapes and no object holds a key twice."""
 
 from __future__ import annotations
 

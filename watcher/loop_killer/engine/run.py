@@ -1,7 +1,6 @@
 """The judge fed from the transcript: a session's run of answers to re-prompts, the rules
 over it, and what counts as work (``TurnWork``): a call's result new in the person's turn,
-or a waiting call's not yet the same for ``Thresholds.wait_minutes``. In doubt, it is work.
-"""
+or a waiting call's not yet the same for ``Thresholds.wait_minutes``. In doubt, it is work."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Tool results made cheap to count, without changing a single count (the watcher, scan).
 
 A result needs masking only when its call gave a different output before: ``StandIns`` hands
-the counter a short stand-in per result, the previous one's when equal, else a new one.
-"""
+the counter a short stand-in per result, the previous one's when equal, else a new one."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Tool-repeat loops: the same tool call giving the same result, again and again (pure).
 
 A same result counts one more, a different one starts at 1; the person speaking, a file
-change or a background task's news resets every count. Only digests are kept (``to_state``).
-"""
+change or a background task's news resets every count. Only digests are kept (``to_state``)."""
 
 from __future__ import annotations
 

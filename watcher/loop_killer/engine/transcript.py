@@ -1,6 +1,5 @@
 """Transcript lines (bytes) into the few events the rules need (pure): ``parse_line``. Only
-the main session's conversation is kept; a reply's token counts are read too (``usage_of``).
-"""
+the main session's conversation is kept; a reply's token counts are read too (``usage_of``)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Waiting is not looping (pure): the calls that wait for the world, and the time they get.
 
 A call *waits* when its command sleeps or blocks (``sleep 60 && gh pr checks``, ``tail -f``),
-reads a background job's output, or is one of ``WAITING_TOOLS``.
-"""
+reads a background job's output, or is one of ``WAITING_TOOLS``."""
 
 from __future__ import annotations
 

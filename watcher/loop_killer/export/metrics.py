@@ -1,8 +1,7 @@
 """Loop figures for monitoring systems, from the detection log: ``LoopTally`` folds its
 records into counters (pure), ``MetricsSource`` follows it and reads the session gauges.
 Label values are bounded: fixed lists (else ``other``), the first ``MAX_PROJECT_LABELS``
-projects; a session id labels only a live turn's gauges.
-"""
+projects; a session id labels only a live turn's gauges."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """``loop-killer-watch --metrics HOST:PORT``: the loop figures at ``/metrics`` for
-Prometheus (the ``metrics`` extra), read on the client's own server thread when scraped.
-"""
+Prometheus (the ``metrics`` extra), read on the client's own server thread when scraped."""
 
 from __future__ import annotations
 

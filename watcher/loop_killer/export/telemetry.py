@@ -1,7 +1,6 @@
 """OpenTelemetry export beside Claude Code's own: the loop figures and one log event per
 detection, where Claude Code's telemetry goes (its variables, else the ``env`` of its
-``settings.json``; OTLP ``http/protobuf`` only). The SDK (``otel`` extra) is imported only here.
-"""
+``settings.json``; OTLP ``http/protobuf`` only). The SDK (``otel`` extra) is imported only here."""
 
 from __future__ import annotations
 

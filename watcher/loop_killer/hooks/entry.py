@@ -1,6 +1,5 @@
 """The entry of every hook process: read stdin once, run the hook for its event, print one
-JSON object, exit 0. Stderr goes to ``hook-errors.log``; at worst nothing is blocked.
-"""
+JSON object, exit 0. Stderr goes to ``hook-errors.log``; at worst nothing is blocked."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The mod's outcome records: the hook writes ``outcomes/<key>.plan``, the mod ``<key>.json``
-(what ``/goal clear`` did); the watcher or the next Stop hook logs each settled plan once.
-"""
+(what ``/goal clear`` did); the watcher or the next Stop hook logs each settled plan once."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The hands without the mod: type ``/goal clear`` into the session's tmux or screen pane
-when the prompt box is empty, press Enter once it holds exactly that, and await the proof.
-"""
+when the prompt box is empty, press Enter once it holds exactly that, and await the proof."""
 
 from __future__ import annotations
 

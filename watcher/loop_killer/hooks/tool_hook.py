@@ -1,8 +1,7 @@
 """The tool-call hooks: count each result, warn, refuse, reset; one JSON out. A result
 repeated TOOL_REPEAT_WARN times warns; from TOOL_REPEAT_BLOCK the call (or an edit going back
 too often) is refused; the TOOL_REPEAT_STOP-th refusal ends the turn (a subagent's: its run).
-The person's prompt forgets the counts. On any doubt nothing is refused.
-"""
+The person's prompt forgets the counts. On any doubt nothing is refused."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """The Stop hook's judgement of reply N from its input (``last_assistant_message``) and the
 session's record (the tool-call hooks' ``work``, the turn's run), never from a transcript
-that may not hold reply N yet. A twin hook for the same reply counts nothing.
-"""
+that may not hold reply N yet. A twin hook for the same reply counts nothing."""
 from __future__ import annotations
 
 import os

@@ -1,7 +1,6 @@
 """The state folder's files and Claude Code's: where they live (as text for the tool-call
 hooks, which never import pathlib), and safe access: never follow a link, never block on a
-FIFO, never read more than a bound.
-"""
+FIFO, never read more than a bound."""
 
 from __future__ import annotations
 

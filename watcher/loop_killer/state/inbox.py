@@ -1,7 +1,6 @@
 """Clear requests: ``<state>/requests/<session>.json`` asks the session's Stop hook to end
 the loop; taken exactly once (a rename into ``claimed/``), then validated, and acted on
-only for the hook's own transcript, owned by this user in private folders.
-"""
+only for the hook's own transcript, owned by this user in private folders."""
 
 from __future__ import annotations
 

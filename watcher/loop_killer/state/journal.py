@@ -1,6 +1,5 @@
 """The detection log ``<state>/detections.jsonl``: one JSON line (one of three typed
-records, ``encode``/``decode``) per detection and outcome, appended with one ``write``.
-"""
+records, ``encode``/``decode``) per detection and outcome, appended with one ``write``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The wording of every line the watcher prints (pure; the time of day is the formatter's).
-"""
+"""The wording of every line the watcher prints (pure; the time of day is the formatter's)."""
 
 from __future__ import annotations
 

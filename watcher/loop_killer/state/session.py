@@ -1,7 +1,6 @@
 """The session's one record, ``<state>/tools/<session_id>.json``: the tool-repeat counts per
 scope (``main``, then subagents) and the Stop hook's turn. Removed at the person's prompt,
-so the launcher can skip a session without one; changed only under ``locked``.
-"""
+so the launcher can skip a session without one; changed only under ``locked``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """What the watcher publishes for the Stop hook and ``loop-killer status``: its heartbeat
 (``watcher.json``) and each session's status (``status/<session>.json``), written
-atomically; readers tolerate them missing or broken.
-"""
+atomically; readers tolerate them missing or broken."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """``loop-killer top``: the shell around ``rows`` and ``view``. It reads the state folder
 and each shown transcript from where it last read; keys in cbreak mode between refreshes
-(``c`` then ``y`` clears the selected session).
-"""
+(``c`` then ``y`` clears the selected session)."""
 
 from __future__ import annotations
 

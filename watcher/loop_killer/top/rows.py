@@ -1,7 +1,6 @@
 """What ``loop-killer top`` shows, as plain data (pure): one ``Row`` per session active in
 the window, what needs the person first (a refused call, a run near its threshold, a
-repeating call, a loop just stopped, a session waiting), the most recent first within.
-"""
+repeating call, a loop just stopped, a session waiting), the most recent first within."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """``loop-killer top``'s screen, drawn with rich from a ``rows.Screen``: the project, the
-doing and the last loop always; the figures where they leave those room.
-"""
+doing and the last loop always; the figures where they leave those room."""
 
 from __future__ import annotations
 

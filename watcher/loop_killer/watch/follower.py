@@ -1,7 +1,6 @@
 """Follow one transcript file: ``classify`` (pure: what a stat says happened to it),
 ``Follower`` (reads only the bytes appended; notices truncation, replacement, rewrites),
-``Vanished`` (files gone lately, to tell a rename from a new file). Never writes.
-"""
+``Vanished`` (files gone lately, to tell a rename from a new file). Never writes."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """``loop-killer-watch``: the long-running watcher (CLI entry, lock, logging, signals).
 Exit status: 0 after Ctrl-C / SIGTERM / SIGHUP, 2 when another watcher holds the state
-folder (or on bad options), 1 on an unexpected error.
-"""
+folder (or on bad options), 1 on an unexpected error."""
 
 from __future__ import annotations
 

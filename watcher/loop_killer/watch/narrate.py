@@ -2,8 +2,7 @@
 
 Several writers report one loop; the ``Narrator`` says each one's LOOP line once and one
 outcome line (a passing one only when nothing final follows within ``SETTLE`` seconds).
-``InOrder`` lets lines out in the order what they tell happened.
-"""
+``InOrder`` lets lines out in the order what they tell happened."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """What the steps of a followed session mean to the watcher, and what it does about them.
 
 A detection is the Stop hook's where it judges the session's replies (``hooks_judge``), else
-the watcher records it, writes the clear request and logs it; a person's prompt withdraws it.
-"""
+the watcher records it, writes the clear request and logs it; a person's prompt withdraws it."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 ``run()`` catches every transcript up from its tail, then reads the files hinted and on
 timers beats, reconciles and reports the outcomes due. A flood must not bury a loop: hints
-are coalesced by path, a batch reads for at most ``HANDLE_BUDGET`` seconds.
-"""
+are coalesced by path, a batch reads for at most ``HANDLE_BUDGET`` seconds."""
 
 from __future__ import annotations
 
