@@ -9,8 +9,7 @@ import sys
 
 from ..helptext import HelpFormatter
 
-# subcommand -> (module, function, one-line help); ``add_arguments_<function>(parser)`` in
-# the module, when it takes options.
+# subcommand -> (module, function, one-line help); options: ``add_arguments_<function>``.
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "status": ("loop_killer.cli.commands", "status", "show the watcher and every live run"),
     "clear": ("loop_killer.cli.commands", "clear", "ask a session's Stop hook to end its loop"),
@@ -37,22 +36,17 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, function, help_text) in COMMANDS.items():
         if name in INTERNAL:  # (without a help text, argparse does not list it)
-            sub = subparsers.add_parser(name, description=help_text,
-                                        formatter_class=HelpFormatter)
+            sub = subparsers.add_parser(name, description=help_text, formatter_class=HelpFormatter)
         else:
             sub = subparsers.add_parser(name, help=help_text, description=help_text,
                                         formatter_class=HelpFormatter)
         sub.set_defaults(_target=(module_name, function))
-        if _wanted(name):  # (only its own options: `scan --help` loads no other command)
+        if sys.argv[1:2] == [name]:  # (only its own options: `scan --help` loads no other command)
             module = importlib.import_module(module_name)
             add_arguments = getattr(module, f"add_arguments_{function}", None)
             if add_arguments is not None:
                 add_arguments(sub)
     return parser
-
-
-def _wanted(name: str) -> bool:
-    return len(sys.argv) > 1 and sys.argv[1] == name
 
 
 def main(argv: list[str] | None = None) -> int:

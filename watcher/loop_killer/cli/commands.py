@@ -325,8 +325,7 @@ def clear(args: argparse.Namespace) -> int:
     matches = find_sessions(root, state, wanted, project=project)
     if not matches:
         within = f" in a project matching {project!r}" if project else ""
-        print(f"loop-killer clear: no session {wanted!r} under {root}{within}",
-              file=sys.stderr)
+        print(f"loop-killer clear: no session {wanted!r} under {root}{within}", file=sys.stderr)
         return 1
     if len(matches) > 1:
         print(f"loop-killer clear: {wanted!r} names {len(matches)} sessions; give more of "

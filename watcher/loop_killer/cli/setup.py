@@ -1,11 +1,7 @@
 """``loop-killer install`` and ``loop-killer doctor``: put the plugin in place, check it.
 
-``install`` records this interpreter by the path it was started as (a venv's
-``bin/python`` links to a base interpreter that does not see the venv's packages): the
-plugin's launcher uses it when the ``python3`` on PATH lacks the package. Then it registers
-the plugin's marketplace folder (the source checkout, or the copy a wheel ships as
-``loop_killer/_plugin``) with the ``claude`` CLI, or prints the commands.
-"""
+``install`` records this interpreter by the path it was started as (a venv's ``bin/python``
+links to a base interpreter that does not see the venv's packages) for the plugin's launcher."""
 
 from __future__ import annotations
 
@@ -132,8 +128,7 @@ def install(args: argparse.Namespace, *, run: Runner | None = None,
                   f"{output}", file=sys.stderr)
             return 1
         last = output.splitlines()[-1].rsplit("\r", 1)[-1] if output else "done"
-        for line in wrap(f"{shlex.join(argv)}: {_ANSI.sub('', last)}",
-                         terminal_width(sys.stdout)):
+        for line in wrap(f"{shlex.join(argv)}: {_ANSI.sub('', last)}", terminal_width(sys.stdout)):
             print(line)
     print("the plugin is installed; it takes effect in sessions started from now on")
     return 0
@@ -283,8 +278,7 @@ def _check_watcher(env: Mapping[str, str]) -> Check:
     if beat is None:
         from ..state.config import load_settings
 
-        # The Stop hook counts a turn's re-prompts and time itself; only the watcher reads
-        # what each reply cost.
+        # Only the watcher reads what each reply cost (the Stop hook counts re-prompts, time).
         spend = ("; the budget's spend limit ([budget] usd) needs it too"
                  if load_settings(state_dir(env), env).budget.usd > 0 else "")
         return Check("warn", "watcher", "not running: the Stop hook detects on its own "

@@ -26,8 +26,7 @@ _TURNED_DOWN = ("the user doesn't want to proceed", "user rejected", "the user r
 
 def _text(content: object) -> object:  # (content blocks as one text)
     if isinstance(content, list):
-        return " ".join(str(block.get("text", "")) for block in content
-                        if isinstance(block, dict))
+        return " ".join(str(block.get("text", "")) for block in content if isinstance(block, dict))
     return content
 
 

@@ -1,10 +1,8 @@
 """A file edited back and forth (pure), judged by whole-file states, never by fragments.
 
-Each successful file-changing call *moves* a file from one state (its content's digest) to
-another. A move made again in the person's turn is a back-and-forth of depth twice its
-repeats: depth 2 warns, 3 is let through, and 4 is refused when it is the exact change
-already made from exactly that state (``EditHistory.would_return``).
-"""
+A file-changing call *moves* a file from one state (its digest) to another; a move made again
+in the person's turn is a back-and-forth of depth twice its repeats: 2 warns, 4 is refused
+if the exact change was made from exactly that state (``EditHistory.would_return``)."""
 
 from __future__ import annotations
 
@@ -130,8 +128,7 @@ class EditHistory:
     def __init__(self) -> None:
         self._files: dict[str, _File] = {}  # path -> its moves, least recently changed first
 
-    def note(self, path: str, before: str, after: str, change: str, *, warn_at: int = 0
-             ) -> int:
+    def note(self, path: str, before: str, after: str, change: str, *, warn_at: int = 0) -> int:
         """A move of ``path`` (``before`` "": from its last state); the depth if it warns."""
         if not path:
             return 0

@@ -69,9 +69,8 @@ class Detection:
 
 
 MAX_KEPT_WORDS = 2000  # words of the last answer a saved run keeps to compare the next
-# A saved run stays small whatever the thresholds and the script (escaped, a non-ASCII
-# character is 6 bytes): words of at most 64 characters, 2,000 of the last answer's
-# characters (a wordless answer is compared by its text), 200 of the others'.
+# A saved run stays small (escaped, a non-ASCII character is 6 bytes): words of at most 64
+# characters, 2,000 of the last answer's characters (a wordless one: its text), 200 of others'.
 _KEPT_WORD = 64
 _KEPT_TEXT = 2000
 _KEPT_SNIPPET = 200
@@ -85,8 +84,7 @@ class Run:
 
     def __init__(self, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> None:
         self.thresholds = thresholds
-        # The newest answers, as many as the larger threshold needs (a list: an empty
-        # deque costs 600 bytes, and the watcher keeps one per session).
+        # The newest answers the larger threshold needs (a list: an empty deque costs 600 bytes).
         self.answers: list[RunAnswer] = []
         self.length = 0  # answers in the run (may exceed those kept)
         self.chain = 0  # trailing answers that form a chain of similar answers
@@ -162,8 +160,7 @@ class Run:
                     and (item[4] is None or isinstance(item[4], (int, float)))):
                 return cls(thresholds)
             uuid, prompt_uuid, timestamp, text, score = item
-            run.answers.append(RunAnswer(uuid, prompt_uuid, timestamp, text, frozenset(),
-                                         score))
+            run.answers.append(RunAnswer(uuid, prompt_uuid, timestamp, text, frozenset(), score))
         if run.answers:
             run.answers[-1] = replace(run.answers[-1], words=frozenset(
                 word for word in last_words if isinstance(word, str)))

@@ -1,7 +1,6 @@
 """The combining marks (Unicode categories Mn and Mc) as code-point ranges, precomputed
 from ``unicodedata`` (``tests/unit/test_rules.py`` checks them): walking every code point
-would cost each hook process 15 ms on its first non-ASCII reply.
-"""
+would cost each hook process 15 ms on its first non-ASCII reply."""
 
 UNICODE_VERSION = "14.0.0"
 

@@ -1,9 +1,8 @@
 """Tool outputs made comparable (pure): the masking of the tool-repeat rule.
 
-``result_key`` masks what changes on every run and is not progress (issue 29): ANSI codes,
-moments, durations, addresses, ids, random hex, JWTs, temporary paths and pids. Each
-pattern keeps to a shape that cannot hold progress: what is not masked is at worst a loop
-caught later, never a call refused by mistake."""
+``result_key`` masks what changes on every run and is not progress (issue 29). Each pattern
+keeps to a shape that cannot hold progress: at worst a loop is caught later, never a call
+refused by mistake."""
 
 from __future__ import annotations
 
@@ -21,8 +20,7 @@ _ANSI = r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_
 _ISO_MOMENT = r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"
 # (a lookbehind after the first digit lets ``re`` skip ahead to digits: several times faster)
 _EPOCH = r"1(?<![\w.]1)\d{9}(?:\d{3})?(?:\.\d+)?(?![\w.])"
-# A 10- or 13-digit number is a Unix time only with a 3+ digit fraction or a time word
-# just before it: a size, a count or an id is not a time.
+# A 10- or 13-digit number is a Unix time only with a 3+ digit fraction or a time word before.
 _TIME_WORD = (
     r"(?i:time|stamp|date|epoch|created|updated|modified|expires?|since|until|when|clock"
     r"|_at|\bts|\bat|\bt)[\"']?\s*[:=]?\s*[\"']?\s*$")
@@ -38,8 +36,7 @@ _DURATION_START = r"\d\s?[nµμumsh]"  # what every duration holds (cheap to com
 _SUBAGENT_ID = r"(?<=agentId: )[0-9a-f]{6,}(?![0-9a-f])|(?<=to: ')[0-9a-f]{6,}(?=')"
 _SUBAGENT_USAGE = r"<usage>(?:[a-z_]+: \d+\n?){1,8}</usage>"
 
-# Values that change on every run: each masks the value alone, ASCII only (``(?a)``) so
-# that ``_noise_in``'s checks of the bytes hold.
+# Values that change on every run, each masked alone; ASCII only for ``_noise_in``'s checks.
 _UUID = (r"(?a)(?<![0-9A-Za-z])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}"
          r"-[0-9a-fA-F]{12}(?![0-9A-Za-z])")
 # The value a key names as a request's or trace's id: 4+ id characters holding a digit.
@@ -180,8 +177,7 @@ def _hex_or_not(match: re.Match[str]) -> str:
 
 def canonical(value: object) -> str:
     try:
-        return dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                     default=str)
+        return dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     except RecursionError:  # (nested deeper than the encoder goes)
         return canonical_flat(value)
 
@@ -219,8 +215,7 @@ def canonical_flat(value: object) -> str:
     return "".join(out)
 
 
-# What each pattern needs, in the text reduced to classes (digits to 0, whitespace to a
-# space, the first letters of duration units to u).
+# What each pattern needs, in the text reduced to classes (digits 0, spaces, duration units u).
 _CLASSES = bytes.maketrans(b"0123456789\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f numsh",
                            b"0" * 10 + b" " * 10 + b"u" * 5)
 _NEEDED = (b"0000-00-00", b"0000000000", b"0:0", b"0x", b"0u", b"0 u", b"\x1b")
@@ -302,8 +297,7 @@ _TIME_UNITS = ("ms", "millis", "seconds", "secs", "sec", "_s", "us", "micros", "
 
 def _is_duration(key: object, value: object) -> bool:
     """A number a structured output names as a time taken (``durationMs``)."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not isinstance(
-            key, str):
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not isinstance(key, str):
         return False
     lowered = key.lower()
     return ("duration" in lowered or "elapsed" in lowered) and lowered.endswith(_TIME_UNITS)

@@ -1,10 +1,7 @@
 """Which transcript lines can matter, decided from their bytes before any parsing.
 
-``sort_line`` tells the lines ``parse_line`` would surely turn into no event (skipped
-unparsed); ``one_result`` a line that is exactly one tool result (handed on unread). Sure
-because a quote inside a JSON string is escaped, given keys and type names are written
-without ``\\u`` escapes and no object holds a key twice.
-"""
+Sure because a quote inside a JSON string is escaped, given keys and type names are written
+without ``\\u`` escapes and no object holds a key twice."""
 
 from __future__ import annotations
 
@@ -17,8 +14,7 @@ __all__ = ["COST", "COST_STATE", "KEEP", "RESULT", "SKIP", "may_be_subagents", "
            "one_result", "skim_line", "skim_span", "skipped_reason", "sort_line", "unread_result"]
 
 # The type names the engine reads (and cost-state), with any spacing JSON allows.
-_TYPE = re.compile(
-    rb'"type"[ \t\r\n]*:[ \t\r\n]*"(user|assistant|system|attachment|cost-state)"')
+_TYPE = re.compile(rb'"type"[ \t\r\n]*:[ \t\r\n]*"(user|assistant|system|attachment|cost-state)"')
 _CONVERSATION = re.compile(rb'"type"[ \t\r\n]*:[ \t\r\n]*"(?:user|assistant|system)"')
 _GOAL_STATUS = b"goal_status"
 
@@ -93,12 +89,9 @@ _RESULT_HEAD = b'"type":"user","message":{"role":"user","content":[{"tool_use_id
 _RESULT_ID = re.compile(rb'([!#-\[\]-~]{1,256})","type":"tool_result",')
 
 
-def one_result(line: bytes, start: int = 0, end: int | None = None
-               ) -> tuple[str, bool] | None:
+def one_result(line: bytes, start: int = 0, end: int | None = None) -> tuple[str, bool] | None:
     """``(tool_use_id, sidechain)`` when the bytes of ``line[start:end]`` alone say that
-    ``parse_line`` would read it as one tool result; None when only parsing can tell.
-    (No other ``tool_use_id`` may follow the head, and ``isSidechain`` must come before.)
-    """
+    ``parse_line`` would read it as one tool result; None when only parsing can tell."""
     end = len(line) if end is None else end
     top = _top_type(line, start, end)
     if top is None or top[0] != b"user":

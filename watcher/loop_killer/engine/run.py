@@ -1,11 +1,6 @@
 """The judge fed from the transcript: a session's run of answers to re-prompts, the rules
-over it, and what counts as work (``TurnWork``); the watcher, Stop hook and scan all use it.
-
-*Work*: an answer to a re-prompt breaks the run only if one of its calls gave a result not
-seen with that call in the person's turn (keyed and masked as the tool-repeat rule does),
-or a waiting call's result has not yet stayed the same for ``Thresholds.wait_minutes``.
-When in doubt it is work.
-"""
+over it, and what counts as work (``TurnWork``): a call's result new in the person's turn,
+or a waiting call's not yet the same for ``Thresholds.wait_minutes``. In doubt, it is work."""
 
 from __future__ import annotations
 
@@ -240,8 +235,7 @@ class TurnWork:
     def _hold(self, item: _Done) -> None:
         self._pending.append(item)
         self._held += held_size(item[1].content)
-        while self._pending and (self._held > MAX_HELD_BYTES
-                                 or len(self._pending) > MAX_KEPT):
+        while self._pending and (self._held > MAX_HELD_BYTES or len(self._pending) > MAX_KEPT):
             self._key_oldest()
 
     def _key_oldest(self) -> None:

@@ -1,9 +1,7 @@
 """Tool results made cheap to count, without changing a single count (the watcher, scan).
 
-Masking is most of a scan's time, yet a result needs it only when its call gave a
-different output before: ``StandIns`` hands the counter a short stand-in per result, the
-previous one's when equal, else a new one.
-"""
+A result needs masking only when its call gave a different output before: ``StandIns`` hands
+the counter a short stand-in per result, the previous one's when equal, else a new one."""
 
 from __future__ import annotations
 
@@ -51,8 +49,7 @@ def held_size(content: Any) -> int:
 
 
 class StandIns:
-    __slots__ = ("_held", "_ignored", "_ignored_names", "_last", "_pairing", "_tokens",
-                 "max_held")
+    __slots__ = ("_held", "_ignored", "_ignored_names", "_last", "_pairing", "_tokens", "max_held")
 
     def __init__(self, ignored: frozenset[str], *, max_held: int | None = None) -> None:
         self._ignored = ignored
@@ -94,9 +91,8 @@ class StandIns:
         content, is_error = result.content, result.is_error
         if isinstance(content, UnreadResult):
             if last is None and not waiting:
-                # Compared with nothing yet: unread (were it our refusal, counting 1 for
-                # it changes nothing). Read when the call is taken for a wait: as refused,
-                # it neither waited nor made the next call wait.
+                # Compared with nothing yet: unread (were it our refusal, counting 1 changes
+                # nothing). Read for a wait: as refused, it neither waited nor made one wait.
                 return self._keep(call, _Last(content, False, None, self._new_token(),
                                               content.size), result)
             content, is_error = content.read()

@@ -1,11 +1,7 @@
 """Tool-repeat loops: the same tool call giving the same result, again and again (pure).
 
-A call giving the same result again counts one more; a different result starts at 1. The
-person speaking, a change to the files and a background task's news start every count
-afresh. At ``TOOL_REPEAT_WARN`` the model is told to stop, from ``TOOL_REPEAT_BLOCK`` the
-call is refused, and ``TOOL_REPEAT_STOP`` refused attempts end the turn. A waiting call is
-bounded in time, not by count. Only digests are kept (``to_state``).
-"""
+A same result counts one more, a different one starts at 1; the person speaking, a file
+change or a background task's news resets every count. Only digests are kept (``to_state``)."""
 
 from __future__ import annotations
 
@@ -202,8 +198,7 @@ class ToolRepeatCounter:
                     shape, shape_count = RULE_EDIT_OSCILLATION, depth
         elif name in SUBAGENT_TOOLS and count == 1:
             self._changes += 1
-        kept_tree = tree if tree is not None else (last[4] if last is not None and same
-                                                   else "")
+        kept_tree = tree if tree is not None else (last[4] if last is not None and same else "")
         self._calls[digest] = (result, count, self._changes, since, kept_tree, failed,
                                self._progress, waiting)
         while len(self._calls) > MAX_CALLS:
@@ -240,8 +235,7 @@ class ToolRepeatCounter:
             return False
         return tree is None or (bool(tree) and (not last[4] or tree == last[4]))
 
-    def _waiting(self, last: _Last | None, since: float,
-                 now: float | None) -> tuple[int, float]:
+    def _waiting(self, last: _Last | None, since: float, now: float | None) -> tuple[int, float]:
         """(count, seconds waited) of a waiting call's same result: 1 within the bound."""
         if last is None or not since or now is None or now - since < self.wait:
             return 1, 0.0
@@ -274,8 +268,7 @@ class ToolRepeatCounter:
             count = self.count(name, tool_input, cwd=folder)
             if count >= self._block:
                 call = call_key(name, tool_input, folder)
-                return ToolRepeat(call, name, tool_use_id, count,
-                                  waited=self._waited(call, now))
+                return ToolRepeat(call, name, tool_use_id, count, waited=self._waited(call, now))
         if self.refused_return and name in FILE_CHANGING_TOOLS and file_state is not None:
             depth = self._edits.would_return(edited_file(tool_input), file_state,
                                              change_digest(tool_input))
@@ -286,16 +279,14 @@ class ToolRepeatCounter:
 
     def note_notice(self, result: str) -> bool:
         """A background task ended (``notice_result``); whether that is news (a change, as
-        after an edit). The same notice again is none: a crashing server restarted is still
-        stopped."""
+        after an edit): the same notice again (a crashing server restarted) is none."""
         digest = _digest(_NOTICE_CALL)
         last = self._calls.pop(digest, None)
         news = last is None or last[0] != result
         if news:
             self._changes += 1
             self._progress += 1
-        self._calls[digest] = (result, 1, self._changes, 0.0, "", False, self._progress,
-                               False)
+        self._calls[digest] = (result, 1, self._changes, 0.0, "", False, self._progress, False)
         return news
 
     def refusable(self) -> bool:

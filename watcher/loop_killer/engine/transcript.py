@@ -1,8 +1,5 @@
-"""Transcript lines (bytes) into the few events the rules need (pure): ``parse_line``.
-
-Only the main session's conversation is kept (sidechain and bookkeeping lines skipped,
-broken lines counted); a reply's token counts are read too (``usage_of``).
-"""
+"""Transcript lines (bytes) into the few events the rules need (pure): ``parse_line``. Only
+the main session's conversation is kept; a reply's token counts are read too (``usage_of``)."""
 
 from __future__ import annotations
 
@@ -98,11 +95,9 @@ def usage_of(input_tokens: Any, output_tokens: Any, cache_read: Any, cache_creat
 
 NOT_FINAL = (None, "tool_use", "pause_turn")  # stop_reasons: the reply goes on
 _INTERRUPTED = "[Request interrupted by user"
-# Claude Code's isMeta nudge after a reply with no visible output (2.1.250 to 2.1.332):
-# the same answer goes on.
+# Claude Code's isMeta nudge after a reply showing nothing (2.1.250-2.1.332): the answer goes on.
 _NO_OUTPUT_NUDGE = "[Your previous response had no visible output"
-# System lines' subtypes: the end of a Stop's hook run (not written by 2.1.250 headless),
-# and of a turn.
+# System subtypes: the end of a Stop's hook run (not written by 2.1.250 headless), of a turn.
 STOP_HOOK_SUMMARY, TURN_DURATION = "stop_hook_summary", "turn_duration"
 _API_ERROR = "API Error"
 SYNTHETIC_MODEL = "<synthetic>"  # the model of a reply Claude Code wrote itself (API error)
@@ -419,8 +414,7 @@ def _user(entry: dict[str, Any], content: Any, uuid: str, timestamp: str
 
 def typed_by_person(prompt_source: Any, origin: Any) -> bool:
     """A user line that says a person typed it (2.1.328 on); a re-prompt never does."""
-    return prompt_source == "typed" or (isinstance(origin, dict)
-                                        and origin.get("kind") == "human")
+    return prompt_source == "typed" or (isinstance(origin, dict) and origin.get("kind") == "human")
 
 
 def user_text_event(uuid: str, timestamp: str, text: str, *, compact: Any, meta: Any,

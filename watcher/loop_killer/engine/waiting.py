@@ -1,9 +1,7 @@
 """Waiting is not looping (pure): the calls that wait for the world, and the time they get.
 
-A call *waits* when its command sleeps or blocks (``sleep 60 && gh pr checks 42``, ``tail
--f``), it reads a background job's output, or it is one of ``WAITING_TOOLS``; its same
-result counts only once it has stayed the same for ``WAIT_MINUTES``.
-"""
+A call *waits* when its command sleeps or blocks (``sleep 60 && gh pr checks``, ``tail -f``),
+reads a background job's output, or is one of ``WAITING_TOOLS``."""
 
 from __future__ import annotations
 

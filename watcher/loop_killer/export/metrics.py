@@ -1,9 +1,7 @@
-"""Loop figures for monitoring systems, from the detection log (one source for them all):
-``LoopTally`` folds the log's records into counters (pure), ``MetricsSource`` follows the
-log and reads the session gauges; the tables name and describe each metric for both
-exports. Label values are bounded: fixed lists (else ``other``), the first
-``MAX_PROJECT_LABELS`` projects; a session id labels only a live turn's gauges.
-"""
+"""Loop figures for monitoring systems, from the detection log: ``LoopTally`` folds its
+records into counters (pure), ``MetricsSource`` follows it and reads the session gauges.
+Label values are bounded: fixed lists (else ``other``), the first ``MAX_PROJECT_LABELS``
+projects; a session id labels only a live turn's gauges."""
 
 from __future__ import annotations
 
@@ -180,8 +178,7 @@ class LoopTally:
                 and pending.transcript_path):
             left = max(0, STOP_HOOK_BLOCK_CAP - pending.run_length)
             if left:
-                # The replies written by the time the loop was stopped: read later (at a
-                # scrape), the transcript may hold a new turn since.
+                # The replies written when the loop was stopped (a scrape may follow a new turn).
                 mean = self.reply_tokens(pending.transcript_path, max(1, pending.run_length),
                                          until=record.at + _OUTCOME_SLACK if record.at else None)
                 where = (pending.rule, pending.project)

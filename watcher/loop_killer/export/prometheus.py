@@ -1,6 +1,5 @@
 """``loop-killer-watch --metrics HOST:PORT``: the loop figures at ``/metrics`` for
-Prometheus (the ``metrics`` extra), read on the client's own server thread when scraped.
-"""
+Prometheus (the ``metrics`` extra), read on the client's own server thread when scraped."""
 
 from __future__ import annotations
 
@@ -47,10 +46,8 @@ class _Collector:
             yield family
         gauges = self.source.gauges()
         for figure in SESSION_GAUGES:
-            yield GaugeMetricFamily(_name(figure), figure.text,
-                                    value=getattr(gauges, figure.field))
-        # Each live turn against the budget (only live turns: a session's series goes with
-        # its turn), and the limits that are on.
+            yield GaugeMetricFamily(_name(figure), figure.text, value=getattr(gauges, figure.field))
+        # Each live turn against the budget (a session's series goes with its turn), limits on.
         for figure in TURN_GAUGES:
             turns = GaugeMetricFamily(_name(figure), figure.text, labels=["project", "session"])
             for turn in gauges.turns:

@@ -1,8 +1,6 @@
 """OpenTelemetry export beside Claude Code's own: the loop figures and one log event per
-detection, where Claude Code's telemetry goes (its variables, from the watcher's
-environment, else the ``env`` block of its ``settings.json``; OTLP over ``http/protobuf``
-only). The SDK (the ``otel`` extra) is imported only here, only when on.
-"""
+detection, where Claude Code's telemetry goes (its variables, else the ``env`` of its
+``settings.json``; OTLP ``http/protobuf`` only). The SDK (``otel`` extra) is imported only here."""
 
 from __future__ import annotations
 
@@ -31,8 +29,7 @@ from .telemetry_plan import (
     telemetry_variables,
 )
 
-__all__ = ["TelemetryExport", "TelemetryUnavailable", "read_settings_env",
-           "start_from_environment"]
+__all__ = ["TelemetryExport", "TelemetryUnavailable", "read_settings_env", "start_from_environment"]
 
 log = logging.getLogger("loop_killer.watch")
 events_log = logging.getLogger("loop_killer.watch.events")
@@ -79,8 +76,7 @@ class TelemetryExport:
         self._thread: threading.Thread | None = None
         if self._emit is not None:
             source.on_record = self._on_record
-            self._thread = threading.Thread(target=self._follow, name="otel-events",
-                                            daemon=True)
+            self._thread = threading.Thread(target=self._follow, name="otel-events", daemon=True)
             self._thread.start()
 
     def _meters(self, resource: Any) -> Any:

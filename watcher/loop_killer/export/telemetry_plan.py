@@ -57,8 +57,7 @@ def settings_env(text: str | bytes) -> dict[str, str]:
     return found
 
 
-def telemetry_variables(environ: Mapping[str, str],
-                        settings: Mapping[str, str]) -> dict[str, str]:
+def telemetry_variables(environ: Mapping[str, str], settings: Mapping[str, str]) -> dict[str, str]:
     """The settings' ``env``, overridden by the watcher's own environment."""
     def ours(name: str) -> bool:
         return name == ENABLE or name.startswith("OTEL_")

@@ -1,7 +1,5 @@
 """The hooks: every hook event Claude Code sends the plugin (``entry`` dispatches them).
-
-Nothing else is imported here: a hook imports only what its event needs.
-"""
+Nothing else is imported here: a hook imports only what its event needs."""
 
 import os
 

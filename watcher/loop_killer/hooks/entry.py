@@ -1,6 +1,5 @@
 """The entry of every hook process: read stdin once, run the hook for its event, print one
-JSON object, exit 0. Stderr goes to ``hook-errors.log``; at worst nothing is blocked.
-"""
+JSON object, exit 0. Stderr goes to ``hook-errors.log``; at worst nothing is blocked."""
 
 from __future__ import annotations
 
@@ -86,8 +85,7 @@ def dispatch(raw: bytes, *, env: dict[str, str]) -> dict[str, Any] | None:
 
 def _turn_ends_quietly(data: dict[str, Any], state: str, settings: Settings) -> bool:
     """The Stop of a reply to the person's prompt with nothing to take or sweep (the usual
-    turn end once the session has a record): the turn's re-prompt answers start after it,
-    and that is all; the Stop hook's own modules are not loaded."""
+    turn end): the turn's re-prompt answers start after it; the Stop hook is not loaded."""
     from ..state.files import is_plain_id, request_waiting
 
     session_id = data.get("session_id")

@@ -1,6 +1,5 @@
 """The mod's outcome records: the hook writes ``outcomes/<key>.plan``, the mod ``<key>.json``
-(what ``/goal clear`` did); the watcher or the next Stop hook logs each settled plan once.
-"""
+(what ``/goal clear`` did); the watcher or the next Stop hook logs each settled plan once."""
 
 from __future__ import annotations
 
@@ -124,15 +123,8 @@ def _outcome_line(plan: dict[str, Any], reported: dict[str, Any], *, age: float
     else:
         detail = f"/goal clear: {output[:200] or outcome}"
     return OutcomeRecord(
-        session_id=text_of(plan.get("session_id")),
-        answer_uuid=text_of(plan.get("answer_uuid")),
-        rule=text_of(plan.get("rule")),
-        outcome=outcome,
-        detail=detail,
-        evidence=evidence,
-        hands="mod",
-        project=text_of(plan.get("project")),
-        transcript_path=text_of(transcript),
-        plan_id=text_of(plan.get("id")),
-        source="hook",
+        session_id=text_of(plan.get("session_id")), answer_uuid=text_of(plan.get("answer_uuid")),
+        rule=text_of(plan.get("rule")), outcome=outcome, detail=detail, evidence=evidence,
+        hands="mod", project=text_of(plan.get("project")), transcript_path=text_of(transcript),
+        plan_id=text_of(plan.get("id")), source="hook",
     )

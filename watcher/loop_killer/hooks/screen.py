@@ -1,6 +1,5 @@
 """Reading Claude Code's screen (pure): the prompt box, a GNU screen hardcopy, and the
-proof that ``/goal clear`` ran (the ``goal_status`` met:true sentinel line).
-"""
+proof that ``/goal clear`` ran (the ``goal_status`` met:true sentinel line)."""
 
 from __future__ import annotations
 

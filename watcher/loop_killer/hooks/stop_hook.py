@@ -1,7 +1,6 @@
 """The Stop hook: take a clear request (unless void: ``state.records``), or judge a
 re-prompt's reply (``turn.judge``) and the turn's budget; ``stopping.fire`` stops the turn.
-With ``LOOP_KILLER_DEBUG=1``, judgements and requests go to ``hook-debug.log``.
-"""
+With ``LOOP_KILLER_DEBUG=1``, judgements and requests go to ``hook-debug.log``."""
 from __future__ import annotations
 
 import contextlib
@@ -72,8 +71,7 @@ def run_input(data: Any, *, env: dict[str, str], spawn_time: float | None = None
                         settings)
 
 
-def _take_request(state: Path, hook_input: HookInput, env: dict[str, str]
-                  ) -> dict[str, Any] | None:
+def _take_request(state: Path, hook_input: HookInput, env: dict[str, str]) -> dict[str, Any] | None:
     """Act on the session's fresh clear request, if one is waiting and still valid."""
     session_id = hook_input.session_id
     if not request_waiting(state, session_id):

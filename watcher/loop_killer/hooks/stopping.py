@@ -1,7 +1,6 @@
 """The one way any hook stops a turn: the detection log's lines, the hands that clear a
 goal (the mod's plan, typing into the pane, or nobody) and the hook's output. From a tool
-call (``stop_turn``: ``continue: false`` ends the turn at once, 2.1.332) only the mod clears.
-"""
+call (``stop_turn``: ``continue: false`` ends the turn at once, 2.1.332) only the mod clears."""
 from __future__ import annotations
 
 import contextlib
@@ -49,8 +48,7 @@ class Fired:
     log_detection: bool = False  # this hook recorded the detection first: log it
 
 
-def fire(what: Fired, *, hook_input: HookInput, state: Path, env: dict[str, str]
-         ) -> dict[str, Any]:
+def fire(what: Fired, *, hook_input: HookInput, state: Path, env: dict[str, str]) -> dict[str, Any]:
     """Log, act (the mod's plan, typing, or nothing) and return the hook's output."""
     firing, transcript = what.firing, hook_input.transcript_path
     common: dict[str, Any] = {  # the fields every record of this stop names

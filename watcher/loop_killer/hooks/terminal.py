@@ -1,6 +1,5 @@
 """The hands without the mod: type ``/goal clear`` into the session's tmux or screen pane
-when the prompt box is empty, press Enter once it holds exactly that, and await the proof.
-"""
+when the prompt box is empty, press Enter once it holds exactly that, and await the proof."""
 
 from __future__ import annotations
 
@@ -22,13 +21,7 @@ from .notice import (
     Hands,
     Outcome,
 )
-from .screen import (
-    COMMAND,
-    find_proof,
-    hardcopy_text,
-    read_prompt_input,
-    said_of_goal,
-)
+from .screen import COMMAND, find_proof, hardcopy_text, read_prompt_input, said_of_goal
 
 __all__ = ["CONFIRM_TIMEOUT", "Runner", "TypingResult", "command_runner", "poll", "type_goal_clear"]
 
@@ -179,8 +172,7 @@ def _read_small(path: str) -> bytes | None:
     return data or None
 
 
-def type_goal_clear(hands: Hands, *, env: Mapping[str, str], transcript_path: str
-                    ) -> TypingResult:
+def type_goal_clear(hands: Hands, *, env: Mapping[str, str], transcript_path: str) -> TypingResult:
     """Type ``/goal clear`` into this session's own pane if safe; await the proof."""
     run = command_runner(env)
     terminal: _Pane
@@ -216,8 +208,7 @@ def _type_and_confirm(terminal: _Pane, transcript_path: str, timeout: float) -> 
     start = file_size(transcript_path)
     terminal.type_text(COMMAND)
     last: list[str | None] = [None]
-    shown = poll(lambda: _shows(terminal, COMMAND, last), timeout=ECHO_TIMEOUT,
-                 interval=_POLL)
+    shown = poll(lambda: _shows(terminal, COMMAND, last), timeout=ECHO_TIMEOUT, interval=_POLL)
     if shown is not True:
         # Not exactly our command in the box (the person started typing, or it never
         # showed): Enter is not pressed, and what we typed is taken back out.

@@ -1,9 +1,7 @@
 """The tool-call hooks: count each result, warn, refuse, reset; one JSON out. A result
-repeated TOOL_REPEAT_WARN times warns; from TOOL_REPEAT_BLOCK the call (or an edit going
-back too often) is refused; the TOOL_REPEAT_STOP-th refused attempt ends the turn (a
-subagent's: its run). The person's prompt forgets the counts. On any doubt (bad input, a
-busy lock, a failing disk) nothing is refused.
-"""
+repeated TOOL_REPEAT_WARN times warns; from TOOL_REPEAT_BLOCK the call (or an edit going back
+too often) is refused; the TOOL_REPEAT_STOP-th refusal ends the turn (a subagent's: its run).
+The person's prompt forgets the counts. On any doubt nothing is refused."""
 
 from __future__ import annotations
 
@@ -126,8 +124,7 @@ def _result_of(data: dict[str, Any], event: str) -> tuple[object, bool]:
     return data.get("tool_response"), False
 
 
-def _keyed(data: dict[str, Any], name: str, content: object, is_error: bool
-           ) -> tuple[str, str]:
+def _keyed(data: dict[str, Any], name: str, content: object, is_error: bool) -> tuple[str, str]:
     """The call's key and its result's digest (before the lock: a huge output costs its
     own hook the time, never another's)."""
     from ..engine.calls import call_key
@@ -310,8 +307,7 @@ def _tell(data: dict[str, Any], state: str, event: str, name: str, tool_input: o
         # (the watcher logs only the calls of sessions whose hooks keep no counts)
         _log(state, "detection", data, repeat, label, scope)
     if repeat.shape:  # a file edited back and forth (edits.RULE_EDIT_OSCILLATION)
-        return words.oscillation(event, label, repeat.shape_count,
-                                 refused_at=counts.refused_return)
+        return words.oscillation(event, label, repeat.shape_count, refused_at=counts.refused_return)
     if waited:
         return words.waited(event, label, repeat.waited)
     if repeat.count == settings.tool_repeat_warn:
@@ -329,24 +325,18 @@ def _log(state: str, kind: str, data: dict[str, Any], repeat: ToolRepeat, label:
     from ..state.journal import REFUSAL, ToolRecord, append
 
     subagent = scope != MAIN_SCOPE
+    transcript = text_of(data.get("transcript_path"))
     append(Path(state), ToolRecord(
-        refused=kind == REFUSAL,
-        rule=repeat.shape or RULE_TOOL_REPEAT,
-        session_id=text_of(data.get("session_id")),
-        tool=repeat.name,
-        call=label,
+        refused=kind == REFUSAL, rule=repeat.shape or RULE_TOOL_REPEAT,
+        session_id=text_of(data.get("session_id")), tool=repeat.name, call=label,
         count=repeat.shape_count if repeat.shape else repeat.count,
-        tool_use_id=repeat.tool_use_id,
-        project=os.path.basename(os.path.dirname(text_of(data.get("transcript_path")))),
-        transcript_path=text_of(data.get("transcript_path")),
-        source="hook",
-        agent_id=scope if subagent else None,
+        tool_use_id=repeat.tool_use_id, project=os.path.basename(os.path.dirname(transcript)),
+        transcript_path=transcript, source="hook", agent_id=scope if subagent else None,
         agent_type=text_of(data.get("agent_type")) if subagent else None,
     ))
 
 
-def _log_subagent_stop(state: str, data: dict[str, Any], refusal: ToolRepeat,
-                       refused: int) -> None:
+def _log_subagent_stop(state: str, data: dict[str, Any], refusal: ToolRepeat, refused: int) -> None:
     """The outcome of a subagent's tool loop: its run was ended."""
     from pathlib import Path
 

@@ -1,7 +1,6 @@
 """The Stop hook's judgement of reply N from its input (``last_assistant_message``) and the
 session's record (the tool-call hooks' ``work``, the turn's run), never from a transcript
-that may not hold reply N yet. A twin hook for the same reply counts nothing.
-"""
+that may not hold reply N yet. A twin hook for the same reply counts nothing."""
 from __future__ import annotations
 
 import os
@@ -72,7 +71,8 @@ def judge(state: str, session_id: str, *, prompt_id: str, message: str, settings
         if work:
             run.reset()
         else:
-            run.extend(f"{prompt_id}:{stops}", prompt_id, _now_text(), message)
+            run.extend(f"{prompt_id}:{stops}", prompt_id,
+                       time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), message)
             detection = run.check(session_id)
             if detection is not None:
                 run.reset()  # the run starts afresh after the answer that fired
@@ -101,10 +101,6 @@ def _twin(at: object, spawn_time: float | None) -> bool:
     return started - TWIN_MARGIN < at <= now  # (later than now: before a restart)
 
 
-def _now_text() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
 def prompt_time(path: str) -> float | None:
     """When the person's last prompt (or slash command) was written; None if unknown."""
     try:
@@ -117,8 +113,7 @@ def prompt_time(path: str) -> float | None:
 def goal_set(path: str) -> bool | None:
     """Whether a goal is set (neither met nor cleared); None when it cannot be told."""
     try:
-        goal = _last_event(path, b"goal_status", lambda event: isinstance(event, GoalStatus),
-                           _TAIL)
+        goal = _last_event(path, b"goal_status", lambda event: isinstance(event, GoalStatus), _TAIL)
     except OSError:
         return None
     return isinstance(goal, GoalStatus) and not goal.met

@@ -1,7 +1,6 @@
 """The state folder's files and Claude Code's: where they live (as text for the tool-call
 hooks, which never import pathlib), and safe access: never follow a link, never block on a
-FIFO, never read more than a bound.
-"""
+FIFO, never read more than a bound."""
 
 from __future__ import annotations
 
@@ -167,8 +166,7 @@ def open_transcript(path: Path | str, *, regular_only: bool = True) -> int:
     return fd
 
 
-STATE_FOLDERS = ("requests", "claimed", "fired", "hook", "tools", "outcomes", "notes",
-                 "status")
+STATE_FOLDERS = ("requests", "claimed", "fired", "hook", "tools", "outcomes", "notes", "status")
 """The state folder's sub-folders (``state_folder`` is the one way into each)."""
 
 # Sets, not a regular expression: compiling one would cost every tool-call hook 0.2 ms.

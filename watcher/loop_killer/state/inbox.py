@@ -1,7 +1,6 @@
 """Clear requests: ``<state>/requests/<session>.json`` asks the session's Stop hook to end
 the loop; taken exactly once (a rename into ``claimed/``), then validated, and acted on
-only for the hook's own transcript, owned by this user in private folders.
-"""
+only for the hook's own transcript, owned by this user in private folders."""
 
 from __future__ import annotations
 
@@ -123,16 +122,13 @@ def parse_request(data: bytes, *, expected_session: str) -> ClearRequest:
         raise InvalidRequest(f"for session {session_id!r}, not {expected_session!r}")
     try:
         request = ClearRequest(
-            session_id=session_id,
-            rule=_choice(raw, "rule", RULES),
-            count=_field(raw, "count", int),
-            run_length=_field(raw, "run_length", int),
+            session_id=session_id, rule=_choice(raw, "rule", RULES),
+            count=_field(raw, "count", int), run_length=_field(raw, "run_length", int),
             answer_uuid=_field(raw, "answer_uuid", str),
             answer_digest=_field(raw, "answer_digest", str),
             transcript_path=_field(raw, "transcript_path", str),
             created_at=float(_field(raw, "created_at", (int, float))),
-            source=_choice(raw, "source", SOURCES),
-            prompt_uuid=_optional_text(raw, "prompt_uuid"),
+            source=_choice(raw, "source", SOURCES), prompt_uuid=_optional_text(raw, "prompt_uuid"),
             detail=_optional_text(raw, "detail"),
         )
     except (TypeError, ValueError) as error:
@@ -260,13 +256,11 @@ def _put_back(taken: Path, source: Path) -> None:
     remove_file(taken)
 
 
-def discard_request(state: Path, session_id: str, why: str, *, transcript_path: str = ""
-                    ) -> bool:
+def discard_request(state: Path, session_id: str, why: str, *, transcript_path: str = "") -> bool:
     """Remove a session's pending request (not one for another transcript)."""
     try:
         path = _requests(state, session_id)
-        if transcript_path and _for_another_transcript(_waiting(path, session_id),
-                                                       transcript_path):
+        if transcript_path and _for_another_transcript(_waiting(path, session_id), transcript_path):
             return False
         os.unlink(path)
     except (FileNotFoundError, InvalidRequest, NotAFolder):

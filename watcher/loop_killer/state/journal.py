@@ -1,6 +1,5 @@
 """The detection log ``<state>/detections.jsonl``: one JSON line (one of three typed
-records, ``encode``/``decode``) per detection and outcome, appended with one ``write``.
-"""
+records, ``encode``/``decode``) per detection and outcome, appended with one ``write``."""
 
 from __future__ import annotations
 
@@ -218,8 +217,7 @@ def _open_log(path: Path) -> tuple[int, os.stat_result]:
     return fd, info
 
 
-def _records(lines: list[bytes], *, path: Path, level: int = logging.INFO
-             ) -> Iterator[Record]:
+def _records(lines: list[bytes], *, path: Path, level: int = logging.INFO) -> Iterator[Record]:
     """The records among ``lines``; others skipped (said in one log line, at ``level``)."""
     skipped = 0
     for line in lines:

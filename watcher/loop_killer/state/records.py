@@ -1,8 +1,6 @@
-"""One detection record per answer, ``<state>/fired/<session>/<key>``: whoever creates it
-first logs the detection, and its key never fires again. ``<key>.acted``: a Stop hook
-stopped the turn for it (a clear request for it is void). The key is the uuid of the
-re-prompt the answer answered, else the answer's own.
-"""
+"""One detection record per answer, ``<state>/fired/<session>/<key>`` (the key: the uuid of
+the re-prompt answered, else the answer's): whoever creates it first logs the detection, and
+the key never fires again. ``<key>.acted``: a Stop hook stopped the turn (no clear request)."""
 
 from __future__ import annotations
 
@@ -46,8 +44,7 @@ def _create(state: Path, session_id: str, name: str, data: bytes) -> bool:
     return create_new(_folder(state, session_id, create=True) / name, data)
 
 
-def record_detection(state: Path, session_id: str, key: str, *, source: str, rule: str
-                     ) -> bool:
+def record_detection(state: Path, session_id: str, key: str, *, source: str, rule: str) -> bool:
     """Record the detection of the answer ``key``; True for the first only."""
     if not is_plain_id(key):
         raise ValueError(f"not a plain record key: {key!r}")

@@ -1,7 +1,6 @@
 """Whether a session has a call refused now, as ``status`` and ``top`` both say it: while
 the hooks' refusal mark is there and the log holds a hook's refusals since that mark
-(never inferred from counts).
-"""
+(never inferred from counts)."""
 
 from __future__ import annotations
 

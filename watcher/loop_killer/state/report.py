@@ -1,5 +1,4 @@
-"""The wording of every line the watcher prints (pure; the time of day is the formatter's).
-"""
+"""The wording of every line the watcher prints (pure; the time of day is the formatter's)."""
 
 from __future__ import annotations
 
@@ -198,8 +197,7 @@ def table(header: list[str], rows: list[list[str]], width: int | None = None) ->
     """Left-aligned columns, two spaces apart (given a ``width``, narrowed to fit)."""
     header = [printable(cell) for cell in header]
     rows = [[printable(cell) for cell in row] for row in rows]
-    widths = [max(display_width(row[i]) for row in [header, *rows])
-              for i in range(len(header))]
+    widths = [max(display_width(row[i]) for row in [header, *rows]) for i in range(len(header))]
     if width is not None:
         widths = _fitted(widths, width - 2 * (len(widths) - 1))
     lines = []

@@ -1,7 +1,6 @@
 """The session's one record, ``<state>/tools/<session_id>.json``: the tool-repeat counts per
 scope (``main``, then subagents) and the Stop hook's turn. Removed at the person's prompt,
-so the launcher can skip a session without one; changed only under ``locked``.
-"""
+so the launcher can skip a session without one; changed only under ``locked``."""
 
 from __future__ import annotations
 
@@ -150,8 +149,7 @@ def put(data: dict[str, Any] | None, scope: str, counts: ToolRepeatCounter) -> d
     subagents = [(name, _newest_calls(value, SUBAGENT_CALLS))
                  for name, value in scopes.items() if isinstance(name, str)]
     kept = [(MAIN, _newest_calls(main, MAX_CALLS))] if main is not None else []
-    sizes = [len(dumps({name: value}, separators=(",", ":")))
-             for name, value in kept + subagents]
+    sizes = [len(dumps({name: value}, separators=(",", ":"))) for name, value in kept + subagents]
     total = sum(sizes)
     while subagents and (total > STATE_BUDGET or len(kept) + len(subagents) > MAX_SCOPES):
         subagents.pop(0)
@@ -183,8 +181,7 @@ def seen_of(turn: dict[str, Any]) -> list[str]:
         if isinstance(seen, list) else []
 
 
-def with_result(data: dict[str, Any] | None, key: str, *, work: bool = False
-                ) -> dict[str, Any]:
+def with_result(data: dict[str, Any] | None, key: str, *, work: bool = False) -> dict[str, Any]:
     """The record with a main-scope result (``key``) noted: the reply did work when it is
     new in the turn, or ``work`` (a call waiting within its bound, a tool nobody counts)."""
     turn = dict(turn_of(data))
@@ -324,9 +321,8 @@ def prune(state: os.PathLike[str] | str, *, now: float, keep: str = "") -> int:
 
 
 def hooks_judge(state: str, session_id: str, *, since: float) -> bool:
-    """Whether a Stop hook judges this session's replies: it judged one of this turn at
-    ``since`` (seconds since the epoch) or later. A record left by hooks no longer loaded
-    (the plugin removed, the session resumed without it) grows old: then it is no."""
+    """Whether a Stop hook judged one of this session's replies at ``since`` (epoch seconds)
+    or later: a record left by hooks no longer loaded grows old."""
     try:
         turn = turn_of(load(state_path(state, session_id)))
     except (OSError, ValueError):

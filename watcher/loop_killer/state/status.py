@@ -1,7 +1,6 @@
 """What the watcher publishes for the Stop hook and ``loop-killer status``: its heartbeat
 (``watcher.json``) and each session's status (``status/<session>.json``), written
-atomically; readers tolerate them missing or broken.
-"""
+atomically; readers tolerate them missing or broken."""
 
 from __future__ import annotations
 
@@ -48,8 +47,7 @@ def falling_behind(beat: WatcherHeartbeat) -> str | None:
     """What ``loop-killer status`` says of a watcher falling behind; None when it is not."""
     if beat.lag < BEHIND_LAG:
         return None
-    return (f"falling behind: file events waited up to {beat.lag:.1f} s "
-            f"({beat.waiting} waiting)")
+    return f"falling behind: file events waited up to {beat.lag:.1f} s ({beat.waiting} waiting)"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,5 @@
 """Read a transcript's tail backwards, block by block, only as far as its trailing run
-needs; bounded in bytes and lines whatever the file holds (blank runs skipped in bulk).
-"""
+needs; bounded in bytes and lines whatever the file holds (blank runs skipped in bulk)."""
 
 from __future__ import annotations
 

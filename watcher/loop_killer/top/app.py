@@ -1,7 +1,6 @@
 """``loop-killer top``: the shell around ``rows`` and ``view``. It reads the state folder
 and each shown transcript from where it last read; keys in cbreak mode between refreshes
-(``c`` then ``y`` clears the selected session).
-"""
+(``c`` then ``y`` clears the selected session)."""
 
 from __future__ import annotations
 
@@ -197,15 +196,13 @@ def ask_to_clear(session_id: str, project: str, *, root: Path, state: Path) -> s
 
     said = io.StringIO()
     with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
-        clear(argparse.Namespace(session=session_id, project=project, root=root,
-                                 state_dir=state))
+        clear(argparse.Namespace(session=session_id, project=project, root=root, state_dir=state))
     lines = [line for line in said.getvalue().splitlines() if line.strip()]
     return lines[0] if lines else "nothing was said"
 
 
 UP, DOWN = "up", "down"
-_KEYS = {b"\x1b[A": UP, b"\x1bOA": UP, b"k": UP, b"\x1b[B": DOWN, b"\x1bOB": DOWN,
-         b"j": DOWN}
+_KEYS = {b"\x1b[A": UP, b"\x1bOA": UP, b"k": UP, b"\x1b[B": DOWN, b"\x1bOB": DOWN, b"j": DOWN}
 
 
 def decode_keys(data: bytes) -> list[str]:
@@ -289,9 +286,8 @@ def top(args: argparse.Namespace) -> int:
                 next_look = time.monotonic() + REFRESH
             screen = reader.screen(now)
             ids = [row.session_id for row in screen.rows]
-            selected = ids.index(chosen) if chosen in ids else 0  # the selection follows
-            # its session as the rows are sorted again. The terminal's own size, read each
-            # time (a resize), never $COLUMNS/$LINES left over from the shell that started us.
+            selected = ids.index(chosen) if chosen in ids else 0  # follows its session
+            # The terminal's own size each time (a resize), never $COLUMNS/$LINES inherited.
             width, height = _terminal_size(fd, console)
             console.size = (width, height)
             frame = (screen, selected, message, width, height)
@@ -303,8 +299,7 @@ def top(args: argparse.Namespace) -> int:
                 if asking:
                     row = next((r for r in screen.rows if r.session_id == asking), None)
                     if key in ("y", "Y") and row is not None:
-                        message = ask_to_clear(row.session_id, row.project, root=root,
-                                               state=state)
+                        message = ask_to_clear(row.session_id, row.project, root=root, state=state)
                     else:
                         message = "clear cancelled"
                     asking = ""

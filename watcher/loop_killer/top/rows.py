@@ -1,7 +1,6 @@
 """What ``loop-killer top`` shows, as plain data (pure): one ``Row`` per session active in
 the window, what needs the person first (a refused call, a run near its threshold, a
-repeating call, a loop just stopped, a session waiting), the most recent first within.
-"""
+repeating call, a loop just stopped, a session waiting), the most recent first within."""
 
 from __future__ import annotations
 
@@ -171,8 +170,7 @@ def project_names(places: Iterable[str], home: str | None = None) -> dict[str, s
             if size < len(own) and endings[own[-size:]] == 1:
                 names[place] = own[-1] if size == 1 else "…/" + "/".join(own[-size:])
             elif size >= len(own):
-                names[place] = own[-1] if size == 1 and endings[own] == 1 else _whole(
-                    place, home)
+                names[place] = own[-1] if size == 1 and endings[own] == 1 else _whole(place, home)
         size += 1
     return names
 
@@ -199,8 +197,7 @@ def _doing(status: SessionStatus, last: LastDetection | None, refused: Refused |
     if status.run_length > 0:
         return _in_run(status, limits)
     if status.pending_request:
-        return Attention.RUN, 1.0, ("clear requested: next Stop ends the loop",
-                                    "clear requested")
+        return Attention.RUN, 1.0, ("clear requested: next Stop ends the loop", "clear requested")
     if count >= 2:
         return Attention.REPEATING, float(count), (f"repeating x{count}: {call}",)
     working = status.in_turn
@@ -265,13 +262,10 @@ def build_screen(statuses: Iterable[SessionStatus], detections: Mapping[str, Las
                  refused: Mapping[str, Refused] | None = None) -> Screen:
     """The rows of every session whose transcript grew within ``window`` seconds (or with a
     clear request pending), what needs attention first. ``cwds``: each session's folder,
-    as its lines say (a transcript's folder cannot tell ``my-app`` from ``my/app``);
-    ``refused``: the sessions a hook refuses a call of now."""
-    shown = [s for s in statuses
-             if now - s.last_activity <= window or s.pending_request]
+    as its lines say; ``refused``: the sessions a hook refuses a call of now."""
+    shown = [s for s in statuses if now - s.last_activity <= window or s.pending_request]
     cwds, refused = cwds or {}, refused or {}
-    places = {s.session_id: cwds.get(s.session_id) or project_label(s.project, home)
-              for s in shown}
+    places = {s.session_id: cwds.get(s.session_id) or project_label(s.project, home) for s in shown}
     names = project_names(places.values(), home)
     rows: list[Row] = []
     for status in shown:

@@ -1,6 +1,5 @@
 """``loop-killer top``'s screen, drawn with rich from a ``rows.Screen``: the project, the
-doing and the last loop always; the figures where they leave those room.
-"""
+doing and the last loop always; the figures where they leave those room."""
 
 from __future__ import annotations
 
@@ -84,8 +83,7 @@ def layout(rows: list[Row], width: int) -> Layout:
     doing_full, loop_full = widest("doing"), widest("loop")
     doing_wanted, loop_wanted = min(doing_full, WORDS_WANTED), min(loop_full, WORDS_WANTED)
     figures: dict[str, int] = {}
-    for name, size in (("total", widest("total")), ("active", ACTIVE),
-                       ("turn", widest("turn"))):
+    for name, size in (("total", widest("total")), ("active", ACTIVE), ("turn", widest("turn"))):
         if room - size - GAP >= doing_wanted + loop_wanted:
             figures[name] = size
             room -= size + GAP
@@ -140,8 +138,7 @@ def render(screen: Screen, *, selected: int, width: int, height: int, message: s
                       style="reverse" if index == selected else None)
     more = len(screen.rows) - len(shown)
     summary = screen.summary + (f" ({more} more ↑↓)" if more > 0 else "")
-    parts: list[RenderableType] = [title, Text(summary, no_wrap=True, overflow="ellipsis"),
-                                   table]
+    parts: list[RenderableType] = [title, Text(summary, no_wrap=True, overflow="ellipsis"), table]
     if message:
         parts.append(Text(message, style="bold", no_wrap=True, overflow="ellipsis"))
     parts.append(Text(KEYS_HELP, style="dim", no_wrap=True, overflow="ellipsis"))

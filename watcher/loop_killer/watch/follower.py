@@ -1,7 +1,6 @@
 """Follow one transcript file: ``classify`` (pure: what a stat says happened to it),
 ``Follower`` (reads only the bytes appended; notices truncation, replacement, rewrites),
-``Vanished`` (files gone lately, to tell a rename from a new file). Never writes.
-"""
+``Vanished`` (files gone lately, to tell a rename from a new file). Never writes."""
 
 from __future__ import annotations
 
@@ -88,8 +87,7 @@ class Seen:
 
 
 def seen_of(info: os.stat_result) -> Seen:
-    return Seen((info.st_dev, info.st_ino), info.st_size, stat.S_ISREG(info.st_mode),
-                info.st_mtime)
+    return Seen((info.st_dev, info.st_ino), info.st_size, stat.S_ISREG(info.st_mode), info.st_mtime)
 
 
 def stat_seen(path: str) -> Seen | None:

@@ -36,8 +36,7 @@ class Housekeeper:
 
     def expire_requests(self, tracked_by_session: Mapping[str, Tracked], now: float, *,
                         then: Callable[[Tracked], None] | None = None) -> set[str]:
-        """Remove the clear requests no Stop hook will act on any more (stale: their
-        session never stopped again), one line each, then ``then`` for a followed
+        """Remove the stale clear requests, one line each, then ``then`` for a followed
         session; the sessions whose request went."""
         removed: set[str] = set()
         for session_id, path in self._files("requests"):
@@ -123,8 +122,7 @@ def _identity(info: os.stat_result) -> tuple[int, int, int]:
 def _expired_request(path: Path, session_id: str, now: float
                      ) -> tuple[str, ClearRequest | None, tuple[int, int, int]] | None:
     """Why the request file at ``path`` is to be removed, the request, and the file's
-    identity; None when fresh (or gone). A file that is no valid request goes once it is
-    as old as a stale one."""
+    identity; None when fresh (or gone). An invalid one goes when as old as a stale one."""
     try:
         identity = _identity(os.lstat(path))
         request = parse_request(read_small_file(path, MAX_REQUEST_BYTES),

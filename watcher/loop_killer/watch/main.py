@@ -1,7 +1,6 @@
 """``loop-killer-watch``: the long-running watcher (CLI entry, lock, logging, signals).
 Exit status: 0 after Ctrl-C / SIGTERM / SIGHUP, 2 when another watcher holds the state
-folder (or on bad options), 1 on an unexpected error.
-"""
+folder (or on bad options), 1 on an unexpected error."""
 
 from __future__ import annotations
 
@@ -58,8 +57,7 @@ def acquire_lock(state: Path) -> int:
 
 class PrintableFormatter(logging.Formatter):
     """Log lines without control codes (a traceback keeps its lines); to a terminal
-    ``stream``, wrapped to its width (read at every line: it can be resized) under the
-    time."""
+    ``stream``, wrapped under the time to its width, read at every line (a resize)."""
 
     def __init__(self, fmt: str, datefmt: str, *, stream: TextIO | None = None) -> None:
         super().__init__(fmt, datefmt)
@@ -81,8 +79,7 @@ def configure_logging(*, verbose: bool) -> None:
     """Events on stdout; problems on stderr; the rest only with ``--verbose``."""
     logging.raiseExceptions = False  # a closed pipe must not print tracebacks
     out = logging.StreamHandler(sys.stdout)
-    out.setFormatter(PrintableFormatter("%(asctime)s  %(message)s", "%H:%M:%S",
-                                        stream=sys.stdout))
+    out.setFormatter(PrintableFormatter("%(asctime)s  %(message)s", "%H:%M:%S", stream=sys.stdout))
     err = logging.StreamHandler(sys.stderr)
     err.setFormatter(PrintableFormatter("%(asctime)s  %(levelname)s  %(message)s",
                                         "%H:%M:%S", stream=sys.stderr))

@@ -1,11 +1,8 @@
 """What the watcher tells a person about each loop: one LOOP line, one outcome line (pure).
 
-Several writers report one loop (the watcher, a Stop hook, the mod's report); the
-``Narrator`` keeps per session the loops being told (by the keys they are known by) and
-says each one's LOOP line once and one outcome line: a final one at once, a passing one
-only when nothing final follows within ``SETTLE`` seconds. ``tell`` retells a detection-log
-record to it. ``InOrder`` lets lines out in the order what they tell happened.
-"""
+Several writers report one loop; the ``Narrator`` says each one's LOOP line once and one
+outcome line (a passing one only when nothing final follows within ``SETTLE`` seconds).
+``InOrder`` lets lines out in the order what they tell happened."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Desktop notifications from the watcher (``--notify``): ``notify-send`` on Linux,
 ``osascript`` on macOS, else one log line saying so. ``Throttle`` (pure) keeps a busy
-session from a pop-up a minute: the first at once, the rest within ``WINDOW`` summed up.
-"""
+session from a pop-up a minute: the first at once, the rest within ``WINDOW`` summed up."""
 
 from __future__ import annotations
 
@@ -78,8 +77,7 @@ class Throttle:
 
     @property
     def next_due(self) -> float | None:
-        return min((w.quiet_until for w in self._windows.values() if w.gathered),
-                   default=None)
+        return min((w.quiet_until for w in self._windows.values() if w.gathered), default=None)
 
     def _summary(self, stop: bool, window: _Window) -> str:
         count = window.gathered

@@ -59,10 +59,8 @@ def publish(state: Path, tracked: Tracked, now: float, *, unless_on_disk: bool =
             "would_fire_with_one_more": detector.would_fire_with_one_more(),
             "last_answer_seen_at": seen.seen_at,
             "last_answer_timestamp": last.timestamp if last is not None else "",
-            "answer_in_progress": detector.answer_started,
-            "pending_bytes": reader.pending_bytes,
-            "broken_lines": reader.stats.broken,
-            "watcher_pid": os.getpid(),
+            "answer_in_progress": detector.answer_started, "pending_bytes": reader.pending_bytes,
+            "broken_lines": reader.stats.broken, "watcher_pid": os.getpid(),
             **({"budget": budget} if budget is not None else {}),
         },
     )

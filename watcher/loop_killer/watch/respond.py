@@ -1,12 +1,7 @@
 """What the steps of a followed session mean to the watcher, and what it does about them.
 
-A detection: where the session's Stop hook judges its replies (``hooks_judge``) it is the
-hook's to log and stop, and the watcher follows its outcome; else the watcher records it,
-writes the clear request, logs it. A person's prompt withdraws a pending request. A goal
-status or a ``stop_hook_summary`` is the last detection's outcome, held until the next
-``tick`` (after the detection log was read: the hook's lines come first). Every line about
-a loop goes through one ``Narrator`` and one ``InOrder``.
-"""
+A detection is the Stop hook's where it judges the session's replies (``hooks_judge``), else
+the watcher records it, writes the clear request and logs it; a person's prompt withdraws it."""
 
 from __future__ import annotations
 
@@ -37,8 +32,7 @@ log = logging.getLogger("loop_killer.watch")
 events = logging.getLogger("loop_killer.watch.events")
 
 
-# -- what became of a detection (pure): the goal cleared, the turn stopped, a prompt
-# first (the request withdrawn), or at the timeout whether the loop went on
+# -- what became of a detection (pure)
 
 OUTCOME_TIMEOUT = 60.0  # seconds after a detection at which the watcher says its outcome
 HISTORY_AGE = 600.0
@@ -86,8 +80,7 @@ def at_deadline(pending: PendingOutcome, *, more_answers: int, request_pending: 
                                         "request could be written")
     if not request_pending:
         return Outcome("stopped", "the request was taken and no re-prompt followed")
-    return Outcome("none", f"no change within {timeout:.0f} s; the request is still "
-                           "pending")
+    return Outcome("none", f"no change within {timeout:.0f} s; the request is still pending")
 
 
 def is_historic(timestamp: str, now: float, *, max_age: float = HISTORY_AGE) -> bool:
@@ -152,14 +145,12 @@ class Responder:
             # Recorded, so that a detector rebuilt from the tail counts afresh after it.
             self._record(tracked, key, detection, source="history")
             return
-        # A hook that judged one of the turn's replies lately (not a record left by hooks
-        # no longer loaded) judges this one too.
+        # A hook that judged one of the turn's replies lately judges this one too.
         written = parse_timestamp(answer.timestamp) or time.time()
         if hooks_judge(str(self.state), session_id, since=written - HOOK_JUDGED_WITHIN) or \
                 not self._record(tracked, key, detection, source="watcher"):
             # The session's Stop hook judges its replies, or acted on this one first.
-            log.info("%s: answer %s is the Stop hook's to act on", self.name(tracked),
-                     answer.uuid)
+            log.info("%s: answer %s is the Stop hook's to act on", self.name(tracked), answer.uuid)
             self.follow(tracked, detection.answer_uuid, detection.rule)
             return
         request = ClearRequest(
@@ -189,8 +180,7 @@ class Responder:
         """A turn reached a limit only the watcher sees (``words``: which, for the notice): a
         clear request, as for a loop (``key``, the turn's, is recorded: never asked twice)."""
         session_id = tracked.session_id
-        if not records.first_to_record(self.state, session_id, key, source="watcher",
-                                       rule=rule):
+        if not records.first_to_record(self.state, session_id, key, source="watcher", rule=rule):
             return
         request = ClearRequest(
             session_id=session_id, rule=rule, count=count, run_length=0,
@@ -288,8 +278,7 @@ class Responder:
                                       records.recorded_keys(self.state, tracked.session_id,
                                                             acted_only=True))
 
-    def resolve(self, tracked: Tracked, outcome: Outcome | None, *, final: bool = True
-                ) -> None:
+    def resolve(self, tracked: Tracked, outcome: Outcome | None, *, final: bool = True) -> None:
         pending = self.pending_of(tracked)
         if pending is None:
             return
@@ -321,8 +310,7 @@ class Responder:
                                         hooks_keep_counts(self.state, session_id))
             elif scope in self.warnings:
                 warning, _, counted = self.warnings.pop(scope)
-                self.warnings[scope] = (warning, time.monotonic() + self.outcome_timeout,
-                                        counted)
+                self.warnings[scope] = (warning, time.monotonic() + self.outcome_timeout, counted)
         elif (isinstance(record, journal.OutcomeRecord) and record.rule in TOOL_CALL_RULES
               and record.outcome != "warned"):
             # The ladder's stop names the refused attempt: the session's latest warning.
@@ -375,8 +363,7 @@ class Responder:
         self.say(self.narrator.due(now))
         self.release(now)
 
-    def _hold(self, tracked: Tracked, keys: tuple[str, ...], outcome: Outcome, rule: str
-              ) -> None:
+    def _hold(self, tracked: Tracked, keys: tuple[str, ...], outcome: Outcome, rule: str) -> None:
         who = report.project_label(tracked.project, self.home)
         self.held.append(_Held(tracked.session_id, keys, outcome.kind, rule, who,
                                self._outcome_line(who, tracked.session_id, outcome, rule)))

@@ -1,8 +1,6 @@
-"""The safety net for lost file events: ``check_live`` stats the few transcripts that
-changed lately (a lost event there costs seconds) and lists the project folders whose mark
-changed; ``sweep`` stats every transcript, so a lost event elsewhere costs a sweep
-interval at most. Changed paths go to ``sync``.
-"""
+"""The safety net for lost file events: ``check_live`` stats the transcripts that changed
+lately and lists the project folders whose mark changed; ``sweep`` stats every transcript,
+so a lost event costs a sweep interval at most. Changed paths go to ``sync``."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """The session registry: one ``TranscriptReader`` per transcript, fed only the bytes
-appended; what its steps mean goes to the ``Responder``. Catch-up reads only each file's
-trailing run; a session long idle keeps only its offset (its reader is rebuilt from the
-tail when the file grows). The one module that assigns a ``Tracked``'s fields.
-"""
+appended, its steps to the ``Responder``. Catch-up reads each file's trailing run; a session
+long idle keeps only its offset. The one module that assigns a ``Tracked``'s fields."""
 
 from __future__ import annotations
 
@@ -205,8 +203,7 @@ class Sessions:
         if detector is None:
             return
         last = detector.last_answer  # kept without its texts (the status has their digest)
-        bare = None if last is None else replace(last, text="", prompt_uuid="",
-                                                 message_ids=())
+        bare = None if last is None else replace(last, text="", prompt_uuid="", message_ids=())
         tracked.dormant = Dormant(detector.goal, bare, detector.answers_seen)
         tracked.reader = None
         tracked.tools = None
@@ -323,8 +320,7 @@ class Sessions:
         self.by_key[key] = path
         return tracked
 
-    def drop(self, path: str, *, why: str, quiet: bool = False, keep_status: bool = False
-             ) -> None:
+    def drop(self, path: str, *, why: str, quiet: bool = False, keep_status: bool = False) -> None:
         """Stop following a path; its status file goes too unless ``keep_status``."""
         tracked = self.tracked.pop(path, None)
         if tracked is None:

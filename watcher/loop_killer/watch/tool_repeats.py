@@ -1,7 +1,6 @@
 """Tool-repeat loops as the watcher sees them in the transcripts (the engine's counter per
 session), recorded and logged at ``tool_repeat_warn`` if this watcher was first, for a
-session whose tool-call hooks keep no counts (theirs measure the working tree).
-"""
+session whose tool-call hooks keep no counts (theirs measure the working tree)."""
 
 from __future__ import annotations
 
@@ -78,8 +77,7 @@ class ToolRepeats:
 
 def hooks_keep_counts(state: Path, session_id: str) -> bool:
     """Whether the session's tool-call hooks keep its counts (their state file is there):
-    they judge its calls with the tree's fingerprint, which a transcript does not hold,
-    and warn and refuse."""
+    they judge its calls with the tree's fingerprint, which a transcript does not hold."""
     from ..state.session import state_path
 
     try:

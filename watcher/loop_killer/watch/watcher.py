@@ -1,12 +1,8 @@
 """The watcher's loop: one thread reads every transcript; events only wake it up.
 
-``run()`` starts the observer (or polls), catches every transcript up from its tail (the
-most recent first), then loops: read the files hinted, and on timers beat, reconcile
-(``safety_net``, housekeeping), tail the detection log and report the outcomes due. A
-flood must not bury a loop: hints are coalesced by path, a batch reads for at most
-``HANDLE_BUDGET`` seconds, a kernel queue overflow makes every transcript looked at, and
-``Pace`` says how far behind the thread is.
-"""
+``run()`` catches every transcript up from its tail, then reads the files hinted and on
+timers beats, reconciles and reports the outcomes due. A flood must not bury a loop: hints
+are coalesced by path, a batch reads for at most ``HANDLE_BUDGET`` seconds."""
 
 from __future__ import annotations
 
@@ -170,9 +166,8 @@ class Watcher:
         self._beat()
 
     def _catch_up_all(self, pending: set[str]) -> None:
-        """Catch every transcript up, the most recently written first, serving the events
-        of those already caught up in between. The first ``LIVE_MAX`` written within
-        ``HOT_FOR`` go on the safety net's live list."""
+        """Catch every transcript up, the most recently written first, serving the events of
+        those caught up in between; the first ``LIVE_MAX`` written within ``HOT_FOR`` go live."""
         found: list[tuple[float, str, Seen | None]] = []
         for path, entry in list_transcripts(str(self.root)):
             try:
@@ -325,8 +320,7 @@ class Watcher:
             if before is not None:
                 log.warning("%s is gone; waiting for it to come back", self.root)
                 self._unwatch()
-            # Its transcripts are not deleted for that (an unmounted disk, a folder moved
-            # away and back): followed no more, their statuses and records are kept.
+            # Not deleted (an unmounted disk): followed no more, statuses and records kept.
             for path in list(self.sessions.tracked):
                 self.sessions.drop(path, why="out of reach (the projects folder is gone)",
                                    quiet=True, keep_status=True)
@@ -358,8 +352,7 @@ class Watcher:
         if due and now < self._next_housekeeping:
             return
         self._next_housekeeping = now + self.housekeeping_interval
-        self._guarded(self.sessions.housekeep, time.time(),
-                      statuses=self._root_key is not None)
+        self._guarded(self.sessions.housekeep, time.time(), statuses=self._root_key is not None)
 
     def _beat(self) -> None:
         now = time.monotonic()
