@@ -10,6 +10,7 @@ import os
 import sys
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -271,7 +272,11 @@ class Report:
     def save(self, summary: Summary) -> None:
         if not self.keeps:
             return
+        # (a loop's replies are summed in its row already: no report reads them again)
+        loops = tuple(replace(row, loop=replace(row.loop, tokens=(), avoidable=()))
+                      for row in summary.loops)
         try:
-            write_private_file(self.path, _ENCODE_REPORT(_Kept(self.key, summary)))
+            write_private_file(self.path, _ENCODE_REPORT(_Kept(self.key, replace(
+                summary, loops=loops))))
         except OSError as error:
             logger.warning("scan report %s not written: %s", self.path, error)
