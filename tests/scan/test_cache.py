@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from loop_killer import cli
 from loop_killer.scan import cache, files, pool
@@ -403,3 +404,81 @@ def test_a_broken_or_hostile_report_is_not_read(
     if bad != "another key":
         assert "scan report" in caplog.text
     assert report.is_file() and not report.is_symlink()  # (replaced)
+
+
+def test_a_file_not_read_this_time_keeps_no_report(
+        capsys: pytest.CaptureFixture[str], history: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read that failed (EIO, a dead worker) is read again next time, not frozen into the
+    report: the files' cache keeps no skipped result, and no report is kept."""
+    whole = _scan(capsys, "--no-cache")
+    real = files.read_transcript
+    first = files.find_transcripts(history).transcripts[0].path
+
+    def failing(transcript: files.Transcript, **kw: Any) -> FileResult:
+        if transcript.path == first:
+            return FileResult(transcript.path, transcript.project, transcript.session_id,
+                              transcript.subagent, skipped=files.SKIP_UNREADABLE)
+        return real(transcript, **kw)
+
+    monkeypatch.setattr(pool, "read_transcript", failing)
+    partial = _scan(capsys, "--jobs", "1")
+    assert partial["scan"]["skipped"] == {"unreadable": 1}
+    assert not (state_dir() / REPORT_FILE).exists()
+    monkeypatch.setattr(pool, "read_transcript", real)
+    again = _scan(capsys)
+    assert again["scan"]["from_cache"] == whole["scan"]["transcripts"] - 1
+    assert _but_cache(again) == _but_cache(whole)
+    assert (state_dir() / REPORT_FILE).is_file()
+
+
+@pytest.mark.parametrize("bad", ["infinite", "not a number", "past 64 bits", "control codes",
+                                 "another layout"])
+def test_a_report_saying_what_no_scan_sums_is_not_read(
+        capsys: pytest.CaptureFixture[str], history: Path, caplog: pytest.LogCaptureFixture,
+        bad: str) -> None:
+    """Kept under the right key (a state file of ours, edited), a report that no scan could
+    have made is logged and not used; one of another version under another key is just
+    not used."""
+    first = _scan(capsys)
+    report = state_dir() / REPORT_FILE
+    document = msgspec.msgpack.decode(report.read_bytes())
+    summary = document["summary"]
+    assert summary["loops"] and summary["sessions"]
+    if bad == "infinite":
+        summary["loops"][0]["cost_usd"] = float("inf")
+    elif bad == "not a number":
+        summary["sessions"][0]["cost_usd"] = float("nan")
+    elif bad == "past 64 bits":
+        summary["tokens"]["input"] = 2**64 - 1
+    elif bad == "control codes":
+        summary["skipped"] = {"\x1b]0;pwned\x07\u202e\x9b": 1}
+    else:
+        document["key"] = "another"
+        del summary["loops"]
+    report.write_bytes(msgspec.msgpack.encode(document))
+    second = _scan(capsys)
+    assert _but_cache(second) == _but_cache(first)
+    assert ("scan report" in caplog.text) == (bad != "another layout")
+    assert cli.main(["scan"]) == 0 and "\x1b" not in capsys.readouterr()[0]
+
+
+def test_a_project_folder_named_in_no_encoding_is_scanned_and_scanned_again(
+        capsys: pytest.CaptureFixture[str], history: Path, caplog: pytest.LogCaptureFixture
+        ) -> None:
+    """A folder name not in UTF-8 cannot be kept in the cache or the report: both are left
+    unwritten, said in a line, and every scan still reports."""
+    folder = history / os.fsdecode(b"-home-dev-caf\xe9")
+    path = _loop(history, 5)
+    shutil.move(path.parent, folder)
+    first = _scan(capsys)
+    assert [loop for loop in first["loops"] if loop["session_id"] == SESSION]
+    assert "not written" in caplog.text
+    assert _but_cache(_scan(capsys)) == _but_cache(first)
+
+
+def test_a_moment_past_the_calendar_is_shown_as_written() -> None:
+    from loop_killer.scan.report import _when
+
+    assert _when("9999-12-31T23:59:59-14:00") == "9999-12-31T23:5…"
+    assert _when("2026-05-01T14:00:00Z", short=True).startswith("05-0")

@@ -214,6 +214,38 @@ def test_every_core_gives_the_same_result(monkeypatch: pytest.MonkeyPatch) -> No
     assert seen[-1][0] == seen[-1][1]
 
 
+def test_a_worker_dying_before_it_is_handed_a_task_costs_no_file(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pool broken at a hand-out (a worker killed, out of memory): this process reads
+    what the pool could not take, and the task lost with the worker is all that is lost."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    root = projects_dir()
+    history(root)
+    for n in range(4):
+        session = Transcript(f"cccccccc-2222-4333-8444-{n:012d}")
+        session.prompt("go")
+        session.reply(SAME, Use(n, 1))
+        session.write(root / f"-home-dev-p{n}" / f"{session.session_id}.jsonl")
+    listing = find_transcripts(root)
+    one = sorted(pool.scan_transcripts(listing.transcripts, jobs=1), key=lambda r: r.path)
+    monkeypatch.setattr(pool, "IN_PROCESS_BYTES", 0)
+    monkeypatch.setattr(pool, "batches", lambda files: [[file] for file in files])
+    real = pool.ProcessPoolExecutor.submit
+    handed: list[int] = []
+
+    def submit(self: pool.ProcessPoolExecutor, *args: object) -> object:
+        handed.append(1)
+        if len(handed) > 1:
+            raise BrokenProcessPool("a worker died")
+        return real(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pool.ProcessPoolExecutor, "submit", submit)
+    two = sorted(pool.scan_transcripts(listing.transcripts, jobs=2), key=lambda r: r.path)
+    assert len(handed) == 2 and len(one) > 2
+    assert two == one
+
+
 def test_batches_put_big_files_alone_and_small_ones_together() -> None:
     from loop_killer.scan.files import Transcript
 

@@ -12,15 +12,16 @@ import time
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
 import orjson
 
 from .. import __version__
-from ..engine.budget import DEFAULT_BUDGET
+from ..engine.budget import DEFAULT_BUDGET, Budget
 from ..engine.transcript import MAX_COUNT
 from ..light import hex_digest
+from ..printable import printable
 from ..state.config import Settings
 from ..state.files import ensure_private_dir, read_small_file, remove_file, write_private_file
 from .files import Listing, Transcript
@@ -62,7 +63,7 @@ _Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
 _Natural = Annotated[int, msgspec.Meta(ge=0)]
 
 
-class _SaneUsage(msgspec.Struct, gc=False):
+class _SaneUsage(msgspec.Struct, frozen=True, gc=False):  # (a reply's, or a sum's)
     input: _Count = 0
     output: _Count = 0
     cache_read: _Count = 0
@@ -168,7 +169,8 @@ class ScanCache:
         except FileNotFoundError:
             return cls(path, context)
         except (OSError, msgspec.DecodeError) as error:  # (ValidationError is one)
-            logger.warning("scan cache %s not used, every file is read: %s", path, error)
+            logger.warning("scan cache %s not used, every file is read: %s", path,
+                           printable(str(error), 300))
             return cls(path, context)
         if not _sane(data, files):
             logger.warning("scan cache %s not used, every file is read: a result in it "
@@ -209,7 +211,7 @@ class ScanCache:
             return
         try:
             write_private_file(self.path, _ENCODE(_Document(_FORMAT, self.context, files)))
-        except OSError as error:
+        except (OSError, ValueError) as error:  # (ValueError: a name not UTF-8)
             logger.warning("scan cache %s not written: %s", self.path, error)
         self._clear_left_behind()
 
@@ -234,12 +236,65 @@ class _Kept(msgspec.Struct, gc=False):
     summary: Summary  # (its limits are the key's: read back as the defaults, then set)
 
 
+class _Key(msgspec.Struct, gc=False):
+    key: str  # (read first: a report of other files is never decoded)
+
+
+# What a scan could have summed, checked by the decoder before the report is built: a
+# hostile report must neither crash the printing nor put a control code on the screen.
+_Sum = Annotated[int, msgspec.Meta(ge=0, le=2**61)]
+_Usd = Annotated[float, msgspec.Meta(ge=0, le=1e12)]  # (and never NaN)
+
+
+class _SaneModel(msgspec.Struct, gc=False):
+    tokens: _SaneUsage
+    cost_usd: _Usd
+
+
+class _SaneRow(msgspec.Struct, gc=False):  # (a loop's, a session's, a turn's over budget)
+    cost_usd: _Usd
+    avoidable_cost_usd: _Usd = 0.0
+    loops_cost_usd: _Usd = 0.0
+    claude_code_cost_usd: _Usd | None = None
+    minutes: _Usd | None = None
+    reprompts: _Sum = 0
+    tokens: _SaneUsage = _SaneUsage()
+    avoidable: _SaneUsage = _SaneUsage()
+    models: list[_SaneModel] = []
+    over: list[tuple[Literal["reprompts", "usd", "minutes"], _Usd]] = []
+
+
+class _SaneSummary(msgspec.Struct, gc=False):
+    loops: list[_SaneRow]
+    sessions: list[_SaneRow]
+    budget: list[_SaneRow]
+    tokens: _SaneUsage
+    avoidable_tokens: _SaneUsage
+    cost_usd: _Usd
+    avoidable_cost_usd: _Usd
+    skipped: dict[Literal["link", "not_regular", "unreadable", "failed", "project_off"], _Sum]
+
+
+class _SaneKept(msgspec.Struct, gc=False):
+    summary: _SaneSummary
+
+
 def _no_budget(value: object) -> None:
-    return None  # (``Summary.limits``: not kept)
+    if isinstance(value, Budget):
+        return None  # (``Summary.limits``: not kept)
+    raise NotImplementedError(type(value))
+
+
+def _default_budget(kind: type, value: object) -> Budget:
+    if kind is Budget:
+        return DEFAULT_BUDGET
+    raise NotImplementedError(kind)
 
 
 _ENCODE_REPORT = msgspec.msgpack.Encoder(enc_hook=_no_budget).encode
-_DECODE_REPORT = msgspec.msgpack.Decoder(_Kept, dec_hook=lambda kind, value: DEFAULT_BUDGET).decode
+_DECODE_REPORT = msgspec.msgpack.Decoder(_Kept, dec_hook=_default_budget).decode
+_REPORT_KEY = msgspec.msgpack.Decoder(_Key).decode
+_CHECK_REPORT = msgspec.msgpack.Decoder(_SaneKept).decode
 
 
 class Report:
@@ -261,13 +316,16 @@ class Report:
     def load(self) -> Summary | None:
         try:
             ensure_private_dir(self.state, create=False)  # (a link there is refused)
-            kept = _DECODE_REPORT(read_small_file(self.path, MAX_CACHE_BYTES, owned=True))
+            data = read_small_file(self.path, MAX_CACHE_BYTES, owned=True)
+            if _REPORT_KEY(data).key != self.key:
+                return None  # (another history's, options' or version's)
+            _CHECK_REPORT(data)
+            return _DECODE_REPORT(data).summary
         except FileNotFoundError:
             return None
         except (OSError, msgspec.DecodeError) as error:
-            logger.warning("scan report %s not used: %s", self.path, error)
+            logger.warning("scan report %s not used: %s", self.path, printable(str(error), 300))
             return None
-        return kept.summary if kept.key == self.key else None
 
     def save(self, summary: Summary) -> None:
         if not self.keeps:
@@ -278,5 +336,5 @@ class Report:
         try:
             write_private_file(self.path, _ENCODE_REPORT(_Kept(self.key, replace(
                 summary, loops=loops))))
-        except OSError as error:
+        except (OSError, ValueError) as error:  # (ValueError: a name not UTF-8)
             logger.warning("scan report %s not written: %s", self.path, error)

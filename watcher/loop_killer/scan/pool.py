@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from functools import partial
 
 from ..state.config import Settings
@@ -88,10 +89,16 @@ def _shared(tasks: list[list[Transcript]], workers: int,
     todo = iter(tasks)
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         task_of: dict[Future[list[FileResult]], list[Transcript]] = {}
+        left: list[list[Transcript]] = []  # (the pool broke: this process reads the rest)
 
         def hand_out() -> None:  # (keep every worker's queue full)
-            while len(task_of) < workers * _AHEAD and (task := next(todo, None)) is not None:
-                task_of[pool.submit(read, task)] = task
+            while not left and len(task_of) < workers * _AHEAD and (
+                    task := next(todo, None)) is not None:
+                try:
+                    task_of[pool.submit(read, task)] = task
+                except BrokenProcessPool:  # (a worker died: its own task's files are lost)
+                    logger.warning("a scan worker died; this process reads the files left")
+                    left.append(task)
 
         try:
             hand_out()
@@ -105,6 +112,7 @@ def _shared(tasks: list[list[Transcript]], workers: int,
                     yield read(mine)
                 elif not finished:
                     wait(task_of, return_when=FIRST_COMPLETED)
+            yield from map(read, [*left, *todo])
         finally:
             for future in task_of:
                 future.cancel()

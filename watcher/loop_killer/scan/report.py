@@ -106,8 +106,13 @@ def _path(path: str) -> str:
 
 
 def json_bytes(summary: Summary, *, root: str = "", top: int | None = None) -> bytes:
-    return orjson.dumps(json_document(summary, root=root, top=top),
-                        option=orjson.OPT_INDENT_2) + b"\n"
+    document = json_document(summary, root=root, top=top)
+    try:
+        return orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
+    except TypeError:  # (a folder's name not in UTF-8: escaped as Python's os names it)
+        import json
+
+        return json.dumps(document, indent=2).encode("ascii") + b"\n"
 
 
 def fit(text: str, columns: int) -> str:
@@ -178,9 +183,13 @@ def _money(value: float) -> str:
 
 def _when(timestamp: str, short: bool = False) -> str:
     moment = parse_timestamp(timestamp)
-    if moment is None:
+    try:  # (a moment past what the local calendar shows, 9999-12-31T23:59-14:00: as written)
+        shown = None if moment is None else datetime.fromtimestamp(moment)
+    except (OverflowError, ValueError, OSError):
+        shown = None
+    if shown is None:
         return printable(timestamp, 11 if short else 16) or "?"
-    return datetime.fromtimestamp(moment).strftime("%m-%d %H:%M" if short else "%Y-%m-%d %H:%M")
+    return shown.strftime("%m-%d %H:%M" if short else "%Y-%m-%d %H:%M")
 
 
 _LOOP_NAMES = {"SAME_REPLY_TURNS": "re-prompt, same", "IDLE_TURNS": "re-prompt, idle",
