@@ -9,6 +9,7 @@ import logging
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -24,7 +25,7 @@ from ..light import hex_digest
 from ..printable import printable
 from ..state.config import Settings
 from ..state.files import ensure_private_dir, read_small_file, remove_file, write_private_file
-from .files import Listing, Transcript
+from .files import SKIP_PROJECT_OFF, Listing, Transcript
 from .records import FileResult
 from .summary import Summary
 
@@ -109,6 +110,15 @@ def stamp_of(transcript: Transcript) -> Stamp | None:
             transcript.ctime_ns)
 
 
+def _settled_before() -> int:
+    """Files last written or changed before this moment (ns) are kept: see ``SETTLING``."""
+    return time.time_ns() - int(SETTLING * 1e9)
+
+
+def _settled(stamp: Stamp | None, before: int) -> bool:
+    return stamp is not None and max(stamp[3], stamp[4]) < before
+
+
 def scan_context(settings: Settings) -> str:
     """What a file's result depends on besides its bytes (the modules', settings, versions)."""
     package = Path(__file__).resolve().parents[1]
@@ -153,7 +163,7 @@ class ScanCache:
         self.path, self.context, self._changed = path, context, False
         self._files: dict[str, _Entry] = files if files is not None else {}
         self._seen: set[str] = set()
-        self._settled_before = time.time_ns() - int(SETTLING * 1e9)
+        self._settled_before = _settled_before()
 
     @classmethod
     def load(cls, state: Path, context: str) -> ScanCache:
@@ -197,7 +207,7 @@ class ScanCache:
         """Remember a file's result as read now (a file that was not read is forgotten)."""
         stamp = stamp_of(transcript)
         self._changed = True
-        if stamp is None or result.skipped or max(stamp[3], stamp[4]) >= self._settled_before:
+        if stamp is None or result.skipped or not _settled(stamp, self._settled_before):
             self._files.pop(transcript.path, None)
         else:
             self._files[transcript.path] = _Entry(stamp, result)
@@ -306,10 +316,10 @@ class Report:
                  options: object) -> None:
         self.state, self.path = state, state / REPORT_FILE
         stamps = [(t.path, stamp_of(t)) for t in listing.transcripts]
-        settled_before = time.time_ns() - int(SETTLING * 1e9)
+        before = _settled_before()
         # (none kept while a file may still be written, nor for files listed without stamps)
-        self.keeps = all(stamp is not None and max(stamp[3], stamp[4]) < settled_before
-                         for _, stamp in stamps)
+        self.keeps = all(_settled(stamp, before) for _, stamp in stamps)
+        self._listed_skips = Counter(listing.skipped)
         self.key = hex_digest(repr((context, root, stamps, sorted(listing.skipped.items()),
                                     listing.older, options)), 32)
 
@@ -328,7 +338,9 @@ class Report:
             return None
 
     def save(self, summary: Summary) -> None:
-        if not self.keeps:
+        # (nor when a file was not read this time, EIO say: it is read again next time)
+        if not self.keeps or set(Counter(summary.skipped) - self._listed_skips) - {
+                SKIP_PROJECT_OFF}:
             return
         # (a loop's replies are summed in its row already: no report reads them again)
         loops = tuple(replace(row, loop=replace(row.loop, tokens=(), avoidable=()))

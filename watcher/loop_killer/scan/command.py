@@ -9,7 +9,6 @@ import gc
 import os
 import sys
 import time
-from collections import Counter
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -107,7 +106,7 @@ def _scan(args: argparse.Namespace) -> int:
     from ..printable import output_width, printable
     from ..state.config import load_settings
     from ..state.files import projects_dir, state_dir
-    from .files import SKIP_PROJECT_OFF, find_transcripts
+    from .files import find_transcripts
     from .prices import PriceError, PriceTable, read_price_file
     from .report import TOP, human_report, json_bytes
     from .summary import Collector, ordered
@@ -142,9 +141,8 @@ def _scan(args: argparse.Namespace) -> int:
         collector = Collector(prices, since=args.since, until=until, budget=settings.budget)
         from_cache = _read(args, listing, collector, context, settings, root)
         found = collector.summary(listing)
-        read_skips = Counter(found.skipped) - Counter(listing.skipped)
-        if report is not None and set(read_skips) <= {SKIP_PROJECT_OFF}:
-            report.save(found)  # (a file not read this time is read again next time)
+        if report is not None:
+            report.save(found)
     else:
         from_cache = len(listing.transcripts)
     summary = replace(ordered(found, getattr(args, "order", "cost")), from_cache=from_cache,
