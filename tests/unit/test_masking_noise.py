@@ -253,9 +253,12 @@ def test_every_fixture_transcript_counts_as_without_the_noise_masking(
     """The tool-repeat counts (so its warnings) and the re-prompt detections over every
     recorded and real transcript are those of the masking without the noise patterns."""
     paths = _transcripts()
-    assert len(paths) >= 29
+    own = [path for path in paths if FIXTURES in path.parents]  # (a clean clone has these)
+    assert len(own) >= 28 and (len(paths) > len(own) or not SHARED.is_dir())
     with_noise = _counts_and_detections(paths)
     monkeypatch.setattr(masking, "_noise_in", lambda text: 0)
     assert _counts_and_detections(paths) == with_noise
-    counts = [count for found, _ in with_noise.values() for count in found]  # type: ignore[misc]
-    assert len(counts) > 100 and max(counts) >= 3  # (the fixtures hold tool work and a warning)
+    counts = {path: found for path, (found, _) in with_noise.items()}  # type: ignore[misc]
+    mine = [count for path in own for count in counts[str(path)]]
+    assert len(mine) > 90 and max(mine) >= 3  # (the fixtures hold tool work and a warning)
+    assert not SHARED.is_dir() or sum(map(len, counts.values())) > 100
