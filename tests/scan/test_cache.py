@@ -261,7 +261,7 @@ def test_a_cache_holding_a_result_no_scan_makes_is_not_used(
     listing = files.find_transcripts(history)
     transcript = listing.transcripts[0]
     good = cache.ScanCache.load(state_dir(), cache.scan_context(load_settings(state_dir())))
-    (result,), _ = good.split([transcript])
+    (result,), _, _ = good.split([transcript])
     reply = Reply(b"k" * 16, "claude-opus-4-6", Tokens(1, 1))
     if bad == "a negative count":
         reply = Reply(b"k" * 16, "claude-opus-4-6", Tokens(-10**18, 1))

@@ -56,6 +56,7 @@ class _Header(msgspec.Struct, gc=False):
 
 class _Document(_Header, gc=False):
     files: dict[str, _Entry]
+    tails: dict[str, tuple[int, int, bytes]] = {}  # path -> device, inode, ``scan.tail``'s
 
 
 # What a scan could have made, checked by the decoder (in C: a Python loop over every reply
@@ -158,11 +159,12 @@ def _sane(data: bytes, files: dict[str, _Entry]) -> bool:
 class ScanCache:
     """The results kept by earlier scans, and those of this one (``keep``), saved whole."""
 
-    def __init__(self, path: Path, context: str, files: dict[str, _Entry] | None = None
-                 ) -> None:
+    def __init__(self, path: Path, context: str, document: _Document | None = None) -> None:
         self.path, self.context, self._changed = path, context, False
-        self._files: dict[str, _Entry] = files if files is not None else {}
+        self._files = document.files if document is not None else {}
+        self._tails = document.tails if document is not None else {}
         self._seen: set[str] = set()
+        self._worthy: set[str] = set()  # (files whose tail is kept)
         self._settled_before = _settled_before()
 
     @classmethod
@@ -175,52 +177,70 @@ class ScanCache:
             header = _HEADER(data)
             if header.format != _FORMAT or header.context != context:
                 return cls(path, context)  # another version or settings: read again
-            files = _DECODE(data).files
+            document = _DECODE(data)
         except FileNotFoundError:
             return cls(path, context)
         except (OSError, msgspec.DecodeError) as error:  # (ValidationError is one)
             logger.warning("scan cache %s not used, every file is read: %s", path,
                            printable(str(error), 300))
             return cls(path, context)
-        if not _sane(data, files):
+        if not _sane(data, document.files):
             logger.warning("scan cache %s not used, every file is read: a result in it "
                            "is not one a scan makes", path)
             return cls(path, context)
-        return cls(path, context, files)
+        return cls(path, context, document)
 
-    def split(self, transcripts: Iterable[Transcript]
-              ) -> tuple[list[FileResult], list[Transcript]]:
-        """(results kept for files unchanged since, the files to read)."""
+    def split(self, transcripts: Iterable[Transcript], worthy: set[str] | None = None
+              ) -> tuple[list[FileResult], list[Transcript], dict[str, bytes]]:
+        """(results kept for files unchanged since, the files to read, the tails to keep of
+        those: the one kept before if its file is the same, else b"")."""
         kept: list[FileResult] = []
         to_read: list[Transcript] = []
+        self._worthy = worthy or set()
+        tails: dict[str, bytes] = {}
         for transcript in transcripts:
-            self._seen.add(transcript.path)
-            entry = self._files.get(transcript.path)
+            path = transcript.path
+            self._seen.add(path)
+            entry = self._files.get(path)
             stamp = stamp_of(transcript)
             if entry is not None and stamp is not None and entry.stamp == stamp:
                 kept.append(entry.result)
-            else:
-                to_read.append(transcript)
-        return kept, to_read
+                continue
+            to_read.append(transcript)
+            if path in self._worthy:
+                device, inode, tail = self._tails.get(path, (0, 0, b""))
+                same = (device, inode) == (transcript.device, transcript.inode)
+                tails[path] = tail if same and transcript.inode else b""
+        return kept, to_read, tails
 
     def keep(self, transcript: Transcript, result: FileResult) -> None:
-        """Remember a file's result as read now (a file that was not read is forgotten)."""
-        stamp = stamp_of(transcript)
+        """Remember a file's result as read now (a file that was not read is forgotten), and
+        its tail even while it settles (the bytes it stands for are checked when used)."""
+        stamp, path = stamp_of(transcript), transcript.path
         self._changed = True
-        if stamp is None or result.skipped or not _settled(stamp, self._settled_before):
-            self._files.pop(transcript.path, None)
+        if result.tail and not result.skipped:
+            self._tails[path] = (transcript.device, transcript.inode, result.tail)
+            result = replace(result, tail=b"")
         else:
-            self._files[transcript.path] = _Entry(stamp, result)
+            self._tails.pop(path, None)
+        if stamp is None or result.skipped or not _settled(stamp, self._settled_before):
+            self._files.pop(path, None)
+        else:
+            self._files[path] = _Entry(stamp, result)
 
     def save(self, *, root: str, whole: bool) -> None:
         """Write the files of ``root`` listed now, and its others unless listed ``whole``."""
         inside = os.path.join(root, "")
         files = {path: entry for path, entry in self._files.items()
                  if path in self._seen or (not whole and path.startswith(inside))}
-        if not self._changed and len(files) == len(self._files):
+        tails = {path: tail for path, tail in self._tails.items() if path in self._worthy or (
+            path not in self._seen and not whole and path.startswith(inside))}
+        if not self._changed and (len(files), len(tails)) == (len(self._files),
+                                                               len(self._tails)):
             return
         try:
-            write_private_file(self.path, _ENCODE(_Document(_FORMAT, self.context, files)))
+            write_private_file(self.path, _ENCODE(_Document(_FORMAT, self.context, files,
+                                                            tails)))
         except (OSError, ValueError) as error:  # (ValueError: a name not UTF-8)
             logger.warning("scan cache %s not written: %s", self.path, error)
         self._clear_left_behind()

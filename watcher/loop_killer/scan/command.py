@@ -166,11 +166,14 @@ def _read(args: argparse.Namespace, listing: Listing, collector: Collector,
     from .cache import ScanCache
     from .files import switched_off
 
-    cache = None
+    cache, tails = None, None
     to_read = listing.transcripts
     if context is not None:
+        from .tail import worth_a_tail
+
         cache = ScanCache.load(state_dir(), context)
-        kept, to_read = cache.split(listing.transcripts)
+        kept, to_read, tails = cache.split(listing.transcripts,
+                                           worth_a_tail(listing.transcripts))
         for result in kept:
             collector.add(switched_off(result, settings))
     if to_read:  # (else the readers are never loaded)
@@ -187,7 +190,7 @@ def _read(args: argparse.Namespace, listing: Listing, collector: Collector,
         gc.enable()  # (the workers start with it)
         try:
             for result in scan_transcripts(to_read, jobs=args.jobs, progress=progress,
-                                           settings=settings):
+                                           settings=settings, tails=tails):
                 collector.add(switched_off(result, settings))
                 if cache is not None:
                     cache.keep(listed[result.path], result)

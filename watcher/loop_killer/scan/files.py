@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..engine.transcript import record
+from ..printable import printable
 from ..state.files import NotAFile, is_plain_id, open_transcript, session_id_of
 from .records import FileResult
 
 if TYPE_CHECKING:
     from ..state.config import Settings
+    from .lean import LeanScan
 
 # (the readers are imported when a file is read: a scan all from its cache never loads them)
 
@@ -165,9 +167,11 @@ def _add(entry: os.DirEntry[str], kind: str, project: str, session_id: str, suba
 
 
 def read_transcript(transcript: Transcript, *, chunk_bytes: int = CHUNK_BYTES,
-                    settings: Settings | None = None, two_tier: bool = True) -> FileResult:
+                    settings: Settings | None = None, two_tier: bool = True,
+                    tail: bytes | None = None) -> FileResult:
     """Scan one transcript file; never raises. ``two_tier``: first ``LeanScan``, then the
-    engine where it says; off, the engine reads every file whole (the same result, slower)."""
+    engine where it says; off, the engine reads every file whole (the same result, slower).
+    ``tail``: keep the first pass's (``scan.tail``), going on from this one if not b""."""
     from .lean import LeanScan
 
     def skipped(reason: str) -> FileResult:
@@ -187,19 +191,16 @@ def read_transcript(transcript: Transcript, *, chunk_bytes: int = CHUNK_BYTES,
                                                                transcript.inode):
             # (replaced since it was listed: a link put in its place, say)
             return skipped(SKIP_LINK if os.path.islink(transcript.path) else SKIP_UNREADABLE)
-        chunk = os.read(fd, chunk_bytes)
-        if two_tier and not _looks_looping(chunk, transcript.subagent):
+        lean = _resumed(tail, fd, transcript, settings) if tail and two_tier else None
+        chunk = os.pread(fd, chunk_bytes, lean._at) if lean else os.read(fd, chunk_bytes)
+        if lean is None and two_tier and not _looks_looping(chunk, transcript.subagent):
             lean = LeanScan(path=transcript.path, project=transcript.project,
                             session_id=transcript.session_id,
                             subagent=transcript.subagent, settings=settings)
-            while chunk and lean.feed(chunk):
-                chunk = os.read(fd, chunk_bytes)
-            result = lean.finish()
+        if lean is not None:
+            result = _first_pass(lean, fd, chunk, transcript, settings, chunk_bytes, tail)
             if result is not None:
-                loops = [loop for start, end in lean.segments()
-                         for loop in _engine(fd, transcript, settings, chunk_bytes, start,
-                                             end).loops]
-                return replace(result, loops=tuple(loops)) if loops else result
+                return result
             chunk = os.pread(fd, chunk_bytes, 0)
         return replace(_engine(fd, transcript, settings, chunk_bytes, head=chunk),
                        cwd=_file_cwd(fd, chunk, chunk_bytes))
@@ -212,6 +213,39 @@ def read_transcript(transcript: Transcript, *, chunk_bytes: int = CHUNK_BYTES,
         return skipped(SKIP_FAILED)
     finally:
         os.close(fd)
+
+
+def _first_pass(lean: LeanScan, fd: int, chunk: bytes, transcript: Transcript,
+                settings: Settings | None, chunk_bytes: int, tail: bytes | None
+                ) -> FileResult | None:
+    """``LeanScan`` from ``chunk`` on, the engine where it says; None: read by the engine."""
+    at = lean._at + len(chunk)
+    while chunk and lean.feed(chunk):
+        chunk = os.pread(fd, chunk_bytes, at)
+        at += len(chunk)
+    if tail is not None and not lean.needs_engine:
+        from .tail import keep
+
+        tail = keep(lean, fd)
+    result = lean.finish()
+    if result is None:
+        return None
+    loops = [loop for start, end in lean.segments()
+             for loop in _engine(fd, transcript, settings, chunk_bytes, start, end).loops]
+    return replace(result, loops=tuple(loops), tail=tail or b"") if loops or tail else result
+
+
+def _resumed(tail: bytes, fd: int, transcript: Transcript, settings: Settings | None
+             ) -> LeanScan | None:
+    """The first pass where ``tail`` left it; None (logged if broken): the file is read whole."""
+    from .tail import resume
+
+    try:
+        return resume(tail, fd, transcript, settings)
+    except Exception as error:  # (a broken or foreign state file: msgspec's errors and any)
+        logger.warning("scan: %s read whole, its kept state not usable: %s", transcript.path,
+                       printable(str(error), 300))
+        return None
 
 
 def switched_off(result: FileResult, settings: Settings) -> FileResult:

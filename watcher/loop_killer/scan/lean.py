@@ -426,7 +426,7 @@ class LoopHints:
             if len(waiting) < needed:
                 return []
             self._unkeyed[tool] = None
-        return [msgspec.json.decode(each) if isinstance(each, msgspec.Raw) else each
+        return [msgspec.json.decode(each) if isinstance(each, (bytes, msgspec.Raw)) else each
                 for each in waiting or (tool_input,)]
 
     def _flag(self, turn: int) -> None:

@@ -7,7 +7,7 @@ import logging
 import multiprocessing
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from functools import partial
@@ -51,20 +51,22 @@ def batches(transcripts: Sequence[Transcript], *, batch_bytes: int = BATCH_BYTES
     return tasks
 
 
-def _read_batch(task: list[Transcript], settings: Settings | None, two_tier: bool
-                ) -> list[FileResult]:
-    return [read_transcript(transcript, settings=settings, two_tier=two_tier)
-            for transcript in task]
+def _read_batch(task: list[Transcript], settings: Settings | None, two_tier: bool,
+                tails: Mapping[str, bytes]) -> list[FileResult]:
+    return [read_transcript(transcript, settings=settings, two_tier=two_tier,
+                            tail=tails.get(transcript.path)) for transcript in task]
 
 
 def scan_transcripts(transcripts: Sequence[Transcript], *, jobs: int | None = None,
                      progress: Progress | None = None, settings: Settings | None = None,
-                     two_tier: bool = True) -> Iterator[FileResult]:
-    """Every file's result as they finish; ``jobs``: readers, this process among them."""
+                     two_tier: bool = True, tails: Mapping[str, bytes] | None = None
+                     ) -> Iterator[FileResult]:
+    """Every file's result as they finish; ``jobs``: readers, this process among them;
+    ``tails``: the files whose first pass is kept, with the one kept before (or b"")."""
     total = sum(t.size for t in transcripts)
     jobs = jobs or os.cpu_count() or 1
     tasks = batches(transcripts)
-    read = partial(_read_batch, settings=settings, two_tier=two_tier)
+    read = partial(_read_batch, settings=settings, two_tier=two_tier, tails=tails or {})
     alone = jobs <= 1 or len(tasks) <= 1 or total < IN_PROCESS_BYTES
     finished: Iterable[list[FileResult]] = map(read, tasks) if alone else _shared(
         tasks, jobs - 1, read)

@@ -121,6 +121,7 @@ class FileResult:
     skipped: str = ""
     cwd: str = ""
     turns: tuple[Turn, ...] = ()
+    tail: bytes = b""  # where a next scan goes on from, if the file grows (``scan.tail``)
 
     @property
     def usage(self) -> ModelTokens:
