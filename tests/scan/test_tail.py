@@ -166,12 +166,11 @@ def test_the_tail_keeps_every_part_of_the_first_pass() -> None:
 
 def test_the_newest_files_of_the_last_day_keep_a_tail() -> None:
     now = time.time()
-    listed = [Listed(f"/p/{number}.jsonl", "p", str(number), False, 10, 1, number,
-                     int((now - number * 3700) * 1e9), 0) for number in range(40)]
+    listed = [(f"/p/{number}.jsonl", int((now - number * 3700) * 1e9)) for number in range(40)]
     assert tail.worth_a_tail(listed, now) == {f"/p/{number}.jsonl" for number in range(24)}
     assert len(tail.worth_a_tail(listed, now + 3600 * 10**3)) == 0
-    assert len(tail.worth_a_tail(listed + [dataclasses.replace(one, path=f"/{other}{one.path}")
-                                           for one in listed for other in "qr"], now)) == 32
+    assert len(tail.worth_a_tail(listed + [(f"/{other}{path}", mtime) for path, mtime in listed
+                                           for other in "qr"], now)) == 32
 
 
 def _scan(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:

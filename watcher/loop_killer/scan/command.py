@@ -172,8 +172,8 @@ def _read(args: argparse.Namespace, listing: Listing, collector: Collector,
         from .tail import worth_a_tail
 
         cache = ScanCache.load(state_dir(), context)
-        kept, to_read, tails = cache.split(listing.transcripts,
-                                           worth_a_tail(listing.transcripts))
+        kept, to_read, tails = cache.split(listing.transcripts, worth_a_tail(
+            (transcript.path, transcript.mtime_ns) for transcript in listing.transcripts))
         for result in kept:
             collector.add(switched_off(result, settings))
     if to_read:  # (else the readers are never loaded)

@@ -238,10 +238,14 @@ def _first_pass(lean: LeanScan, fd: int, chunk: bytes, transcript: Transcript,
 def _resumed(tail: bytes, fd: int, transcript: Transcript, settings: Settings | None
              ) -> LeanScan | None:
     """The first pass where ``tail`` left it; None (logged if broken): the file is read whole."""
+    from .lean import LeanScan
     from .tail import resume
 
+    lean = LeanScan(path=transcript.path, project=transcript.project,
+                    session_id=transcript.session_id, subagent=transcript.subagent,
+                    settings=settings)
     try:
-        return resume(tail, fd, transcript, settings)
+        return lean if resume(tail, fd, lean) else None
     except Exception as error:  # (a broken or foreign state file: msgspec's errors and any)
         logger.warning("scan: %s read whole, its kept state not usable: %s", transcript.path,
                        printable(str(error), 300))

@@ -15,8 +15,6 @@ import msgspec
 
 from ..engine.transcript import MAX_COUNT, Usage
 from ..light import digest
-from ..state.config import Settings
-from .files import Transcript
 from .lean import LeanScan, _Scope
 from .ledger import TurnTally, _Open
 from .records import Reply
@@ -91,11 +89,12 @@ _DECODE = msgspec.msgpack.Decoder(_Tail).decode
 _ENCODE = msgspec.msgpack.Encoder().encode
 
 
-def worth_a_tail(transcripts: Iterable[Transcript], now: float | None = None) -> set[str]:
-    """The files a scan keeps a tail for: the ``TAIL_FILES`` newest written in ``TAIL_WITHIN``."""
+def worth_a_tail(written: Iterable[tuple[str, int]], now: float | None = None) -> set[str]:
+    """The files (path, mtime_ns) a scan keeps a tail for: the ``TAIL_FILES`` newest written
+    in the last ``TAIL_WITHIN`` seconds."""
     since = int(((time.time() if now is None else now) - TAIL_WITHIN) * 1e9)
-    recent = sorted((t for t in transcripts if t.mtime_ns >= since), key=lambda t: -t.mtime_ns)
-    return {transcript.path for transcript in recent[:TAIL_FILES]}
+    recent = sorted((-mtime, path) for path, mtime in written if mtime >= since)
+    return {path for _, path in recent[:TAIL_FILES]}
 
 
 def keep(lean: LeanScan, fd: int) -> bytes:
@@ -110,17 +109,13 @@ def keep(lean: LeanScan, fd: int) -> bytes:
         return b""
 
 
-def resume(tail: bytes, fd: int, transcript: Transcript, settings: Settings | None
-           ) -> LeanScan | None:
-    """The first pass as ``tail`` left it, ready for the bytes from its offset on; None when
-    the file no longer holds what was read (the whole file is read)."""
+def resume(tail: bytes, fd: int, lean: LeanScan) -> bool:
+    """``lean`` (new) as ``tail`` left it, ready for the bytes from its offset on; False
+    when the file no longer holds what was read (the whole file is read)."""
     state = _DECODE(tail)
     if os.fstat(fd).st_size < state.offset or _ends(fd, state.offset) != (state.head,
                                                                            state.end):
-        return None
-    lean = LeanScan(path=transcript.path, project=transcript.project,
-                    session_id=transcript.session_id, subagent=transcript.subagent,
-                    settings=settings)
+        return False
     lean._at = lean.bytes_read = state.offset
     lean._cost_state, lean._cwd = state.cost_state, state.cwd
     lean.lines, lean.parsed = state.counts
@@ -128,7 +123,7 @@ def resume(tail: bytes, fd: int, transcript: Transcript, settings: Settings | No
     _set_scope(lean._main, state.main)
     if state.side is not None:
         _set_scope(lean._inline(), state.side)
-    return lean
+    return True
 
 
 def _ends(fd: int, offset: int) -> tuple[bytes, bytes]:
