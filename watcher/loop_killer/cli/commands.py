@@ -106,8 +106,7 @@ def collect(state: Path, *, now: float | None = None) -> dict[str, Any]:
         stale = request.is_stale(now) if request is not None else None
         shown = None if request is None else {
             "rule": request.rule, "source": request.source, "count": request.count,
-            "answer_uuid": request.answer_uuid, "created_at": request.created_at,
-        }
+            "answer_uuid": request.answer_uuid, "created_at": request.created_at}
         sessions.append({
             "session_id": session_id,
             "project": found.project if found else _project_of(request),
@@ -348,9 +347,8 @@ def clear(args: argparse.Namespace) -> int:
     run_length = found.run_length if found else 0
     request = ClearRequest(
         session_id=session_id, rule=RULE_MANUAL, count=run_length, run_length=run_length,
-        answer_uuid="", answer_digest="", transcript_path=transcript,
-        created_at=time.time(), source="manual",
-    )
+        answer_uuid="", answer_digest="", transcript_path=transcript, created_at=time.time(),
+        source="manual")
     replaced = peek_request(state, session_id)
     try:
         write_request(state, request)

@@ -37,8 +37,7 @@ def find_marketplace() -> Path | None:
     package = Path(__file__).resolve().parents[1]  # .../loop_killer
     for root in (package / "_plugin", package.parents[1]):
         if (root / ".claude-plugin" / "marketplace.json").is_file() and (
-            root / "plugin" / "hooks" / "launch.py"
-        ).is_file():
+            root / "plugin" / "hooks" / "launch.py").is_file():
             return root
     return None
 
@@ -111,8 +110,7 @@ def install(args: argparse.Namespace, *, run: Runner | None = None,
     name = marketplace_name(root)
     commands = [
         ["claude", "plugin", "marketplace", "add", str(root)],
-        ["claude", "plugin", "install", f"{PLUGIN_NAME}@{name}"],
-    ]
+        ["claude", "plugin", "install", f"{PLUGIN_NAME}@{name}"]]
     claude = getattr(args, "claude", None) or shutil.which("claude", path=env.get("PATH"))
     if getattr(args, "print_only", False) or not claude:
         if not claude:

@@ -66,8 +66,7 @@ class TurnUse(Value):
 
     def __init__(self, reprompts: int = 0, started_at: float | None = None, usd: float = 0.0,
                  fallback: bool = False, goal: bool = False) -> None:
-        self._set(reprompts=reprompts, started_at=started_at, usd=usd, fallback=fallback,
-                  goal=goal)
+        self._set(reprompts=reprompts, started_at=started_at, usd=usd, fallback=fallback, goal=goal)
 
     def used(self, name: str, now: float) -> float:
         if name == LIMIT_REPROMPTS:
@@ -208,8 +207,7 @@ def live_words(raw: dict[str, Any], now: float) -> str:
     guess = " (partly at a model family's price)" if raw.get("fallback") else ""
     reprompts = of(str(raw.get("reprompts", 0)), LIMIT_REPROMPTS, lambda n: f"{n:g}")
     started = raw.get("started_at")
-    took = (f"{(now - float(started)) / 60:.0f}" if isinstance(started, (int, float))
-            else "?")
+    took = f"{(now - float(started)) / 60:.0f}" if isinstance(started, (int, float)) else "?"
     return (f"{spent} spent{guess}, {reprompts} re-prompts, "
             f"{of(took, LIMIT_MINUTES, lambda n: f'{n:g}', ' min')}")
 
@@ -223,8 +221,7 @@ def short_words(budget: Budget, use: TurnUse, now: float, money: Callable[[float
 
     def text(figure: Against) -> str:
         if figure.limit == LIMIT_USD:
-            most = f"${figure.most:g}" if figure.most == int(figure.most) else money(
-                figure.most)
+            most = f"${figure.most:g}" if figure.most == int(figure.most) else money(figure.most)
             return f"{money(figure.used)}/{most}"
         if figure.limit == LIMIT_REPROMPTS:
             return f"{figure.used:.0f}/{figure.most:.0f} re-prompts"

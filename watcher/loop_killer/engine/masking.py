@@ -308,8 +308,7 @@ def result_key(content: object, *, is_error: bool) -> str:
     if isinstance(content, str):
         text = _mask(content)
     elif isinstance(content, list) and all(
-        isinstance(block, dict) and block.get("type") == "text" for block in content
-    ):
+        isinstance(block, dict) and block.get("type") == "text" for block in content):
         text = _mask("\n".join(str(block.get("text", "")) for block in content))
     else:
         text = canonical(_masked(content))

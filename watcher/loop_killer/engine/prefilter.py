@@ -116,8 +116,7 @@ def one_result(line: bytes, start: int = 0, end: int | None = None) -> tuple[str
 
 
 def unread_result(line: bytes, start: int = 0, end: int | None = None,
-                  source: Callable[[], bytes] | None = None
-                  ) -> tuple[ToolResults, bool] | None:
+                  source: Callable[[], bytes] | None = None) -> tuple[ToolResults, bool] | None:
     """The event of a lone tool result (``one_result``), its content left unread, and
     whether it is a subagent's; None when only parsing can tell. The line is kept (a copy)
     unless ``source`` gives it again."""

@@ -141,8 +141,7 @@ class RunDetector:
             return None
         run.extend(answer.uuid, answer.prompt_uuid, answer.timestamp, answer.text)
         if (answer.uuid and answer.uuid in self._fired) or (
-            answer.prompt_uuid and answer.prompt_uuid in self._fired
-        ):
+            answer.prompt_uuid and answer.prompt_uuid in self._fired):
             run.reset()  # it fired before
             return None
         if not self.live:

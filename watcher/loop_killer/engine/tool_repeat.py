@@ -121,9 +121,8 @@ class ToolRepeatCounter:
     __slots__ = ("_block", "_calls", "_changes", "_edits", "_oscillation", "_pairing",
                  "_progress", "_refused", "_waited_last", "ignored", "wait")
 
-    def __init__(self, *, ignored: frozenset[str] = DEFAULT_IGNORED,
-                 block: int = TOOL_REPEAT_BLOCK, oscillation: int = EDIT_OSCILLATION_WARN,
-                 wait: float = WAIT_MINUTES * 60) -> None:
+    def __init__(self, *, ignored: frozenset[str] = DEFAULT_IGNORED, block: int = TOOL_REPEAT_BLOCK,
+                 oscillation: int = EDIT_OSCILLATION_WARN, wait: float = WAIT_MINUTES * 60) -> None:
         self.ignored = ignored
         self._block = block
         self._oscillation = oscillation  # a file's depth that warns (0: never)
@@ -153,9 +152,8 @@ class ToolRepeatCounter:
                                 tool_use_id, tool_input=tool_input, now=now, move=move)
 
     def record_call(self, call: str, name: str, content: object, is_error: bool,
-                    tool_use_id: str = "", *, result: str | None = None,
-                    failed: bool | None = None, tool_input: object = None,
-                    now: float | None = None, tree: str | None = None,
+                    tool_use_id: str = "", *, result: str | None = None, failed: bool | None = None,
+                    tool_input: object = None, now: float | None = None, tree: str | None = None,
                     move: tuple[str, str] | None = None) -> ToolRepeat:
         """``record`` of a call already keyed. ``result``: its digest if computed already;
         ``failed``: when ``is_error`` does not say it (stand-ins); ``tree``: the tree's
@@ -257,9 +255,8 @@ class ToolRepeatCounter:
             return 0.0
         return max(0.0, now - last[3])
 
-    def refusal(self, name: str, tool_input: object, tool_use_id: str = "", *,
-                cwd: str = "", now: float | None = None, file_state: str | None = None
-                ) -> ToolRepeat | None:
+    def refusal(self, name: str, tool_input: object, tool_use_id: str = "", *, cwd: str = "",
+                now: float | None = None, file_state: str | None = None) -> ToolRepeat | None:
         """Where the call stands when its next attempt must be refused, else None.
         ``cwd``: PreToolUse's (also looked up where a leading ``cd`` goes);
         ``file_state``: for an edit, its file's state on disk, if read."""

@@ -108,8 +108,7 @@ _OUTCOME_SLACK = 2.0  # seconds a loop's last reply may be written after the sto
 class LoopTally:
     """Counters from detection-log records, fed in log order."""
 
-    def __init__(self, *, home: str | None = None,
-                 max_projects: int = MAX_PROJECT_LABELS,
+    def __init__(self, *, home: str | None = None, max_projects: int = MAX_PROJECT_LABELS,
                  reply_tokens: Callable[..., float] = reply_tokens) -> None:
         self.loops: Counter[LoopKey] = Counter()
         self.outcomes: Counter[OutcomeKey] = Counter()

@@ -134,8 +134,7 @@ class TelemetryExport:
         assert self.plan.logs is not None
         provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
         provider.add_log_record_processor(BatchLogRecordProcessor(
-            OTLPLogExporter(endpoint=self.plan.logs.endpoint,
-                            headers=dict(self.plan.logs.headers)),
+            OTLPLogExporter(endpoint=self.plan.logs.endpoint, headers=dict(self.plan.logs.headers)),
             schedule_delay_millis=self.plan.logs_interval_ms))
         logger = provider.get_logger("loop_killer", __version__)
 
@@ -244,8 +243,7 @@ class _Forward(logging.Handler):
 
 
 def start_from_environment(source: Callable[[], MetricsSource],
-                           environ: Mapping[str, str] | None = None
-                           ) -> TelemetryExport | None:
+                           environ: Mapping[str, str] | None = None) -> TelemetryExport | None:
     """Start the export when configured, saying what is exported where, or why not."""
     environ = os.environ if environ is None else environ
     plan = plan_export(telemetry_variables(environ, read_settings_env(environ)))

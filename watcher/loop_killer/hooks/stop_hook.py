@@ -127,14 +127,11 @@ def parse_input(raw: Any) -> HookInput | None:
     mod = raw.get("loop_killer_mod")
     version = mod.get("version") if isinstance(mod, dict) else None
     return HookInput(
-        session_id=session_id,
-        transcript_path=transcript,
+        session_id=session_id, transcript_path=transcript,
         stop_hook_active=raw.get("stop_hook_active") is True,
         last_assistant_message=message if isinstance(message, str) else None,
         mod_version=version if isinstance(version, int) and not isinstance(version, bool) else None,
-        prompt_id=text_of(raw.get("prompt_id"))[:200],
-        cwd=text_of(raw.get("cwd")),
-    )
+        prompt_id=text_of(raw.get("prompt_id"))[:200], cwd=text_of(raw.get("cwd")))
 
 
 def _sweep_outcomes(state: Path) -> None:

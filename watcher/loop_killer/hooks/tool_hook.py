@@ -329,11 +329,10 @@ def _log(state: str, kind: str, data: dict[str, Any], repeat: ToolRepeat, label:
     append(Path(state), ToolRecord(
         refused=kind == REFUSAL, rule=repeat.shape or RULE_TOOL_REPEAT,
         session_id=text_of(data.get("session_id")), tool=repeat.name, call=label,
-        count=repeat.shape_count if repeat.shape else repeat.count,
-        tool_use_id=repeat.tool_use_id, project=os.path.basename(os.path.dirname(transcript)),
-        transcript_path=transcript, source="hook", agent_id=scope if subagent else None,
-        agent_type=text_of(data.get("agent_type")) if subagent else None,
-    ))
+        count=repeat.shape_count if repeat.shape else repeat.count, tool_use_id=repeat.tool_use_id,
+        project=os.path.basename(os.path.dirname(transcript)), transcript_path=transcript,
+        source="hook", agent_id=scope if subagent else None,
+        agent_type=text_of(data.get("agent_type")) if subagent else None))
 
 
 def _log_subagent_stop(state: str, data: dict[str, Any], refusal: ToolRepeat, refused: int) -> None:

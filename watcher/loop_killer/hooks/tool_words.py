@@ -167,8 +167,7 @@ def _deny(reason: str, person: str, *, first: bool) -> dict[str, Any]:
 def _after(event: str, model: str, person: str) -> dict[str, Any]:
     return {
         "systemMessage": person,
-        "hookSpecificOutput": {"hookEventName": event, "additionalContext": model},
-    }
+        "hookSpecificOutput": {"hookEventName": event, "additionalContext": model}}
 
 
 def subagent_stop(label: str, refused: int, output: dict[str, Any]) -> dict[str, Any]:

@@ -44,8 +44,7 @@ def boot_clock() -> float:
 
 
 def judge(state: str, session_id: str, *, prompt_id: str, message: str, settings: Settings,
-          transcript_path: str, spawn_time: float | None, need_start: bool = False
-          ) -> Judged:
+          transcript_path: str, spawn_time: float | None, need_start: bool = False) -> Judged:
     """Count reply N (it answers a re-prompt) in the turn's run; OSError: judge nothing.
     ``need_start``: when the turn began matters (read from the transcript if unknown)."""
     path = store.state_path(state, session_id)
@@ -77,9 +76,8 @@ def judge(state: str, session_id: str, *, prompt_id: str, message: str, settings
             if detection is not None:
                 run.reset()  # the run starts afresh after the answer that fired
         store.save_turn(path, store.with_turn(kept, {
-            "prompt": prompt_id, "stops": stops, "started_at": started,
-            "run": run.to_state(), "seen": store.seen_of(turn), "at": boot_clock(),
-            "judged_at": time.time()}))
+            "prompt": prompt_id, "stops": stops, "started_at": started, "run": run.to_state(),
+            "seen": store.seen_of(turn), "at": boot_clock(), "judged_at": time.time()}))
     return Judged(detection, stops, started)
 
 

@@ -20,8 +20,7 @@ __all__ = [
     "is_session_file_name", "linked_state_folders", "list_transcripts", "open_transcript",
     "owned_privately", "projects_dir", "read_json_object", "read_new_bytes", "read_small_file",
     "remove_file", "request_waiting", "same_transcript", "session_id_of", "state_dir",
-    "state_dir_text", "state_folder", "state_folder_text", "write_private_file",
-]
+    "state_dir_text", "state_folder", "state_folder_text", "write_private_file"]
 
 _NO_FOLLOW = os.O_NOFOLLOW | os.O_NONBLOCK
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC  # a FIFO must not block us

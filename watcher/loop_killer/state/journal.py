@@ -18,10 +18,8 @@ from ..engine.tool_repeat import TOOL_CALL_RULES
 from .files import append_line, state_folder
 
 __all__ = [
-    "DETECTION", "JOURNAL_NAME", "OUTCOME", "REFUSAL", "JournalTail", "LoopRecord",
-    "OutcomeRecord", "Record", "ToolRecord", "append", "decode", "encode", "journal_path",
-    "read_recent",
-]
+    "DETECTION", "JOURNAL_NAME", "OUTCOME", "REFUSAL", "JournalTail", "LoopRecord", "OutcomeRecord",
+    "Record", "ToolRecord", "append", "decode", "encode", "journal_path", "read_recent"]
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,7 @@ from .files import create_new, is_plain_id, read_small_file, state_folder
 
 __all__ = [
     "ACTED_SUFFIX", "RECORDS_DIR", "first_to_act", "first_to_record", "forget_session",
-    "mark_acted", "move_session", "record_detection", "record_key", "recorded_keys",
-]
+    "mark_acted", "move_session", "record_detection", "record_key", "recorded_keys"]
 
 RECORDS_DIR = "fired"
 ACTED_SUFFIX = ".acted"

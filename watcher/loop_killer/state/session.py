@@ -22,11 +22,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FOLDER", "LOCK_WAIT", "MAX_SCOPES", "MAX_STATE_BYTES", "REFUSAL_SUFFIX", "STALE_AFTER",
-    "STATE_BUDGET", "SUBAGENT_CALLS", "Busy", "counter", "load", "hooks_judge", "keep",
-    "locked", "mark_work", "note_result", "prune", "put", "refusal_marker", "remove", "save",
-    "save_turn", "seen_of", "state_path", "take_work_marker", "turn_of", "turn_over",
-    "with_result", "with_turn",
-]
+    "STATE_BUDGET", "SUBAGENT_CALLS", "Busy", "counter", "load", "hooks_judge", "keep", "locked",
+    "mark_work", "note_result", "prune", "put", "refusal_marker", "remove", "save", "save_turn",
+    "seen_of", "state_path", "take_work_marker", "turn_of", "turn_over", "with_result", "with_turn"]
 
 FOLDER = "tools"
 REFUSAL_SUFFIX = ".refuse"
@@ -269,8 +267,7 @@ def keep(path: str, kept: dict[str, Any] | None, scope: str, counts: ToolRepeatC
     """Save the session's state with ``scope``'s counter replaced, and its refusal marker."""
     scopes = kept.get("scopes") if kept is not None else None
     refusable = counts.refusable() or isinstance(scopes, dict) and any(
-        counter(kept, other, settings).refusable() for other in scopes
-        if other != scope_key(scope))
+        counter(kept, other, settings).refusable() for other in scopes if other != scope_key(scope))
     save(path, put(kept, scope, counts), refusable=refusable)
 
 

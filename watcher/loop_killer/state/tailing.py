@@ -141,14 +141,9 @@ class RunStart:
     read: int  # bytes read
 
 
-def scan_run_start(
-    handle: BinaryIO,
-    end: int | None = None,
-    *,
-    max_reprompts: int = DEFAULT_THRESHOLDS.reach,
-    max_lines: int = MAX_RUN_LINES,
-    limit: int = MAX_TAIL_BYTES,
-) -> RunStart:
+def scan_run_start(handle: BinaryIO, end: int | None = None, *,
+                   max_reprompts: int = DEFAULT_THRESHOLDS.reach, max_lines: int = MAX_RUN_LINES,
+                   limit: int = MAX_TAIL_BYTES) -> RunStart:
     """Where feeding the file from ``offset`` up to ``end`` reproduces its trailing run:
     the last run boundary; else the earliest of ``max_reprompts`` re-prompts (the run is
     past every threshold); else the earliest line read before the file's start or a

@@ -27,13 +27,8 @@ PROJECT_SHARE = 5  # the project takes at most 1/PROJECT_SHARE of the width (12 
 _LINES_AROUND = 5  # title, summary, header, its rule, help
 
 _STYLE = {
-    Attention.REFUSED: "bold red",
-    Attention.RUN: "bold red",
-    Attention.REPEATING: "yellow",
-    Attention.STOPPED: "magenta",
-    Attention.WAITING: "cyan",
-    Attention.WORKING: "green",
-}
+    Attention.REFUSED: "bold red", Attention.RUN: "bold red", Attention.REPEATING: "yellow",
+    Attention.STOPPED: "magenta", Attention.WAITING: "cyan", Attention.WORKING: "green"}
 
 
 def visible_rows(count: int, selected: int, height: int) -> range:

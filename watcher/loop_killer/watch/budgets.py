@@ -145,8 +145,7 @@ class Budgets:
         turn.warned.add(LIMIT_USD)
         return crossing
 
-    def judge(self, tracked: Tracked, now: float, respond: Responder
-              ) -> dict[str, object] | None:
+    def judge(self, tracked: Tracked, now: float, respond: Responder) -> dict[str, object] | None:
         """Check the turn's spend (``respond`` asks a stop, warns); its status figures."""
         if tracked.off or not self.budget.any_on:
             return None

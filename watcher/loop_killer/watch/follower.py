@@ -14,9 +14,8 @@ from ..light import digest
 from ..state.files import open_transcript
 
 __all__ = [
-    "CHECK_BYTES", "NO_CHECK", "RENAME_WINDOW", "Change", "Check", "FileKey", "Follower",
-    "Seen", "Vanished", "check_of", "classify", "holds", "seen_of", "stat_seen",
-]
+    "CHECK_BYTES", "NO_CHECK", "RENAME_WINDOW", "Change", "Check", "FileKey", "Follower", "Seen",
+    "Vanished", "check_of", "classify", "holds", "seen_of", "stat_seen"]
 
 FileKey = tuple[int, int]
 """(st_dev, st_ino): a file's identity, whatever its name."""

@@ -45,8 +45,7 @@ def acquire_lock(state: Path) -> int:
         holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
         os.close(fd)
         raise AlreadyRunning(
-            f"another loop-killer-watch (pid {holder}) is already watching for {state}"
-        ) from None
+            f"another loop-killer-watch (pid {holder}) is already watching for {state}") from None
     except OSError:
         os.close(fd)
         raise

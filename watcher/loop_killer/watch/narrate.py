@@ -132,9 +132,8 @@ class Narrator:
         self.settle = settle
         self._sessions: dict[str, _Session] = {}
 
-    def detection(self, session_id: str, keys: Iterable[object], *, who: str, rule: str,
-                  count: int, line: str | None, now: float, at: float | None = None
-                  ) -> list[Said]:
+    def detection(self, session_id: str, keys: Iterable[object], *, who: str, rule: str, count: int,
+                  line: str | None, now: float, at: float | None = None) -> list[Said]:
         """A rule fired: its LOOP line, unless the loop is known already."""
         said = self._new_loop(session_id, keys, now, who=who, rule=rule, count=count,
                               at=now if at is None else at)
@@ -175,9 +174,8 @@ class Narrator:
         session.refusals += 1
         return [Said(logging.INFO, line)] if first else []
 
-    def outcome(self, session_id: str, keys: Iterable[object], *, kind: str, line: str,
-                source: str, rule: str = "", who: str, now: float, count: int = 0
-                ) -> list[Said]:
+    def outcome(self, session_id: str, keys: Iterable[object], *, kind: str, line: str, source: str,
+                rule: str = "", who: str, now: float, count: int = 0) -> list[Said]:
         """What became of a loop, from any writer. ``count``: a refused call's attempts,
         when refusals ended the turn."""
         session = self._session(session_id, now)
@@ -291,9 +289,8 @@ def tell(narrator: Narrator, record: Record, *, home: str | None, now: float) ->
         return narrator.refusal(session_id, call=record.call, line=line, now=now)
     if isinstance(record, OutcomeRecord) and line is not None:
         return narrator.outcome(
-            session_id, (record.answer_uuid, record.plan_id), kind=record.outcome or "?",
-            line=line, source=record.source, rule=record.rule, who=who, now=now,
-            count=record.count or 0)
+            session_id, (record.answer_uuid, record.plan_id), kind=record.outcome or "?", line=line,
+            source=record.source, rule=record.rule, who=who, now=now, count=record.count or 0)
     return [] if line is None else [Said(logging.INFO, line)]
 
 

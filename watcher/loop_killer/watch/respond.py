@@ -187,9 +187,8 @@ class Responder:
             answer_uuid=key, answer_digest="", transcript_path=tracked.path,
             created_at=time.time(), source="watcher", detail=words)
         requested = self._ask_stop(tracked, request, journal.LoopRecord(
-            session_id=session_id, answer_uuid=key, rule=rule, count=count,
-            run_length=0, project=tracked.project, transcript_path=tracked.path,
-            snippet=words, source="watcher"))
+            session_id=session_id, answer_uuid=key, rule=rule, count=count, run_length=0,
+            project=tracked.project, transcript_path=tracked.path, snippet=words, source="watcher"))
         who = report.project_label(tracked.project, self.home)
         then = "clear requested" if requested else "no clear request (it could not be written)"
         self.say(self.narrator.detection(
@@ -263,8 +262,7 @@ class Responder:
                 "cleared", f"goal cleared: {report.snippet(goal.condition, 60)}"))
 
     def _pending(self, tracked: Tracked, answer_uuid: str, rule: str, now: float, *,
-                 requested: bool = True, key: str | None = None, hook_acted: bool = False
-                 ) -> None:
+                 requested: bool = True, key: str | None = None, hook_acted: bool = False) -> None:
         pending = self.pending_of(tracked)
         if pending is not None and not pending.stopped:
             self.resolve(tracked, Outcome("continued", "it fired again before any stop"))
@@ -334,8 +332,7 @@ class Responder:
             session_id=session_id, answer_uuid=warning.tool_use_id, rule=warning.rule,
             outcome=outcome.kind, detail=outcome.detail,
             after_s=round(time.time() - warning.at, 3) if warning.at else None,
-            project=warning.project, transcript_path=warning.transcript_path,
-            source="watcher"))
+            project=warning.project, transcript_path=warning.transcript_path, source="watcher"))
         who = report.project_label(warning.project, self.home) if warning.project else "?"
         self.held.append(_Held(session_id, (warning.tool_use_id,), outcome.kind, warning.rule,
                                who, self._outcome_line(who, session_id, outcome,

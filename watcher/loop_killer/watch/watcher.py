@@ -283,8 +283,7 @@ class Watcher:
             info: os.stat_result | None = os.stat(self.root)
         except OSError:
             info = None
-        self._root_key = (info.st_dev, info.st_ino) if info and stat.S_ISDIR(info.st_mode) \
-            else None
+        self._root_key = (info.st_dev, info.st_ino) if info and stat.S_ISDIR(info.st_mode) else None
         return self._root_key is not None
 
     def _watch_root(self) -> None:
