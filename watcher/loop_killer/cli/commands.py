@@ -165,9 +165,8 @@ def recent_loops(logged: list[journal.Record], *, limit: int) -> list[dict[str, 
             kind = record.outcome
             loop = latest.get(session_id)
             if loop is None or (rule == RULE_REFUSED_RETRIES and loop["rule"] != rule):
-                loop = {"session_id": session_id, "project": record.project,
-                        "rule": rule, "at": at, "what": "a refused call tried again",
-                        "outcome": None}
+                loop = {"session_id": session_id, "project": record.project, "rule": rule, "at": at,
+                        "what": "a refused call tried again", "outcome": None}
                 loops.append(loop)
                 latest[session_id] = loop
             if loop["outcome"] in ("warned", "seen") and kind in ("warned", "none"):

@@ -189,8 +189,7 @@ class ToolRepeatCounter:
         if name in FILE_CHANGING_TOOLS:
             if count == 1 and not failed and not (move and move[0] == move[1]):
                 self._changes += 1
-                depth = self._edits.note(edited_file(tool_input), *move,
-                                         change_digest(tool_input),
+                depth = self._edits.note(edited_file(tool_input), *move, change_digest(tool_input),
                                          warn_at=self._oscillation) if move else 0
                 if depth:
                     shape, shape_count = RULE_EDIT_OSCILLATION, depth

@@ -57,8 +57,7 @@ class Usage:
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(self.input + other.input, self.output + other.output,
-                     self.cache_read + other.cache_read,
-                     self.cache_creation + other.cache_creation,
+                     self.cache_read + other.cache_read, self.cache_creation + other.cache_creation,
                      self.cache_creation_1h + other.cache_creation_1h,
                      self.speed if self.speed == other.speed else "",
                      self.inference_geo if self.inference_geo == other.inference_geo else "")

@@ -141,8 +141,7 @@ def entry_event(entry: Line, source: ReadAgain, *, subagent: bool = False
             return None, "other_attachment"
         return GoalStatus(uuid, timestamp, met=attachment.met is True,
                           sentinel=attachment.sentinel is True,
-                          condition=_str(attachment.condition),
-                          reason=_str(attachment.reason)), ""
+                          condition=_str(attachment.condition), reason=_str(attachment.reason)), ""
     message = entry.message
     if message is None:
         return None, "wrong_shape"

@@ -57,8 +57,7 @@ def run_input(data: Any, *, env: dict[str, str], spawn_time: float | None = None
     except (OSError, ValueError):
         return None  # fail open: a record that cannot be kept judges nothing
     _debug(state, env, "judged", session_id=hook_input.session_id, twin=judged.twin,
-           reprompts=judged.reprompts,
-           fired=judged.detection.rule if judged.detection else None)
+           reprompts=judged.reprompts, fired=judged.detection.rule if judged.detection else None)
     if judged.twin:
         return None  # another hook for this very reply judged (and stops) it
     if judged.detection is not None:

@@ -124,8 +124,7 @@ class Settings(Value):
         """A tool-repeat counter with these settings (counts from ``state`` if given)."""
         oscillation = self.edit_oscillation_warn if self.rule_on(RULE_EDIT_OSCILLATION) else 0
         return ToolRepeatCounter.from_state(state, ignored=self.ignore_tools,
-                                            block=self.tool_repeat_block,
-                                            oscillation=oscillation,
+                                            block=self.tool_repeat_block, oscillation=oscillation,
                                             wait=self.thresholds.wait_seconds)
 
     def project_off(self, *, cwd: str = "", folder: str = "") -> bool:

@@ -382,8 +382,7 @@ class Sessions:
         if broken > tracked.reported_broken:
             count = broken - tracked.reported_broken
             log.warning("%s: skipped %d broken line%s (not a JSON object) before byte %d",
-                        self.respond.name(tracked), count, "s" if count != 1 else "",
-                        reader.offset)
+                        self.respond.name(tracked), count, "s" if count != 1 else "", reader.offset)
             tracked.reported_broken = broken
         if reader.oversized_lines > tracked.reported_oversized:
             log.warning("%s: skipped a line longer than %d MB (a partial write that never "

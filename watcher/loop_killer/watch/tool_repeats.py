@@ -56,8 +56,7 @@ class ToolRepeats:
     def _detected(self, tracked: Tracked, repeat: ToolRepeat) -> None:
         def cannot(error: Exception) -> None:
             log.warning("%s: cannot record the tool-repeat detection (%s)",
-                        report.session_label(tracked.project, tracked.session_id, self.home),
-                        error)
+                        report.session_label(tracked.project, tracked.session_id, self.home), error)
 
         if hooks_keep_counts(self.state, tracked.session_id):
             return  # the session's hooks judge its calls, with what only they can measure
