@@ -98,7 +98,9 @@ def collect(state: Path, *, now: float | None = None) -> dict[str, Any]:
         request = peek_request(state, session_id)
         if found is not None and not os.path.exists(found.transcript_path):
             found = None  # a transcript gone since
-        budget = _live_goal_budget(found)
+        budget = found.extra.get("budget") if found is not None else None
+        if not isinstance(budget, dict) or not budget.get("goal"):
+            budget = None  # the turn's figures against its budget only for a goal that is set
         if request is None and (found is None or not (found.run_length or found.tool_repeats
                                                       or budget)):
             continue
@@ -109,7 +111,8 @@ def collect(state: Path, *, now: float | None = None) -> dict[str, Any]:
             "answer_uuid": request.answer_uuid, "created_at": request.created_at}
         sessions.append({
             "session_id": session_id,
-            "project": found.project if found else _project_of(request),
+            "project": found.project if found else (
+                Path(request.transcript_path).parent.name if request else ""),
             "transcript_path": found.transcript_path if found else (
                 request.transcript_path if request else ""),
             "run_length": found.run_length if found else 0,
@@ -176,14 +179,6 @@ def recent_loops(logged: list[journal.Record], *, limit: int) -> list[dict[str, 
     return loops[::-1][:limit]
 
 
-def _live_goal_budget(found: SessionStatus | None) -> dict[str, Any] | None:
-    """The turn's figures against its budget, for a goal that is set; else None."""
-    budget = found.extra.get("budget") if found is not None else None
-    if not isinstance(budget, dict) or not budget.get("goal"):
-        return None
-    return budget
-
-
 def _say_budgets(sessions: list[dict[str, Any]], now: float, home: str | None,
                  width: int | None) -> None:
     budgets = [s for s in sessions if s["budget"]]
@@ -212,10 +207,6 @@ def _streaks(streaks: list[dict[str, Any]], refused: dict[str, Any] | None = Non
 def _run(length: int, chain: int) -> tuple[str, str]:
     """RUN and SIMILAR: ``-`` when the session is in no re-prompt run (a tool loop)."""
     return ("-", "-") if not length else (str(length), str(chain))
-
-
-def _project_of(request: ClearRequest | None) -> str:
-    return Path(request.transcript_path).parent.name if request else ""
 
 
 def status(args: argparse.Namespace) -> int:

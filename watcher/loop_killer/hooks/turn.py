@@ -102,7 +102,8 @@ def _twin(at: object, spawn_time: float | None) -> bool:
 def prompt_time(path: str) -> float | None:
     """When the person's last prompt (or slash command) was written; None if unknown."""
     try:
-        prompt = _last_event(path, b'"user"', _is_persons_prompt, _TAIL)
+        prompt = _last_event(path, b'"user"', lambda event: isinstance(event, TurnStart)
+                             and event.kind == "prompt", _TAIL)
     except OSError:
         return None
     return parse_timestamp(prompt.timestamp) if isinstance(prompt, TurnStart) else None
@@ -115,10 +116,6 @@ def goal_set(path: str) -> bool | None:
     except OSError:
         return None
     return isinstance(goal, GoalStatus) and not goal.met
-
-
-def _is_persons_prompt(event: Event) -> bool:
-    return isinstance(event, TurnStart) and event.kind == "prompt"
 
 
 def _last_event(path: str, needle: bytes, wanted: Callable[[Event], bool], limit: int

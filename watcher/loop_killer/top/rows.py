@@ -209,11 +209,6 @@ def _doing(status: SessionStatus, last: LastDetection | None, refused: Refused |
     return Attention.WAITING, 0.0, ("waiting for you",)
 
 
-def _with_budget(doing: Words, budget: Words) -> Words:
-    """The doing and the turn's budget: the nearest limit before fuller words."""
-    return tuple(f"{said} · {limits}" for said in doing for limits in budget) + doing
-
-
 def _in_run(status: SessionStatus, limits: Limits) -> tuple[int, float, Words]:
     urgency = max(status.run_length / limits.idle_turns,
                   status.chain_length / limits.same_reply_turns)
@@ -273,7 +268,8 @@ def build_screen(statuses: Iterable[SessionStatus], detections: Mapping[str, Las
         rank, urgency, doing = _doing(status, last, refused.get(status.session_id), limits)
         figures = status.turn_budget()
         if figures is not None:
-            doing = _with_budget(doing, short_words(*figures, now, money))
+            budget = short_words(*figures, now, money)  # the nearest limit before fuller words
+            doing = tuple(f"{said} · {limits}" for said in doing for limits in budget) + doing
         turn, total = spent.get(status.session_id, (None, None))
         rows.append(Row(
             session_id=status.session_id, project=status.project,

@@ -271,19 +271,15 @@ class Responder:
             requested=requested, key=key, hook_acted=hook_acted))
         self.settled.discard(tracked.path)
 
-    def _hook_acted(self, tracked: Tracked, pending: PendingOutcome) -> bool:
-        return pending.hook_acted or (pending.key is not None and pending.key in
-                                      records.recorded_keys(self.state, tracked.session_id,
-                                                            acted_only=True))
-
     def resolve(self, tracked: Tracked, outcome: Outcome | None, *, final: bool = True) -> None:
         pending = self.pending_of(tracked)
         if pending is None:
             return
         if outcome is not None and outcome.kind in ("cleared", "stopped"):
             self.settled.add(tracked.path)
-        if outcome is not None and not (outcome.kind in HOOKS_WORD
-                                        and self._hook_acted(tracked, pending)):
+        if outcome is not None and not (outcome.kind in HOOKS_WORD and (pending.hook_acted or (
+                pending.key is not None and pending.key in records.recorded_keys(
+                    self.state, tracked.session_id, acted_only=True)))):
             journal.append(self.state, journal.OutcomeRecord(
                 session_id=tracked.session_id, answer_uuid=pending.answer_uuid,
                 rule=pending.rule, outcome=outcome.kind, detail=outcome.detail,
