@@ -1,6 +1,5 @@
-"""``loop-killer status`` (exit 0 when a watcher is alive, 1 when not), ``clear SESSION``
-(a manual request for the session's next Stop; exit 1 when no single session matches, 2
-for no session id) and ``config`` (the settings in force and where each came from)."""
+"""``loop-killer status`` (exit 1 with no watcher alive), ``clear SESSION`` (a request for its
+next Stop; exit 1 unless one session matches) and ``config`` (the settings and their sources)."""
 
 from __future__ import annotations
 
@@ -142,9 +141,7 @@ def collect(state: Path, *, now: float | None = None) -> dict[str, Any]:
 
 
 def recent_loops(logged: list[journal.Record], *, limit: int) -> list[dict[str, Any]]:
-    """The last ``limit`` loops in the log, newest first, each with what became of it (a
-    tool-repeat warning: "warned" by a hook, "seen" by the watcher alone; else the last
-    final outcome of its session after it, else the last on the way)."""
+    """The last ``limit`` loops in the log, newest first, each with what became of it."""
     loops: list[dict[str, Any]] = []
     latest: dict[str, dict[str, Any]] = {}
     loop: dict[str, Any] | None
@@ -190,8 +187,7 @@ def _say_budgets(sessions: list[dict[str, Any]], now: float, home: str | None,
 
 
 def _streaks(streaks: list[dict[str, Any]], refused: dict[str, Any] | None = None) -> str:
-    """``Bash: npm test x3 (+1), refused 2 times``: the call repeating most, how many
-    others do, and its refusals."""
+    """``Bash: npm test x3 (+1), refused 2 times``: the top call, others repeating, refusals."""
     shown = [s for s in streaks if isinstance(s, dict) and isinstance(s.get("count"), int)]
     if not shown:
         return "-"
@@ -264,8 +260,7 @@ def status(args: argparse.Namespace) -> int:
 
 
 def _recent_line(loop: dict[str, Any], now: float, home: str | None) -> str:
-    """``2 min ago  billing a26ba613  SAME_REPLY_TURNS (3 similar replies to re-prompts):
-    loop stopped, goal cleared``."""
+    """One loop: ``2 min ago  billing a26ba613  SAME_REPLY_TURNS (…): loop stopped``."""
     when = report.ago(now - loop["at"]) if loop["at"] is not None else "?"
     outcome = loop["outcome"]
     said = ("the model was warned" if outcome == "warned" else

@@ -1,7 +1,5 @@
-"""``loop-killer install`` and ``loop-killer doctor``: put the plugin in place, check it.
-
-``install`` records this interpreter by the path it was started as (a venv's ``bin/python``
-links to a base interpreter that does not see the venv's packages) for the plugin's launcher."""
+"""``loop-killer install`` and ``doctor``: put the plugin in place, check it. ``install`` records
+this interpreter by the path it was started as (resolved, a venv's ``python`` loses the venv)."""
 
 from __future__ import annotations
 
@@ -61,8 +59,7 @@ def add_arguments_install(parser: argparse.ArgumentParser) -> None:
 
 
 def record_interpreter(state: Path, python: str | None = None) -> Path:
-    """Write this interpreter's path (absolute, links not followed) where the launcher
-    looks for it; never through a linked state folder (raises NotAFolder)."""
+    """Write this interpreter's path (links not followed) where the launcher looks for it."""
     from ..state.files import state_folder, write_private_file
 
     path = state_folder(state, create=True, private=True) / INTERPRETER_FILE

@@ -1,8 +1,5 @@
-"""Tool outputs made comparable (pure): the masking of the tool-repeat rule.
-
-``result_key`` masks what changes on every run and is not progress (issue 29). Each pattern
-keeps to a shape that cannot hold progress: at worst a loop is caught later, never a call
-refused by mistake."""
+"""Tool outputs made comparable (pure): ``result_key`` masks what changes on every run and is
+not progress (issue 29), in shapes that cannot hold progress: never a call refused by mistake."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""A shell command line read as words (pure): quotes honoured, simple commands split,
-heredoc bodies not read (for a leading ``cd`` and ``engine.waiting``)."""
+"""A shell command line read as words (pure): quotes honoured, heredoc bodies not read."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""``parse_line`` for the history scan: a line decoded (msgspec) into typed structures that
-name only the fields the engine reads, a tool result's content left raw and unread.
-``typed_event`` gives ``parse_line``'s event, or ``NOT_TYPED`` for a line that does not fit
-the structures: the caller then parses it with ``parse_line``.
-"""
+"""``parse_line`` for the history scan: a line decoded (msgspec) into typed structures naming
+only the fields the engine reads; ``NOT_TYPED`` for a line that ``parse_line`` must read."""
 
 from __future__ import annotations
 

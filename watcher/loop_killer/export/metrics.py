@@ -1,7 +1,5 @@
-"""Loop figures for monitoring systems, from the detection log: ``LoopTally`` folds its
-records into counters (pure), ``MetricsSource`` follows it and reads the session gauges.
-Label values are bounded: fixed lists (else ``other``), the first ``MAX_PROJECT_LABELS``
-projects; a session id labels only a live turn's gauges."""
+"""Loop figures from the detection log: ``LoopTally`` folds its records into counters (pure),
+``MetricsSource`` follows it. Label values are bounded (fixed lists, ``MAX_PROJECT_LABELS``)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Every word the person sees from a stopped turn, and the Stop hook's output JSON (pure).
-With the mod, its plan in ``additionalContext`` carries the texts (the mod substitutes only
-``{output}``; Claude Code prefixes them with ``loop-killer:``). Only the mod's words reach
-what ``-p`` prints (2.1.250, 2.1.328, 2.1.332)."""
+"""Every word the person sees from a stopped turn, and the Stop hook's output JSON (pure); with
+the mod, its plan in ``additionalContext`` carries the texts (only they reach ``-p``'s output)."""
 
 from __future__ import annotations
 

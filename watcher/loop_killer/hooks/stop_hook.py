@@ -1,6 +1,5 @@
-"""The Stop hook: take a clear request (unless void: ``state.records``), or judge a
-re-prompt's reply (``turn.judge``) and the turn's budget; ``stopping.fire`` stops the turn.
-With ``LOOP_KILLER_DEBUG=1``, judgements and requests go to ``hook-debug.log``."""
+"""The Stop hook: take a clear request, or judge a re-prompt's reply and the turn's budget;
+``stopping.fire`` stops the turn. ``LOOP_KILLER_DEBUG=1`` logs to ``hook-debug.log``."""
 from __future__ import annotations
 
 import contextlib

@@ -1,6 +1,5 @@
-"""The one way any hook stops a turn: the detection log's lines, the hands that clear a
-goal (the mod's plan, typing into the pane, or nobody) and the hook's output. From a tool
-call (``stop_turn``: ``continue: false`` ends the turn at once, 2.1.332) only the mod clears."""
+"""The one way any hook stops a turn: the log's lines, the hands that clear a goal (the mod's
+plan, typing into the pane, or nobody) and the output (from a tool call only the mod clears)."""
 from __future__ import annotations
 
 import contextlib

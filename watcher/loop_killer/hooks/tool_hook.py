@@ -1,7 +1,5 @@
-"""The tool-call hooks: count each result, warn, refuse, reset; one JSON out. A result
-repeated TOOL_REPEAT_WARN times warns; from TOOL_REPEAT_BLOCK the call (or an edit going back
-too often) is refused; the TOOL_REPEAT_STOP-th refusal ends the turn (a subagent's: its run).
-The person's prompt forgets the counts. On any doubt nothing is refused."""
+"""The tool-call hooks: count each result, warn, refuse, reset; one JSON out. The
+TOOL_REPEAT_STOP-th refusal ends the turn (a subagent's: its run). In doubt nothing is refused."""
 
 from __future__ import annotations
 
@@ -112,8 +110,7 @@ def _prompted(data: dict[str, Any], state: str, path: str, settings: Settings) -
 
 
 def _run_afresh(kept: dict[str, Any]) -> dict[str, Any]:
-    """The record after a task's notice (Claude Code's own prompt, mid-turn): the re-prompt
-    run starts afresh, as the transcript's readers start it at that prompt line."""
+    """The record after a task's notice (mid-turn): the re-prompt run starts afresh."""
     turn = store.turn_of(kept)
     return store.with_turn(kept, {**turn, "run": {}}) if "run" in turn else kept
 
@@ -125,8 +122,7 @@ def _result_of(data: dict[str, Any], event: str) -> tuple[object, bool]:
 
 
 def _keyed(data: dict[str, Any], name: str, content: object, is_error: bool) -> tuple[str, str]:
-    """The call's key and its result's digest (before the lock: a huge output costs its
-    own hook the time, never another's)."""
+    """The call's key and its result's digest (before the lock: a huge output delays no other)."""
     from ..engine.calls import call_key
     from ..engine.tool_repeat import result_digest
 

@@ -1,6 +1,5 @@
-"""Every word the model and the person see from the tool-call rules, as the hooks' output
-JSON (pure): ``additionalContext`` or a refusal's reason for the model, a one-line
-``systemMessage`` for the person."""
+"""Every word the model and the person see from the tool-call rules, as the hooks' output JSON
+(pure): ``additionalContext`` or a refusal's reason, a one-line ``systemMessage``."""
 
 from __future__ import annotations
 

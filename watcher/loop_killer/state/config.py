@@ -1,7 +1,5 @@
-"""Settings people can change: ``config.toml`` in the state folder (the README's
-"Settings"), overridden by ``LOOP_KILLER_*`` environment variables. A bad file never stops
-anything: the defaults hold for what is wrong, and ``problems`` says what and where.
-"""
+"""Settings people can change: ``config.toml`` in the state folder, overridden by
+``LOOP_KILLER_*`` variables. A bad file never stops anything: ``problems`` says what is wrong."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Clear requests: ``<state>/requests/<session>.json`` asks the session's Stop hook to end
-the loop; taken exactly once (a rename into ``claimed/``), then validated, and acted on
-only for the hook's own transcript, owned by this user in private folders."""
+"""Clear requests: ``<state>/requests/<session>.json`` asks the session's Stop hook to end the
+loop; taken once (a rename into ``claimed/``), acted on only for the hook's own transcript."""
 
 from __future__ import annotations
 

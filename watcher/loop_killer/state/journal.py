@@ -1,5 +1,4 @@
-"""The detection log ``<state>/detections.jsonl``: one JSON line (one of three typed
-records, ``encode``/``decode``) per detection and outcome, appended with one ``write``."""
+"""The detection log ``<state>/detections.jsonl``: one JSON line per detection and outcome."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""One detection record per answer, ``<state>/fired/<session>/<key>`` (the key: the uuid of
-the re-prompt answered, else the answer's): whoever creates it first logs the detection, and
-the key never fires again. ``<key>.acted``: a Stop hook stopped the turn (no clear request)."""
+"""One detection record per answer, ``<state>/fired/<session>/<key>``: whoever creates it first
+logs the detection. ``<key>.acted``: a Stop hook stopped the turn (no clear request)."""
 
 from __future__ import annotations
 

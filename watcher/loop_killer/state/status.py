@@ -1,6 +1,4 @@
-"""What the watcher publishes for the Stop hook and ``loop-killer status``: its heartbeat
-(``watcher.json``) and each session's status (``status/<session>.json``), written
-atomically; readers tolerate them missing or broken."""
+"""What the watcher publishes: its heartbeat and each session's status, written atomically."""
 
 from __future__ import annotations
 

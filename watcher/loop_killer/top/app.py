@@ -1,6 +1,5 @@
-"""``loop-killer top``: the shell around ``rows`` and ``view``. It reads the state folder
-and each shown transcript from where it last read; keys in cbreak mode between refreshes
-(``c`` then ``y`` clears the selected session)."""
+"""``loop-killer top``: the shell around ``rows`` and ``view``; keys in cbreak mode between
+refreshes (``c`` then ``y`` clears the selected session)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""What ``loop-killer top`` shows, as plain data (pure): one ``Row`` per session active in
-the window, what needs the person first (a refused call, a run near its threshold, a
-repeating call, a loop just stopped, a session waiting), the most recent first within."""
+"""What ``loop-killer top`` shows, as plain data (pure): one ``Row`` per session active in the
+window, what needs the person first, the most recent first within."""
 
 from __future__ import annotations
 
@@ -256,8 +255,7 @@ def build_screen(statuses: Iterable[SessionStatus], detections: Mapping[str, Las
                  home: str | None = None, cwds: Mapping[str, str] | None = None,
                  refused: Mapping[str, Refused] | None = None) -> Screen:
     """The rows of every session whose transcript grew within ``window`` seconds (or with a
-    clear request pending), what needs attention first. ``cwds``: each session's folder,
-    as its lines say; ``refused``: the sessions a hook refuses a call of now."""
+    clear request pending), what needs attention first."""
     shown = [s for s in statuses if now - s.last_activity <= window or s.pending_request]
     cwds, refused = cwds or {}, refused or {}
     places = {s.session_id: cwds.get(s.session_id) or project_label(s.project, home) for s in shown}

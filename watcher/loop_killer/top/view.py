@@ -1,5 +1,4 @@
-"""``loop-killer top``'s screen, drawn with rich from a ``rows.Screen``: the project, the
-doing and the last loop always; the figures where they leave those room."""
+"""``loop-killer top``'s screen, drawn with rich from a ``rows.Screen``."""
 
 from __future__ import annotations
 

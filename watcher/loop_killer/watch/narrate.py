@@ -1,8 +1,5 @@
-"""What the watcher tells a person about each loop: one LOOP line, one outcome line (pure).
-
-Several writers report one loop; the ``Narrator`` says each one's LOOP line once and one
-outcome line (a passing one only when nothing final follows within ``SETTLE`` seconds).
-``InOrder`` lets lines out in the order what they tell happened."""
+"""What the watcher tells a person about each loop: one LOOP line, one outcome line (pure), a
+passing one only when nothing final follows within ``SETTLE`` s, in the order things happened."""
 
 from __future__ import annotations
 
@@ -267,8 +264,7 @@ class Narrator:
 
 
 def tell(narrator: Narrator, record: Record, *, home: str | None, now: float) -> list[Said]:
-    """What to say of a detection-log record (what the hooks, the mod and ``loop-killer
-    clear`` logged; nothing, for most of the watcher's own)."""
+    """What to say of a detection-log record (nothing, for most of the watcher's own)."""
     session_id = record.session_id or "?"
     who = report.project_label(record.project, home) if record.project else "?"
     if isinstance(record, ToolRecord) and not record.refused and record.call:

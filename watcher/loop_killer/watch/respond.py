@@ -1,7 +1,5 @@
-"""What the steps of a followed session mean to the watcher, and what it does about them.
-
-A detection is the Stop hook's where it judges the session's replies (``hooks_judge``), else
-the watcher records it, writes the clear request and logs it; a person's prompt withdraws it."""
+"""What the steps of a followed session mean to the watcher, and what it does about them: a
+detection is the Stop hook's where it judges, else the watcher's (record, request, log)."""
 
 from __future__ import annotations
 

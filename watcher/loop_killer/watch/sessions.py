@@ -1,6 +1,5 @@
-"""The session registry: one ``TranscriptReader`` per transcript, fed only the bytes
-appended, its steps to the ``Responder``. Catch-up reads each file's trailing run; a session
-long idle keeps only its offset. The one module that assigns a ``Tracked``'s fields."""
+"""The session registry: one ``TranscriptReader`` per transcript, fed only the bytes appended,
+its steps to the ``Responder``. The one module that assigns a ``Tracked``'s fields."""
 
 from __future__ import annotations
 

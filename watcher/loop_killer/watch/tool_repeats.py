@@ -1,6 +1,5 @@
-"""Tool-repeat loops as the watcher sees them in the transcripts (the engine's counter per
-session), recorded and logged at ``tool_repeat_warn`` if this watcher was first, for a
-session whose tool-call hooks keep no counts (theirs measure the working tree)."""
+"""Tool-repeat loops as the watcher sees them in the transcripts, for a session whose
+tool-call hooks keep no counts (theirs measure the working tree)."""
 
 from __future__ import annotations
 
