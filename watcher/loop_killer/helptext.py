@@ -1,5 +1,4 @@
-"""``--help`` as a person reads it: a name such as ``loop-killer`` or ``--state-dir`` is
-never broken at its hyphen, and the defaults are named the way a person knows them."""
+"""``--help`` as a person reads it: ``loop-killer`` or ``--state-dir`` never broken at a hyphen."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Light stand-ins for costly standard modules, for the hooks (each runs on every tool
-call): ``loads``/``dumps`` (``json``'s C parts, 10 ms less), ``digest``/``hex_digest``
-(BLAKE2 without OpenSSL) and ``Value`` (a record without ``dataclasses``: fields named in
-``__slots__``, set with ``self._set``)."""
+"""Light stand-ins for costly standard modules, for the hooks (each runs on every tool call):
+``loads``/``dumps``, ``digest``/``hex_digest`` (BLAKE2 without OpenSSL), ``Value`` (a record)."""
 
 from __future__ import annotations
 

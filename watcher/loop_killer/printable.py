@@ -1,7 +1,5 @@
-"""Text a person reads, made safe for a terminal: the one cleaner of control codes (a
-reply holding ``\\x1b]0;PWNED\\x07`` must not retitle the terminal), and the widths
-and wrapping of what is printed.
-"""
+"""Text a person reads, made safe for a terminal (a reply holding ``\\x1b]0;PWNED\\x07`` must
+not retitle it), and the widths and wrapping of what is printed."""
 
 from __future__ import annotations
 
@@ -23,8 +21,7 @@ _SPACES = re.compile(r"\s+")
 
 
 def printable(text: str, limit: int | None = None) -> str:
-    """``text`` on one line, without control characters (each run becomes one space),
-    cut to ``limit`` characters (ending in ``…``) when given."""
+    """``text`` on one line, each run of control characters one space, cut to ``limit``."""
     if text.isascii() and text.isprintable() and "  " not in text and \
             text[:1] != " " and text[-1:] != " ":
         flat = text  # (most text: nothing to take out, no run of spaces; no regex needed)
@@ -123,9 +120,8 @@ _BREAKS = ("/", "-", "_", ",", "(")
 
 
 def wrap(line: str, width: int | None, indent: int = 4) -> list[str]:
-    """``line`` as lines of at most ``width`` columns, cut at spaces (a word longer than a
-    line after one of ``_BREAKS``, else where it must), each after the first indented by
-    ``indent``; ``[line]`` when ``width`` is None or it fits."""
+    """``line`` as lines of at most ``width`` columns, cut at spaces (a long word after one of
+    ``_BREAKS``, else where it must), each after the first indented by ``indent``."""
     if width is None or display_width(line) <= width:
         return [line]
     indent = max(0, min(indent, width // 2))

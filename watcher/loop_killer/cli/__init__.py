@@ -1,5 +1,4 @@
-"""``loop-killer``: the command line, each subcommand imported only when used (a call stays
-quick and never imports watchdog needlessly)."""
+"""``loop-killer``: the command line, each subcommand imported only when used (stays quick)."""
 
 from __future__ import annotations
 

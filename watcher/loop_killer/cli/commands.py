@@ -1,6 +1,5 @@
-"""``loop-killer status`` (exit 0 when a watcher is alive, 1 when not), ``clear SESSION``
-(a manual request for the session's next Stop; exit 1 when no single session matches, 2
-for no session id) and ``config`` (the settings in force and where each came from)."""
+"""``loop-killer status`` (exit 1 with no watcher alive), ``clear SESSION`` (a request for its
+next Stop; exit 1 unless one session matches) and ``config`` (the settings and their sources)."""
 
 from __future__ import annotations
 
@@ -98,7 +97,9 @@ def collect(state: Path, *, now: float | None = None) -> dict[str, Any]:
         request = peek_request(state, session_id)
         if found is not None and not os.path.exists(found.transcript_path):
             found = None  # a transcript gone since
-        budget = _live_goal_budget(found)
+        budget = found.extra.get("budget") if found is not None else None
+        if not isinstance(budget, dict) or not budget.get("goal"):
+            budget = None  # the turn's figures against its budget only for a goal that is set
         if request is None and (found is None or not (found.run_length or found.tool_repeats
                                                       or budget)):
             continue
@@ -106,11 +107,11 @@ def collect(state: Path, *, now: float | None = None) -> dict[str, Any]:
         stale = request.is_stale(now) if request is not None else None
         shown = None if request is None else {
             "rule": request.rule, "source": request.source, "count": request.count,
-            "answer_uuid": request.answer_uuid, "created_at": request.created_at,
-        }
+            "answer_uuid": request.answer_uuid, "created_at": request.created_at}
         sessions.append({
             "session_id": session_id,
-            "project": found.project if found else _project_of(request),
+            "project": found.project if found else (
+                Path(request.transcript_path).parent.name if request else ""),
             "transcript_path": found.transcript_path if found else (
                 request.transcript_path if request else ""),
             "run_length": found.run_length if found else 0,
@@ -140,9 +141,7 @@ def collect(state: Path, *, now: float | None = None) -> dict[str, Any]:
 
 
 def recent_loops(logged: list[journal.Record], *, limit: int) -> list[dict[str, Any]]:
-    """The last ``limit`` loops in the log, newest first, each with what became of it (a
-    tool-repeat warning: "warned" by a hook, "seen" by the watcher alone; else the last
-    final outcome of its session after it, else the last on the way)."""
+    """The last ``limit`` loops in the log, newest first, each with what became of it."""
     loops: list[dict[str, Any]] = []
     latest: dict[str, dict[str, Any]] = {}
     loop: dict[str, Any] | None
@@ -166,9 +165,8 @@ def recent_loops(logged: list[journal.Record], *, limit: int) -> list[dict[str, 
             kind = record.outcome
             loop = latest.get(session_id)
             if loop is None or (rule == RULE_REFUSED_RETRIES and loop["rule"] != rule):
-                loop = {"session_id": session_id, "project": record.project,
-                        "rule": rule, "at": at, "what": "a refused call tried again",
-                        "outcome": None}
+                loop = {"session_id": session_id, "project": record.project, "rule": rule, "at": at,
+                        "what": "a refused call tried again", "outcome": None}
                 loops.append(loop)
                 latest[session_id] = loop
             if loop["outcome"] in ("warned", "seen") and kind in ("warned", "none"):
@@ -176,14 +174,6 @@ def recent_loops(logged: list[journal.Record], *, limit: int) -> list[dict[str, 
             if loop["outcome"] not in FINAL_OUTCOMES or kind in FINAL_OUTCOMES:
                 loop["outcome"] = kind
     return loops[::-1][:limit]
-
-
-def _live_goal_budget(found: SessionStatus | None) -> dict[str, Any] | None:
-    """The turn's figures against its budget, for a goal that is set; else None."""
-    budget = found.extra.get("budget") if found is not None else None
-    if not isinstance(budget, dict) or not budget.get("goal"):
-        return None
-    return budget
 
 
 def _say_budgets(sessions: list[dict[str, Any]], now: float, home: str | None,
@@ -197,8 +187,7 @@ def _say_budgets(sessions: list[dict[str, Any]], now: float, home: str | None,
 
 
 def _streaks(streaks: list[dict[str, Any]], refused: dict[str, Any] | None = None) -> str:
-    """``Bash: npm test x3 (+1), refused 2 times``: the call repeating most, how many
-    others do, and its refusals."""
+    """``Bash: npm test x3 (+1), refused 2 times``: the top call, others repeating, refusals."""
     shown = [s for s in streaks if isinstance(s, dict) and isinstance(s.get("count"), int)]
     if not shown:
         return "-"
@@ -214,10 +203,6 @@ def _streaks(streaks: list[dict[str, Any]], refused: dict[str, Any] | None = Non
 def _run(length: int, chain: int) -> tuple[str, str]:
     """RUN and SIMILAR: ``-`` when the session is in no re-prompt run (a tool loop)."""
     return ("-", "-") if not length else (str(length), str(chain))
-
-
-def _project_of(request: ClearRequest | None) -> str:
-    return Path(request.transcript_path).parent.name if request else ""
 
 
 def status(args: argparse.Namespace) -> int:
@@ -275,8 +260,7 @@ def status(args: argparse.Namespace) -> int:
 
 
 def _recent_line(loop: dict[str, Any], now: float, home: str | None) -> str:
-    """``2 min ago  billing a26ba613  SAME_REPLY_TURNS (3 similar replies to re-prompts):
-    loop stopped, goal cleared``."""
+    """One loop: ``2 min ago  billing a26ba613  SAME_REPLY_TURNS (…): loop stopped``."""
     when = report.ago(now - loop["at"]) if loop["at"] is not None else "?"
     outcome = loop["outcome"]
     said = ("the model was warned" if outcome == "warned" else
@@ -348,9 +332,8 @@ def clear(args: argparse.Namespace) -> int:
     run_length = found.run_length if found else 0
     request = ClearRequest(
         session_id=session_id, rule=RULE_MANUAL, count=run_length, run_length=run_length,
-        answer_uuid="", answer_digest="", transcript_path=transcript,
-        created_at=time.time(), source="manual",
-    )
+        answer_uuid="", answer_digest="", transcript_path=transcript, created_at=time.time(),
+        source="manual")
     replaced = peek_request(state, session_id)
     try:
         write_request(state, request)

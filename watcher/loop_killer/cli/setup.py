@@ -1,7 +1,5 @@
-"""``loop-killer install`` and ``loop-killer doctor``: put the plugin in place, check it.
-
-``install`` records this interpreter by the path it was started as (a venv's ``bin/python``
-links to a base interpreter that does not see the venv's packages) for the plugin's launcher."""
+"""``loop-killer install`` and ``doctor``: put the plugin in place, check it. ``install`` records
+this interpreter by the path it was started as (resolved, a venv's ``python`` loses the venv)."""
 
 from __future__ import annotations
 
@@ -37,8 +35,7 @@ def find_marketplace() -> Path | None:
     package = Path(__file__).resolve().parents[1]  # .../loop_killer
     for root in (package / "_plugin", package.parents[1]):
         if (root / ".claude-plugin" / "marketplace.json").is_file() and (
-            root / "plugin" / "hooks" / "launch.py"
-        ).is_file():
+            root / "plugin" / "hooks" / "launch.py").is_file():
             return root
     return None
 
@@ -62,8 +59,7 @@ def add_arguments_install(parser: argparse.ArgumentParser) -> None:
 
 
 def record_interpreter(state: Path, python: str | None = None) -> Path:
-    """Write this interpreter's path (absolute, links not followed) where the launcher
-    looks for it; never through a linked state folder (raises NotAFolder)."""
+    """Write this interpreter's path (links not followed) where the launcher looks for it."""
     from ..state.files import state_folder, write_private_file
 
     path = state_folder(state, create=True, private=True) / INTERPRETER_FILE
@@ -111,8 +107,7 @@ def install(args: argparse.Namespace, *, run: Runner | None = None,
     name = marketplace_name(root)
     commands = [
         ["claude", "plugin", "marketplace", "add", str(root)],
-        ["claude", "plugin", "install", f"{PLUGIN_NAME}@{name}"],
-    ]
+        ["claude", "plugin", "install", f"{PLUGIN_NAME}@{name}"]]
     claude = getattr(args, "claude", None) or shutil.which("claude", path=env.get("PATH"))
     if getattr(args, "print_only", False) or not claude:
         if not claude:

@@ -1,3 +1,1 @@
-"""The pure core: rules, transcript reading and run detection. No I/O here.
-
-No names of its own: a hook imports only the modules it needs."""
+"""The pure core: rules, transcript reading and run detection. No I/O, no names of its own."""

@@ -1,5 +1,4 @@
-"""Transcript events grouped into API replies (by ``message.id``) and replies into answers
-(pure, incremental: memory bounded by one answer)."""
+"""Transcript events grouped into API replies (by ``message.id``) and replies into answers."""
 
 from __future__ import annotations
 
@@ -64,9 +63,8 @@ class _Reply:
 
 
 class AnswerAssembler:
-    """An answer is complete when a reply without tool use completes (one with no text at its
-    Stop's summary), or when the next prompt arrives. A re-prompt right after the Stop of
-    the one before answers an empty reply (Claude Code writes none: 2.1.250 to 2.1.332)."""
+    """An answer is complete when a reply without tool use completes, or at the next prompt. A
+    re-prompt right after the Stop of the one before answers an empty reply (2.1.250-2.1.332)."""
 
     __slots__ = ("_last_id", "_last_timestamp", "_last_uuid", "_message_ids", "_prompt",
                  "_prompt_uuid", "_reply", "_started", "_stop_over", "_texts", "_used_tool")

@@ -1,8 +1,4 @@
-"""BUDGET: the backstop that ends a turn no loop rule can tell from work (pure).
-
-A turn may hold so many re-prompts, spend so much and last so long (``0``: no limit); given
-a turn's figures, this says what is crossed or near, in words.
-"""
+"""BUDGET: the backstop that ends a turn no loop rule can tell from work (pure)."""
 
 from __future__ import annotations
 
@@ -54,8 +50,7 @@ DEFAULT_BUDGET: Final = Budget()
 
 
 class TurnUse(Value):
-    """What one turn has used so far (``fallback``: some of ``usd`` priced at a model
-    family's price; ``goal``: a ``/goal`` is set)."""
+    """What one turn has used so far (``fallback``: priced at a family's price; ``goal``: set)."""
 
     __slots__ = ("reprompts", "started_at", "usd", "fallback", "goal")
     reprompts: int
@@ -66,8 +61,7 @@ class TurnUse(Value):
 
     def __init__(self, reprompts: int = 0, started_at: float | None = None, usd: float = 0.0,
                  fallback: bool = False, goal: bool = False) -> None:
-        self._set(reprompts=reprompts, started_at=started_at, usd=usd, fallback=fallback,
-                  goal=goal)
+        self._set(reprompts=reprompts, started_at=started_at, usd=usd, fallback=fallback, goal=goal)
 
     def used(self, name: str, now: float) -> float:
         if name == LIMIT_REPROMPTS:
@@ -194,8 +188,7 @@ def describe(name: str, used: float, limit: float, use: TurnUse) -> str:
 
 
 def live_words(raw: dict[str, Any], now: float) -> str:
-    """A live turn's published ``figures`` for ``loop-killer status``: ``$1.20 of $25.00
-    spent, 12 of 100 re-prompts, 14 min (no limit)``."""
+    """For ``status``: ``$1.20 of $25.00 spent, 12 of 100 re-prompts, 14 min (no limit)``."""
     limits = raw.get("limits") or {}
 
     def of(used: str, name: str, shown: Callable[[float], str], unit: str = "") -> str:
@@ -208,23 +201,20 @@ def live_words(raw: dict[str, Any], now: float) -> str:
     guess = " (partly at a model family's price)" if raw.get("fallback") else ""
     reprompts = of(str(raw.get("reprompts", 0)), LIMIT_REPROMPTS, lambda n: f"{n:g}")
     started = raw.get("started_at")
-    took = (f"{(now - float(started)) / 60:.0f}" if isinstance(started, (int, float))
-            else "?")
+    took = f"{(now - float(started)) / 60:.0f}" if isinstance(started, (int, float)) else "?"
     return (f"{spent} spent{guess}, {reprompts} re-prompts, "
             f"{of(took, LIMIT_MINUTES, lambda n: f'{n:g}', ' min')}")
 
 
 def short_words(budget: Budget, use: TurnUse, now: float, money: Callable[[float], str]
                 ) -> tuple[str, ...]:
-    """A live turn against its limits for ``top``, the nearest first, then fewer: ``$1.20/$25
-    · 12/100 re-prompts · 14/60 min`` (a limit it used nothing of is left out)."""
+    """For ``top``, the nearest limit first: ``$1.20/$25 · 12/100 re-prompts · 14/60 min``."""
     used = sorted((a for a in against(budget, use, now) if a.used > 0),
                   key=lambda a: -a.share)  # (stable: spend before re-prompts at a tie)
 
     def text(figure: Against) -> str:
         if figure.limit == LIMIT_USD:
-            most = f"${figure.most:g}" if figure.most == int(figure.most) else money(
-                figure.most)
+            most = f"${figure.most:g}" if figure.most == int(figure.most) else money(figure.most)
             return f"{money(figure.used)}/{most}"
         if figure.limit == LIMIT_REPROMPTS:
             return f"{figure.used:.0f}/{figure.most:.0f} re-prompts"

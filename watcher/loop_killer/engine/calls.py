@@ -1,5 +1,4 @@
-"""A tool call and its result as the tool-repeat counter tells them apart (pure): a call's
-key and label, the tools not counted, and the results that are not the call's own."""
+"""A tool call and its result as the tool-repeat counter tells them apart (pure)."""
 
 from __future__ import annotations
 

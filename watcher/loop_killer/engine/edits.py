@@ -1,8 +1,6 @@
-"""A file edited back and forth (pure), judged by whole-file states, never by fragments.
-
-A file-changing call *moves* a file from one state (its digest) to another; a move made again
-in the person's turn is a back-and-forth of depth twice its repeats: 2 warns, 4 is refused
-if the exact change was made from exactly that state (``EditHistory.would_return``)."""
+"""A file edited back and forth (pure), judged by whole-file states, never by fragments. A move
+from one state (digest) to another made again in the turn is a back-and-forth of depth twice
+its repeats: 2 warns, 4 is refused if made from exactly that state (``would_return``)."""
 
 from __future__ import annotations
 

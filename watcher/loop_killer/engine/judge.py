@@ -1,5 +1,4 @@
-"""The judge: one session's trailing run of answers to re-prompts, and the two rules over
-it (pure). The Stop hook keeps it between two Stops (``Run.to_state``)."""
+"""The judge: one session's trailing run of answers to re-prompts, and the two rules over it."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The combining marks (Unicode categories Mn and Mc) as code-point ranges, precomputed
-from ``unicodedata`` (``tests/unit/test_rules.py`` checks them): walking every code point
-would cost each hook process 15 ms on its first non-ASCII reply."""
+"""The combining marks (Mn, Mc) as code-point ranges, precomputed (``test_rules`` checks them):
+walking every code point would cost each hook 15 ms on its first non-ASCII reply."""
 
 UNICODE_VERSION = "14.0.0"
 

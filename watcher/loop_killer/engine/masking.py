@@ -1,8 +1,5 @@
-"""Tool outputs made comparable (pure): the masking of the tool-repeat rule.
-
-``result_key`` masks what changes on every run and is not progress (issue 29). Each pattern
-keeps to a shape that cannot hold progress: at worst a loop is caught later, never a call
-refused by mistake."""
+"""Tool outputs made comparable (pure): ``result_key`` masks what changes on every run and is
+not progress (issue 29), in shapes that cannot hold progress: never a call refused by mistake."""
 
 from __future__ import annotations
 
@@ -308,8 +305,7 @@ def result_key(content: object, *, is_error: bool) -> str:
     if isinstance(content, str):
         text = _mask(content)
     elif isinstance(content, list) and all(
-        isinstance(block, dict) and block.get("type") == "text" for block in content
-    ):
+        isinstance(block, dict) and block.get("type") == "text" for block in content):
         text = _mask("\n".join(str(block.get("text", "")) for block in content))
     else:
         text = canonical(_masked(content))

@@ -1,5 +1,4 @@
-"""Tool calls paired with their results, as a transcript gives them (pure). A result
-written before its call (old transcripts) waits for it; the oldest give way."""
+"""Tool calls paired with their results (pure); a result before its call waits for it."""
 
 from __future__ import annotations
 

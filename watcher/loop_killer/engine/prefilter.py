@@ -1,7 +1,5 @@
-"""Which transcript lines can matter, decided from their bytes before any parsing.
-
-Sure because a quote inside a JSON string is escaped, given keys and type names are written
-without ``\\u`` escapes and no object holds a key twice."""
+"""Which transcript lines can matter, decided from their bytes before any parsing: sure as
+JSON escapes a quote in a string, keys are unescaped and no object holds a key twice."""
 
 from __future__ import annotations
 
@@ -52,9 +50,8 @@ def _top_type(line: bytes, start: int, end: int) -> tuple[bytes, int] | None:
 
 
 def sort_line(line: bytes, start: int = 0, end: int | None = None) -> int:
-    """``KEEP`` (``RESULT`` if it starts like one tool result) unless ``parse_line`` would
-    surely give no event for ``line[start:end]``; then ``COST`` if it may be a
-    ``cost-state`` line, else ``SKIP``."""
+    """``KEEP`` (``RESULT``: like one tool result) unless ``parse_line`` would surely give no
+    event for ``line[start:end]``; then ``COST`` if it may be a ``cost-state`` line, else SKIP."""
     end = len(line) if end is None else end
     top = _top_type(line, start, end)
     if top is not None:  # (most lines)
@@ -90,8 +87,7 @@ _RESULT_ID = re.compile(rb'([!#-\[\]-~]{1,256})","type":"tool_result",')
 
 
 def one_result(line: bytes, start: int = 0, end: int | None = None) -> tuple[str, bool] | None:
-    """``(tool_use_id, sidechain)`` when the bytes of ``line[start:end]`` alone say that
-    ``parse_line`` would read it as one tool result; None when only parsing can tell."""
+    """``(tool_use_id, sidechain)`` when the bytes alone say it is one tool result, else None."""
     end = len(line) if end is None else end
     top = _top_type(line, start, end)
     if top is None or top[0] != b"user":
@@ -116,11 +112,9 @@ def one_result(line: bytes, start: int = 0, end: int | None = None) -> tuple[str
 
 
 def unread_result(line: bytes, start: int = 0, end: int | None = None,
-                  source: Callable[[], bytes] | None = None
-                  ) -> tuple[ToolResults, bool] | None:
-    """The event of a lone tool result (``one_result``), its content left unread, and
-    whether it is a subagent's; None when only parsing can tell. The line is kept (a copy)
-    unless ``source`` gives it again."""
+                  source: Callable[[], bytes] | None = None) -> tuple[ToolResults, bool] | None:
+    """The event of a lone tool result (``one_result``), content unread, and whether it is a
+    subagent's; None when only parsing can tell. Copies the line unless ``source`` gives it."""
     told = one_result(line, start, end)
     if told is None:
         return None

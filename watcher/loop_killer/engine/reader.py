@@ -1,8 +1,5 @@
-"""The one transcript reader: bytes -> lines -> events -> answers -> run -> detections.
-
-Pure and incremental; the watcher, the Stop hook and the scan all read with it. Lines longer
-than ``max_line`` are skipped and counted, so memory stays bounded.
-"""
+"""The one transcript reader: bytes -> lines -> events -> answers -> run -> detections. Pure,
+incremental, used by all; lines over ``max_line`` are skipped and counted (bounded memory)."""
 
 from __future__ import annotations
 

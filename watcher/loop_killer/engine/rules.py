@@ -1,11 +1,7 @@
-"""The product's rules, in one place.
-
-A *re-prompt* is a user message starting (any case) with ``REPROMPT_PREFIXES``: a Stop hook
-refused to let the turn end. The *run* is the trailing answers to re-prompts that did no
-work. SAME_REPLY_TURNS fires when its last answers are pairwise similar (word-set Jaccard
-of at least ``SIMILAR``), IDLE_TURNS when it holds that many answers. A rule that fires
-starts the run afresh, so no answer ever fires twice.
-"""
+"""The product's rules, in one place. A *re-prompt* is a user message starting (any case) with
+``REPROMPT_PREFIXES``: a Stop hook refused to let the turn end. The *run*: the trailing answers
+to re-prompts that did no work. SAME_REPLY_TURNS fires when its last answers are pairwise
+similar (``SIMILAR``), IDLE_TURNS when it holds that many; a firing starts the run afresh."""
 
 from __future__ import annotations
 
@@ -118,9 +114,8 @@ def is_reprompt(text: str) -> bool:
 
 
 def words(text: str) -> frozenset[str]:
-    """The distinct lowercase words (3+ letters or digits, any script) of ``text``; marks
-    stay with their letters, and scripts written without spaces count each pair of
-    neighbouring characters (a clause as one word would match nothing)."""
+    """The distinct lowercase words (3+ letters or digits, any script) of ``text``; in scripts
+    written without spaces each pair of neighbouring characters counts as a word."""
     lowered = text.lower()
     # (translate and split, not ``re``: its import cost a hook 5-9 ms)
     cut = lowered.translate(_WORD_CHARS)
@@ -210,9 +205,8 @@ def similar(text_a: str, words_a: frozenset[str], text_b: str, words_b: frozense
 
 
 def rule_phrase(rule: str, count: int, detail: str = "") -> str:
-    """What a rule saw, in words, for every line a person reads (hook notice, watcher);
-    ``detail``: what more its firing said (the phrase itself for a rule in
-    ``LIMIT_RULES``)."""
+    """What a rule saw, in words, for every line a person reads; ``detail``: what more its
+    firing said (the phrase itself for a rule in ``LIMIT_RULES``)."""
     if rule == RULE_SAME:  # (replies to re-prompts only: the number a person counts)
         return f"{count} similar replies to re-prompts"
     if rule == RULE_IDLE:

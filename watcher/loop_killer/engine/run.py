@@ -1,6 +1,5 @@
-"""The judge fed from the transcript: a session's run of answers to re-prompts, the rules
-over it, and what counts as work (``TurnWork``): a call's result new in the person's turn,
-or a waiting call's not yet the same for ``Thresholds.wait_minutes``. In doubt, it is work."""
+"""The judge fed from the transcript, and what counts as work (``TurnWork``): a result new in
+the turn, or a waiting call's not yet the same for ``wait_minutes``. In doubt, it is work."""
 
 from __future__ import annotations
 
@@ -32,9 +31,8 @@ __all__ = ["MAX_HELD_BYTES", "MAX_KEPT", "RunDetector", "TurnWork"]
 
 
 class RunDetector:
-    """Feeds one session's transcript events to its ``Run`` and says when a rule fires.
-    ``live=False``: build the state without checking the rules; ``already_fired``: uuids of
-    answers (or their re-prompts) that fired before, after which counting restarts."""
+    """Feeds one session's events to its ``Run`` and says when a rule fires (``live=False``:
+    never); ``already_fired``: answers (or re-prompts) after which counting restarts."""
 
     __slots__ = ("_assembler", "_fired", "_run", "answers_seen", "goal", "last_answer",
                  "live", "session_id", "work")
@@ -141,8 +139,7 @@ class RunDetector:
             return None
         run.extend(answer.uuid, answer.prompt_uuid, answer.timestamp, answer.text)
         if (answer.uuid and answer.uuid in self._fired) or (
-            answer.prompt_uuid and answer.prompt_uuid in self._fired
-        ):
+            answer.prompt_uuid and answer.prompt_uuid in self._fired):
             run.reset()  # it fired before
             return None
         if not self.live:

@@ -1,5 +1,4 @@
-"""A shell command line read as words (pure): quotes honoured, simple commands split,
-heredoc bodies not read (for a leading ``cd`` and ``engine.waiting``)."""
+"""A shell command line read as words (pure): quotes honoured, heredoc bodies not read."""
 
 from __future__ import annotations
 
@@ -69,8 +68,10 @@ def simple_commands(command: str) -> Iterator[list[str]]:
 
 
 def _without_prefixes(words: list[str]) -> list[str]:
+    """``words`` from the command proper: past assignments, ``sudo``, ``timeout 30``..."""
     start = 0
-    while start < len(words) and _is_prefix(words[start]):
+    while start < len(words) and ("=" in words[start] or words[start] in _PREFIXES
+                                  or words[start].startswith("-") or words[start].isdigit()):
         start += 1
     return words[start:]
 
@@ -98,8 +99,3 @@ def _redirect_target(command: str, index: int) -> tuple[int, str]:
     while index < end and command[index] not in " \t" and command[index] not in _SEPARATORS:
         index += 1
     return index, command[start:index].strip("'\"")
-
-
-def _is_prefix(word: str) -> bool:
-    """A word before the command proper: an assignment, ``sudo``, ``timeout 30``..."""
-    return "=" in word or word in _PREFIXES or word.startswith("-") or word.isdigit()

@@ -1,7 +1,5 @@
-"""Tool results made cheap to count, without changing a single count (the watcher, scan).
-
-A result needs masking only when its call gave a different output before: ``StandIns`` hands
-the counter a short stand-in per result, the previous one's when equal, else a new one."""
+"""Tool results made cheap to count, without changing a single count (the watcher, scan): a
+short stand-in per result, the previous one's when equal (only a change needs masking)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Tool-repeat loops: the same tool call giving the same result, again and again (pure).
-
-A same result counts one more, a different one starts at 1; the person speaking, a file
-change or a background task's news resets every count. Only digests are kept (``to_state``)."""
+"""Tool-repeat loops: the same tool call giving the same result, again and again (pure). A
+different result starts at 1; the person speaking, a file change or a task's news resets all."""
 
 from __future__ import annotations
 
@@ -71,8 +69,7 @@ STATE_VERSION = 1
 
 
 class ToolRepeat(Value):
-    """Where one call stands: ``count`` identical results in a row (0: not counted);
-    ``shape``, ``shape_count``: another rule it completes, and its depth."""
+    """Where one call stands: ``count`` same results in a row; ``shape``: another rule it hits."""
 
     __slots__ = ("call", "name", "tool_use_id", "count", "shape", "shape_count", "waited")
     call: str
@@ -121,9 +118,8 @@ class ToolRepeatCounter:
     __slots__ = ("_block", "_calls", "_changes", "_edits", "_oscillation", "_pairing",
                  "_progress", "_refused", "_waited_last", "ignored", "wait")
 
-    def __init__(self, *, ignored: frozenset[str] = DEFAULT_IGNORED,
-                 block: int = TOOL_REPEAT_BLOCK, oscillation: int = EDIT_OSCILLATION_WARN,
-                 wait: float = WAIT_MINUTES * 60) -> None:
+    def __init__(self, *, ignored: frozenset[str] = DEFAULT_IGNORED, block: int = TOOL_REPEAT_BLOCK,
+                 oscillation: int = EDIT_OSCILLATION_WARN, wait: float = WAIT_MINUTES * 60) -> None:
         self.ignored = ignored
         self._block = block
         self._oscillation = oscillation  # a file's depth that warns (0: never)
@@ -153,14 +149,12 @@ class ToolRepeatCounter:
                                 tool_use_id, tool_input=tool_input, now=now, move=move)
 
     def record_call(self, call: str, name: str, content: object, is_error: bool,
-                    tool_use_id: str = "", *, result: str | None = None,
-                    failed: bool | None = None, tool_input: object = None,
-                    now: float | None = None, tree: str | None = None,
+                    tool_use_id: str = "", *, result: str | None = None, failed: bool | None = None,
+                    tool_input: object = None, now: float | None = None, tree: str | None = None,
                     move: tuple[str, str] | None = None) -> ToolRepeat:
-        """``record`` of a call already keyed. ``result``: its digest if computed already;
-        ``failed``: when ``is_error`` does not say it (stand-ins); ``tree``: the tree's
-        fingerprint, taken when ``would_repeat`` said so ("": not told, the files count as
-        changed; None: not measured); ``move``: an edit's file states, if known."""
+        """``record`` of a call already keyed. ``result``: its digest if known; ``failed``:
+        unless ``is_error`` says; ``tree``: the tree's fingerprint ("": not told, changed;
+        None: not measured); ``move``: an edit's file states, if known."""
         failed = is_error if failed is None else failed
         if name in ANSWERED_BY_PERSON and person_answered(content, is_error=failed):
             self.reset()
@@ -191,8 +185,7 @@ class ToolRepeatCounter:
         if name in FILE_CHANGING_TOOLS:
             if count == 1 and not failed and not (move and move[0] == move[1]):
                 self._changes += 1
-                depth = self._edits.note(edited_file(tool_input), *move,
-                                         change_digest(tool_input),
+                depth = self._edits.note(edited_file(tool_input), *move, change_digest(tool_input),
                                          warn_at=self._oscillation) if move else 0
                 if depth:
                     shape, shape_count = RULE_EDIT_OSCILLATION, depth
@@ -257,12 +250,10 @@ class ToolRepeatCounter:
             return 0.0
         return max(0.0, now - last[3])
 
-    def refusal(self, name: str, tool_input: object, tool_use_id: str = "", *,
-                cwd: str = "", now: float | None = None, file_state: str | None = None
-                ) -> ToolRepeat | None:
-        """Where the call stands when its next attempt must be refused, else None.
-        ``cwd``: PreToolUse's (also looked up where a leading ``cd`` goes);
-        ``file_state``: for an edit, its file's state on disk, if read."""
+    def refusal(self, name: str, tool_input: object, tool_use_id: str = "", *, cwd: str = "",
+                now: float | None = None, file_state: str | None = None) -> ToolRepeat | None:
+        """Where the call stands when its next attempt must be refused, else None. ``cwd``:
+        PreToolUse's; ``file_state``: for an edit, its file's state on disk, if read."""
         moved = moved_to(name, tool_input, cwd)
         for folder in (cwd, moved) if moved else (cwd,):
             count = self.count(name, tool_input, cwd=folder)
@@ -278,8 +269,7 @@ class ToolRepeatCounter:
         return None
 
     def note_notice(self, result: str) -> bool:
-        """A background task ended (``notice_result``); whether that is news (a change, as
-        after an edit): the same notice again (a crashing server restarted) is none."""
+        """A background task ended; whether that is news (the same notice again is none)."""
         digest = _digest(_NOTICE_CALL)
         last = self._calls.pop(digest, None)
         news = last is None or last[0] != result

@@ -57,8 +57,7 @@ class Usage:
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(self.input + other.input, self.output + other.output,
-                     self.cache_read + other.cache_read,
-                     self.cache_creation + other.cache_creation,
+                     self.cache_read + other.cache_read, self.cache_creation + other.cache_creation,
                      self.cache_creation_1h + other.cache_creation_1h,
                      self.speed if self.speed == other.speed else "",
                      self.inference_geo if self.inference_geo == other.inference_geo else "")
@@ -87,10 +86,9 @@ def usage_of(input_tokens: Any, output_tokens: Any, cache_read: Any, cache_creat
     one_hour = min(hour, created) if is_count(hour) else 0  # (never more than all, as billed)
     return Usage(
         input_tokens if type(input_tokens) is int and 0 <= input_tokens <= MAX_COUNT else 0,
-        output_tokens if type(output_tokens) is int and 0 <= output_tokens <= MAX_COUNT
-        else 0, cache_read if type(cache_read) is int and 0 <= cache_read <= MAX_COUNT else 0,
-        created, one_hour, "fast" if speed == "fast" else "",
-        "us" if inference_geo == "us" else "")
+        output_tokens if type(output_tokens) is int and 0 <= output_tokens <= MAX_COUNT else 0,
+        cache_read if type(cache_read) is int and 0 <= cache_read <= MAX_COUNT else 0, created,
+        one_hour, "fast" if speed == "fast" else "", "us" if inference_geo == "us" else "")
 
 
 NOT_FINAL = (None, "tool_use", "pause_turn")  # stop_reasons: the reply goes on

@@ -1,8 +1,5 @@
-"""``parse_line`` for the history scan: a line decoded (msgspec) into typed structures that
-name only the fields the engine reads, a tool result's content left raw and unread.
-``typed_event`` gives ``parse_line``'s event, or ``NOT_TYPED`` for a line that does not fit
-the structures: the caller then parses it with ``parse_line``.
-"""
+"""``parse_line`` for the history scan: a line decoded (msgspec) into typed structures naming
+only the fields the engine reads; ``NOT_TYPED`` for a line that ``parse_line`` must read."""
 
 from __future__ import annotations
 
@@ -141,8 +138,7 @@ def entry_event(entry: Line, source: ReadAgain, *, subagent: bool = False
             return None, "other_attachment"
         return GoalStatus(uuid, timestamp, met=attachment.met is True,
                           sentinel=attachment.sentinel is True,
-                          condition=_str(attachment.condition),
-                          reason=_str(attachment.reason)), ""
+                          condition=_str(attachment.condition), reason=_str(attachment.reason)), ""
     message = entry.message
     if message is None:
         return None, "wrong_shape"

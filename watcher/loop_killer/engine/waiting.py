@@ -1,7 +1,5 @@
-"""Waiting is not looping (pure): the calls that wait for the world, and the time they get.
-
-A call *waits* when its command sleeps or blocks (``sleep 60 && gh pr checks``, ``tail -f``),
-reads a background job's output, or is one of ``WAITING_TOOLS``."""
+"""Waiting is not looping (pure): a call waits when its command sleeps or blocks, reads a
+background job's output, or is one of ``WAITING_TOOLS``."""
 
 from __future__ import annotations
 

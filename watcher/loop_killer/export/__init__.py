@@ -1,2 +1,1 @@
-"""The loop figures for monitoring systems (Prometheus, OpenTelemetry), from the detection
-log; imported only when asked for, so the optional extras stay optional."""
+"""The loop figures for monitoring systems, from the detection log (imported only when asked)."""

@@ -1,7 +1,5 @@
-"""Loop figures for monitoring systems, from the detection log: ``LoopTally`` folds its
-records into counters (pure), ``MetricsSource`` follows it and reads the session gauges.
-Label values are bounded: fixed lists (else ``other``), the first ``MAX_PROJECT_LABELS``
-projects; a session id labels only a live turn's gauges."""
+"""Loop figures from the detection log: ``LoopTally`` folds its records into counters (pure),
+``MetricsSource`` follows it. Label values are bounded (fixed lists, ``MAX_PROJECT_LABELS``)."""
 
 from __future__ import annotations
 
@@ -108,8 +106,7 @@ _OUTCOME_SLACK = 2.0  # seconds a loop's last reply may be written after the sto
 class LoopTally:
     """Counters from detection-log records, fed in log order."""
 
-    def __init__(self, *, home: str | None = None,
-                 max_projects: int = MAX_PROJECT_LABELS,
+    def __init__(self, *, home: str | None = None, max_projects: int = MAX_PROJECT_LABELS,
                  reply_tokens: Callable[..., float] = reply_tokens) -> None:
         self.loops: Counter[LoopKey] = Counter()
         self.outcomes: Counter[OutcomeKey] = Counter()

@@ -1,5 +1,4 @@
-"""``loop-killer-watch --metrics HOST:PORT``: the loop figures at ``/metrics`` for
-Prometheus (the ``metrics`` extra), read on the client's own server thread when scraped."""
+"""``loop-killer-watch --metrics HOST:PORT``: the loop figures at ``/metrics`` for Prometheus."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""OpenTelemetry export beside Claude Code's own: the loop figures and one log event per
-detection, where Claude Code's telemetry goes (its variables, else the ``env`` of its
-``settings.json``; OTLP ``http/protobuf`` only). The SDK (``otel`` extra) is imported only here."""
+"""The loop figures and one log event per loop, over OTLP to where Claude Code's telemetry goes."""
 
 from __future__ import annotations
 
@@ -134,8 +132,7 @@ class TelemetryExport:
         assert self.plan.logs is not None
         provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
         provider.add_log_record_processor(BatchLogRecordProcessor(
-            OTLPLogExporter(endpoint=self.plan.logs.endpoint,
-                            headers=dict(self.plan.logs.headers)),
+            OTLPLogExporter(endpoint=self.plan.logs.endpoint, headers=dict(self.plan.logs.headers)),
             schedule_delay_millis=self.plan.logs_interval_ms))
         logger = provider.get_logger("loop_killer", __version__)
 
@@ -192,8 +189,7 @@ class TelemetryExport:
                 log.exception("OpenTelemetry: cannot read the detection log")
 
     def close(self, timeout: float = 3.0) -> None:
-        """Send what is left (without an outcome, if none came), within ``timeout`` seconds
-        in all: an unreachable collector never holds the watcher's stop."""
+        """Send what is left within ``timeout`` seconds: a dead collector never holds the stop."""
         deadline = time.monotonic() + timeout
         self._stop.set()
         if self._thread is not None:
@@ -215,8 +211,7 @@ class TelemetryExport:
 
 
 def _quiet_sdk_log(every: float = 300.0) -> None:
-    """The SDK's complaints go where the watcher's do: errors only (warnings too with
-    --verbose), one per ``every`` seconds at most (a collector down fails each retry)."""
+    """The SDK's complaints as the watcher's: errors only, at most one per ``every`` seconds."""
     ours = logging.getLogger("loop_killer")
     forward = _Forward(ours, every)  # a handler: the SDK logs from child loggers
     sdk = logging.getLogger("opentelemetry")
@@ -244,8 +239,7 @@ class _Forward(logging.Handler):
 
 
 def start_from_environment(source: Callable[[], MetricsSource],
-                           environ: Mapping[str, str] | None = None
-                           ) -> TelemetryExport | None:
+                           environ: Mapping[str, str] | None = None) -> TelemetryExport | None:
     """Start the export when configured, saying what is exported where, or why not."""
     environ = os.environ if environ is None else environ
     plan = plan_export(telemetry_variables(environ, read_settings_env(environ)))

@@ -1,6 +1,4 @@
-"""The OpenTelemetry export's pure core: whether and where to export, from the variables
-Claude Code reads (``plan_export``), and the detection-log records as one
-``loop_killer.loop_detected`` event each (``LoopEvents``)."""
+"""The OpenTelemetry export's pure core: ``plan_export`` (whether, where) and ``LoopEvents``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The hooks: every hook event Claude Code sends the plugin (``entry`` dispatches them).
-Nothing else is imported here: a hook imports only what its event needs."""
+"""The hooks: every hook event Claude Code sends the plugin (``entry`` dispatches them)."""
 
 import os
 

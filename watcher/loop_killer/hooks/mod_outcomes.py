@@ -44,12 +44,8 @@ def write_mod_plan_record(state: str, key: str, record: dict[str, Any]) -> str:
     return outcome_path
 
 
-def sweep_mod_outcomes(
-    state: str,
-    append: Callable[[OutcomeRecord], None],
-    *,
-    now: float | None = None,
-) -> int:
+def sweep_mod_outcomes(state: str, append: Callable[[OutcomeRecord], None], *,
+                       now: float | None = None) -> int:
     """Log every plan the mod settled (or never did) and remove its files; how many."""
     try:
         folder = state_folder(state, OUTCOMES_DIR)
@@ -126,5 +122,4 @@ def _outcome_line(plan: dict[str, Any], reported: dict[str, Any], *, age: float
         session_id=text_of(plan.get("session_id")), answer_uuid=text_of(plan.get("answer_uuid")),
         rule=text_of(plan.get("rule")), outcome=outcome, detail=detail, evidence=evidence,
         hands="mod", project=text_of(plan.get("project")), transcript_path=text_of(transcript),
-        plan_id=text_of(plan.get("id")), source="hook",
-    )
+        plan_id=text_of(plan.get("id")), source="hook")

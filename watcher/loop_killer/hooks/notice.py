@@ -1,7 +1,5 @@
-"""Every word the person sees from a stopped turn, and the Stop hook's output JSON (pure).
-With the mod, its plan in ``additionalContext`` carries the texts (the mod substitutes only
-``{output}``; Claude Code prefixes them with ``loop-killer:``). Only the mod's words reach
-what ``-p`` prints (2.1.250, 2.1.328, 2.1.332)."""
+"""Every word the person sees from a stopped turn, and the Stop hook's output JSON (pure); with
+the mod, its plan in ``additionalContext`` carries the texts (only they reach ``-p``'s output)."""
 
 from __future__ import annotations
 
@@ -20,9 +18,8 @@ __all__ = [
     "HANDS_MOD", "HANDS_NONE", "HANDS_SCREEN", "HANDS_TMUX", "MARK", "MOD_MIN_VERSION",
     "MOD_PROTOCOL", "MOD_RESULTS", "MOD_WAIT", "OUTCOMES", "OUTCOME_CLEARED", "OUTCOME_FAILED",
     "OUTCOME_NOT_POSSIBLE", "OUTCOME_NO_GOAL", "OUTCOME_QUEUED", "OUTCOME_SENT", "OUTPUT_MAX",
-    "Firing", "Hands", "Outcome", "hook_output", "mod_plan", "notice", "osc9",
-    "parse_version", "rule_head", "rule_phrase", "stop_reason", "toast",
-]
+    "Firing", "Hands", "Outcome", "hook_output", "mod_plan", "notice", "osc9", "parse_version",
+    "rule_head", "rule_phrase", "stop_reason", "toast"]
 
 MARK = "loop-killer: "  # starts every stopReason and the mod's entry in additionalContext
 
@@ -145,15 +142,8 @@ MOD_WAIT = 3.0  # longest wait (s) of the mod for the proof of what /goal clear 
 OUTPUT_MAX = 160  # characters of what /goal clear printed that go into a notice
 
 
-def mod_plan(
-    firing: Firing,
-    *,
-    plan_id: str,
-    session_id: str,
-    clear_goal: bool,
-    outcome_path: str,
-    transcript_path: str = "",
-) -> dict[str, Any]:
+def mod_plan(firing: Firing, *, plan_id: str, session_id: str, clear_goal: bool, outcome_path: str,
+             transcript_path: str = "") -> dict[str, Any]:
     """The mod's instructions: whether to run ``/goal clear``, and what to show after."""
     known: Outcome = OUTCOME_NO_GOAL
     return {
@@ -182,21 +172,14 @@ def mod_plan(
     }
 
 
-def hook_output(
-    firing: Firing,
-    outcome: Outcome,
-    *,
-    why: str = "",
-    plan: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+def hook_output(firing: Firing, outcome: Outcome, *, why: str = "",
+                plan: dict[str, Any] | None = None) -> dict[str, Any]:
     """The Stop hook's JSON: end the turn (never ``decision: block``: it re-prompts)."""
     output: dict[str, Any] = {"continue": False, "stopReason": stop_reason(firing)}
     if plan is not None:
         output["hookSpecificOutput"] = {
             "hookEventName": "Stop",
-            "additionalContext": MARK + json.dumps(plan, ensure_ascii=False,
-                                                   separators=(",", ":")),
-        }
+            "additionalContext": MARK + json.dumps(plan, ensure_ascii=False, separators=(",", ":"))}
     else:
         output["systemMessage"] = notice(firing, outcome, why=why)
         output["terminalSequence"] = osc9(toast(firing, outcome))

@@ -1,5 +1,4 @@
-"""Reading Claude Code's screen (pure): the prompt box, a GNU screen hardcopy, and the
-proof that ``/goal clear`` ran (the ``goal_status`` met:true sentinel line)."""
+"""Reading Claude Code's screen (pure): the prompt box, a screen hardcopy, the proof of a clear."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The Stop hook: take a clear request (unless void: ``state.records``), or judge a
-re-prompt's reply (``turn.judge``) and the turn's budget; ``stopping.fire`` stops the turn.
-With ``LOOP_KILLER_DEBUG=1``, judgements and requests go to ``hook-debug.log``."""
+"""The Stop hook: take a clear request, or judge a re-prompt's reply and the turn's budget;
+``stopping.fire`` stops the turn. ``LOOP_KILLER_DEBUG=1`` logs to ``hook-debug.log``."""
 from __future__ import annotations
 
 import contextlib
@@ -57,8 +56,7 @@ def run_input(data: Any, *, env: dict[str, str], spawn_time: float | None = None
     except (OSError, ValueError):
         return None  # fail open: a record that cannot be kept judges nothing
     _debug(state, env, "judged", session_id=hook_input.session_id, twin=judged.twin,
-           reprompts=judged.reprompts,
-           fired=judged.detection.rule if judged.detection else None)
+           reprompts=judged.reprompts, fired=judged.detection.rule if judged.detection else None)
     if judged.twin:
         return None  # another hook for this very reply judged (and stops) it
     if judged.detection is not None:
@@ -127,14 +125,11 @@ def parse_input(raw: Any) -> HookInput | None:
     mod = raw.get("loop_killer_mod")
     version = mod.get("version") if isinstance(mod, dict) else None
     return HookInput(
-        session_id=session_id,
-        transcript_path=transcript,
+        session_id=session_id, transcript_path=transcript,
         stop_hook_active=raw.get("stop_hook_active") is True,
         last_assistant_message=message if isinstance(message, str) else None,
         mod_version=version if isinstance(version, int) and not isinstance(version, bool) else None,
-        prompt_id=text_of(raw.get("prompt_id"))[:200],
-        cwd=text_of(raw.get("cwd")),
-    )
+        prompt_id=text_of(raw.get("prompt_id"))[:200], cwd=text_of(raw.get("cwd")))
 
 
 def _sweep_outcomes(state: Path) -> None:

@@ -1,6 +1,5 @@
-"""The one way any hook stops a turn: the detection log's lines, the hands that clear a
-goal (the mod's plan, typing into the pane, or nobody) and the hook's output. From a tool
-call (``stop_turn``: ``continue: false`` ends the turn at once, 2.1.332) only the mod clears."""
+"""The one way any hook stops a turn: the log's lines, the hands that clear a goal (the mod's
+plan, typing into the pane, or nobody) and the output (from a tool call only the mod clears)."""
 from __future__ import annotations
 
 import contextlib
@@ -80,8 +79,7 @@ def fire(what: Fired, *, hook_input: HookInput, state: Path, env: dict[str, str]
             with contextlib.suppress(OSError):
                 outcome_path = write_mod_plan_record(str(state), key, {
                     **common, "id": key, "offset": file_size(transcript) or 0,
-                    "clear_goal": clear_goal, "at": time.time(),
-                })
+                    "clear_goal": clear_goal, "at": time.time()})
         plan = notice.mod_plan(firing, plan_id=key, session_id=hook_input.session_id,
                                clear_goal=clear_goal, outcome_path=outcome_path,
                                transcript_path=transcript)
@@ -119,8 +117,7 @@ def outcome_without_typing(*, goal_set: bool, hands: notice.Hands) -> tuple[noti
         return notice.OUTCOME_NO_GOAL, ""
     if hands == notice.HANDS_NONE:
         return notice.OUTCOME_NOT_POSSIBLE, (
-            "no loop-killer mod in this Claude Code, and not in tmux or screen"
-        )
+            "no loop-killer mod in this Claude Code, and not in tmux or screen")
     return notice.OUTCOME_NOT_POSSIBLE, ""
 
 
@@ -128,9 +125,8 @@ _VERSION_KEY = b'"version":"'
 _TAIL = 64 * 1024
 
 
-def stop_turn(data: dict[str, Any], *, state: str, label: str, refused: int,
-              output: dict[str, Any], env: dict[str, str], detail: str = ""
-              ) -> dict[str, Any]:
+def stop_turn(data: dict[str, Any], *, state: str, label: str, refused: int, output: dict[str, Any],
+              env: dict[str, str], detail: str = "") -> dict[str, Any]:
     """The PreToolUse output that refuses this attempt (``output``) and ends the turn."""
     transcript = data.get("transcript_path")
     transcript = transcript if isinstance(transcript, str) else ""

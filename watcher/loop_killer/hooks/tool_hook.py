@@ -1,7 +1,5 @@
-"""The tool-call hooks: count each result, warn, refuse, reset; one JSON out. A result
-repeated TOOL_REPEAT_WARN times warns; from TOOL_REPEAT_BLOCK the call (or an edit going back
-too often) is refused; the TOOL_REPEAT_STOP-th refusal ends the turn (a subagent's: its run).
-The person's prompt forgets the counts. On any doubt nothing is refused."""
+"""The tool-call hooks: count each result, warn, refuse, reset; one JSON out. The
+TOOL_REPEAT_STOP-th refusal ends the turn (a subagent's: its run). In doubt nothing is refused."""
 
 from __future__ import annotations
 
@@ -112,8 +110,7 @@ def _prompted(data: dict[str, Any], state: str, path: str, settings: Settings) -
 
 
 def _run_afresh(kept: dict[str, Any]) -> dict[str, Any]:
-    """The record after a task's notice (Claude Code's own prompt, mid-turn): the re-prompt
-    run starts afresh, as the transcript's readers start it at that prompt line."""
+    """The record after a task's notice (mid-turn): the re-prompt run starts afresh."""
     turn = store.turn_of(kept)
     return store.with_turn(kept, {**turn, "run": {}}) if "run" in turn else kept
 
@@ -125,8 +122,7 @@ def _result_of(data: dict[str, Any], event: str) -> tuple[object, bool]:
 
 
 def _keyed(data: dict[str, Any], name: str, content: object, is_error: bool) -> tuple[str, str]:
-    """The call's key and its result's digest (before the lock: a huge output costs its
-    own hook the time, never another's)."""
+    """The call's key and its result's digest (before the lock: a huge output delays no other)."""
     from ..engine.calls import call_key
     from ..engine.tool_repeat import result_digest
 
@@ -329,11 +325,10 @@ def _log(state: str, kind: str, data: dict[str, Any], repeat: ToolRepeat, label:
     append(Path(state), ToolRecord(
         refused=kind == REFUSAL, rule=repeat.shape or RULE_TOOL_REPEAT,
         session_id=text_of(data.get("session_id")), tool=repeat.name, call=label,
-        count=repeat.shape_count if repeat.shape else repeat.count,
-        tool_use_id=repeat.tool_use_id, project=os.path.basename(os.path.dirname(transcript)),
-        transcript_path=transcript, source="hook", agent_id=scope if subagent else None,
-        agent_type=text_of(data.get("agent_type")) if subagent else None,
-    ))
+        count=repeat.shape_count if repeat.shape else repeat.count, tool_use_id=repeat.tool_use_id,
+        project=os.path.basename(os.path.dirname(transcript)), transcript_path=transcript,
+        source="hook", agent_id=scope if subagent else None,
+        agent_type=text_of(data.get("agent_type")) if subagent else None))
 
 
 def _log_subagent_stop(state: str, data: dict[str, Any], refusal: ToolRepeat, refused: int) -> None:

@@ -1,6 +1,5 @@
-"""Every word the model and the person see from the tool-call rules, as the hooks' output
-JSON (pure): ``additionalContext`` or a refusal's reason for the model, a one-line
-``systemMessage`` for the person."""
+"""Every word the model and the person see from the tool-call rules, as the hooks' output JSON
+(pure): ``additionalContext`` or a refusal's reason, a one-line ``systemMessage``."""
 
 from __future__ import annotations
 
@@ -33,8 +32,9 @@ def warning(event: str, label: str, count: int, *, block: int = TOOL_REPEAT_BLOC
     """After the result that reaches TOOL_REPEAT_WARN (``block``: the count refused from)."""
     call = _call(label)
     left = block - count
+    times = {1: "once", 2: "twice"}.get(left, f"{left} times")
     refused = ("loop-killer will now refuse to run it again" if left <= 0 else
-               f"If it gives the same result {_times(left)} more, loop-killer will refuse to "
+               f"If it gives the same result {times} more, loop-killer will refuse to "
                "run it again")
     model = (
         f"{MARK}this exact call ({call}) has now given {phrase(count)}. Stop repeating it. "
@@ -75,10 +75,6 @@ def oscillation_refusal(label: str, returns: int, *, first: bool = True) -> dict
               f"{rule_phrase(RULE_EDIT_OSCILLATION, returns)} ({RULE_EDIT_OSCILLATION}); "
               "the model was told to keep the file as it is or ask you")
     return _deny(reason, person, first=first)
-
-
-def _times(number: int) -> str:
-    return {1: "once", 2: "twice"}.get(number, f"{number} times")
 
 
 def _ordinal(number: int) -> str:
@@ -167,8 +163,7 @@ def _deny(reason: str, person: str, *, first: bool) -> dict[str, Any]:
 def _after(event: str, model: str, person: str) -> dict[str, Any]:
     return {
         "systemMessage": person,
-        "hookSpecificOutput": {"hookEventName": event, "additionalContext": model},
-    }
+        "hookSpecificOutput": {"hookEventName": event, "additionalContext": model}}
 
 
 def subagent_stop(label: str, refused: int, output: dict[str, Any]) -> dict[str, Any]:

@@ -1,6 +1,5 @@
-"""The Stop hook's judgement of reply N from its input (``last_assistant_message``) and the
-session's record (the tool-call hooks' ``work``, the turn's run), never from a transcript
-that may not hold reply N yet. A twin hook for the same reply counts nothing."""
+"""The Stop hook's judgement of reply N from its input and the session's record, never from a
+transcript that may not hold reply N yet. A twin hook for the same reply counts nothing."""
 from __future__ import annotations
 
 import os
@@ -44,10 +43,8 @@ def boot_clock() -> float:
 
 
 def judge(state: str, session_id: str, *, prompt_id: str, message: str, settings: Settings,
-          transcript_path: str, spawn_time: float | None, need_start: bool = False
-          ) -> Judged:
-    """Count reply N (it answers a re-prompt) in the turn's run; OSError: judge nothing.
-    ``need_start``: when the turn began matters (read from the transcript if unknown)."""
+          transcript_path: str, spawn_time: float | None, need_start: bool = False) -> Judged:
+    """Count reply N (it answers a re-prompt) in the turn's run; OSError: judge nothing."""
     path = store.state_path(state, session_id)
     read_start = None  # the turn's start, read once a turn, out of the lock every hook waits for
     if need_start and _started(store.turn_of(store.load(path)), prompt_id) is None:
@@ -77,9 +74,8 @@ def judge(state: str, session_id: str, *, prompt_id: str, message: str, settings
             if detection is not None:
                 run.reset()  # the run starts afresh after the answer that fired
         store.save_turn(path, store.with_turn(kept, {
-            "prompt": prompt_id, "stops": stops, "started_at": started,
-            "run": run.to_state(), "seen": store.seen_of(turn), "at": boot_clock(),
-            "judged_at": time.time()}))
+            "prompt": prompt_id, "stops": stops, "started_at": started, "run": run.to_state(),
+            "seen": store.seen_of(turn), "at": boot_clock(), "judged_at": time.time()}))
     return Judged(detection, stops, started)
 
 
@@ -104,7 +100,8 @@ def _twin(at: object, spawn_time: float | None) -> bool:
 def prompt_time(path: str) -> float | None:
     """When the person's last prompt (or slash command) was written; None if unknown."""
     try:
-        prompt = _last_event(path, b'"user"', _is_persons_prompt, _TAIL)
+        prompt = _last_event(path, b'"user"', lambda event: isinstance(event, TurnStart)
+                             and event.kind == "prompt", _TAIL)
     except OSError:
         return None
     return parse_timestamp(prompt.timestamp) if isinstance(prompt, TurnStart) else None
@@ -119,14 +116,9 @@ def goal_set(path: str) -> bool | None:
     return isinstance(goal, GoalStatus) and not goal.met
 
 
-def _is_persons_prompt(event: Event) -> bool:
-    return isinstance(event, TurnStart) and event.kind == "prompt"
-
-
 def _last_event(path: str, needle: bytes, wanted: Callable[[Event], bool], limit: int
                 ) -> Event | None:
-    """The last event within ``limit`` bytes of the end that ``wanted`` accepts, parsing
-    only lines that hold ``needle`` (never blocks). Raises OSError."""
+    """The last event within ``limit`` bytes of the end that ``wanted`` accepts (OSError)."""
     with os.fdopen(open_transcript(path), "rb") as handle:
         size = os.fstat(handle.fileno()).st_size
         for _, line in iter_lines_backwards(handle, size, limit=limit):

@@ -1,6 +1,5 @@
-"""Did anything change on disk? A fingerprint of the working tree, taken when a call's
-result would repeat: ``git status`` plus each changed file's size and mtime in a git work
-tree, else a bounded walk. None (counts as changed) when too big, too slow or unreadable."""
+"""Did anything change on disk? A fingerprint of the working tree, taken when a call's result
+would repeat; None (counts as changed) when too big, too slow or unreadable."""
 
 from __future__ import annotations
 

@@ -1,20 +1,12 @@
-"""Settings people can change: ``config.toml`` in the state folder (the README's
-"Settings"), overridden by ``LOOP_KILLER_*`` environment variables. A bad file never stops
-anything: the defaults hold for what is wrong, and ``problems`` says what and where.
-"""
+"""Settings people can change: ``config.toml`` in the state folder, overridden by
+``LOOP_KILLER_*`` variables. A bad file never stops anything: ``problems`` says what is wrong."""
 
 from __future__ import annotations
 
 import os
 import sys
 
-from ..engine.budget import (
-    BUDGET_MINUTES,
-    BUDGET_REPROMPTS,
-    BUDGET_USD,
-    DEFAULT_BUDGET,
-    Budget,
-)
+from ..engine.budget import BUDGET_MINUTES, BUDGET_REPROMPTS, BUDGET_USD, DEFAULT_BUDGET, Budget
 from ..engine.edits import EDIT_OSCILLATION_WARN
 from ..engine.rules import (
     DEFAULT_THRESHOLDS,
@@ -103,8 +95,7 @@ class Settings(Value):
                  ignore_tools: frozenset[str] = DEFAULT_IGNORED,
                  rules_off: frozenset[str] = frozenset(), projects_off: tuple[str, ...] = (),
                  metrics: str = "", budget: Budget = DEFAULT_BUDGET,
-                 sources: Mapping[str, str] | None = None,
-                 problems: tuple[str, ...] = ()) -> None:
+                 sources: Mapping[str, str] | None = None, problems: tuple[str, ...] = ()) -> None:
         self._set(thresholds=thresholds, tool_repeat_warn=tool_repeat_warn,
                   tool_repeat_block=tool_repeat_block, tool_repeat_stop=tool_repeat_stop,
                   edit_oscillation_warn=edit_oscillation_warn, ignore_tools=ignore_tools,
@@ -115,27 +106,23 @@ class Settings(Value):
         """Every setting by name, as ``loop-killer config`` shows it."""
         thresholds, budget = self.thresholds, self.budget
         return {
-            "same_reply_turns": thresholds.same_reply_turns,
-            "idle_turns": thresholds.idle_turns, "similar": thresholds.similar,
-            "tool_repeat_warn": self.tool_repeat_warn,
-            "tool_repeat_block": self.tool_repeat_block,
-            "tool_repeat_stop": self.tool_repeat_stop,
+            "same_reply_turns": thresholds.same_reply_turns, "idle_turns": thresholds.idle_turns,
+            "similar": thresholds.similar, "tool_repeat_warn": self.tool_repeat_warn,
+            "tool_repeat_block": self.tool_repeat_block, "tool_repeat_stop": self.tool_repeat_stop,
             "edit_oscillation_warn": self.edit_oscillation_warn,
             "wait_minutes": thresholds.wait_minutes, "rules_off": sorted(self.rules_off),
             "projects_off": list(self.projects_off), "ignore_tools": sorted(self.ignore_tools),
-            "metrics": self.metrics, "budget_reprompts": budget.reprompts,
-            "budget_usd": budget.usd, "budget_minutes": budget.minutes}
+            "metrics": self.metrics, "budget_reprompts": budget.reprompts, "budget_usd": budget.usd,
+            "budget_minutes": budget.minutes}
 
     def rule_on(self, rule: str) -> bool:
         return rule not in self.rules_off
 
     def tool_counter(self, state: object = None) -> ToolRepeatCounter:
         """A tool-repeat counter with these settings (counts from ``state`` if given)."""
-        oscillation = (self.edit_oscillation_warn if self.rule_on(RULE_EDIT_OSCILLATION)
-                       else 0)
+        oscillation = self.edit_oscillation_warn if self.rule_on(RULE_EDIT_OSCILLATION) else 0
         return ToolRepeatCounter.from_state(state, ignored=self.ignore_tools,
-                                            block=self.tool_repeat_block,
-                                            oscillation=oscillation,
+                                            block=self.tool_repeat_block, oscillation=oscillation,
                                             wait=self.thresholds.wait_seconds)
 
     def project_off(self, *, cwd: str = "", folder: str = "") -> bool:
@@ -390,8 +377,7 @@ def _paths(prefixes: Iterable[str], source: str, found: list[str]) -> tuple[str,
     return tuple(kept)
 
 
-def _section(table: dict[str, Any], name: str, where: str, found: list[str]
-             ) -> dict[str, Any]:
+def _section(table: dict[str, Any], name: str, where: str, found: list[str]) -> dict[str, Any]:
     value = table.get(name, {})
     if isinstance(value, dict):
         return value

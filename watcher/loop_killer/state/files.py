@@ -1,6 +1,5 @@
-"""The state folder's files and Claude Code's: where they live (as text for the tool-call
-hooks, which never import pathlib), and safe access: never follow a link, never block on a
-FIFO, never read more than a bound."""
+"""The state folder's files and Claude Code's: where they live, and safe access: never follow
+a link, never block on a FIFO, never read more than a bound."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ __all__ = [
     "is_session_file_name", "linked_state_folders", "list_transcripts", "open_transcript",
     "owned_privately", "projects_dir", "read_json_object", "read_new_bytes", "read_small_file",
     "remove_file", "request_waiting", "same_transcript", "session_id_of", "state_dir",
-    "state_dir_text", "state_folder", "state_folder_text", "write_private_file",
-]
+    "state_dir_text", "state_folder", "state_folder_text", "write_private_file"]
 
 _NO_FOLLOW = os.O_NOFOLLOW | os.O_NONBLOCK
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC  # a FIFO must not block us
@@ -245,10 +243,9 @@ def state_folder(state: os.PathLike[str] | str, *names: str, create: bool = Fals
 
 def state_folder_text(state: os.PathLike[str] | str, *names: str, create: bool = False,
                       private: bool = False) -> str:
-    """``<state>/<names...>``, checked: neither the state folder nor any folder below it
-    on the way is a link or a non-folder (NotAFolder, logged once). ``create``: missing
-    folders are made (0700), else FileNotFoundError. ``private``: each must also be owned
-    by this user and writable by nobody else (where a file in it is acted on)."""
+    """``<state>/<names...>``, checked: no folder on the way is a link or a non-folder
+    (NotAFolder, logged once). ``create``: missing folders are made (0700), else
+    FileNotFoundError. ``private``: each also owned by this user, writable by nobody else."""
     root = folder = os.fspath(state).rstrip("/") or "/"
     for name in ("", *names):
         folder = os.path.join(folder, name) if name else folder

@@ -1,6 +1,5 @@
-"""Clear requests: ``<state>/requests/<session>.json`` asks the session's Stop hook to end
-the loop; taken exactly once (a rename into ``claimed/``), then validated, and acted on
-only for the hook's own transcript, owned by this user in private folders."""
+"""Clear requests: ``<state>/requests/<session>.json`` asks the session's Stop hook to end the
+loop; taken once (a rename into ``claimed/``), acted on only for the hook's own transcript."""
 
 from __future__ import annotations
 
@@ -30,8 +29,7 @@ from .files import (
 __all__ = [
     "MAX_REQUEST_AGE", "MAX_REQUEST_BYTES", "REQUEST_VERSION", "ClearRequest", "InvalidRequest",
     "claim_request", "discard_request", "parse_request", "peek_request", "request_path",
-    "write_private_file", "write_request",
-]
+    "write_private_file", "write_request"]
 
 REQUESTS_DIR = "requests"
 CLAIMED_DIR = "claimed"
@@ -129,8 +127,7 @@ def parse_request(data: bytes, *, expected_session: str) -> ClearRequest:
             transcript_path=_field(raw, "transcript_path", str),
             created_at=float(_field(raw, "created_at", (int, float))),
             source=_choice(raw, "source", SOURCES), prompt_uuid=_optional_text(raw, "prompt_uuid"),
-            detail=_optional_text(raw, "detail"),
-        )
+            detail=_optional_text(raw, "detail"))
     except (TypeError, ValueError) as error:
         raise InvalidRequest(str(error)) from None
     return request
@@ -177,10 +174,8 @@ def peek_request(state: Path, session_id: str) -> ClearRequest | None:
         return None
 
 
-def claim_request(
-    state: Path, session_id: str, *, transcript_path: str, now: float | None = None,
-    last_prompt_at: float | None = None
-) -> ClearRequest | None:
+def claim_request(state: Path, session_id: str, *, transcript_path: str, now: float | None = None,
+                  last_prompt_at: float | None = None) -> ClearRequest | None:
     """Take the session's request for ``transcript_path`` once; None unless fresh."""
     try:
         source = _requests(state, session_id)
@@ -286,8 +281,7 @@ def _prune_claimed(claimed_dir: Path, keep: int = 200) -> None:
     try:
         entries = sorted(
             (p for p in claimed_dir.iterdir() if _CLAIMED_NAME.fullmatch(p.name)),
-            key=lambda p: int(p.name.rsplit(".", 2)[-2]),
-        )
+            key=lambda p: int(p.name.rsplit(".", 2)[-2]))
     except (OSError, ValueError):
         return
     for stale in entries[:-keep]:

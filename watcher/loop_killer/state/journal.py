@@ -1,5 +1,4 @@
-"""The detection log ``<state>/detections.jsonl``: one JSON line (one of three typed
-records, ``encode``/``decode``) per detection and outcome, appended with one ``write``."""
+"""The detection log ``<state>/detections.jsonl``: one JSON line per detection and outcome."""
 
 from __future__ import annotations
 
@@ -18,10 +17,8 @@ from ..engine.tool_repeat import TOOL_CALL_RULES
 from .files import append_line, state_folder
 
 __all__ = [
-    "DETECTION", "JOURNAL_NAME", "OUTCOME", "REFUSAL", "JournalTail", "LoopRecord",
-    "OutcomeRecord", "Record", "ToolRecord", "append", "decode", "encode", "journal_path",
-    "read_recent",
-]
+    "DETECTION", "JOURNAL_NAME", "OUTCOME", "REFUSAL", "JournalTail", "LoopRecord", "OutcomeRecord",
+    "Record", "ToolRecord", "append", "decode", "encode", "journal_path", "read_recent"]
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,5 @@
-"""One detection record per answer, ``<state>/fired/<session>/<key>`` (the key: the uuid of
-the re-prompt answered, else the answer's): whoever creates it first logs the detection, and
-the key never fires again. ``<key>.acted``: a Stop hook stopped the turn (no clear request)."""
+"""One detection record per answer, ``<state>/fired/<session>/<key>``: whoever creates it first
+logs the detection. ``<key>.acted``: a Stop hook stopped the turn (no clear request)."""
 
 from __future__ import annotations
 
@@ -16,8 +15,7 @@ from .files import create_new, is_plain_id, read_small_file, state_folder
 
 __all__ = [
     "ACTED_SUFFIX", "RECORDS_DIR", "first_to_act", "first_to_record", "forget_session",
-    "mark_acted", "move_session", "record_detection", "record_key", "recorded_keys",
-]
+    "mark_acted", "move_session", "record_detection", "record_key", "recorded_keys"]
 
 RECORDS_DIR = "fired"
 ACTED_SUFFIX = ".acted"

@@ -1,6 +1,4 @@
-"""Whether a session has a call refused now, as ``status`` and ``top`` both say it: while
-the hooks' refusal mark is there and the log holds a hook's refusals since that mark
-(never inferred from counts)."""
+"""Whether a session has a call refused now: its refusal mark, and a hook's refusals since."""
 
 from __future__ import annotations
 

@@ -12,8 +12,7 @@ from .journal import OutcomeRecord, Record, ToolRecord
 __all__ = [
     "OUTCOME_LABELS", "ago", "detection_line", "expired_line", "journal_line", "outcome_line",
     "outcome_words", "project_label", "rule_phrase", "session_label", "short_id", "snippet",
-    "startup_line", "table", "tool_repeat_line",
-]
+    "startup_line", "table", "tool_repeat_line"]
 
 _NOT_ALNUM = re.compile(r"[^A-Za-z0-9]")
 
@@ -104,9 +103,8 @@ def outcome_words(outcome: str, detail: str, *, rule: str = "", count: int = 0) 
     return fixed if fixed is not None else snippet(detail, 160) or outcome
 
 
-def tool_repeat_line(*, project: str, session_id: str, call: str, count: int,
-                     refused: bool = False, source: str = "watcher",
-                     rule: str = RULE_TOOL_REPEAT) -> str:
+def tool_repeat_line(*, project: str, session_id: str, call: str, count: int, refused: bool = False,
+                     source: str = "watcher", rule: str = RULE_TOOL_REPEAT) -> str:
     """The line printed when a call repeats, or its next attempt is refused."""
     by = "" if source == "watcher" else f" ({source})"
     if rule != RULE_TOOL_REPEAT:

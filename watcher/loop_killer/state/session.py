@@ -1,6 +1,5 @@
 """The session's one record, ``<state>/tools/<session_id>.json``: the tool-repeat counts per
-scope (``main``, then subagents) and the Stop hook's turn. Removed at the person's prompt,
-so the launcher can skip a session without one; changed only under ``locked``."""
+scope and the Stop hook's turn; removed at the person's prompt, changed only under ``locked``."""
 
 from __future__ import annotations
 
@@ -22,11 +21,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FOLDER", "LOCK_WAIT", "MAX_SCOPES", "MAX_STATE_BYTES", "REFUSAL_SUFFIX", "STALE_AFTER",
-    "STATE_BUDGET", "SUBAGENT_CALLS", "Busy", "counter", "load", "hooks_judge", "keep",
-    "locked", "mark_work", "note_result", "prune", "put", "refusal_marker", "remove", "save",
-    "save_turn", "seen_of", "state_path", "take_work_marker", "turn_of", "turn_over",
-    "with_result", "with_turn",
-]
+    "STATE_BUDGET", "SUBAGENT_CALLS", "Busy", "counter", "load", "hooks_judge", "keep", "locked",
+    "mark_work", "note_result", "prune", "put", "refusal_marker", "remove", "save", "save_turn",
+    "seen_of", "state_path", "take_work_marker", "turn_of", "turn_over", "with_result", "with_turn"]
 
 FOLDER = "tools"
 REFUSAL_SUFFIX = ".refuse"
@@ -182,8 +179,7 @@ def seen_of(turn: dict[str, Any]) -> list[str]:
 
 
 def with_result(data: dict[str, Any] | None, key: str, *, work: bool = False) -> dict[str, Any]:
-    """The record with a main-scope result (``key``) noted: the reply did work when it is
-    new in the turn, or ``work`` (a call waiting within its bound, a tool nobody counts)."""
+    """The record with a main-scope result (``key``) noted: work when it is new in the turn."""
     turn = dict(turn_of(data))
     seen = seen_of(turn)
     if work or key not in seen:
@@ -195,8 +191,7 @@ def with_result(data: dict[str, Any] | None, key: str, *, work: bool = False) ->
 
 
 def note_result(state: str, path: str, key: str, *, work: bool = False) -> None:
-    """``with_result``, saved (a call the tool-repeat rule does not count). A busy lock
-    leaves the work marker: when in doubt, work."""
+    """``with_result``, saved. A busy lock leaves the work marker: when in doubt, work."""
     try:
         with locked(state):
             save_turn(path, with_result(load(path), key, work=work))
@@ -230,8 +225,7 @@ def take_work_marker(path: str) -> bool:
 
 
 def turn_over(state: str, session_id: str, prompt_id: str) -> None:
-    """The reply answers the person's prompt: the turn's re-prompt answers start after it
-    (the results seen so far stay seen)."""
+    """The reply answers the person's prompt: the turn's re-prompt answers start after it."""
     path = state_path(state, session_id)
     if not os.path.lexists(path):
         return
@@ -269,8 +263,7 @@ def keep(path: str, kept: dict[str, Any] | None, scope: str, counts: ToolRepeatC
     """Save the session's state with ``scope``'s counter replaced, and its refusal marker."""
     scopes = kept.get("scopes") if kept is not None else None
     refusable = counts.refusable() or isinstance(scopes, dict) and any(
-        counter(kept, other, settings).refusable() for other in scopes
-        if other != scope_key(scope))
+        counter(kept, other, settings).refusable() for other in scopes if other != scope_key(scope))
     save(path, put(kept, scope, counts), refusable=refusable)
 
 
@@ -321,8 +314,7 @@ def prune(state: os.PathLike[str] | str, *, now: float, keep: str = "") -> int:
 
 
 def hooks_judge(state: str, session_id: str, *, since: float) -> bool:
-    """Whether a Stop hook judged one of this session's replies at ``since`` (epoch seconds)
-    or later: a record left by hooks no longer loaded grows old."""
+    """Whether a Stop hook judged one of this session's replies at ``since`` or later."""
     try:
         turn = turn_of(load(state_path(state, session_id)))
     except (OSError, ValueError):

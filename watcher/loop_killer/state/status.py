@@ -1,6 +1,4 @@
-"""What the watcher publishes for the Stop hook and ``loop-killer status``: its heartbeat
-(``watcher.json``) and each session's status (``status/<session>.json``), written
-atomically; readers tolerate them missing or broken."""
+"""What the watcher publishes: its heartbeat and each session's status, written atomically."""
 
 from __future__ import annotations
 
@@ -18,8 +16,7 @@ from .files import is_plain_id, read_json_object, state_folder, write_private_fi
 __all__ = [
     "BEHIND_LAG", "HEARTBEAT_INTERVAL", "HEARTBEAT_STALE", "SessionStatus", "WatcherHeartbeat",
     "falling_behind", "read_heartbeat", "read_session_status", "session_status_path",
-    "written_statuses", "watcher_alive", "write_heartbeat", "write_session_status",
-]
+    "written_statuses", "watcher_alive", "write_heartbeat", "write_session_status"]
 
 HEARTBEAT_INTERVAL = 2.0
 HEARTBEAT_STALE = 10.0  # an older heartbeat means no live watcher
@@ -104,15 +101,9 @@ def _build(kind: type[_Record], raw: dict[str, Any] | None) -> _Record | None:
 
 # The annotations of the two records (strings, under postponed evaluation) -> types.
 _TYPES: dict[str, tuple[type, ...]] = {
-    "int": (int,),
-    "float": (int, float),
-    "str": (str,),
-    "bool": (bool,),
-    "str | None": (str, type(None)),
-    "dict[str, Any] | None": (dict, type(None)),
-    "dict[str, Any]": (dict,),
-    "list[dict[str, Any]]": (list,),
-}
+    "int": (int,), "float": (int, float), "str": (str,), "bool": (bool,),
+    "str | None": (str, type(None)), "dict[str, Any] | None": (dict, type(None)),
+    "dict[str, Any]": (dict,), "list[dict[str, Any]]": (list,)}
 
 
 def heartbeat_path(state: Path) -> Path:

@@ -1,5 +1,4 @@
-"""Read a transcript's tail backwards, block by block, only as far as its trailing run
-needs; bounded in bytes and lines whatever the file holds (blank runs skipped in bulk)."""
+"""Read a transcript's tail backwards, block by block, only as far as its trailing run needs."""
 
 from __future__ import annotations
 
@@ -65,10 +64,8 @@ def iter_lines_backwards(  # noqa: C901 - one pass over blocks, lines and blank 
     max_lines: int = MAX_TAIL_LINES,
     stats: ScanStats | None = None,
 ) -> Iterator[tuple[int, bytes]]:
-    """Yield ``(offset, line)`` for the non-blank whole lines before ``end``, last first
-    (a line still being written is left out). Linear in the bytes read; stops at the
-    file's start, at the first line start after ``limit`` bytes, or after ``max_lines``
-    lines. ``stats``, when given, says how far it got."""
+    """Yield ``(offset, line)`` for the non-blank whole lines before ``end``, last first; stops
+    at the file's start, after ``limit`` bytes or ``max_lines`` lines (``stats``: how far)."""
     if stats is None:
         stats = ScanStats(end)
     position = end
@@ -141,18 +138,12 @@ class RunStart:
     read: int  # bytes read
 
 
-def scan_run_start(
-    handle: BinaryIO,
-    end: int | None = None,
-    *,
-    max_reprompts: int = DEFAULT_THRESHOLDS.reach,
-    max_lines: int = MAX_RUN_LINES,
-    limit: int = MAX_TAIL_BYTES,
-) -> RunStart:
-    """Where feeding the file from ``offset`` up to ``end`` reproduces its trailing run:
-    the last run boundary; else the earliest of ``max_reprompts`` re-prompts (the run is
-    past every threshold); else the earliest line read before the file's start or a
-    budget (``why`` "budget": the tail from there is all that is known of the run)."""
+def scan_run_start(handle: BinaryIO, end: int | None = None, *,
+                   max_reprompts: int = DEFAULT_THRESHOLDS.reach, max_lines: int = MAX_RUN_LINES,
+                   limit: int = MAX_TAIL_BYTES) -> RunStart:
+    """Where feeding the file from ``offset`` up to ``end`` reproduces its trailing run: the
+    last run boundary; else the earliest of ``max_reprompts`` re-prompts; else the earliest
+    line read before the file's start or a budget (``why`` "budget")."""
     if end is None:
         end = handle.seek(0, os.SEEK_END)
     stats = ScanStats(end)

@@ -1,6 +1,5 @@
-"""``loop-killer top``: the shell around ``rows`` and ``view``. It reads the state folder
-and each shown transcript from where it last read; keys in cbreak mode between refreshes
-(``c`` then ``y`` clears the selected session)."""
+"""``loop-killer top``: the shell around ``rows`` and ``view``; keys in cbreak mode between
+refreshes (``c`` then ``y`` clears the selected session)."""
 
 from __future__ import annotations
 
@@ -184,10 +183,9 @@ class StateReader:
             for session_id, transcript in self.transcripts.items()}
         cwds = {session_id: transcript.cwd
                 for session_id, transcript in self.transcripts.items() if transcript.cwd}
-        return build_screen(self._shown().values(),
-                            self.detections, spent_by, beat=self.beat, limits=self.limits,
-                            now=now, window=self.window, home=os.environ.get("HOME"),
-                            cwds=cwds, refused=self.refused)
+        return build_screen(self._shown().values(), self.detections, spent_by, beat=self.beat,
+                            limits=self.limits, now=now, window=self.window,
+                            home=os.environ.get("HOME"), cwds=cwds, refused=self.refused)
 
 
 def ask_to_clear(session_id: str, project: str, *, root: Path, state: Path) -> str:

@@ -1,6 +1,5 @@
-"""What ``loop-killer top`` shows, as plain data (pure): one ``Row`` per session active in
-the window, what needs the person first (a refused call, a run near its threshold, a
-repeating call, a loop just stopped, a session waiting), the most recent first within."""
+"""What ``loop-killer top`` shows, as plain data (pure): one ``Row`` per session active in the
+window, what needs the person first, the most recent first within."""
 
 from __future__ import annotations
 
@@ -209,11 +208,6 @@ def _doing(status: SessionStatus, last: LastDetection | None, refused: Refused |
     return Attention.WAITING, 0.0, ("waiting for you",)
 
 
-def _with_budget(doing: Words, budget: Words) -> Words:
-    """The doing and the turn's budget: the nearest limit before fuller words."""
-    return tuple(f"{said} · {limits}" for said in doing for limits in budget) + doing
-
-
 def _in_run(status: SessionStatus, limits: Limits) -> tuple[int, float, Words]:
     urgency = max(status.run_length / limits.idle_turns,
                   status.chain_length / limits.same_reply_turns)
@@ -261,8 +255,7 @@ def build_screen(statuses: Iterable[SessionStatus], detections: Mapping[str, Las
                  home: str | None = None, cwds: Mapping[str, str] | None = None,
                  refused: Mapping[str, Refused] | None = None) -> Screen:
     """The rows of every session whose transcript grew within ``window`` seconds (or with a
-    clear request pending), what needs attention first. ``cwds``: each session's folder,
-    as its lines say; ``refused``: the sessions a hook refuses a call of now."""
+    clear request pending), what needs attention first."""
     shown = [s for s in statuses if now - s.last_activity <= window or s.pending_request]
     cwds, refused = cwds or {}, refused or {}
     places = {s.session_id: cwds.get(s.session_id) or project_label(s.project, home) for s in shown}
@@ -273,7 +266,8 @@ def build_screen(statuses: Iterable[SessionStatus], detections: Mapping[str, Las
         rank, urgency, doing = _doing(status, last, refused.get(status.session_id), limits)
         figures = status.turn_budget()
         if figures is not None:
-            doing = _with_budget(doing, short_words(*figures, now, money))
+            budget = short_words(*figures, now, money)  # the nearest limit before fuller words
+            doing = tuple(f"{said} · {limits}" for said in doing for limits in budget) + doing
         turn, total = spent.get(status.session_id, (None, None))
         rows.append(Row(
             session_id=status.session_id, project=status.project,

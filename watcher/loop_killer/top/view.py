@@ -1,5 +1,4 @@
-"""``loop-killer top``'s screen, drawn with rich from a ``rows.Screen``: the project, the
-doing and the last loop always; the figures where they leave those room."""
+"""``loop-killer top``'s screen, drawn with rich from a ``rows.Screen``."""
 
 from __future__ import annotations
 
@@ -27,13 +26,8 @@ PROJECT_SHARE = 5  # the project takes at most 1/PROJECT_SHARE of the width (12 
 _LINES_AROUND = 5  # title, summary, header, its rule, help
 
 _STYLE = {
-    Attention.REFUSED: "bold red",
-    Attention.RUN: "bold red",
-    Attention.REPEATING: "yellow",
-    Attention.STOPPED: "magenta",
-    Attention.WAITING: "cyan",
-    Attention.WORKING: "green",
-}
+    Attention.REFUSED: "bold red", Attention.RUN: "bold red", Attention.REPEATING: "yellow",
+    Attention.STOPPED: "magenta", Attention.WAITING: "cyan", Attention.WORKING: "green"}
 
 
 def visible_rows(count: int, selected: int, height: int) -> range:

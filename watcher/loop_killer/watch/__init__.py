@@ -1,2 +1,1 @@
-"""The watcher, ``loop-killer-watch`` (``main``): the long-running process that follows
-every session transcript live, logs detections and writes clear requests."""
+"""The watcher, ``loop-killer-watch`` (``main``): follows every session transcript live."""

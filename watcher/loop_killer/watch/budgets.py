@@ -1,8 +1,6 @@
-"""Each live turn's budget (BUDGET, ``engine.budget``), kept as the watcher reads lines:
-its re-prompts and replies, each reply priced as ``scan`` prices it, the subagents' files
-read after each batch. Spend is the limit only the watcher sees: crossed, the
-``Responder`` asks a stop; at ``WARN_AT`` the person is told once per turn.
-"""
+"""Each live turn's budget (BUDGET, ``engine.budget``), kept as the watcher reads lines, each
+reply priced as ``scan`` prices it. Crossed, the ``Responder`` asks a stop; at ``WARN_AT`` the
+person is told once per turn."""
 
 from __future__ import annotations
 
@@ -78,8 +76,7 @@ class Budgets:
         turn.reply(part.message_id or part.uuid, usd, fallback=how == "fallback")
 
     def read_subagents(self, path: str, session_id: str) -> None:
-        """Count the new replies of the session's subagents in its current turn. A file
-        last written before the turn began is none of the turn's: skipped to its end."""
+        """Count the new replies of the session's subagents in its current turn."""
         turn = self.turns.get(path)
         if turn is None:
             return
@@ -145,8 +142,7 @@ class Budgets:
         turn.warned.add(LIMIT_USD)
         return crossing
 
-    def judge(self, tracked: Tracked, now: float, respond: Responder
-              ) -> dict[str, object] | None:
+    def judge(self, tracked: Tracked, now: float, respond: Responder) -> dict[str, object] | None:
         """Check the turn's spend (``respond`` asks a stop, warns); its status figures."""
         if tracked.off or not self.budget.any_on:
             return None

@@ -1,6 +1,5 @@
-"""Follow one transcript file: ``classify`` (pure: what a stat says happened to it),
-``Follower`` (reads only the bytes appended; notices truncation, replacement, rewrites),
-``Vanished`` (files gone lately, to tell a rename from a new file). Never writes."""
+"""Follow one transcript file: ``classify`` (pure), ``Follower`` (reads only the bytes
+appended) and ``Vanished`` (to tell a rename from a new file). Never writes."""
 
 from __future__ import annotations
 
@@ -14,9 +13,8 @@ from ..light import digest
 from ..state.files import open_transcript
 
 __all__ = [
-    "CHECK_BYTES", "NO_CHECK", "RENAME_WINDOW", "Change", "Check", "FileKey", "Follower",
-    "Seen", "Vanished", "check_of", "classify", "holds", "seen_of", "stat_seen",
-]
+    "CHECK_BYTES", "NO_CHECK", "RENAME_WINDOW", "Change", "Check", "FileKey", "Follower", "Seen",
+    "Vanished", "check_of", "classify", "holds", "seen_of", "stat_seen"]
 
 FileKey = tuple[int, int]
 """(st_dev, st_ino): a file's identity, whatever its name."""
@@ -163,8 +161,7 @@ class Follower:
 
 
 class Vanished:
-    """The files followed until they vanished lately, by identity: one that turns up under
-    another name within ``RENAME_WINDOW`` is the same file, renamed."""
+    """Files followed until they vanished lately; one back within ``RENAME_WINDOW`` is renamed."""
 
     __slots__ = ("_gone",)
 

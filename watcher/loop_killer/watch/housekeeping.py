@@ -1,5 +1,4 @@
-"""What keeps the state folder from growing: clear requests nobody took expire, and the
-statuses and records of transcripts gone are removed (one log line each)."""
+"""What keeps the state folder from growing: old clear requests and records of gone files."""
 
 from __future__ import annotations
 

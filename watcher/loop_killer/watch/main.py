@@ -1,6 +1,5 @@
-"""``loop-killer-watch``: the long-running watcher (CLI entry, lock, logging, signals).
-Exit status: 0 after Ctrl-C / SIGTERM / SIGHUP, 2 when another watcher holds the state
-folder (or on bad options), 1 on an unexpected error."""
+"""``loop-killer-watch``: the long-running watcher (CLI entry, lock, logging, signals). Exit
+status: 0 after a signal, 2 when another watcher holds the state folder, 1 on an error."""
 
 from __future__ import annotations
 
@@ -45,8 +44,7 @@ def acquire_lock(state: Path) -> int:
         holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
         os.close(fd)
         raise AlreadyRunning(
-            f"another loop-killer-watch (pid {holder}) is already watching for {state}"
-        ) from None
+            f"another loop-killer-watch (pid {holder}) is already watching for {state}") from None
     except OSError:
         os.close(fd)
         raise

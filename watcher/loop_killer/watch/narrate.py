@@ -1,8 +1,5 @@
-"""What the watcher tells a person about each loop: one LOOP line, one outcome line (pure).
-
-Several writers report one loop; the ``Narrator`` says each one's LOOP line once and one
-outcome line (a passing one only when nothing final follows within ``SETTLE`` seconds).
-``InOrder`` lets lines out in the order what they tell happened."""
+"""What the watcher tells a person about each loop: one LOOP line, one outcome line (pure), a
+passing one only when nothing final follows within ``SETTLE`` s, in the order things happened."""
 
 from __future__ import annotations
 
@@ -132,9 +129,8 @@ class Narrator:
         self.settle = settle
         self._sessions: dict[str, _Session] = {}
 
-    def detection(self, session_id: str, keys: Iterable[object], *, who: str, rule: str,
-                  count: int, line: str | None, now: float, at: float | None = None
-                  ) -> list[Said]:
+    def detection(self, session_id: str, keys: Iterable[object], *, who: str, rule: str, count: int,
+                  line: str | None, now: float, at: float | None = None) -> list[Said]:
         """A rule fired: its LOOP line, unless the loop is known already."""
         said = self._new_loop(session_id, keys, now, who=who, rule=rule, count=count,
                               at=now if at is None else at)
@@ -175,9 +171,8 @@ class Narrator:
         session.refusals += 1
         return [Said(logging.INFO, line)] if first else []
 
-    def outcome(self, session_id: str, keys: Iterable[object], *, kind: str, line: str,
-                source: str, rule: str = "", who: str, now: float, count: int = 0
-                ) -> list[Said]:
+    def outcome(self, session_id: str, keys: Iterable[object], *, kind: str, line: str, source: str,
+                rule: str = "", who: str, now: float, count: int = 0) -> list[Said]:
         """What became of a loop, from any writer. ``count``: a refused call's attempts,
         when refusals ended the turn."""
         session = self._session(session_id, now)
@@ -269,8 +264,7 @@ class Narrator:
 
 
 def tell(narrator: Narrator, record: Record, *, home: str | None, now: float) -> list[Said]:
-    """What to say of a detection-log record (what the hooks, the mod and ``loop-killer
-    clear`` logged; nothing, for most of the watcher's own)."""
+    """What to say of a detection-log record (nothing, for most of the watcher's own)."""
     session_id = record.session_id or "?"
     who = report.project_label(record.project, home) if record.project else "?"
     if isinstance(record, ToolRecord) and not record.refused and record.call:
@@ -291,9 +285,8 @@ def tell(narrator: Narrator, record: Record, *, home: str | None, now: float) ->
         return narrator.refusal(session_id, call=record.call, line=line, now=now)
     if isinstance(record, OutcomeRecord) and line is not None:
         return narrator.outcome(
-            session_id, (record.answer_uuid, record.plan_id), kind=record.outcome or "?",
-            line=line, source=record.source, rule=record.rule, who=who, now=now,
-            count=record.count or 0)
+            session_id, (record.answer_uuid, record.plan_id), kind=record.outcome or "?", line=line,
+            source=record.source, rule=record.rule, who=who, now=now, count=record.count or 0)
     return [] if line is None else [Said(logging.INFO, line)]
 
 

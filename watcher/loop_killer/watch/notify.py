@@ -1,5 +1,4 @@
-"""Desktop notifications from the watcher (``--notify``): ``notify-send`` on Linux,
-``osascript`` on macOS, else one log line saying so. ``Throttle`` (pure) keeps a busy
+"""Desktop notifications from the watcher (``--notify``). ``Throttle`` (pure) keeps a busy
 session from a pop-up a minute: the first at once, the rest within ``WINDOW`` summed up."""
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""Where hints that a transcript changed come from: watchdog events (the callback only
-decides whether a path can matter and queues it, once per path: ``EventQueue``), an
-``OVERFLOW`` hint when the kernel dropped events, and the listings the safety net makes."""
+"""Where hints that a transcript changed come from: watchdog events (queued once per path:
+``EventQueue``), an ``OVERFLOW`` hint, and the listings the safety net makes."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""A session's status file (``<state>/status/<session>.json``), written only when what it
-says changed; returns what ``Tracked.published`` is to be (``sessions`` keeps it)."""
+"""A session's status file (``<state>/status/<session>.json``), written only when it changed."""
 
 from __future__ import annotations
 
@@ -22,8 +21,7 @@ log = logging.getLogger("loop_killer.watch")
 
 def publish(state: Path, tracked: Tracked, now: float, *, unless_on_disk: bool = False,
             home: str | None = None, budget: dict[str, Any] | None = None) -> Published:
-    """Write the session's status if anything in it changed; returns what it says now.
-    ``budget``: the turn's figures against its limits."""
+    """Write the session's status if anything in it changed; returns what it says now."""
     seen = tracked.published
     reader = tracked.reader
     if reader is None:  # dormant: its status on disk still says what it was

@@ -1,7 +1,5 @@
-"""What the steps of a followed session mean to the watcher, and what it does about them.
-
-A detection is the Stop hook's where it judges the session's replies (``hooks_judge``), else
-the watcher records it, writes the clear request and logs it; a person's prompt withdraws it."""
+"""What the steps of a followed session mean to the watcher, and what it does about them: a
+detection is the Stop hook's where it judges, else the watcher's (record, request, log)."""
 
 from __future__ import annotations
 
@@ -187,9 +185,8 @@ class Responder:
             answer_uuid=key, answer_digest="", transcript_path=tracked.path,
             created_at=time.time(), source="watcher", detail=words)
         requested = self._ask_stop(tracked, request, journal.LoopRecord(
-            session_id=session_id, answer_uuid=key, rule=rule, count=count,
-            run_length=0, project=tracked.project, transcript_path=tracked.path,
-            snippet=words, source="watcher"))
+            session_id=session_id, answer_uuid=key, rule=rule, count=count, run_length=0,
+            project=tracked.project, transcript_path=tracked.path, snippet=words, source="watcher"))
         who = report.project_label(tracked.project, self.home)
         then = "clear requested" if requested else "no clear request (it could not be written)"
         self.say(self.narrator.detection(
@@ -263,8 +260,7 @@ class Responder:
                 "cleared", f"goal cleared: {report.snippet(goal.condition, 60)}"))
 
     def _pending(self, tracked: Tracked, answer_uuid: str, rule: str, now: float, *,
-                 requested: bool = True, key: str | None = None, hook_acted: bool = False
-                 ) -> None:
+                 requested: bool = True, key: str | None = None, hook_acted: bool = False) -> None:
         pending = self.pending_of(tracked)
         if pending is not None and not pending.stopped:
             self.resolve(tracked, Outcome("continued", "it fired again before any stop"))
@@ -273,19 +269,15 @@ class Responder:
             requested=requested, key=key, hook_acted=hook_acted))
         self.settled.discard(tracked.path)
 
-    def _hook_acted(self, tracked: Tracked, pending: PendingOutcome) -> bool:
-        return pending.hook_acted or (pending.key is not None and pending.key in
-                                      records.recorded_keys(self.state, tracked.session_id,
-                                                            acted_only=True))
-
     def resolve(self, tracked: Tracked, outcome: Outcome | None, *, final: bool = True) -> None:
         pending = self.pending_of(tracked)
         if pending is None:
             return
         if outcome is not None and outcome.kind in ("cleared", "stopped"):
             self.settled.add(tracked.path)
-        if outcome is not None and not (outcome.kind in HOOKS_WORD
-                                        and self._hook_acted(tracked, pending)):
+        if outcome is not None and not (outcome.kind in HOOKS_WORD and (pending.hook_acted or (
+                pending.key is not None and pending.key in records.recorded_keys(
+                    self.state, tracked.session_id, acted_only=True)))):
             journal.append(self.state, journal.OutcomeRecord(
                 session_id=tracked.session_id, answer_uuid=pending.answer_uuid,
                 rule=pending.rule, outcome=outcome.kind, detail=outcome.detail,
@@ -334,8 +326,7 @@ class Responder:
             session_id=session_id, answer_uuid=warning.tool_use_id, rule=warning.rule,
             outcome=outcome.kind, detail=outcome.detail,
             after_s=round(time.time() - warning.at, 3) if warning.at else None,
-            project=warning.project, transcript_path=warning.transcript_path,
-            source="watcher"))
+            project=warning.project, transcript_path=warning.transcript_path, source="watcher"))
         who = report.project_label(warning.project, self.home) if warning.project else "?"
         self.held.append(_Held(session_id, (warning.tool_use_id,), outcome.kind, warning.rule,
                                who, self._outcome_line(who, session_id, outcome,

@@ -1,6 +1,5 @@
 """The safety net for lost file events: ``check_live`` stats the transcripts that changed
-lately and lists the project folders whose mark changed; ``sweep`` stats every transcript,
-so a lost event costs a sweep interval at most. Changed paths go to ``sync``."""
+lately, ``sweep`` stats every transcript, so a lost event costs a sweep interval at most."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The session registry: one ``TranscriptReader`` per transcript, fed only the bytes
-appended, its steps to the ``Responder``. Catch-up reads each file's trailing run; a session
-long idle keeps only its offset. The one module that assigns a ``Tracked``'s fields."""
+"""The session registry: one ``TranscriptReader`` per transcript, fed only the bytes appended,
+its steps to the ``Responder``. The one module that assigns a ``Tracked``'s fields."""
 
 from __future__ import annotations
 
@@ -382,8 +381,7 @@ class Sessions:
         if broken > tracked.reported_broken:
             count = broken - tracked.reported_broken
             log.warning("%s: skipped %d broken line%s (not a JSON object) before byte %d",
-                        self.respond.name(tracked), count, "s" if count != 1 else "",
-                        reader.offset)
+                        self.respond.name(tracked), count, "s" if count != 1 else "", reader.offset)
             tracked.reported_broken = broken
         if reader.oversized_lines > tracked.reported_oversized:
             log.warning("%s: skipped a line longer than %d MB (a partial write that never "

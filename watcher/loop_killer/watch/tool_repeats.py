@@ -1,6 +1,5 @@
-"""Tool-repeat loops as the watcher sees them in the transcripts (the engine's counter per
-session), recorded and logged at ``tool_repeat_warn`` if this watcher was first, for a
-session whose tool-call hooks keep no counts (theirs measure the working tree)."""
+"""Tool-repeat loops as the watcher sees them in the transcripts, for a session whose
+tool-call hooks keep no counts (theirs measure the working tree)."""
 
 from __future__ import annotations
 
@@ -56,8 +55,7 @@ class ToolRepeats:
     def _detected(self, tracked: Tracked, repeat: ToolRepeat) -> None:
         def cannot(error: Exception) -> None:
             log.warning("%s: cannot record the tool-repeat detection (%s)",
-                        report.session_label(tracked.project, tracked.session_id, self.home),
-                        error)
+                        report.session_label(tracked.project, tracked.session_id, self.home), error)
 
         if hooks_keep_counts(self.state, tracked.session_id):
             return  # the session's hooks judge its calls, with what only they can measure

@@ -1,5 +1,4 @@
-"""What the watcher keeps per followed transcript (plain records; only ``sessions``
-assigns a ``Tracked``'s fields, the others return what is to change)."""
+"""What the watcher keeps per followed transcript (only ``sessions`` assigns its fields)."""
 
 from __future__ import annotations
 
@@ -30,8 +29,7 @@ class Dormant:
 
 @dataclass(frozen=True, slots=True)
 class Published:
-    """What the session's last status said (``key``; None: write it again), and its last
-    answer as first seen complete."""
+    """What the session's last status said (``key``; None: write it again), its last answer."""
 
     key: tuple[Any, ...] | None = None
     answer_uuid: str = ""

@@ -1,8 +1,5 @@
-"""The watcher's loop: one thread reads every transcript; events only wake it up.
-
-``run()`` catches every transcript up from its tail, then reads the files hinted and on
-timers beats, reconciles and reports the outcomes due. A flood must not bury a loop: hints
-are coalesced by path, a batch reads for at most ``HANDLE_BUDGET`` seconds."""
+"""The watcher's loop: one thread reads every transcript; events only wake it up. A flood must
+not bury a loop: hints are coalesced by path, a batch reads for ``HANDLE_BUDGET`` s at most."""
 
 from __future__ import annotations
 
@@ -283,8 +280,7 @@ class Watcher:
             info: os.stat_result | None = os.stat(self.root)
         except OSError:
             info = None
-        self._root_key = (info.st_dev, info.st_ino) if info and stat.S_ISDIR(info.st_mode) \
-            else None
+        self._root_key = (info.st_dev, info.st_ino) if info and stat.S_ISDIR(info.st_mode) else None
         return self._root_key is not None
 
     def _watch_root(self) -> None:
