@@ -173,6 +173,7 @@ def read_transcript(transcript: Transcript, *, chunk_bytes: int = CHUNK_BYTES,
     engine where it says; off, the engine reads every file whole (the same result, slower).
     ``tail``: keep the first pass's (``scan.tail``), going on from this one if not b""."""
     from .lean import LeanScan
+    from .tail import resume  # (a kept state that raises: read without it, below)
 
     def skipped(reason: str) -> FileResult:
         return FileResult(path=transcript.path, project=transcript.project,
@@ -191,7 +192,7 @@ def read_transcript(transcript: Transcript, *, chunk_bytes: int = CHUNK_BYTES,
                                                                transcript.inode):
             # (replaced since it was listed: a link put in its place, say)
             return skipped(SKIP_LINK if os.path.islink(transcript.path) else SKIP_UNREADABLE)
-        lean = _resumed(tail, fd, transcript, settings) if tail and two_tier else None
+        lean = resume(tail, fd, transcript, settings) if tail and two_tier else None
         chunk = os.pread(fd, chunk_bytes, lean._at) if lean else os.read(fd, chunk_bytes)
         if lean is None and two_tier and not _looks_looping(chunk, transcript.subagent):
             lean = LeanScan(path=transcript.path, project=transcript.project,
@@ -208,7 +209,12 @@ def read_transcript(transcript: Transcript, *, chunk_bytes: int = CHUNK_BYTES,
         if error.errno not in (errno.EIO, errno.EACCES, errno.EISDIR, errno.ENOENT):
             logger.debug("reading %s: %s", transcript.path, error)
         return skipped(SKIP_UNREADABLE)
-    except Exception:  # a bug must cost one file, never the whole scan
+    except Exception as error:  # a bug must cost one file, never the whole scan
+        if tail:  # (a kept state broken, foreign, or that no scan made: read without it)
+            logger.warning("scan: %s read whole, its kept state not usable: %s",
+                           transcript.path, printable(str(error), 300))
+            return read_transcript(transcript, chunk_bytes=chunk_bytes, settings=settings,
+                                   two_tier=two_tier, tail=b"")
         logger.exception("scanning %s failed", transcript.path)
         return skipped(SKIP_FAILED)
     finally:
@@ -233,19 +239,6 @@ def _first_pass(lean: LeanScan, fd: int, chunk: bytes, transcript: Transcript,
     loops = [loop for start, end in lean.segments()
              for loop in _engine(fd, transcript, settings, chunk_bytes, start, end).loops]
     return replace(result, loops=tuple(loops), tail=tail or b"") if loops or tail else result
-
-
-def _resumed(tail: bytes, fd: int, transcript: Transcript, settings: Settings | None
-             ) -> LeanScan | None:
-    """The first pass where ``tail`` left it; None (logged if broken): the file is read whole."""
-    from .tail import resume
-
-    try:
-        return resume(tail, fd, transcript, settings)
-    except Exception as error:  # (a broken or foreign state file: msgspec's errors and any)
-        logger.warning("scan: %s read whole, its kept state not usable: %s", transcript.path,
-                       printable(str(error), 300))
-        return None
 
 
 def switched_off(result: FileResult, settings: Settings) -> FileResult:
