@@ -9,14 +9,16 @@ import dataclasses
 import json
 import logging
 import math
+import pickle
 from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 from loop_killer import cli
-from loop_killer.scan import cache, tail
+from loop_killer.scan import cache, pool, tail
 from loop_killer.scan.cache import CACHE_FILE
 from loop_killer.scan.files import FileResult, find_transcripts, read_transcript
 from loop_killer.state.files import projects_dir, state_dir
@@ -105,6 +107,28 @@ def test_a_line_nested_too_deep_for_the_first_pass_is_read_as_the_engine_reads_i
     whole = read_transcript(listed, two_tier=False)
     assert not whole.skipped and whole.broken == 1
     assert read_transcript(listed) == whole
+
+
+def test_a_task_handed_to_a_worker_carries_its_own_files_tails_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """(Each task carried every file's: 32 tails of a large session's ~0.5 MB, pickled for
+    each task, where a grown file's reading is a few KB.)"""
+    planted_history(tmp_path, 51, sessions=40)
+    listed = find_transcripts(tmp_path).transcripts
+    tails = {transcript.path: b"\xc1" * 20_000 for transcript in listed}  # (read whole)
+    handed: list[int] = []
+    submit = ProcessPoolExecutor.submit
+
+    def counted(executor: ProcessPoolExecutor, *call: Any) -> Future[Any]:
+        handed.append(len(pickle.dumps(call)))
+        return submit(executor, *call)
+
+    monkeypatch.setattr(ProcessPoolExecutor, "submit", counted)
+    monkeypatch.setattr(pool, "IN_PROCESS_BYTES", 0)
+    monkeypatch.setattr(pool, "_LEAST_BYTES", 1)  # (many small tasks)
+    results = list(pool.scan_transcripts(listed, jobs=2, tails=tails))
+    assert sorted(result.path for result in results) == sorted(tails)
+    assert handed and max(handed) < 20_000 * len(tails) // 4, handed
 
 
 def _scan(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
