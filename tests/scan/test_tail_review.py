@@ -1,7 +1,8 @@
 """A review of ``scan.tail``: kept states that decode into the tail's types but could never
 have been kept (turns out of range, a line start before the file, a tool input that is not
-JSON, a negative cost) make the file be read whole with one log line, never skip it or change
-its result; and a line nested too deep for the first pass is read as the engine reads it."""
+JSON, a negative or endless cost) make the file be read whole with one log line, never skip
+it or change its result; and a line nested too deep for the first pass is read as the engine
+reads it."""
 
 from __future__ import annotations
 
@@ -58,6 +59,7 @@ IMPOSSIBLE = {
     "tool inputs that are not JSON": _set_hint(_UNKEYED, [["Bash", [b"{", b"{"]]]),
     "a cost that is not a number": _set(3, math.nan),
     "a negative cost": _set(3, -1.0),
+    "an endless cost": _set(3, math.inf),  # (a transcript's JSON has none: "$inf by Claude")
 }
 
 
