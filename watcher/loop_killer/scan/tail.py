@@ -6,6 +6,7 @@ used only while the bytes read before are still there (their first and last 4 KB
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -80,7 +81,7 @@ class _Tail(msgspec.Struct, array_like=True, gc=False):
     offset: _At  # where the first pass stopped: its next line starts there
     head: bytes  # digests of the file's first and last bytes before ``offset``
     end: bytes
-    cost_state: Annotated[float, msgspec.Meta(ge=0)] | None
+    cost_state: Annotated[float, msgspec.Meta(ge=0, le=sys.float_info.max)] | None
     cwd: str
     counts: tuple[Count, Count]  # lines, parsed
     turns: _Tally
