@@ -208,7 +208,12 @@ def read_transcript(transcript: Transcript, *, chunk_bytes: int = CHUNK_BYTES,
         if error.errno not in (errno.EIO, errno.EACCES, errno.EISDIR, errno.ENOENT):
             logger.debug("reading %s: %s", transcript.path, error)
         return skipped(SKIP_UNREADABLE)
-    except Exception:  # a bug must cost one file, never the whole scan
+    except Exception as error:  # a bug must cost one file, never the whole scan
+        if tail:  # (a kept state broken, foreign, or that no scan made: read without it)
+            logger.warning("scan: %s read whole, its kept state not usable: %s",
+                           transcript.path, printable(str(error), 300))
+            return read_transcript(transcript, chunk_bytes=chunk_bytes, settings=settings,
+                                   two_tier=two_tier, tail=b"")
         logger.exception("scanning %s failed", transcript.path)
         return skipped(SKIP_FAILED)
     finally:
@@ -237,19 +242,14 @@ def _first_pass(lean: LeanScan, fd: int, chunk: bytes, transcript: Transcript,
 
 def _resumed(tail: bytes, fd: int, transcript: Transcript, settings: Settings | None
              ) -> LeanScan | None:
-    """The first pass where ``tail`` left it; None (logged if broken): the file is read whole."""
+    """The first pass where ``tail`` left it; None: the file no longer holds what it read."""
     from .lean import LeanScan
     from .tail import resume
 
     lean = LeanScan(path=transcript.path, project=transcript.project,
                     session_id=transcript.session_id, subagent=transcript.subagent,
                     settings=settings)
-    try:
-        return lean if resume(tail, fd, lean) else None
-    except Exception as error:  # (a broken or foreign state file: msgspec's errors and any)
-        logger.warning("scan: %s read whole, its kept state not usable: %s", transcript.path,
-                       printable(str(error), 300))
-        return None
+    return lean if resume(tail, fd, lean) else None
 
 
 def switched_off(result: FileResult, settings: Settings) -> FileResult:

@@ -179,7 +179,7 @@ class LeanScan:
         starts, type_first = _line_starts(block)
         try:
             entries = _DECODE_LINES(block)
-        except (msgspec.DecodeError, UnicodeDecodeError):
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # (too deep)
             return None
         if len(entries) != len(starts):  # (a blank line)
             return None

@@ -26,6 +26,7 @@ IN_PROCESS_BYTES = 16 << 20  # histories smaller are read without workers
 logger = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]  # (bytes done, bytes in all)
+Task = list[tuple[Transcript, bytes | None]]  # (files read together, each with its tail)
 
 
 def batches(transcripts: Sequence[Transcript], *, batch_bytes: int = BATCH_BYTES
@@ -51,10 +52,9 @@ def batches(transcripts: Sequence[Transcript], *, batch_bytes: int = BATCH_BYTES
     return tasks
 
 
-def _read_batch(task: list[Transcript], settings: Settings | None, two_tier: bool,
-                tails: Mapping[str, bytes]) -> list[FileResult]:
-    return [read_transcript(transcript, settings=settings, two_tier=two_tier,
-                            tail=tails.get(transcript.path)) for transcript in task]
+def _read_batch(task: Task, settings: Settings | None, two_tier: bool) -> list[FileResult]:
+    return [read_transcript(transcript, settings=settings, two_tier=two_tier, tail=tail)
+            for transcript, tail in task]
 
 
 def scan_transcripts(transcripts: Sequence[Transcript], *, jobs: int | None = None,
@@ -65,8 +65,10 @@ def scan_transcripts(transcripts: Sequence[Transcript], *, jobs: int | None = No
     ``tails``: the files whose first pass is kept, with the one kept before (or b"")."""
     total = sum(t.size for t in transcripts)
     jobs = jobs or os.cpu_count() or 1
-    tasks = batches(transcripts)
-    read = partial(_read_batch, settings=settings, two_tier=two_tier, tails=tails or {})
+    tails = tails or {}  # (a task carries its own files' only: it is pickled for a worker)
+    tasks = [[(transcript, tails.get(transcript.path)) for transcript in task]
+             for task in batches(transcripts)]
+    read = partial(_read_batch, settings=settings, two_tier=two_tier)
     alone = jobs <= 1 or len(tasks) <= 1 or total < IN_PROCESS_BYTES
     finished: Iterable[list[FileResult]] = map(read, tasks) if alone else _shared(
         tasks, jobs - 1, read)
@@ -82,16 +84,15 @@ def scan_transcripts(transcripts: Sequence[Transcript], *, jobs: int | None = No
 _AHEAD = 2  # tasks handed to each worker ahead: it never waits for this process
 
 
-def _shared(tasks: list[list[Transcript]], workers: int,
-            read: Callable[[list[Transcript]], list[FileResult]]
+def _shared(tasks: list[Task], workers: int, read: Callable[[Task], list[FileResult]]
             ) -> Iterator[list[FileResult]]:
     """Every task's results, read by ``workers`` processes and this one as each is free."""
     # fork where it is safe (Linux): the workers start at once, with the modules loaded.
     context = multiprocessing.get_context("fork") if sys.platform == "linux" else None
     todo = iter(tasks)
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        task_of: dict[Future[list[FileResult]], list[Transcript]] = {}
-        left: list[list[Transcript]] = []  # (the pool broke: this process reads the rest)
+        task_of: dict[Future[list[FileResult]], Task] = {}
+        left: list[Task] = []  # (the pool broke: this process reads the rest)
 
         def hand_out() -> None:  # (keep every worker's queue full)
             while not left and len(task_of) < workers * _AHEAD and (
@@ -120,11 +121,11 @@ def _shared(tasks: list[list[Transcript]], workers: int,
                 future.cancel()
 
 
-def _results(future: Future[list[FileResult]], task: list[Transcript]) -> list[FileResult]:
+def _results(future: Future[list[FileResult]], task: Task) -> list[FileResult]:
     """A task's results; a worker that died (killed, out of memory) costs its files only."""
     try:
         return future.result()
     except Exception:
         logger.exception("a scan worker failed; %d files not read", len(task))
         return [FileResult(path=t.path, project=t.project, session_id=t.session_id,
-                           subagent=t.subagent, skipped=SKIP_FAILED) for t in task]
+                           subagent=t.subagent, skipped=SKIP_FAILED) for t, _ in task]

@@ -6,6 +6,7 @@ used only while the bytes read before are still there (their first and last 4 KB
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -25,6 +26,7 @@ TAIL_FILES, TAIL_WITHIN = 32, 86_400.0  # the newest files, written in the last 
 _CHECKED = 4096  # bytes at each end of what was read, compared before going on from it
 
 Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
+_At = Annotated[int, msgspec.Meta(ge=0)]  # (a turn, an offset; too large: raises, read whole)
 _Reply = tuple[bytes, str, Count, Count, Count, Count, Count, str, str]  # (Reply, flat)
 
 
@@ -52,16 +54,16 @@ class _Ledger(msgspec.Struct, array_like=True, gc=False):
 class _Hints(msgspec.Struct, array_like=True, gc=False):
     """``LoopHints``' state (tool inputs not decoded yet: their JSON bytes)."""
 
-    waiting: dict[str, tuple[int, str, Any]]
-    early: dict[str, int]
+    waiting: dict[str, tuple[_At, str, Any]]
+    early: dict[str, _At]
     run: Count
     calls: dict[str, Count]
     edits: dict[str, Count]
     unkeyed: list[tuple[str | None, list[Any] | None]]
-    starts: list[int]
-    flagged: list[int]
-    unsafe: set[int]
-    crossings: list[tuple[int, int]]
+    starts: Annotated[list[_At], msgspec.Meta(min_length=1)]  # (turn 0: the top)
+    flagged: list[_At]
+    unsafe: set[_At]
+    crossings: list[tuple[_At, _At]]
     pending: int
     crowded: bool
     message_ids: set[str]
@@ -74,10 +76,10 @@ class _ScopeState(msgspec.Struct, array_like=True, gc=False):
 
 
 class _Tail(msgspec.Struct, array_like=True, gc=False):
-    offset: int  # where the first pass stopped: its next line starts there
+    offset: _At  # where the first pass stopped: its next line starts there
     head: bytes  # digests of the file's first and last bytes before ``offset``
     end: bytes
-    cost_state: float | None
+    cost_state: Annotated[float, msgspec.Meta(ge=0, le=sys.float_info.max)] | None
     cwd: str
     counts: tuple[Count, Count]  # lines, parsed
     turns: _Tally
