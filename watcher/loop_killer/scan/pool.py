@@ -13,6 +13,7 @@ from concurrent.futures.process import BrokenProcessPool
 from functools import partial
 
 from ..state.config import Settings
+from . import lean  # noqa: F401 - (the readers loaded before the workers fork: not again in each)
 from .files import SKIP_FAILED, Transcript, read_transcript
 from .records import FileResult
 
