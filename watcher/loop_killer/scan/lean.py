@@ -212,12 +212,10 @@ class LeanScan:
         """A user line's tool results, told to ``LoopHints``; False for none (a prompt...)."""
         if not isinstance(content, list):
             return False
-        ids = [part.tool_use_id for part in content if part.type == "tool_result"]
-        if not ids:
-            return False
-        ids = [tool_use_id if isinstance(tool_use_id, str) else "" for tool_use_id in ids]
-        if len(set(ids)) < len(ids):  # (read again by its call's id: the engine's way)
-            return False
+        ids = [part.tool_use_id if isinstance(part.tool_use_id, str) else ""
+               for part in content if part.type == "tool_result"]
+        if not ids or len(ids) > 1 and len(set(ids)) < len(ids):
+            return False  # (a result read again by its call's id: the engine's way)
         scope.hints.results(ids)
         return True
 
@@ -231,7 +229,9 @@ class LeanScan:
             calls = []
         else:
             return False  # (a wrong shape: counted as broken)
-        message_id = _str(message.id) or _str(entry.uuid)
+        message_id = message.id
+        if not isinstance(message_id, str) or not message_id:
+            message_id = _str(entry.uuid)
         if calls:
             scope.hints.calls(message_id, calls)
         else:
