@@ -163,6 +163,10 @@ class Collector:
     _bytes: int = 0
     _lines: int = 0
     _broken: int = 0
+    _budget_on: bool = False
+
+    def __post_init__(self) -> None:
+        self._budget_on = self.budget.any_on
 
     def add(self, result: FileResult) -> None:
         if result.skipped:
@@ -173,7 +177,9 @@ class Collector:
         self._lines += result.lines
         self._broken += result.broken + result.oversized
         session_key = result.session_id or result.path
-        session = self._sessions.setdefault(session_key, _Session())
+        session = self._sessions.get(session_key)
+        if session is None:
+            session = self._sessions[session_key] = _Session()
         if result.cost_state is not None:
             # (several files of one session: the largest total is the latest)
             session.cost_state = max(session.cost_state or 0.0, result.cost_state)
@@ -183,10 +189,16 @@ class Collector:
         self._files.append(file)
         if session.named_by < 0 or _names_first(file, self._files[session.named_by]):
             session.named_by = index
+        copies = self._copies
         for reply in result.replies:
-            self._take(reply, index)
-        self._loops.extend((loop, index) for loop in result.loops)
-        if result.turns and self.budget.any_on:
+            known = copies.get(reply.key)
+            if known is None:
+                copies[reply.key] = _Copy(reply, index)
+            else:
+                self._another_copy(reply, index, known)
+        if result.loops:
+            self._loops.extend((loop, index) for loop in result.loops)
+        if result.turns and self._budget_on:
             self._add_turns(result, index, session_key)
 
     def _add_turns(self, result: FileResult, file: int, session: str) -> None:
@@ -199,14 +211,12 @@ class Collector:
             else:
                 self._turns.append(found)
 
-    def _take(self, reply: Reply, file: int) -> None:
-        known = self._copies.get(reply.key)
-        if known is not None:
-            self._duplicates += 1
-            bigger = reply.usage.total - known.reply.usage.total
-            if bigger < 0 or bigger == 0 and self._files[file].rank >= self._files[known.file].rank:
-                return
-        self._copies[reply.key] = _Copy(reply, file)
+    def _another_copy(self, reply: Reply, file: int, known: _Copy) -> None:
+        """A reply seen in another file: the larger copy is kept, of two alike the original."""
+        self._duplicates += 1
+        bigger = reply.usage.total - known.reply.usage.total
+        if bigger > 0 or bigger == 0 and self._files[file].rank < self._files[known.file].rank:
+            self._copies[reply.key] = _Copy(reply, file)
 
     def _within(self, first_at: str, last_at: str) -> bool:
         """Whether something from ``first_at`` to ``last_at`` is within --since/--until."""
