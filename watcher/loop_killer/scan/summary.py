@@ -135,6 +135,7 @@ class _TurnAt:
 class _Copy:
     reply: Reply
     file: int  # index into Collector._files
+    cost: tuple[float, Priced]  # (priced as it comes: while the other readers still read)
 
 
 @dataclass(slots=True)
@@ -189,11 +190,11 @@ class Collector:
         self._files.append(file)
         if session.named_by < 0 or _names_first(file, self._files[session.named_by]):
             session.named_by = index
-        copies = self._copies
+        copies, reply_cost = self._copies, self.prices.reply_cost
         for reply in result.replies:
             known = copies.get(reply.key)
             if known is None:
-                copies[reply.key] = _Copy(reply, index)
+                copies[reply.key] = _Copy(reply, index, reply_cost(reply.model, reply.usage))
             else:
                 self._another_copy(reply, index, known)
         if result.loops:
@@ -216,7 +217,8 @@ class Collector:
         self._duplicates += 1
         bigger = reply.usage.total - known.reply.usage.total
         if bigger > 0 or bigger == 0 and self._files[file].rank < self._files[known.file].rank:
-            self._copies[reply.key] = _Copy(reply, file)
+            self._copies[reply.key] = _Copy(reply, file, self.prices.reply_cost(reply.model,
+                                                                                reply.usage))
 
     def _within(self, first_at: str, last_at: str) -> bool:
         """Whether something from ``first_at`` to ``last_at`` is within --since/--until."""
@@ -364,10 +366,9 @@ class Collector:
         costs: dict[ReplyKey, tuple[float, Priced]] = {}
         models: dict[str, dict[str, _ModelSum]] = {}
         session_of = [file.session for file in self._files]
-        reply_cost = self.prices.reply_cost
         for key, copy in self._copies.items():
             reply = copy.reply
-            cost = costs[key] = reply_cost(reply.model, reply.usage)
+            cost = costs[key] = copy.cost
             per_model = models.get(session_of[copy.file])
             if per_model is None:
                 per_model = models[session_of[copy.file]] = {}
