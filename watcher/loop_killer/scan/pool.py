@@ -12,6 +12,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from functools import partial
 
+import msgspec
+
 from ..state.config import Settings
 from . import lean  # noqa: F401 - (the readers loaded before the workers fork: not again in each)
 from .files import SKIP_FAILED, Transcript, read_transcript
@@ -58,6 +60,22 @@ def _read_batch(task: list[Transcript], settings: Settings | None, two_tier: boo
             for transcript in task]
 
 
+# A worker's results travel packed by msgspec: a third of pickle's time (Reply's __reduce__ and
+# the dataclasses' state are Python, once a reply), or pickled where msgpack cannot carry them
+# (a name not UTF-8).
+_PACK = msgspec.msgpack.Encoder()
+_UNPACK = msgspec.msgpack.Decoder(list[FileResult])
+
+
+def _read_packed(task: list[Transcript], read: Callable[[list[Transcript]], list[FileResult]]
+                 ) -> bytes | list[FileResult]:
+    results = read(task)
+    try:
+        return _PACK.encode(results)
+    except Exception:  # noqa: BLE001 - (any value msgpack cannot carry: pickle can)
+        return results
+
+
 def scan_transcripts(transcripts: Sequence[Transcript], *, jobs: int | None = None,
                      progress: Progress | None = None, settings: Settings | None = None,
                      two_tier: bool = True) -> Iterator[FileResult]:
@@ -89,14 +107,14 @@ def _shared(tasks: list[list[Transcript]], workers: int,
     context = multiprocessing.get_context("fork") if sys.platform == "linux" else None
     todo = iter(tasks)
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        task_of: dict[Future[list[FileResult]], list[Transcript]] = {}
+        task_of: dict[Future[bytes | list[FileResult]], list[Transcript]] = {}
         left: list[list[Transcript]] = []  # (the pool broke: this process reads the rest)
 
         def hand_out() -> None:  # (keep every worker's queue full)
             while not left and len(task_of) < workers * _AHEAD and (
                     task := next(todo, None)) is not None:
                 try:
-                    task_of[pool.submit(read, task)] = task
+                    task_of[pool.submit(_read_packed, task, read)] = task
                 except BrokenProcessPool:  # (a worker died: its own task's files are lost)
                     logger.warning("a scan worker died; this process reads the files left")
                     left.append(task)
@@ -119,10 +137,12 @@ def _shared(tasks: list[list[Transcript]], workers: int,
                 future.cancel()
 
 
-def _results(future: Future[list[FileResult]], task: list[Transcript]) -> list[FileResult]:
+def _results(future: Future[bytes | list[FileResult]], task: list[Transcript]
+             ) -> list[FileResult]:
     """A task's results; a worker that died (killed, out of memory) costs its files only."""
     try:
-        return future.result()
+        found = future.result()
+        return _UNPACK.decode(found) if isinstance(found, bytes) else found
     except Exception:
         logger.exception("a scan worker failed; %d files not read", len(task))
         return [FileResult(path=t.path, project=t.project, session_id=t.session_id,
