@@ -10,7 +10,10 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import fields
 from functools import partial
+from operator import attrgetter
+from typing import Any
 
 import msgspec
 
@@ -60,16 +63,18 @@ def _read_batch(task: list[Transcript], settings: Settings | None, two_tier: boo
             for transcript in task]
 
 
-# A worker's results travel packed by msgspec: a third of pickle's time (Reply's __reduce__ and
-# the dataclasses' state are Python, once a reply), or pickled where msgpack cannot carry them
-# (a name not UTF-8).
+# A task travels to a worker as tuples, its results back packed by msgspec: pickling a
+# dataclass's state (and Reply's __reduce__) is Python, once an object. Results msgpack cannot
+# carry (a name not UTF-8) are pickled.
+_FIELDS = attrgetter(*(field.name for field in fields(Transcript)))
 _PACK = msgspec.msgpack.Encoder()
 _UNPACK = msgspec.msgpack.Decoder(list[FileResult])
 
 
-def _read_packed(task: list[Transcript], read: Callable[[list[Transcript]], list[FileResult]]
+def _read_packed(task: list[tuple[Any, ...]],
+                 read: Callable[[list[Transcript]], list[FileResult]]
                  ) -> bytes | list[FileResult]:
-    results = read(task)
+    results = read([Transcript(*values) for values in task])
     try:
         return _PACK.encode(results)
     except Exception:  # noqa: BLE001 - (any value msgpack cannot carry: pickle can)
@@ -114,7 +119,7 @@ def _shared(tasks: list[list[Transcript]], workers: int,
             while not left and len(task_of) < workers * _AHEAD and (
                     task := next(todo, None)) is not None:
                 try:
-                    task_of[pool.submit(_read_packed, task, read)] = task
+                    task_of[pool.submit(_read_packed, list(map(_FIELDS, task)), read)] = task
                 except BrokenProcessPool:  # (a worker died: its own task's files are lost)
                     logger.warning("a scan worker died; this process reads the files left")
                     left.append(task)
