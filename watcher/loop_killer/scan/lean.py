@@ -229,9 +229,7 @@ class LeanScan:
             calls = []
         else:
             return False  # (a wrong shape: counted as broken)
-        message_id = message.id
-        if not isinstance(message_id, str) or not message_id:
-            message_id = _str(entry.uuid)
+        message_id = _str(message.id) or _str(entry.uuid)
         if calls:
             scope.hints.calls(message_id, calls)
         else:

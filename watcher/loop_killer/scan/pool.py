@@ -10,10 +10,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import fields
 from functools import partial
-from operator import attrgetter
-from typing import Any
 
 import msgspec
 
@@ -63,21 +60,16 @@ def _read_batch(task: list[Transcript], settings: Settings | None, two_tier: boo
             for transcript in task]
 
 
-# A task travels to a worker as tuples, its results back packed by msgspec: pickling a
-# dataclass's state (and Reply's __reduce__) is Python, once an object. Results msgpack cannot
-# carry (a name not UTF-8) are pickled.
-_FIELDS = attrgetter(*(field.name for field in fields(Transcript)))
-_PACK = msgspec.msgpack.Encoder()
-_UNPACK = msgspec.msgpack.Decoder(list[FileResult])
+# A worker's results come back packed by msgspec: pickle builds each dataclass's state in Python.
+_PACK, _UNPACK = msgspec.msgpack.Encoder(), msgspec.msgpack.Decoder(list[FileResult])
 
 
-def _read_packed(task: list[tuple[Any, ...]],
-                 read: Callable[[list[Transcript]], list[FileResult]]
+def _read_packed(task: list[Transcript], read: Callable[[list[Transcript]], list[FileResult]]
                  ) -> bytes | list[FileResult]:
-    results = read([Transcript(*values) for values in task])
+    results = read(task)
     try:
         return _PACK.encode(results)
-    except Exception:  # noqa: BLE001 - (any value msgpack cannot carry: pickle can)
+    except Exception:  # noqa: BLE001 - (a value msgpack cannot carry, a name not UTF-8: pickled)
         return results
 
 
@@ -119,7 +111,7 @@ def _shared(tasks: list[list[Transcript]], workers: int,
             while not left and len(task_of) < workers * _AHEAD and (
                     task := next(todo, None)) is not None:
                 try:
-                    task_of[pool.submit(_read_packed, list(map(_FIELDS, task)), read)] = task
+                    task_of[pool.submit(_read_packed, task, read)] = task
                 except BrokenProcessPool:  # (a worker died: its own task's files are lost)
                     logger.warning("a scan worker died; this process reads the files left")
                     left.append(task)
@@ -142,8 +134,7 @@ def _shared(tasks: list[list[Transcript]], workers: int,
                 future.cancel()
 
 
-def _results(future: Future[bytes | list[FileResult]], task: list[Transcript]
-             ) -> list[FileResult]:
+def _results(future: Future[bytes | list[FileResult]], task: list[Transcript]) -> list[FileResult]:
     """A task's results; a worker that died (killed, out of memory) costs its files only."""
     try:
         found = future.result()
