@@ -212,12 +212,10 @@ class LeanScan:
         """A user line's tool results, told to ``LoopHints``; False for none (a prompt...)."""
         if not isinstance(content, list):
             return False
-        ids = [part.tool_use_id for part in content if part.type == "tool_result"]
-        if not ids:
-            return False
-        ids = [tool_use_id if isinstance(tool_use_id, str) else "" for tool_use_id in ids]
-        if len(set(ids)) < len(ids):  # (read again by its call's id: the engine's way)
-            return False
+        ids = [part.tool_use_id if isinstance(part.tool_use_id, str) else ""
+               for part in content if part.type == "tool_result"]
+        if not ids or len(ids) > 1 and len(set(ids)) < len(ids):
+            return False  # (a result read again by its call's id: the engine's way)
         scope.hints.results(ids)
         return True
 

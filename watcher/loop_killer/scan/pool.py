@@ -12,7 +12,10 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from functools import partial
 
+import msgspec
+
 from ..state.config import Settings
+from . import lean  # noqa: F401 - (the readers loaded before the workers fork: not again in each)
 from .files import SKIP_FAILED, Transcript, read_transcript
 from .records import FileResult
 
@@ -57,6 +60,19 @@ def _read_batch(task: Task, settings: Settings | None, two_tier: bool) -> list[F
             for transcript, tail in task]
 
 
+# A worker's results come back packed by msgspec: pickle builds each dataclass's state in Python.
+_PACK, _UNPACK = msgspec.msgpack.Encoder(), msgspec.msgpack.Decoder(list[FileResult])
+
+
+def _read_packed(task: Task, read: Callable[[Task], list[FileResult]]
+                 ) -> bytes | list[FileResult]:
+    results = read(task)
+    try:
+        return _PACK.encode(results)
+    except Exception:  # noqa: BLE001 - (a value msgpack cannot carry, a name not UTF-8: pickled)
+        return results
+
+
 def scan_transcripts(transcripts: Sequence[Transcript], *, jobs: int | None = None,
                      progress: Progress | None = None, settings: Settings | None = None,
                      two_tier: bool = True, tails: Mapping[str, bytes] | None = None
@@ -91,14 +107,14 @@ def _shared(tasks: list[Task], workers: int, read: Callable[[Task], list[FileRes
     context = multiprocessing.get_context("fork") if sys.platform == "linux" else None
     todo = iter(tasks)
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        task_of: dict[Future[list[FileResult]], Task] = {}
+        task_of: dict[Future[bytes | list[FileResult]], Task] = {}
         left: list[Task] = []  # (the pool broke: this process reads the rest)
 
         def hand_out() -> None:  # (keep every worker's queue full)
             while not left and len(task_of) < workers * _AHEAD and (
                     task := next(todo, None)) is not None:
                 try:
-                    task_of[pool.submit(read, task)] = task
+                    task_of[pool.submit(_read_packed, task, read)] = task
                 except BrokenProcessPool:  # (a worker died: its own task's files are lost)
                     logger.warning("a scan worker died; this process reads the files left")
                     left.append(task)
@@ -121,10 +137,11 @@ def _shared(tasks: list[Task], workers: int, read: Callable[[Task], list[FileRes
                 future.cancel()
 
 
-def _results(future: Future[list[FileResult]], task: Task) -> list[FileResult]:
+def _results(future: Future[bytes | list[FileResult]], task: Task) -> list[FileResult]:
     """A task's results; a worker that died (killed, out of memory) costs its files only."""
     try:
-        return future.result()
+        found = future.result()
+        return _UNPACK.decode(found) if isinstance(found, bytes) else found
     except Exception:
         logger.exception("a scan worker failed; %d files not read", len(task))
         return [FileResult(path=t.path, project=t.project, session_id=t.session_id,

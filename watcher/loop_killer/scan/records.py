@@ -4,7 +4,7 @@ Tokens are kept per API reply (``Reply``): a reply in several files counts once 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Literal, NamedTuple
+from typing import Literal, NamedTuple
 
 from ..engine.transcript import Usage, record
 
@@ -35,17 +35,6 @@ class Reply:
     key: ReplyKey
     model: str
     usage: Tokens
-
-    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        # (one flat tuple: half the bytes and time of the dataclass's, for the workers)
-        usage = self.usage
-        return _reply, (self.key, self.model, usage.input, usage.output, usage.cache_read,
-                        usage.cache_creation, usage.cache_creation_1h, usage.speed,
-                        usage.inference_geo)
-
-
-def _reply(key: ReplyKey, model: str, *usage: Any) -> Reply:
-    return Reply(key, model, Tokens(*usage))
 
 
 Replies = tuple[Reply, ...]

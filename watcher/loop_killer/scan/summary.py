@@ -135,6 +135,7 @@ class _TurnAt:
 class _Copy:
     reply: Reply
     file: int  # index into Collector._files
+    cost: tuple[float, Priced]  # (priced as it comes: while the other readers still read)
 
 
 @dataclass(slots=True)
@@ -206,7 +207,8 @@ class Collector:
             bigger = reply.usage.total - known.reply.usage.total
             if bigger < 0 or bigger == 0 and self._files[file].rank >= self._files[known.file].rank:
                 return
-        self._copies[reply.key] = _Copy(reply, file)
+        self._copies[reply.key] = _Copy(reply, file, self.prices.reply_cost(reply.model,
+                                                                            reply.usage))
 
     def _within(self, first_at: str, last_at: str) -> bool:
         """Whether something from ``first_at`` to ``last_at`` is within --since/--until."""
@@ -238,7 +240,7 @@ class Collector:
         loops = sorted(self._loops, key=lambda item: (files[item[1]].rank, item[0].first_at,
                                                        item[0].rule, item[0].label))
         owners = self._owners(loops)
-        costs, models = self._priced()
+        models = self._by_model()
         rows: list[LoopRow] = []
         loops_of: Counter[str] = Counter()
         loops_usd: dict[str, float] = {}
@@ -252,10 +254,10 @@ class Collector:
                 continue
             later = {reply.key for reply in loop.avoidable}
             avoidable = [key for key in owned if key in later]  # (in order: sums repeat)
-            tokens, cost, priced = self._sum(owned, costs)
-            avoidable_tokens, avoidable_cost, _ = self._sum(avoidable, costs)
+            tokens, cost, priced = self._sum(owned)
+            avoidable_tokens, avoidable_cost, _ = self._sum(avoidable)
             for key in owned:
-                usage, (_, how) = self._copies[key].reply.usage, costs[key]
+                usage, (_, how) = self._copies[key].reply.usage, self._copies[key].cost
                 unpriced += usage.total if how == "unpriced" else 0
                 fallback += usage.total if how == "fallback" else 0
             where = files[file]
@@ -278,17 +280,16 @@ class Collector:
             skipped=dict(sorted(skipped.items())), fallback_tokens=fallback,
             older=listing.older if listing is not None else 0,
             duplicate_replies=self._duplicates, duplicate_loops=duplicate_loops,
-            budget=self._over_budget(costs), limits=self.budget)
+            budget=self._over_budget(), limits=self.budget)
 
-    def _over_budget(self, costs: dict[ReplyKey, tuple[float, Priced]]
-                     ) -> tuple[BudgetRow, ...]:
+    def _over_budget(self) -> tuple[BudgetRow, ...]:
         """The main files' turns over the budget, their subagents' replies counted in."""
         if not self._turns:
             return ()
         budget, files, copies = self.budget, self._files, self._copies
         asides = self._subagent_turns()
         # (most turns are cleared unsummed: too few replies even at the dearest reply's price)
-        dearest = max((cost for cost, _ in costs.values()), default=0.0)
+        dearest = max((copy.cost[0] for copy in copies.values()), default=0.0)
         rows = []
         for index, main in enumerate(self._turns):
             turn, file, theirs = main.turn, main.file, asides.get(index, ())
@@ -300,8 +301,8 @@ class Collector:
             if keys and all(copies[key].file != file for key in keys):
                 continue  # a copy of a turn (a resumed session's): the original counts
             spent = set(keys).union(*(aside.keys() for aside in theirs))
-            usd = fsum(costs[key][0] for key in spent)
-            priced: Priced = max((costs[key][1] for key in spent), key=_WORST.__getitem__,
+            usd = fsum(copies[key].cost[0] for key in spent)
+            priced: Priced = max((copies[key].cost[1] for key in spent), key=_WORST.__getitem__,
                                  default="exact")
             began, ended = parse_timestamp(turn.started_at), parse_timestamp(turn.ended_at)
             use = TurnUse(turn.reprompts, began, usd, priced == "fallback")
@@ -335,37 +336,32 @@ class Collector:
                     by_turn.setdefault(turns[at][1], []).append(aside)
         return by_turn
 
-    def _sum(self, keys: Iterable[ReplyKey], costs: dict[ReplyKey, tuple[float, Priced]]
-             ) -> tuple[Tokens, float, Priced]:
+    def _sum(self, keys: Iterable[ReplyKey]) -> tuple[Tokens, float, Priced]:
         tokens = Tokens()
         usd = 0.0
         priced: Priced = "exact"
-        for key in keys:
-            tokens = tokens + self._copies[key].reply.usage
-            cost, how = costs[key]
+        for copy in map(self._copies.__getitem__, keys):
+            tokens = tokens + copy.reply.usage
+            cost, how = copy.cost
             usd += cost
             if _WORST[how] > _WORST[priced]:
                 priced = how
         return tokens, usd, priced
 
-    def _priced(self) -> tuple[dict[ReplyKey, tuple[float, Priced]],
-                               dict[str, dict[str, _ModelSum]]]:
-        """Every reply's cost, and the replies summed by session and model (one pass)."""
-        costs: dict[ReplyKey, tuple[float, Priced]] = {}
+    def _by_model(self) -> dict[str, dict[str, _ModelSum]]:
+        """The replies summed by session and model."""
         models: dict[str, dict[str, _ModelSum]] = {}
         session_of = [file.session for file in self._files]
-        reply_cost = self.prices.reply_cost
-        for key, copy in self._copies.items():
+        for copy in self._copies.values():
             reply = copy.reply
-            cost = costs[key] = reply_cost(reply.model, reply.usage)
             per_model = models.get(session_of[copy.file])
             if per_model is None:
                 per_model = models[session_of[copy.file]] = {}
             found = per_model.get(reply.model)
             if found is None:
                 found = per_model[reply.model] = _ModelSum()
-            found.add(reply.usage, *cost)
-        return costs, models
+            found.add(reply.usage, *copy.cost)
+        return models
 
     def _session_rows(self, models: dict[str, dict[str, _ModelSum]],
                       loops_of: Counter[str], loops_usd: dict[str, float]
