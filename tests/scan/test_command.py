@@ -218,6 +218,7 @@ def test_a_worker_dying_before_it_is_handed_a_task_costs_no_file(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The pool broken at a hand-out (a worker killed, out of memory): this process reads
     what the pool could not take, and the task lost with the worker is all that is lost."""
+    from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
     root = projects_dir()
@@ -231,16 +232,16 @@ def test_a_worker_dying_before_it_is_handed_a_task_costs_no_file(
     one = sorted(pool.scan_transcripts(listing.transcripts, jobs=1), key=lambda r: r.path)
     monkeypatch.setattr(pool, "IN_PROCESS_BYTES", 0)
     monkeypatch.setattr(pool, "batches", lambda files: [[file] for file in files])
-    real = pool.ProcessPoolExecutor.submit
+    real = ProcessPoolExecutor.submit
     handed: list[int] = []
 
-    def submit(self: pool.ProcessPoolExecutor, *args: object) -> object:
+    def submit(self: ProcessPoolExecutor, *args: object) -> object:
         handed.append(1)
         if len(handed) > 1:
             raise BrokenProcessPool("a worker died")
         return real(self, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(pool.ProcessPoolExecutor, "submit", submit)
+    monkeypatch.setattr(ProcessPoolExecutor, "submit", submit)
     two = sorted(pool.scan_transcripts(listing.transcripts, jobs=2), key=lambda r: r.path)
     assert len(handed) == 2 and len(one) > 2
     assert two == one

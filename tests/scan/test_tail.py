@@ -18,7 +18,7 @@ import msgspec
 import pytest
 from loop_killer import cli
 from loop_killer.scan import cache, files, lean, ledger, tail
-from loop_killer.scan.cache import CACHE_FILE
+from loop_killer.scan.cache import CACHE_FILE, TAILS_FILE
 from loop_killer.scan.files import Transcript as Listed
 from loop_killer.scan.files import find_transcripts, read_transcript
 from loop_killer.state.files import projects_dir, state_dir
@@ -191,7 +191,7 @@ def test_a_scan_reads_a_grown_session_from_its_tail(
         session.run(f"cat part{number}", "line " * 100, Use(10, 20))
     path = session.write(session.path_in(root))
     first = _scan(capsys)
-    kept = msgspec.msgpack.decode((state_dir() / CACHE_FILE).read_bytes())["tails"]
+    kept = msgspec.msgpack.decode((state_dir() / TAILS_FILE).read_bytes())["tails"]
     assert str(path) in kept and 5 < len(kept) < 31  # (not a file the engine read whole)
     old = path.stat().st_size
     session.reply("Done.", Use(3, 4))
@@ -207,11 +207,28 @@ def test_a_scan_reads_a_grown_session_from_its_tail(
     assert after["tokens"]["total"] == before["tokens"]["total"] + 3 + 4 + 5 + 6
 
 
-def test_a_tail_is_kept_while_its_file_settles(capsys: pytest.CaptureFixture[str],
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """A live session is always being written: its result is not kept, its tail is."""
-    monkeypatch.setattr(cache, "SETTLING", 3600.0)
-    _, path, _ = _grown_session(projects_dir())
+def test_a_tail_is_kept_while_its_file_settles_in_a_file_of_its_own(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A live session is always being written: its result is not kept, its tail is, and a
+    scan after it grew writes the tails again, not the other files' results."""
+    session, path, _ = _grown_session(projects_dir())
+    other = Transcript("dddddddd-2222-4333-8444-555555555555", cwd="/home/dev/other")
+    other.prompt()
+    other.reply("Done.", Use(1, 2))
+    other.write(other.path_in(projects_dir()))
+    live = path.stat().st_ino
+    monkeypatch.setattr(cache, "_settled", lambda stamp, _: stamp is not None
+                        and stamp[1] != live)
     _scan(capsys)
-    document = msgspec.msgpack.decode((state_dir() / CACHE_FILE).read_bytes())
-    assert not document["files"] and list(document["tails"]) == [str(path)]
+    results, tails = state_dir() / CACHE_FILE, state_dir() / TAILS_FILE
+    assert list(msgspec.msgpack.decode(results.read_bytes())["files"]) == [
+        str(other.path_in(projects_dir()))]
+    kept = msgspec.msgpack.decode(tails.read_bytes())
+    assert not kept["files"] and set(kept["tails"]) == {str(path), str(
+        other.path_in(projects_dir()))}  # (both new: the newest of the day)
+    before = results.read_bytes(), results.stat().st_mtime_ns, tails.read_bytes()
+    path.write_bytes(session.data())  # (the session went on)
+    grown = _scan(capsys)
+    assert (results.read_bytes(), results.stat().st_mtime_ns) == before[:2]
+    assert tails.read_bytes() != before[2]
+    assert grown == _scan(capsys, "--no-cache")

@@ -20,7 +20,7 @@ import msgspec
 import pytest
 from loop_killer import cli
 from loop_killer.scan import cache, pool, tail
-from loop_killer.scan.cache import CACHE_FILE
+from loop_killer.scan.cache import TAILS_FILE
 from loop_killer.scan.files import FileResult, find_transcripts, read_transcript
 from loop_killer.state.files import projects_dir, state_dir
 from transcripts import Transcript, Use
@@ -178,7 +178,7 @@ def test_scans_going_on_from_tails_give_the_whole_reading(
     _grow(beta, beta_path, "pwd")
     assert _scan(capsys, "--project", "beta") == _scan(capsys, "--project", "beta",
                                                        "--no-cache")
-    kept = msgspec.msgpack.decode((state_dir() / CACHE_FILE).read_bytes())["tails"]
+    kept = msgspec.msgpack.decode((state_dir() / TAILS_FILE).read_bytes())["tails"]
     assert {str(alpha_path), str(beta_path)} <= set(kept)
     _grow(alpha, alpha_path, "ls")
     assert _scan(capsys) == _scan(capsys, "--no-cache")

@@ -29,11 +29,12 @@ from .files import SKIP_PROJECT_OFF, Listing, Transcript
 from .records import FileResult
 from .summary import Summary
 
-__all__ = ["CACHE_FILE", "REPORT_FILE", "SETTLING", "Report", "ScanCache", "scan_context"]
+__all__ = ["CACHE_FILE", "REPORT_FILE", "SETTLING", "TAILS_FILE", "Report", "ScanCache",
+           "scan_context"]
 
 logger = logging.getLogger(__name__)
 
-CACHE_FILE = "scan-cache.msgpack"
+CACHE_FILE, TAILS_FILE = "scan-cache.msgpack", "scan-tails.msgpack"
 REPORT_FILE = "scan-report.msgpack"
 MAX_CACHE_BYTES = 256 << 20  # (a 1 GB history's is about 16 MB)
 
@@ -156,13 +157,37 @@ def _sane(data: bytes, files: dict[str, _Entry]) -> bool:
     return True
 
 
-class ScanCache:
-    """The results kept by earlier scans, and those of this one (``keep``), saved whole."""
+def _document(path: Path, context: str, else_: str) -> _Document | None:
+    """A cache file of this context, checked; None: none yet, or not usable (logged)."""
+    try:
+        ensure_private_dir(path.parent, create=False)  # (a link there is refused)
+        data = read_small_file(path, MAX_CACHE_BYTES, owned=True)
+        header = _HEADER(data)
+        if header.format != _FORMAT or header.context != context:
+            return None  # another version or settings: read again
+        document = _DECODE(data)
+    except FileNotFoundError:
+        return None
+    except (OSError, msgspec.DecodeError) as error:  # (ValidationError is one)
+        logger.warning("scan cache %s not used, %s: %s", path, else_,
+                       printable(str(error), 300))
+        return None
+    if not _sane(data, document.files):
+        logger.warning("scan cache %s not used, %s: a result in it is not one a scan makes",
+                       path, else_)
+        return None
+    return document
 
-    def __init__(self, path: Path, context: str, document: _Document | None = None) -> None:
-        self.path, self.context, self._changed = path, context, False
-        self._files = document.files if document is not None else {}
-        self._tails = document.tails if document is not None else {}
+
+class ScanCache:
+    """The results kept by earlier scans, and those of this one (``keep``), saved whole; the
+    tails in a file of their own (a live session's changes them alone, scan after scan)."""
+
+    def __init__(self, path: Path, context: str, files: dict[str, _Entry] | None = None,
+                 tails: dict[str, tuple[int, int, bytes]] | None = None) -> None:
+        self.path, self.context, self._changed, self._tails_changed = path, context, False, False
+        self._files = files if files is not None else {}
+        self._tails = tails if tails is not None else {}
         self._seen: set[str] = set()
         self._worthy: set[str] = set()  # (files whose tail is kept)
         self._settled_before = _settled_before()
@@ -170,25 +195,10 @@ class ScanCache:
     @classmethod
     def load(cls, state: Path, context: str) -> ScanCache:
         """The cache in the state folder, or an empty one (none yet, or not usable)."""
-        path = state / CACHE_FILE
-        try:
-            ensure_private_dir(state, create=False)  # (a link there is refused)
-            data = read_small_file(path, MAX_CACHE_BYTES, owned=True)
-            header = _HEADER(data)
-            if header.format != _FORMAT or header.context != context:
-                return cls(path, context)  # another version or settings: read again
-            document = _DECODE(data)
-        except FileNotFoundError:
-            return cls(path, context)
-        except (OSError, msgspec.DecodeError) as error:  # (ValidationError is one)
-            logger.warning("scan cache %s not used, every file is read: %s", path,
-                           printable(str(error), 300))
-            return cls(path, context)
-        if not _sane(data, document.files):
-            logger.warning("scan cache %s not used, every file is read: a result in it "
-                           "is not one a scan makes", path)
-            return cls(path, context)
-        return cls(path, context, document)
+        files = _document(state / CACHE_FILE, context, "every file is read")
+        tails = _document(state / TAILS_FILE, context, "a grown file is read whole")
+        return cls(state / CACHE_FILE, context, files.files if files else None,
+                   tails.tails if tails else None)
 
     def split(self, transcripts: Iterable[Transcript], worthy: set[str] | None = None
               ) -> tuple[list[FileResult], list[Transcript], dict[str, bytes]]:
@@ -217,16 +227,15 @@ class ScanCache:
         """Remember a file's result as read now (a file that was not read is forgotten), and
         its tail even while it settles (the bytes it stands for are checked when used)."""
         stamp, path = stamp_of(transcript), transcript.path
-        self._changed = True
         if result.tail and not result.skipped:
             self._tails[path] = (transcript.device, transcript.inode, result.tail)
-            result = replace(result, tail=b"")
-        else:
-            self._tails.pop(path, None)
+            self._tails_changed, result = True, replace(result, tail=b"")
+        elif self._tails.pop(path, None) is not None:
+            self._tails_changed = True
         if stamp is None or result.skipped or not _settled(stamp, self._settled_before):
-            self._files.pop(path, None)
+            self._changed |= self._files.pop(path, None) is not None
         else:
-            self._files[path] = _Entry(stamp, result)
+            self._files[path], self._changed = _Entry(stamp, result), True
 
     def save(self, *, root: str, whole: bool) -> None:
         """Write the files of ``root`` listed now, and its others unless listed ``whole``."""
@@ -235,23 +244,26 @@ class ScanCache:
                  if path in self._seen or (not whole and path.startswith(inside))}
         tails = {path: tail for path, tail in self._tails.items() if path in self._worthy or (
             path not in self._seen and not whole and path.startswith(inside))}
-        if not self._changed and (len(files), len(tails)) == (len(self._files),
-                                                               len(self._tails)):
-            return
-        try:
-            write_private_file(self.path, _ENCODE(_Document(_FORMAT, self.context, files,
-                                                            tails)))
-        except (OSError, ValueError) as error:  # (ValueError: a name not UTF-8)
-            logger.warning("scan cache %s not written: %s", self.path, error)
-        self._clear_left_behind()
+        written = [(self.path, _Document(_FORMAT, self.context, files))] if (
+            self._changed or len(files) != len(self._files)) else []
+        if self._tails_changed or len(tails) != len(self._tails):
+            written.append((self.path.with_name(TAILS_FILE),
+                            _Document(_FORMAT, self.context, {}, tails)))
+        for path, document in written:
+            try:
+                write_private_file(path, _ENCODE(document))
+            except (OSError, ValueError) as error:  # (ValueError: a name not UTF-8)
+                logger.warning("scan cache %s not written: %s", path, error)
+        if written:
+            self._clear_left_behind()
 
     def _clear_left_behind(self) -> None:
         """Remove temporary cache files of scans killed while writing."""
-        folder, prefix = self.path.parent, f".{CACHE_FILE}."
+        folder, prefixes = self.path.parent, (f".{CACHE_FILE}.", f".{TAILS_FILE}.")
         try:
             with os.scandir(folder) as entries:
                 old = [entry.path for entry in entries
-                       if entry.name.startswith(prefix) and entry.name.endswith(".tmp")
+                       if entry.name.startswith(prefixes) and entry.name.endswith(".tmp")
                        and entry.is_file(follow_symlinks=False)
                        and entry.stat(follow_symlinks=False).st_mtime
                        < time.time() - _LEFT_BEHIND]

@@ -4,13 +4,11 @@ reads too (N jobs: N - 1 workers), and alone for a small history."""
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 from functools import partial
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -18,6 +16,9 @@ from ..state.config import Settings
 from . import lean  # noqa: F401 - (the readers loaded before the workers fork: not again in each)
 from .files import SKIP_FAILED, Transcript, read_transcript
 from .records import FileResult
+
+if TYPE_CHECKING:  # (the pool's modules load only when it starts: not for one file read again)
+    from concurrent.futures import Future
 
 __all__ = ["BATCH_BYTES", "IN_PROCESS_BYTES", "batches", "scan_transcripts"]
 
@@ -103,6 +104,10 @@ _AHEAD = 2  # tasks handed to each worker ahead: it never waits for this process
 def _shared(tasks: list[Task], workers: int, read: Callable[[Task], list[FileResult]]
             ) -> Iterator[list[FileResult]]:
     """Every task's results, read by ``workers`` processes and this one as each is free."""
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
+
     # fork where it is safe (Linux): the workers start at once, with the modules loaded.
     context = multiprocessing.get_context("fork") if sys.platform == "linux" else None
     todo = iter(tasks)
