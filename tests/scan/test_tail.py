@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 import pytest
 from loop_killer import cli
-from loop_killer.scan import cache, files, lean, ledger, tail
+from loop_killer.scan import cache, files, lean, ledger, pool, tail
 from loop_killer.scan.cache import CACHE_FILE, TAILS_FILE
 from loop_killer.scan.files import Transcript as Listed
 from loop_killer.scan.files import find_transcripts, read_transcript
@@ -232,3 +232,20 @@ def test_a_tail_is_kept_while_its_file_settles_in_a_file_of_its_own(
     assert (results.read_bytes(), results.stat().st_mtime_ns) == before[:2]
     assert tails.read_bytes() != before[2]
     assert grown == _scan(capsys, "--no-cache")
+
+
+def test_files_going_on_from_their_tails_start_no_workers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A live session of many megabytes that grew a little is read in this process."""
+    session, path, kept = _grown_session(tmp_path)
+    path.write_bytes(session.data())
+    (listed,) = find_transcripts(tmp_path).transcripts
+    started: list[int] = []
+    real = pool._shared
+    monkeypatch.setattr(pool, "_shared", lambda *args: started.append(1) or real(*args))
+    monkeypatch.setattr(pool, "IN_PROCESS_BYTES", listed.size)  # (this file: big)
+    monkeypatch.setattr(pool, "batches", lambda files: [[file] for file in files * 2])
+    for tails, workers in [({listed.path: kept}, []), ({listed.path: b""}, [1])]:
+        started.clear()
+        results = list(pool.scan_transcripts([listed], jobs=2, tails=tails))
+        assert started == workers and len(results) == 2

@@ -86,7 +86,8 @@ def scan_transcripts(transcripts: Sequence[Transcript], *, jobs: int | None = No
     tasks = [[(transcript, tails.get(transcript.path)) for transcript in task]
              for task in batches(transcripts)]
     read = partial(_read_batch, settings=settings, two_tier=two_tier)
-    alone = jobs <= 1 or len(tasks) <= 1 or total < IN_PROCESS_BYTES
+    new = sum(t.size for t in transcripts if not tails.get(t.path))  # (going on: a few bytes)
+    alone = jobs <= 1 or len(tasks) <= 1 or new < IN_PROCESS_BYTES
     finished: Iterable[list[FileResult]] = map(read, tasks) if alone else _shared(
         tasks, jobs - 1, read)
     done = 0
