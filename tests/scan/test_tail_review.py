@@ -107,7 +107,8 @@ def test_a_line_nested_too_deep_for_the_first_pass_is_read_as_the_engine_reads_i
     session.write(session.path_in(tmp_path))
     (listed,) = find_transcripts(tmp_path).transcripts
     whole = read_transcript(listed, two_tier=False)
-    assert not whole.skipped and whole.broken == 1
+    # (broken for orjson >= 3.9, whose depth limit it passes; read by orjson 3.8)
+    assert not whole.skipped and whole.broken in (0, 1) and len(whole.replies) == 2
     assert read_transcript(listed) == whole
 
 
