@@ -22,7 +22,7 @@ from .records import Reply
 
 __all__ = ["TAIL_FILES", "TAIL_WITHIN", "Count", "keep", "resume", "worth_a_tail"]
 
-TAIL_FILES, TAIL_WITHIN = 32, 86_400.0  # the newest files, written in the last day
+TAIL_FILES, TAIL_WITHIN = 16, 86_400.0  # the newest files, written in the last day
 _CHECKED = 4096  # bytes at each end of what was read, compared before going on from it
 
 Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
