@@ -459,7 +459,11 @@ def test_the_engine_reads_a_part_in_the_chunks_of_a_reading_from_the_top(
         files._engine(fd, listed, None, 100, 250, 730)
         assert fed == [(250, 50), *((start, 100) for start in range(300, 700, 100)), (700, 30)]
         fed.clear()
-        files._engine(fd, listed, None, 300, head=b"x" * 300)
+        files._engine(fd, listed, None, 300)
         assert fed == [(0, 300), (300, 300), (600, 300), (900, 100)]
+        fed.clear()
+        monkeypatch.setattr(files, "ENGINE_CHUNK_BYTES", 400)  # (at most: its buffers)
+        files._engine(fd, listed, None, 1 << 20)
+        assert fed == [(0, 400), (400, 400), (800, 200)]
     finally:
         os.close(fd)

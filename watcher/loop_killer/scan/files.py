@@ -202,7 +202,7 @@ def read_transcript(transcript: Transcript, *, chunk_bytes: int = CHUNK_BYTES,
             if result is not None:
                 return result
             chunk = os.pread(fd, chunk_bytes, 0)
-        return replace(_engine(fd, transcript, settings, chunk_bytes, head=chunk),
+        return replace(_engine(fd, transcript, settings, chunk_bytes),
                        cwd=_file_cwd(fd, chunk, chunk_bytes))
     except OSError as error:
         if error.errno not in (errno.EIO, errno.EACCES, errno.EISDIR, errno.ENOENT):
@@ -291,8 +291,11 @@ def _looks_looping(head: bytes, subagent: bool) -> bool:
     return not subagent and head.count(_REPROMPT_MARK) >= LOOKS_LOOPING
 
 
+ENGINE_CHUNK_BYTES = 1 << 18  # (the engine's buffers: a loop-dense scan's worker 9 MB less)
+
+
 def _engine(fd: int, transcript: Transcript, settings: Settings | None, chunk_bytes: int,
-            start: int = 0, end: int | None = None, *, head: bytes = b"") -> FileResult:
+            start: int = 0, end: int | None = None) -> FileResult:
     """The engine's reading from ``start`` to ``end`` (None: the end), chunked as from the top
     (a reply marked final completes where a chunk ends)."""
     from .transcript import TranscriptScan
@@ -300,9 +303,7 @@ def _engine(fd: int, transcript: Transcript, settings: Settings | None, chunk_by
     scan = TranscriptScan(path=transcript.path, project=transcript.project,
                           session_id=transcript.session_id, subagent=transcript.subagent,
                           settings=settings, reread=partial(_reread, fd), offset=start)
-    if head:
-        scan.feed(head)
-    at = start + len(head)
+    chunk_bytes, at = min(chunk_bytes, ENGINE_CHUNK_BYTES), start
     while end is None or at < end:
         boundary = (at // chunk_bytes + 1) * chunk_bytes
         chunk = os.pread(fd, (boundary if end is None else min(boundary, end)) - at, at)
