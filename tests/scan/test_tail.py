@@ -251,3 +251,22 @@ def test_files_going_on_from_their_tails_start_no_workers(
         started.clear()
         results = list(pool.scan_transcripts([listed], jobs=2, tails=tails))
         assert started == workers and len(results) == 2
+
+
+def test_a_last_line_half_written_keeps_the_tail_before_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scan that catches Claude Code writing a line: the engine reads the file (the line
+    counted as broken, as a whole read does) and the tail before that line is kept."""
+    session, path, _ = _grown_session(tmp_path)
+    whole_data = session.data()
+    line = session.lines[-1]
+    path.write_bytes(whole_data[:-len(line) // 2])  # (half of its last line)
+    (listed,) = find_transcripts(tmp_path).transcripts
+    caught = read_transcript(listed, tail=b"")
+    assert caught.tail and dataclasses.replace(caught, tail=b"") == read_transcript(listed)
+    path.write_bytes(whole_data)
+    count = _read_bytes(monkeypatch)
+    (grown,) = find_transcripts(tmp_path).transcripts
+    after = read_transcript(grown, tail=caught.tail)
+    assert count[0] <= len(line) + 1 + 4 * 4096
+    assert dataclasses.replace(after, tail=b"") == read_transcript(grown)

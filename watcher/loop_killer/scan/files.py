@@ -197,13 +197,14 @@ def read_transcript(transcript: Transcript, *, chunk_bytes: int = CHUNK_BYTES,
             lean = LeanScan(path=transcript.path, project=transcript.project,
                             session_id=transcript.session_id,
                             subagent=transcript.subagent, settings=settings)
+        kept = b""
         if lean is not None:
-            result = _first_pass(lean, fd, chunk, transcript, settings, chunk_bytes, tail)
+            result, kept = _first_pass(lean, fd, chunk, transcript, settings, chunk_bytes, tail)
             if result is not None:
                 return result
             chunk = os.pread(fd, chunk_bytes, 0)
         return replace(_engine(fd, transcript, settings, chunk_bytes),
-                       cwd=_file_cwd(fd, chunk, chunk_bytes))
+                       cwd=_file_cwd(fd, chunk, chunk_bytes), tail=kept)
     except OSError as error:
         if error.errno not in (errno.EIO, errno.EACCES, errno.EISDIR, errno.ENOENT):
             logger.debug("reading %s: %s", transcript.path, error)
@@ -222,22 +223,24 @@ def read_transcript(transcript: Transcript, *, chunk_bytes: int = CHUNK_BYTES,
 
 def _first_pass(lean: LeanScan, fd: int, chunk: bytes, transcript: Transcript,
                 settings: Settings | None, chunk_bytes: int, tail: bytes | None
-                ) -> FileResult | None:
-    """``LeanScan`` from ``chunk`` on, the engine where it says; None: read by the engine."""
+                ) -> tuple[FileResult | None, bytes]:
+    """``LeanScan`` from ``chunk`` on, the engine where it says (None: read by the engine),
+    and its tail if asked (kept for a last line half written too: the next scan reads it)."""
     at = lean._at + len(chunk)
     while chunk and lean.feed(chunk):
         chunk = os.pread(fd, chunk_bytes, at)
         at += len(chunk)
+    kept = b""
     if tail is not None and not lean.needs_engine:
         from .tail import keep
 
-        tail = keep(lean, fd)
+        kept = keep(lean, fd)
     result = lean.finish()
     if result is None:
-        return None
+        return None, kept
     loops = [loop for start, end in lean.segments()
              for loop in _engine(fd, transcript, settings, chunk_bytes, start, end).loops]
-    return replace(result, loops=tuple(loops), tail=tail or b"") if loops or tail else result
+    return (replace(result, loops=tuple(loops), tail=kept) if loops or kept else result), kept
 
 
 def _resumed(tail: bytes, fd: int, transcript: Transcript, settings: Settings | None
