@@ -7,7 +7,6 @@ reads it."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import math
 import pickle
@@ -18,13 +17,13 @@ from typing import Any
 
 import msgspec
 import pytest
-from loop_killer import cli
 from loop_killer.scan import cache, pool, tail
 from loop_killer.scan.cache import TAILS_FILE
 from loop_killer.scan.files import FileResult, find_transcripts, read_transcript
 from loop_killer.state.files import projects_dir, state_dir
 from transcripts import Transcript, Use
 
+from scan.test_tail import _scan
 from scan.test_tiers import planted_history
 
 _HINTS, _WAITING, _EARLY, _UNKEYED, _STARTS, _FLAGGED, _CROSSINGS = 1, 0, 1, 5, 6, 7, 9
@@ -132,13 +131,6 @@ def test_a_task_handed_to_a_worker_carries_its_own_files_tails_only(
     results = list(pool.scan_transcripts(listed, jobs=2, tails=tails))
     assert sorted(result.path for result in results) == sorted(tails)
     assert handed and max(handed) < 20_000 * len(tails) // 4, handed
-
-
-def _scan(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
-    assert cli.main(["scan", "--json", *args]) == 0
-    document: dict[str, Any] = json.loads(capsys.readouterr().out)
-    del document["scan"]["from_cache"]
-    return document
 
 
 def _looping(root: Path, cwd: str) -> tuple[Transcript, Path]:

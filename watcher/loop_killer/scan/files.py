@@ -172,7 +172,6 @@ def read_transcript(transcript: Transcript, *, chunk_bytes: int = CHUNK_BYTES,
     """Scan one transcript file; never raises. ``two_tier``: first ``LeanScan``, then the
     engine where it says; off, the engine reads every file whole (the same result, slower).
     ``tail``: keep the first pass's (``scan.tail``), going on from this one if not b""."""
-    from .lean import LeanScan
 
     def skipped(reason: str) -> FileResult:
         return FileResult(path=transcript.path, project=transcript.project,
@@ -194,14 +193,12 @@ def read_transcript(transcript: Transcript, *, chunk_bytes: int = CHUNK_BYTES,
         lean = _resumed(tail, fd, transcript, settings) if tail and two_tier else None
         chunk = os.pread(fd, chunk_bytes, lean._at) if lean else os.read(fd, chunk_bytes)
         if lean is None and two_tier and not _looks_looping(chunk, transcript.subagent):
-            lean = LeanScan(path=transcript.path, project=transcript.project,
-                            session_id=transcript.session_id,
-                            subagent=transcript.subagent, settings=settings)
+            lean = _lean_scan(transcript, settings)
         kept = b""
         if lean is not None:
             result, kept = _first_pass(lean, fd, chunk, transcript, settings, chunk_bytes, tail)
             if result is not None:
-                return result
+                return replace(result, tail=kept) if kept else result
             chunk = os.pread(fd, chunk_bytes, 0)
         return replace(_engine(fd, transcript, settings, chunk_bytes),
                        cwd=_file_cwd(fd, chunk, chunk_bytes), tail=kept)
@@ -225,7 +222,7 @@ def _first_pass(lean: LeanScan, fd: int, chunk: bytes, transcript: Transcript,
                 settings: Settings | None, chunk_bytes: int, tail: bytes | None
                 ) -> tuple[FileResult | None, bytes]:
     """``LeanScan`` from ``chunk`` on, the engine where it says (None: read by the engine),
-    and its tail if asked (kept for a last line half written too: the next scan reads it)."""
+    and its tail if asked (b"" if not; kept for a last line half written too)."""
     at = lean._at + len(chunk)
     while chunk and lean.feed(chunk):
         chunk = os.pread(fd, chunk_bytes, at)
@@ -240,18 +237,23 @@ def _first_pass(lean: LeanScan, fd: int, chunk: bytes, transcript: Transcript,
         return None, kept
     loops = [loop for start, end in lean.segments()
              for loop in _engine(fd, transcript, settings, chunk_bytes, start, end).loops]
-    return (replace(result, loops=tuple(loops), tail=kept) if loops or kept else result), kept
+    return (replace(result, loops=tuple(loops)) if loops else result), kept
+
+
+def _lean_scan(transcript: Transcript, settings: Settings | None) -> LeanScan:
+    from .lean import LeanScan
+
+    return LeanScan(path=transcript.path, project=transcript.project,
+                    session_id=transcript.session_id, subagent=transcript.subagent,
+                    settings=settings)
 
 
 def _resumed(tail: bytes, fd: int, transcript: Transcript, settings: Settings | None
              ) -> LeanScan | None:
     """The first pass where ``tail`` left it; None: the file no longer holds what it read."""
-    from .lean import LeanScan
     from .tail import resume
 
-    lean = LeanScan(path=transcript.path, project=transcript.project,
-                    session_id=transcript.session_id, subagent=transcript.subagent,
-                    settings=settings)
+    lean = _lean_scan(transcript, settings)
     return lean if resume(tail, fd, lean) else None
 
 
